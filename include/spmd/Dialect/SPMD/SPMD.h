@@ -1,0 +1,53 @@
+//===- SPMD.h - spmd dialect ------------------------------------*- C++ -*-===//
+//
+// The spmd dialect: device meshes, DTensor placements and layouts,
+// redistribute (global view) and the local collectives.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SPMD_DIALECT_SPMD_SPMD_H
+#define SPMD_DIALECT_SPMD_SPMD_H
+
+#include "spmd/Layout/LayoutMath.h"
+
+#include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Dialect.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/IR/SymbolTable.h"
+#include "mlir/Interfaces/InferTypeOpInterface.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#include "spmd/Dialect/SPMD/SPMDDialect.h.inc"
+#include "spmd/Dialect/SPMD/SPMDEnums.h.inc"
+
+#include "spmd/Dialect/SPMD/SPMDAttrInterfaces.h.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "spmd/Dialect/SPMD/SPMDAttrs.h.inc"
+
+#include "spmd/Dialect/SPMD/SPMDOpInterfaces.h.inc"
+
+namespace spmd {
+class MeshOp;
+namespace detail {
+/// Shared SymbolUserOpInterface check of the collectives: the mesh exists,
+/// `mesh_dims` are in range, and the shapes fit the group size.
+llvm::LogicalResult verifyCollectiveGroup(CollectiveOpInterface op,
+                                          mlir::SymbolTableCollection &tables);
+} // namespace detail
+
+/// Looks up the spmd.mesh named `mesh` from `from`; emits "'@name' does not
+/// reference a valid spmd.mesh" at `from` and returns null when missing.
+MeshOp lookupMesh(mlir::Operation *from, mlir::FlatSymbolRefAttr mesh,
+                  mlir::SymbolTableCollection *symbolTable = nullptr);
+
+/// Converts between the dialect's and the layout library's reduce kinds.
+layout::ReduceKind toLayoutReduceKind(ReduceKind kind);
+} // namespace spmd
+
+#define GET_OP_CLASSES
+#include "spmd/Dialect/SPMD/SPMDOps.h.inc"
+
+#endif // SPMD_DIALECT_SPMD_SPMD_H

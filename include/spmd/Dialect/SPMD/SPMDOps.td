@@ -1,0 +1,198 @@
+//===- SPMDOps.td - spmd dialect operations ----------------*- tablegen -*-===//
+
+#ifndef SPMD_DIALECT_SPMD_SPMDOPS_TD
+#define SPMD_DIALECT_SPMD_SPMDOPS_TD
+
+include "spmd/Dialect/SPMD/SPMDAttrs.td"
+include "spmd/Dialect/SPMD/SPMDInterfaces.td"
+include "mlir/IR/SymbolInterfaces.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+include "mlir/IR/BuiltinAttributes.td"
+include "mlir/IR/OpBase.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+
+def SPMD_MeshOp : SPMD_Op<"mesh", [Symbol]> {
+  let summary = "An N-D device mesh";
+  let description = [{
+    Declares a device mesh: `shape[i]` ranks along mesh dim i, named
+    `names[i]` (e.g. `dp`, `tp`). Ranks are numbered row-major over the mesh
+    (last mesh dim fastest), like `torch.distributed.DeviceMesh`.
+
+    Example:
+    ```mlir
+    spmd.mesh @mesh shape = [2, 2] names = ["dp", "tp"]
+    ```
+
+    Errors: an empty shape, a dim of size < 1, a name count different from
+    the rank, and empty or duplicate names.
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name, DenseI64ArrayAttr:$shape,
+                       StrArrayAttr:$names);
+  let assemblyFormat = "$sym_name `shape` `=` $shape `names` `=` $names attr-dict";
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// Number of mesh dims.
+    int64_t getRank() { return getShape().size(); }
+    /// Total number of ranks (product of the shape).
+    int64_t getNumRanks();
+    /// Index of the mesh dim called `name`, or -1.
+    int64_t getDimIndex(::llvm::StringRef name);
+  }];
+}
+
+def SPMD_RedistributeOp : SPMD_Op<"redistribute", [
+    Pure, SameOperandsAndResultType,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "Change the layout of a value (global view)";
+  let description = [{
+    In the global (single-device-shaped) program, states that `input`, laid
+    out as `from`, is needed laid out as `to`. Both layouts name the same
+    mesh. The partitioner lowers it to the cheapest sequence of local
+    collectives and slices (DTensor `redistribute`).
+
+    Example:
+    ```mlir
+    %1 = spmd.redistribute %0 : tensor<8x16xf32>
+           from #spmd.layout<@mesh, [partial<sum>]>
+           to #spmd.layout<@mesh, [replicate]>
+    ```
+
+    Errors: the layouts name different meshes, a mesh that does not exist,
+    or do not fit the mesh rank or the tensor rank.
+  }];
+  let arguments = (ins AnyStaticShapeTensor:$input, SPMD_LayoutAttr:$from,
+                       SPMD_LayoutAttr:$to);
+  let results = (outs AnyStaticShapeTensor:$result);
+  let assemblyFormat = [{
+    $input `:` type($result) `from` qualified($from) `to` qualified($to)
+    attr-dict
+  }];
+  let hasVerifier = 1;
+}
+
+class SPMD_CollectiveOp<string mnemonic, list<Trait> traits = []>
+    : SPMD_Op<mnemonic, !listconcat(traits, [
+        DeclareOpInterfaceMethods<SymbolUserOpInterface>,
+        DeclareOpInterfaceMethods<SPMD_CollectiveOpInterface,
+                                  ["verifyGroupShapes"]>])> {
+  let results = (outs AnyStaticShapeTensor:$result);
+  let hasVerifier = 1;
+  let extraClassDefinition = [{
+    ::llvm::LogicalResult
+    $cppClass::verifySymbolUses(::mlir::SymbolTableCollection &symbolTable) {
+      return ::spmd::detail::verifyCollectiveGroup(*this, symbolTable);
+    }
+  }];
+}
+
+def SPMD_AllReduceOp : SPMD_CollectiveOp<"all_reduce", [SameOperandsAndResultType]> {
+  let summary = "Reduce over the group; every rank gets the result";
+  let description = [{
+    Elementwise reduction (`reduce`) of `input` over the ranks of the group;
+    every rank receives the reduced tensor. Resolves `Partial` to
+    `Replicate`.
+
+    Example:
+    ```mlir
+    %1 = spmd.all_reduce %0 on @mesh mesh_dims = [0] reduce = sum : tensor<4x8xf32>
+    ```
+  }];
+  let arguments = (ins AnyStaticShapeTensor:$input, FlatSymbolRefAttr:$mesh,
+                       DenseI64ArrayAttr:$mesh_dims, SPMD_ReduceKind:$reduce);
+  let assemblyFormat = [{
+    $input `on` $mesh `mesh_dims` `=` $mesh_dims `reduce` `=` $reduce attr-dict
+    `:` type($result)
+  }];
+}
+
+def SPMD_AllGatherOp : SPMD_CollectiveOp<"all_gather"> {
+  let summary = "Concatenate every rank's piece along gather_dim";
+  let description = [{
+    Every rank contributes an equally sized `input`; the result is the
+    concatenation of the group's pieces along `gather_dim` in group-rank
+    order, so `result[gather_dim] = input[gather_dim] * group size` and all
+    other dims are equal. Uneven `Shard` pieces are padded to the chunk size
+    before and sliced after (DESIGN.md §2). Resolves `Shard` to `Replicate`.
+
+    Example:
+    ```mlir
+    %1 = spmd.all_gather %0 on @mesh mesh_dims = [0] gather_dim = 0
+           : tensor<2x8xf32> -> tensor<8x8xf32>
+    ```
+  }];
+  let arguments = (ins AnyStaticShapeTensor:$input, FlatSymbolRefAttr:$mesh,
+                       DenseI64ArrayAttr:$mesh_dims, I64Attr:$gather_dim);
+  let assemblyFormat = [{
+    $input `on` $mesh `mesh_dims` `=` $mesh_dims `gather_dim` `=` $gather_dim
+    attr-dict `:` type($input) `->` type($result)
+  }];
+}
+
+def SPMD_ReduceScatterOp : SPMD_CollectiveOp<"reduce_scatter"> {
+  let summary = "Reduce over the group, each rank keeps one chunk";
+  let description = [{
+    Elementwise reduction (`reduce`) over the group, then the result is split
+    into group-size equal chunks along `scatter_dim` and group rank i keeps
+    chunk i: `input[scatter_dim] = result[scatter_dim] * group size`.
+    Resolves `Partial` to `Shard(scatter_dim)`.
+
+    Example:
+    ```mlir
+    %1 = spmd.reduce_scatter %0 on @mesh mesh_dims = [0] scatter_dim = 0
+           reduce = sum : tensor<8x8xf32> -> tensor<2x8xf32>
+    ```
+  }];
+  let arguments = (ins AnyStaticShapeTensor:$input, FlatSymbolRefAttr:$mesh,
+                       DenseI64ArrayAttr:$mesh_dims, I64Attr:$scatter_dim,
+                       SPMD_ReduceKind:$reduce);
+  let assemblyFormat = [{
+    $input `on` $mesh `mesh_dims` `=` $mesh_dims `scatter_dim` `=` $scatter_dim
+    `reduce` `=` $reduce attr-dict `:` type($input) `->` type($result)
+  }];
+}
+
+def SPMD_AllToAllOp : SPMD_CollectiveOp<"all_to_all"> {
+  let summary = "Exchange chunks: split along split_dim, concat along concat_dim";
+  let description = [{
+    Each rank splits `input` into group-size equal chunks along `split_dim`
+    and sends chunk j to group rank j; the received chunks are concatenated
+    along `concat_dim` in group-rank order. So `result[split_dim] =
+    input[split_dim] / group size` and `result[concat_dim] =
+    input[concat_dim] * group size` (the same dim: unchanged). Turns
+    `Shard(concat_dim)` into `Shard(split_dim)`.
+
+    Example:
+    ```mlir
+    %1 = spmd.all_to_all %0 on @mesh mesh_dims = [0] split_dim = 1 concat_dim = 0
+           : tensor<2x8xf32> -> tensor<8x2xf32>
+    ```
+  }];
+  let arguments = (ins AnyStaticShapeTensor:$input, FlatSymbolRefAttr:$mesh,
+                       DenseI64ArrayAttr:$mesh_dims, I64Attr:$split_dim,
+                       I64Attr:$concat_dim);
+  let assemblyFormat = [{
+    $input `on` $mesh `mesh_dims` `=` $mesh_dims `split_dim` `=` $split_dim
+    `concat_dim` `=` $concat_dim attr-dict `:` type($input) `->` type($result)
+  }];
+}
+
+def SPMD_BroadcastOp : SPMD_CollectiveOp<"broadcast", [SameOperandsAndResultType]> {
+  let summary = "Every rank of the group receives the root's tensor";
+  let description = [{
+    The rank with group index `root` (row-major over `mesh_dims`) sends its
+    `input`; every rank of the group returns it.
+
+    Example:
+    ```mlir
+    %1 = spmd.broadcast %0 on @mesh mesh_dims = [1] root = 0 : tensor<4xf32>
+    ```
+  }];
+  let arguments = (ins AnyStaticShapeTensor:$input, FlatSymbolRefAttr:$mesh,
+                       DenseI64ArrayAttr:$mesh_dims, I64Attr:$root);
+  let assemblyFormat = [{
+    $input `on` $mesh `mesh_dims` `=` $mesh_dims `root` `=` $root attr-dict
+    `:` type($result)
+  }];
+}
+
+#endif // SPMD_DIALECT_SPMD_SPMDOPS_TD

@@ -1,0 +1,293 @@
+//===- SPMDDialect.cpp - spmd dialect, attributes -------------------------===//
+
+#include "spmd/Dialect/SPMD/SPMD.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/DialectImplementation.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace spmd;
+
+#include "spmd/Dialect/SPMD/SPMDDialect.cpp.inc"
+#include "spmd/Dialect/SPMD/SPMDEnums.cpp.inc"
+
+#include "spmd/Dialect/SPMD/SPMDAttrInterfaces.cpp.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "spmd/Dialect/SPMD/SPMDAttrs.cpp.inc"
+
+void SPMDDialect::initialize() {
+  addAttributes<
+#define GET_ATTRDEF_LIST
+#include "spmd/Dialect/SPMD/SPMDAttrs.cpp.inc"
+      >();
+  addOperations<
+#define GET_OP_LIST
+#include "spmd/Dialect/SPMD/SPMDOps.cpp.inc"
+      >();
+}
+
+layout::ReduceKind spmd::toLayoutReduceKind(ReduceKind kind) {
+  switch (kind) {
+  case ReduceKind::Sum:
+    return layout::ReduceKind::Sum;
+  case ReduceKind::Avg:
+    return layout::ReduceKind::Avg;
+  case ReduceKind::Max:
+    return layout::ReduceKind::Max;
+  case ReduceKind::Min:
+    return layout::ReduceKind::Min;
+  }
+  llvm_unreachable("unknown ReduceKind");
+}
+
+//===----------------------------------------------------------------------===//
+// Placements
+//===----------------------------------------------------------------------===//
+
+LogicalResult ShardAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                int64_t dim) {
+  if (dim < 0)
+    return emitError() << "shard dim must be non-negative, got " << dim;
+  return success();
+}
+
+layout::Placement ShardAttr::getPlacement() const {
+  return layout::Placement::shard(getDim());
+}
+
+LogicalResult
+StridedShardAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                         int64_t dim, int64_t splitFactor) {
+  if (dim < 0)
+    return emitError() << "strided_shard dim must be non-negative, got "
+                       << dim;
+  if (splitFactor < 1)
+    return emitError() << "strided_shard split_factor must be >= 1, got "
+                       << splitFactor;
+  return success();
+}
+
+layout::Placement StridedShardAttr::getPlacement() const {
+  return layout::Placement::stridedShard(getDim(), getSplitFactor());
+}
+
+layout::Placement ReplicateAttr::getPlacement() const {
+  return layout::Placement::replicate();
+}
+
+layout::Placement PartialAttr::getPlacement() const {
+  return layout::Placement::partial(toLayoutReduceKind(getReduce()));
+}
+
+//===----------------------------------------------------------------------===//
+// LayoutAttr
+//===----------------------------------------------------------------------===//
+
+/// Parses one placement in the short form used inside `#spmd.layout<...>`.
+static PlacementAttrInterface parsePlacement(AsmParser &parser) {
+  SMLoc loc = parser.getCurrentLocation();
+  StringRef keyword;
+  if (parser.parseKeyword(&keyword))
+    return {};
+  Attribute attr;
+  if (keyword == ShardAttr::getMnemonic())
+    attr = ShardAttr::parse(parser, Type());
+  else if (keyword == StridedShardAttr::getMnemonic())
+    attr = StridedShardAttr::parse(parser, Type());
+  else if (keyword == ReplicateAttr::getMnemonic())
+    attr = ReplicateAttr::get(parser.getContext());
+  else if (keyword == PartialAttr::getMnemonic())
+    attr = PartialAttr::parse(parser, Type());
+  else
+    parser.emitError(loc) << "expected a placement (shard, strided_shard, "
+                             "replicate or partial), got '"
+                          << keyword << "'";
+  return llvm::dyn_cast_or_null<PlacementAttrInterface>(attr);
+}
+
+Attribute LayoutAttr::parse(AsmParser &parser, Type) {
+  FlatSymbolRefAttr mesh;
+  SmallVector<PlacementAttrInterface> placements;
+  SMLoc loc = parser.getCurrentLocation();
+  if (parser.parseLess() || parser.parseAttribute(mesh) || parser.parseComma())
+    return {};
+  if (parser.parseCommaSeparatedList(
+          AsmParser::Delimiter::Square, [&]() -> ParseResult {
+            PlacementAttrInterface p = parsePlacement(parser);
+            if (!p)
+              return failure();
+            placements.push_back(p);
+            return success();
+          }) ||
+      parser.parseGreater())
+    return {};
+  return parser.getChecked<LayoutAttr>(loc, parser.getContext(), mesh,
+                                       placements);
+}
+
+void LayoutAttr::print(AsmPrinter &printer) const {
+  printer << "<" << getMesh() << ", [";
+  llvm::interleaveComma(getPlacements(), printer,
+                        [&](PlacementAttrInterface p) {
+                          Attribute attr = p;
+                          llvm::TypeSwitch<Attribute>(attr)
+                              .Case([&](ShardAttr a) {
+                                printer << a.getMnemonic();
+                                a.print(printer);
+                              })
+                              .Case([&](StridedShardAttr a) {
+                                printer << a.getMnemonic();
+                                a.print(printer);
+                              })
+                              .Case([&](PartialAttr a) {
+                                printer << a.getMnemonic();
+                                a.print(printer);
+                              })
+                              .Case([&](ReplicateAttr a) {
+                                printer << a.getMnemonic();
+                              });
+                        });
+  printer << "]>";
+}
+
+LogicalResult LayoutAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                                 FlatSymbolRefAttr mesh,
+                                 ArrayRef<PlacementAttrInterface> placements) {
+  if (!mesh)
+    return emitError() << "layout needs a mesh symbol";
+  if (placements.empty())
+    return emitError() << "layout needs one placement per mesh dim, got none";
+  return success();
+}
+
+std::vector<layout::Placement> LayoutAttr::getLayoutPlacements() const {
+  std::vector<layout::Placement> result;
+  for (PlacementAttrInterface p : getPlacements())
+    result.push_back(p.getPlacement());
+  return result;
+}
+
+LogicalResult
+LayoutAttr::verifyFor(Operation *from, ShapedType type,
+                      function_ref<InFlightDiagnostic()> emitError,
+                      SymbolTableCollection *symbolTable) const {
+  MeshOp mesh = lookupMesh(from, getMesh(), symbolTable);
+  if (!mesh)
+    return failure();
+  if (!type.hasStaticShape())
+    return emitError() << "layout " << *this
+                       << " needs a statically shaped tensor, got " << type;
+  std::vector<int64_t> meshShape(mesh.getShape().begin(),
+                                 mesh.getShape().end());
+  std::vector<int64_t> shape(type.getShape().begin(), type.getShape().end());
+  std::string reason = layout::validate(shape, meshShape, getLayoutPlacements());
+  if (!reason.empty())
+    return emitError() << "layout " << *this << " does not fit " << type
+                       << " on mesh " << getMesh() << ": " << reason;
+  return success();
+}
+
+MeshOp spmd::lookupMesh(Operation *from, FlatSymbolRefAttr meshRef,
+                        SymbolTableCollection *symbolTable) {
+  Operation *found =
+      symbolTable ? symbolTable->lookupNearestSymbolFrom(from, meshRef)
+                  : SymbolTable::lookupNearestSymbolFrom(from, meshRef);
+  auto mesh = llvm::dyn_cast_or_null<MeshOp>(found);
+  if (!mesh)
+    from->emitError() << "'" << meshRef
+                      << "' does not reference a valid spmd.mesh";
+  return mesh;
+}
+
+//===----------------------------------------------------------------------===//
+// Function argument/result attributes
+//===----------------------------------------------------------------------===//
+
+/// Roles a captured training step gives its arguments and results.
+static constexpr llvm::StringLiteral kArgRoles[] = {"param", "buffer",
+                                                    "optim_state", "input",
+                                                    "target"};
+static constexpr llvm::StringLiteral kResultRoles[] = {"loss", "output"};
+
+/// Checks one `spmd.*` attribute on argument or result #`index` (of type
+/// `type`) of `op`: `spmd.layout` (a layout that fits the tensor and its
+/// mesh), `spmd.fqn` (a string), `spmd.role` (one of `roles`) and, on results
+/// only, `spmd.updates` (the index of the argument the result updates).
+static LogicalResult verifyValueAttr(Operation *op, NamedAttribute attr,
+                                     Type type, bool isResult,
+                                     unsigned index) {
+  StringRef name = attr.getName().strref();
+  StringRef what = isResult ? "result" : "argument";
+  auto emit = [&]() {
+    return op->emitError() << "'" << name << "' on " << what << " #" << index
+                           << ": ";
+  };
+  if (name == SPMDDialect::getLayoutAttrName()) {
+    auto layout = llvm::dyn_cast<LayoutAttr>(attr.getValue());
+    if (!layout)
+      return emit() << "expected a #spmd.layout, got " << attr.getValue();
+    auto shaped = llvm::dyn_cast<RankedTensorType>(type);
+    if (!shaped)
+      return emit() << "expected a ranked tensor, got " << type;
+    return layout.verifyFor(op, shaped, emit);
+  }
+  if (name == "spmd.fqn") {
+    if (!llvm::isa<StringAttr>(attr.getValue()))
+      return emit() << "expected a string, got " << attr.getValue();
+    return success();
+  }
+  if (name == "spmd.role") {
+    auto role = llvm::dyn_cast<StringAttr>(attr.getValue());
+    ArrayRef<llvm::StringLiteral> roles =
+        isResult ? ArrayRef(kResultRoles) : ArrayRef(kArgRoles);
+    if (!role || !llvm::is_contained(roles, role.getValue())) {
+      InFlightDiagnostic diag = emit() << "expected one of ";
+      llvm::interleaveComma(roles, diag);
+      return diag << ", got " << attr.getValue();
+    }
+    return success();
+  }
+  if (isResult && name == "spmd.updates") {
+    auto func = llvm::dyn_cast<FunctionOpInterface>(op);
+    auto argIndex = llvm::dyn_cast<IntegerAttr>(attr.getValue());
+    if (!argIndex || !func || argIndex.getInt() < 0 ||
+        argIndex.getInt() >= static_cast<int64_t>(func.getNumArguments()))
+      return emit() << "expected the index of an argument, got "
+                    << attr.getValue();
+    if (func.getArgumentTypes()[argIndex.getInt()] != type)
+      return emit() << "updates argument #" << argIndex.getInt() << " of type "
+                    << func.getArgumentTypes()[argIndex.getInt()]
+                    << ", but the result has type " << type;
+    return success();
+  }
+  return emit() << "unknown spmd attribute";
+}
+
+LogicalResult SPMDDialect::verifyRegionArgAttribute(Operation *op,
+                                                    unsigned regionIndex,
+                                                    unsigned argIndex,
+                                                    NamedAttribute attr) {
+  Region &region = op->getRegion(regionIndex);
+  // Declarations have no body; their argument types come from the function.
+  Type type;
+  if (auto func = llvm::dyn_cast<FunctionOpInterface>(op))
+    type = func.getArgumentTypes()[argIndex];
+  else
+    type = region.getArgument(argIndex).getType();
+  return verifyValueAttr(op, attr, type, /*isResult=*/false, argIndex);
+}
+
+LogicalResult SPMDDialect::verifyRegionResultAttribute(Operation *op,
+                                                       unsigned regionIndex,
+                                                       unsigned resultIndex,
+                                                       NamedAttribute attr) {
+  auto func = llvm::dyn_cast<FunctionOpInterface>(op);
+  if (!func)
+    return op->emitError() << "'" << attr.getName()
+                           << "' is only valid on function results";
+  return verifyValueAttr(op, attr, func.getResultTypes()[resultIndex],
+                         /*isResult=*/true, resultIndex);
+}

@@ -1,0 +1,207 @@
+//===- SPMDOps.cpp - spmd dialect operations ------------------------------===//
+
+#include "spmd/Dialect/SPMD/SPMD.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/OpImplementation.h"
+#include "llvm/ADT/SmallSet.h"
+
+using namespace mlir;
+using namespace spmd;
+
+#include "spmd/Dialect/SPMD/SPMDOpInterfaces.cpp.inc"
+
+#define GET_OP_CLASSES
+#include "spmd/Dialect/SPMD/SPMDOps.cpp.inc"
+
+//===----------------------------------------------------------------------===//
+// MeshOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult MeshOp::verify() {
+  ArrayRef<int64_t> shape = getShape();
+  if (shape.empty())
+    return emitOpError("mesh shape must have at least one dim");
+  for (auto [i, size] : llvm::enumerate(shape))
+    if (size < 1)
+      return emitOpError("mesh dim ")
+             << i << " has size " << size << "; sizes must be >= 1";
+  if (getNames().size() != shape.size())
+    return emitOpError("has ")
+           << getNames().size() << " dim names for a mesh of rank "
+           << shape.size();
+  llvm::SmallSet<StringRef, 4> seen;
+  for (auto [i, name] : llvm::enumerate(getNames().getAsValueRange<StringAttr>())) {
+    if (name.empty())
+      return emitOpError("mesh dim ") << i << " has an empty name";
+    if (!seen.insert(name).second)
+      return emitOpError("duplicate mesh dim name '") << name << "'";
+  }
+  std::string reason = layout::validate(
+      {}, std::vector<int64_t>(shape.begin(), shape.end()),
+      std::vector<layout::Placement>(shape.size()));
+  if (!reason.empty())
+    return emitOpError(reason);
+  return success();
+}
+
+int64_t MeshOp::getNumRanks() {
+  return layout::numRanks(
+      std::vector<int64_t>(getShape().begin(), getShape().end()));
+}
+
+int64_t MeshOp::getDimIndex(StringRef name) {
+  for (auto [i, dimName] :
+       llvm::enumerate(getNames().getAsValueRange<StringAttr>()))
+    if (dimName == name)
+      return i;
+  return -1;
+}
+
+//===----------------------------------------------------------------------===//
+// RedistributeOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult RedistributeOp::verify() {
+  if (getFrom().getMesh() != getTo().getMesh())
+    return emitOpError("redistributes between different meshes (")
+           << getFrom().getMesh() << " and " << getTo().getMesh() << ")";
+  return success();
+}
+
+LogicalResult
+RedistributeOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  auto type = llvm::cast<ShapedType>(getInput().getType());
+  for (auto [name, layoutAttr] :
+       {std::pair<StringRef, LayoutAttr>{"'from'", getFrom()},
+        std::pair<StringRef, LayoutAttr>{"'to'", getTo()}})
+    if (failed(layoutAttr.verifyFor(
+            getOperation(), type,
+            [&, name = name] { return emitOpError() << name << " "; },
+            &symbolTable)))
+      return failure();
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Collectives
+//===----------------------------------------------------------------------===//
+
+/// Checks what can be checked without the mesh: same element type and rank,
+/// unique non-negative mesh dims and tensor dims in range.
+static LogicalResult verifyCollectiveLocal(Operation *op,
+                                           ArrayRef<int64_t> meshDims,
+                                           ArrayRef<int64_t> tensorDims) {
+  auto inType = llvm::cast<ShapedType>(op->getOperand(0).getType());
+  auto outType = llvm::cast<ShapedType>(op->getResult(0).getType());
+  if (inType.getElementType() != outType.getElementType())
+    return op->emitOpError("element type changes from ")
+           << inType.getElementType() << " to " << outType.getElementType();
+  if (inType.getRank() != outType.getRank())
+    return op->emitOpError("rank changes from ")
+           << inType.getRank() << " to " << outType.getRank();
+  if (meshDims.empty())
+    return op->emitOpError("needs at least one mesh dim");
+  llvm::SmallSet<int64_t, 4> seen;
+  for (int64_t d : meshDims) {
+    if (d < 0)
+      return op->emitOpError("mesh dim ") << d << " is negative";
+    if (!seen.insert(d).second)
+      return op->emitOpError("mesh dim ") << d << " appears twice";
+  }
+  for (int64_t d : tensorDims)
+    if (d < 0 || d >= inType.getRank())
+      return op->emitOpError("tensor dim ")
+             << d << " is out of range for rank " << inType.getRank();
+  return success();
+}
+
+LogicalResult
+spmd::detail::verifyCollectiveGroup(CollectiveOpInterface op,
+                                    SymbolTableCollection &symbolTable) {
+  MeshOp mesh = lookupMesh(op, op.getMeshAttr(), &symbolTable);
+  if (!mesh)
+    return failure();
+  int64_t groupSize = 1;
+  for (int64_t d : op.getMeshDims()) {
+    if (d >= mesh.getRank())
+      return op->emitOpError("mesh dim ")
+             << d << " is out of range for mesh " << op.getMeshAttr()
+             << " of rank " << mesh.getRank();
+    groupSize *= mesh.getShape()[d];
+  }
+  return op.verifyGroupShapes(groupSize);
+}
+
+/// Checks `result = input` except along the dims in `scaled`: a dim marked
+/// `true` grows by the group size, one marked `false` shrinks by it (and
+/// must divide evenly).
+static LogicalResult
+verifyScaledShape(Operation *op, int64_t groupSize,
+                  ArrayRef<std::pair<int64_t, bool>> scaled) {
+  auto inType = llvm::cast<ShapedType>(op->getOperand(0).getType());
+  auto outType = llvm::cast<ShapedType>(op->getResult(0).getType());
+  SmallVector<int64_t> expected(inType.getShape());
+  for (auto [dim, grows] : scaled) {
+    if (grows) {
+      expected[dim] *= groupSize;
+    } else {
+      if (expected[dim] % groupSize != 0)
+        return op->emitOpError("dim ")
+               << dim << " of size " << expected[dim]
+               << " does not divide evenly over a group of " << groupSize
+               << " ranks";
+      expected[dim] /= groupSize;
+    }
+  }
+  if (ArrayRef<int64_t>(expected) != outType.getShape()) {
+    InFlightDiagnostic diag = op->emitOpError("expected result shape [");
+    llvm::interleaveComma(expected, diag);
+    return diag << "] for a group of " << groupSize << " ranks, got "
+                << outType;
+  }
+  return success();
+}
+
+LogicalResult AllReduceOp::verify() {
+  return verifyCollectiveLocal(*this, getMeshDims(), {});
+}
+LogicalResult AllReduceOp::verifyGroupShapes(int64_t) { return success(); }
+
+LogicalResult AllGatherOp::verify() {
+  return verifyCollectiveLocal(*this, getMeshDims(), {getGatherDim()});
+}
+LogicalResult AllGatherOp::verifyGroupShapes(int64_t groupSize) {
+  return verifyScaledShape(*this, groupSize, {{getGatherDim(), true}});
+}
+
+LogicalResult ReduceScatterOp::verify() {
+  return verifyCollectiveLocal(*this, getMeshDims(), {getScatterDim()});
+}
+LogicalResult ReduceScatterOp::verifyGroupShapes(int64_t groupSize) {
+  return verifyScaledShape(*this, groupSize, {{getScatterDim(), false}});
+}
+
+LogicalResult AllToAllOp::verify() {
+  return verifyCollectiveLocal(*this, getMeshDims(),
+                               {getSplitDim(), getConcatDim()});
+}
+LogicalResult AllToAllOp::verifyGroupShapes(int64_t groupSize) {
+  if (getSplitDim() == getConcatDim())
+    return verifyScaledShape(*this, groupSize, {});
+  return verifyScaledShape(*this, groupSize,
+                           {{getSplitDim(), false}, {getConcatDim(), true}});
+}
+
+LogicalResult BroadcastOp::verify() {
+  if (getRoot() < 0)
+    return emitOpError("root must be non-negative, got ") << getRoot();
+  return verifyCollectiveLocal(*this, getMeshDims(), {});
+}
+LogicalResult BroadcastOp::verifyGroupShapes(int64_t groupSize) {
+  if (getRoot() >= groupSize)
+    return emitOpError("root ")
+           << getRoot() << " is out of range for a group of " << groupSize
+           << " ranks";
+  return success();
+}

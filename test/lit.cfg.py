@@ -1,0 +1,22 @@
+# -*- Python -*-
+import os
+
+import lit.formats
+from lit.llvm import llvm_config
+from lit.llvm.subst import ToolSubst
+
+config.name = "SPMD"
+config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
+config.suffixes = [".mlir", ".test"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.spmd_obj_root, "test")
+config.excludes = ["CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py", "unit"]
+
+config.substitutions.append(("%spmd_src_root", config.spmd_src_root))
+config.substitutions.append(("%spmd_obj_root", config.spmd_obj_root))
+
+llvm_config.use_default_substitutions()
+llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
+llvm_config.add_tool_substitutions(
+    [ToolSubst("spmd-opt", unresolved="fatal")], [config.spmd_tools_dir]
+)
