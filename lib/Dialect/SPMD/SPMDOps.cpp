@@ -187,19 +187,19 @@ LogicalResult AllToAllOp::verify() {
                                {getSplitDim(), getConcatDim()});
 }
 LogicalResult AllToAllOp::verifyGroupShapes(int64_t groupSize) {
-  if (getSplitDim() == getConcatDim())
-    return verifyScaledShape(*this, groupSize, {});
+  // Shrinking before growing also checks divisibility when both dims match.
   return verifyScaledShape(*this, groupSize,
                            {{getSplitDim(), false}, {getConcatDim(), true}});
 }
 
 LogicalResult BroadcastOp::verify() {
-  if (getRoot() < 0)
-    return emitOpError("root must be non-negative, got ") << getRoot();
+  if (getRootAttr().getInt() < 0)
+    return emitOpError("root must be non-negative, got ")
+           << getRootAttr().getInt();
   return verifyCollectiveLocal(*this, getMeshDims(), {});
 }
 LogicalResult BroadcastOp::verifyGroupShapes(int64_t groupSize) {
-  if (getRoot() >= groupSize)
+  if (getRootAttr().getInt() >= groupSize)
     return emitOpError("root ")
            << getRoot() << " is out of range for a group of " << groupSize
            << " ranks";

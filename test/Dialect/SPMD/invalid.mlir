@@ -1,0 +1,251 @@
+// RUN: spmd-opt %s -split-input-file -verify-diagnostics
+
+// expected-error @+1 {{mesh shape must have at least one dim}}
+spmd.mesh @m shape = [] names = []
+
+// -----
+
+// expected-error @+1 {{mesh dim 1 has size 0; sizes must be >= 1}}
+spmd.mesh @m shape = [2, 0] names = ["a", "b"]
+
+// -----
+
+// expected-error @+1 {{has 1 dim names for a mesh of rank 2}}
+spmd.mesh @m shape = [2, 2] names = ["a"]
+
+// -----
+
+// expected-error @+1 {{duplicate mesh dim name 'dp'}}
+spmd.mesh @m shape = [2, 2] names = ["dp", "dp"]
+
+// -----
+
+// expected-error @+1 {{mesh dim 0 has an empty name}}
+spmd.mesh @m shape = [2] names = [""]
+
+// -----
+
+// expected-error @+1 {{shard dim must be non-negative, got -1}}
+func.func @f() attributes {p = #spmd.shard<-1>} { return }
+
+// -----
+
+// expected-error @+1 {{strided_shard split_factor must be >= 1, got 0}}
+func.func @f() attributes {p = #spmd.strided_shard<0, 0>} { return }
+
+// -----
+
+// expected-error @+1 {{expected a placement (shard, strided_shard, replicate or partial), got 'sharded'}}
+func.func @f() attributes {p = #spmd.layout<@m, [sharded<0>]>} { return }
+
+// -----
+
+// expected-error @+2 {{expected ::spmd::ReduceKind to be one of: sum, avg, max, min}}
+// expected-error @+1 {{failed to parse SPMD_PartialAttr parameter 'reduce'}}
+func.func @f() attributes {p = #spmd.partial<prod>} { return }
+
+// -----
+
+// expected-error @+1 {{layout needs one placement per mesh dim, got none}}
+func.func @f() attributes {p = #spmd.layout<@m, []>} { return }
+
+// -----
+
+spmd.mesh @mesh shape = [2, 2] names = ["dp", "tp"]
+// expected-error @+1 {{'spmd.layout' on argument #0: layout #spmd.layout<@mesh, [shard<0>]> does not fit 'tensor<8x4xf32>' on mesh @mesh: expected one placement per mesh dim: got 1 placements for a mesh of rank 2}}
+func.func @f(%arg0: tensor<8x4xf32> {spmd.layout = #spmd.layout<@mesh, [shard<0>]>}) { return }
+
+// -----
+
+spmd.mesh @mesh shape = [2, 2] names = ["dp", "tp"]
+// expected-error-re @+1 {{'spmd.layout' on argument #0: layout {{.*}} does not fit 'tensor<8x4xf32>' on mesh @mesh: {{.*}}dim 2{{.*}}}}
+func.func @f(%arg0: tensor<8x4xf32> {spmd.layout = #spmd.layout<@mesh, [shard<0>, shard<2>]>}) { return }
+
+// -----
+
+// expected-error @+1 {{'@nomesh' does not reference a valid spmd.mesh}}
+func.func @f(%arg0: tensor<8x4xf32> {spmd.layout = #spmd.layout<@nomesh, [shard<0>]>}) { return }
+
+// -----
+
+spmd.mesh @mesh shape = [2] names = ["dp"]
+// expected-error @+1 {{'spmd.layout' on result #0: expected a ranked tensor, got 'f32'}}
+func.func @f(%arg0: f32) -> (f32 {spmd.layout = #spmd.layout<@mesh, [shard<0>]>}) { return %arg0 : f32 }
+
+// -----
+
+// expected-error @+1 {{'spmd.role' on argument #0: expected one of param, buffer, optim_state, input, target, got "weights"}}
+func.func @f(%arg0: tensor<4xf32> {spmd.role = "weights"}) { return }
+
+// -----
+
+// expected-error @+1 {{'spmd.updates' on result #0: expected the index of an argument, got 3 : i64}}
+func.func @f(%arg0: tensor<4xf32>) -> (tensor<4xf32> {spmd.updates = 3}) { return %arg0 : tensor<4xf32> }
+
+// -----
+
+// expected-error @+1 {{'spmd.updates' on result #0: updates argument #0 of type 'tensor<4xf32>', but the result has type 'tensor<5xf32>'}}
+func.func @f(%arg0: tensor<4xf32>, %arg1: tensor<5xf32>) -> (tensor<5xf32> {spmd.updates = 0}) { return %arg1 : tensor<5xf32> }
+
+// -----
+
+// expected-error @+1 {{'spmd.fqn' on argument #0: expected a string, got 1 : i64}}
+func.func @f(%arg0: tensor<4xf32> {spmd.fqn = 1}) { return }
+
+// -----
+
+// expected-error @+1 {{'spmd.colour' on argument #0: unknown spmd attribute}}
+func.func @f(%arg0: tensor<4xf32> {spmd.colour = 1}) { return }
+
+// -----
+
+spmd.mesh @a shape = [2] names = ["dp"]
+spmd.mesh @b shape = [2] names = ["dp"]
+func.func @f(%arg0: tensor<8xf32>) {
+  // expected-error @+1 {{redistributes between different meshes (@a and @b)}}
+  %0 = spmd.redistribute %arg0 : tensor<8xf32> from #spmd.layout<@a, [shard<0>]> to #spmd.layout<@b, [replicate]>
+  return
+}
+
+// -----
+
+spmd.mesh @mesh shape = [2] names = ["dp"]
+func.func @f(%arg0: tensor<8xf32>) {
+  // expected-error @+1 {{'to' layout #spmd.layout<@mesh, [shard<1>]> does not fit 'tensor<8xf32>' on mesh @mesh}}
+  %0 = spmd.redistribute %arg0 : tensor<8xf32> from #spmd.layout<@mesh, [shard<0>]> to #spmd.layout<@mesh, [shard<1>]>
+  return
+}
+
+// -----
+
+func.func @f(%arg0: tensor<8xf32>) {
+  // expected-error @+1 {{'@missing' does not reference a valid spmd.mesh}}
+  %0 = spmd.all_reduce %arg0 on @missing mesh_dims = [0] reduce = sum : tensor<8xf32>
+  return
+}
+
+// -----
+
+spmd.mesh @mesh shape = [2, 4] names = ["dp", "tp"]
+func.func @f(%arg0: tensor<8xf32>) {
+  // expected-error @+1 {{mesh dim 2 is out of range for mesh @mesh of rank 2}}
+  %0 = spmd.all_reduce %arg0 on @mesh mesh_dims = [2] reduce = sum : tensor<8xf32>
+  return
+}
+
+// -----
+
+spmd.mesh @mesh shape = [2, 4] names = ["dp", "tp"]
+func.func @f(%arg0: tensor<8xf32>) {
+  // expected-error @+1 {{mesh dim 0 appears twice}}
+  %0 = spmd.all_reduce %arg0 on @mesh mesh_dims = [0, 0] reduce = sum : tensor<8xf32>
+  return
+}
+
+// -----
+
+spmd.mesh @mesh shape = [2, 4] names = ["dp", "tp"]
+func.func @f(%arg0: tensor<8xf32>) {
+  // expected-error @+1 {{needs at least one mesh dim}}
+  %0 = spmd.all_reduce %arg0 on @mesh mesh_dims = [] reduce = sum : tensor<8xf32>
+  return
+}
+
+// -----
+
+spmd.mesh @mesh shape = [2, 4] names = ["dp", "tp"]
+func.func @f(%arg0: tensor<2x3xf32>) {
+  // expected-error @+1 {{expected result shape [16, 3] for a group of 8 ranks, got 'tensor<8x3xf32>'}}
+  %0 = spmd.all_gather %arg0 on @mesh mesh_dims = [0, 1] gather_dim = 0 : tensor<2x3xf32> -> tensor<8x3xf32>
+  return
+}
+
+// -----
+
+spmd.mesh @mesh shape = [2, 4] names = ["dp", "tp"]
+func.func @f(%arg0: tensor<2x3xf32>) {
+  // expected-error @+1 {{tensor dim 2 is out of range for rank 2}}
+  %0 = spmd.all_gather %arg0 on @mesh mesh_dims = [0] gather_dim = 2 : tensor<2x3xf32> -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+spmd.mesh @mesh shape = [2, 4] names = ["dp", "tp"]
+func.func @f(%arg0: tensor<2x3xf32>) {
+  // expected-error @+1 {{element type changes from 'f32' to 'bf16'}}
+  %0 = spmd.all_gather %arg0 on @mesh mesh_dims = [0] gather_dim = 0 : tensor<2x3xf32> -> tensor<4x3xbf16>
+  return
+}
+
+// -----
+
+spmd.mesh @mesh shape = [2, 4] names = ["dp", "tp"]
+func.func @f(%arg0: tensor<2x3xf32>) {
+  // expected-error @+1 {{rank changes from 2 to 1}}
+  %0 = spmd.all_gather %arg0 on @mesh mesh_dims = [0] gather_dim = 0 : tensor<2x3xf32> -> tensor<12xf32>
+  return
+}
+
+// -----
+
+spmd.mesh @mesh shape = [2, 4] names = ["dp", "tp"]
+func.func @f(%arg0: tensor<6x3xf32>) {
+  // expected-error @+1 {{dim 0 of size 6 does not divide evenly over a group of 4 ranks}}
+  %0 = spmd.reduce_scatter %arg0 on @mesh mesh_dims = [1] scatter_dim = 0 reduce = sum : tensor<6x3xf32> -> tensor<1x3xf32>
+  return
+}
+
+// -----
+
+spmd.mesh @mesh shape = [2, 4] names = ["dp", "tp"]
+func.func @f(%arg0: tensor<8x3xf32>) {
+  // expected-error @+1 {{expected result shape [4, 3] for a group of 2 ranks, got 'tensor<2x3xf32>'}}
+  %0 = spmd.reduce_scatter %arg0 on @mesh mesh_dims = [0] scatter_dim = 0 reduce = sum : tensor<8x3xf32> -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+spmd.mesh @mesh shape = [2, 4] names = ["dp", "tp"]
+func.func @f(%arg0: tensor<8x4xf32>) {
+  // expected-error @+1 {{expected result shape [32, 1] for a group of 4 ranks, got 'tensor<8x4xf32>'}}
+  %0 = spmd.all_to_all %arg0 on @mesh mesh_dims = [1] split_dim = 1 concat_dim = 0 : tensor<8x4xf32> -> tensor<8x4xf32>
+  return
+}
+
+// -----
+
+spmd.mesh @mesh shape = [2, 4] names = ["dp", "tp"]
+func.func @f(%arg0: tensor<6x4xf32>) {
+  // expected-error @+1 {{dim 0 of size 6 does not divide evenly over a group of 4 ranks}}
+  %0 = spmd.all_to_all %arg0 on @mesh mesh_dims = [1] split_dim = 0 concat_dim = 0 : tensor<6x4xf32> -> tensor<6x4xf32>
+  return
+}
+
+// -----
+
+spmd.mesh @mesh shape = [2, 4] names = ["dp", "tp"]
+func.func @f(%arg0: tensor<8x4xf32>) {
+  // expected-error @+1 {{root 4 is out of range for a group of 4 ranks}}
+  %0 = spmd.broadcast %arg0 on @mesh mesh_dims = [1] root = 4 : tensor<8x4xf32>
+  return
+}
+
+// -----
+
+spmd.mesh @mesh shape = [2, 4] names = ["dp", "tp"]
+func.func @f(%arg0: tensor<8x4xf32>) {
+  // expected-error @+1 {{root must be non-negative, got -1}}
+  %0 = spmd.broadcast %arg0 on @mesh mesh_dims = [1] root = -1 : tensor<8x4xf32>
+  return
+}
+
+// -----
+
+spmd.mesh @mesh shape = [2, 4] names = ["dp", "tp"]
+func.func @f(%arg0: tensor<?x4xf32>) {
+  // expected-error @+1 {{operand #0 must be statically shaped tensor of any type values}}
+  %0 = spmd.all_reduce %arg0 on @mesh mesh_dims = [1] reduce = sum : tensor<?x4xf32>
+  return
+}

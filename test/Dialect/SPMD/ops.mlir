@@ -1,0 +1,57 @@
+// RUN: spmd-opt %s | FileCheck %s
+// RUN: spmd-opt %s | spmd-opt | FileCheck %s
+// RUN: spmd-opt %s --mlir-print-op-generic | spmd-opt | FileCheck %s
+
+// CHECK: spmd.mesh @mesh shape = [2, 2] names = ["dp", "tp"]
+spmd.mesh @mesh shape = [2, 2] names = ["dp", "tp"]
+// CHECK: spmd.mesh @mesh3d shape = [2, 3, 4] names = ["a", "b", "c"]
+spmd.mesh @mesh3d shape = [2, 3, 4] names = ["a", "b", "c"]
+
+// CHECK-LABEL: func.func @layouts
+// CHECK-SAME: spmd.layout = #spmd.layout<@mesh, [strided_shard<0, 2>, shard<0>]>
+// CHECK-SAME: spmd.layout = #spmd.layout<@mesh3d, [replicate, partial<avg>, shard<1>]>
+// CHECK-SAME: -> (tensor<8x4xf32> {spmd.layout = #spmd.layout<@mesh, [replicate, replicate]>, spmd.role = "loss"}
+// CHECK-SAME: {spmd.updates = 0 : i64}
+func.func @layouts(
+    %w: tensor<8x4xf32> {spmd.layout = #spmd.layout<@mesh, [strided_shard<0, 2>, shard<0>]>,
+                         spmd.role = "param", spmd.fqn = "layers.0.linear1.weight"},
+    %x: tensor<6x5xbf16> {spmd.layout = #spmd.layout<@mesh3d, [replicate, partial<avg>, shard<1>]>,
+                          spmd.role = "input"})
+    -> (tensor<8x4xf32> {spmd.layout = #spmd.layout<@mesh, [replicate, replicate]>, spmd.role = "loss"},
+        tensor<8x4xf32> {spmd.updates = 0}) {
+  return %w, %w : tensor<8x4xf32>, tensor<8x4xf32>
+}
+
+// CHECK-LABEL: func.func @placement_attrs
+// CHECK: test.placements = [#spmd.shard<1>, #spmd.strided_shard<0, 3>, #spmd.replicate, #spmd.partial<sum>, #spmd.partial<max>, #spmd.partial<min>]
+func.func @placement_attrs() attributes {test.placements = [#spmd.shard<1>, #spmd.strided_shard<0, 3>, #spmd.replicate, #spmd.partial<sum>, #spmd.partial<max>, #spmd.partial<min>]} {
+  return
+}
+
+// CHECK-LABEL: func.func @redistribute
+func.func @redistribute(%arg0: tensor<8x4xf32>) -> tensor<8x4xf32> {
+  // CHECK: spmd.redistribute %{{.*}} : tensor<8x4xf32> from #spmd.layout<@mesh, [partial<sum>, shard<1>]> to #spmd.layout<@mesh, [shard<1>, shard<0>]>
+  %0 = spmd.redistribute %arg0 : tensor<8x4xf32> from #spmd.layout<@mesh, [partial<sum>, shard<1>]> to #spmd.layout<@mesh, [shard<1>, shard<0>]>
+  return %0 : tensor<8x4xf32>
+}
+
+// CHECK-LABEL: func.func @collectives
+func.func @collectives(%arg0: tensor<8x4xf32>, %empty: tensor<0x4xf32>) {
+  // CHECK: spmd.all_reduce %{{.*}} on @mesh mesh_dims = [0] reduce = max : tensor<8x4xf32>
+  %0 = spmd.all_reduce %arg0 on @mesh mesh_dims = [0] reduce = max : tensor<8x4xf32>
+  // CHECK: spmd.all_gather %{{.*}} on @mesh mesh_dims = [0, 1] gather_dim = 0 : tensor<8x4xf32> -> tensor<32x4xf32>
+  %1 = spmd.all_gather %arg0 on @mesh mesh_dims = [0, 1] gather_dim = 0 : tensor<8x4xf32> -> tensor<32x4xf32>
+  // CHECK: spmd.reduce_scatter %{{.*}} on @mesh mesh_dims = [1] scatter_dim = 0 reduce = sum : tensor<8x4xf32> -> tensor<4x4xf32>
+  %2 = spmd.reduce_scatter %arg0 on @mesh mesh_dims = [1] scatter_dim = 0 reduce = sum : tensor<8x4xf32> -> tensor<4x4xf32>
+  // CHECK: spmd.all_to_all %{{.*}} on @mesh mesh_dims = [1] split_dim = 1 concat_dim = 0 : tensor<8x4xf32> -> tensor<16x2xf32>
+  %3 = spmd.all_to_all %arg0 on @mesh mesh_dims = [1] split_dim = 1 concat_dim = 0 : tensor<8x4xf32> -> tensor<16x2xf32>
+  // CHECK: spmd.all_to_all %{{.*}} on @mesh3d mesh_dims = [2, 0] split_dim = 0 concat_dim = 0 : tensor<8x4xf32> -> tensor<8x4xf32>
+  %4 = spmd.all_to_all %arg0 on @mesh3d mesh_dims = [2, 0] split_dim = 0 concat_dim = 0 : tensor<8x4xf32> -> tensor<8x4xf32>
+  // CHECK: spmd.broadcast %{{.*}} on @mesh3d mesh_dims = [1, 2] root = 11 : tensor<8x4xf32>
+  %5 = spmd.broadcast %arg0 on @mesh3d mesh_dims = [1, 2] root = 11 : tensor<8x4xf32>
+  // CHECK: spmd.all_gather %{{.*}} on @mesh3d mesh_dims = [1] gather_dim = 1 : tensor<0x4xf32> -> tensor<0x12xf32>
+  %6 = spmd.all_gather %empty on @mesh3d mesh_dims = [1] gather_dim = 1 : tensor<0x4xf32> -> tensor<0x12xf32>
+  // CHECK: spmd.reduce_scatter %{{.*}} on @mesh3d mesh_dims = [2, 0] scatter_dim = 0 reduce = min : tensor<8x4xf32> -> tensor<1x4xf32>
+  %7 = spmd.reduce_scatter %arg0 on @mesh3d mesh_dims = [2, 0] scatter_dim = 0 reduce = min : tensor<8x4xf32> -> tensor<1x4xf32>
+  return
+}
