@@ -1,4 +1,9 @@
 //===- AtenOps.cpp - aten operations, shape and dtype inference -----------===//
+//
+// Result types follow ATen's meta functions (shape) and at::result_type
+// (dtype). Dims may be negative (Python-style) wherever ATen allows it.
+//
+//===----------------------------------------------------------------------===//
 
 #include "spmd/Dialect/Aten/Aten.h"
 
@@ -7,18 +12,828 @@
 
 using namespace mlir;
 using namespace spmd::aten;
+using namespace spmd::aten::detail;
 
 #define GET_OP_CLASSES
 #include "spmd/Dialect/Aten/AtenOps.cpp.inc"
 
-LogicalResult MmOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc,
-                                     Adaptor adaptor,
-                                     SmallVectorImpl<Type> &results) {
-  auto a = llvm::cast<RankedTensorType>(adaptor.getSelf().getType());
-  auto b = llvm::cast<RankedTensorType>(adaptor.getMat2().getType());
-  if (a.getRank() != 2 || b.getRank() != 2 || a.getDimSize(1) != b.getDimSize(0))
-    return emitOptionalError(loc, "mm: bad shapes");
-  results.push_back(RankedTensorType::get({a.getDimSize(0), b.getDimSize(1)},
-                                          a.getElementType()));
+//===----------------------------------------------------------------------===//
+// Shared rules
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// Type-promotion category: bool < integer < floating point.
+enum class Category { Bool = 0, Integer = 1, Float = 2 };
+} // namespace
+
+static Category getCategory(Type t) {
+  if (t.isInteger(1))
+    return Category::Bool;
+  if (llvm::isa<IntegerType>(t))
+    return Category::Integer;
+  return Category::Float;
+}
+
+Type spmd::aten::promoteTypes(Type a, Type b) {
+  if (!a)
+    return b;
+  if (!b || a == b)
+    return a;
+  Category ca = getCategory(a), cb = getCategory(b);
+  if (ca != cb)
+    return ca > cb ? a : b;
+  if (a.getIntOrFloatBitWidth() != b.getIntOrFloatBitWidth())
+    return a.getIntOrFloatBitWidth() > b.getIntOrFloatBitWidth() ? a : b;
+  // Same width, different float formats (bf16 and f16).
+  return Float32Type::get(a.getContext());
+}
+
+Type spmd::aten::resultElementType(TypeRange types) {
+  Type dimResult, zeroResult;
+  for (Type t : types) {
+    auto tensor = llvm::cast<RankedTensorType>(t);
+    Type &slot = tensor.getRank() > 0 ? dimResult : zeroResult;
+    slot = promoteTypes(slot, tensor.getElementType());
+  }
+  if (!dimResult)
+    return zeroResult;
+  if (zeroResult && getCategory(zeroResult) > getCategory(dimResult))
+    return promoteTypes(dimResult, zeroResult);
+  return dimResult;
+}
+
+double spmd::aten::getScalarValue(Attribute scalar) {
+  if (auto f = llvm::dyn_cast<FloatAttr>(scalar))
+    return f.getValueAsDouble();
+  return static_cast<double>(llvm::cast<IntegerAttr>(scalar).getInt());
+}
+
+Type spmd::aten::detail::promoteWithScalar(Type tensor, Attribute scalar) {
+  auto type = llvm::cast<RankedTensorType>(tensor);
+  Type elem = type.getElementType();
+  Category c = getCategory(elem);
+  if (llvm::isa<FloatAttr>(scalar) && c != Category::Float)
+    elem = Float32Type::get(tensor.getContext());
+  else if (c == Category::Bool)
+    elem = IntegerType::get(tensor.getContext(), 64);
+  return type.clone(elem);
+}
+
+LogicalResult spmd::aten::detail::verifyResultTypes(Operation *op,
+                                                    InferFn infer) {
+  SmallVector<Type> inferred;
+  if (failed(infer([op] { return op->emitOpError(); }, inferred)))
+    return failure();
+  if (TypeRange(inferred) == op->getResultTypes())
+    return success();
+  InFlightDiagnostic diag = op->emitOpError("expected result type");
+  if (inferred.size() != 1)
+    diag << "s";
+  diag << " ";
+  llvm::interleaveComma(inferred, diag);
+  diag << ", got ";
+  llvm::interleaveComma(op->getResultTypes(), diag);
+  return diag;
+}
+
+/// Normalizes a Python-style `dim` for a tensor of `rank` dims (ATen's
+/// maybe_wrap_dim; a 0-D tensor accepts 0 and -1).
+static FailureOr<int64_t> wrapDim(int64_t dim, int64_t rank,
+                                  EmitErrorFn emitError,
+                                  StringRef what = "dim") {
+  int64_t extent = std::max<int64_t>(rank, 1);
+  if (dim < -extent || dim >= extent) {
+    emitError() << what << " " << dim << " is out of range for a tensor of rank "
+                << rank;
+    return failure();
+  }
+  return dim < 0 ? dim + extent : dim;
+}
+
+static RankedTensorType tensorType(Value v) {
+  return llvm::cast<RankedTensorType>(v.getType());
+}
+static RankedTensorType tensorType(Type t) {
+  return llvm::cast<RankedTensorType>(t);
+}
+
+/// Numpy broadcasting of two shapes; fails naming both.
+static FailureOr<SmallVector<int64_t>> broadcastShapes(ArrayRef<int64_t> a,
+                                                       ArrayRef<int64_t> b,
+                                                       EmitErrorFn emitError) {
+  size_t rank = std::max(a.size(), b.size());
+  SmallVector<int64_t> out(rank);
+  for (size_t i = 0; i < rank; ++i) {
+    int64_t da = i < rank - a.size() ? 1 : a[i - (rank - a.size())];
+    int64_t db = i < rank - b.size() ? 1 : b[i - (rank - b.size())];
+    if (da != db && da != 1 && db != 1) {
+      InFlightDiagnostic diag = emitError() << "shapes [";
+      llvm::interleaveComma(a, diag);
+      diag << "] and [";
+      llvm::interleaveComma(b, diag);
+      diag << "] do not broadcast (dim " << i << ": " << da << " vs " << db
+           << ")";
+      return failure();
+    }
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+LogicalResult spmd::aten::detail::inferBroadcast(TypeRange operands,
+                                                 EmitErrorFn emitError,
+                                                 SmallVectorImpl<Type> &types,
+                                                 bool trueDivide) {
+  SmallVector<int64_t> shape;
+  for (Type t : operands) {
+    auto shapeOr = broadcastShapes(shape, tensorType(t).getShape(), emitError);
+    if (failed(shapeOr))
+      return failure();
+    shape = *shapeOr;
+  }
+  Type elem = resultElementType(operands);
+  if (trueDivide && getCategory(elem) != Category::Float)
+    elem = Float32Type::get(elem.getContext());
+  types.push_back(RankedTensorType::get(shape, elem));
+  return success();
+}
+
+LogicalResult spmd::aten::detail::inferReshape(Type self,
+                                               ArrayRef<int64_t> size,
+                                               EmitErrorFn emitError,
+                                               SmallVectorImpl<Type> &types) {
+  auto type = tensorType(self);
+  SmallVector<int64_t> shape(size);
+  int64_t known = 1;
+  std::optional<size_t> inferredDim;
+  for (auto [i, d] : llvm::enumerate(shape)) {
+    if (d == -1) {
+      if (inferredDim)
+        return emitError() << "only one dimension can be inferred (-1)";
+      inferredDim = i;
+    } else if (d < 0) {
+      return emitError() << "invalid size " << d << " in dim " << i;
+    } else {
+      known *= d;
+    }
+  }
+  int64_t numel = type.getNumElements();
+  if (inferredDim) {
+    if (known == 0 || numel % known != 0)
+      return emitError() << "shape '[" << size << "]' is invalid for input of "
+                         << numel << " elements";
+    shape[*inferredDim] = numel / known;
+  } else if (known != numel) {
+    InFlightDiagnostic diag = emitError() << "shape '[";
+    llvm::interleaveComma(size, diag);
+    return diag << "]' is invalid for input of " << numel << " elements";
+  }
+  types.push_back(type.clone(shape));
+  return success();
+}
+
+LogicalResult spmd::aten::detail::inferNormalizedOverDim(
+    Type self, int64_t dim, bool halfToFloat, EmitErrorFn emitError,
+    SmallVectorImpl<Type> &types) {
+  auto type = tensorType(self);
+  if (failed(wrapDim(dim, type.getRank(), emitError)))
+    return failure();
+  if (halfToFloat) {
+    if (!type.getElementType().isF16())
+      return emitError() << "half_to_float needs an f16 input, got "
+                         << type.getElementType();
+    types.push_back(type.clone(Float32Type::get(self.getContext())));
+    return success();
+  }
+  types.push_back(type);
+  return success();
+}
+
+LogicalResult spmd::aten::detail::inferSoftmaxBackward(
+    Type gradOutput, Type output, int64_t dim, Type inputDtype,
+    EmitErrorFn emitError, SmallVectorImpl<Type> &types) {
+  auto grad = tensorType(gradOutput), out = tensorType(output);
+  if (grad.getShape() != out.getShape())
+    return emitError() << "grad_output " << grad << " and output " << out
+                       << " differ in shape";
+  if (failed(wrapDim(dim, grad.getRank(), emitError)))
+    return failure();
+  if (!llvm::isa<FloatType>(inputDtype))
+    return emitError() << "input_dtype must be a float type, got "
+                       << inputDtype;
+  types.push_back(grad.clone(inputDtype));
+  return success();
+}
+
+/// Checks that `t` has `rank` dims, naming `what` otherwise.
+static LogicalResult expectRank(RankedTensorType t, int64_t rank,
+                                StringRef what, EmitErrorFn emitError) {
+  if (t.getRank() != rank)
+    return emitError() << what << " must be " << rank << "-D, got " << t;
+  return success();
+}
+
+/// Checks that `a` and `b` have one element type, naming them otherwise.
+static LogicalResult expectSameElementType(RankedTensorType a,
+                                           RankedTensorType b, StringRef what,
+                                           EmitErrorFn emitError) {
+  if (a.getElementType() != b.getElementType())
+    return emitError() << what << " element types differ: "
+                       << a.getElementType() << " vs " << b.getElementType();
+  return success();
+}
+
+/// Checks that `t` broadcasts to `shape` (ATen expand rules: right-aligned,
+/// size 1 or equal).
+static LogicalResult expectBroadcastsTo(RankedTensorType t,
+                                        ArrayRef<int64_t> shape,
+                                        StringRef what,
+                                        EmitErrorFn emitError) {
+  auto out = broadcastShapes(t.getShape(), shape, emitError);
+  if (failed(out))
+    return failure();
+  if (ArrayRef<int64_t>(*out) != shape) {
+    InFlightDiagnostic diag = emitError() << what << " " << t
+                                          << " does not broadcast to [";
+    llvm::interleaveComma(shape, diag);
+    return diag << "]";
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise with custom rules
+//===----------------------------------------------------------------------===//
+
+LogicalResult GeluOp::inferResultTypes(Adaptor adaptor, EmitErrorFn emitError,
+                                       SmallVectorImpl<Type> &types) {
+  StringRef approx = adaptor.getApproximate();
+  if (approx != "none" && approx != "tanh")
+    return emitError() << "approximate must be 'none' or 'tanh', got '"
+                       << approx << "'";
+  types.push_back(adaptor.getSelf().getType());
+  return success();
+}
+
+LogicalResult GeluBackwardOp::inferResultTypes(Adaptor adaptor,
+                                               EmitErrorFn emitError,
+                                               SmallVectorImpl<Type> &types) {
+  StringRef approx = adaptor.getApproximate();
+  if (approx != "none" && approx != "tanh")
+    return emitError() << "approximate must be 'none' or 'tanh', got '"
+                       << approx << "'";
+  return inferBroadcast(adaptor.getOperands().getTypes(), emitError, types);
+}
+
+LogicalResult TriuOp::inferResultTypes(Adaptor adaptor, EmitErrorFn emitError,
+                                       SmallVectorImpl<Type> &types) {
+  auto self = tensorType(adaptor.getSelf());
+  if (self.getRank() < 2)
+    return emitError() << "triu needs at least 2 dims, got " << self;
+  types.push_back(self);
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Random
+//===----------------------------------------------------------------------===//
+
+LogicalResult BernoulliPOp::inferResultTypes(Adaptor adaptor,
+                                             EmitErrorFn emitError,
+                                             SmallVectorImpl<Type> &types) {
+  double p = adaptor.getP().convertToDouble();
+  if (!(p >= 0.0 && p <= 1.0))
+    return emitError() << "p must be in [0, 1], got " << p;
+  types.push_back(adaptor.getSelf().getType());
+  return success();
+}
+
+LogicalResult NativeDropoutOp::inferResultTypes(Adaptor adaptor,
+                                                EmitErrorFn emitError,
+                                                SmallVectorImpl<Type> &types) {
+  double p = adaptor.getP().convertToDouble();
+  if (!(p >= 0.0 && p <= 1.0))
+    return emitError() << "dropout probability must be in [0, 1], got " << p;
+  auto input = tensorType(adaptor.getInput());
+  types.push_back(input);
+  types.push_back(input.clone(IntegerType::get(input.getContext(), 1)));
+  return success();
+}
+
+LogicalResult NativeDropoutBackwardOp::inferResultTypes(
+    Adaptor adaptor, EmitErrorFn emitError, SmallVectorImpl<Type> &types) {
+  auto grad = tensorType(adaptor.getGradOutput());
+  auto mask = tensorType(adaptor.getMask());
+  if (grad.getShape() != mask.getShape())
+    return emitError() << "mask " << mask << " does not match grad_output "
+                       << grad;
+  types.push_back(grad);
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Factories
+//===----------------------------------------------------------------------===//
+
+/// Checks that `dtype` is an element type aten tensors may have.
+static LogicalResult expectElementType(Type dtype, EmitErrorFn emitError) {
+  if (dtype.isF32() || dtype.isBF16() || dtype.isF16() || dtype.isF64() ||
+      dtype.isInteger(64) || dtype.isInteger(32) || dtype.isInteger(1))
+    return success();
+  return emitError() << "unsupported dtype " << dtype;
+}
+
+LogicalResult OnesLikeOp::inferResultTypes(Adaptor adaptor,
+                                           EmitErrorFn emitError,
+                                           SmallVectorImpl<Type> &types) {
+  auto self = tensorType(adaptor.getSelf());
+  Type dtype = self.getElementType();
+  if (std::optional<Type> given = adaptor.getDtype()) {
+    if (failed(expectElementType(*given, emitError)))
+      return failure();
+    dtype = *given;
+  }
+  types.push_back(self.clone(dtype));
+  return success();
+}
+
+LogicalResult FullOp::inferResultTypes(Adaptor adaptor, EmitErrorFn emitError,
+                                       SmallVectorImpl<Type> &types) {
+  for (int64_t d : adaptor.getSize())
+    if (d < 0)
+      return emitError() << "size must be non-negative, got " << d;
+  if (failed(expectElementType(adaptor.getDtype(), emitError)))
+    return failure();
+  types.push_back(RankedTensorType::get(adaptor.getSize(), adaptor.getDtype()));
+  return success();
+}
+
+LogicalResult ArangeOp::inferResultTypes(Adaptor adaptor, EmitErrorFn emitError,
+                                         SmallVectorImpl<Type> &types) {
+  double end = getScalarValue(adaptor.getEnd());
+  if (!(end >= 0.0))
+    return emitError() << "end must be non-negative, got " << end;
+  if (failed(expectElementType(adaptor.getDtype(), emitError)))
+    return failure();
+  types.push_back(RankedTensorType::get({static_cast<int64_t>(std::ceil(end))},
+                                        adaptor.getDtype()));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Linear algebra
+//===----------------------------------------------------------------------===//
+
+/// `[.., n, k] x [.., k, m]` with `batch` leading dims that must match.
+static FailureOr<RankedTensorType> inferMatmul(RankedTensorType a,
+                                               RankedTensorType b,
+                                               int64_t batch,
+                                               EmitErrorFn emitError) {
+  if (failed(expectRank(a, batch + 2, "self", emitError)) ||
+      failed(expectRank(b, batch + 2, "mat2", emitError)) ||
+      failed(expectSameElementType(a, b, "operand", emitError)))
+    return failure();
+  for (int64_t i = 0; i < batch; ++i)
+    if (a.getDimSize(i) != b.getDimSize(i))
+      return emitError() << "batch sizes differ: " << a.getDimSize(i) << " vs "
+                         << b.getDimSize(i);
+  if (a.getDimSize(batch + 1) != b.getDimSize(batch))
+    return emitError() << "contracting dims differ: " << a << " x " << b;
+  SmallVector<int64_t> shape(a.getShape().drop_back());
+  shape.push_back(b.getDimSize(batch + 1));
+  return a.clone(shape);
+}
+
+LogicalResult MmOp::inferResultTypes(Adaptor adaptor, EmitErrorFn emitError,
+                                     SmallVectorImpl<Type> &types) {
+  auto out = inferMatmul(tensorType(adaptor.getSelf()),
+                         tensorType(adaptor.getMat2()), 0, emitError);
+  if (failed(out))
+    return failure();
+  types.push_back(*out);
+  return success();
+}
+
+LogicalResult BmmOp::inferResultTypes(Adaptor adaptor, EmitErrorFn emitError,
+                                      SmallVectorImpl<Type> &types) {
+  auto out = inferMatmul(tensorType(adaptor.getSelf()),
+                         tensorType(adaptor.getMat2()), 1, emitError);
+  if (failed(out))
+    return failure();
+  types.push_back(*out);
+  return success();
+}
+
+/// `beta * self + alpha * matmul`: `self` broadcasts to the product.
+static LogicalResult inferAddMatmul(Value self, Value a, Value b,
+                                    int64_t batch, EmitErrorFn emitError,
+                                    SmallVectorImpl<Type> &types) {
+  auto out = inferMatmul(tensorType(a), tensorType(b), batch, emitError);
+  if (failed(out) ||
+      failed(expectSameElementType(tensorType(self), *out, "self and product",
+                                   emitError)) ||
+      failed(expectBroadcastsTo(tensorType(self), out->getShape(), "self",
+                                emitError)))
+    return failure();
+  types.push_back(*out);
+  return success();
+}
+
+LogicalResult AddmmOp::inferResultTypes(Adaptor adaptor, EmitErrorFn emitError,
+                                        SmallVectorImpl<Type> &types) {
+  return inferAddMatmul(adaptor.getSelf(), adaptor.getMat1(),
+                        adaptor.getMat2(), 0, emitError, types);
+}
+
+LogicalResult BaddbmmOp::inferResultTypes(Adaptor adaptor,
+                                          EmitErrorFn emitError,
+                                          SmallVectorImpl<Type> &types) {
+  return inferAddMatmul(adaptor.getSelf(), adaptor.getBatch1(),
+                        adaptor.getBatch2(), 1, emitError, types);
+}
+
+//===----------------------------------------------------------------------===//
+// Shape and layout
+//===----------------------------------------------------------------------===//
+
+LogicalResult TOp::inferResultTypes(Adaptor adaptor, EmitErrorFn emitError,
+                                    SmallVectorImpl<Type> &types) {
+  auto self = tensorType(adaptor.getSelf());
+  if (self.getRank() > 2)
+    return emitError() << "t expects a tensor with <= 2 dims, got " << self;
+  SmallVector<int64_t> shape(llvm::reverse(self.getShape()));
+  types.push_back(self.clone(shape));
+  return success();
+}
+
+LogicalResult TransposeIntOp::inferResultTypes(Adaptor adaptor,
+                                               EmitErrorFn emitError,
+                                               SmallVectorImpl<Type> &types) {
+  auto self = tensorType(adaptor.getSelf());
+  auto d0 = wrapDim(adaptor.getDim0(), self.getRank(), emitError, "dim0");
+  if (failed(d0))
+    return failure();
+  auto d1 = wrapDim(adaptor.getDim1(), self.getRank(), emitError, "dim1");
+  if (failed(d1))
+    return failure();
+  SmallVector<int64_t> shape(self.getShape());
+  if (!shape.empty())
+    std::swap(shape[*d0], shape[*d1]);
+  types.push_back(self.clone(shape));
+  return success();
+}
+
+LogicalResult PermuteOp::inferResultTypes(Adaptor adaptor,
+                                          EmitErrorFn emitError,
+                                          SmallVectorImpl<Type> &types) {
+  auto self = tensorType(adaptor.getSelf());
+  ArrayRef<int64_t> dims = adaptor.getDims();
+  if (static_cast<int64_t>(dims.size()) != self.getRank())
+    return emitError() << "permute needs " << self.getRank()
+                       << " dims, got " << dims.size();
+  SmallVector<bool> seen(self.getRank(), false);
+  SmallVector<int64_t> shape;
+  for (int64_t d : dims) {
+    auto w = wrapDim(d, self.getRank(), emitError);
+    if (failed(w))
+      return failure();
+    if (seen[*w])
+      return emitError() << "dim " << d << " repeats in permute";
+    seen[*w] = true;
+    shape.push_back(self.getDimSize(*w));
+  }
+  types.push_back(self.clone(shape));
+  return success();
+}
+
+LogicalResult UnsqueezeOp::inferResultTypes(Adaptor adaptor,
+                                            EmitErrorFn emitError,
+                                            SmallVectorImpl<Type> &types) {
+  auto self = tensorType(adaptor.getSelf());
+  // unsqueeze wraps against rank + 1.
+  auto d = wrapDim(adaptor.getDim(), self.getRank() + 1, emitError);
+  if (failed(d))
+    return failure();
+  SmallVector<int64_t> shape(self.getShape());
+  shape.insert(shape.begin() + *d, 1);
+  types.push_back(self.clone(shape));
+  return success();
+}
+
+LogicalResult ExpandOp::inferResultTypes(Adaptor adaptor, EmitErrorFn emitError,
+                                         SmallVectorImpl<Type> &types) {
+  auto self = tensorType(adaptor.getSelf());
+  ArrayRef<int64_t> size = adaptor.getSize();
+  if (static_cast<int64_t>(size.size()) < self.getRank())
+    return emitError() << "expand to " << size.size()
+                       << " dims is fewer than the input's " << self.getRank();
+  int64_t lead = size.size() - self.getRank();
+  SmallVector<int64_t> shape;
+  for (auto [i, s] : llvm::enumerate(size)) {
+    int64_t in = static_cast<int64_t>(i) < lead ? -2 : self.getDimSize(i - lead);
+    if (s == -1) {
+      if (in == -2)
+        return emitError() << "-1 is not allowed in a new leading dim " << i;
+      shape.push_back(in);
+    } else if (s < 0) {
+      return emitError() << "invalid size " << s << " in dim " << i;
+    } else if (in != -2 && in != 1 && in != s) {
+      return emitError() << "cannot expand dim " << i << " of size " << in
+                         << " to " << s;
+    } else {
+      shape.push_back(s);
+    }
+  }
+  types.push_back(self.clone(shape));
+  return success();
+}
+
+LogicalResult CatOp::inferResultTypes(Adaptor adaptor, EmitErrorFn emitError,
+                                      SmallVectorImpl<Type> &types) {
+  ValueRange tensors = adaptor.getTensors();
+  if (tensors.empty())
+    return emitError() << "cat needs at least one tensor";
+  auto first = tensorType(tensors.front());
+  auto dim = wrapDim(adaptor.getDim(), first.getRank(), emitError);
+  if (failed(dim))
+    return failure();
+  if (first.getRank() == 0)
+    return emitError() << "zero-dimensional tensors cannot be concatenated";
+  SmallVector<int64_t> shape(first.getShape());
+  shape[*dim] = 0;
+  for (auto [i, v] : llvm::enumerate(tensors)) {
+    auto t = tensorType(v);
+    if (t.getRank() != first.getRank())
+      return emitError() << "tensor #" << i << " " << t
+                         << " has a different rank than tensor #0 " << first;
+    for (int64_t d = 0; d < t.getRank(); ++d)
+      if (d != *dim && t.getDimSize(d) != first.getDimSize(d))
+        return emitError() << "tensor #" << i << " " << t
+                           << " differs from tensor #0 " << first
+                           << " outside dim " << *dim;
+    shape[*dim] += t.getDimSize(*dim);
+  }
+  types.push_back(RankedTensorType::get(shape, resultElementType(
+                                                   tensors.getTypes())));
+  return success();
+}
+
+LogicalResult SplitTensorOp::inferResultTypes(Adaptor adaptor,
+                                              EmitErrorFn emitError,
+                                              SmallVectorImpl<Type> &types) {
+  auto self = tensorType(adaptor.getSelf());
+  auto dim = wrapDim(adaptor.getDim(), self.getRank(), emitError);
+  if (failed(dim))
+    return failure();
+  if (self.getRank() == 0)
+    return emitError() << "split expects at least a 1-dimensional tensor";
+  int64_t split = adaptor.getSplitSize();
+  int64_t length = self.getDimSize(*dim);
+  if (split < 0 || (split == 0 && length != 0))
+    return emitError() << "split_size must be positive, got " << split;
+  int64_t pieces = split == 0 ? 1 : std::max<int64_t>(1, llvm::divideCeil(length, split));
+  for (int64_t i = 0; i < pieces; ++i) {
+    SmallVector<int64_t> shape(self.getShape());
+    shape[*dim] = std::min(split, length - i * split);
+    types.push_back(self.clone(shape));
+  }
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions
+//===----------------------------------------------------------------------===//
+
+/// ATen sum's result dtype: `dtype` when given, else integers and bool sum
+/// to i64 and floats keep their type.
+static FailureOr<Type> sumElementType(RankedTensorType self,
+                                      std::optional<Type> dtype,
+                                      EmitErrorFn emitError) {
+  if (dtype) {
+    if (failed(expectElementType(*dtype, emitError)))
+      return failure();
+    return *dtype;
+  }
+  if (getCategory(self.getElementType()) != Category::Float)
+    return Type(IntegerType::get(self.getContext(), 64));
+  return self.getElementType();
+}
+
+LogicalResult SumOp::inferResultTypes(Adaptor adaptor, EmitErrorFn emitError,
+                                      SmallVectorImpl<Type> &types) {
+  auto self = tensorType(adaptor.getSelf());
+  auto elem = sumElementType(self, adaptor.getDtype(), emitError);
+  if (failed(elem))
+    return failure();
+  types.push_back(RankedTensorType::get({}, *elem));
+  return success();
+}
+
+LogicalResult SumDimIntListOp::inferResultTypes(Adaptor adaptor,
+                                                EmitErrorFn emitError,
+                                                SmallVectorImpl<Type> &types) {
+  auto self = tensorType(adaptor.getSelf());
+  auto elem = sumElementType(self, adaptor.getDtype(), emitError);
+  if (failed(elem))
+    return failure();
+  SmallVector<bool> reduced(std::max<int64_t>(self.getRank(), 1), false);
+  // An empty dim list reduces every dim (ATen's sum.dim_IntList with []).
+  if (adaptor.getDim().empty())
+    reduced.assign(reduced.size(), true);
+  for (int64_t d : adaptor.getDim()) {
+    auto w = wrapDim(d, self.getRank(), emitError);
+    if (failed(w))
+      return failure();
+    if (reduced[*w])
+      return emitError() << "dim " << d << " appears multiple times";
+    reduced[*w] = true;
+  }
+  SmallVector<int64_t> shape;
+  for (int64_t d = 0; d < self.getRank(); ++d) {
+    if (!reduced[d])
+      shape.push_back(self.getDimSize(d));
+    else if (adaptor.getKeepdim())
+      shape.push_back(1);
+  }
+  types.push_back(RankedTensorType::get(shape, *elem));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Normalization and losses
+//===----------------------------------------------------------------------===//
+
+/// Checks `normalized_shape` against the trailing dims of `input`; returns
+/// the index of the first normalized dim.
+static FailureOr<int64_t> normalizedAxis(RankedTensorType input,
+                                         ArrayRef<int64_t> normalized,
+                                         EmitErrorFn emitError) {
+  int64_t n = normalized.size();
+  if (n == 0 || n > input.getRank() ||
+      input.getShape().take_back(n) != normalized) {
+    InFlightDiagnostic diag = emitError() << "normalized_shape [";
+    llvm::interleaveComma(normalized, diag);
+    diag << "] does not match the trailing dims of input " << input;
+    return failure();
+  }
+  return input.getRank() - n;
+}
+
+/// Checks an optional affine parameter (weight or bias) of layer norm.
+static LogicalResult expectAffine(Value v, ArrayRef<int64_t> normalized,
+                                  StringRef what, EmitErrorFn emitError) {
+  if (!v || tensorType(v).getShape() == normalized)
+    return success();
+  InFlightDiagnostic diag = emitError() << what << " " << tensorType(v)
+                                        << " must have normalized_shape [";
+  llvm::interleaveComma(normalized, diag);
+  return diag << "]";
+}
+
+/// Shape of layer norm's mean/rstd: input with normalized dims set to 1.
+static RankedTensorType statsType(RankedTensorType input, int64_t axis) {
+  SmallVector<int64_t> shape(input.getShape());
+  for (int64_t d = axis; d < input.getRank(); ++d)
+    shape[d] = 1;
+  return input.clone(shape);
+}
+
+LogicalResult NativeLayerNormOp::inferResultTypes(
+    Adaptor adaptor, EmitErrorFn emitError, SmallVectorImpl<Type> &types) {
+  auto input = tensorType(adaptor.getInput());
+  auto axis = normalizedAxis(input, adaptor.getNormalizedShape(), emitError);
+  if (failed(axis) ||
+      failed(expectAffine(adaptor.getWeight(), adaptor.getNormalizedShape(),
+                          "weight", emitError)) ||
+      failed(expectAffine(adaptor.getBias(), adaptor.getNormalizedShape(),
+                          "bias", emitError)))
+    return failure();
+  types.push_back(input);
+  types.push_back(statsType(input, *axis));
+  types.push_back(statsType(input, *axis));
+  return success();
+}
+
+LogicalResult NativeLayerNormBackwardOp::inferResultTypes(
+    Adaptor adaptor, EmitErrorFn emitError, SmallVectorImpl<Type> &types) {
+  auto input = tensorType(adaptor.getInput());
+  auto grad = tensorType(adaptor.getGradOut());
+  ArrayRef<int64_t> normalized = adaptor.getNormalizedShape();
+  if (grad != input)
+    return emitError() << "grad_out " << grad << " does not match input "
+                       << input;
+  auto axis = normalizedAxis(input, normalized, emitError);
+  if (failed(axis))
+    return failure();
+  RankedTensorType stats = statsType(input, *axis);
+  for (auto [name, v] : {std::pair<StringRef, Value>{"mean", adaptor.getMean()},
+                         {"rstd", adaptor.getRstd()}})
+    if (tensorType(v).getShape() != stats.getShape())
+      return emitError() << name << " " << tensorType(v) << " must be "
+                         << stats;
+  if (failed(expectAffine(adaptor.getWeight(), normalized, "weight",
+                          emitError)) ||
+      failed(expectAffine(adaptor.getBias(), normalized, "bias", emitError)))
+    return failure();
+  if (adaptor.getOutputMask().size() != 3)
+    return emitError() << "output_mask must have 3 entries, got "
+                       << adaptor.getOutputMask().size();
+  types.push_back(input);
+  types.push_back(input.clone(normalized));
+  types.push_back(input.clone(normalized));
+  return success();
+}
+
+LogicalResult EmbeddingOp::inferResultTypes(Adaptor adaptor,
+                                            EmitErrorFn emitError,
+                                            SmallVectorImpl<Type> &types) {
+  auto weight = tensorType(adaptor.getWeight());
+  auto indices = tensorType(adaptor.getIndices());
+  if (failed(expectRank(weight, 2, "weight", emitError)))
+    return failure();
+  SmallVector<int64_t> shape(indices.getShape());
+  shape.push_back(weight.getDimSize(1));
+  types.push_back(weight.clone(shape));
+  return success();
+}
+
+LogicalResult EmbeddingDenseBackwardOp::inferResultTypes(
+    Adaptor adaptor, EmitErrorFn emitError, SmallVectorImpl<Type> &types) {
+  auto grad = tensorType(adaptor.getGradOutput());
+  auto indices = tensorType(adaptor.getIndices());
+  if (grad.getRank() != indices.getRank() + 1 ||
+      grad.getShape().drop_back() != indices.getShape())
+    return emitError() << "grad_output " << grad
+                       << " must be indices.shape + [D] for indices "
+                       << indices;
+  if (adaptor.getNumWeights() < 0)
+    return emitError() << "num_weights must be non-negative, got "
+                       << adaptor.getNumWeights();
+  types.push_back(
+      grad.clone({adaptor.getNumWeights(), grad.getShape().back()}));
+  return success();
+}
+
+/// Checks nll_loss operands; returns the batch size (-1 for a 1-D input).
+static FailureOr<int64_t> checkNllLoss(RankedTensorType self,
+                                       RankedTensorType target, Value weight,
+                                       int64_t reduction,
+                                       EmitErrorFn emitError) {
+  if (self.getRank() < 1 || self.getRank() > 2)
+    return emitError() << "input must be 1-D or 2-D, got " << self;
+  int64_t batch = self.getRank() == 2 ? self.getDimSize(0) : -1;
+  bool targetOk = self.getRank() == 2
+                      ? (target.getRank() == 1 && target.getDimSize(0) == batch)
+                      : target.getRank() == 0;
+  if (!targetOk)
+    return emitError() << "target " << target << " does not match input "
+                       << self;
+  int64_t classes = self.getShape().back();
+  if (weight && tensorType(weight).getShape() != ArrayRef<int64_t>{classes})
+    return emitError() << "weight " << tensorType(weight) << " must be ["
+                       << classes << "]";
+  if (reduction < 0 || reduction > 2)
+    return emitError() << "reduction must be 0 (none), 1 (mean) or 2 (sum), "
+                          "got "
+                       << reduction;
+  return batch;
+}
+
+LogicalResult NllLossForwardOp::inferResultTypes(Adaptor adaptor,
+                                                 EmitErrorFn emitError,
+                                                 SmallVectorImpl<Type> &types) {
+  auto self = tensorType(adaptor.getSelf());
+  auto batch = checkNllLoss(self, tensorType(adaptor.getTarget()),
+                            adaptor.getWeight(), adaptor.getReduction(),
+                            emitError);
+  if (failed(batch))
+    return failure();
+  if (adaptor.getReduction() == 0 && *batch >= 0)
+    types.push_back(self.clone({*batch}));
+  else
+    types.push_back(self.clone(ArrayRef<int64_t>{}));
+  types.push_back(self.clone(ArrayRef<int64_t>{}));
+  return success();
+}
+
+LogicalResult NllLossBackwardOp::inferResultTypes(
+    Adaptor adaptor, EmitErrorFn emitError, SmallVectorImpl<Type> &types) {
+  auto self = tensorType(adaptor.getSelf());
+  auto batch = checkNllLoss(self, tensorType(adaptor.getTarget()),
+                            adaptor.getWeight(), adaptor.getReduction(),
+                            emitError);
+  if (failed(batch))
+    return failure();
+  auto grad = tensorType(adaptor.getGradOutput());
+  bool gradOk = adaptor.getReduction() == 0 && *batch >= 0
+                    ? grad.getShape() == ArrayRef<int64_t>{*batch}
+                    : grad.getRank() == 0;
+  if (!gradOk)
+    return emitError() << "grad_output " << grad
+                       << " does not match the loss of input " << self;
+  if (tensorType(adaptor.getTotalWeight()).getRank() != 0)
+    return emitError() << "total_weight must be 0-D, got "
+                       << tensorType(adaptor.getTotalWeight());
+  types.push_back(self);
   return success();
 }

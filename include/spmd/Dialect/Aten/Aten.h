@@ -16,6 +16,64 @@
 
 #include "spmd/Dialect/Aten/AtenDialect.h.inc"
 
+namespace spmd::aten {
+/// ATen type promotion of two element types (c10::promoteTypes): bool <
+/// integers < floating point; within a category the wider type wins; bf16
+/// with f16 gives f32.
+mlir::Type promoteTypes(mlir::Type a, mlir::Type b);
+
+/// ATen's result type of an elementwise op over `types` (at::result_type):
+/// tensors with dims decide within a category; 0-D tensors only lift the
+/// category (a 0-D float makes an integer result floating point).
+mlir::Type resultElementType(mlir::TypeRange types);
+
+/// The numeric value of an ATen Scalar attribute (IntegerAttr or FloatAttr).
+double getScalarValue(mlir::Attribute scalar);
+
+namespace detail {
+using EmitErrorFn = llvm::function_ref<mlir::InFlightDiagnostic()>;
+using InferFn = llvm::function_ref<llvm::LogicalResult(
+    EmitErrorFn, llvm::SmallVectorImpl<mlir::Type> &)>;
+
+/// Verifier shared by all aten ops: runs `infer` with the op's emitOpError
+/// and checks that the declared result types equal the inferred ones.
+llvm::LogicalResult verifyResultTypes(mlir::Operation *op, InferFn infer);
+
+/// Broadcast of all tensor `operands` (numpy rules, right-aligned) with the
+/// element type of resultElementType(). With `trueDivide` (div.Tensor) an
+/// integer or bool result type becomes f32.
+llvm::LogicalResult inferBroadcast(mlir::TypeRange operands,
+                                   EmitErrorFn emitError,
+                                   llvm::SmallVectorImpl<mlir::Type> &types,
+                                   bool trueDivide = false);
+
+/// `tensor` combined elementwise with the Scalar attribute `scalar`: the
+/// tensor's shape; an integer/bool tensor with a float scalar becomes f32, a
+/// bool tensor with an integer scalar becomes i64 (wrapped-number rule).
+mlir::Type promoteWithScalar(mlir::Type tensor, mlir::Attribute scalar);
+
+/// Reshape of `self` to `size` (at most one -1, inferred); element counts
+/// must match.
+llvm::LogicalResult inferReshape(mlir::Type self, llvm::ArrayRef<int64_t> size,
+                                 EmitErrorFn emitError,
+                                 llvm::SmallVectorImpl<mlir::Type> &types);
+
+/// Softmax/log-softmax: same type as `self`; `dim` must be in range.
+/// half_to_float is only valid for f16 (and gives f32).
+llvm::LogicalResult
+inferNormalizedOverDim(mlir::Type self, int64_t dim, bool halfToFloat,
+                       EmitErrorFn emitError,
+                       llvm::SmallVectorImpl<mlir::Type> &types);
+
+/// Softmax/log-softmax backward: grad_output and output have one shape; the
+/// result has that shape and element type `inputDtype`.
+llvm::LogicalResult
+inferSoftmaxBackward(mlir::Type gradOutput, mlir::Type output, int64_t dim,
+                     mlir::Type inputDtype, EmitErrorFn emitError,
+                     llvm::SmallVectorImpl<mlir::Type> &types);
+} // namespace detail
+} // namespace spmd::aten
+
 #define GET_OP_CLASSES
 #include "spmd/Dialect/Aten/AtenOps.h.inc"
 
