@@ -112,7 +112,7 @@ def SPMD_AllGatherOp : SPMD_CollectiveOp<"all_gather"> {
     concatenation of the group's pieces along `gather_dim` in group-rank
     order, so `result[gather_dim] = input[gather_dim] * group size` and all
     other dims are equal. Uneven `Shard` pieces are padded to the chunk size
-    before and sliced after (DESIGN.md §2). Resolves `Shard` to `Replicate`.
+    before and sliced after (docs/semantics.md). Resolves `Shard` to `Replicate`.
 
     Example:
     ```mlir
