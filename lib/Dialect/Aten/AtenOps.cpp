@@ -103,8 +103,8 @@ static FailureOr<int64_t> wrapDim(int64_t dim, int64_t rank,
                                   StringRef what = "dim") {
   int64_t extent = std::max<int64_t>(rank, 1);
   if (dim < -extent || dim >= extent) {
-    emitError() << what << " " << dim << " is out of range for a tensor of rank "
-                << rank;
+    emitError() << what << " " << dim
+                << " is out of range for a tensor of rank " << rank;
     return failure();
   }
   return dim < 0 ? dim + extent : dim;
@@ -221,7 +221,12 @@ LogicalResult spmd::aten::detail::inferSoftmaxBackward(
   if (!llvm::isa<FloatType>(inputDtype))
     return emitError() << "input_dtype must be a float type, got "
                        << inputDtype;
-  types.push_back(grad.clone(inputDtype));
+  // As ATen's meta function: grad_output's dtype, except that an f32
+  // gradient of an f16 input (half_to_float) gives f16.
+  Type elem = grad.getElementType();
+  if (elem.isF32() && inputDtype.isF16())
+    elem = inputDtype;
+  types.push_back(grad.clone(elem));
   return success();
 }
 
@@ -238,23 +243,23 @@ static LogicalResult expectSameElementType(RankedTensorType a,
                                            RankedTensorType b, StringRef what,
                                            EmitErrorFn emitError) {
   if (a.getElementType() != b.getElementType())
-    return emitError() << what << " element types differ: "
-                       << a.getElementType() << " vs " << b.getElementType();
+    return emitError() << what
+                       << " element types differ: " << a.getElementType()
+                       << " vs " << b.getElementType();
   return success();
 }
 
 /// Checks that `t` broadcasts to `shape` (ATen expand rules: right-aligned,
 /// size 1 or equal).
 static LogicalResult expectBroadcastsTo(RankedTensorType t,
-                                        ArrayRef<int64_t> shape,
-                                        StringRef what,
+                                        ArrayRef<int64_t> shape, StringRef what,
                                         EmitErrorFn emitError) {
   auto out = broadcastShapes(t.getShape(), shape, emitError);
   if (failed(out))
     return failure();
   if (ArrayRef<int64_t>(*out) != shape) {
-    InFlightDiagnostic diag = emitError() << what << " " << t
-                                          << " does not broadcast to [";
+    InFlightDiagnostic diag = emitError()
+                              << what << " " << t << " does not broadcast to [";
     llvm::interleaveComma(shape, diag);
     return diag << "]";
   }
@@ -264,6 +269,35 @@ static LogicalResult expectBroadcastsTo(RankedTensorType t,
 //===----------------------------------------------------------------------===//
 // Elementwise with custom rules
 //===----------------------------------------------------------------------===//
+
+/// `type` with an integer or bool element type replaced by the default float
+/// dtype (f32), as in true division and ATen's unary float ops.
+static RankedTensorType liftToFloat(RankedTensorType type) {
+  if (getCategory(type.getElementType()) == Category::Float)
+    return type;
+  return type.clone(Float32Type::get(type.getContext()));
+}
+
+LogicalResult DivScalarOp::inferResultTypes(Adaptor adaptor,
+                                            EmitErrorFn emitError,
+                                            SmallVectorImpl<Type> &types) {
+  types.push_back(liftToFloat(tensorType(
+      promoteWithScalar(adaptor.getSelf().getType(), adaptor.getOther()))));
+  return success();
+}
+
+LogicalResult SqrtOp::inferResultTypes(Adaptor adaptor, EmitErrorFn emitError,
+                                       SmallVectorImpl<Type> &types) {
+  types.push_back(liftToFloat(tensorType(adaptor.getSelf())));
+  return success();
+}
+
+LogicalResult ReciprocalOp::inferResultTypes(Adaptor adaptor,
+                                             EmitErrorFn emitError,
+                                             SmallVectorImpl<Type> &types) {
+  types.push_back(liftToFloat(tensorType(adaptor.getSelf())));
+  return success();
+}
 
 LogicalResult GeluOp::inferResultTypes(Adaptor adaptor, EmitErrorFn emitError,
                                        SmallVectorImpl<Type> &types) {
@@ -371,6 +405,9 @@ LogicalResult FullOp::inferResultTypes(Adaptor adaptor, EmitErrorFn emitError,
 LogicalResult ArangeOp::inferResultTypes(Adaptor adaptor, EmitErrorFn emitError,
                                          SmallVectorImpl<Type> &types) {
   double end = getScalarValue(adaptor.getEnd());
+  // For i64, ATen computes the length in int64: the end is truncated first.
+  if (adaptor.getDtype().isInteger(64))
+    end = std::trunc(end);
   if (!(end >= 0.0))
     return emitError() << "end must be non-negative, got " << end;
   if (failed(expectElementType(adaptor.getDtype(), emitError)))
@@ -425,8 +462,8 @@ LogicalResult BmmOp::inferResultTypes(Adaptor adaptor, EmitErrorFn emitError,
 }
 
 /// `beta * self + alpha * matmul`: `self` broadcasts to the product.
-static LogicalResult inferAddMatmul(Value self, Value a, Value b,
-                                    int64_t batch, EmitErrorFn emitError,
+static LogicalResult inferAddMatmul(Value self, Value a, Value b, int64_t batch,
+                                    EmitErrorFn emitError,
                                     SmallVectorImpl<Type> &types) {
   auto out = inferMatmul(tensorType(a), tensorType(b), batch, emitError);
   if (failed(out) ||
@@ -441,8 +478,8 @@ static LogicalResult inferAddMatmul(Value self, Value a, Value b,
 
 LogicalResult AddmmOp::inferResultTypes(Adaptor adaptor, EmitErrorFn emitError,
                                         SmallVectorImpl<Type> &types) {
-  return inferAddMatmul(adaptor.getSelf(), adaptor.getMat1(),
-                        adaptor.getMat2(), 0, emitError, types);
+  return inferAddMatmul(adaptor.getSelf(), adaptor.getMat1(), adaptor.getMat2(),
+                        0, emitError, types);
 }
 
 LogicalResult BaddbmmOp::inferResultTypes(Adaptor adaptor,
@@ -489,8 +526,8 @@ LogicalResult PermuteOp::inferResultTypes(Adaptor adaptor,
   auto self = tensorType(adaptor.getSelf());
   ArrayRef<int64_t> dims = adaptor.getDims();
   if (static_cast<int64_t>(dims.size()) != self.getRank())
-    return emitError() << "permute needs " << self.getRank()
-                       << " dims, got " << dims.size();
+    return emitError() << "permute needs " << self.getRank() << " dims, got "
+                       << dims.size();
   SmallVector<bool> seen(self.getRank(), false);
   SmallVector<int64_t> shape;
   for (int64_t d : dims) {
@@ -530,7 +567,8 @@ LogicalResult ExpandOp::inferResultTypes(Adaptor adaptor, EmitErrorFn emitError,
   int64_t lead = size.size() - self.getRank();
   SmallVector<int64_t> shape;
   for (auto [i, s] : llvm::enumerate(size)) {
-    int64_t in = static_cast<int64_t>(i) < lead ? -2 : self.getDimSize(i - lead);
+    int64_t in =
+        static_cast<int64_t>(i) < lead ? -2 : self.getDimSize(i - lead);
     if (s == -1) {
       if (in == -2)
         return emitError() << "-1 is not allowed in a new leading dim " << i;
@@ -573,8 +611,8 @@ LogicalResult CatOp::inferResultTypes(Adaptor adaptor, EmitErrorFn emitError,
                            << " outside dim " << *dim;
     shape[*dim] += t.getDimSize(*dim);
   }
-  types.push_back(RankedTensorType::get(shape, resultElementType(
-                                                   tensors.getTypes())));
+  types.push_back(
+      RankedTensorType::get(shape, resultElementType(tensors.getTypes())));
   return success();
 }
 
@@ -591,7 +629,8 @@ LogicalResult SplitTensorOp::inferResultTypes(Adaptor adaptor,
   int64_t length = self.getDimSize(*dim);
   if (split < 0 || (split == 0 && length != 0))
     return emitError() << "split_size must be positive, got " << split;
-  int64_t pieces = split == 0 ? 1 : std::max<int64_t>(1, llvm::divideCeil(length, split));
+  int64_t pieces =
+      split == 0 ? 1 : std::max<int64_t>(1, llvm::divideCeil(length, split));
   for (int64_t i = 0; i < pieces; ++i) {
     SmallVector<int64_t> shape(self.getShape());
     shape[*dim] = std::min(split, length - i * split);
@@ -679,10 +718,17 @@ static FailureOr<int64_t> normalizedAxis(RankedTensorType input,
   return input.getRank() - n;
 }
 
-/// Checks an optional affine parameter (weight or bias) of layer norm.
-static LogicalResult expectAffine(Value v, ArrayRef<int64_t> normalized,
-                                  StringRef what, EmitErrorFn emitError) {
-  if (!v || tensorType(v).getShape() == normalized)
+/// Checks an optional affine parameter (weight or bias) of layer norm
+/// against the normalized shape and the input's element type.
+static LogicalResult expectAffine(Value v, RankedTensorType input,
+                                  ArrayRef<int64_t> normalized, StringRef what,
+                                  EmitErrorFn emitError) {
+  if (!v)
+    return success();
+  if (failed(expectSameElementType(
+          input, tensorType(v), (Twine("input and ") + what).str(), emitError)))
+    return failure();
+  if (tensorType(v).getShape() == normalized)
     return success();
   InFlightDiagnostic diag = emitError() << what << " " << tensorType(v)
                                         << " must have normalized_shape [";
@@ -698,15 +744,16 @@ static RankedTensorType statsType(RankedTensorType input, int64_t axis) {
   return input.clone(shape);
 }
 
-LogicalResult NativeLayerNormOp::inferResultTypes(
-    Adaptor adaptor, EmitErrorFn emitError, SmallVectorImpl<Type> &types) {
+LogicalResult
+NativeLayerNormOp::inferResultTypes(Adaptor adaptor, EmitErrorFn emitError,
+                                    SmallVectorImpl<Type> &types) {
   auto input = tensorType(adaptor.getInput());
   auto axis = normalizedAxis(input, adaptor.getNormalizedShape(), emitError);
   if (failed(axis) ||
-      failed(expectAffine(adaptor.getWeight(), adaptor.getNormalizedShape(),
-                          "weight", emitError)) ||
-      failed(expectAffine(adaptor.getBias(), adaptor.getNormalizedShape(),
-                          "bias", emitError)))
+      failed(expectAffine(adaptor.getWeight(), input,
+                          adaptor.getNormalizedShape(), "weight", emitError)) ||
+      failed(expectAffine(adaptor.getBias(), input,
+                          adaptor.getNormalizedShape(), "bias", emitError)))
     return failure();
   types.push_back(input);
   types.push_back(statsType(input, *axis));
@@ -731,9 +778,10 @@ LogicalResult NativeLayerNormBackwardOp::inferResultTypes(
     if (tensorType(v).getShape() != stats.getShape())
       return emitError() << name << " " << tensorType(v) << " must be "
                          << stats;
-  if (failed(expectAffine(adaptor.getWeight(), normalized, "weight",
+  if (failed(expectAffine(adaptor.getWeight(), input, normalized, "weight",
                           emitError)) ||
-      failed(expectAffine(adaptor.getBias(), normalized, "bias", emitError)))
+      failed(expectAffine(adaptor.getBias(), input, normalized, "bias",
+                          emitError)))
     return failure();
   if (adaptor.getOutputMask().size() != 3)
     return emitError() << "output_mask must have 3 entries, got "
@@ -766,11 +814,12 @@ LogicalResult EmbeddingDenseBackwardOp::inferResultTypes(
     return emitError() << "grad_output " << grad
                        << " must be indices.shape + [D] for indices "
                        << indices;
-  if (adaptor.getNumWeights() < 0)
+  // I64Attr getters return uint64_t.
+  int64_t numWeights = adaptor.getNumWeights();
+  if (numWeights < 0)
     return emitError() << "num_weights must be non-negative, got "
-                       << adaptor.getNumWeights();
-  types.push_back(
-      grad.clone({adaptor.getNumWeights(), grad.getShape().back()}));
+                       << numWeights;
+  types.push_back(grad.clone({numWeights, grad.getShape().back()}));
   return success();
 }
 
@@ -803,9 +852,9 @@ LogicalResult NllLossForwardOp::inferResultTypes(Adaptor adaptor,
                                                  EmitErrorFn emitError,
                                                  SmallVectorImpl<Type> &types) {
   auto self = tensorType(adaptor.getSelf());
-  auto batch = checkNllLoss(self, tensorType(adaptor.getTarget()),
-                            adaptor.getWeight(), adaptor.getReduction(),
-                            emitError);
+  auto batch =
+      checkNllLoss(self, tensorType(adaptor.getTarget()), adaptor.getWeight(),
+                   adaptor.getReduction(), emitError);
   if (failed(batch))
     return failure();
   if (adaptor.getReduction() == 0 && *batch >= 0)
@@ -816,12 +865,13 @@ LogicalResult NllLossForwardOp::inferResultTypes(Adaptor adaptor,
   return success();
 }
 
-LogicalResult NllLossBackwardOp::inferResultTypes(
-    Adaptor adaptor, EmitErrorFn emitError, SmallVectorImpl<Type> &types) {
+LogicalResult
+NllLossBackwardOp::inferResultTypes(Adaptor adaptor, EmitErrorFn emitError,
+                                    SmallVectorImpl<Type> &types) {
   auto self = tensorType(adaptor.getSelf());
-  auto batch = checkNllLoss(self, tensorType(adaptor.getTarget()),
-                            adaptor.getWeight(), adaptor.getReduction(),
-                            emitError);
+  auto batch =
+      checkNllLoss(self, tensorType(adaptor.getTarget()), adaptor.getWeight(),
+                   adaptor.getReduction(), emitError);
   if (failed(batch))
     return failure();
   auto grad = tensorType(adaptor.getGradOutput());

@@ -62,8 +62,7 @@ LogicalResult
 StridedShardAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                          int64_t dim, int64_t splitFactor) {
   if (dim < 0)
-    return emitError() << "strided_shard dim must be non-negative, got "
-                       << dim;
+    return emitError() << "strided_shard dim must be non-negative, got " << dim;
   if (splitFactor < 1)
     return emitError() << "strided_shard split_factor must be >= 1, got "
                        << splitFactor;
@@ -114,14 +113,15 @@ Attribute LayoutAttr::parse(AsmParser &parser, Type) {
   SMLoc loc = parser.getCurrentLocation();
   if (parser.parseLess() || parser.parseAttribute(mesh) || parser.parseComma())
     return {};
-  if (parser.parseCommaSeparatedList(
-          AsmParser::Delimiter::Square, [&]() -> ParseResult {
-            PlacementAttrInterface p = parsePlacement(parser);
-            if (!p)
-              return failure();
-            placements.push_back(p);
-            return success();
-          }) ||
+  if (parser.parseCommaSeparatedList(AsmParser::Delimiter::Square,
+                                     [&]() -> ParseResult {
+                                       PlacementAttrInterface p =
+                                           parsePlacement(parser);
+                                       if (!p)
+                                         return failure();
+                                       placements.push_back(p);
+                                       return success();
+                                     }) ||
       parser.parseGreater())
     return {};
   return parser.getChecked<LayoutAttr>(loc, parser.getContext(), mesh,
@@ -130,26 +130,24 @@ Attribute LayoutAttr::parse(AsmParser &parser, Type) {
 
 void LayoutAttr::print(AsmPrinter &printer) const {
   printer << "<" << getMesh() << ", [";
-  llvm::interleaveComma(getPlacements(), printer,
-                        [&](PlacementAttrInterface p) {
-                          Attribute attr = p;
-                          llvm::TypeSwitch<Attribute>(attr)
-                              .Case([&](ShardAttr a) {
-                                printer << a.getMnemonic();
-                                a.print(printer);
-                              })
-                              .Case([&](StridedShardAttr a) {
-                                printer << a.getMnemonic();
-                                a.print(printer);
-                              })
-                              .Case([&](PartialAttr a) {
-                                printer << a.getMnemonic();
-                                a.print(printer);
-                              })
-                              .Case([&](ReplicateAttr a) {
-                                printer << a.getMnemonic();
-                              });
-                        });
+  llvm::interleaveComma(
+      getPlacements(), printer, [&](PlacementAttrInterface p) {
+        Attribute attr = p;
+        llvm::TypeSwitch<Attribute>(attr)
+            .Case([&](ShardAttr a) {
+              printer << a.getMnemonic();
+              a.print(printer);
+            })
+            .Case([&](StridedShardAttr a) {
+              printer << a.getMnemonic();
+              a.print(printer);
+            })
+            .Case([&](PartialAttr a) {
+              printer << a.getMnemonic();
+              a.print(printer);
+            })
+            .Case([&](ReplicateAttr a) { printer << a.getMnemonic(); });
+      });
   printer << "]>";
 }
 
@@ -183,7 +181,8 @@ LayoutAttr::verifyFor(Operation *from, ShapedType type,
   std::vector<int64_t> meshShape(mesh.getShape().begin(),
                                  mesh.getShape().end());
   std::vector<int64_t> shape(type.getShape().begin(), type.getShape().end());
-  std::string reason = layout::validate(shape, meshShape, getLayoutPlacements());
+  std::string reason =
+      layout::validate(shape, meshShape, getLayoutPlacements());
   if (!reason.empty())
     return emitError() << "layout " << *this << " does not fit " << type
                        << " on mesh " << getMesh() << ": " << reason;
@@ -192,9 +191,9 @@ LayoutAttr::verifyFor(Operation *from, ShapedType type,
 
 MeshOp spmd::lookupMesh(Operation *from, FlatSymbolRefAttr meshRef,
                         SymbolTableCollection *symbolTable) {
-  Operation *found =
-      symbolTable ? symbolTable->lookupNearestSymbolFrom(from, meshRef)
-                  : SymbolTable::lookupNearestSymbolFrom(from, meshRef);
+  Operation *found = symbolTable
+                         ? symbolTable->lookupNearestSymbolFrom(from, meshRef)
+                         : SymbolTable::lookupNearestSymbolFrom(from, meshRef);
   auto mesh = llvm::dyn_cast_or_null<MeshOp>(found);
   if (!mesh)
     from->emitError() << "'" << meshRef
@@ -207,9 +206,8 @@ MeshOp spmd::lookupMesh(Operation *from, FlatSymbolRefAttr meshRef,
 //===----------------------------------------------------------------------===//
 
 /// Roles a captured training step gives its arguments and results.
-static constexpr llvm::StringLiteral kArgRoles[] = {"param", "buffer",
-                                                    "optim_state", "input",
-                                                    "target"};
+static constexpr llvm::StringLiteral kArgRoles[] = {
+    "param", "buffer", "optim_state", "input", "target"};
 static constexpr llvm::StringLiteral kResultRoles[] = {"loss", "output"};
 
 /// Checks one `spmd.*` attribute on argument or result #`index` (of type
@@ -217,8 +215,7 @@ static constexpr llvm::StringLiteral kResultRoles[] = {"loss", "output"};
 /// mesh), `spmd.fqn` (a string), `spmd.role` (one of `roles`) and, on results
 /// only, `spmd.updates` (the index of the argument the result updates).
 static LogicalResult verifyValueAttr(Operation *op, NamedAttribute attr,
-                                     Type type, bool isResult,
-                                     unsigned index) {
+                                     Type type, bool isResult, unsigned index) {
   StringRef name = attr.getName().strref();
   StringRef what = isResult ? "result" : "argument";
   auto emit = [&]() {

@@ -31,15 +31,16 @@ LogicalResult MeshOp::verify() {
            << getNames().size() << " dim names for a mesh of rank "
            << shape.size();
   llvm::SmallSet<StringRef, 4> seen;
-  for (auto [i, name] : llvm::enumerate(getNames().getAsValueRange<StringAttr>())) {
+  for (auto [i, name] :
+       llvm::enumerate(getNames().getAsValueRange<StringAttr>())) {
     if (name.empty())
       return emitOpError("mesh dim ") << i << " has an empty name";
     if (!seen.insert(name).second)
       return emitOpError("duplicate mesh dim name '") << name << "'";
   }
-  std::string reason = layout::validate(
-      {}, std::vector<int64_t>(shape.begin(), shape.end()),
-      std::vector<layout::Placement>(shape.size()));
+  std::string reason =
+      layout::validate({}, std::vector<int64_t>(shape.begin(), shape.end()),
+                       std::vector<layout::Placement>(shape.size()));
   if (!reason.empty())
     return emitOpError(reason);
   return success();

@@ -66,7 +66,8 @@ inferNormalizedOverDim(mlir::Type self, int64_t dim, bool halfToFloat,
                        llvm::SmallVectorImpl<mlir::Type> &types);
 
 /// Softmax/log-softmax backward: grad_output and output have one shape; the
-/// result has that shape and element type `inputDtype`.
+/// result has that shape and grad_output's element type, except that an f32
+/// gradient with `inputDtype` f16 gives f16 (ATen's meta function).
 llvm::LogicalResult
 inferSoftmaxBackward(mlir::Type gradOutput, mlir::Type output, int64_t dim,
                      mlir::Type inputDtype, EmitErrorFn emitError,

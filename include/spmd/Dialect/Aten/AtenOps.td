@@ -26,6 +26,8 @@ def Aten_ElementType : AnyTypeOf<[F32, BF16, F16, F64, I64, I32, I1]>;
 def Aten_Tensor : StaticShapeTensorOf<[Aten_ElementType]>;
 def Aten_FloatTensor : StaticShapeTensorOf<[F32, BF16, F16, F64]>;
 def Aten_IndexTensor : StaticShapeTensorOf<[I64, I32]>;
+/// Class indices of the losses: ATen requires int64 ("expected scalar type Long").
+def Aten_TargetTensor : StaticShapeTensorOf<[I64]>;
 
 /// An ATen `Scalar`: an integer (i64) or floating-point (f64) number. The
 /// kind matters for type promotion (int tensor op float scalar -> float).
@@ -196,7 +198,10 @@ def Aten_MulScalarOp : Aten_TensorScalarOp<"mul.Scalar",
     (ins Aten_Tensor:$self, Aten_ScalarAttr:$other)>;
 def Aten_DivScalarOp : Aten_TensorScalarOp<"div.Scalar",
     "aten::div.Scalar(Tensor self, Scalar other) -> Tensor",
-    (ins Aten_Tensor:$self, Aten_ScalarAttr:$other)>;
+    (ins Aten_Tensor:$self, Aten_ScalarAttr:$other)> {
+  let description = "True division: an integer or bool `self` gives the default float dtype (f32).";
+  let inferBody = "";
+}
 def Aten_RsubScalarOp : Aten_TensorScalarOp<"rsub.Scalar",
     "aten::rsub.Scalar(Tensor self, Scalar other, Scalar alpha=1) -> Tensor",
     (ins Aten_Tensor:$self, Aten_ScalarAttr:$other, Aten_ScaleAttr:$alpha)> {
@@ -216,8 +221,14 @@ def Aten_PowScalarOp : Aten_Op<"pow.Scalar"> {
 }
 
 def Aten_NegOp : Aten_UnaryOp<"neg", "aten::neg(Tensor self) -> Tensor">;
-def Aten_ReciprocalOp : Aten_UnaryOp<"reciprocal", "aten::reciprocal(Tensor self) -> Tensor">;
-def Aten_SqrtOp : Aten_UnaryOp<"sqrt", "aten::sqrt(Tensor self) -> Tensor">;
+def Aten_ReciprocalOp : Aten_UnaryOp<"reciprocal", "aten::reciprocal(Tensor self) -> Tensor"> {
+  let description = "An integer or bool `self` gives the default float dtype (f32).";
+  let inferBody = "";
+}
+def Aten_SqrtOp : Aten_UnaryOp<"sqrt", "aten::sqrt(Tensor self) -> Tensor"> {
+  let description = "An integer or bool `self` gives the default float dtype (f32).";
+  let inferBody = "";
+}
 def Aten_ReluOp : Aten_UnaryOp<"relu", "aten::relu(Tensor self) -> Tensor">;
 def Aten_CloneOp : Aten_UnaryOp<"clone", "aten::clone(Tensor self, *, MemoryFormat? memory_format=None) -> Tensor"> {
   let description = "A copy; memory formats do not exist in value semantics.";
@@ -270,11 +281,11 @@ def Aten_NativeDropoutOp : Aten_Op<"native_dropout", [], /*pure=*/0> {
     `1 / (1 - p)`; also returns the boolean keep mask. Not pure.
   }];
   let arguments = (ins Aten_FloatTensor:$input, F64Attr:$p, BoolAttr:$train);
-  let results = (outs Aten_FloatTensor:$output, TensorOf<[I1]>:$mask);
+  let results = (outs Aten_FloatTensor:$output, StaticShapeTensorOf<[I1]>:$mask);
 }
 def Aten_NativeDropoutBackwardOp : Aten_Op<"native_dropout_backward"> {
   let summary = "aten::native_dropout_backward(Tensor grad_output, Tensor mask, float scale) -> Tensor";
-  let arguments = (ins Aten_FloatTensor:$grad_output, TensorOf<[I1]>:$mask,
+  let arguments = (ins Aten_FloatTensor:$grad_output, StaticShapeTensorOf<[I1]>:$mask,
                        F64Attr:$scale);
   let results = (outs Aten_FloatTensor:$result);
 }
@@ -290,6 +301,7 @@ def Aten_OnesLikeOp : Aten_Op<"ones_like"> {
   let results = (outs Aten_Tensor:$result);
 }
 def Aten_FullOp : Aten_Op<"full"> {
+  let assemblyFormat = "attr-dict `:` functional-type(operands, results)";
   let summary = "aten::full(SymInt[] size, Scalar fill_value, *, ScalarType? dtype=None, ...) -> Tensor";
   let description = "A tensor of shape `size` filled with `fill_value`, of element type `dtype`.";
   let arguments = (ins DenseI64ArrayAttr:$size, Aten_ScalarAttr:$fill_value,
@@ -297,6 +309,7 @@ def Aten_FullOp : Aten_Op<"full"> {
   let results = (outs Aten_Tensor:$result);
 }
 def Aten_ArangeOp : Aten_Op<"arange"> {
+  let assemblyFormat = "attr-dict `:` functional-type(operands, results)";
   let summary = "aten::arange(Scalar end, *, ScalarType? dtype=None, ...) -> Tensor";
   let description = "`[0, 1, ..., ceil(end) - 1]` of element type `dtype`.";
   let arguments = (ins Aten_ScalarAttr:$end, TypeAttr:$dtype);
@@ -489,7 +502,7 @@ def Aten_NllLossForwardOp : Aten_Op<"nll_loss_forward"> {
     class indices, `weight` optional `[C]`. `reduction` is 0 (none: output
     `[N]`), 1 (mean) or 2 (sum) (0-D output). `total_weight` is 0-D.
   }];
-  let arguments = (ins Aten_FloatTensor:$self, Aten_IndexTensor:$target,
+  let arguments = (ins Aten_FloatTensor:$self, Aten_TargetTensor:$target,
                        Optional<Aten_FloatTensor>:$weight, I64Attr:$reduction,
                        I64Attr:$ignore_index);
   let results = (outs Aten_FloatTensor:$output, Aten_FloatTensor:$total_weight);
@@ -502,7 +515,7 @@ def Aten_NllLossBackwardOp : Aten_Op<"nll_loss_backward"> {
   let summary = "aten::nll_loss_backward(Tensor grad_output, Tensor self, Tensor target, Tensor? weight, int reduction, int ignore_index, Tensor total_weight) -> Tensor";
   let description = "The gradient of `self`; operands as in `aten.nll_loss_forward`.";
   let arguments = (ins Aten_FloatTensor:$grad_output, Aten_FloatTensor:$self,
-                       Aten_IndexTensor:$target, Optional<Aten_FloatTensor>:$weight,
+                       Aten_TargetTensor:$target, Optional<Aten_FloatTensor>:$weight,
                        Aten_FloatTensor:$total_weight, I64Attr:$reduction,
                        I64Attr:$ignore_index);
   let results = (outs Aten_FloatTensor:$result);
