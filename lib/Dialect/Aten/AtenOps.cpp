@@ -299,12 +299,19 @@ LogicalResult ReciprocalOp::inferResultTypes(Adaptor adaptor,
   return success();
 }
 
-LogicalResult GeluOp::inferResultTypes(Adaptor adaptor, EmitErrorFn emitError,
-                                       SmallVectorImpl<Type> &types) {
-  StringRef approx = adaptor.getApproximate();
+/// Checks gelu's `approximate` argument: "none" (erf) or "tanh".
+static LogicalResult expectGeluApproximation(StringRef approx,
+                                             EmitErrorFn emitError) {
   if (approx != "none" && approx != "tanh")
     return emitError() << "approximate must be 'none' or 'tanh', got '"
                        << approx << "'";
+  return success();
+}
+
+LogicalResult GeluOp::inferResultTypes(Adaptor adaptor, EmitErrorFn emitError,
+                                       SmallVectorImpl<Type> &types) {
+  if (failed(expectGeluApproximation(adaptor.getApproximate(), emitError)))
+    return failure();
   types.push_back(adaptor.getSelf().getType());
   return success();
 }
@@ -312,10 +319,8 @@ LogicalResult GeluOp::inferResultTypes(Adaptor adaptor, EmitErrorFn emitError,
 LogicalResult GeluBackwardOp::inferResultTypes(Adaptor adaptor,
                                                EmitErrorFn emitError,
                                                SmallVectorImpl<Type> &types) {
-  StringRef approx = adaptor.getApproximate();
-  if (approx != "none" && approx != "tanh")
-    return emitError() << "approximate must be 'none' or 'tanh', got '"
-                       << approx << "'";
+  if (failed(expectGeluApproximation(adaptor.getApproximate(), emitError)))
+    return failure();
   return inferBroadcast(adaptor.getOperands().getTypes(), emitError, types);
 }
 
@@ -332,12 +337,20 @@ LogicalResult TriuOp::inferResultTypes(Adaptor adaptor, EmitErrorFn emitError,
 // Random
 //===----------------------------------------------------------------------===//
 
+/// Checks that the probability `p` lies in [0, 1] (NaN fails).
+static LogicalResult expectProbability(const APFloat &p,
+                                       EmitErrorFn emitError) {
+  double value = p.convertToDouble();
+  if (!(value >= 0.0 && value <= 1.0))
+    return emitError() << "probability p must be in [0, 1], got " << value;
+  return success();
+}
+
 LogicalResult BernoulliPOp::inferResultTypes(Adaptor adaptor,
                                              EmitErrorFn emitError,
                                              SmallVectorImpl<Type> &types) {
-  double p = adaptor.getP().convertToDouble();
-  if (!(p >= 0.0 && p <= 1.0))
-    return emitError() << "p must be in [0, 1], got " << p;
+  if (failed(expectProbability(adaptor.getP(), emitError)))
+    return failure();
   types.push_back(adaptor.getSelf().getType());
   return success();
 }
@@ -345,9 +358,8 @@ LogicalResult BernoulliPOp::inferResultTypes(Adaptor adaptor,
 LogicalResult NativeDropoutOp::inferResultTypes(Adaptor adaptor,
                                                 EmitErrorFn emitError,
                                                 SmallVectorImpl<Type> &types) {
-  double p = adaptor.getP().convertToDouble();
-  if (!(p >= 0.0 && p <= 1.0))
-    return emitError() << "dropout probability must be in [0, 1], got " << p;
+  if (failed(expectProbability(adaptor.getP(), emitError)))
+    return failure();
   auto input = tensorType(adaptor.getInput());
   types.push_back(input);
   types.push_back(input.clone(IntegerType::get(input.getContext(), 1)));

@@ -484,7 +484,7 @@ func.func @triu_1d(%x: tensor<8xf32>) {
 //===----------------------------------------------------------------------===//
 
 func.func @bernoulli_p(%x: tensor<8x2x192xf32>) {
-  // expected-error @+1 {{'aten.bernoulli.p' op p must be in [0, 1], got 1.5}}
+  // expected-error @+1 {{'aten.bernoulli.p' op probability p must be in [0, 1], got 1.5}}
   %0 = aten.bernoulli.p %x {p = 1.5 : f64} : (tensor<8x2x192xf32>) -> tensor<8x2x192xf32>
   return
 }
@@ -492,7 +492,7 @@ func.func @bernoulli_p(%x: tensor<8x2x192xf32>) {
 // -----
 
 func.func @bernoulli_nan(%x: tensor<8x2x192xf32>) {
-  // expected-error @+1 {{'aten.bernoulli.p' op p must be in [0, 1], got nan}}
+  // expected-error @+1 {{'aten.bernoulli.p' op probability p must be in [0, 1], got nan}}
   %0 = aten.bernoulli.p %x {p = 0x7FF8000000000000 : f64} : (tensor<8x2x192xf32>) -> tensor<8x2x192xf32>
   return
 }
@@ -500,7 +500,7 @@ func.func @bernoulli_nan(%x: tensor<8x2x192xf32>) {
 // -----
 
 func.func @dropout_p(%x: tensor<8x2x192xf32>) {
-  // expected-error @+1 {{'aten.native_dropout' op dropout probability must be in [0, 1], got -1.000000e-01}}
+  // expected-error @+1 {{'aten.native_dropout' op probability p must be in [0, 1], got -1.000000e-01}}
   %0:2 = aten.native_dropout %x {p = -0.1 : f64, train = true} : (tensor<8x2x192xf32>) -> (tensor<8x2x192xf32>, tensor<8x2x192xi1>)
   return
 }
