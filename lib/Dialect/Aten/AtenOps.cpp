@@ -68,6 +68,13 @@ double spmd::aten::getScalarValue(Attribute scalar) {
   return static_cast<double>(llvm::cast<IntegerAttr>(scalar).getInt());
 }
 
+Type spmd::aten::detail::liftToFloat(Type type) {
+  auto tensor = llvm::cast<RankedTensorType>(type);
+  if (getCategory(tensor.getElementType()) == Category::Float)
+    return tensor;
+  return tensor.clone(Float32Type::get(type.getContext()));
+}
+
 Type spmd::aten::detail::promoteWithScalar(Type tensor, Attribute scalar) {
   auto type = llvm::cast<RankedTensorType>(tensor);
   Type elem = type.getElementType();
@@ -151,10 +158,8 @@ LogicalResult spmd::aten::detail::inferBroadcast(TypeRange operands,
       return failure();
     shape = *shapeOr;
   }
-  Type elem = resultElementType(operands);
-  if (trueDivide && getCategory(elem) != Category::Float)
-    elem = Float32Type::get(elem.getContext());
-  types.push_back(RankedTensorType::get(shape, elem));
+  Type result = RankedTensorType::get(shape, resultElementType(operands));
+  types.push_back(trueDivide ? liftToFloat(result) : result);
   return success();
 }
 
@@ -270,32 +275,11 @@ static LogicalResult expectBroadcastsTo(RankedTensorType t,
 // Elementwise with custom rules
 //===----------------------------------------------------------------------===//
 
-/// `type` with an integer or bool element type replaced by the default float
-/// dtype (f32), as in true division and ATen's unary float ops.
-static RankedTensorType liftToFloat(RankedTensorType type) {
-  if (getCategory(type.getElementType()) == Category::Float)
-    return type;
-  return type.clone(Float32Type::get(type.getContext()));
-}
-
 LogicalResult DivScalarOp::inferResultTypes(Adaptor adaptor,
                                             EmitErrorFn emitError,
                                             SmallVectorImpl<Type> &types) {
-  types.push_back(liftToFloat(tensorType(
-      promoteWithScalar(adaptor.getSelf().getType(), adaptor.getOther()))));
-  return success();
-}
-
-LogicalResult SqrtOp::inferResultTypes(Adaptor adaptor, EmitErrorFn emitError,
-                                       SmallVectorImpl<Type> &types) {
-  types.push_back(liftToFloat(tensorType(adaptor.getSelf())));
-  return success();
-}
-
-LogicalResult ReciprocalOp::inferResultTypes(Adaptor adaptor,
-                                             EmitErrorFn emitError,
-                                             SmallVectorImpl<Type> &types) {
-  types.push_back(liftToFloat(tensorType(adaptor.getSelf())));
+  types.push_back(liftToFloat(
+      promoteWithScalar(adaptor.getSelf().getType(), adaptor.getOther())));
   return success();
 }
 

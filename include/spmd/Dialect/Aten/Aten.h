@@ -47,6 +47,11 @@ llvm::LogicalResult inferBroadcast(mlir::TypeRange operands,
                                    llvm::SmallVectorImpl<mlir::Type> &types,
                                    bool trueDivide = false);
 
+/// `type` (a ranked tensor) with an integer or bool element type replaced by
+/// the default float dtype (f32), as in true division and ATen's unary float
+/// ops; float tensors are returned unchanged.
+mlir::Type liftToFloat(mlir::Type type);
+
 /// `tensor` combined elementwise with the Scalar attribute `scalar`: the
 /// tensor's shape; an integer/bool tensor with a float scalar becomes f32, a
 /// bool tensor with an integer scalar becomes i64 (wrapped-number rule).

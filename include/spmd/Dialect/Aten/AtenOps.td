@@ -221,14 +221,17 @@ def Aten_PowScalarOp : Aten_Op<"pow.Scalar"> {
 }
 
 def Aten_NegOp : Aten_UnaryOp<"neg", "aten::neg(Tensor self) -> Tensor">;
-def Aten_ReciprocalOp : Aten_UnaryOp<"reciprocal", "aten::reciprocal(Tensor self) -> Tensor"> {
+/// Unary float op: an integer or bool `self` gives the default float dtype.
+class Aten_UnaryFloatOp<string mnemonic, string schema>
+    : Aten_UnaryOp<mnemonic, schema> {
   let description = "An integer or bool `self` gives the default float dtype (f32).";
-  let inferBody = "";
+  let inferBody = [{
+    types.push_back(::spmd::aten::detail::liftToFloat(adaptor.getSelf().getType()));
+    return ::mlir::success();
+  }];
 }
-def Aten_SqrtOp : Aten_UnaryOp<"sqrt", "aten::sqrt(Tensor self) -> Tensor"> {
-  let description = "An integer or bool `self` gives the default float dtype (f32).";
-  let inferBody = "";
-}
+def Aten_ReciprocalOp : Aten_UnaryFloatOp<"reciprocal", "aten::reciprocal(Tensor self) -> Tensor">;
+def Aten_SqrtOp : Aten_UnaryFloatOp<"sqrt", "aten::sqrt(Tensor self) -> Tensor">;
 def Aten_ReluOp : Aten_UnaryOp<"relu", "aten::relu(Tensor self) -> Tensor">;
 def Aten_CloneOp : Aten_UnaryOp<"clone", "aten::clone(Tensor self, *, MemoryFormat? memory_format=None) -> Tensor"> {
   let description = "A copy; memory formats do not exist in value semantics.";
