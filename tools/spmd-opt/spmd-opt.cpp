@@ -3,6 +3,10 @@
 // mlir-opt-style driver with the dialects spmd programs use (func, arith,
 // spmd, aten) and the project's passes only.
 //
+// `spmd-opt --spmd-list-ops` prints the name of every registered operation,
+// one per line, and exits: spmd-capture asks it which ATen ops the `aten`
+// dialect has before it writes a module.
+//
 //===----------------------------------------------------------------------===//
 
 #include "spmd/Dialect/Aten/Aten.h"
@@ -11,12 +15,25 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/DialectRegistry.h"
+#include "mlir/IR/MLIRContext.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/raw_ostream.h"
+
+static int listOperations(const mlir::DialectRegistry &registry) {
+  mlir::MLIRContext context(registry);
+  context.loadAllAvailableDialects();
+  for (mlir::RegisteredOperationName op : context.getRegisteredOperations())
+    llvm::outs() << op.getStringRef() << "\n";
+  return 0;
+}
 
 int main(int argc, char **argv) {
   mlir::DialectRegistry registry;
   registry.insert<mlir::func::FuncDialect, mlir::arith::ArithDialect,
                   spmd::SPMDDialect, spmd::aten::AtenDialect>();
+  if (argc == 2 && llvm::StringRef(argv[1]) == "--spmd-list-ops")
+    return listOperations(registry);
   return mlir::asMainReturnCode(
       mlir::MlirOptMain(argc, argv, "spmd optimizer driver\n", registry));
 }

@@ -1,0 +1,23 @@
+"""One nn.TransformerEncoderLayer (d_model 64, 4 heads, ffn 128, batch_first)
+with the default loss (output.sum()).
+
+  spmd-capture --model examples/encoder.py:encoder -o enc.mlir --bundle enc.bundle
+  spmd-capture --model 'examples/encoder.py:encoder(dropout=0.1, norm_first=True,
+                        activation="gelu", causal=True)' ...
+TP plan: examples/encoder.tp.json (head-parallel attention, Megatron MLP).
+"""
+import torch
+import torch.nn as nn
+
+
+def causal_mask(seq):
+    """Additive mask: -inf above the diagonal."""
+    return torch.triu(torch.full((seq, seq), float("-inf")), 1)
+
+
+def encoder(batch=4, seq=8, d_model=64, heads=4, ffn=128, dropout=0.0, norm_first=False,
+            activation="relu", causal=False):
+    layer = nn.TransformerEncoderLayer(d_model, heads, ffn, dropout, activation,
+                                       batch_first=True, norm_first=norm_first)
+    inputs = (torch.randn(batch, seq, d_model),) + ((causal_mask(seq),) if causal else ())
+    return layer, inputs

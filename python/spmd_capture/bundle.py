@@ -1,0 +1,124 @@
+"""PyTorch's own results of the step, and the bundle that holds them.
+
+The reference is one eager step of the factory's nn.Module with torch.optim
+(not the traced graph), so a capture that misread the step shows up as a
+mismatch. The traced graph is also run on the same values and must agree
+with it: that guards the capture itself.
+
+Bundle layout (docs/capture.md):
+  manifest.json            positions -> fqn, role, dtype, shape, file
+  args/<fqn>.npy           every argument of @train_step
+  results/<fqn>.npy        PyTorch's results: `loss`, then the updated values
+"""
+import collections
+import json
+import os
+
+import numpy as np
+import torch
+
+from . import CaptureError
+from .emit import op_name
+from .trace import default_loss
+
+# Tolerance of the trace check: both sides are fp32 on the same CPU; only
+# the order of a few reductions and the optimizer's scalar math differ.
+TRACE_RTOL, TRACE_ATOL = 1e-4, 1e-6
+RANDOM_OPS = {"aten.bernoulli.p", "aten.native_dropout"}
+
+
+def eager_step(factory, optimizer, step, seed):
+    """One eager training step; returns the tensors of step.results, in order."""
+    model = factory.model
+    params, buffers = dict(model.named_parameters()), dict(model.named_buffers())
+    opt = optimizer.eager([p for p in params.values() if p.requires_grad])
+    torch.manual_seed(seed)
+    loss = (factory.loss_fn or default_loss)(model(*factory.inputs), *factory.targets)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+    values = []
+    for result in step.results:
+        arg = None if result.updates is None else step.args[result.updates]
+        if arg is None:
+            values.append(loss)
+        elif arg.role == "param":
+            values.append(params[arg.fqn])
+        elif arg.role == "buffer":
+            values.append(buffers[arg.fqn])
+        else:
+            param, _, key = arg.fqn.rpartition(".")
+            values.append(opt.state[params[param]][key])
+    return [v.detach().clone() for v in values]
+
+
+def max_errors(got, want):
+    """(max abs error, max relative error) over the elements, in float64."""
+    got, want = got.double(), want.double()
+    err = (got - want).abs()
+    if err.numel() == 0:
+        return 0.0, 0.0
+    rel = err / want.abs().clamp_min(1e-30)
+    return err.max().item(), torch.where(err == 0, torch.zeros_like(rel), rel).max().item()
+
+
+def check_trace(step, reference):
+    """Compares the traced graph's results with the eager ones; raises
+    CaptureError on a mismatch."""
+    for result, value, want in zip(step.results, step.outputs, reference):
+        if value.shape != want.shape or value.dtype != want.dtype or not torch.allclose(
+                value.float(), want.float(), rtol=TRACE_RTOL,
+                atol=TRACE_ATOL * max(1.0, want.float().abs().max().item() if want.numel() else 0)):
+            raise CaptureError(
+                "the traced step does not reproduce PyTorch's eager step for '%s' (shape %s vs "
+                "%s, max abs/rel error %.3g/%.3g)" % (result.fqn, tuple(value.shape),
+                                                      tuple(want.shape), *max_errors(value, want)))
+
+
+def random_ops(step):
+    """Counts of the random ops in the graph, by dialect name."""
+    counts = collections.Counter(
+        op_name(n.target) for n in step.graph_module.graph.nodes
+        if n.op == "call_function" and isinstance(n.target, torch._ops.OpOverload))
+    return {name: counts[name] for name in sorted(RANDOM_OPS) if counts[name]}
+
+
+def _file_names(fqns):
+    """`<fqn>.npy`, or `<index>.<fqn>.npy` for all when two would clash."""
+    if len(set(fqns)) == len(fqns):
+        return ["%s.npy" % f for f in fqns]
+    return ["%d.%s.npy" % (i, f) for i, f in enumerate(fqns)]
+
+
+def _save(path, tensor):
+    """fp32 values for bf16/f16 (.npy has no bf16; widening is exact)."""
+    array = tensor.float() if tensor.dtype in (torch.bfloat16, torch.float16) else tensor
+    np.save(path, array.contiguous().numpy())
+
+
+def _entry(index, fqn, role, tensor, file):
+    return {"index": index, "fqn": fqn, "role": role, "dtype": str(tensor.dtype)[6:],
+            "shape": list(tensor.shape), "file": file}
+
+
+def write_bundle(directory, step, reference, meta):
+    """Writes the .npy files and manifest.json into `directory` (must exist)."""
+    manifest = dict(meta, format="spmd-bundle", version=1, function="train_step",
+                    random_ops=random_ops(step))
+    manifest["args"], manifest["results"] = [], []
+    os.makedirs(os.path.join(directory, "args"))
+    os.makedirs(os.path.join(directory, "results"))
+    names = _file_names([a.fqn for a in step.args])
+    for i, (arg, name) in enumerate(zip(step.args, names)):
+        _save(os.path.join(directory, "args", name), arg.value)
+        manifest["args"].append(_entry(i, arg.fqn, arg.role, arg.value, "args/" + name))
+    names = _file_names([r.fqn for r in step.results])
+    for i, (res, value, name) in enumerate(zip(step.results, reference, names)):
+        _save(os.path.join(directory, "results", name), value)
+        entry = _entry(i, res.fqn, "loss" if res.updates is None else "update", value,
+                       "results/" + name)
+        entry["updates"] = res.updates
+        manifest["results"].append(entry)
+    with open(os.path.join(directory, "manifest.json"), "w") as f:
+        json.dump(manifest, f, indent=1)
+        f.write("\n")

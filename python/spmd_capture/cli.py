@@ -1,0 +1,101 @@
+"""spmd-capture command line: see `spmd-capture --help` and docs/capture.md."""
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import torch
+
+from . import CaptureError
+from .bundle import check_trace, eager_step, write_bundle
+from .emit import emit_module
+from .trace import Optimizer, load_factory, step_args, trace
+
+DEFAULT_LR = {"sgd": 0.1, "adam": 1e-3}
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(
+        prog="spmd-capture",
+        description="Trace a PyTorch training step (forward, loss, backward, optimizer) into "
+                    "`aten` MLIR and record PyTorch's own results of one step in a bundle.")
+    parser.add_argument("--model", required=True, metavar="FILE.py:FACTORY",
+                        help="FACTORY() returns (module, inputs) or (module, inputs, loss_fn, "
+                             "targets); literal keyword arguments are allowed: "
+                             "gpt.py:gpt(layers=2)")
+    parser.add_argument("--optimizer", choices=("sgd", "adam"), default="sgd")
+    parser.add_argument("--lr", type=float, help="learning rate (default 0.1 sgd, 1e-3 adam)")
+    parser.add_argument("--momentum", type=float, default=0.0, help="SGD momentum")
+    parser.add_argument("--weight-decay", type=float, default=0.0)
+    parser.add_argument("--seed", type=int, default=0,
+                        help="torch.manual_seed before the factory and before the step")
+    parser.add_argument("-o", dest="output", required=True, metavar="OUT.mlir")
+    parser.add_argument("--bundle", required=True, metavar="DIR",
+                        help="directory for the argument values, PyTorch's results and "
+                             "manifest.json (replaced if it exists)")
+    args = parser.parse_args(argv)
+    if args.lr is None:
+        args.lr = DEFAULT_LR[args.optimizer]
+    return args
+
+
+def dialect_ops(spmd_opt):
+    """The aten ops spmd-opt registers (`spmd-opt --spmd-list-ops`)."""
+    out = subprocess.run([spmd_opt, "--spmd-list-ops"], capture_output=True, text=True)
+    if out.returncode:
+        raise CaptureError("'%s --spmd-list-ops' failed: %s" % (spmd_opt, out.stderr.strip()))
+    return {op for op in out.stdout.split() if op.startswith("aten.")}
+
+
+def verify(spmd_opt, generic, pretty):
+    """Parses and verifies with spmd-opt, writing the dialect's own syntax."""
+    out = subprocess.run([spmd_opt, "--mlir-print-debuginfo", "--mlir-print-local-scope",
+                          generic, "-o", pretty], capture_output=True, text=True)
+    if out.returncode:
+        raise CaptureError("spmd-opt rejects the captured module:\n" + out.stderr.strip())
+
+
+def capture(args, spmd_opt, workdir):
+    """Everything but publishing: returns (module path, bundle path) in workdir."""
+    optimizer = Optimizer(args.optimizer, args.lr, args.momentum, args.weight_decay)
+    torch.manual_seed(args.seed)
+    factory = load_factory(args.model)
+    step = trace(factory, optimizer, step_args(factory, optimizer), args.seed)
+    generic, pretty = os.path.join(workdir, "generic.mlir"), os.path.join(workdir, "out.mlir")
+    with open(generic, "w") as f:
+        f.write(emit_module(step, dialect_ops(spmd_opt)))
+    verify(spmd_opt, generic, pretty)
+    reference = eager_step(factory, optimizer, step, args.seed)
+    check_trace(step, reference)
+    bundle = os.path.join(workdir, "bundle")
+    write_bundle(bundle, step, reference, {
+        "model": args.model, "optimizer": optimizer.describe(), "seed": args.seed,
+        "torch": torch.__version__})
+    return pretty, bundle
+
+
+def main(argv=None, spmd_opt=None):
+    args = parse_args(argv)
+    spmd_opt = spmd_opt or shutil.which("spmd-opt")
+    out_dir = os.path.dirname(os.path.abspath(args.output))
+    bundle_parent = os.path.dirname(os.path.abspath(args.bundle.rstrip("/")))
+    try:
+        if not spmd_opt:
+            raise CaptureError("spmd-opt not found")
+        for d in (out_dir, bundle_parent):
+            if not os.path.isdir(d):
+                raise CaptureError("directory '%s' does not exist" % d)
+        # Work next to the bundle so publishing is a rename; nothing is left on failure.
+        with tempfile.TemporaryDirectory(prefix=".spmd-capture-", dir=bundle_parent) as work:
+            module, bundle = capture(args, spmd_opt, work)
+            if os.path.isdir(args.bundle):
+                shutil.rmtree(args.bundle)
+            os.rename(bundle, args.bundle)
+            shutil.move(module, args.output)
+    except CaptureError as e:
+        print("spmd-capture: error: %s" % e, file=sys.stderr)
+        return 1
+    print("spmd-capture: wrote %s and %s" % (args.output, args.bundle))
+    return 0

@@ -1,0 +1,250 @@
+"""Write a traced step as `func.func @train_step` in the `aten` dialect.
+
+Ops are written in MLIR's generic syntax straight from their ATen schema:
+tensor arguments become operands (in schema order), the other arguments
+become attributes of the same name, and `spmd-opt` then verifies the module
+and prints it in the dialect's own syntax. The few spellings that differ from
+the traced graph are normalised here:
+
+- `<view>_copy` (functionalized views) is the view op: `aten.view`, `aten.t`...;
+- dropout's `empty_like` + `bernoulli_.float(p)` is `aten.bernoulli.p`;
+- `add/sub/mul/div.Tensor` with a Python number is the `.Scalar` overload;
+- `lift_fresh_copy` of a constant is the constant itself.
+
+Every op's location is `loc("<module FQN>"("<phase>"))`, phase being
+forward, loss, backward or optimizer.
+"""
+import math
+import operator
+
+import torch
+
+from . import CaptureError
+from .trace import describe
+
+aten = torch.ops.aten
+
+DTYPES = {torch.float32: "f32", torch.float64: "f64", torch.float16: "f16",
+          torch.bfloat16: "bf16", torch.int64: "i64", torch.int32: "i32", torch.bool: "i1"}
+# Schema arguments with no meaning in value semantics on one device.
+DROPPED_ARGS = {"layout", "device", "pin_memory", "memory_format", "generator"}
+# Scalars the dialect stores as f64 whatever their Python type (Aten_ScaleAttr).
+SCALE_ARGS = {"alpha", "beta", "value"}
+SCALAR_OVERLOADS = {getattr(aten, op).Tensor: getattr(aten, op).Scalar
+                    for op in ("add", "sub", "mul", "div")}
+PASS_THROUGH = {aten.lift_fresh_copy.default}
+
+
+def op_name(overload):
+    """aten::foo.default -> aten.foo; aten::t_copy -> aten.t (view ops only)."""
+    name, ovl = overload._schema.name.split("::")[1], overload._overloadname
+    base = getattr(getattr(aten, name[:-5], None), ovl, None) if name.endswith("_copy") else None
+    if base is not None and any(r.alias_info is not None for r in base._schema.returns):
+        name = name[:-5]
+    if (name, ovl) == ("bernoulli_", "float"):  # on a fresh empty_like: a new draw
+        name, ovl = "bernoulli", "p"
+    return "aten." + name + ("" if ovl == "default" else "." + ovl)
+
+
+def meta(node):
+    """The traced value(s) of a node (meta tensors, trace._Record)."""
+    return node.meta["val"]
+
+
+def tensor_type(value, where):
+    """`tensor<AxBxf32>` of a tensor."""
+    if not isinstance(value, torch.Tensor):
+        raise CaptureError("%s is a %s, not a tensor" % (where, type(value).__name__))
+    if value.dtype not in DTYPES:
+        raise CaptureError("%s has dtype %s, which the aten dialect does not support"
+                           % (where, value.dtype))
+    return "tensor<%s>" % "x".join([str(d) for d in value.shape] + [DTYPES[value.dtype]])
+
+
+def fmt_float(value):
+    """An f64 literal MLIR parses back to the same double."""
+    if not math.isfinite(value):
+        return {math.inf: "0x7FF0000000000000", -math.inf: "0xFFF0000000000000"}.get(
+            value, "0x7FF8000000000000")
+    text = repr(float(value))
+    return text if "." in text and "e" not in text else "%.17e" % value
+
+
+def string(text):
+    return '"%s"' % text.replace("\\", "\\\\").replace('"', '\\"')
+
+
+def location(node):
+    return "loc(%s(%s))" % (string(node.meta.get("spmd_fqn", "")),
+                            string(node.meta.get("spmd_phase", "forward")))
+
+
+def _attribute(arg, value, where):
+    """The MLIR attribute of a non-tensor schema argument."""
+    ty = str(arg.type).replace("Optional[", "").rstrip("]")
+    if isinstance(value, torch.dtype):
+        if value not in DTYPES:
+            raise CaptureError("%s: dtype %s is not supported" % (where, value))
+        return DTYPES[value]
+    if isinstance(value, bool) or ty == "bool":
+        return "true" if value else "false"
+    if isinstance(value, (list, tuple)):
+        if ty.startswith("List[bool"):
+            return "array<i1: %s>" % ", ".join("true" if v else "false" for v in value)
+        if all(isinstance(v, int) for v in value):
+            return "array<i64: %s>" % ", ".join(str(v) for v in value)
+    elif isinstance(value, str):
+        return string(value)
+    elif isinstance(value, int) and ty != "float" and arg.name not in SCALE_ARGS:
+        return "%d : i64" % value
+    elif isinstance(value, (int, float)):
+        return "%s : f64" % fmt_float(float(value))
+    raise CaptureError("%s: argument '%s' = %r is not supported" % (where, arg.name, value))
+
+
+def _filled(name, arg, node):
+    """A value for an omitted optional argument the dialect requires."""
+    if arg.name == "dtype" and name in ("aten.full", "aten.arange"):
+        return meta(node).dtype
+    if arg.name == "train" and name == "aten.native_dropout":
+        return True  # ATen: train=None means training
+    if arg.name == "dim" and name == "aten.sum.dim_IntList":
+        return list(range(len(meta(node.args[0]).shape)))
+    return None
+
+
+class Emitter:
+    """Converts one functional FX graph into the body of @train_step."""
+
+    def __init__(self, dialect_ops):
+        self.dialect_ops = dialect_ops
+        self.names, self.lines = {}, []
+        # empty_like chains that only feed a bernoulli_ (dropout mask)
+        self.absorbed = set()
+
+    def unsupported(self, node, what):
+        raise CaptureError("unsupported ATen op %s in %s (%s): the aten dialect has no such op"
+                           % (what, describe(node.meta.get("spmd_fqn", "")),
+                              node.meta.get("spmd_phase", "forward")))
+
+    def value(self, node):
+        return self.names[node]
+
+    def emit(self, step):
+        graph, gm = step.graph_module.graph, step.graph_module
+        for node in graph.nodes:
+            src = node.args[0] if node.target is aten.bernoulli_.float else None
+            while getattr(src, "target", None) is aten.empty_like.default and len(src.users) == 1:
+                self.absorbed.add(src)
+                src = src.args[0]
+        args, out = [], None
+        for node in graph.nodes:
+            if node.op == "placeholder":
+                self.names[node] = "%%arg%d" % len(args)
+                args.append(node)
+            elif node.op == "get_attr":
+                self.constant(node, getattr(gm, node.target))
+            elif node.op == "output":
+                out = node.args[0]
+            elif node.target is operator.getitem:
+                self.names[node] = "%s#%d" % (self.value(node.args[0]), node.args[1])
+            elif node.target in PASS_THROUGH:
+                self.names[node] = self.value(node.args[0])
+            elif node not in self.absorbed:
+                self.op(node)
+        return args, out
+
+    def constant(self, node, tensor):
+        ty = tensor_type(tensor, "constant '%s'" % node.target)
+        if tensor.dtype == torch.bool:
+            data = str(tensor.tolist()).replace("True", "true").replace("False", "false")
+        else:
+            data = '"0x%s"' % tensor.contiguous().numpy().tobytes().hex().upper() \
+                if tensor.dtype != torch.bfloat16 else \
+                '"0x%s"' % tensor.view(torch.int16).numpy().tobytes().hex().upper()
+        name = "%%c%d" % len(self.lines)
+        self.names[node] = name
+        self.lines.append('%s = "arith.constant"() <{value = dense<%s> : %s}> : () -> %s %s'
+                          % (name, data, ty, ty, location(node)))
+
+    def op(self, node):
+        target = node.target
+        if not isinstance(target, torch._ops.OpOverload):
+            self.unsupported(node, getattr(target, "__name__", str(target)))
+        if target in SCALAR_OVERLOADS and not isinstance(node.args[1], torch.fx.Node):
+            target = SCALAR_OVERLOADS[target]
+        schema_args = target._schema.arguments
+        name = op_name(target)
+        if name not in self.dialect_ops:
+            self.unsupported(node, "%s (%s)" % (target._schema.name + (
+                "" if target._overloadname == "default" else "." + target._overloadname), name))
+        where = "%s in %s" % (name, describe(node.meta.get("spmd_fqn", "")))
+        bound = dict(zip((a.name for a in schema_args), node.args))
+        bound.update(node.kwargs)
+        operands, types, segments, attrs = [], [], [], []
+        for arg in schema_args:
+            value = bound.get(arg.name, arg.default_value if arg.has_default_value() else None)
+            ty = str(arg.type)
+            if "Tensor" in ty:
+                while isinstance(value, torch.fx.Node) and value in self.absorbed:
+                    value = value.args[0]
+                tensors = [] if value is None else list(value) if isinstance(value, (list, tuple)) \
+                    else [value]
+                segments.append(len(tensors))
+                for t in tensors:
+                    operands.append(self.value(t))
+                    types.append(tensor_type(meta(t), where))
+                continue
+            if arg.name in DROPPED_ARGS:
+                continue
+            if value is None:
+                value = _filled(name, arg, node)
+                if value is None:
+                    continue
+            attrs.append("%s = %s" % (arg.name, _attribute(arg, value, where)))
+        if sum(1 for a in schema_args if str(a.type) in ("Optional[Tensor]", "List[Tensor]")) > 1:
+            attrs.append("operandSegmentSizes = array<i32: %s>" % ", ".join(map(str, segments)))
+        val = meta(node)
+        val = val if isinstance(val, (list, tuple)) else [val]
+        if node.target is aten.native_layer_norm_backward.default:  # output_mask's None results
+            like = [bound["input"]] + [bound[n] if bound[n] is not None else None
+                                       for n in ("weight", "bias")]
+            shape, dtype = bound["normalized_shape"], meta(bound["input"]).dtype
+            val = [v if v is not None else meta(x) if x is not None else
+                   torch.empty(shape, dtype=dtype, device="meta") for v, x in zip(val, like)]
+        results = [tensor_type(v, where) for v in val]
+        res = "%%%d" % len(self.lines)
+        self.names[node] = res
+        self.lines.append('%s%s = "%s"(%s)%s : (%s) -> %s %s' % (
+            res, ":%d" % len(results) if len(results) > 1 else "", name, ", ".join(operands),
+            " <{%s}>" % ", ".join(attrs) if attrs else "", ", ".join(types),
+            results[0] if len(results) == 1 else "(%s)" % ", ".join(results), location(node)))
+
+
+def _attr_dict(entries):
+    return "{%s}" % ", ".join("%s = %s" % kv for kv in entries)
+
+
+def emit_module(step, dialect_ops):
+    """The text of a module holding @train_step (generic op syntax)."""
+    emitter = Emitter(dialect_ops)
+    placeholders, outputs = emitter.emit(step)
+    sig = []
+    for node, arg in zip(placeholders, step.args):
+        sig.append("%s: %s %s loc(%s)" % (
+            emitter.value(node), tensor_type(arg.value, arg.fqn),
+            _attr_dict([("spmd.fqn", string(arg.fqn)), ("spmd.role", string(arg.role))]),
+            string(arg.fqn)))
+    res_types, res_sig = [], []
+    for value, res in zip(outputs, step.results):
+        ty = tensor_type(meta(value), "result '%s'" % res.fqn)
+        res_types.append(ty)
+        res_sig.append("%s %s" % (ty, _attr_dict(
+            [("spmd.role", '"loss"')] if res.updates is None else
+            [("spmd.fqn", string(res.fqn)), ("spmd.updates", "%d : i64" % res.updates)])))
+    body = "\n".join("    " + line for line in emitter.lines)
+    return ("module {\n  func.func @train_step(%s) -> (%s) {\n%s\n"
+            "    \"func.return\"(%s) : (%s) -> () loc(\"train_step\")\n"
+            "  } loc(\"train_step\")\n} loc(unknown)\n" % (
+                ", ".join(sig), ", ".join(res_sig), body,
+                ", ".join(emitter.value(v) for v in outputs), ", ".join(res_types)))

@@ -1,0 +1,412 @@
+"""Load a model factory and trace its whole training step, op by op, with the
+FQN of the module that executed each op.
+
+The step (forward, loss, `torch.autograd.grad`, optimizer update) is traced in
+two stages, as functorch's AOT autograd does: `make_fx(step)` records the
+forward and autograd's backward ops (with views and in-place updates), then
+`make_fx(functionalize(...))` replays that graph into a functional one.
+
+Module FQNs are recorded while tracing: forward ops get the innermost module
+whose `forward` is running (global module hooks); every autograd node created
+in the forward is tagged with that module (a TorchFunctionMode walks the new
+nodes after each torch function), and a pre-hook on the node sets the module
+again when the engine runs it, so backward ops carry the FQN of the forward op
+they differentiate. Optimizer ops get the module that owns the parameter.
+"""
+import ast
+import contextlib
+import dataclasses
+import functools
+import importlib.util
+import os
+import sys
+from typing import List, Optional
+
+import torch
+import torch.nn as nn
+import torch.optim._functional as OF
+from functorch import functionalize
+from torch.fx.experimental.proxy_tensor import make_fx
+from torch.nn.utils.stateless import functional_call
+from torch.overrides import TorchFunctionMode
+
+from . import CaptureError
+
+aten = torch.ops.aten
+
+
+@dataclasses.dataclass
+class Arg:
+    """An argument of @train_step: role is param|buffer|optim_state|input|target."""
+    fqn: str
+    role: str
+    value: torch.Tensor
+
+
+@dataclasses.dataclass
+class Result:
+    """A result of @train_step: the loss (updates is None) or a new value of
+    argument `updates`."""
+    fqn: str
+    updates: Optional[int]
+
+
+@dataclasses.dataclass
+class Factory:
+    """What a model factory returned, normalised."""
+    model: nn.Module
+    inputs: tuple
+    loss_fn: object
+    targets: tuple
+
+
+@dataclasses.dataclass
+class Step:
+    """A traced training step: the functional FX graph, its arguments (in
+    placeholder order) and results (in output order)."""
+    graph_module: torch.fx.GraphModule
+    args: List[Arg]
+    results: List[Result]
+    # The traced graph's own results on the argument values (seeded as the
+    # eager step is), to be compared with PyTorch's.
+    outputs: List[torch.Tensor]
+
+
+def _parse_spec(spec):
+    """`FILE.py:NAME` or `FILE.py:NAME(key=literal, ...)` -> (path, name, kwargs)."""
+    path, sep, call = spec.rpartition(":")
+    if not sep or not path.endswith(".py"):
+        raise CaptureError("--model must be FILE.py:FACTORY, got '%s'" % spec)
+    try:
+        expr = ast.parse(call.strip(), mode="eval").body
+        if isinstance(expr, ast.Name):
+            return path, expr.id, {}
+        if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Name) and not expr.args:
+            return path, expr.func.id, {k.arg: ast.literal_eval(k.value) for k in expr.keywords}
+    except (SyntaxError, ValueError):
+        pass
+    raise CaptureError("FACTORY must be a name, optionally called with literal keyword "
+                       "arguments (e.g. gpt(layers=2)), got '%s'" % call)
+
+
+def _tensor_tuple(value, what):
+    value = (value,) if isinstance(value, torch.Tensor) else value
+    if not isinstance(value, (tuple, list)):
+        raise CaptureError("the factory's %s must be a tuple of tensors, got a %s"
+                           % (what, type(value).__name__))
+    for i, t in enumerate(value):
+        if not isinstance(t, torch.Tensor):
+            raise CaptureError("the factory's %s must be a tuple of tensors, element %d is a %s"
+                               % (what, i, type(t).__name__))
+    return tuple(value)
+
+
+def load_factory(spec):
+    """Imports FILE.py, calls FACTORY(**kwargs) and checks what it returns."""
+    path, name, kwargs = _parse_spec(spec)
+    if not os.path.isfile(path):
+        raise CaptureError("model file '%s' not found" % path)
+    module_spec = importlib.util.spec_from_file_location(
+        "spmd_model_" + os.path.splitext(os.path.basename(path))[0], path)
+    module = importlib.util.module_from_spec(module_spec)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
+    try:
+        module_spec.loader.exec_module(module)
+    finally:
+        sys.path.pop(0)
+    factory = getattr(module, name, None)
+    if not callable(factory):
+        raise CaptureError("'%s' has no factory function '%s'" % (path, name))
+    made = factory(**kwargs)
+    if not isinstance(made, (tuple, list)) or len(made) not in (2, 4):
+        raise CaptureError("%s() must return (module, inputs) or (module, inputs, loss_fn, "
+                           "targets)" % name)
+    if not isinstance(made[0], nn.Module):
+        raise CaptureError("%s() returned a %s, not an nn.Module, as its first element"
+                           % (name, type(made[0]).__name__))
+    inputs = _tensor_tuple(made[1], "inputs")
+    if len(made) == 2:
+        return Factory(made[0], inputs, None, ())
+    if not callable(made[2]):
+        raise CaptureError("the factory's loss_fn is not callable")
+    return Factory(made[0], inputs, made[2], _tensor_tuple(made[3], "targets"))
+
+
+class Optimizer:
+    """The optimizer of the step, traced functionally and run eagerly.
+
+    Its state starts as torch.optim leaves it before the first step (SGD
+    momentum buffers and Adam moments zero, Adam `step` 0), so the traced
+    update is the steady-state one and equals torch.optim's first step:
+    with dampening 0, `0 * momentum + grad` is exactly torch's `clone(grad)`.
+    """
+    BETAS, EPS = (0.9, 0.999), 1e-8
+
+    def __init__(self, name, lr, momentum=0.0, weight_decay=0.0):
+        if name not in ("sgd", "adam"):
+            raise CaptureError("--optimizer must be sgd or adam, got '%s'" % name)
+        if lr <= 0:
+            raise CaptureError("--lr must be positive, got %g" % lr)
+        if name == "adam" and momentum:
+            raise CaptureError("--momentum applies to sgd only (adam uses betas %s)"
+                               % (self.BETAS,))
+        self.name, self.lr, self.momentum, self.weight_decay = name, lr, momentum, weight_decay
+        self.state_keys = (["exp_avg", "exp_avg_sq", "step"] if name == "adam" else
+                           ["momentum_buffer"] if momentum else [])
+
+    def describe(self):
+        d = {"name": self.name, "lr": self.lr, "weight_decay": self.weight_decay}
+        if self.name == "sgd":
+            d["momentum"] = self.momentum
+        else:
+            d.update(betas=list(self.BETAS), eps=self.EPS)
+        return d
+
+    def initial_state(self, key, param):
+        return torch.tensor(0.0) if key == "step" else torch.zeros_like(param)
+
+    def update(self, param, grad, state):
+        """In place on `param` and the `state` tensors (ordered as state_keys)."""
+        if self.name == "sgd":
+            OF.sgd([param], [grad], state or [None], foreach=False,
+                   weight_decay=self.weight_decay, momentum=self.momentum, lr=self.lr,
+                   dampening=0.0, nesterov=False, maximize=False)
+        else:  # differentiable=True keeps `step` a tensor (the default calls .item())
+            OF.adam([param], [grad], [state[0]], [state[1]], [], [state[2]], foreach=False,
+                    differentiable=True, amsgrad=False, beta1=self.BETAS[0],
+                    beta2=self.BETAS[1], lr=self.lr, weight_decay=self.weight_decay,
+                    eps=self.EPS, maximize=False)
+
+    def eager(self, params):
+        if self.name == "sgd":
+            return torch.optim.SGD(params, lr=self.lr, momentum=self.momentum,
+                                   weight_decay=self.weight_decay)
+        return torch.optim.Adam(params, lr=self.lr, betas=self.BETAS, eps=self.EPS,
+                                weight_decay=self.weight_decay)
+
+
+def describe(fqn):
+    """How messages name the module with this FQN."""
+    return "module '%s'" % fqn if fqn else "the root module"
+
+
+def owner(fqn):
+    """FQN of the module owning parameter/buffer `fqn` ('' for the root)."""
+    return fqn.rpartition(".")[0]
+
+
+class _Scope:
+    """Where the tracer is: module FQN and phase (forward|loss|backward|optimizer)."""
+    fqn, phase = "", "forward"
+
+    def set(self, fqn, phase):
+        self.fqn, self.phase = fqn, phase
+
+
+@contextlib.contextmanager
+def _tag_nodes(scope):
+    """Records the scope in `meta` of every FX node created inside."""
+    create_node = torch.fx.Graph.create_node
+
+    def tagged(graph, *args, **kwargs):
+        node = create_node(graph, *args, **kwargs)
+        node.meta["spmd_fqn"], node.meta["spmd_phase"] = scope.fqn, scope.phase
+        return node
+    torch.fx.Graph.create_node = tagged
+    try:
+        yield
+    finally:
+        torch.fx.Graph.create_node = create_node
+
+
+@contextlib.contextmanager
+def _module_scopes(model, scope):
+    """Sets scope.fqn to the innermost module of `model` running `forward`."""
+    names = {id(m): name for name, m in model.named_modules()}
+    stack = []
+
+    def pre(module, inputs):
+        if id(module) in names:
+            stack.append(scope.fqn)
+            scope.fqn = names[id(module)]
+
+    def post(module, inputs, output):
+        if id(module) in names:
+            scope.fqn = stack.pop()
+    handles = [nn.modules.module.register_module_forward_pre_hook(pre),
+               nn.modules.module.register_module_forward_hook(post)]
+    try:
+        yield
+    finally:
+        for h in handles:
+            h.remove()
+
+
+class _AutogradScopes(TorchFunctionMode):
+    """Tags the autograd nodes each torch function creates with the current
+    module, and makes the engine restore that module when it runs them."""
+
+    def __init__(self, scope):
+        super().__init__()
+        self.scope = scope
+
+    def _enter(self, fqn, grad_outputs):
+        self.scope.set(fqn, "backward")
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if self.scope.phase not in ("forward", "loss"):
+            return out
+        with torch._C.DisableTorchFunction():
+            todo = [t.grad_fn for t in _flat_tensors(out)]
+            while todo:
+                fn = todo.pop()
+                if fn is None or "spmd_fqn" in fn.metadata or not hasattr(fn, "register_prehook"):
+                    continue
+                fn.metadata["spmd_fqn"] = self.scope.fqn
+                fn.register_prehook(functools.partial(self._enter, self.scope.fqn))
+                todo.extend(f for f, _ in fn.next_functions)
+        return out
+
+
+def _flat_tensors(value):
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (tuple, list)):
+        return [t for v in value for t in _flat_tensors(v)]
+    return []
+
+
+class _Record(torch.fx.Interpreter):
+    """Runs a graph, recording every node's value as a meta tensor in meta['val']."""
+
+    def run_node(self, n):
+        value = super().run_node(n)
+        n.meta["val"] = torch.fx.node.map_aggregate(
+            value, lambda v: torch.empty_like(v, device="meta") if isinstance(v, torch.Tensor)
+            else v)
+        return value
+
+
+class _Replay(torch.fx.Interpreter):
+    """Runs the first-stage graph, restoring each node's scope for the second."""
+
+    def __init__(self, module, scope):
+        super().__init__(module)
+        self.scope = scope
+
+    def run_node(self, n):
+        self.scope.set(n.meta.get("spmd_fqn", ""), n.meta.get("spmd_phase", "forward"))
+        return super().run_node(n)
+
+
+def default_loss(output):
+    if not isinstance(output, torch.Tensor):
+        raise CaptureError("the model's output is a %s, not a tensor: the default loss is "
+                           "output.sum(); give a loss_fn" % type(output).__name__)
+    return output.sum()
+
+
+def step_args(factory, optimizer):
+    """The arguments of @train_step, in order: parameters, buffers, optimizer
+    state (per parameter, per state key), inputs, targets."""
+    params = [(n, p) for n, p in factory.model.named_parameters()]
+    args = [Arg(n, "param", p.detach().clone()) for n, p in params]
+    args += [Arg(n, "buffer", b.detach().clone()) for n, b in factory.model.named_buffers()]
+    args += [Arg("%s.%s" % (n, key), "optim_state", optimizer.initial_state(key, p))
+             for n, p in params if p.requires_grad for key in optimizer.state_keys]
+    args += [Arg("input.%d" % i, "input", t.detach().clone()) for i, t in enumerate(factory.inputs)]
+    args += [Arg("target.%d" % i, "target", t.detach().clone())
+             for i, t in enumerate(factory.targets)]
+    return args
+
+
+def trace(factory, optimizer, args, seed):
+    """Traces one training step into a functional FX graph of ATen ops and
+    runs it once after torch.manual_seed(seed).
+
+    Raises CaptureError for a non-scalar loss, data-dependent control flow
+    and in-place updates of anything but buffers, naming the module."""
+    model, scope = factory.model, _Scope()
+    loss_fn = factory.loss_fn or default_loss
+    index = {(a.role, a.fqn): i for i, a in enumerate(args)}
+    by_role = {r: [i for i, a in enumerate(args) if a.role == r]
+               for r in ("param", "buffer", "input", "target")}
+    requires_grad = {n: p.requires_grad for n, p in model.named_parameters()}
+    trainable = [i for i in by_role["param"] if requires_grad[args[i].fqn]]
+    results = [Result("loss", None)]
+
+    def step(*flat):
+        scope.set("", "forward")
+        tensors = {args[i].fqn: flat[i] for i in by_role["param"] + by_role["buffer"]}
+        out = functional_call(model, tensors, tuple(flat[i] for i in by_role["input"]))
+        scope.set("", "loss")
+        loss = loss_fn(out, *(flat[i] for i in by_role["target"]))
+        if not isinstance(loss, torch.Tensor) or loss.dim() != 0 or \
+                not loss.is_floating_point():
+            raise CaptureError("the loss must be a 0-dim floating-point tensor, got %s" % (
+                "a %s tensor of shape %s" % (loss.dtype, tuple(loss.shape))
+                if isinstance(loss, torch.Tensor) else "a " + type(loss).__name__))
+        scope.set("", "backward")
+        grads = torch.autograd.grad(loss, [flat[i] for i in trainable], allow_unused=True)
+        new_params, new_state = [], []
+        with torch.no_grad():
+            for i, grad in zip(trainable, grads):
+                if grad is None:  # unused parameter: torch.optim skips it too
+                    continue
+                fqn = args[i].fqn
+                scope.set(owner(fqn), "optimizer")
+                state_idx = [index[("optim_state", "%s.%s" % (fqn, k))]
+                             for k in optimizer.state_keys]
+                param, state = flat[i].clone(), [flat[j].clone() for j in state_idx]
+                optimizer.update(param, grad, state)
+                new_params.append((i, param))
+                new_state += list(zip(state_idx, state))
+        if len(results) == 1:  # make_fx runs the step once; record the result order
+            results.extend(Result(args[i].fqn, i) for i, _ in new_params + new_state)
+        return (loss, *(t for _, t in new_params + new_state))
+
+    flat = [a.value.clone().requires_grad_(i in trainable) for i, a in enumerate(args)]
+    try:
+        with _tag_nodes(scope), _module_scopes(model, scope), _AutogradScopes(scope):
+            raw = make_fx(step)(*flat)
+        with _tag_nodes(scope):
+            gm = make_fx(functionalize(_Replay(raw, scope).run, remove="mutations_and_views"))(
+                *[t.clone() for t in flat])
+    except CaptureError:
+        raise
+    except RuntimeError as e:
+        if "value out of a tracing tensor" in str(e) or "data-dependent" in str(e):
+            raise CaptureError(
+                "data-dependent control flow in %s (%s): a tensor's value is read as a Python "
+                "number or bool (aten::_local_scalar_dense), which a static graph cannot "
+                "capture" % (describe(scope.fqn), scope.phase)) from None
+        raise
+    _updates_to_results(gm, args, results)
+    torch.manual_seed(seed)
+    outputs = _Record(gm).run(*[a.value.clone() for a in args])
+    return Step(gm, args, results, list(outputs))
+
+
+def _updates_to_results(gm, args, results):
+    """Functionalization writes in-place updates of arguments back with
+    `copy_(placeholder, value)`; make updated buffers results instead."""
+    graph = gm.graph
+    placeholders = [n for n in graph.nodes if n.op == "placeholder"]
+    output = next(n for n in graph.nodes if n.op == "output")
+    extra = []
+    for node in list(graph.nodes):
+        if node.op == "call_function" and node.target is aten.copy_.default and \
+                node.args[0] in placeholders:
+            i = placeholders.index(node.args[0])
+            if args[i].role != "buffer":
+                raise CaptureError("the step updates %s '%s' in place (aten::copy_ into an "
+                                   "argument); only buffers may be updated"
+                                   % (args[i].role, args[i].fqn))
+            extra.append(node.args[1])
+            results.append(Result(args[i].fqn, i))
+            node.replace_all_uses_with(node.args[1])
+            graph.erase_node(node)
+    if extra:
+        output.args = (tuple(output.args[0]) + tuple(extra),)
+        gm.recompile()
