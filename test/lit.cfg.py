@@ -20,5 +20,6 @@ config.substitutions.append(("%python", "/usr/bin/python3"))
 llvm_config.use_default_substitutions()
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 llvm_config.add_tool_substitutions(
-    [ToolSubst("spmd-opt", unresolved="fatal")], [config.spmd_tools_dir]
+    [ToolSubst(t, unresolved="fatal") for t in ("spmd-opt", "spmd-capture")],
+    [config.spmd_tools_dir],
 )

@@ -1,0 +1,100 @@
+"""Checks a capture's bundle against its module and against PyTorch.
+
+  check_bundle.py MODULE.mlir BUNDLE_DIR
+
+- manifest.json lists @train_step's arguments and results in order, with the
+  FQN, role, shape and dtype the module declares, and every .npy file holds
+  an array of that shape and dtype;
+- the argument values are the factory's initial state: rebuilding the model
+  with the manifest's seed gives the same parameters, buffers and inputs;
+- the results are PyTorch's: an eager step of the rebuilt model with
+  torch.optim, starting from the bundle's values, gives them (bit for bit:
+  same code, same seed, same CPU).
+Prints `bundle ok: <n> args, <m> results` or exits non-zero with the reason.
+"""
+import json
+import os
+import re
+import sys
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "..", "python"))
+from spmd_capture.trace import load_factory  # noqa: E402
+
+MLIR_DTYPES = {"f32": "float32", "f64": "float64", "i64": "int64", "i32": "int32", "i1": "bool"}
+ARG = re.compile(r'%arg\d+: tensor<([^>]*)> \{spmd.fqn = "([^"]*)", spmd.role = "([^"]*)"\}')
+RESULT = re.compile(r'tensor<([^>]*)> \{spmd\.(?:role = "loss"|fqn = "([^"]*)", '
+                    r'spmd\.updates = (\d+) : i64)\}')
+
+
+def fail(message):
+    print("bundle check failed: " + message)
+    sys.exit(1)
+
+
+def parse_type(text):
+    *dims, dtype = text.split("x")
+    return [int(d) for d in dims], MLIR_DTYPES[dtype]
+
+
+def main(module_path, bundle):
+    with open(module_path) as f:
+        signature = next(line for line in f if "func.func @train_step" in line)
+    params, _, results = signature.partition(") -> (")
+    manifest = json.load(open(os.path.join(bundle, "manifest.json")))
+    values = {}
+    for kind, declared in (("args", [(m[1], m[2], parse_type(m[0])) for m in ARG.findall(params)]),
+                           ("results", [(m[1] or "loss", "update" if m[1] else "loss",
+                                         parse_type(m[0])) for m in RESULT.findall(results)])):
+        entries = manifest[kind]
+        if [(e["fqn"], e["role"], (e["shape"], e["dtype"])) for e in entries] != \
+                [(f, r, (s, d)) for f, r, (s, d) in declared]:
+            fail("manifest %s differ from the module's:\n%s\n%s" % (kind, entries, declared))
+        for i, e in enumerate(entries):
+            array = np.load(os.path.join(bundle, e["file"]))
+            if e["index"] != i or list(array.shape) != e["shape"] or str(array.dtype) != e["dtype"]:
+                fail("%s[%d] (%s): file holds %s %s" % (kind, i, e["fqn"], array.dtype,
+                                                         array.shape))
+            values[kind, i] = torch.from_numpy(array)
+
+    torch.manual_seed(manifest["seed"])
+    factory = load_factory(manifest["model"])
+    model, args = factory.model, manifest["args"]
+    initial = dict(model.named_parameters(), **dict(model.named_buffers()))
+    initial.update(("input.%d" % i, t) for i, t in enumerate(factory.inputs))
+    initial.update(("target.%d" % i, t) for i, t in enumerate(factory.targets))
+    for i, e in enumerate(args):
+        want = torch.zeros(e["shape"]) if e["role"] == "optim_state" else initial[e["fqn"]]
+        if not torch.equal(values["args", i], want.detach()):
+            fail("argument %s is not the factory's initial value" % e["fqn"])
+
+    opt = manifest["optimizer"]
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    if opt["name"] == "sgd":
+        optimizer = torch.optim.SGD(trainable, lr=opt["lr"], momentum=opt["momentum"],
+                                    weight_decay=opt["weight_decay"])
+    else:
+        optimizer = torch.optim.Adam(trainable, lr=opt["lr"], betas=tuple(opt["betas"]),
+                                     eps=opt["eps"], weight_decay=opt["weight_decay"])
+    torch.manual_seed(manifest["seed"])
+    output = model(*factory.inputs)
+    loss = factory.loss_fn(output, *factory.targets) if factory.loss_fn else output.sum()
+    loss.backward()
+    optimizer.step()
+    params = dict(model.named_parameters())
+    after = dict(params, **dict(model.named_buffers()), loss=loss)
+    for p_fqn, p in params.items():
+        for key, t in optimizer.state[p].items():
+            after["%s.%s" % (p_fqn, key)] = t
+    for i, e in enumerate(manifest["results"]):
+        if e["updates"] is not None and args[e["updates"]]["fqn"] != e["fqn"]:
+            fail("result %d updates %s but is named %s" % (i, args[e["updates"]]["fqn"], e["fqn"]))
+        if not torch.equal(values["results", i], after[e["fqn"]].detach()):
+            fail("result %s is not PyTorch's" % e["fqn"])
+    print("bundle ok: %d args, %d results" % (len(args), len(manifest["results"])))
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:])
