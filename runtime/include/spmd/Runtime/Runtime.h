@@ -1,0 +1,280 @@
+/*===- Runtime.h - C ABI the lowered spmd programs call -----------*- C -*-===//
+//
+// `--spmd-lower-to-runtime` turns every tensor value of a program into a
+// `SpmdBuffer *` and every op into a call of this ABI:
+//
+//   - the lowered code allocates each result with `spmd_rt_alloc` (shapes are
+//     static in the program) and frees each buffer after its last use;
+//   - a kernel `spmd_rt_<op>(outs..., ins..., attributes...)` writes its
+//     preallocated results; it reads every shape from the buffers, so the
+//     ATen shape rules live in the compiler (aten dialect) only;
+//   - ATen Scalars arrive as `double`, integer attributes as `int64_t`,
+//     integer lists as (`int32_t n`, `const int64_t *values`); negative dims
+//     are already normalised;
+//   - optional tensors (layer-norm weight/bias, nll-loss weight) are NULL
+//     when absent.
+//
+// Element types: SPMD_F32 everywhere (the API carries the dtype for bf16
+// and f16 to come), SPMD_I64/I32 for indices and integer arithmetic, SPMD_I1
+// (one byte per element, 0 or 1) for masks. A kernel given a dtype it does
+// not support, or shapes that break its op's rule, calls `spmd_rt_fatal`.
+//
+// Errors: `spmd_rt_fatal` prints `spmd-run: rank R: error: <message>` on
+// stderr and ends the whole job (MPI_Abort when MPI is running, exit(1)
+// otherwise), so a failing rank never leaves the others hanging.
+//
+//===----------------------------------------------------------------------===*/
+
+#ifndef SPMD_RUNTIME_RUNTIME_H
+#define SPMD_RUNTIME_RUNTIME_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SPMD_MAX_RANK 8
+
+/* Element types; values are part of the ABI. */
+typedef enum SpmdDType {
+  SPMD_F32 = 0,
+  SPMD_F64 = 1,
+  SPMD_F16 = 2,
+  SPMD_BF16 = 3,
+  SPMD_I64 = 4,
+  SPMD_I32 = 5,
+  SPMD_I1 = 6
+} SpmdDType;
+
+/* Reduction kinds: the values of `spmd::ReduceKind` (SPMDAttrs.td). */
+typedef enum SpmdReduceKind {
+  SPMD_REDUCE_SUM = 0,
+  SPMD_REDUCE_AVG = 1,
+  SPMD_REDUCE_MAX = 2,
+  SPMD_REDUCE_MIN = 3
+} SpmdReduceKind;
+
+/* A dense row-major tensor. `numel` is the product of `shape[0..rank)`
+   (1 for rank 0); `data` holds numel * spmd_rt_dtype_size(dtype) bytes. */
+typedef struct SpmdBuffer {
+  void *data;
+  int64_t numel;
+  int32_t dtype;
+  int32_t rank;
+  int64_t shape[SPMD_MAX_RANK];
+} SpmdBuffer;
+
+/*===----------------------------------------------------------------------===*/
+/* Buffers and process state (runtime/lib/Buffer.cpp)                         */
+/*===----------------------------------------------------------------------===*/
+
+/* Bytes per element of `dtype`; fatal for an unknown dtype. */
+size_t spmd_rt_dtype_size(int32_t dtype);
+/* A new uninitialised buffer; fatal if rank > SPMD_MAX_RANK or a dim < 0. */
+SpmdBuffer *spmd_rt_alloc(int32_t dtype, int32_t rank, const int64_t *shape);
+/* Frees a buffer (NULL is a no-op). */
+void spmd_rt_free(SpmdBuffer *buffer);
+/* Bytes of buffer data currently allocated on this rank, and the maximum
+   since the last spmd_rt_reset_peak. */
+int64_t spmd_rt_live_bytes(void);
+int64_t spmd_rt_peak_bytes(void);
+void spmd_rt_reset_peak(void);
+/* Copies `bytes` bytes of constant data (an arith.constant) into `out`. */
+void spmd_rt_constant(SpmdBuffer *out, const void *data, int64_t bytes);
+/* Ends the job with `spmd-run: rank R: error: <printf message>`. */
+void spmd_rt_fatal(const char *format, ...)
+    __attribute__((noreturn, format(printf, 1, 2)));
+
+/*===----------------------------------------------------------------------===*/
+/* Random numbers (runtime/lib/Random.cpp)                                    */
+/*===----------------------------------------------------------------------===*/
+
+/* Seed of the job and number of the step being run: both are part of the
+   key of every draw. */
+void spmd_rt_set_seed(uint64_t seed);
+void spmd_rt_set_step(uint64_t step);
+/* A uniform float in [0, 1) for element `index` (row-major index in the
+   GLOBAL tensor) of random op `op_id`: Philox4x32-10 with key = seed and
+   counter = (index, op_id, step); 24 random bits. The same element gets the
+   same number whatever the mesh and whichever rank holds it. */
+float spmd_rt_uniform(uint64_t op_id, uint64_t index);
+
+/*===----------------------------------------------------------------------===*/
+/* CPU kernels, one per aten op (runtime/lib/cpu/)                            */
+/*===----------------------------------------------------------------------===*/
+
+/* Elementwise with numpy/ATen broadcasting of the inputs to out's shape. */
+void spmd_rt_add_tensor(SpmdBuffer *out, const SpmdBuffer *self,
+                        const SpmdBuffer *other, double alpha);
+void spmd_rt_sub_tensor(SpmdBuffer *out, const SpmdBuffer *self,
+                        const SpmdBuffer *other, double alpha);
+void spmd_rt_mul_tensor(SpmdBuffer *out, const SpmdBuffer *self,
+                        const SpmdBuffer *other);
+void spmd_rt_div_tensor(SpmdBuffer *out, const SpmdBuffer *self,
+                        const SpmdBuffer *other);
+/* self + value * t1 * t2 and self + value * t1 / t2. */
+void spmd_rt_addcmul(SpmdBuffer *out, const SpmdBuffer *self,
+                     const SpmdBuffer *t1, const SpmdBuffer *t2, double value);
+void spmd_rt_addcdiv(SpmdBuffer *out, const SpmdBuffer *self,
+                     const SpmdBuffer *t1, const SpmdBuffer *t2, double value);
+/* self <= threshold ? 0 : grad_output */
+void spmd_rt_threshold_backward(SpmdBuffer *out, const SpmdBuffer *grad_output,
+                                const SpmdBuffer *self, double threshold);
+/* Tensor-scalar: self + alpha * other, self * other, self / other,
+   other - alpha * self, and base ** exponent. */
+void spmd_rt_add_scalar(SpmdBuffer *out, const SpmdBuffer *self, double other,
+                        double alpha);
+void spmd_rt_mul_scalar(SpmdBuffer *out, const SpmdBuffer *self, double other);
+void spmd_rt_div_scalar(SpmdBuffer *out, const SpmdBuffer *self, double other);
+void spmd_rt_rsub_scalar(SpmdBuffer *out, const SpmdBuffer *self, double other,
+                         double alpha);
+void spmd_rt_pow_scalar(SpmdBuffer *out, double base,
+                        const SpmdBuffer *exponent);
+/* Unary. */
+void spmd_rt_neg(SpmdBuffer *out, const SpmdBuffer *self);
+void spmd_rt_reciprocal(SpmdBuffer *out, const SpmdBuffer *self);
+void spmd_rt_sqrt(SpmdBuffer *out, const SpmdBuffer *self);
+void spmd_rt_relu(SpmdBuffer *out, const SpmdBuffer *self);
+/* approximate: 0 = erf ("none"), 1 = tanh. */
+void spmd_rt_gelu(SpmdBuffer *out, const SpmdBuffer *self, int64_t approximate);
+void spmd_rt_gelu_backward(SpmdBuffer *out, const SpmdBuffer *grad_output,
+                           const SpmdBuffer *self, int64_t approximate);
+/* Zeroes elements (.., i, j) with j - i < diagonal. */
+void spmd_rt_triu(SpmdBuffer *out, const SpmdBuffer *self, int64_t diagonal);
+/* Same elements in the same row-major order, converted to out's dtype
+   (clone, detach, view, _unsafe_view, _reshape_alias, unsqueeze). */
+void spmd_rt_copy(SpmdBuffer *out, const SpmdBuffer *self);
+/* Broadcasts self to out's shape (aten.expand). */
+void spmd_rt_expand(SpmdBuffer *out, const SpmdBuffer *self);
+/* out[i_0..] = self[i_dims[0], ...]: out dim k is self dim dims[k]
+   (t, transpose, permute). */
+void spmd_rt_permute(SpmdBuffer *out, const SpmdBuffer *self, int32_t n,
+                     const int64_t *dims);
+/* Concatenation of `n` inputs along `dim`. */
+void spmd_rt_cat(SpmdBuffer *out, int32_t n, const SpmdBuffer *const *inputs,
+                 int64_t dim);
+/* out = self[..., start : start + out.shape[dim], ...] along `dim`
+   (one piece of split.Tensor). */
+void spmd_rt_slice(SpmdBuffer *out, const SpmdBuffer *self, int64_t dim,
+                   int64_t start);
+/* Fills with a value (ones_like, full). */
+void spmd_rt_fill(SpmdBuffer *out, double value);
+/* out[i] = i (arange). */
+void spmd_rt_arange(SpmdBuffer *out);
+
+/* Random: out[i] = 1 with probability p (bernoulli.p), and native_dropout
+   (output = train ? input * keep / (1 - p) : input, mask = keep). Element i
+   of the local buffer is element `global_offset + i` (per dim) of the
+   global tensor of shape `global_shape` (rank out->rank); draws use
+   spmd_rt_uniform(op_id, global row-major index). */
+void spmd_rt_bernoulli_p(SpmdBuffer *out, double p, int64_t op_id,
+                         const int64_t *global_shape,
+                         const int64_t *global_offset);
+void spmd_rt_native_dropout(SpmdBuffer *output, SpmdBuffer *mask,
+                            const SpmdBuffer *input, double p, int64_t train,
+                            int64_t op_id, const int64_t *global_shape,
+                            const int64_t *global_offset);
+void spmd_rt_native_dropout_backward(SpmdBuffer *out,
+                                     const SpmdBuffer *grad_output,
+                                     const SpmdBuffer *mask, double scale);
+
+/* Matrix products (OpenBLAS sgemm): [n,k]x[k,m]; beta*self + alpha*(m1@m2)
+   with self broadcast to [n,m]; batched [b,n,k]x[b,k,m]. */
+void spmd_rt_mm(SpmdBuffer *out, const SpmdBuffer *self, const SpmdBuffer *mat2);
+void spmd_rt_addmm(SpmdBuffer *out, const SpmdBuffer *self,
+                   const SpmdBuffer *mat1, const SpmdBuffer *mat2, double beta,
+                   double alpha);
+void spmd_rt_bmm(SpmdBuffer *out, const SpmdBuffer *self,
+                 const SpmdBuffer *mat2);
+void spmd_rt_baddbmm(SpmdBuffer *out, const SpmdBuffer *self,
+                     const SpmdBuffer *batch1, const SpmdBuffer *batch2,
+                     double beta, double alpha);
+
+/* Sum over the `n` listed dims of self (all dims for aten.sum); out has
+   self's shape with those dims removed or kept as 1 (same element order). */
+void spmd_rt_sum(SpmdBuffer *out, const SpmdBuffer *self, int32_t n,
+                 const int64_t *dims);
+
+/* Softmax family over `dim`. */
+void spmd_rt_softmax(SpmdBuffer *out, const SpmdBuffer *self, int64_t dim);
+void spmd_rt_log_softmax(SpmdBuffer *out, const SpmdBuffer *self, int64_t dim);
+void spmd_rt_softmax_backward_data(SpmdBuffer *out,
+                                   const SpmdBuffer *grad_output,
+                                   const SpmdBuffer *output, int64_t dim);
+void spmd_rt_log_softmax_backward_data(SpmdBuffer *out,
+                                       const SpmdBuffer *grad_output,
+                                       const SpmdBuffer *output, int64_t dim);
+
+/* Layer norm over the trailing `normalized_rank` dims; mean and rstd have
+   input's shape with those dims set to 1. */
+void spmd_rt_native_layer_norm(SpmdBuffer *output, SpmdBuffer *mean,
+                               SpmdBuffer *rstd, const SpmdBuffer *input,
+                               const SpmdBuffer *weight, const SpmdBuffer *bias,
+                               int64_t normalized_rank, double eps);
+/* Gradients of input, weight and bias; a NULL output is not computed. */
+void spmd_rt_native_layer_norm_backward(
+    SpmdBuffer *grad_input, SpmdBuffer *grad_weight, SpmdBuffer *grad_bias,
+    const SpmdBuffer *grad_out, const SpmdBuffer *input, const SpmdBuffer *mean,
+    const SpmdBuffer *rstd, const SpmdBuffer *weight, const SpmdBuffer *bias,
+    int64_t normalized_rank);
+
+/* Rows of weight [V, D] picked by indices (out: indices.shape + [D]); rows
+   whose index == padding_idx get no gradient in the backward. An index
+   outside [0, V) is fatal. */
+void spmd_rt_embedding(SpmdBuffer *out, const SpmdBuffer *weight,
+                       const SpmdBuffer *indices, int64_t padding_idx);
+void spmd_rt_embedding_dense_backward(SpmdBuffer *out,
+                                      const SpmdBuffer *grad_output,
+                                      const SpmdBuffer *indices,
+                                      int64_t padding_idx,
+                                      int64_t scale_grad_by_freq);
+
+/* Negative log-likelihood on log-probabilities self [N, C] (or [C]),
+   target [N] (or []); reduction 0 none, 1 mean, 2 sum. */
+void spmd_rt_nll_loss_forward(SpmdBuffer *output, SpmdBuffer *total_weight,
+                              const SpmdBuffer *self, const SpmdBuffer *target,
+                              const SpmdBuffer *weight, int64_t reduction,
+                              int64_t ignore_index);
+void spmd_rt_nll_loss_backward(SpmdBuffer *out, const SpmdBuffer *grad_output,
+                               const SpmdBuffer *self, const SpmdBuffer *target,
+                               const SpmdBuffer *weight,
+                               const SpmdBuffer *total_weight,
+                               int64_t reduction, int64_t ignore_index);
+
+/*===----------------------------------------------------------------------===*/
+/* Device mesh and collectives (runtime/lib/Collectives.cpp)                  */
+/*===----------------------------------------------------------------------===*/
+
+/* Initialises the communication backend (MPI_Init if needed). */
+void spmd_rt_init(int *argc, char ***argv);
+void spmd_rt_finalize(void);
+int32_t spmd_rt_rank(void);
+int32_t spmd_rt_world_size(void);
+/* Sets the device mesh (row-major ranks, DESIGN.md §2): fatal unless the
+   product of `shape` equals the world size. */
+void spmd_rt_set_mesh(int32_t ndims, const int64_t *shape);
+/* This rank's coordinate on mesh dim `dim`. */
+int64_t spmd_rt_mesh_coord(int32_t dim);
+
+/* Collectives over the group of ranks that differ only in the listed mesh
+   dims (ordered as listed, row-major); every piece has the same size. */
+void spmd_rt_all_reduce(SpmdBuffer *out, const SpmdBuffer *in, int32_t n,
+                        const int64_t *mesh_dims, int32_t reduce);
+void spmd_rt_all_gather(SpmdBuffer *out, const SpmdBuffer *in, int32_t n,
+                        const int64_t *mesh_dims, int64_t gather_dim);
+void spmd_rt_reduce_scatter(SpmdBuffer *out, const SpmdBuffer *in, int32_t n,
+                            const int64_t *mesh_dims, int64_t scatter_dim,
+                            int32_t reduce);
+void spmd_rt_all_to_all(SpmdBuffer *out, const SpmdBuffer *in, int32_t n,
+                        const int64_t *mesh_dims, int64_t split_dim,
+                        int64_t concat_dim);
+void spmd_rt_broadcast(SpmdBuffer *out, const SpmdBuffer *in, int32_t n,
+                       const int64_t *mesh_dims, int64_t root);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SPMD_RUNTIME_RUNTIME_H */
