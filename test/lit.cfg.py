@@ -20,6 +20,18 @@ config.substitutions.append(("%python", "/usr/bin/python3"))
 llvm_config.use_default_substitutions()
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 llvm_config.add_tool_substitutions(
-    [ToolSubst(t, unresolved="fatal") for t in ("spmd-opt", "spmd-capture")],
+    [
+        ToolSubst(t, unresolved="fatal")
+        for t in ("spmd-opt", "spmd-capture", "spmd-collectives-check")
+    ],
     [config.spmd_tools_dir],
 )
+
+# Multi-rank tests: `%mpirun N tool ...`. The machine has few cores and the
+# tests may run as root (DESIGN.md §6).
+config.substitutions.append(
+    ("%mpirun", "mpirun --allow-run-as-root --oversubscribe --bind-to none -np")
+)
+config.environment["OMPI_ALLOW_RUN_AS_ROOT"] = "1"
+config.environment["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1"
+config.environment["OMPI_MCA_rmaps_base_oversubscribe"] = "1"

@@ -1,7 +1,7 @@
 //===- spmd-opt.cpp - spmd pass driver ------------------------------------===//
 //
 // mlir-opt-style driver with the dialects spmd programs use (func, arith,
-// spmd, aten) and the project's passes only.
+// llvm, spmd, aten) and the project's passes only.
 //
 // `spmd-opt --spmd-list-ops` prints the name of every registered operation,
 // one per line, and exits: spmd-capture asks it which ATen ops the `aten`
@@ -9,11 +9,13 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "spmd/Conversion/Passes.h"
 #include "spmd/Dialect/Aten/Aten.h"
 #include "spmd/Dialect/SPMD/SPMD.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
@@ -31,7 +33,9 @@ static int listOperations(const mlir::DialectRegistry &registry) {
 int main(int argc, char **argv) {
   mlir::DialectRegistry registry;
   registry.insert<mlir::func::FuncDialect, mlir::arith::ArithDialect,
-                  spmd::SPMDDialect, spmd::aten::AtenDialect>();
+                  mlir::LLVM::LLVMDialect, spmd::SPMDDialect,
+                  spmd::aten::AtenDialect>();
+  spmd::registerConversionPasses();
   if (argc == 2 && llvm::StringRef(argv[1]) == "--spmd-list-ops")
     return listOperations(registry);
   return mlir::asMainReturnCode(

@@ -1,0 +1,48 @@
+//===- Passes.td - lowering stage passes -------------------*- tablegen -*-===//
+//
+// The "lower" stage of the pipeline (DESIGN.md §1): the per-rank program in
+// `aten` + `spmd` ops becomes calls into the runtime (runtime/include/spmd/
+// Runtime/Runtime.h) and then LLVM dialect. Rationale: docs/lowering.md.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SPMD_CONVERSION_PASSES_TD
+#define SPMD_CONVERSION_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def ConvertToRuntimeCallsPass
+    : Pass<"spmd-convert-to-runtime-calls", "mlir::ModuleOp"> {
+  let summary = "Turn aten ops and spmd collectives into runtime calls";
+  let description = [{
+    Every ranked tensor becomes an `!llvm.ptr` to a runtime `SpmdBuffer`:
+
+    - each op result is allocated with `spmd_rt_alloc(dtype, rank, shape)`
+      (the static shape of its type) and written by the op's kernel,
+      `spmd_rt_<kernel>(results..., operands..., attributes...)`; ATen
+      Scalars are passed as f64, integers as i64, integer lists as
+      (i32 count, pointer to a constant i64 array);
+    - `arith.constant` tensors are copied from a constant global with
+      `spmd_rt_constant`;
+    - `spmd.all_reduce`, `all_gather`, `reduce_scatter`, `all_to_all` and
+      `broadcast` become the runtime's collectives over the listed mesh
+      dims; `spmd.mesh` is removed (the runner sets the mesh of the job);
+    - every buffer the function allocates is freed right after its last use,
+      except the ones it returns. Arguments stay owned by the caller; every
+      result is a buffer of its own (a returned argument, or a value
+      returned twice, is copied), owned by the caller.
+
+    Random ops draw with the key (op id, global element index), op ids
+    numbering the function's random ops in order. The local buffer is
+    taken as the whole global tensor (offset 0).
+
+    Errors: `spmd.redistribute` (global view: run the partitioner first),
+    an op with no runtime kernel, an unsupported element type, more than one
+    `spmd.mesh`, or a function whose body is not a single block each get a
+    diagnostic at the op and fail the pass.
+  }];
+  let dependentDialects = ["mlir::LLVM::LLVMDialect", "mlir::func::FuncDialect",
+                           "mlir::arith::ArithDialect"];
+}
+
+#endif // SPMD_CONVERSION_PASSES_TD

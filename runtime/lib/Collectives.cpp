@@ -1,0 +1,642 @@
+//===- Collectives.cpp - device mesh, collectives, MPI backend ------------===//
+//
+// The C functions of Runtime.h's "Device mesh and collectives" section and
+// the MPI implementation of `CollectiveBackend` (Collectives.h).
+//
+// Semantics, per group of g ranks (every piece has the same size, which the
+// spmd dialect's verifier guarantees and the functions below re-check):
+//
+//   all_reduce      out = elementwise sum / avg / max / min over the group
+//                   (avg = sum / g);
+//   all_gather      out = the members' inputs concatenated along gather_dim
+//                   in group order (torch.distributed all_gather_into_tensor,
+//                   along any dim);
+//   reduce_scatter  the reduction split into g pieces along scatter_dim;
+//                   member p keeps piece p (torch.distributed
+//                   reduce_scatter_tensor, along any dim);
+//   all_to_all      in is split into g pieces along split_dim, piece j goes
+//                   to member j, and the received pieces are concatenated
+//                   along concat_dim in group order (torch.distributed
+//                   all_to_all_single, generalised to split_dim != concat_dim
+//                   as in the spmd dialect);
+//   broadcast       out = the input of the member at position root.
+//
+// The backend works on contiguous blocks: collectives along an inner tensor
+// dim pack the pieces into blocks before the call or unpack them after.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Collectives.h"
+
+#include <climits>
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+using namespace spmd::runtime;
+
+namespace {
+
+//===----------------------------------------------------------------------===//
+// Messages and validation
+//===----------------------------------------------------------------------===//
+
+const char *dtypeName(int32_t dtype) {
+  switch (dtype) {
+  case SPMD_F32:
+    return "f32";
+  case SPMD_F64:
+    return "f64";
+  case SPMD_F16:
+    return "f16";
+  case SPMD_BF16:
+    return "bf16";
+  case SPMD_I64:
+    return "i64";
+  case SPMD_I32:
+    return "i32";
+  case SPMD_I1:
+    return "i1";
+  }
+  return "unknown";
+}
+
+std::string formatList(const int64_t *values, int64_t n) {
+  std::string text = "[";
+  for (int64_t i = 0; i < n; ++i) {
+    if (i)
+      text += ", ";
+    text += std::to_string(values[i]);
+  }
+  return text + "]";
+}
+
+std::string formatShape(const SpmdBuffer *buffer) {
+  return formatList(buffer->shape, buffer->rank);
+}
+
+std::string formatShape(const std::vector<int64_t> &shape) {
+  return formatList(shape.data(), static_cast<int64_t>(shape.size()));
+}
+
+std::vector<int64_t> shapeOf(const SpmdBuffer *buffer) {
+  return std::vector<int64_t>(buffer->shape, buffer->shape + buffer->rank);
+}
+
+bool isReducible(int32_t dtype) {
+  return dtype == SPMD_F32 || dtype == SPMD_F64 || dtype == SPMD_I64 ||
+         dtype == SPMD_I32;
+}
+
+/// Checks the buffers and dtypes of a collective: both present, same dtype,
+/// same tensor rank; a dtype the backend can reduce when `reduces`, any
+/// known dtype (moved as bytes) otherwise.
+void checkBuffers(const char *what, const SpmdBuffer *out, const SpmdBuffer *in,
+                  bool reduces) {
+  if (!out || !in)
+    spmd_rt_fatal("%s: %s buffer is NULL", what, out ? "in" : "out");
+  if (in->dtype < SPMD_F32 || in->dtype > SPMD_I1)
+    spmd_rt_fatal("%s: unknown dtype %d", what, in->dtype);
+  if (out->dtype != in->dtype)
+    spmd_rt_fatal("%s: out dtype %s differs from in dtype %s", what,
+                  dtypeName(out->dtype), dtypeName(in->dtype));
+  if (reduces && !isReducible(in->dtype))
+    spmd_rt_fatal("%s: dtype %s cannot be reduced (supported: f32, f64, i64, "
+                  "i32)",
+                  what, dtypeName(in->dtype));
+  if (out->rank != in->rank)
+    spmd_rt_fatal("%s: out has rank %d, in has rank %d", what, out->rank,
+                  in->rank);
+}
+
+void checkReduce(const char *what, int32_t reduce, int32_t dtype) {
+  if (reduce < SPMD_REDUCE_SUM || reduce > SPMD_REDUCE_MIN)
+    spmd_rt_fatal("%s: unknown reduce kind %d", what, reduce);
+  if (reduce == SPMD_REDUCE_AVG && dtype != SPMD_F32 && dtype != SPMD_F64)
+    spmd_rt_fatal("%s: avg of an integer tensor (%s) is not supported", what,
+                  dtypeName(dtype));
+}
+
+void checkDim(const char *what, const char *role, int64_t dim,
+              const SpmdBuffer *buffer) {
+  if (dim < 0 || dim >= buffer->rank)
+    spmd_rt_fatal("%s: %s %lld is out of range for a tensor of rank %d", what,
+                  role, static_cast<long long>(dim), buffer->rank);
+}
+
+/// Checks that out has the `expected` shape, which `rule` derives from in's.
+void checkShape(const char *what, const SpmdBuffer *out,
+                const std::vector<int64_t> &expected, const std::string &rule) {
+  if (shapeOf(out) != expected)
+    spmd_rt_fatal("%s: out shape %s does not match %s (expected %s)", what,
+                  formatShape(out).c_str(), rule.c_str(),
+                  formatShape(expected).c_str());
+}
+
+int64_t product(const int64_t *begin, const int64_t *end) {
+  int64_t result = 1;
+  for (; begin != end; ++begin)
+    result *= *begin;
+  return result;
+}
+
+int64_t bytesOf(const SpmdBuffer *buffer) {
+  return buffer->numel *
+         static_cast<int64_t>(spmd_rt_dtype_size(buffer->dtype));
+}
+
+/// Copies `in` to `out` (a collective over a group of one rank).
+void copyBuffer(SpmdBuffer *out, const SpmdBuffer *in) {
+  if (out->data != in->data)
+    std::memmove(out->data, in->data, static_cast<size_t>(bytesOf(in)));
+}
+
+//===----------------------------------------------------------------------===//
+// Packing: a tensor dim cut into g pieces <-> g contiguous blocks
+//===----------------------------------------------------------------------===//
+
+/// src is [outer][g][piece] bytes, dst becomes [g][outer][piece]: block j of
+/// dst holds piece j of every outer slice.
+void splitIntoBlocks(char *dst, const char *src, int64_t outer, int64_t g,
+                     int64_t piece) {
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t j = 0; j < g; ++j)
+      std::memcpy(dst + (j * outer + o) * piece, src + (o * g + j) * piece,
+                  static_cast<size_t>(piece));
+}
+
+/// The inverse: src is [g][outer][piece], dst becomes [outer][g][piece].
+void joinBlocks(char *dst, const char *src, int64_t outer, int64_t g,
+                int64_t piece) {
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t j = 0; j < g; ++j)
+      std::memcpy(dst + (o * g + j) * piece, src + (j * outer + o) * piece,
+                  static_cast<size_t>(piece));
+}
+
+//===----------------------------------------------------------------------===//
+// Process state: backend and mesh
+//===----------------------------------------------------------------------===//
+
+struct RuntimeState {
+  std::unique_ptr<CollectiveBackend> backend;
+  /// The device mesh; empty until set or first used (then 1-D of the world).
+  std::vector<int64_t> meshShape;
+  /// This rank's coordinates on meshShape (row-major ranks).
+  std::vector<int64_t> meshCoords;
+};
+
+RuntimeState &state() {
+  static RuntimeState runtimeState;
+  return runtimeState;
+}
+
+/// The backend of host buffers, started on first use. (A NCCL backend for
+/// device buffers will be chosen here by where the buffers live.)
+CollectiveBackend &backend() {
+  RuntimeState &s = state();
+  if (!s.backend)
+    s.backend = std::make_unique<MpiBackend>(nullptr, nullptr);
+  return *s.backend;
+}
+
+void assignMesh(std::vector<int64_t> shape) {
+  RuntimeState &s = state();
+  s.meshShape = std::move(shape);
+  s.meshCoords.assign(s.meshShape.size(), 0);
+  int64_t rest = backend().rank();
+  for (size_t k = s.meshShape.size(); k-- > 0;) {
+    s.meshCoords[k] = rest % s.meshShape[k];
+    rest /= s.meshShape[k];
+  }
+}
+
+const std::vector<int64_t> &meshShape() {
+  RuntimeState &s = state();
+  if (s.meshShape.empty())
+    assignMesh({static_cast<int64_t>(backend().worldSize())});
+  return s.meshShape;
+}
+
+/// The group of this rank for a collective over `meshDims` (Collectives.h).
+CollectiveGroup groupOf(const char *what, int32_t n, const int64_t *meshDims) {
+  const std::vector<int64_t> &shape = meshShape();
+  const std::vector<int64_t> &coords = state().meshCoords;
+  int64_t ndims = static_cast<int64_t>(shape.size());
+  if (n < 0 || (n > 0 && !meshDims))
+    spmd_rt_fatal("%s: invalid list of %d mesh dims", what, n);
+  std::vector<bool> listed(shape.size(), false);
+  CollectiveGroup group;
+  int64_t position = 0, size = 1;
+  for (int32_t i = 0; i < n; ++i) {
+    int64_t dim = meshDims[i];
+    if (dim < 0 || dim >= ndims)
+      spmd_rt_fatal("%s: mesh dim %lld is out of range for mesh %s", what,
+                    static_cast<long long>(dim), formatShape(shape).c_str());
+    if (listed[dim])
+      spmd_rt_fatal("%s: mesh dim %lld is listed twice in %s", what,
+                    static_cast<long long>(dim),
+                    formatList(meshDims, n).c_str());
+    listed[dim] = true;
+    group.meshDims.push_back(dim);
+    position = position * shape[dim] + coords[dim];
+    size *= shape[dim];
+  }
+  int64_t color = 0;
+  for (int64_t dim = 0; dim < ndims; ++dim)
+    if (!listed[dim])
+      color = color * shape[dim] + coords[dim];
+  group.color = static_cast<int>(color);
+  group.position = static_cast<int>(position);
+  group.size = static_cast<int>(size);
+  return group;
+}
+
+//===----------------------------------------------------------------------===//
+// MPI helpers
+//===----------------------------------------------------------------------===//
+
+void checkMpi(int rc, const char *what, const char *call) {
+  if (rc == MPI_SUCCESS)
+    return;
+  char message[MPI_MAX_ERROR_STRING + 1] = {0};
+  int length = 0;
+  if (MPI_Error_string(rc, message, &length) != MPI_SUCCESS)
+    std::snprintf(message, sizeof(message), "error code %d", rc);
+  spmd_rt_fatal("%s: %s failed: %s", what, call, message);
+}
+
+int toMpiCount(int64_t count, const char *what) {
+  if (count < 0 || count > INT_MAX)
+    spmd_rt_fatal("%s: %lld elements do not fit in one MPI call", what,
+                  static_cast<long long>(count));
+  return static_cast<int>(count);
+}
+
+MPI_Datatype mpiType(int32_t dtype, const char *what) {
+  switch (dtype) {
+  case SPMD_F32:
+    return MPI_FLOAT;
+  case SPMD_F64:
+    return MPI_DOUBLE;
+  case SPMD_I64:
+    return MPI_INT64_T;
+  case SPMD_I32:
+    return MPI_INT32_T;
+  }
+  spmd_rt_fatal("%s: dtype %s cannot be reduced", what, dtypeName(dtype));
+}
+
+MPI_Op mpiOp(int32_t reduce, const char *what) {
+  switch (reduce) {
+  case SPMD_REDUCE_SUM:
+  case SPMD_REDUCE_AVG: // MPI has no average: sum, then divide.
+    return MPI_SUM;
+  case SPMD_REDUCE_MAX:
+    return MPI_MAX;
+  case SPMD_REDUCE_MIN:
+    return MPI_MIN;
+  }
+  spmd_rt_fatal("%s: unknown reduce kind %d", what, reduce);
+}
+
+template <typename T> void divideAll(void *data, int64_t count, int divisor) {
+  T *values = static_cast<T *>(data);
+  for (int64_t i = 0; i < count; ++i)
+    values[i] = static_cast<T>(values[i] / static_cast<T>(divisor));
+}
+
+/// The avg of a sum over `size` ranks.
+void finishAverage(void *data, int64_t count, int32_t dtype, int size) {
+  switch (dtype) {
+  case SPMD_F32:
+    return divideAll<float>(data, count, size);
+  case SPMD_F64:
+    return divideAll<double>(data, count, size);
+  case SPMD_I64:
+    return divideAll<int64_t>(data, count, size);
+  case SPMD_I32:
+    return divideAll<int32_t>(data, count, size);
+  }
+}
+
+/// `bytes` bytes as MPI elements: the widest unsigned integer type that
+/// divides it, so that blocks up to 16 GiB fit in an int count.
+std::pair<MPI_Datatype, int> byteBlock(int64_t bytes, const char *what) {
+  if (bytes % 8 == 0)
+    return {MPI_UINT64_T, toMpiCount(bytes / 8, what)};
+  if (bytes % 4 == 0)
+    return {MPI_UINT32_T, toMpiCount(bytes / 4, what)};
+  if (bytes % 2 == 0)
+    return {MPI_UINT16_T, toMpiCount(bytes / 2, what)};
+  return {MPI_BYTE, toMpiCount(bytes, what)};
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// MpiBackend
+//===----------------------------------------------------------------------===//
+
+MpiBackend::MpiBackend(int *argc, char ***argv) {
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (finalized)
+    spmd_rt_fatal("MPI was finalised; the runtime cannot start again");
+  if (!initialized) {
+    // Works without mpirun too: a singleton job of one rank.
+    checkMpi(MPI_Init(argc, argv), "init", "MPI_Init");
+    ownsMpi = true;
+  }
+  checkMpi(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN), "init",
+           "MPI_Comm_set_errhandler");
+  checkMpi(MPI_Comm_rank(MPI_COMM_WORLD, &worldRank), "init", "MPI_Comm_rank");
+  checkMpi(MPI_Comm_size(MPI_COMM_WORLD, &worldRanks), "init", "MPI_Comm_size");
+}
+
+MpiBackend::~MpiBackend() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (finalized)
+    return;
+  resetGroups();
+  if (ownsMpi)
+    checkMpi(MPI_Finalize(), "finalize", "MPI_Finalize");
+}
+
+void MpiBackend::resetGroups() {
+  for (auto &entry : comms)
+    checkMpi(MPI_Comm_free(&entry.second), "finalize", "MPI_Comm_free");
+  comms.clear();
+}
+
+MPI_Comm MpiBackend::communicator(const CollectiveGroup &group,
+                                  const char *what) {
+  auto found = comms.find(group.meshDims);
+  if (found != comms.end())
+    return found->second;
+  // Collective over MPI_COMM_WORLD: every rank reaches the first collective
+  // over these mesh dims at the same point of the (SPMD) program.
+  MPI_Comm comm = MPI_COMM_NULL;
+  checkMpi(MPI_Comm_split(MPI_COMM_WORLD, group.color, group.position, &comm),
+           what, "MPI_Comm_split");
+  checkMpi(MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN), what,
+           "MPI_Comm_set_errhandler");
+  int commRank = 0, commSize = 0;
+  checkMpi(MPI_Comm_rank(comm, &commRank), what, "MPI_Comm_rank");
+  checkMpi(MPI_Comm_size(comm, &commSize), what, "MPI_Comm_size");
+  if (commRank != group.position || commSize != group.size)
+    spmd_rt_fatal("%s: the communicator of mesh dims %s has rank %d of %d, "
+                  "expected %d of %d",
+                  what,
+                  formatList(group.meshDims.data(),
+                             static_cast<int64_t>(group.meshDims.size()))
+                      .c_str(),
+                  commRank, commSize, group.position, group.size);
+  comms.emplace(group.meshDims, comm);
+  return comm;
+}
+
+void MpiBackend::allReduce(void *out, const void *in, int64_t count,
+                           int32_t dtype, int32_t reduce,
+                           const CollectiveGroup &group, const char *what) {
+  MPI_Comm comm = communicator(group, what);
+  const void *send = out == in ? MPI_IN_PLACE : in;
+  checkMpi(MPI_Allreduce(send, out, toMpiCount(count, what),
+                         mpiType(dtype, what), mpiOp(reduce, what), comm),
+           what, "MPI_Allreduce");
+  if (reduce == SPMD_REDUCE_AVG)
+    finishAverage(out, count, dtype, group.size);
+}
+
+void MpiBackend::allGather(void *out, const void *in, int64_t bytes,
+                           const CollectiveGroup &group, const char *what) {
+  MPI_Comm comm = communicator(group, what);
+  auto [type, count] = byteBlock(bytes, what);
+  checkMpi(MPI_Allgather(in, count, type, out, count, type, comm), what,
+           "MPI_Allgather");
+}
+
+void MpiBackend::reduceScatter(void *out, const void *in, int64_t count,
+                               int32_t dtype, int32_t reduce,
+                               const CollectiveGroup &group, const char *what) {
+  MPI_Comm comm = communicator(group, what);
+  checkMpi(MPI_Reduce_scatter_block(in, out, toMpiCount(count, what),
+                                    mpiType(dtype, what), mpiOp(reduce, what),
+                                    comm),
+           what, "MPI_Reduce_scatter_block");
+  if (reduce == SPMD_REDUCE_AVG)
+    finishAverage(out, count, dtype, group.size);
+}
+
+void MpiBackend::allToAll(void *out, const void *in, int64_t bytes,
+                          const CollectiveGroup &group, const char *what) {
+  MPI_Comm comm = communicator(group, what);
+  auto [type, count] = byteBlock(bytes, what);
+  checkMpi(MPI_Alltoall(in, count, type, out, count, type, comm), what,
+           "MPI_Alltoall");
+}
+
+void MpiBackend::broadcast(void *buffer, int64_t bytes, int root,
+                           const CollectiveGroup &group, const char *what) {
+  MPI_Comm comm = communicator(group, what);
+  auto [type, count] = byteBlock(bytes, what);
+  checkMpi(MPI_Bcast(buffer, count, type, root, comm), what, "MPI_Bcast");
+}
+
+//===----------------------------------------------------------------------===//
+// C ABI
+//===----------------------------------------------------------------------===//
+
+extern "C" {
+
+void spmd_rt_init(int *argc, char ***argv) {
+  RuntimeState &s = state();
+  if (!s.backend)
+    s.backend = std::make_unique<MpiBackend>(argc, argv);
+}
+
+void spmd_rt_finalize(void) {
+  RuntimeState &s = state();
+  s.meshShape.clear();
+  s.meshCoords.clear();
+  s.backend.reset();
+}
+
+int32_t spmd_rt_rank(void) { return backend().rank(); }
+
+int32_t spmd_rt_world_size(void) { return backend().worldSize(); }
+
+void spmd_rt_set_mesh(int32_t ndims, const int64_t *shape) {
+  if (ndims < 1 || ndims > SPMD_MAX_RANK || !shape)
+    spmd_rt_fatal("a mesh needs 1 to %d dims, got %d", SPMD_MAX_RANK, ndims);
+  std::vector<int64_t> newShape(shape, shape + ndims);
+  for (int64_t size : newShape)
+    if (size < 1)
+      spmd_rt_fatal("mesh %s has a dim of size %lld",
+                    formatShape(newShape).c_str(),
+                    static_cast<long long>(size));
+  int64_t ranks = product(shape, shape + ndims);
+  int worldSize = backend().worldSize();
+  if (ranks != worldSize)
+    spmd_rt_fatal("mesh %s needs %lld ranks, the job has %d",
+                  formatShape(newShape).c_str(), static_cast<long long>(ranks),
+                  worldSize);
+  RuntimeState &s = state();
+  if (s.meshShape == newShape)
+    return;
+  // Groups are cut along the mesh: they no longer hold.
+  backend().resetGroups();
+  assignMesh(std::move(newShape));
+}
+
+int64_t spmd_rt_mesh_coord(int32_t dim) {
+  const std::vector<int64_t> &shape = meshShape();
+  if (dim < 0 || dim >= static_cast<int32_t>(shape.size()))
+    spmd_rt_fatal("mesh_coord: dim %d is out of range for mesh %s", dim,
+                  formatShape(shape).c_str());
+  return state().meshCoords[dim];
+}
+
+void spmd_rt_all_reduce(SpmdBuffer *out, const SpmdBuffer *in, int32_t n,
+                        const int64_t *mesh_dims, int32_t reduce) {
+  const char *what = "all_reduce";
+  checkBuffers(what, out, in, /*reduces=*/true);
+  checkReduce(what, reduce, in->dtype);
+  checkShape(what, out, shapeOf(in), "in shape " + formatShape(in));
+  CollectiveGroup group = groupOf(what, n, mesh_dims);
+  if (group.size == 1)
+    return copyBuffer(out, in);
+  backend().allReduce(out->data, in->data, in->numel, in->dtype, reduce, group,
+                      what);
+}
+
+void spmd_rt_all_gather(SpmdBuffer *out, const SpmdBuffer *in, int32_t n,
+                        const int64_t *mesh_dims, int64_t gather_dim) {
+  const char *what = "all_gather";
+  checkBuffers(what, out, in, /*reduces=*/false);
+  checkDim(what, "gather_dim", gather_dim, in);
+  CollectiveGroup group = groupOf(what, n, mesh_dims);
+  std::vector<int64_t> expected = shapeOf(in);
+  expected[gather_dim] *= group.size;
+  checkShape(what, out, expected,
+             "in shape " + formatShape(in) + " gathered from " +
+                 std::to_string(group.size) + " ranks along dim " +
+                 std::to_string(gather_dim));
+  if (group.size == 1)
+    return copyBuffer(out, in);
+  int64_t bytes = bytesOf(in);
+  int64_t outer = product(in->shape, in->shape + gather_dim);
+  if (outer == 1 || bytes == 0)
+    return backend().allGather(out->data, in->data, bytes, group, what);
+  // The gathered blocks are [g][outer][piece]; out is [outer][g][piece].
+  std::vector<char> blocks(static_cast<size_t>(bytes * group.size));
+  backend().allGather(blocks.data(), in->data, bytes, group, what);
+  joinBlocks(static_cast<char *>(out->data), blocks.data(), outer, group.size,
+             bytes / outer);
+}
+
+void spmd_rt_reduce_scatter(SpmdBuffer *out, const SpmdBuffer *in, int32_t n,
+                            const int64_t *mesh_dims, int64_t scatter_dim,
+                            int32_t reduce) {
+  const char *what = "reduce_scatter";
+  checkBuffers(what, out, in, /*reduces=*/true);
+  checkReduce(what, reduce, in->dtype);
+  checkDim(what, "scatter_dim", scatter_dim, in);
+  CollectiveGroup group = groupOf(what, n, mesh_dims);
+  if (in->shape[scatter_dim] % group.size != 0)
+    spmd_rt_fatal("%s: in shape %s: dim %lld of size %lld does not split into "
+                  "%d equal pieces",
+                  what, formatShape(in).c_str(),
+                  static_cast<long long>(scatter_dim),
+                  static_cast<long long>(in->shape[scatter_dim]), group.size);
+  std::vector<int64_t> expected = shapeOf(in);
+  expected[scatter_dim] /= group.size;
+  checkShape(what, out, expected,
+             "in shape " + formatShape(in) + " scattered to " +
+                 std::to_string(group.size) + " ranks along dim " +
+                 std::to_string(scatter_dim));
+  if (group.size == 1)
+    return copyBuffer(out, in);
+  int64_t blockCount = out->numel;
+  int64_t outer = product(in->shape, in->shape + scatter_dim);
+  if (outer == 1 || blockCount == 0)
+    return backend().reduceScatter(out->data, in->data, blockCount, in->dtype,
+                                   reduce, group, what);
+  // in is [outer][g][piece]; the backend scatters blocks [g][outer][piece].
+  int64_t blockBytes = bytesOf(out);
+  std::vector<char> blocks(static_cast<size_t>(blockBytes * group.size));
+  splitIntoBlocks(blocks.data(), static_cast<const char *>(in->data), outer,
+                  group.size, blockBytes / outer);
+  backend().reduceScatter(out->data, blocks.data(), blockCount, in->dtype,
+                          reduce, group, what);
+}
+
+void spmd_rt_all_to_all(SpmdBuffer *out, const SpmdBuffer *in, int32_t n,
+                        const int64_t *mesh_dims, int64_t split_dim,
+                        int64_t concat_dim) {
+  const char *what = "all_to_all";
+  checkBuffers(what, out, in, /*reduces=*/false);
+  checkDim(what, "split_dim", split_dim, in);
+  checkDim(what, "concat_dim", concat_dim, in);
+  CollectiveGroup group = groupOf(what, n, mesh_dims);
+  if (in->shape[split_dim] % group.size != 0)
+    spmd_rt_fatal("%s: in shape %s: dim %lld of size %lld does not split into "
+                  "%d equal pieces",
+                  what, formatShape(in).c_str(),
+                  static_cast<long long>(split_dim),
+                  static_cast<long long>(in->shape[split_dim]), group.size);
+  // The shape of one piece, and of the concatenation of the g received ones.
+  std::vector<int64_t> piece = shapeOf(in);
+  piece[split_dim] /= group.size;
+  std::vector<int64_t> expected = piece;
+  expected[concat_dim] *= group.size;
+  checkShape(what, out, expected,
+             "in shape " + formatShape(in) + " split " +
+                 std::to_string(group.size) + " ways along dim " +
+                 std::to_string(split_dim) + " and concatenated along dim " +
+                 std::to_string(concat_dim));
+  if (group.size == 1)
+    return copyBuffer(out, in);
+  int64_t blockBytes = bytesOf(in) / group.size;
+  if (blockBytes == 0)
+    return backend().allToAll(out->data, in->data, 0, group, what);
+  // Send blocks: piece j of in along split_dim, contiguous.
+  const char *send = static_cast<const char *>(in->data);
+  std::vector<char> sendBlocks;
+  int64_t splitOuter = product(in->shape, in->shape + split_dim);
+  if (splitOuter != 1 || out->data == in->data) {
+    sendBlocks.resize(static_cast<size_t>(blockBytes * group.size));
+    splitIntoBlocks(sendBlocks.data(), send, splitOuter, group.size,
+                    blockBytes / splitOuter);
+    send = sendBlocks.data();
+  }
+  // Received blocks: piece i from member i, concatenated along concat_dim.
+  int64_t concatOuter = product(piece.data(), piece.data() + concat_dim);
+  if (concatOuter == 1)
+    return backend().allToAll(out->data, send, blockBytes, group, what);
+  std::vector<char> recvBlocks(static_cast<size_t>(blockBytes * group.size));
+  backend().allToAll(recvBlocks.data(), send, blockBytes, group, what);
+  joinBlocks(static_cast<char *>(out->data), recvBlocks.data(), concatOuter,
+             group.size, blockBytes / concatOuter);
+}
+
+void spmd_rt_broadcast(SpmdBuffer *out, const SpmdBuffer *in, int32_t n,
+                       const int64_t *mesh_dims, int64_t root) {
+  const char *what = "broadcast";
+  checkBuffers(what, out, in, /*reduces=*/false);
+  checkShape(what, out, shapeOf(in), "in shape " + formatShape(in));
+  CollectiveGroup group = groupOf(what, n, mesh_dims);
+  if (root < 0 || root >= group.size)
+    spmd_rt_fatal("%s: root %lld is out of range for a group of %d ranks", what,
+                  static_cast<long long>(root), group.size);
+  if (group.position == root)
+    copyBuffer(out, in);
+  if (group.size == 1)
+    return;
+  backend().broadcast(out->data, bytesOf(out), static_cast<int>(root), group,
+                      what);
+}
+
+} // extern "C"

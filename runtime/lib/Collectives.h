@@ -1,0 +1,143 @@
+//===- Collectives.h - device mesh and collective backends ------*- C++ -*-===//
+//
+// Private to the runtime. The C functions of Runtime.h ("Device mesh and
+// collectives") own the mesh, validate every call against the spmd dialect's
+// shape rules, turn each collective along a tensor dim into a collective on
+// contiguous blocks (packing and unpacking around it), and hand that to a
+// `CollectiveBackend`:
+//
+//   - `MpiBackend` (CPU buffers): Open MPI / MPICH communicators;
+//   - a NCCL backend (device buffers) is to come: it implements the same
+//     interface with ncclCommSplit (same color/key as MPI_Comm_split) and
+//     ncclAllReduce/AllGather/ReduceScatter/Broadcast/grouped Send-Recv.
+//
+// Groups (DESIGN.md §2: ranks are row-major over the mesh shape): the group
+// of a collective over the mesh dims D = [d0, d1, ...] is the set of ranks
+// that share this rank's coordinates on every other mesh dim; a member's
+// position in the group is the row-major index of its coordinates on D, in
+// the listed order. D = [] is a group of one rank.
+//
+// Communicators are created collectively on a dims list's first use, so every
+// rank must run the same sequence of collectives (the SPMD program does), from
+// one thread at a time.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SPMD_RUNTIME_COLLECTIVES_H
+#define SPMD_RUNTIME_COLLECTIVES_H
+
+#include "spmd/Runtime/Runtime.h"
+
+#include <map>
+#include <memory>
+#include <vector>
+
+#include <mpi.h>
+
+namespace spmd {
+namespace runtime {
+
+/// One group of ranks that take part in a collective, described
+/// independently of the backend. All groups of one `meshDims` list partition
+/// the job: they are created together (collectively over all ranks) and a
+/// backend may cache its communicator by `meshDims`.
+struct CollectiveGroup {
+  /// The mesh dims the group spans, in the listed order (the cache key).
+  std::vector<int64_t> meshDims;
+  /// Which group of the partition this rank belongs to: row-major index of
+  /// this rank's coordinates on the mesh dims not in `meshDims`.
+  int color = 0;
+  /// This rank's position in the group (row-major over `meshDims`).
+  int position = 0;
+  /// Number of ranks in the group.
+  int size = 1;
+};
+
+/// A communication library that runs collectives on contiguous blocks.
+///
+/// Every rank of the job calls the same sequence of collectives (SPMD), so a
+/// backend may create a group's communicator collectively on its first use.
+/// All pieces have the same size on every member. `in` and `out` are
+/// host pointers for `MpiBackend`, device pointers for a device backend; a
+/// call's result is ready for the next operation ordered after it (MPI: on
+/// return; NCCL: on the backend's stream). Errors end the job through
+/// `spmd_rt_fatal`, naming `what` (the collective).
+class CollectiveBackend {
+public:
+  virtual ~CollectiveBackend() = default;
+
+  /// Short name for messages ("mpi").
+  virtual const char *name() const = 0;
+  /// This process's rank in the job and the number of ranks.
+  virtual int rank() const = 0;
+  virtual int worldSize() const = 0;
+
+  /// Forgets every cached group (the mesh changed). Collective.
+  virtual void resetGroups() = 0;
+
+  /// out[i] = reduce over the group of in[i], i < count; `dtype` is one of
+  /// SPMD_F32/F64/I64/I32, `reduce` a SpmdReduceKind (avg = sum / size).
+  /// `out` may equal `in`.
+  virtual void allReduce(void *out, const void *in, int64_t count,
+                         int32_t dtype, int32_t reduce,
+                         const CollectiveGroup &group, const char *what) = 0;
+  /// out = the group's `bytes`-byte blocks concatenated in position order.
+  virtual void allGather(void *out, const void *in, int64_t bytes,
+                         const CollectiveGroup &group, const char *what) = 0;
+  /// `in` holds `size` blocks of `count` elements; out = reduce over the
+  /// group of block number `position` (MPI_Reduce_scatter_block).
+  virtual void reduceScatter(void *out, const void *in, int64_t count,
+                             int32_t dtype, int32_t reduce,
+                             const CollectiveGroup &group,
+                             const char *what) = 0;
+  /// `in` holds `size` blocks of `bytes` bytes; block j goes to member j and
+  /// out block i comes from member i (MPI_Alltoall).
+  virtual void allToAll(void *out, const void *in, int64_t bytes,
+                        const CollectiveGroup &group, const char *what) = 0;
+  /// `buffer` (`bytes` bytes) takes the value of member `root`'s buffer.
+  virtual void broadcast(void *buffer, int64_t bytes, int root,
+                         const CollectiveGroup &group, const char *what) = 0;
+};
+
+/// The MPI backend: MPI_Init (or a singleton job of one rank when not
+/// launched by mpirun) unless MPI is already initialised, one communicator
+/// per mesh dims list from MPI_Comm_split(MPI_COMM_WORLD, color, position),
+/// MPI_ERRORS_RETURN on every communicator and every return code checked.
+class MpiBackend final : public CollectiveBackend {
+public:
+  MpiBackend(int *argc, char ***argv);
+  /// Frees the communicators and finalises MPI if this backend started it.
+  ~MpiBackend() override;
+
+  const char *name() const override { return "mpi"; }
+  int rank() const override { return worldRank; }
+  int worldSize() const override { return worldRanks; }
+  void resetGroups() override;
+
+  void allReduce(void *out, const void *in, int64_t count, int32_t dtype,
+                 int32_t reduce, const CollectiveGroup &group,
+                 const char *what) override;
+  void allGather(void *out, const void *in, int64_t bytes,
+                 const CollectiveGroup &group, const char *what) override;
+  void reduceScatter(void *out, const void *in, int64_t count, int32_t dtype,
+                     int32_t reduce, const CollectiveGroup &group,
+                     const char *what) override;
+  void allToAll(void *out, const void *in, int64_t bytes,
+                const CollectiveGroup &group, const char *what) override;
+  void broadcast(void *buffer, int64_t bytes, int root,
+                 const CollectiveGroup &group, const char *what) override;
+
+private:
+  /// The communicator of `group` (created on first use).
+  MPI_Comm communicator(const CollectiveGroup &group, const char *what);
+
+  int worldRank = 0;
+  int worldRanks = 1;
+  bool ownsMpi = false;
+  std::map<std::vector<int64_t>, MPI_Comm> comms;
+};
+
+} // namespace runtime
+} // namespace spmd
+
+#endif // SPMD_RUNTIME_COLLECTIVES_H

@@ -1,0 +1,90 @@
+// RUN: spmd-opt %s --spmd-convert-to-runtime-calls -split-input-file -verify-diagnostics | FileCheck %s
+
+// Results are allocated with their static shape and written by the kernel;
+// attributes follow the buffers; intermediates are freed after their last
+// use; arguments are never freed; returned values are not freed.
+// CHECK-DAG: llvm.mlir.global internal constant @[[S48:__spmd_i64_[0-9]+]](dense<[4, 8]> : tensor<2xi64>)
+// CHECK-DAG: llvm.mlir.global internal constant @[[P10:__spmd_i64_[0-9]+]](dense<[1, 0]> : tensor<2xi64>)
+// CHECK-DAG: func.func private @spmd_rt_alloc(i32, i32, !llvm.ptr) -> !llvm.ptr
+// CHECK-DAG: func.func private @spmd_rt_addmm(!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, f64, f64)
+// CHECK-DAG: func.func private @spmd_rt_free(!llvm.ptr)
+// CHECK-LABEL: func.func @linear(
+// CHECK-SAME: %[[W:.*]]: !llvm.ptr {spmd.fqn = "w"}, %[[B:.*]]: !llvm.ptr, %[[X:.*]]: !llvm.ptr) -> !llvm.ptr
+// CHECK: %[[T:.*]] = call @spmd_rt_alloc(
+// CHECK: call @spmd_rt_permute(%[[T]], %[[W]], %{{.*}}, %{{.*}})
+// CHECK: %[[SHAPE:.*]] = llvm.mlir.addressof @[[S48]]
+// CHECK: %[[Y:.*]] = call @spmd_rt_alloc(%{{.*}}, %{{.*}}, %[[SHAPE]])
+// CHECK: call @spmd_rt_addmm(%[[Y]], %[[B]], %[[X]], %[[T]], %{{.*}}, %{{.*}})
+// CHECK-NEXT: call @spmd_rt_free(%[[T]])
+// CHECK: %[[R:.*]] = call @spmd_rt_alloc(
+// CHECK: call @spmd_rt_relu(%[[R]], %[[Y]])
+// CHECK-NEXT: call @spmd_rt_free(%[[Y]])
+// CHECK-NOT: spmd_rt_free(%[[W]])
+// CHECK: return %[[R]] : !llvm.ptr
+func.func @linear(%w: tensor<8x16xf32> {spmd.fqn = "w"}, %b: tensor<8xf32>, %x: tensor<4x16xf32>) -> tensor<4x8xf32> {
+  %t = aten.t %w : (tensor<8x16xf32>) -> tensor<16x8xf32>
+  %y = aten.addmm %b, %x, %t : (tensor<8xf32>, tensor<4x16xf32>, tensor<16x8xf32>) -> tensor<4x8xf32>
+  %r = aten.relu %y : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  return %r : tensor<4x8xf32>
+}
+
+// -----
+
+// A returned argument and a value returned twice get buffers of their own.
+// CHECK-LABEL: func.func @aliases(
+// CHECK-SAME: %[[A:.*]]: !llvm.ptr
+// CHECK: %[[N:.*]] = call @spmd_rt_alloc(
+// CHECK: call @spmd_rt_neg(%[[N]], %[[A]])
+// CHECK: %[[C1:.*]] = call @spmd_rt_alloc(
+// CHECK: call @spmd_rt_copy(%[[C1]], %[[A]])
+// CHECK: %[[C2:.*]] = call @spmd_rt_alloc(
+// CHECK: call @spmd_rt_copy(%[[C2]], %[[N]])
+// CHECK: return %[[C1]], %[[N]], %[[C2]]
+func.func @aliases(%a: tensor<3xf32>) -> (tensor<3xf32>, tensor<3xf32>, tensor<3xf32>) {
+  %n = aten.neg %a : (tensor<3xf32>) -> tensor<3xf32>
+  return %a, %n, %n : tensor<3xf32>, tensor<3xf32>, tensor<3xf32>
+}
+
+// -----
+
+// Scalars, optional operands, multi-result ops, lists and constants.
+// CHECK-LABEL: func.func @ops(
+// CHECK: %[[ALPHA:.*]] = arith.constant -1.000000e-01 : f64
+// CHECK: call @spmd_rt_add_tensor(%{{.*}}, %{{.*}}, %{{.*}}, %[[ALPHA]])
+// CHECK-DAG: %[[NOWEIGHT:.*]] = llvm.mlir.zero : !llvm.ptr
+// CHECK-DAG: %[[NOBIAS:.*]] = llvm.mlir.zero : !llvm.ptr
+// CHECK-DAG: %[[EPS:.*]] = arith.constant 1.000000e-05 : f64
+// CHECK: call @spmd_rt_native_layer_norm(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[NOWEIGHT]], %[[NOBIAS]], %{{.*}}, %[[EPS]])
+// CHECK: call @spmd_rt_slice(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}})
+// CHECK: call @spmd_rt_sum(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}})
+// CHECK: llvm.mlir.addressof @__spmd_constant_
+// CHECK: call @spmd_rt_constant(
+// CHECK: call @spmd_rt_all_reduce(
+// CHECK-NOT: spmd.mesh
+func.func @ops(%a: tensor<2x4xf32>, %b: tensor<2x4xf32>) -> (tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x2xf32>, tensor<4xf32>, tensor<2x4xf32>) {
+  %0 = aten.add.Tensor %a, %b {alpha = -1.000000e-01 : f64} : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+  %1:3 = aten.native_layer_norm %0 {normalized_shape = array<i64: 4>, eps = 1.0e-05 : f64} : (tensor<2x4xf32>) -> (tensor<2x4xf32>, tensor<2x1xf32>, tensor<2x1xf32>)
+  %2:2 = aten.split.Tensor %1#0 {split_size = 2 : i64, dim = 1 : i64} : (tensor<2x4xf32>) -> (tensor<2x2xf32>, tensor<2x2xf32>)
+  %3 = aten.sum.dim_IntList %0 {dim = array<i64: -2>} : (tensor<2x4xf32>) -> tensor<4xf32>
+  %c = arith.constant dense<[[1.0, 2.0, 3.0, 4.0], [5.0, 6.0, 7.0, 8.0]]> : tensor<2x4xf32>
+  %4 = spmd.all_reduce %c on @mesh mesh_dims = [0] reduce = sum : tensor<2x4xf32>
+  return %0, %1#0, %2#1, %3, %4 : tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x2xf32>, tensor<4xf32>, tensor<2x4xf32>
+}
+spmd.mesh @mesh shape = [2] names = ["dp"]
+
+// -----
+
+spmd.mesh @mesh shape = [2] names = ["dp"]
+func.func @global(%a: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{'spmd.redistribute' op is in the global view: run the partitioner (--spmd-parallelize) before lowering}}
+  %0 = spmd.redistribute %a : tensor<4xf32> from #spmd.layout<@mesh, [shard<0>]> to #spmd.layout<@mesh, [replicate]>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @bytes() -> tensor<4xi8> {
+  // expected-error @+1 {{'arith.constant' op tensor constant of type 'tensor<4xi8>' cannot be lowered}}
+  %0 = arith.constant dense<[1, 2, 3, 4]> : tensor<4xi8>
+  return %0 : tensor<4xi8>
+}

@@ -1,0 +1,537 @@
+//===- collectives-check.cpp - checks the runtime's collectives under MPI -===//
+//
+// Usage: mpirun -np N spmd-collectives-check MESH [--fail-on-rank R]
+//                                                   [--bad-shape]
+//
+// MESH is the device mesh, e.g. `4` or `2x2` (its product must be N). Every
+// collective of Runtime.h is run over every mesh dims list (every subset of
+// the mesh dims in every order, and the empty list), for several dtypes,
+// tensor dims (outer and inner) and reduce kinds. Each rank's input is a
+// function of its rank and the element's index, so each rank computes the
+// expected result locally from the group it derives on its own from the
+// mesh (DESIGN.md §2: row-major ranks; a member's position is the row-major
+// index of its coordinates on the listed dims, in the listed order).
+//
+// Prints one line per failing check, then `collectives ok: <n> checks on
+// mesh <MESH>` on rank 0, and exits non-zero on any failure. With
+// `--fail-on-rank R`, rank R calls spmd_rt_fatal("injected failure") while
+// the other ranks enter a collective: the whole job must end. With
+// `--bad-shape`, every rank calls all_gather with an out buffer of the wrong
+// shape, which the runtime must reject naming the collective.
+//
+//===----------------------------------------------------------------------===//
+
+#include "spmd/Runtime/Runtime.h"
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace {
+
+using Shape = std::vector<int64_t>;
+
+const char *dtypeName(int32_t dtype) {
+  switch (dtype) {
+  case SPMD_F32:
+    return "f32";
+  case SPMD_F64:
+    return "f64";
+  case SPMD_I64:
+    return "i64";
+  case SPMD_I32:
+    return "i32";
+  case SPMD_I1:
+    return "i1";
+  }
+  return "?";
+}
+
+const char *reduceName(int32_t reduce) {
+  static const char *names[] = {"sum", "avg", "max", "min"};
+  return names[reduce];
+}
+
+std::string formatList(const Shape &values) {
+  std::string text = "[";
+  for (size_t i = 0; i < values.size(); ++i)
+    text += (i ? ", " : "") + std::to_string(values[i]);
+  return text + "]";
+}
+
+Shape unravel(int64_t flat, const Shape &shape) {
+  Shape index(shape.size());
+  for (size_t k = shape.size(); k-- > 0;) {
+    index[k] = flat % shape[k];
+    flat /= shape[k];
+  }
+  return index;
+}
+
+int64_t ravel(const Shape &index, const Shape &shape) {
+  int64_t flat = 0;
+  for (size_t k = 0; k < shape.size(); ++k)
+    flat = flat * shape[k] + index[k];
+  return flat;
+}
+
+/// The input element `index` of rank `rank` in check number `salt`: small
+/// integers and quarters (exact in f32 sums), not monotonic in the rank, so
+/// max and min pick different ranks for different elements; i64 values need
+/// more than 32 bits.
+double inputValue(int32_t dtype, int rank, int64_t index, int64_t salt) {
+  int64_t mix = (rank * 131 + index * 17 + salt * 7) % 29 - 14;
+  switch (dtype) {
+  case SPMD_F32:
+  case SPMD_F64:
+    return static_cast<double>(mix) + 0.25 * (rank % 4);
+  case SPMD_I64:
+    return static_cast<double>(mix * (int64_t{1} << 33) + rank);
+  case SPMD_I32:
+    return static_cast<double>(mix * 1000 + rank);
+  case SPMD_I1:
+    return static_cast<double>((mix + 14 + rank) % 2);
+  }
+  return 0;
+}
+
+/// Reads element `i` of a buffer as a double (exact for the values used).
+double readElement(const SpmdBuffer *buffer, int64_t i) {
+  switch (buffer->dtype) {
+  case SPMD_F32:
+    return static_cast<const float *>(buffer->data)[i];
+  case SPMD_F64:
+    return static_cast<const double *>(buffer->data)[i];
+  case SPMD_I64:
+    return static_cast<double>(static_cast<const int64_t *>(buffer->data)[i]);
+  case SPMD_I32:
+    return static_cast<const int32_t *>(buffer->data)[i];
+  case SPMD_I1:
+    return static_cast<const uint8_t *>(buffer->data)[i];
+  }
+  return 0;
+}
+
+void writeElement(SpmdBuffer *buffer, int64_t i, double value) {
+  switch (buffer->dtype) {
+  case SPMD_F32:
+    static_cast<float *>(buffer->data)[i] = static_cast<float>(value);
+    return;
+  case SPMD_F64:
+    static_cast<double *>(buffer->data)[i] = value;
+    return;
+  case SPMD_I64:
+    static_cast<int64_t *>(buffer->data)[i] = static_cast<int64_t>(value);
+    return;
+  case SPMD_I32:
+    static_cast<int32_t *>(buffer->data)[i] = static_cast<int32_t>(value);
+    return;
+  case SPMD_I1:
+    static_cast<uint8_t *>(buffer->data)[i] = static_cast<uint8_t>(value);
+    return;
+  }
+}
+
+/// Rounds a value computed in double the way the dtype stores it (the
+/// average of integers truncates, f32 rounds).
+double asStored(int32_t dtype, double value) {
+  switch (dtype) {
+  case SPMD_F32:
+    return static_cast<float>(value);
+  case SPMD_I64:
+  case SPMD_I32:
+    return std::trunc(value);
+  }
+  return value;
+}
+
+/// Combines per-member values the way a reduction over the group does.
+double reduceValues(int32_t reduce, const std::vector<double> &values) {
+  double result = values[0];
+  for (size_t i = 1; i < values.size(); ++i) {
+    if (reduce == SPMD_REDUCE_MAX)
+      result = std::max(result, values[i]);
+    else if (reduce == SPMD_REDUCE_MIN)
+      result = std::min(result, values[i]);
+    else
+      result += values[i];
+  }
+  if (reduce == SPMD_REDUCE_AVG)
+    result /= static_cast<double>(values.size());
+  return result;
+}
+
+struct Buffer {
+  SpmdBuffer *buffer;
+  Buffer(int32_t dtype, const Shape &shape)
+      : buffer(spmd_rt_alloc(dtype, static_cast<int32_t>(shape.size()),
+                             shape.data())) {}
+  ~Buffer() { spmd_rt_free(buffer); }
+  Buffer(const Buffer &) = delete;
+  Buffer &operator=(const Buffer &) = delete;
+  SpmdBuffer *operator->() const { return buffer; }
+  operator SpmdBuffer *() const { return buffer; }
+};
+
+class Checker {
+public:
+  Checker(const Shape &mesh, int rank) : mesh(mesh), rank(rank) {
+    coords = unravel(rank, mesh);
+  }
+
+  int checks = 0;
+  int failures = 0;
+
+  /// Records one check: `ok`, or a failure line naming it.
+  void expect(bool ok, const std::string &what, const std::string &detail) {
+    ++checks;
+    if (ok)
+      return;
+    ++failures;
+    std::printf("FAIL rank %d: %s: %s\n", rank, what.c_str(), detail.c_str());
+    std::fflush(stdout);
+  }
+
+  void checkMeshCoords() {
+    // spmd_rt_mesh_coord agrees with row-major ranks.
+    for (size_t k = 0; k < mesh.size(); ++k) {
+      int64_t got = spmd_rt_mesh_coord(static_cast<int32_t>(k));
+      expect(got == coords[k], "mesh_coord(" + std::to_string(k) + ")",
+             "got " + std::to_string(got) + ", expected " +
+                 std::to_string(coords[k]));
+    }
+  }
+
+  /// Runs every collective over the mesh dims list `dims`.
+  void checkGroup(const Shape &dims) {
+    groupDims = dims;
+    groupSize = 1;
+    position = 0;
+    for (int64_t dim : dims) {
+      groupSize *= mesh[dim];
+      position = position * mesh[dim] + coords[dim];
+    }
+    checkAllReduce();
+    checkAllGather();
+    checkReduceScatter();
+    checkAllToAll();
+    checkBroadcast();
+  }
+
+private:
+  /// The world rank of the group member at `member`.
+  int memberRank(int64_t member) const {
+    Shape memberCoords = coords;
+    for (size_t k = groupDims.size(); k-- > 0;) {
+      memberCoords[groupDims[k]] = member % mesh[groupDims[k]];
+      member /= mesh[groupDims[k]];
+    }
+    return static_cast<int>(ravel(memberCoords, mesh));
+  }
+
+  std::string describe(const char *collective, int32_t dtype,
+                       const std::string &extra) const {
+    return std::string(collective) + " over mesh dims " +
+           formatList(groupDims) + " " + dtypeName(dtype) +
+           (extra.empty() ? "" : " " + extra);
+  }
+
+  void fill(SpmdBuffer *buffer, int64_t salt) const {
+    for (int64_t i = 0; i < buffer->numel; ++i)
+      writeElement(buffer, i, inputValue(buffer->dtype, rank, i, salt));
+  }
+
+  /// Compares every element of `out` with expected(index), one check.
+  template <typename Expected>
+  void compare(const SpmdBuffer *out, const Shape &shape,
+               const std::string &what, Expected expected) {
+    for (int64_t i = 0; i < out->numel; ++i) {
+      double want = asStored(out->dtype, expected(unravel(i, shape)));
+      double got = readElement(out, i);
+      double tolerance =
+          out->dtype == SPMD_F32 ? 1e-6 * std::max(1.0, std::fabs(want)) : 0;
+      if (std::fabs(got - want) > tolerance) {
+        char detail[256];
+        std::snprintf(detail, sizeof(detail),
+                      "element %s is %.17g, expected %.17g",
+                      formatList(unravel(i, shape)).c_str(), got, want);
+        expect(false, what, detail);
+        return;
+      }
+    }
+    expect(true, what, "");
+  }
+
+  int64_t nextSalt() { return ++salt; }
+
+  void checkAllReduce() {
+    const Shape shape = {3, 2, 5};
+    for (int32_t dtype : {SPMD_F32, SPMD_F64, SPMD_I64, SPMD_I32}) {
+      for (int32_t reduce : {SPMD_REDUCE_SUM, SPMD_REDUCE_AVG, SPMD_REDUCE_MAX,
+                             SPMD_REDUCE_MIN}) {
+        bool isFloat = dtype == SPMD_F32 || dtype == SPMD_F64;
+        if (reduce == SPMD_REDUCE_AVG && !isFloat)
+          continue;
+        // f32 sums are also checked in place (out == in).
+        for (bool inPlace : {false, true}) {
+          if (inPlace && (dtype != SPMD_F32 || reduce != SPMD_REDUCE_SUM))
+            continue;
+          int64_t s = nextSalt();
+          Buffer in(dtype, shape), separate(dtype, shape);
+          SpmdBuffer *out = inPlace ? in.buffer : separate.buffer;
+          fill(in, s);
+          spmd_rt_all_reduce(out, in, static_cast<int32_t>(groupDims.size()),
+                             groupDims.data(), reduce);
+          compare(out, shape,
+                  describe("all_reduce", dtype,
+                           std::string(reduceName(reduce)) +
+                               (inPlace ? " in place" : "")),
+                  [&](const Shape &index) {
+                    std::vector<double> values;
+                    for (int64_t m = 0; m < groupSize; ++m)
+                      values.push_back(inputValue(dtype, memberRank(m),
+                                                  ravel(index, shape), s));
+                    return reduceValues(reduce, values);
+                  });
+        }
+      }
+    }
+  }
+
+  void checkAllGather() {
+    const Shape base = {2, 3, 2};
+    for (int32_t dtype : {SPMD_F32, SPMD_I64, SPMD_I1}) {
+      for (int64_t dim = 0; dim < 3; ++dim) {
+        if (dtype == SPMD_I1 && dim != 1)
+          continue;
+        int64_t s = nextSalt();
+        Shape outShape = base;
+        outShape[dim] *= groupSize;
+        Buffer in(dtype, base), out(dtype, outShape);
+        fill(in, s);
+        spmd_rt_all_gather(out, in, static_cast<int32_t>(groupDims.size()),
+                           groupDims.data(), dim);
+        compare(
+            out, outShape,
+            describe("all_gather", dtype, "gather_dim " + std::to_string(dim)),
+            [&](Shape index) {
+              int64_t member = index[dim] / base[dim];
+              index[dim] %= base[dim];
+              return inputValue(dtype, memberRank(member), ravel(index, base),
+                                s);
+            });
+      }
+    }
+  }
+
+  void checkReduceScatter() {
+    const Shape base = {2, 3, 2};
+    for (int32_t dtype : {SPMD_F32, SPMD_I64}) {
+      for (int64_t dim = 0; dim < 3; ++dim) {
+        for (int32_t reduce : {SPMD_REDUCE_SUM, SPMD_REDUCE_AVG,
+                               SPMD_REDUCE_MAX, SPMD_REDUCE_MIN}) {
+          if (reduce == SPMD_REDUCE_AVG && dtype != SPMD_F32)
+            continue;
+          int64_t s = nextSalt();
+          Shape inShape = base;
+          inShape[dim] *= groupSize;
+          Buffer in(dtype, inShape), out(dtype, base);
+          fill(in, s);
+          spmd_rt_reduce_scatter(out, in,
+                                 static_cast<int32_t>(groupDims.size()),
+                                 groupDims.data(), dim, reduce);
+          compare(out, base,
+                  describe("reduce_scatter", dtype,
+                           std::string(reduceName(reduce)) + " scatter_dim " +
+                               std::to_string(dim)),
+                  [&](Shape index) {
+                    index[dim] += position * base[dim];
+                    std::vector<double> values;
+                    for (int64_t m = 0; m < groupSize; ++m)
+                      values.push_back(inputValue(dtype, memberRank(m),
+                                                  ravel(index, inShape), s));
+                    return reduceValues(reduce, values);
+                  });
+        }
+      }
+    }
+  }
+
+  void checkAllToAll() {
+    const Shape base = {2, 3, 2};
+    for (int32_t dtype : {SPMD_F32, SPMD_I64, SPMD_I1}) {
+      for (int64_t split = 0; split < 3; ++split) {
+        for (int64_t concat = 0; concat < 3; ++concat) {
+          if (dtype == SPMD_I1 && (split != 2 || concat != 1))
+            continue;
+          int64_t s = nextSalt();
+          Shape inShape = base;
+          inShape[split] *= groupSize;
+          Shape piece = base; // inShape with split_dim / g
+          Shape outShape = piece;
+          outShape[concat] *= groupSize;
+          Buffer in(dtype, inShape), out(dtype, outShape);
+          fill(in, s);
+          spmd_rt_all_to_all(out, in, static_cast<int32_t>(groupDims.size()),
+                             groupDims.data(), split, concat);
+          compare(out, outShape,
+                  describe("all_to_all", dtype,
+                           "split_dim " + std::to_string(split) +
+                               " concat_dim " + std::to_string(concat)),
+                  [&](Shape index) {
+                    // Piece number `position` of the member the block at
+                    // index[concat] came from.
+                    int64_t member = index[concat] / piece[concat];
+                    index[concat] %= piece[concat];
+                    index[split] += position * piece[split];
+                    return inputValue(dtype, memberRank(member),
+                                      ravel(index, inShape), s);
+                  });
+        }
+      }
+    }
+  }
+
+  void checkBroadcast() {
+    const Shape shape = {4, 3};
+    for (int32_t dtype : {SPMD_F32, SPMD_I64, SPMD_I1}) {
+      for (int64_t root = 0; root < groupSize; ++root) {
+        if (dtype == SPMD_I1 && root != groupSize - 1)
+          continue;
+        int64_t s = nextSalt();
+        Buffer in(dtype, shape), out(dtype, shape);
+        fill(in, s);
+        spmd_rt_broadcast(out, in, static_cast<int32_t>(groupDims.size()),
+                          groupDims.data(), root);
+        compare(out, shape,
+                describe("broadcast", dtype, "root " + std::to_string(root)),
+                [&](const Shape &index) {
+                  return inputValue(dtype, memberRank(root),
+                                    ravel(index, shape), s);
+                });
+      }
+    }
+  }
+
+  Shape mesh;
+  int rank;
+  Shape coords;
+  Shape groupDims;
+  int64_t groupSize = 1;
+  int64_t position = 0;
+  int64_t salt = 0;
+};
+
+/// Every subset of {0..ndims) in every order, the empty list first.
+std::vector<Shape> allDimLists(int64_t ndims) {
+  std::vector<Shape> lists;
+  for (int64_t mask = 0; mask < (int64_t{1} << ndims); ++mask) {
+    Shape dims;
+    for (int64_t dim = 0; dim < ndims; ++dim)
+      if (mask & (int64_t{1} << dim))
+        dims.push_back(dim);
+    do
+      lists.push_back(dims);
+    while (std::next_permutation(dims.begin(), dims.end()));
+  }
+  return lists;
+}
+
+bool parseMesh(const char *text, Shape &mesh) {
+  std::string spec = text;
+  size_t start = 0;
+  while (true) {
+    size_t end = spec.find('x', start);
+    std::string part = spec.substr(start, end - start);
+    if (part.empty() ||
+        part.find_first_not_of("0123456789") != std::string::npos)
+      return false;
+    mesh.push_back(std::stoll(part));
+    if (end == std::string::npos)
+      return true;
+    start = end + 1;
+  }
+}
+
+int usage() {
+  std::fprintf(stderr, "usage: spmd-collectives-check MESH (e.g. 4 or 2x2) "
+                       "[--fail-on-rank R] [--bad-shape]\n");
+  return 2;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  Shape mesh;
+  const char *meshText = nullptr;
+  int failRank = -1;
+  bool badShape = false;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--fail-on-rank") == 0 && i + 1 < argc)
+      failRank = std::atoi(argv[++i]);
+    else if (std::strcmp(argv[i], "--bad-shape") == 0)
+      badShape = true;
+    else if (!meshText && parseMesh(argv[i], mesh))
+      meshText = argv[i];
+    else
+      return usage();
+  }
+  if (!meshText)
+    return usage();
+
+  spmd_rt_init(&argc, &argv);
+  int rank = spmd_rt_rank();
+  Checker checker(mesh, rank);
+  // Before any spmd_rt_set_mesh the mesh is 1-D over the world.
+  checker.expect(spmd_rt_mesh_coord(0) == rank, "default mesh_coord(0)",
+                 "differs from the rank");
+  spmd_rt_set_mesh(static_cast<int32_t>(mesh.size()), mesh.data());
+
+  if (failRank >= 0) {
+    if (rank == failRank)
+      spmd_rt_fatal("injected failure");
+    // The others block in a collective that rank R never joins.
+    int64_t value = 1;
+    Buffer in(SPMD_I64, {1}), out(SPMD_I64, {1});
+    std::memcpy(in->data, &value, sizeof(value));
+    Shape all;
+    for (size_t dim = 0; dim < mesh.size(); ++dim)
+      all.push_back(static_cast<int64_t>(dim));
+    spmd_rt_all_reduce(out, in, static_cast<int32_t>(all.size()), all.data(),
+                       SPMD_REDUCE_SUM);
+  }
+
+  if (badShape) {
+    // Gathered over mesh dim 0, out would need dim 0 of size 2 * mesh[0].
+    Buffer in(SPMD_F32, {2, 3}), out(SPMD_F32, {2, 3});
+    int64_t dims[] = {0};
+    spmd_rt_all_gather(out, in, 1, dims, 0);
+  }
+
+  checker.checkMeshCoords();
+  for (const Shape &dims : allDimLists(static_cast<int64_t>(mesh.size())))
+    checker.checkGroup(dims);
+
+  // Tally over the job with plain MPI, independently of the runtime.
+  int failures = checker.failures, totalFailures = 0;
+  MPI_Allreduce(&failures, &totalFailures, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD);
+  if (rank == 0) {
+    if (totalFailures == 0)
+      std::printf("collectives ok: %d checks on mesh %s\n", checker.checks,
+                  meshText);
+    else
+      std::printf("collectives FAILED: %d failing checks over all ranks on "
+                  "mesh %s\n",
+                  totalFailures, meshText);
+    std::fflush(stdout);
+  }
+  spmd_rt_finalize();
+  return totalFailures == 0 ? 0 : 1;
+}

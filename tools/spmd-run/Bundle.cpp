@@ -1,0 +1,280 @@
+//===- Bundle.cpp - spmd-capture bundles and .npy files -------------------===//
+
+#include "Bundle.h"
+
+#include "spmd/Runtime/Runtime.h"
+
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cstring>
+
+using namespace spmd::run;
+using llvm::createStringError;
+
+int64_t Array::numel() const {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  return n;
+}
+
+size_t Array::elementSize() const { return spmd_rt_dtype_size(dtype); }
+
+double Array::at(int64_t i) const {
+  const char *p = data.data() + i * elementSize();
+  switch (dtype) {
+  case SPMD_F32: {
+    float v;
+    std::memcpy(&v, p, 4);
+    return v;
+  }
+  case SPMD_F64: {
+    double v;
+    std::memcpy(&v, p, 8);
+    return v;
+  }
+  case SPMD_I64: {
+    int64_t v;
+    std::memcpy(&v, p, 8);
+    return static_cast<double>(v);
+  }
+  case SPMD_I32: {
+    int32_t v;
+    std::memcpy(&v, p, 4);
+    return v;
+  }
+  case SPMD_I1:
+    return *p ? 1.0 : 0.0;
+  }
+  return 0.0;
+}
+
+namespace {
+struct NpyType {
+  const char *descr;
+  int32_t dtype;
+};
+const NpyType npyTypes[] = {{"<f4", SPMD_F32}, {"<f8", SPMD_F64},
+                            {"<i8", SPMD_I64}, {"<i4", SPMD_I32},
+                            {"|b1", SPMD_I1}};
+
+/// The value of `'key': value` in a .npy header dict (Python literal).
+llvm::StringRef headerField(llvm::StringRef header, llvm::StringRef key) {
+  size_t at = header.find(("'" + key + "'").str());
+  if (at == llvm::StringRef::npos)
+    return {};
+  llvm::StringRef rest = header.drop_front(at + key.size() + 2).ltrim(" :");
+  size_t end = rest.starts_with("(") ? rest.find(')') + 1 : rest.find(',');
+  return rest.take_front(end).trim();
+}
+} // namespace
+
+llvm::Expected<Array> spmd::run::readNpy(const std::string &path) {
+  auto fail = [&](const llvm::Twine &why) {
+    return createStringError("%s: %s", path.c_str(), why.str().c_str());
+  };
+  auto file = llvm::MemoryBuffer::getFile(path, /*IsText=*/false);
+  if (!file)
+    return fail(file.getError().message());
+  llvm::StringRef bytes = (*file)->getBuffer();
+  if (!bytes.starts_with("\x93NUMPY") || bytes.size() < 10)
+    return fail("not a .npy file");
+  unsigned major = static_cast<unsigned char>(bytes[6]);
+  size_t headerLen, headerStart;
+  if (major == 1) {
+    headerLen = static_cast<unsigned char>(bytes[8]) |
+                static_cast<unsigned char>(bytes[9]) << 8;
+    headerStart = 10;
+  } else {
+    if (bytes.size() < 12)
+      return fail("truncated header");
+    headerLen = 0;
+    for (int i = 0; i < 4; ++i)
+      headerLen |= static_cast<size_t>(static_cast<unsigned char>(bytes[8 + i]))
+                   << (8 * i);
+    headerStart = 12;
+  }
+  if (bytes.size() < headerStart + headerLen)
+    return fail("truncated header");
+  llvm::StringRef header = bytes.substr(headerStart, headerLen);
+  Array array;
+  llvm::StringRef descr = headerField(header, "descr").trim("'\"");
+  const NpyType *type = nullptr;
+  for (const NpyType &t : npyTypes)
+    if (descr == t.descr || (descr == "<b1" && t.dtype == SPMD_I1))
+      type = &t;
+  if (!type)
+    return fail("unsupported dtype '" + descr + "'");
+  array.dtype = type->dtype;
+  if (headerField(header, "fortran_order") != "False")
+    return fail("Fortran-order arrays are not supported");
+  llvm::StringRef shape = headerField(header, "shape").trim("()");
+  llvm::SmallVector<llvm::StringRef> dims;
+  shape.split(dims, ',', -1, /*KeepEmpty=*/false);
+  for (llvm::StringRef d : dims) {
+    int64_t v;
+    if (d.trim().getAsInteger(10, v) || v < 0)
+      return fail("malformed shape '" + shape + "'");
+    array.shape.push_back(v);
+  }
+  size_t size = array.numel() * array.elementSize();
+  llvm::StringRef payload = bytes.drop_front(headerStart + headerLen);
+  if (payload.size() != size)
+    return fail("holds " + llvm::Twine(payload.size()) + " data bytes, its " +
+                "header announces " + llvm::Twine(size));
+  array.data.assign(payload.begin(), payload.end());
+  return array;
+}
+
+llvm::Error spmd::run::writeNpy(const std::string &path, const Array &array) {
+  const char *descr = nullptr;
+  for (const NpyType &t : npyTypes)
+    if (t.dtype == array.dtype)
+      descr = t.descr;
+  if (!descr)
+    return createStringError("%s: dtype %d has no .npy type", path.c_str(),
+                             array.dtype);
+  std::string shape;
+  for (int64_t d : array.shape)
+    shape += std::to_string(d) + ", ";
+  if (array.shape.size() > 1)
+    shape.resize(shape.size() - 1);
+  std::string header = "{'descr': '" + std::string(descr) +
+                       "', 'fortran_order': False, 'shape': (" + shape + "), }";
+  size_t total = 10 + header.size() + 1;
+  header.append((64 - total % 64) % 64, ' ');
+  header += '\n';
+  std::error_code ec;
+  llvm::raw_fd_ostream os(path, ec);
+  if (ec)
+    return createStringError("%s: %s", path.c_str(), ec.message().c_str());
+  os << "\x93NUMPY" << char(1) << char(0) << char(header.size() & 0xff)
+     << char(header.size() >> 8) << header;
+  os.write(array.data.data(), array.data.size());
+  return llvm::Error::success();
+}
+
+llvm::Expected<Manifest> spmd::run::readManifest(const std::string &dir) {
+  llvm::SmallString<256> path(dir);
+  llvm::sys::path::append(path, "manifest.json");
+  auto fail = [&](const llvm::Twine &why) {
+    return createStringError("%s: %s", path.c_str(), why.str().c_str());
+  };
+  auto file = llvm::MemoryBuffer::getFile(path);
+  if (!file)
+    return fail(file.getError().message());
+  llvm::Expected<llvm::json::Value> json = llvm::json::parse((*file)->getBuffer());
+  if (!json)
+    return fail(llvm::toString(json.takeError()));
+  const llvm::json::Object *root = json->getAsObject();
+  if (!root)
+    return fail("not a JSON object");
+  Manifest manifest;
+  if (auto seed = root->getInteger("seed"))
+    manifest.seed = static_cast<uint64_t>(*seed);
+  if (const llvm::json::Object *random = root->getObject("random_ops"))
+    for (const auto &kv : *random)
+      manifest.randomOps.push_back(kv.first.str() + " x" +
+                                   std::to_string(kv.second.getAsInteger().value_or(0)));
+  for (auto [key, list] : {std::make_pair("args", &manifest.args),
+                           std::make_pair("results", &manifest.results)}) {
+    const llvm::json::Array *entries = root->getArray(key);
+    if (!entries)
+      return fail(llvm::Twine("no '") + key + "' list");
+    for (const llvm::json::Value &value : *entries) {
+      const llvm::json::Object *e = value.getAsObject();
+      Entry entry;
+      auto index = e ? e->getInteger("index") : std::nullopt;
+      auto fqn = e ? e->getString("fqn") : std::nullopt;
+      auto file = e ? e->getString("file") : std::nullopt;
+      auto dtype = e ? e->getString("dtype") : std::nullopt;
+      const llvm::json::Array *shape = e ? e->getArray("shape") : nullptr;
+      if (!index || !fqn || !file || !dtype || !shape)
+        return fail(llvm::Twine(key) + "[" + llvm::Twine(list->size()) +
+                    "] lacks index, fqn, dtype, shape or file");
+      entry.index = *index;
+      entry.fqn = fqn->str();
+      entry.file = file->str();
+      entry.dtype = dtype->str();
+      entry.role = e->getString("role").value_or("").str();
+      entry.updates = e->getInteger("updates").value_or(-1);
+      for (const llvm::json::Value &d : *shape)
+        entry.shape.push_back(d.getAsInteger().value_or(-1));
+      list->push_back(std::move(entry));
+    }
+  }
+  return manifest;
+}
+
+std::vector<std::vector<int64_t>>
+spmd::run::localIndexMaps(const std::vector<int64_t> &globalShape,
+                          const std::vector<int64_t> &meshShape,
+                          const std::vector<layout::Placement> &placements,
+                          const std::vector<int64_t> &coords) {
+  std::vector<std::vector<int64_t>> maps(globalShape.size());
+  auto ranges =
+      layout::localIndexRanges(globalShape, meshShape, placements, coords);
+  for (size_t d = 0; d < ranges.size(); ++d)
+    for (const layout::Interval &interval : ranges[d])
+      for (int64_t i = interval.begin; i < interval.end; ++i)
+        maps[d].push_back(i);
+  return maps;
+}
+
+namespace {
+/// Calls f(localOffset, globalOffset) for every element of the valid region.
+template <typename F>
+void forEachMapped(const std::vector<int64_t> &globalShape,
+                   const std::vector<int64_t> &localShape,
+                   const std::vector<std::vector<int64_t>> &maps, F f) {
+  size_t rank = maps.size();
+  for (const auto &m : maps)
+    if (m.empty())
+      return;
+  std::vector<int64_t> gStride(rank, 1), lStride(rank, 1), idx(rank, 0);
+  for (size_t d = rank; d-- > 1;) {
+    gStride[d - 1] = gStride[d] * globalShape[d];
+    lStride[d - 1] = lStride[d] * localShape[d];
+  }
+  while (true) {
+    int64_t l = 0, g = 0;
+    for (size_t d = 0; d < rank; ++d) {
+      l += idx[d] * lStride[d];
+      g += maps[d][idx[d]] * gStride[d];
+    }
+    f(l, g);
+    size_t d = rank;
+    while (d > 0 && ++idx[d - 1] == static_cast<int64_t>(maps[d - 1].size()))
+      idx[--d] = 0;
+    if (d == 0)
+      return;
+  }
+}
+} // namespace
+
+Array spmd::run::extractPiece(const Array &global,
+                              const std::vector<std::vector<int64_t>> &maps,
+                              const std::vector<int64_t> &localShape) {
+  Array piece;
+  piece.dtype = global.dtype;
+  piece.shape = localShape;
+  size_t es = global.elementSize();
+  piece.data.assign(piece.numel() * es, 0);
+  forEachMapped(global.shape, localShape, maps, [&](int64_t l, int64_t g) {
+    std::memcpy(piece.data.data() + l * es, global.data.data() + g * es, es);
+  });
+  return piece;
+}
+
+void spmd::run::insertPiece(Array &global, const Array &piece,
+                            const std::vector<std::vector<int64_t>> &maps) {
+  size_t es = global.elementSize();
+  forEachMapped(global.shape, piece.shape, maps, [&](int64_t l, int64_t g) {
+    std::memcpy(global.data.data() + g * es, piece.data.data() + l * es, es);
+  });
+}

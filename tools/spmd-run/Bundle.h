@@ -1,0 +1,77 @@
+//===- Bundle.h - spmd-capture bundles and .npy files -----------*- C++ -*-===//
+//
+// The bundle spmd-capture writes (docs/capture.md): manifest.json and one
+// NumPy .npy file per argument and per reference result; and the mapping of
+// a global array to the local piece one rank holds under a layout.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SPMD_TOOLS_SPMD_RUN_BUNDLE_H
+#define SPMD_TOOLS_SPMD_RUN_BUNDLE_H
+
+#include "spmd/Layout/LayoutMath.h"
+
+#include "llvm/Support/Error.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace spmd::run {
+
+/// A dense row-major array: `dtype` is the runtime's SpmdDType code.
+struct Array {
+  int32_t dtype = 0;
+  std::vector<int64_t> shape;
+  std::vector<char> data;
+
+  int64_t numel() const;
+  size_t elementSize() const;
+  /// Element `i` converted to double.
+  double at(int64_t i) const;
+};
+
+/// Reads a NumPy .npy file (format 1.0-3.0, little-endian, C order) of
+/// float32/float64/int64/int32/bool. Errors name the file and the reason.
+llvm::Expected<Array> readNpy(const std::string &path);
+/// Writes `array` as a .npy file (format 1.0).
+llvm::Error writeNpy(const std::string &path, const Array &array);
+
+/// One manifest entry (an argument or a result of @train_step).
+struct Entry {
+  int64_t index = 0;
+  std::string fqn, role, dtype, file;
+  std::vector<int64_t> shape;
+  int64_t updates = -1; // results: the argument it updates, or -1
+};
+
+struct Manifest {
+  std::vector<Entry> args, results;
+  std::vector<std::string> randomOps; // "aten.bernoulli.p x4"
+  uint64_t seed = 0;
+};
+
+/// Parses DIR/manifest.json; errors name the file and the malformed field.
+llvm::Expected<Manifest> readManifest(const std::string &dir);
+
+/// Per tensor dim, the global index of each local position of the piece the
+/// rank at `coords` holds (from layout::localIndexRanges).
+std::vector<std::vector<int64_t>>
+localIndexMaps(const std::vector<int64_t> &globalShape,
+               const std::vector<int64_t> &meshShape,
+               const std::vector<layout::Placement> &placements,
+               const std::vector<int64_t> &coords);
+
+/// Copies the elements of `global` selected by `maps` into a local array of
+/// shape `localShape` (>= the map sizes per dim: the rest is zero padding).
+Array extractPiece(const Array &global,
+                   const std::vector<std::vector<int64_t>> &maps,
+                   const std::vector<int64_t> &localShape);
+
+/// Writes the valid region (the map sizes) of `piece` back into `global`.
+void insertPiece(Array &global, const Array &piece,
+                 const std::vector<std::vector<int64_t>> &maps);
+
+} // namespace spmd::run
+
+#endif // SPMD_TOOLS_SPMD_RUN_BUNDLE_H

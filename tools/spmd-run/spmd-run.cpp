@@ -1,0 +1,486 @@
+//===- spmd-run.cpp - run a per-rank program on N ranks -------------------===//
+//
+//   spmd-run --np N [--backend cpu] MODULE.mlir --bundle DIR [--check]
+//            [--steps K] [--timing] [--out DIR]
+//
+// Each rank parses the module, reads its device mesh and the layouts of
+// @train_step's arguments and results, lowers it (buildLowerToRuntimePipeline)
+// and JIT-compiles it with MLIR's ExecutionEngine against the runtime
+// library, loads its local piece of every argument from the bundle, and runs
+// K steps, feeding each updated value (`spmd.updates`) back as the argument
+// of the next step. `--check` gathers the results of the first step to full
+// size on rank 0 and compares them with PyTorch's. `--np N` starts the N
+// ranks under mpirun itself; `mpirun -np N spmd-run ...` works too. Any
+// failure on any rank ends every rank with a message naming the rank.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Bundle.h"
+
+#include "spmd/Conversion/Passes.h"
+#include "spmd/Dialect/Aten/Aten.h"
+#include "spmd/Dialect/SPMD/SPMD.h"
+#include "spmd/Runtime/Runtime.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/ExecutionEngine/ExecutionEngine.h"
+#include "mlir/ExecutionEngine/OptUtils.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/Program.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/TargetSelect.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+
+using namespace mlir;
+using namespace spmd::run;
+namespace cl = llvm::cl;
+
+static cl::opt<std::string> inputFile(cl::Positional, cl::desc("<module.mlir>"),
+                                      cl::Required);
+static cl::opt<std::string> bundleDir("bundle", cl::desc("spmd-capture bundle"),
+                                      cl::value_desc("dir"), cl::Required);
+static cl::opt<int> numRanks("np",
+                             cl::desc("start N ranks under mpirun (default: "
+                                      "the ranks of the MPI job, or 1)"),
+                             cl::init(0));
+static cl::opt<std::string> backend("backend", cl::desc("cpu (default)"),
+                                    cl::init("cpu"));
+static cl::opt<bool> check("check",
+                           cl::desc("compare the first step's results with "
+                                    "PyTorch's (exit 1 on a mismatch)"));
+static cl::opt<int> steps("steps", cl::desc("steps to run (default 1)"),
+                          cl::init(1));
+static cl::opt<bool> timing("timing",
+                            cl::desc("print the median step time and the peak "
+                                     "memory per rank"));
+static cl::opt<std::string> outDir("out",
+                                   cl::desc("write the gathered results of the "
+                                            "last step as .npy files"),
+                                   cl::value_desc("dir"));
+static cl::opt<double> rtol("rtol",
+                            cl::desc("largest relative error per tensor "
+                                     "(max abs error / max |reference|)"),
+                            cl::init(1e-4));
+static cl::opt<std::string> funcName("function", cl::desc("entry function"),
+                                     cl::init("train_step"));
+
+#define FATAL(...) spmd_rt_fatal(__VA_ARGS__)
+
+namespace {
+
+/// `--np N` outside an MPI job: run `mpirun -np N` on this command line
+/// without `--np` (as root, oversubscribing the cores, as DESIGN.md §6).
+int relaunchUnderMpirun(int argc, char **argv) {
+  auto mpirun = llvm::sys::findProgramByName("mpirun");
+  if (!mpirun) {
+    llvm::errs() << "spmd-run: error: mpirun not found (install openmpi-bin)\n";
+    return 1;
+  }
+  std::string self = llvm::sys::fs::getMainExecutable(
+      argv[0], reinterpret_cast<void *>(&relaunchUnderMpirun));
+  std::vector<std::string> args = {*mpirun,       "--allow-run-as-root",
+                                   "--oversubscribe", "--bind-to",
+                                   "none",         "-np",
+                                   std::to_string(numRanks), self};
+  for (int i = 1; i < argc; ++i) {
+    llvm::StringRef arg(argv[i]);
+    if (arg == "--np" || arg == "-np") {
+      ++i;
+      continue;
+    }
+    if (arg.starts_with("--np=") || arg.starts_with("-np="))
+      continue;
+    args.push_back(arg.str());
+  }
+  setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
+  setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+  std::vector<llvm::StringRef> refs(args.begin(), args.end());
+  std::string error;
+  int rc = llvm::sys::ExecuteAndWait(*mpirun, refs, std::nullopt, {}, 0, 0,
+                                     &error);
+  if (rc < 0)
+    llvm::errs() << "spmd-run: error: " << error << "\n";
+  return rc < 0 ? 1 : rc;
+}
+
+bool insideMpiJob() {
+  return std::getenv("OMPI_COMM_WORLD_SIZE") || std::getenv("PMI_SIZE") ||
+         std::getenv("PMIX_RANK");
+}
+
+/// What the runner needs of one argument or result of the entry function.
+struct Slot {
+  RankedTensorType type;                       // the local (per-rank) type
+  std::string fqn;
+  std::vector<spmd::layout::Placement> placements; // empty: replicated
+  int64_t updates = -1;
+};
+
+std::string typeString(Type type) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << type;
+  return s;
+}
+
+std::optional<int32_t> dtypeOf(Type type) {
+  if (type.isF32())
+    return SPMD_F32;
+  if (type.isF64())
+    return SPMD_F64;
+  if (type.isInteger(64))
+    return SPMD_I64;
+  if (type.isInteger(32))
+    return SPMD_I32;
+  if (type.isInteger(1))
+    return SPMD_I1;
+  return std::nullopt;
+}
+
+Slot readSlot(Type type, DictionaryAttr attrs, const char *what, unsigned i) {
+  Slot slot;
+  slot.type = dyn_cast<RankedTensorType>(type);
+  if (!slot.type || !dtypeOf(slot.type.getElementType()))
+    FATAL("%s %u of @%s has type %s, which spmd-run cannot load", what, i,
+          funcName.c_str(), typeString(type).c_str());
+  if (!attrs)
+    return slot;
+  if (auto fqn = attrs.getAs<StringAttr>("spmd.fqn"))
+    slot.fqn = fqn.str();
+  if (auto layout = attrs.getAs<spmd::LayoutAttr>("spmd.layout"))
+    slot.placements = layout.getLayoutPlacements();
+  if (auto updates = attrs.getAs<IntegerAttr>("spmd.updates"))
+    slot.updates = updates.getInt();
+  return slot;
+}
+
+/// The per-dim global indices this rank holds of a tensor of global shape
+/// `global` laid out as `slot` (all of them when replicated).
+std::vector<std::vector<int64_t>> mapsFor(const Slot &slot,
+                                          const std::vector<int64_t> &global,
+                                          const std::vector<int64_t> &mesh,
+                                          const std::vector<int64_t> &coords) {
+  std::vector<spmd::layout::Placement> placements = slot.placements;
+  for (const spmd::layout::Placement &p : placements)
+    if (p.kind == spmd::layout::Placement::Kind::Partial)
+      FATAL("'%s' has a Partial layout: spmd-run loads and gathers Shard and "
+            "Replicate values only",
+            slot.fqn.c_str());
+  if (placements.empty())
+    placements.assign(mesh.size(), spmd::layout::Placement::replicate());
+  std::string why = spmd::layout::validate(global, mesh, placements, coords);
+  if (!why.empty())
+    FATAL("'%s': layout does not fit global shape: %s", slot.fqn.c_str(),
+          why.c_str());
+  return localIndexMaps(global, mesh, placements, coords);
+}
+
+Array fromBuffer(const SpmdBuffer *buffer) {
+  Array a;
+  a.dtype = buffer->dtype;
+  a.shape.assign(buffer->shape, buffer->shape + buffer->rank);
+  a.data.assign(static_cast<const char *>(buffer->data),
+                static_cast<const char *>(buffer->data) +
+                    a.numel() * a.elementSize());
+  return a;
+}
+
+SpmdBuffer *toBuffer(const Array &a) {
+  SpmdBuffer *b = spmd_rt_alloc(a.dtype, a.shape.size(), a.shape.data());
+  std::memcpy(b->data, a.data.data(), a.data.size());
+  return b;
+}
+
+/// Assembles a result on rank 0 from every rank's local piece.
+Array gather(const SpmdBuffer *local, const Slot &slot,
+             const std::vector<int64_t> &global,
+             const std::vector<int64_t> &mesh) {
+  int rank = spmd_rt_rank(), size = spmd_rt_world_size();
+  Array mine = fromBuffer(local);
+  int bytes = static_cast<int>(mine.data.size());
+  std::vector<int> counts(size), displs(size);
+  MPI_Gather(&bytes, 1, MPI_INT, counts.data(), 1, MPI_INT, 0, MPI_COMM_WORLD);
+  std::vector<char> all;
+  if (rank == 0) {
+    int total = 0;
+    for (int r = 0; r < size; ++r) {
+      displs[r] = total;
+      total += counts[r];
+    }
+    all.resize(total);
+  }
+  MPI_Gatherv(mine.data.data(), bytes, MPI_BYTE, all.data(), counts.data(),
+              displs.data(), MPI_BYTE, 0, MPI_COMM_WORLD);
+  Array result;
+  result.dtype = mine.dtype;
+  result.shape = global;
+  if (rank != 0)
+    return result;
+  result.data.assign(result.numel() * result.elementSize(), 0);
+  for (int r = 0; r < size; ++r) {
+    Array piece = mine;
+    piece.data.assign(all.begin() + displs[r],
+                      all.begin() + displs[r] + counts[r]);
+    insertPiece(result, piece,
+                mapsFor(slot, global, mesh, spmd::layout::rankToCoords(r, mesh)));
+  }
+  return result;
+}
+
+std::string shapeString(const std::vector<int64_t> &shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    s += (i ? "," : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+/// Prints the comparison table; returns the number of mismatches.
+int compare(const std::vector<Array> &results, const Manifest &manifest,
+            const std::vector<Slot> &slots) {
+  llvm::outs() << llvm::formatv("spmd-run: {0} results against PyTorch "
+                                "({1}), max relative error {2}\n",
+                                results.size(), bundleDir, rtol.getValue());
+  llvm::outs() << llvm::formatv("  {0,-48} {1,-14} {2,-12} {3,-12} {4}\n",
+                                "fqn", "shape", "max abs err", "max rel err",
+                                "");
+  int mismatches = 0;
+  for (size_t i = 0; i < results.size(); ++i) {
+    const Entry &entry = manifest.results[i];
+    llvm::SmallString<256> path(bundleDir);
+    llvm::sys::path::append(path, entry.file);
+    auto want = readNpy(path.str().str());
+    if (!want)
+      FATAL("%s", llvm::toString(want.takeError()).c_str());
+    const Array &got = results[i];
+    double maxAbs = 0, maxRef = 0;
+    bool sameShape = want->shape == got.shape;
+    for (int64_t j = 0; sameShape && j < got.numel(); ++j) {
+      double err = std::abs(got.at(j) - want->at(j));
+      if (std::isnan(err))
+        err = INFINITY;
+      maxAbs = std::max(maxAbs, err);
+      maxRef = std::max(maxRef, std::abs(want->at(j)));
+    }
+    double rel = maxAbs == 0 ? 0 : maxAbs / std::max(maxRef, 1e-30);
+    bool integer = got.dtype == SPMD_I64 || got.dtype == SPMD_I32 ||
+                   got.dtype == SPMD_I1;
+    bool ok = sameShape && (integer ? maxAbs == 0 : rel <= rtol);
+    mismatches += !ok;
+    llvm::outs() << llvm::formatv(
+        "  {0,-48} {1,-14} {2,-12} {3,-12} {4}\n",
+        slots[i].fqn.empty() ? entry.fqn : slots[i].fqn,
+        shapeString(got.shape), llvm::formatv("{0:e2}", maxAbs),
+        llvm::formatv("{0:e2}", rel),
+        ok ? "ok" : (sameShape ? "MISMATCH" : "SHAPE MISMATCH"));
+  }
+  if (mismatches)
+    llvm::outs() << "spmd-run: " << mismatches << " of " << results.size()
+                 << " results do not match PyTorch\n";
+  else
+    llvm::outs() << "spmd-run: all " << results.size()
+                 << " results match PyTorch\n";
+  return mismatches;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  cl::ParseCommandLineOptions(argc, argv, "spmd-run: run a spmd program\n");
+  if (numRanks > 0 && !insideMpiJob())
+    return relaunchUnderMpirun(argc, argv);
+  spmd_rt_init(&argc, &argv);
+  int rank = spmd_rt_rank(), size = spmd_rt_world_size();
+  if (numRanks > 0 && numRanks != size)
+    FATAL("--np %d inside an MPI job of %d ranks", numRanks.getValue(), size);
+  if (backend != "cpu")
+    FATAL("--backend %s is not available (the CUDA backend is not built in "
+          "this version); use --backend cpu",
+          backend.c_str());
+  if (steps < 1)
+    FATAL("--steps must be at least 1");
+
+  DialectRegistry registry;
+  registry.insert<func::FuncDialect, arith::ArithDialect, LLVM::LLVMDialect,
+                  spmd::SPMDDialect, spmd::aten::AtenDialect>();
+  registerBuiltinDialectTranslation(registry);
+  registerLLVMDialectTranslation(registry);
+  MLIRContext context(registry);
+  llvm::SourceMgr sourceMgr;
+  SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
+  OwningOpRef<ModuleOp> module =
+      parseSourceFile<ModuleOp>(inputFile.getValue(), sourceMgr, &context);
+  if (!module)
+    FATAL("cannot parse %s", inputFile.c_str());
+
+  // The mesh and the entry function's slots, before lowering erases them.
+  std::vector<int64_t> mesh = {size};
+  for (auto meshOp : module->getOps<spmd::MeshOp>())
+    mesh.assign(meshOp.getShape().begin(), meshOp.getShape().end());
+  spmd_rt_set_mesh(mesh.size(), mesh.data());
+  std::vector<int64_t> coords = spmd::layout::rankToCoords(rank, mesh);
+  auto fn = module->lookupSymbol<func::FuncOp>(funcName);
+  if (!fn || fn.isExternal())
+    FATAL("%s has no function @%s", inputFile.c_str(), funcName.c_str());
+  std::vector<Slot> argSlots, resultSlots;
+  for (unsigned i = 0; i < fn.getNumArguments(); ++i)
+    argSlots.push_back(
+        readSlot(fn.getArgumentTypes()[i], fn.getArgAttrDict(i), "argument", i));
+  for (unsigned i = 0; i < fn.getNumResults(); ++i)
+    resultSlots.push_back(
+        readSlot(fn.getResultTypes()[i], fn.getResultAttrDict(i), "result", i));
+
+  auto manifest = readManifest(bundleDir);
+  if (!manifest)
+    FATAL("%s", llvm::toString(manifest.takeError()).c_str());
+  if (manifest->args.size() != argSlots.size() ||
+      manifest->results.size() != resultSlots.size())
+    FATAL("@%s has %zu arguments and %zu results, the bundle %zu and %zu",
+          funcName.c_str(), argSlots.size(), resultSlots.size(),
+          manifest->args.size(), manifest->results.size());
+  spmd_rt_set_seed(manifest->seed);
+
+  // Each rank's local piece of every argument.
+  std::vector<SpmdBuffer *> args;
+  for (size_t i = 0; i < argSlots.size(); ++i) {
+    const Slot &slot = argSlots[i];
+    const Entry &entry = manifest->args[i];
+    if (!slot.fqn.empty() && slot.fqn != entry.fqn)
+      FATAL("argument %zu is '%s' in the module but '%s' in the bundle", i,
+            slot.fqn.c_str(), entry.fqn.c_str());
+    llvm::SmallString<256> path(bundleDir);
+    llvm::sys::path::append(path, entry.file);
+    auto global = readNpy(path.str().str());
+    if (!global)
+      FATAL("%s", llvm::toString(global.takeError()).c_str());
+    if (global->dtype != *dtypeOf(slot.type.getElementType()))
+      FATAL("argument '%s': %s holds dtype %s, the module wants %s",
+            entry.fqn.c_str(), entry.file.c_str(), entry.dtype.c_str(),
+            typeString(slot.type.getElementType()).c_str());
+    auto maps = mapsFor(slot, global->shape, mesh, coords);
+    std::vector<int64_t> localShape(slot.type.getShape());
+    for (size_t d = 0; d < maps.size() && d < localShape.size(); ++d)
+      if (static_cast<int64_t>(maps[d].size()) > localShape[d])
+        FATAL("argument '%s': this rank holds %zu elements of dim %zu, the "
+              "module's local type %s only %lld",
+              entry.fqn.c_str(), maps[d].size(), d,
+              typeString(slot.type).c_str(),
+              static_cast<long long>(localShape[d]));
+    if (maps.size() != localShape.size())
+      FATAL("argument '%s': the bundle holds a rank-%zu tensor, the module a "
+            "rank-%zu one",
+            entry.fqn.c_str(), maps.size(), localShape.size());
+    args.push_back(toBuffer(extractPiece(*global, maps, localShape)));
+  }
+
+  // Lower and JIT-compile against the runtime library.
+  PassManager pm(&context);
+  spmd::buildLowerToRuntimePipeline(pm);
+  if (failed(pm.run(*module)))
+    FATAL("lowering %s failed (see the diagnostics above)", inputFile.c_str());
+  llvm::InitializeNativeTarget();
+  llvm::InitializeNativeTargetAsmPrinter();
+  std::string runtimeLib = llvm::sys::path::parent_path(
+                               llvm::sys::path::parent_path(
+                                   llvm::sys::fs::getMainExecutable(
+                                       argv[0], reinterpret_cast<void *>(&main))))
+                               .str() +
+                           "/lib/libspmd_runtime.so";
+  ExecutionEngineOptions options;
+  options.transformer = makeOptimizingTransformer(2, 0, nullptr);
+  llvm::SmallVector<llvm::StringRef> libs = {runtimeLib};
+  options.sharedLibPaths = libs;
+  auto engine = ExecutionEngine::create(*module, options);
+  if (!engine)
+    FATAL("JIT compilation failed: %s",
+          llvm::toString(engine.takeError()).c_str());
+
+  std::vector<void *> results(resultSlots.size());
+  std::vector<double> times;
+  std::vector<Array> checked;
+  int mismatches = 0;
+  for (int step = 0; step < steps; ++step) {
+    spmd_rt_set_step(step);
+    std::vector<void *> packed;
+    for (SpmdBuffer *&a : args)
+      packed.push_back(&a);
+    packed.push_back(results.data());
+    MPI_Barrier(MPI_COMM_WORLD);
+    auto start = std::chrono::steady_clock::now();
+    if (llvm::Error e = (*engine)->invokePacked(funcName, packed))
+      FATAL("%s", llvm::toString(std::move(e)).c_str());
+    MPI_Barrier(MPI_COMM_WORLD);
+    times.push_back(std::chrono::duration<double>(
+                        std::chrono::steady_clock::now() - start)
+                        .count());
+    bool last = step + 1 == steps;
+    if ((check && step == 0) || (last && !outDir.empty())) {
+      std::vector<Array> gathered;
+      for (size_t i = 0; i < results.size(); ++i)
+        gathered.push_back(gather(static_cast<SpmdBuffer *>(results[i]),
+                                  resultSlots[i], manifest->results[i].shape,
+                                  mesh));
+      if (check && step == 0 && rank == 0)
+        mismatches = compare(gathered, *manifest, resultSlots);
+      if (last && !outDir.empty() && rank == 0) {
+        llvm::sys::fs::create_directories(outDir);
+        for (size_t i = 0; i < gathered.size(); ++i) {
+          llvm::SmallString<256> path(outDir);
+          llvm::sys::path::append(path, manifest->results[i].fqn + ".npy");
+          if (llvm::Error e = writeNpy(path.str().str(), gathered[i]))
+            FATAL("%s", llvm::toString(std::move(e)).c_str());
+        }
+      }
+    }
+    // Updated values become the next step's arguments.
+    for (size_t i = 0; i < results.size(); ++i) {
+      auto *buffer = static_cast<SpmdBuffer *>(results[i]);
+      int64_t target = resultSlots[i].updates;
+      if (target >= 0 && target < static_cast<int64_t>(args.size())) {
+        spmd_rt_free(args[target]);
+        args[target] = buffer;
+      } else {
+        spmd_rt_free(buffer);
+      }
+    }
+  }
+  if (timing) {
+    std::vector<double> sorted = times;
+    std::sort(sorted.begin(), sorted.end());
+    double median = sorted[sorted.size() / 2];
+    long long peak = spmd_rt_peak_bytes(), maxPeak = 0;
+    MPI_Reduce(&peak, &maxPeak, 1, MPI_LONG_LONG, MPI_MAX, 0, MPI_COMM_WORLD);
+    if (rank == 0)
+      llvm::outs() << llvm::formatv(
+          "spmd-run: {0} steps on {1} ranks: median step time {2:f3} ms, "
+          "peak memory {3:f2} MiB per rank (max over ranks)\n",
+          steps.getValue(), size, median * 1e3, maxPeak / 1048576.0);
+  }
+  for (SpmdBuffer *a : args)
+    spmd_rt_free(a);
+  if (check && !manifest->randomOps.empty() && rank == 0 && mismatches)
+    llvm::outs() << "spmd-run: note: the step draws random numbers ("
+                 << llvm::join(manifest->randomOps, ", ")
+                 << "); PyTorch's reference used its own generator\n";
+  MPI_Bcast(&mismatches, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  spmd_rt_finalize();
+  return mismatches ? 1 : 0;
+}
