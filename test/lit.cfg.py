@@ -10,7 +10,7 @@ config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
 config.suffixes = [".mlir", ".test"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.spmd_obj_root, "test")
-config.excludes = ["CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py", "unit"]
+config.excludes = ["CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py", "unit", "Inputs"]
 
 config.substitutions.append(("%spmd_src_root", config.spmd_src_root))
 config.substitutions.append(("%spmd_obj_root", config.spmd_obj_root))
@@ -22,7 +22,7 @@ llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 llvm_config.add_tool_substitutions(
     [
         ToolSubst(t, unresolved="fatal")
-        for t in ("spmd-opt", "spmd-capture", "spmd-collectives-check")
+        for t in ("spmd-opt", "spmd-capture", "spmd-run", "spmd-collectives-check")
     ],
     [config.spmd_tools_dir],
 )

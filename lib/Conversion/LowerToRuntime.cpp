@@ -213,25 +213,28 @@ FailureOr<KernelCall> describe(Operation *op, ValueRange operands,
   };
   auto optional = [&](Value v) { return v ? v : b.null(); };
   using Result = FailureOr<KernelCall>;
-  auto simple = [](StringRef name,
-                   SmallVector<Value> extra = {}) -> Result {
+  auto simple = [](StringRef name, SmallVector<Value> extra = {}) -> Result {
     return KernelCall{name.str(), std::move(extra), std::nullopt};
   };
 
   return llvm::TypeSwitch<Operation *, Result>(op)
       .Case([&](aten::AddTensorOp o) {
-        return simple("spmd_rt_add_tensor", {b.f64(o.getAlpha().convertToDouble())});
+        return simple("spmd_rt_add_tensor",
+                      {b.f64(o.getAlpha().convertToDouble())});
       })
       .Case([&](aten::SubTensorOp o) {
-        return simple("spmd_rt_sub_tensor", {b.f64(o.getAlpha().convertToDouble())});
+        return simple("spmd_rt_sub_tensor",
+                      {b.f64(o.getAlpha().convertToDouble())});
       })
       .Case([&](aten::MulTensorOp) { return simple("spmd_rt_mul_tensor"); })
       .Case([&](aten::DivTensorOp) { return simple("spmd_rt_div_tensor"); })
       .Case([&](aten::AddcmulOp o) {
-        return simple("spmd_rt_addcmul", {b.f64(o.getValue().convertToDouble())});
+        return simple("spmd_rt_addcmul",
+                      {b.f64(o.getValue().convertToDouble())});
       })
       .Case([&](aten::AddcdivOp o) {
-        return simple("spmd_rt_addcdiv", {b.f64(o.getValue().convertToDouble())});
+        return simple("spmd_rt_addcdiv",
+                      {b.f64(o.getValue().convertToDouble())});
       })
       .Case([&](aten::ThresholdBackwardOp o) {
         return simple("spmd_rt_threshold_backward",
@@ -255,10 +258,10 @@ FailureOr<KernelCall> describe(Operation *op, ValueRange operands,
       })
       .Case([&](aten::PowScalarOp o) -> Result {
         // The base is an attribute: it goes before the exponent.
-        return KernelCall{"spmd_rt_pow_scalar",
-                          {},
-                          SmallVector<Value>{b.f64(scalarValue(o.getSelf())),
-                                             operands[0]}};
+        return KernelCall{
+            "spmd_rt_pow_scalar",
+            {},
+            SmallVector<Value>{b.f64(scalarValue(o.getSelf())), operands[0]}};
       })
       .Case([&](aten::NegOp) { return simple("spmd_rt_neg"); })
       .Case([&](aten::ReciprocalOp) { return simple("spmd_rt_reciprocal"); })
@@ -278,9 +281,9 @@ FailureOr<KernelCall> describe(Operation *op, ValueRange operands,
         return simple("spmd_rt_triu", {b.i64(o.getDiagonal())});
       })
       .Case([&](aten::BernoulliPOp o) -> Result {
-        KernelCall call = random("spmd_rt_bernoulli_p",
-                                 {b.f64(o.getP().convertToDouble())},
-                                 outType(0));
+        KernelCall call =
+            random("spmd_rt_bernoulli_p", {b.f64(o.getP().convertToDouble())},
+                   outType(0));
         call.operands = SmallVector<Value>{}; // self only gives the shape
         return call;
       })
@@ -318,7 +321,8 @@ FailureOr<KernelCall> describe(Operation *op, ValueRange operands,
       })
       .Case([&](aten::TransposeIntOp o) {
         int64_t rank = inType(0).getRank();
-        SmallVector<int64_t> perm = llvm::to_vector(llvm::seq<int64_t>(0, rank));
+        SmallVector<int64_t> perm =
+            llvm::to_vector(llvm::seq<int64_t>(0, rank));
         std::swap(perm[normalizeDim(o.getDim0Attr().getInt(), rank)],
                   perm[normalizeDim(o.getDim1Attr().getInt(), rank)]);
         return simple("spmd_rt_permute", dimList(perm));
@@ -329,11 +333,11 @@ FailureOr<KernelCall> describe(Operation *op, ValueRange operands,
       })
       .Case([&](aten::ExpandOp) { return simple("spmd_rt_expand"); })
       .Case([&](aten::CatOp o) -> Result {
-        return KernelCall{
-            "spmd_rt_cat",
-            {b.i64(normalizeDim(o.getDimAttr().getInt(), outType(0).getRank()))},
-            SmallVector<Value>{b.i32(operands.size()),
-                               b.pointerArray(operands)}};
+        return KernelCall{"spmd_rt_cat",
+                          {b.i64(normalizeDim(o.getDimAttr().getInt(),
+                                              outType(0).getRank()))},
+                          SmallVector<Value>{b.i32(operands.size()),
+                                             b.pointerArray(operands)}};
       })
       .Case([&](aten::SumOp) {
         int64_t rank = inType(0).getRank();
@@ -346,40 +350,45 @@ FailureOr<KernelCall> describe(Operation *op, ValueRange operands,
       })
       .Case([&](aten::SoftmaxOp o) {
         return simple("spmd_rt_softmax",
-                      {b.i64(normalizeDim(o.getDimAttr().getInt(), inType(0).getRank()))});
+                      {b.i64(normalizeDim(o.getDimAttr().getInt(),
+                                          inType(0).getRank()))});
       })
       .Case([&](aten::LogSoftmaxOp o) {
         return simple("spmd_rt_log_softmax",
-                      {b.i64(normalizeDim(o.getDimAttr().getInt(), inType(0).getRank()))});
+                      {b.i64(normalizeDim(o.getDimAttr().getInt(),
+                                          inType(0).getRank()))});
       })
       .Case([&](aten::SoftmaxBackwardDataOp o) {
         return simple("spmd_rt_softmax_backward_data",
-                      {b.i64(normalizeDim(o.getDimAttr().getInt(), inType(0).getRank()))});
+                      {b.i64(normalizeDim(o.getDimAttr().getInt(),
+                                          inType(0).getRank()))});
       })
       .Case([&](aten::LogSoftmaxBackwardDataOp o) {
         return simple("spmd_rt_log_softmax_backward_data",
-                      {b.i64(normalizeDim(o.getDimAttr().getInt(), inType(0).getRank()))});
+                      {b.i64(normalizeDim(o.getDimAttr().getInt(),
+                                          inType(0).getRank()))});
       })
       .Case([&](aten::NativeLayerNormOp o) -> Result {
         typename aten::NativeLayerNormOp::Adaptor a(operands, o);
-        return KernelCall{
-            "spmd_rt_native_layer_norm",
-            {b.i64(o.getNormalizedShape().size()),
-             b.f64(o.getEps().convertToDouble())},
-            SmallVector<Value>{a.getInput(), optional(a.getWeight()),
-                               optional(a.getBias())}};
+        return KernelCall{"spmd_rt_native_layer_norm",
+                          {b.i64(o.getNormalizedShape().size()),
+                           b.f64(o.getEps().convertToDouble())},
+                          SmallVector<Value>{a.getInput(),
+                                             optional(a.getWeight()),
+                                             optional(a.getBias())}};
       })
       .Case([&](aten::NativeLayerNormBackwardOp o) -> Result {
         typename aten::NativeLayerNormBackwardOp::Adaptor a(operands, o);
-        return KernelCall{
-            "spmd_rt_native_layer_norm_backward",
-            {b.i64(o.getNormalizedShape().size())},
-            SmallVector<Value>{a.getGradOut(), a.getInput(), a.getMean(),
-                               a.getRstd(), optional(a.getWeight()),
-                               optional(a.getBias())}};
+        return KernelCall{"spmd_rt_native_layer_norm_backward",
+                          {b.i64(o.getNormalizedShape().size())},
+                          SmallVector<Value>{a.getGradOut(), a.getInput(),
+                                             a.getMean(), a.getRstd(),
+                                             optional(a.getWeight()),
+                                             optional(a.getBias())}};
       })
       .Case([&](aten::EmbeddingOp o) {
-        return simple("spmd_rt_embedding", {b.i64(o.getPaddingIdxAttr().getInt())});
+        return simple("spmd_rt_embedding",
+                      {b.i64(o.getPaddingIdxAttr().getInt())});
       })
       .Case([&](aten::EmbeddingDenseBackwardOp o) {
         return simple("spmd_rt_embedding_dense_backward",
@@ -455,7 +464,8 @@ struct OpToRuntimeCall : ConversionPattern {
     CallBuilder b(rewriter, op);
     if (auto split = dyn_cast<aten::SplitTensorOp>(op)) {
       // One slice per piece, each starting where the previous one ended.
-      int64_t rank = cast<RankedTensorType>(split.getSelf().getType()).getRank();
+      int64_t rank =
+          cast<RankedTensorType>(split.getSelf().getType()).getRank();
       int64_t dim = normalizeDim(split.getDimAttr().getInt(), rank);
       SmallVector<Value> pieces;
       int64_t start = 0;
@@ -537,6 +547,26 @@ void cloneAliasedResults(func::FuncOp fn) {
   }
 }
 
+/// The calls that read `buffer`: its direct users, and for a buffer stored
+/// into a pointer array (spmd_rt_cat's inputs), the calls given the array.
+SmallVector<Operation *> readers(Value buffer) {
+  SmallVector<Operation *> result;
+  for (Operation *user : buffer.getUsers()) {
+    auto store = dyn_cast<LLVM::StoreOp>(user);
+    if (!store || store.getValue() != buffer) {
+      result.push_back(user);
+      continue;
+    }
+    Value array = store.getAddr();
+    while (auto gep = array.getDefiningOp<LLVM::GEPOp>())
+      array = gep.getBase();
+    for (Operation *arrayUser : array.getUsers())
+      if (isa<func::CallOp>(arrayUser))
+        result.push_back(arrayUser);
+  }
+  return result;
+}
+
 /// Frees every buffer the function allocates right after its last use.
 void insertFrees(func::FuncOp fn) {
   SmallVector<Value> buffers;
@@ -547,7 +577,7 @@ void insertFrees(func::FuncOp fn) {
   for (Value buffer : buffers) {
     Operation *last = buffer.getDefiningOp();
     bool returned = false;
-    for (Operation *user : buffer.getUsers()) {
+    for (Operation *user : readers(buffer)) {
       Operation *inBlock = last->getBlock()->findAncestorOpInBlock(*user);
       returned |= isa<func::ReturnOp>(user);
       if (inBlock && last->isBeforeInBlock(inBlock))
@@ -560,6 +590,23 @@ void insertFrees(func::FuncOp fn) {
     func::CallOp::create(b, last->getLoc(), "spmd_rt_free", TypeRange{},
                          ValueRange{buffer});
   }
+}
+
+/// spmd.* argument and result attributes describe the tensor-level program
+/// (spmd-run reads them before lowering); LLVM has no use for them.
+void dropSpmdAttributes(func::FuncOp fn) {
+  auto strip = [](DictionaryAttr attrs) {
+    SmallVector<NamedAttribute> kept;
+    if (attrs)
+      for (NamedAttribute attr : attrs)
+        if (!attr.getName().strref().starts_with("spmd."))
+          kept.push_back(attr);
+    return kept;
+  };
+  for (unsigned i = 0; i < fn.getNumArguments(); ++i)
+    fn.setArgAttrs(i, strip(fn.getArgAttrDict(i)));
+  for (unsigned i = 0; i < fn.getNumResults(); ++i)
+    fn.setResultAttrs(i, strip(fn.getResultAttrDict(i)));
 }
 
 struct ConvertToRuntimeCallsPass
@@ -611,8 +658,7 @@ struct ConvertToRuntimeCallsPass
     Type ptrType = LLVM::LLVMPointerType::get(ctx);
     TypeConverter converter;
     converter.addConversion([](Type type) { return type; });
-    converter.addConversion(
-        [&](RankedTensorType) -> Type { return ptrType; });
+    converter.addConversion([&](RankedTensorType) -> Type { return ptrType; });
 
     ConversionTarget target(*ctx);
     target.addLegalDialect<LLVM::LLVMDialect>();
@@ -639,8 +685,10 @@ struct ConvertToRuntimeCallsPass
       return signalPassFailure();
 
     for (auto fn : module.getOps<func::FuncOp>())
-      if (!fn.isExternal())
+      if (!fn.isExternal()) {
         insertFrees(fn);
+        dropSpmdAttributes(fn);
+      }
     // spmd_rt_free is called by the pass itself: declare it.
     if (!module.lookupSymbol("spmd_rt_free")) {
       OpBuilder b(ctx);

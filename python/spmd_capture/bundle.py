@@ -9,8 +9,10 @@ Bundle layout (docs/capture.md):
   manifest.json            positions -> fqn, role, dtype, shape, file
   args/<fqn>.npy           every argument of @train_step
   results/<fqn>.npy        PyTorch's results: `loss`, then the updated values
+  results64/<fqn>.npy      the same step in float64 (the exact answer, nearly)
 """
 import collections
+import copy
 import json
 import os
 
@@ -27,13 +29,18 @@ TRACE_RTOL, TRACE_ATOL = 1e-4, 1e-6
 RANDOM_OPS = {"aten.bernoulli.p", "aten.native_dropout"}
 
 
-def eager_step(factory, optimizer, step, seed):
-    """One eager training step; returns the tensors of step.results, in order."""
-    model = factory.model
+def eager_step(factory, optimizer, step, seed, float64=False):
+    """One eager training step; returns the tensors of step.results, in order.
+    The factory's model takes the step, or with `float64` a float64 copy of
+    it on float64 copies of the floating-point inputs and targets."""
+    model, inputs, targets = factory.model, factory.inputs, factory.targets
+    if float64:
+        wide = lambda ts: tuple(t.double() if t.is_floating_point() else t for t in ts)
+        model, inputs, targets = copy.deepcopy(model).double(), wide(inputs), wide(targets)
     params, buffers = dict(model.named_parameters()), dict(model.named_buffers())
     opt = optimizer.eager([p for p in params.values() if p.requires_grad])
     torch.manual_seed(seed)
-    loss = (factory.loss_fn or default_loss)(model(*factory.inputs), *factory.targets)
+    loss = (factory.loss_fn or default_loss)(model(*inputs), *targets)
     opt.zero_grad()
     loss.backward()
     opt.step()
@@ -62,13 +69,25 @@ def max_errors(got, want):
     return err.max().item(), torch.where(err == 0, torch.zeros_like(rel), rel).max().item()
 
 
-def check_trace(step, reference):
+def tolerance(reference, reference64, rtol=TRACE_RTOL):
+    """How far an fp32 result may be from the float64 reference: rtol of the
+    tensor's magnitude, plus twice PyTorch's own fp32 deviation from it (the
+    rounding noise of this tensor: large where the step amplifies noise, as
+    Adam does for gradients that are zero up to rounding)."""
+    r64 = reference64.double()
+    if r64.numel() == 0:
+        return 0.0
+    noise = (reference.double() - r64).abs().max().item()
+    return rtol * r64.abs().max().item() + 2 * noise
+
+
+def check_trace(step, reference, reference64):
     """Compares the traced graph's results with the eager ones; raises
     CaptureError on a mismatch."""
-    for result, value, want in zip(step.results, step.outputs, reference):
-        if value.shape != want.shape or value.dtype != want.dtype or not torch.allclose(
-                value.float(), want.float(), rtol=TRACE_RTOL,
-                atol=TRACE_ATOL * max(1.0, want.float().abs().max().item() if want.numel() else 0)):
+    for result, value, want, want64 in zip(step.results, step.outputs, reference, reference64):
+        if value.shape != want.shape or value.dtype != want.dtype or (
+                value.double() - want64.double()).abs().max().item() > \
+                tolerance(want, want64) + TRACE_ATOL:
             raise CaptureError(
                 "the traced step does not reproduce PyTorch's eager step for '%s' (shape %s vs "
                 "%s, max abs/rel error %.3g/%.3g)" % (result.fqn, tuple(value.shape),
@@ -101,23 +120,27 @@ def _entry(index, fqn, role, tensor, file):
             "shape": list(tensor.shape), "file": file}
 
 
-def write_bundle(directory, step, reference, meta):
+def write_bundle(directory, step, reference, reference64, meta):
     """Writes the .npy files and manifest.json into `directory` (must exist)."""
     manifest = dict(meta, format="spmd-bundle", version=1, function="train_step",
                     random_ops=random_ops(step))
     manifest["args"], manifest["results"] = [], []
     os.makedirs(os.path.join(directory, "args"))
     os.makedirs(os.path.join(directory, "results"))
+    os.makedirs(os.path.join(directory, "results64"))
     names = _file_names([a.fqn for a in step.args])
     for i, (arg, name) in enumerate(zip(step.args, names)):
         _save(os.path.join(directory, "args", name), arg.value)
         manifest["args"].append(_entry(i, arg.fqn, arg.role, arg.value, "args/" + name))
     names = _file_names([r.fqn for r in step.results])
-    for i, (res, value, name) in enumerate(zip(step.results, reference, names)):
+    for i, (res, value, value64, name) in enumerate(
+            zip(step.results, reference, reference64, names)):
         _save(os.path.join(directory, "results", name), value)
+        np.save(os.path.join(directory, "results64", name), value64.contiguous().numpy())
         entry = _entry(i, res.fqn, "loss" if res.updates is None else "update", value,
                        "results/" + name)
         entry["updates"] = res.updates
+        entry["file_fp64"] = "results64/" + name
         manifest["results"].append(entry)
     with open(os.path.join(directory, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=1)

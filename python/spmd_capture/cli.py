@@ -67,10 +67,11 @@ def capture(args, spmd_opt, workdir):
     with open(generic, "w") as f:
         f.write(emit_module(step, dialect_ops(spmd_opt)))
     verify(spmd_opt, generic, pretty)
+    reference64 = eager_step(factory, optimizer, step, args.seed, float64=True)
     reference = eager_step(factory, optimizer, step, args.seed)
-    check_trace(step, reference)
+    check_trace(step, reference, reference64)
     bundle = os.path.join(workdir, "bundle")
-    write_bundle(bundle, step, reference, {
+    write_bundle(bundle, step, reference, reference64, {
         "model": args.model, "optimizer": optimizer.describe(), "seed": args.seed,
         "torch": torch.__version__})
     return pretty, bundle

@@ -15,7 +15,8 @@ std::atomic<int64_t> liveBytes{0};
 std::atomic<int64_t> peakBytes{0};
 
 int64_t byteSize(const SpmdBuffer *buffer) {
-  return buffer->numel * static_cast<int64_t>(spmd_rt_dtype_size(buffer->dtype));
+  return buffer->numel *
+         static_cast<int64_t>(spmd_rt_dtype_size(buffer->dtype));
 }
 } // namespace
 
@@ -49,7 +50,8 @@ SpmdBuffer *spmd_rt_alloc(int32_t dtype, int32_t rank, const int64_t *shape) {
   buffer->numel = 1;
   for (int32_t i = 0; i < rank; ++i) {
     if (shape[i] < 0)
-      spmd_rt_fatal("negative dimension %lld", static_cast<long long>(shape[i]));
+      spmd_rt_fatal("negative dimension %lld",
+                    static_cast<long long>(shape[i]));
     buffer->shape[i] = shape[i];
     buffer->numel *= shape[i];
   }

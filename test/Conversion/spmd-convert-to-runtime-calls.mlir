@@ -9,7 +9,7 @@
 // CHECK-DAG: func.func private @spmd_rt_addmm(!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, f64, f64)
 // CHECK-DAG: func.func private @spmd_rt_free(!llvm.ptr)
 // CHECK-LABEL: func.func @linear(
-// CHECK-SAME: %[[W:.*]]: !llvm.ptr {spmd.fqn = "w"}, %[[B:.*]]: !llvm.ptr, %[[X:.*]]: !llvm.ptr) -> !llvm.ptr
+// CHECK-SAME: %[[W:.*]]: !llvm.ptr, %[[B:.*]]: !llvm.ptr, %[[X:.*]]: !llvm.ptr) -> !llvm.ptr
 // CHECK: %[[T:.*]] = call @spmd_rt_alloc(
 // CHECK: call @spmd_rt_permute(%[[T]], %[[W]], %{{.*}}, %{{.*}})
 // CHECK: %[[SHAPE:.*]] = llvm.mlir.addressof @[[S48]]
@@ -87,4 +87,20 @@ func.func @bytes() -> tensor<4xi8> {
   // expected-error @+1 {{'arith.constant' op tensor constant of type 'tensor<4xi8>' cannot be lowered}}
   %0 = arith.constant dense<[1, 2, 3, 4]> : tensor<4xi8>
   return %0 : tensor<4xi8>
+}
+
+// -----
+
+// cat reads its inputs through a pointer array: they are freed after the
+// call, not after they are stored.
+// CHECK-LABEL: func.func @concat(
+// CHECK: %[[N:.*]] = call @spmd_rt_alloc(
+// CHECK: call @spmd_rt_neg(%[[N]],
+// CHECK: llvm.store %[[N]], %{{.*}} : !llvm.ptr, !llvm.ptr
+// CHECK: call @spmd_rt_cat(
+// CHECK-NEXT: call @spmd_rt_free(%[[N]])
+func.func @concat(%a: tensor<2x3xf32>) -> tensor<2x6xf32> {
+  %n = aten.neg %a : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  %c = aten.cat %n, %a {dim = -1 : i64} : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x6xf32>
+  return %c : tensor<2x6xf32>
 }

@@ -59,8 +59,10 @@ struct NpyType {
   const char *descr;
   int32_t dtype;
 };
-const NpyType npyTypes[] = {{"<f4", SPMD_F32}, {"<f8", SPMD_F64},
-                            {"<i8", SPMD_I64}, {"<i4", SPMD_I32},
+const NpyType npyTypes[] = {{"<f4", SPMD_F32},
+                            {"<f8", SPMD_F64},
+                            {"<i8", SPMD_I64},
+                            {"<i4", SPMD_I32},
                             {"|b1", SPMD_I1}};
 
 /// The value of `'key': value` in a .npy header dict (Python literal).
@@ -168,7 +170,8 @@ llvm::Expected<Manifest> spmd::run::readManifest(const std::string &dir) {
   auto file = llvm::MemoryBuffer::getFile(path);
   if (!file)
     return fail(file.getError().message());
-  llvm::Expected<llvm::json::Value> json = llvm::json::parse((*file)->getBuffer());
+  llvm::Expected<llvm::json::Value> json =
+      llvm::json::parse((*file)->getBuffer());
   if (!json)
     return fail(llvm::toString(json.takeError()));
   const llvm::json::Object *root = json->getAsObject();
@@ -179,8 +182,9 @@ llvm::Expected<Manifest> spmd::run::readManifest(const std::string &dir) {
     manifest.seed = static_cast<uint64_t>(*seed);
   if (const llvm::json::Object *random = root->getObject("random_ops"))
     for (const auto &kv : *random)
-      manifest.randomOps.push_back(kv.first.str() + " x" +
-                                   std::to_string(kv.second.getAsInteger().value_or(0)));
+      manifest.randomOps.push_back(
+          kv.first.str() + " x" +
+          std::to_string(kv.second.getAsInteger().value_or(0)));
   for (auto [key, list] : {std::make_pair("args", &manifest.args),
                            std::make_pair("results", &manifest.results)}) {
     const llvm::json::Array *entries = root->getArray(key);
@@ -202,6 +206,7 @@ llvm::Expected<Manifest> spmd::run::readManifest(const std::string &dir) {
       entry.file = file->str();
       entry.dtype = dtype->str();
       entry.role = e->getString("role").value_or("").str();
+      entry.fileFp64 = e->getString("file_fp64").value_or("").str();
       entry.updates = e->getInteger("updates").value_or(-1);
       for (const llvm::json::Value &d : *shape)
         entry.shape.push_back(d.getAsInteger().value_or(-1));

@@ -41,6 +41,7 @@ llvm::Error writeNpy(const std::string &path, const Array &array);
 struct Entry {
   int64_t index = 0;
   std::string fqn, role, dtype, file;
+  std::string fileFp64; // results: the float64 reference, if recorded
   std::vector<int64_t> shape;
   int64_t updates = -1; // results: the argument it updates, or -1
 };

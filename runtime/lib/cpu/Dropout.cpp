@@ -1,0 +1,114 @@
+//===- Dropout.cpp - bernoulli.p, native_dropout and its backward ---------===//
+//
+// Draws come from spmd_rt_uniform(op_id, global row-major index) (Random.cpp),
+// so an element gets the same number whatever the mesh and whichever rank
+// holds it: a local buffer knows where it lies in the global tensor through
+// global_shape and global_offset.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Kernels.h"
+
+#include <algorithm>
+
+using namespace spmd::rt;
+
+namespace {
+
+/// Calls `fn(i, u)` for each element i of the local buffer `local` with
+/// the uniform draw u of its global element.
+template <typename Fn>
+void forEachDraw(const char *kernel, const SpmdBuffer *local, int64_t opId,
+                 const int64_t *globalShape, const int64_t *globalOffset,
+                 Fn &&fn) {
+  StridedSpace<2> s;
+  s.rank = local->rank;
+  int64_t base = 0;
+  contiguousStrides(local->rank, local->shape, s.strides[0]);
+  contiguousStrides(local->rank, globalShape, s.strides[1]);
+  for (int32_t d = 0; d < local->rank; ++d) {
+    if (globalOffset[d] < 0 ||
+        globalOffset[d] + local->shape[d] > globalShape[d])
+      spmd_rt_fatal("%s: local %s at offset %lld of dim %d exceeds the global "
+                    "size %lld",
+                    kernel, shapeStr(local).c_str(),
+                    static_cast<long long>(globalOffset[d]), d,
+                    static_cast<long long>(globalShape[d]));
+    s.shape[d] = local->shape[d];
+    base += globalOffset[d] * s.strides[1][d];
+  }
+  s.coalesce();
+  const auto id = static_cast<uint64_t>(opId);
+  forEachRow(s, [&](const int64_t *off, int64_t n, const int64_t *step) {
+    const int64_t global = base + off[1];
+    for (int64_t j = 0; j < n; ++j)
+      fn(off[0] + j * step[0],
+         spmd_rt_uniform(id, static_cast<uint64_t>(global + j * step[1])));
+  });
+}
+
+} // namespace
+
+extern "C" {
+
+/// out[i] = 1 with probability p: u < p.
+void spmd_rt_bernoulli_p(SpmdBuffer *out, double p, int64_t op_id,
+                         const int64_t *global_shape,
+                         const int64_t *global_offset) {
+  const char *kernel = "spmd_rt_bernoulli_p";
+  dispatch<kAll>(out->dtype, kernel, [&](auto tag) {
+    using T = decltype(tag);
+    T *o = dataOf<T>(out);
+    forEachDraw(kernel, out, op_id, global_shape, global_offset,
+                [&](int64_t i, float u) { o[i] = u < p ? T(1) : T(0); });
+  });
+}
+
+/// ATen's native_dropout_cpu: with train, keep = bernoulli(1 - p),
+/// output = input * keep * scale with scale = 1 / (1 - p) (0 when p == 1);
+/// without, output = input and the mask is all ones.
+void spmd_rt_native_dropout(SpmdBuffer *output, SpmdBuffer *mask,
+                            const SpmdBuffer *input, double p, int64_t train,
+                            int64_t op_id, const int64_t *global_shape,
+                            const int64_t *global_offset) {
+  const char *kernel = "spmd_rt_native_dropout";
+  checkSameShape(kernel, "output", output, "input", input);
+  checkSameShape(kernel, "mask", mask, "input", input);
+  if (mask->dtype != SPMD_I1)
+    fatalDType(kernel, mask->dtype, "mask (expected i1)");
+  Bool8 *m = dataOf<Bool8>(mask);
+  if (!train) {
+    spmd_rt_copy(output, input);
+    std::fill(m, m + mask->numel, Bool8(1));
+    return;
+  }
+  const double keepProbability = 1.0 - p;
+  const double scale = keepProbability == 0.0 ? 0.0 : 1.0 / keepProbability;
+  dispatch<kFloat>(output->dtype, kernel, [&](auto tag) {
+    using T = decltype(tag);
+    std::vector<T> storage;
+    const T *x = dataAs<T>(input, storage, kernel);
+    T *o = dataOf<T>(output);
+    const T s = static_cast<T>(scale);
+    forEachDraw(kernel, output, op_id, global_shape, global_offset,
+                [&](int64_t i, float u) {
+                  const bool keep = u < keepProbability;
+                  m[i] = keep;
+                  o[i] = x[i] * T(keep) * s;
+                });
+  });
+}
+
+/// ATen: grad_output * mask * scale.
+void spmd_rt_native_dropout_backward(SpmdBuffer *out,
+                                     const SpmdBuffer *grad_output,
+                                     const SpmdBuffer *mask, double scale) {
+  elementwise<kFloat, 2>("spmd_rt_native_dropout_backward", out,
+                         {grad_output, mask}, [&](auto tag) {
+                           using T = decltype(tag);
+                           const T s = static_cast<T>(scale);
+                           return [s](T g, T m) -> T { return g * m * s; };
+                         });
+}
+
+} // extern "C"

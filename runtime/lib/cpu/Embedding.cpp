@@ -1,0 +1,115 @@
+//===- Embedding.cpp - embedding and embedding_dense_backward -------------===//
+
+#include "Kernels.h"
+
+#include <algorithm>
+#include <cstring>
+
+using namespace spmd::rt;
+
+namespace {
+
+/// Checks that `rows` [indices..., D] matches `indices` and returns D.
+int64_t checkRows(const char *kernel, const char *name, const SpmdBuffer *rows,
+                  const SpmdBuffer *indices, int64_t d) {
+  bool ok = rows->rank == indices->rank + 1 && rows->shape[indices->rank] == d;
+  for (int32_t k = 0; k < indices->rank && ok; ++k)
+    ok = rows->shape[k] == indices->shape[k];
+  if (!ok)
+    spmd_rt_fatal("%s: %s %s is not indices %s + [%lld]", kernel, name,
+                  shapeStr(rows).c_str(), shapeStr(indices).c_str(),
+                  static_cast<long long>(d));
+  return d;
+}
+
+/// Calls `fn(i, row)` for each index i of `indices` (i64 or i32) with its
+/// value, fatal unless it lies in [0, numRows).
+template <typename Fn>
+void forEachIndex(const char *kernel, const SpmdBuffer *indices,
+                  int64_t numRows, Fn &&fn) {
+  dispatch<kInt>(
+      indices->dtype, kernel,
+      [&](auto tag) {
+        using I = decltype(tag);
+        const I *idx = dataOf<I>(indices);
+        for (int64_t i = 0, e = indices->numel; i < e; ++i) {
+          int64_t row = idx[i];
+          if (row < 0 || row >= numRows)
+            spmd_rt_fatal("%s: index %lld at position %lld is out of range "
+                          "[0, %lld)",
+                          kernel, static_cast<long long>(row),
+                          static_cast<long long>(i),
+                          static_cast<long long>(numRows));
+          fn(i, row);
+        }
+      },
+      "indices");
+}
+
+} // namespace
+
+extern "C" {
+
+void spmd_rt_embedding(SpmdBuffer *out, const SpmdBuffer *weight,
+                       const SpmdBuffer *indices, int64_t padding_idx) {
+  (void)padding_idx; // Only the backward skips padding rows.
+  const char *kernel = "spmd_rt_embedding";
+  checkRank(kernel, "weight", weight, 2);
+  const int64_t d = checkRows(kernel, "out", out, indices, weight->shape[1]);
+  dispatch<kFloat>(out->dtype, kernel, [&](auto tag) {
+    using T = decltype(tag);
+    std::vector<T> storage;
+    const T *w = dataAs<T>(weight, storage, kernel);
+    T *o = dataOf<T>(out);
+    forEachIndex(kernel, indices, weight->shape[0],
+                 [&](int64_t i, int64_t row) {
+                   std::memcpy(o + i * d, w + row * d,
+                               static_cast<size_t>(d) * sizeof(T));
+                 });
+  });
+}
+
+/// ATen's embedding_dense_backward_cpu: scatter-adds grad_output rows into
+/// out [num_weights, D], skipping padding_idx; scale_grad_by_freq divides
+/// each row's contributions by the number of times its index occurs.
+void spmd_rt_embedding_dense_backward(SpmdBuffer *out,
+                                      const SpmdBuffer *grad_output,
+                                      const SpmdBuffer *indices,
+                                      int64_t padding_idx,
+                                      int64_t scale_grad_by_freq) {
+  const char *kernel = "spmd_rt_embedding_dense_backward";
+  checkRank(kernel, "out", out, 2);
+  const int64_t numWeights = out->shape[0];
+  const int64_t d =
+      checkRows(kernel, "grad_output", grad_output, indices, out->shape[1]);
+  std::vector<int64_t> counts;
+  if (scale_grad_by_freq) {
+    counts.assign(static_cast<size_t>(numWeights), 0);
+    forEachIndex(kernel, indices, numWeights,
+                 [&](int64_t, int64_t row) { ++counts[row]; });
+  }
+  dispatch<kFloat>(out->dtype, kernel, [&](auto tag) {
+    using T = decltype(tag);
+    std::vector<T> storage;
+    const T *g = dataAs<T>(grad_output, storage, kernel);
+    T *o = dataOf<T>(out);
+    std::fill(o, o + out->numel, T(0));
+    forEachIndex(kernel, indices, numWeights, [&](int64_t i, int64_t row) {
+      if (row == padding_idx)
+        return;
+      T *dst = o + row * d;
+      const T *src = g + i * d;
+      if (!scale_grad_by_freq) {
+        for (int64_t j = 0; j < d; ++j)
+          dst[j] += src[j];
+        return;
+      }
+      // ATen: grad_weight[row].add_(grad[i], 1.0 / count).
+      const T scale = static_cast<T>(1.0 / static_cast<double>(counts[row]));
+      for (int64_t j = 0; j < d; ++j)
+        dst[j] += scale * src[j];
+    });
+  });
+}
+
+} // extern "C"

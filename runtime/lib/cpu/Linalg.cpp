@@ -1,0 +1,118 @@
+//===- Linalg.cpp - mm, addmm, bmm, baddbmm on OpenBLAS -------------------===//
+//
+// Row-major GEMMs through cblas (sgemm for f32, dgemm for f64); the batched
+// ops loop over the batch (OpenBLAS 0.3.21 has no strided batch GEMM).
+//
+//===----------------------------------------------------------------------===//
+
+#include "Kernels.h"
+
+#include <cblas.h>
+
+#include <climits>
+
+using namespace spmd::rt;
+
+namespace {
+
+/// C[n, m] = alpha * A[n, k] B[k, m] + beta * C, all contiguous. With
+/// beta == 0, C is only written (BLAS semantics), so garbage or NaN in C
+/// never propagates.
+template <typename T>
+void gemm(int64_t n, int64_t m, int64_t k, T alpha, const T *a, const T *b,
+          T beta, T *c) {
+  if (n == 0 || m == 0)
+    return;
+  if (k == 0) {
+    // Nothing to multiply; BLAS rejects lda = 0, so scale C by hand.
+    for (int64_t i = 0; i < n * m; ++i)
+      c[i] = beta == T(0) ? T(0) : beta * c[i];
+    return;
+  }
+  auto blasInt = [](int64_t v) { return static_cast<blasint>(v); };
+  if constexpr (std::is_same_v<T, float>)
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, blasInt(n),
+                blasInt(m), blasInt(k), alpha, a, blasInt(k), b, blasInt(m),
+                beta, c, blasInt(m));
+  else
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, blasInt(n),
+                blasInt(m), blasInt(k), alpha, a, blasInt(k), b, blasInt(m),
+                beta, c, blasInt(m));
+}
+
+/// Checks [batch..., n, k] x [batch..., k, m] -> out [batch..., n, m] for
+/// `rank`-D operands (2: mm, 3: bmm) and returns {batch, n, k, m}.
+std::array<int64_t, 4> checkMatmul(const char *kernel, const SpmdBuffer *out,
+                                   const SpmdBuffer *a, const SpmdBuffer *b,
+                                   int32_t rank) {
+  checkRank(kernel, "mat1", a, rank);
+  checkRank(kernel, "mat2", b, rank);
+  checkRank(kernel, "out", out, rank);
+  int32_t r = rank - 2;
+  int64_t batch = rank == 3 ? a->shape[0] : 1;
+  int64_t n = a->shape[r], k = a->shape[r + 1], m = b->shape[r + 1];
+  bool ok = b->shape[r] == k && out->shape[r] == n && out->shape[r + 1] == m;
+  if (rank == 3)
+    ok = ok && b->shape[0] == batch && out->shape[0] == batch;
+  if (!ok)
+    spmd_rt_fatal("%s: cannot multiply %s by %s into %s", kernel,
+                  shapeStr(a).c_str(), shapeStr(b).c_str(),
+                  shapeStr(out).c_str());
+  if (n > INT_MAX || k > INT_MAX || m > INT_MAX)
+    spmd_rt_fatal("%s: matrix dims exceed the BLAS integer range", kernel);
+  return {batch, n, k, m};
+}
+
+/// out = beta * self (broadcast to out) + alpha * (a @ b) per batch, the
+/// common body of mm, addmm, bmm and baddbmm (`self` NULL: mm/bmm).
+void matmul(const char *kernel, SpmdBuffer *out, const SpmdBuffer *self,
+            const SpmdBuffer *a, const SpmdBuffer *b, double beta, double alpha,
+            int32_t rank) {
+  auto [batch, n, k, m] = checkMatmul(kernel, out, a, b, rank);
+  // ATen ignores self when beta == 0, NaNs included.
+  if (!self || beta == 0.0)
+    beta = 0.0;
+  dispatch<kFloat>(out->dtype, kernel, [&](auto tag) {
+    using T = decltype(tag);
+    std::vector<T> aStorage, bStorage;
+    const T *x = dataAs<T>(a, aStorage, kernel);
+    const T *y = dataAs<T>(b, bStorage, kernel);
+    T *o = dataOf<T>(out);
+    if (beta != 0.0) {
+      std::vector<T> selfStorage;
+      const T *s = dataAs<T>(self, selfStorage, kernel);
+      mapBroadcast<T, 1>(kernel, out, {self}, {s}, [](T v) { return v; });
+    }
+    for (int64_t i = 0; i < batch; ++i)
+      gemm<T>(n, m, k, T(alpha), x + i * n * k, y + i * k * m, T(beta),
+              o + i * n * m);
+  });
+}
+
+} // namespace
+
+extern "C" {
+
+void spmd_rt_mm(SpmdBuffer *out, const SpmdBuffer *self,
+                const SpmdBuffer *mat2) {
+  matmul("spmd_rt_mm", out, nullptr, self, mat2, 0.0, 1.0, 2);
+}
+
+void spmd_rt_addmm(SpmdBuffer *out, const SpmdBuffer *self,
+                   const SpmdBuffer *mat1, const SpmdBuffer *mat2, double beta,
+                   double alpha) {
+  matmul("spmd_rt_addmm", out, self, mat1, mat2, beta, alpha, 2);
+}
+
+void spmd_rt_bmm(SpmdBuffer *out, const SpmdBuffer *self,
+                 const SpmdBuffer *mat2) {
+  matmul("spmd_rt_bmm", out, nullptr, self, mat2, 0.0, 1.0, 3);
+}
+
+void spmd_rt_baddbmm(SpmdBuffer *out, const SpmdBuffer *self,
+                     const SpmdBuffer *batch1, const SpmdBuffer *batch2,
+                     double beta, double alpha) {
+  matmul("spmd_rt_baddbmm", out, self, batch1, batch2, beta, alpha, 3);
+}
+
+} // extern "C"

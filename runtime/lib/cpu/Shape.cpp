@@ -1,0 +1,239 @@
+//===- Shape.cpp - copies, expand, permute, cat, slice, triu, factories ---===//
+//
+// Data movement kernels. They support every dtype but f16/bf16; an input of
+// another dtype than out is converted to out's dtype first.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Kernels.h"
+
+#include <algorithm>
+#include <cstring>
+
+using namespace spmd::rt;
+
+namespace {
+
+/// Square tiles of the blocked transpose: 32 x 32 elements stay in L1.
+constexpr int64_t kTile = 32;
+
+/// out[.] = in[.] over `s` (operand 0 out, contiguous; operand 1 in). When
+/// the innermost dim reads `in` with a stride but another dim reads it
+/// contiguously (a transpose), copies in tiles so reads and writes both stay
+/// in cache, like ATen's copy_same_type_transpose_.
+template <typename T> void copyStrided(StridedSpace<2> s, T *out, const T *in) {
+  s.coalesce();
+  int32_t r = s.rank;
+  int32_t contiguousDim = -1;
+  if (r >= 2 && s.strides[1][r - 1] != 1)
+    for (int32_t d = 0; d < r - 1; ++d)
+      if (s.strides[1][d] == 1)
+        contiguousDim = d;
+  if (contiguousDim < 0) {
+    mapStrided<T, 1>(s, out, {in}, [](T x) { return x; });
+    return;
+  }
+  s.moveDim(contiguousDim, r - 2);
+  const int64_t rows = s.shape[r - 2], cols = s.shape[r - 1];
+  const int64_t outRow = s.strides[0][r - 2], outCol = s.strides[0][r - 1];
+  const int64_t inRow = s.strides[1][r - 2], inCol = s.strides[1][r - 1];
+  forEachOuter(s, 2, [&](const int64_t *off) {
+    T *o = out + off[0];
+    const T *x = in + off[1];
+    for (int64_t r0 = 0; r0 < rows; r0 += kTile) {
+      int64_t r1 = std::min(rows, r0 + kTile);
+      for (int64_t c0 = 0; c0 < cols; c0 += kTile) {
+        int64_t c1 = std::min(cols, c0 + kTile);
+        for (int64_t i = r0; i < r1; ++i)
+          for (int64_t j = c0; j < c1; ++j)
+            o[i * outRow + j * outCol] = x[i * inRow + j * inCol];
+      }
+    }
+  });
+}
+
+/// Calls `fn(T{}, in)` with out's element type T and `self`'s data as T
+/// (converted when its dtype differs).
+template <typename Fn>
+void withInputAs(const char *kernel, SpmdBuffer *out, const SpmdBuffer *self,
+                 Fn &&fn) {
+  dispatch<kAll>(out->dtype, kernel, [&](auto tag) {
+    using T = decltype(tag);
+    std::vector<T> storage;
+    fn(tag, dataAs<T>(self, storage, kernel));
+  });
+}
+
+} // namespace
+
+extern "C" {
+
+void spmd_rt_copy(SpmdBuffer *out, const SpmdBuffer *self) {
+  const char *kernel = "spmd_rt_copy";
+  checkSameNumel(kernel, "out", out, "self", self);
+  if (out->dtype == self->dtype) {
+    std::memcpy(out->data, self->data,
+                static_cast<size_t>(out->numel) *
+                    spmd_rt_dtype_size(out->dtype));
+    return;
+  }
+  dispatch<kAll>(out->dtype, kernel, [&](auto tag) {
+    using T = decltype(tag);
+    convertTo(dataOf<T>(out), self, kernel);
+  });
+}
+
+void spmd_rt_expand(SpmdBuffer *out, const SpmdBuffer *self) {
+  const char *kernel = "spmd_rt_expand";
+  withInputAs(kernel, out, self, [&](auto tag, const auto *in) {
+    using T = decltype(tag);
+    mapBroadcast<T, 1>(kernel, out, {self}, {in}, [](T x) { return x; });
+  });
+}
+
+void spmd_rt_permute(SpmdBuffer *out, const SpmdBuffer *self, int32_t n,
+                     const int64_t *dims) {
+  const char *kernel = "spmd_rt_permute";
+  if (n != self->rank || n != out->rank)
+    spmd_rt_fatal("%s: %d dims for self %s and out %s", kernel, n,
+                  shapeStr(self).c_str(), shapeStr(out).c_str());
+  bool seen[SPMD_MAX_RANK] = {};
+  for (int32_t k = 0; k < n; ++k) {
+    if (dims[k] < 0 || dims[k] >= n || seen[dims[k]])
+      spmd_rt_fatal("%s: dims is not a permutation of [0, %d)", kernel, n);
+    seen[dims[k]] = true;
+    if (out->shape[k] != self->shape[dims[k]])
+      spmd_rt_fatal("%s: out %s is not self %s permuted", kernel,
+                    shapeStr(out).c_str(), shapeStr(self).c_str());
+  }
+  withInputAs(kernel, out, self, [&](auto tag, const auto *in) {
+    using T = decltype(tag);
+    StridedSpace<2> s;
+    s.rank = n;
+    int64_t selfStrides[SPMD_MAX_RANK];
+    contiguousStrides(n, self->shape, selfStrides);
+    contiguousStrides(n, out->shape, s.strides[0]);
+    for (int32_t k = 0; k < n; ++k) {
+      s.shape[k] = out->shape[k];
+      s.strides[1][k] = selfStrides[dims[k]];
+    }
+    copyStrided<T>(s, dataOf<T>(out), in);
+  });
+}
+
+void spmd_rt_cat(SpmdBuffer *out, int32_t n, const SpmdBuffer *const *inputs,
+                 int64_t dim) {
+  const char *kernel = "spmd_rt_cat";
+  checkDim(kernel, out, dim);
+  int64_t total = 0;
+  for (int32_t k = 0; k < n; ++k) {
+    const SpmdBuffer *in = inputs[k];
+    // ATen's legacy rule: 1-D empty tensors are skipped whatever their rank.
+    if (in->rank == 1 && in->numel == 0)
+      continue;
+    bool ok = in->rank == out->rank;
+    for (int32_t d = 0; d < out->rank && ok; ++d)
+      ok = d == dim || in->shape[d] == out->shape[d];
+    if (!ok)
+      spmd_rt_fatal("%s: input %d of shape %s does not fit out %s along dim "
+                    "%lld",
+                    kernel, k, shapeStr(in).c_str(), shapeStr(out).c_str(),
+                    static_cast<long long>(dim));
+    total += in->shape[dim];
+  }
+  if (total != out->shape[dim])
+    spmd_rt_fatal("%s: inputs sum to %lld along dim %lld, out %s", kernel,
+                  static_cast<long long>(total), static_cast<long long>(dim),
+                  shapeStr(out).c_str());
+  const int64_t outer = product(out->shape, 0, dim);
+  const int64_t inner = product(out->shape, dim + 1, out->rank);
+  const int64_t outRow = out->shape[dim] * inner;
+  dispatch<kAll>(out->dtype, kernel, [&](auto tag) {
+    using T = decltype(tag);
+    T *o = dataOf<T>(out);
+    int64_t position = 0;
+    std::vector<T> storage;
+    for (int32_t k = 0; k < n; ++k) {
+      const SpmdBuffer *input = inputs[k];
+      if (input->rank == 1 && input->numel == 0)
+        continue;
+      const T *in = dataAs<T>(input, storage, kernel);
+      const int64_t chunk = input->shape[dim] * inner;
+      for (int64_t i = 0; i < outer; ++i)
+        std::memcpy(o + i * outRow + position, in + i * chunk,
+                    static_cast<size_t>(chunk) * sizeof(T));
+      position += chunk;
+    }
+  });
+}
+
+void spmd_rt_slice(SpmdBuffer *out, const SpmdBuffer *self, int64_t dim,
+                   int64_t start) {
+  const char *kernel = "spmd_rt_slice";
+  checkDim(kernel, self, dim);
+  bool ok = out->rank == self->rank && start >= 0 &&
+            start + out->shape[dim] <= self->shape[dim];
+  for (int32_t d = 0; d < out->rank && ok; ++d)
+    ok = d == dim || out->shape[d] == self->shape[d];
+  if (!ok)
+    spmd_rt_fatal("%s: out %s is not a slice of self %s at %lld along dim "
+                  "%lld",
+                  kernel, shapeStr(out).c_str(), shapeStr(self).c_str(),
+                  static_cast<long long>(start), static_cast<long long>(dim));
+  const int64_t outer = product(self->shape, 0, dim);
+  const int64_t inner = product(self->shape, dim + 1, self->rank);
+  const int64_t inRow = self->shape[dim] * inner;
+  const int64_t outRow = out->shape[dim] * inner;
+  withInputAs(kernel, out, self, [&](auto tag, const auto *in) {
+    using T = decltype(tag);
+    T *o = dataOf<T>(out);
+    for (int64_t i = 0; i < outer; ++i)
+      std::memcpy(o + i * outRow, in + i * inRow + start * inner,
+                  static_cast<size_t>(outRow) * sizeof(T));
+  });
+}
+
+/// Keeps (.., i, j) with j - i >= diagonal, zeroes the rest (ATen's triu).
+void spmd_rt_triu(SpmdBuffer *out, const SpmdBuffer *self, int64_t diagonal) {
+  const char *kernel = "spmd_rt_triu";
+  if (self->rank < 2)
+    spmd_rt_fatal("%s: self must have at least 2 dims, got %s", kernel,
+                  shapeStr(self).c_str());
+  checkSameShape(kernel, "out", out, "self", self);
+  const int64_t rows = self->shape[self->rank - 2];
+  const int64_t cols = self->shape[self->rank - 1];
+  const int64_t matrices = product(self->shape, 0, self->rank - 2);
+  withInputAs(kernel, out, self, [&](auto tag, const auto *in) {
+    using T = decltype(tag);
+    T *o = dataOf<T>(out);
+    for (int64_t m = 0; m < matrices; ++m) {
+      for (int64_t i = 0; i < rows; ++i) {
+        int64_t row = (m * rows + i) * cols;
+        // Columns [0, zeros) lie below the diagonal.
+        int64_t zeros = std::clamp<int64_t>(i + diagonal, 0, cols);
+        std::fill(o + row, o + row + zeros, T(0));
+        std::memcpy(o + row + zeros, in + row + zeros,
+                    static_cast<size_t>(cols - zeros) * sizeof(T));
+      }
+    }
+  });
+}
+
+void spmd_rt_fill(SpmdBuffer *out, double value) {
+  dispatch<kAll>(out->dtype, "spmd_rt_fill", [&](auto tag) {
+    using T = decltype(tag);
+    T *o = dataOf<T>(out);
+    std::fill(o, o + out->numel, convertElem<T>(value));
+  });
+}
+
+void spmd_rt_arange(SpmdBuffer *out) {
+  dispatch<kNumeric>(out->dtype, "spmd_rt_arange", [&](auto tag) {
+    using T = decltype(tag);
+    T *o = dataOf<T>(out);
+    for (int64_t i = 0, e = out->numel; i < e; ++i)
+      o[i] = static_cast<T>(i);
+  });
+}
+
+} // extern "C"

@@ -1,0 +1,1525 @@
+//===- RuntimeKernelsTest.cpp - Tests of the runtime's CPU kernels --------===//
+//
+// Small hand-checked cases for every kernel of the "CPU kernels" section of
+// spmd/Runtime/Runtime.h. Expected floating-point values were computed by
+// hand or, where marked, with PyTorch 1.13 (the semantics the kernels
+// follow); the random kernels are checked for properties that hold for any
+// uniform source.
+//
+//===----------------------------------------------------------------------===//
+
+#include "spmd/Runtime/Runtime.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <vector>
+
+namespace {
+
+//===----------------------------------------------------------------------===//
+// Helpers
+//===----------------------------------------------------------------------===//
+
+struct BufferDeleter {
+  void operator()(SpmdBuffer *b) const { spmd_rt_free(b); }
+};
+using Buffer = std::unique_ptr<SpmdBuffer, BufferDeleter>;
+using Shape = std::vector<int64_t>;
+
+template <typename T> SpmdDType dtypeOf();
+template <> SpmdDType dtypeOf<float>() { return SPMD_F32; }
+template <> SpmdDType dtypeOf<double>() { return SPMD_F64; }
+template <> SpmdDType dtypeOf<int64_t>() { return SPMD_I64; }
+template <> SpmdDType dtypeOf<int32_t>() { return SPMD_I32; }
+template <> SpmdDType dtypeOf<uint8_t>() { return SPMD_I1; }
+
+Buffer empty(SpmdDType dtype, const Shape &shape) {
+  return Buffer(
+      spmd_rt_alloc(dtype, static_cast<int32_t>(shape.size()), shape.data()));
+}
+
+template <typename T> Buffer tensor(const Shape &shape, std::vector<T> values) {
+  Buffer b = empty(dtypeOf<T>(), shape);
+  EXPECT_EQ(static_cast<int64_t>(values.size()), b->numel);
+  std::memcpy(b->data, values.data(), values.size() * sizeof(T));
+  return b;
+}
+Buffer f32(const Shape &shape, std::vector<float> values) {
+  return tensor<float>(shape, std::move(values));
+}
+Buffer f64(const Shape &shape, std::vector<double> values) {
+  return tensor<double>(shape, std::move(values));
+}
+Buffer i64(const Shape &shape, std::vector<int64_t> values) {
+  return tensor<int64_t>(shape, std::move(values));
+}
+Buffer i32(const Shape &shape, std::vector<int32_t> values) {
+  return tensor<int32_t>(shape, std::move(values));
+}
+Buffer i1(const Shape &shape, std::vector<uint8_t> values) {
+  return tensor<uint8_t>(shape, std::move(values));
+}
+/// 0, 1, 2, ... of `shape`.
+template <typename T> Buffer iota(const Shape &shape) {
+  Buffer b = empty(dtypeOf<T>(), shape);
+  for (int64_t i = 0; i < b->numel; ++i)
+    static_cast<T *>(b->data)[i] = static_cast<T>(i);
+  return b;
+}
+
+template <typename T> std::vector<T> values(const Buffer &b) {
+  const T *p = static_cast<const T *>(b->data);
+  return std::vector<T>(p, p + b->numel);
+}
+
+Shape shapeOf(const Buffer &b) { return Shape(b->shape, b->shape + b->rank); }
+
+/// Elementwise |actual - expected| <= atol + rtol * |expected| (NaN matches
+/// NaN, infinities must be equal).
+template <typename T>
+void expectNear(const Buffer &b, const std::vector<T> &expected,
+                double rtol = 1e-5, double atol = 1e-6) {
+  ASSERT_EQ(dtypeOf<T>(), b->dtype);
+  ASSERT_EQ(static_cast<int64_t>(expected.size()), b->numel);
+  std::vector<T> actual = values<T>(b);
+  for (size_t i = 0; i < expected.size(); ++i) {
+    if (std::isnan(expected[i])) {
+      EXPECT_TRUE(std::isnan(actual[i])) << "at " << i;
+      continue;
+    }
+    if (std::isinf(expected[i])) {
+      EXPECT_EQ(actual[i], expected[i]) << "at " << i;
+      continue;
+    }
+    EXPECT_NEAR(actual[i], expected[i],
+                atol + rtol * std::fabs(static_cast<double>(expected[i])))
+        << "at " << i;
+  }
+}
+void expectF32(const Buffer &b, const std::vector<float> &expected,
+               double rtol = 1e-5, double atol = 1e-6) {
+  expectNear<float>(b, expected, rtol, atol);
+}
+template <typename T>
+void expectExact(const Buffer &b, const std::vector<T> &expected) {
+  ASSERT_EQ(dtypeOf<T>(), b->dtype);
+  EXPECT_EQ(values<T>(b), expected);
+}
+
+/// Death tests fork while OpenBLAS may have started threads.
+class RuntimeKernelsDeathTest : public ::testing::Test {
+protected:
+  void SetUp() override { GTEST_FLAG_SET(death_test_style, "threadsafe"); }
+};
+
+//===----------------------------------------------------------------------===//
+// Broadcasting elementwise ops
+//===----------------------------------------------------------------------===//
+
+TEST(RuntimeKernels, AddTensorSameShapeWithAlpha) {
+  Buffer a = f32({2, 2}, {1, 2, 3, 4});
+  Buffer b = f32({2, 2}, {10, 20, 30, 40});
+  Buffer out = empty(SPMD_F32, {2, 2});
+  spmd_rt_add_tensor(out.get(), a.get(), b.get(), 2.0);
+  expectF32(out, {21, 42, 63, 84});
+}
+
+TEST(RuntimeKernels, AddTensorBroadcastsRowAndColumn) {
+  Buffer a = f32({2, 3}, {1, 2, 3, 4, 5, 6});
+  Buffer row = f32({3}, {10, 20, 30});
+  Buffer out = empty(SPMD_F32, {2, 3});
+  spmd_rt_add_tensor(out.get(), a.get(), row.get(), 1.0);
+  expectF32(out, {11, 22, 33, 14, 25, 36});
+
+  // [2, 1] + [1, 3]: both operands broadcast.
+  Buffer col = f32({2, 1}, {1, 2});
+  Buffer row2 = f32({1, 3}, {10, 20, 30});
+  spmd_rt_add_tensor(out.get(), col.get(), row2.get(), 1.0);
+  expectF32(out, {11, 21, 31, 12, 22, 32});
+}
+
+TEST(RuntimeKernels, AddTensorLargeBroadcastMatchesLoop) {
+  // Long rows exercise the vectorised loops with an invariant operand.
+  const int64_t rows = 7, cols = 301;
+  Buffer a = iota<float>({rows, cols});
+  Buffer col = iota<float>({rows, 1});
+  Buffer out = empty(SPMD_F32, {rows, cols});
+  spmd_rt_add_tensor(out.get(), a.get(), col.get(), -1.0);
+  std::vector<float> expected;
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j)
+      expected.push_back(static_cast<float>(i * cols + j - i));
+  expectF32(out, expected);
+}
+
+TEST(RuntimeKernels, SubTensorZeroDimOther) {
+  Buffer a = f32({3}, {1, 2, 3});
+  Buffer b = f32({}, {5});
+  Buffer out = empty(SPMD_F32, {3});
+  spmd_rt_sub_tensor(out.get(), a.get(), b.get(), 2.0);
+  expectF32(out, {-9, -8, -7});
+}
+
+TEST(RuntimeKernels, SubTensorI64WithAlpha) {
+  Buffer a = i64({2}, {10, -1});
+  Buffer b = i64({2}, {2, 4});
+  Buffer out = empty(SPMD_I64, {2});
+  spmd_rt_sub_tensor(out.get(), a.get(), b.get(), 3.0);
+  expectExact<int64_t>(out, {4, -13});
+}
+
+TEST(RuntimeKernels, MulTensorBroadcastsMiddleDims) {
+  Buffer a = f32({2, 1, 3}, {1, 2, 3, 4, 5, 6});
+  Buffer b = f32({1, 2, 1}, {10, 100});
+  Buffer out = empty(SPMD_F32, {2, 2, 3});
+  spmd_rt_mul_tensor(out.get(), a.get(), b.get());
+  expectF32(out, {10, 20, 30, 100, 200, 300, 40, 50, 60, 400, 500, 600});
+}
+
+TEST(RuntimeKernels, MulTensorOutRankAboveInputs) {
+  Buffer a = f32({3}, {1, 2, 3});
+  Buffer b = f32({2, 1}, {2, 3});
+  Buffer out = empty(SPMD_F32, {2, 3});
+  spmd_rt_mul_tensor(out.get(), a.get(), b.get());
+  expectF32(out, {2, 4, 6, 3, 6, 9});
+}
+
+TEST(RuntimeKernels, MulTensorI32) {
+  Buffer a = i32({2}, {3, -4});
+  Buffer b = i32({2}, {5, 6});
+  Buffer out = empty(SPMD_I32, {2});
+  spmd_rt_mul_tensor(out.get(), a.get(), b.get());
+  expectExact<int32_t>(out, {15, -24});
+}
+
+TEST(RuntimeKernels, DivTensorIntegersIsTrueDivision) {
+  Buffer a = i64({3}, {7, -7, 1});
+  Buffer b = i32({3}, {2, 2, 4});
+  Buffer out = empty(SPMD_F32, {3});
+  spmd_rt_div_tensor(out.get(), a.get(), b.get());
+  expectF32(out, {3.5f, -3.5f, 0.25f});
+}
+
+TEST(RuntimeKernels, DivTensorF64Broadcast) {
+  Buffer a = f64({2, 2}, {1, 2, 3, 4});
+  Buffer b = f64({2}, {2, 8});
+  Buffer out = empty(SPMD_F64, {2, 2});
+  spmd_rt_div_tensor(out.get(), a.get(), b.get());
+  expectNear<double>(out, {0.5, 0.25, 1.5, 0.5});
+}
+
+TEST(RuntimeKernels, AddTensorMixedDtypesConvert) {
+  Buffer a = f32({2}, {1.5f, 2.5f});
+  Buffer b = i64({2}, {1, 2});
+  Buffer out = empty(SPMD_F32, {2});
+  spmd_rt_add_tensor(out.get(), a.get(), b.get(), 1.0);
+  expectF32(out, {2.5f, 4.5f});
+}
+
+TEST(RuntimeKernels, AddTensorI64IsExact) {
+  // 2^53 + 1 is not a double: an int64 path is needed.
+  Buffer a = i64({1}, {9007199254740993LL});
+  Buffer b = i64({1}, {1});
+  Buffer out = empty(SPMD_I64, {1});
+  spmd_rt_add_tensor(out.get(), a.get(), b.get(), 1.0);
+  expectExact<int64_t>(out, {9007199254740994LL});
+}
+
+TEST(RuntimeKernels, Addcmul) {
+  Buffer self = f32({2}, {1, 2});
+  Buffer t1 = f32({2, 1}, {1, 2});
+  Buffer t2 = f32({2}, {3, 4});
+  Buffer out = empty(SPMD_F32, {2, 2});
+  spmd_rt_addcmul(out.get(), self.get(), t1.get(), t2.get(), 0.5);
+  expectF32(out, {2.5f, 4, 4, 6});
+}
+
+TEST(RuntimeKernels, Addcdiv) {
+  Buffer self = f32({2}, {1, 1});
+  Buffer t1 = f32({2}, {2, 3});
+  Buffer t2 = f32({2}, {4, 6});
+  Buffer out = empty(SPMD_F32, {2});
+  spmd_rt_addcdiv(out.get(), self.get(), t1.get(), t2.get(), 2.0);
+  expectF32(out, {2, 2});
+}
+
+TEST(RuntimeKernels, ThresholdBackward) {
+  Buffer grad = f32({4}, {1, 2, 3, 4});
+  Buffer self = f32({4}, {-1, 0, 0.5f, 2});
+  Buffer out = empty(SPMD_F32, {4});
+  spmd_rt_threshold_backward(out.get(), grad.get(), self.get(), 0.5);
+  expectF32(out, {0, 0, 0, 4});
+  spmd_rt_threshold_backward(out.get(), grad.get(), self.get(), 0.0);
+  expectF32(out, {0, 0, 3, 4});
+}
+
+//===----------------------------------------------------------------------===//
+// Tensor-scalar and unary ops
+//===----------------------------------------------------------------------===//
+
+TEST(RuntimeKernels, AddScalarI64ZeroDim) {
+  Buffer self = i64({}, {5});
+  Buffer out = empty(SPMD_I64, {});
+  spmd_rt_add_scalar(out.get(), self.get(), 3.0, 2.0);
+  expectExact<int64_t>(out, {11});
+}
+
+TEST(RuntimeKernels, AddScalarIntTensorFloatScalar) {
+  Buffer self = i64({2}, {1, 2});
+  Buffer out = empty(SPMD_F32, {2});
+  spmd_rt_add_scalar(out.get(), self.get(), 0.5, 1.0);
+  expectF32(out, {1.5f, 2.5f});
+}
+
+TEST(RuntimeKernels, MulScalar) {
+  Buffer self = f32({2}, {1, -2});
+  Buffer out = empty(SPMD_F32, {2});
+  spmd_rt_mul_scalar(out.get(), self.get(), 1.5);
+  expectF32(out, {1.5f, -3});
+  Buffer selfI = i32({2}, {1, -2});
+  Buffer outI = empty(SPMD_I32, {2});
+  spmd_rt_mul_scalar(outI.get(), selfI.get(), 3.0);
+  expectExact<int32_t>(outI, {3, -6});
+}
+
+TEST(RuntimeKernels, DivScalarIntegerSelfGivesFloat) {
+  Buffer self = i64({2}, {1, 3});
+  Buffer out = empty(SPMD_F32, {2});
+  spmd_rt_div_scalar(out.get(), self.get(), 2.0);
+  expectF32(out, {0.5f, 1.5f});
+}
+
+TEST(RuntimeKernels, RsubScalar) {
+  Buffer self = f32({2}, {1, 2});
+  Buffer out = empty(SPMD_F32, {2});
+  spmd_rt_rsub_scalar(out.get(), self.get(), 10.0, 2.0);
+  expectF32(out, {8, 6});
+}
+
+TEST(RuntimeKernels, PowScalar) {
+  Buffer e = f32({5}, {0, 1, 3, -1, 0.5f});
+  Buffer out = empty(SPMD_F32, {5});
+  spmd_rt_pow_scalar(out.get(), 2.0, e.get());
+  expectF32(out, {1, 2, 8, 0.5f, 1.41421356f});
+  Buffer ei = i64({4}, {0, 1, 4, -1});
+  Buffer outI = empty(SPMD_I64, {4});
+  spmd_rt_pow_scalar(outI.get(), 3.0, ei.get());
+  expectExact<int64_t>(outI, {1, 3, 81, 0});
+}
+
+TEST(RuntimeKernels, Neg) {
+  Buffer self = f32({3}, {1, -2, 0});
+  Buffer out = empty(SPMD_F32, {3});
+  spmd_rt_neg(out.get(), self.get());
+  expectF32(out, {-1, 2, 0});
+  EXPECT_TRUE(std::signbit(values<float>(out)[2]));
+  Buffer selfI = i64({1}, {5});
+  Buffer outI = empty(SPMD_I64, {1});
+  spmd_rt_neg(outI.get(), selfI.get());
+  expectExact<int64_t>(outI, {-5});
+}
+
+TEST(RuntimeKernels, ReciprocalAndSqrt) {
+  Buffer self = f32({3}, {2, 4, -0.5f});
+  Buffer out = empty(SPMD_F32, {3});
+  spmd_rt_reciprocal(out.get(), self.get());
+  expectF32(out, {0.5f, 0.25f, -2});
+  Buffer selfI = i64({1}, {4});
+  Buffer outF = empty(SPMD_F32, {1});
+  spmd_rt_reciprocal(outF.get(), selfI.get());
+  expectF32(outF, {0.25f});
+  Buffer sq = f32({3}, {4, 2.25f, 0});
+  spmd_rt_sqrt(out.get(), sq.get());
+  expectF32(out, {2, 1.5f, 0});
+}
+
+TEST(RuntimeKernels, Relu) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  Buffer self = f32({4}, {-1, 0, 2, nan});
+  Buffer out = empty(SPMD_F32, {4});
+  spmd_rt_relu(out.get(), self.get());
+  expectF32(out, {0, 0, 2, nan});
+  Buffer selfI = i64({2}, {-3, 4});
+  Buffer outI = empty(SPMD_I64, {2});
+  spmd_rt_relu(outI.get(), selfI.get());
+  expectExact<int64_t>(outI, {0, 4});
+}
+
+// Expected values: PyTorch 1.13 (torch.nn.functional.gelu, aten.gelu_backward).
+const std::vector<float> kGeluX = {-3, -1.5f, -0.5f, 0, 0.25f, 1, 2.5f, 4};
+const std::vector<float> kGeluDy = {1, -2, 0.5f, 3, 1.5f, -1, 2, 0.25f};
+
+TEST(RuntimeKernels, GeluExactAndTanh) {
+  Buffer x = f32({8}, kGeluX);
+  Buffer out = empty(SPMD_F32, {8});
+  spmd_rt_gelu(out.get(), x.get(), 0);
+  expectF32(out, {-0.0040498674f, -0.10021086f, -0.15426879f, 0.0f, 0.14967656f,
+                  0.84134471f, 2.4844759f, 3.9998732f});
+  spmd_rt_gelu(out.get(), x.get(), 1);
+  expectF32(out, {-0.0036374331f, -0.10042843f, -0.154286f, 0.0f, 0.14967535f,
+                  0.84119201f, 2.4849157f, 3.9999299f});
+}
+
+TEST(RuntimeKernels, GeluBackwardExactAndTanh) {
+  Buffer x = f32({8}, kGeluX);
+  Buffer dy = f32({8}, kGeluDy);
+  Buffer out = empty(SPMD_F32, {8});
+  spmd_rt_gelu_backward(out.get(), dy.get(), x.get(), 0);
+  expectF32(out, {-0.011945605f, 0.2549383f, 0.066252455f, 1.5f, 1.0430599f,
+                  -1.0833154f, 2.075222f, 0.25012591f});
+  spmd_rt_gelu_backward(out.get(), dy.get(), x.get(), 1);
+  expectF32(out, {-0.011584297f, 0.25542164f, 0.066315055f, 1.5f, 1.0430312f,
+                  -1.0829641f, 2.0759034f, 0.25008374f});
+}
+
+/// x = -10, -9.99, ..., 10 (2001 values: the vector loops and their tails).
+std::vector<float> geluRange() {
+  std::vector<float> x;
+  for (int i = -1000; i <= 1000; ++i)
+    x.push_back(static_cast<float>(i) / 100);
+  return x;
+}
+
+TEST(RuntimeKernels, GeluMatchesDefinitionOverRange) {
+  std::vector<float> x = geluRange();
+  const int64_t n = static_cast<int64_t>(x.size());
+  Buffer in = f32({n}, x);
+  Buffer dy = empty(SPMD_F32, {n});
+  spmd_rt_fill(dy.get(), 1.0);
+  Buffer out = empty(SPMD_F32, {n});
+  std::vector<float> exact, tanhApprox, exactGrad, tanhGrad;
+  const double beta = std::sqrt(2 / M_PI), kappa = 0.044715;
+  for (float f : x) {
+    const double v = f;
+    exact.push_back(static_cast<float>(0.5 * v * (1 + std::erf(v / M_SQRT2))));
+    const double inner = beta * (v + kappa * v * v * v), t = std::tanh(inner);
+    tanhApprox.push_back(static_cast<float>(0.5 * v * (1 + t)));
+    exactGrad.push_back(
+        static_cast<float>(0.5 * (1 + std::erf(v / M_SQRT2)) +
+                           v * std::exp(-0.5 * v * v) / std::sqrt(2 * M_PI)));
+    tanhGrad.push_back(
+        static_cast<float>(0.5 * (1 + t) + 0.5 * v * (1 - t * t) * beta *
+                                               (1 + 3 * kappa * v * v)));
+  }
+  // ATen's float erf is accurate to 1.5e-7 absolute, hence atol.
+  spmd_rt_gelu(out.get(), in.get(), 0);
+  expectF32(out, exact, 1e-5, 2e-6);
+  spmd_rt_gelu(out.get(), in.get(), 1);
+  expectF32(out, tanhApprox, 1e-5, 2e-6);
+  spmd_rt_gelu_backward(out.get(), dy.get(), in.get(), 0);
+  expectF32(out, exactGrad, 1e-5, 2e-6);
+  spmd_rt_gelu_backward(out.get(), dy.get(), in.get(), 1);
+  expectF32(out, tanhGrad, 1e-5, 2e-6);
+}
+
+TEST(RuntimeKernels, GeluF64) {
+  Buffer x = f64({3}, {-1, 0.5, 2});
+  Buffer out = empty(SPMD_F64, {3});
+  spmd_rt_gelu(out.get(), x.get(), 0);
+  std::vector<double> expected;
+  for (double v : {-1.0, 0.5, 2.0})
+    expected.push_back(0.5 * v * (1 + std::erf(v / M_SQRT2)));
+  expectNear<double>(out, expected, 1e-12, 1e-15);
+}
+
+TEST_F(RuntimeKernelsDeathTest, ElementwiseRejectsBadShapesAndDtypes) {
+  Buffer a = f32({2, 3}, {1, 2, 3, 4, 5, 6});
+  Buffer b = f32({2}, {1, 2});
+  Buffer out = empty(SPMD_F32, {2, 3});
+  EXPECT_DEATH(spmd_rt_add_tensor(out.get(), a.get(), b.get(), 1.0),
+               "spmd_rt_add_tensor: cannot broadcast shape \\[2\\] to "
+               "\\[2, 3\\]");
+  Buffer half = empty(SPMD_F16, {2, 3});
+  EXPECT_DEATH(spmd_rt_mul_tensor(half.get(), a.get(), a.get()),
+               "spmd_rt_mul_tensor: unsupported dtype f16");
+  Buffer mask = i1({2}, {0, 1});
+  Buffer outMask = empty(SPMD_I1, {2});
+  EXPECT_DEATH(spmd_rt_neg(outMask.get(), mask.get()),
+               "spmd_rt_neg: unsupported dtype i1");
+  Buffer outI = empty(SPMD_I64, {2, 3});
+  EXPECT_DEATH(spmd_rt_div_tensor(outI.get(), a.get(), a.get()),
+               "spmd_rt_div_tensor: unsupported dtype i64");
+  Buffer big = f32({3, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9});
+  EXPECT_DEATH(spmd_rt_relu(out.get(), big.get()),
+               "spmd_rt_relu: cannot broadcast");
+}
+
+//===----------------------------------------------------------------------===//
+// Copies, expand, permute, cat, slice, triu, factories
+//===----------------------------------------------------------------------===//
+
+TEST(RuntimeKernels, CopyConvertsDtypes) {
+  Buffer self = f32({3}, {1.5f, -2.7f, 0});
+  Buffer outI = empty(SPMD_I64, {3});
+  spmd_rt_copy(outI.get(), self.get());
+  expectExact<int64_t>(outI, {1, -2, 0});
+  Buffer outB = empty(SPMD_I1, {3});
+  spmd_rt_copy(outB.get(), self.get());
+  expectExact<uint8_t>(outB, {1, 1, 0});
+  Buffer back = empty(SPMD_F32, {3});
+  spmd_rt_copy(back.get(), outB.get());
+  expectF32(back, {1, 1, 0});
+}
+
+TEST(RuntimeKernels, CopyReshapes) {
+  Buffer self = iota<int32_t>({2, 3});
+  Buffer out = empty(SPMD_I32, {3, 1, 2});
+  spmd_rt_copy(out.get(), self.get());
+  expectExact<int32_t>(out, {0, 1, 2, 3, 4, 5});
+}
+
+TEST(RuntimeKernels, Expand) {
+  Buffer row = f32({3}, {1, 2, 3});
+  Buffer out = empty(SPMD_F32, {2, 3});
+  spmd_rt_expand(out.get(), row.get());
+  expectF32(out, {1, 2, 3, 1, 2, 3});
+  Buffer col = i64({2, 1}, {7, 8});
+  Buffer outI = empty(SPMD_I64, {2, 3});
+  spmd_rt_expand(outI.get(), col.get());
+  expectExact<int64_t>(outI, {7, 7, 7, 8, 8, 8});
+  Buffer one = i1({1}, {1});
+  Buffer outB = empty(SPMD_I1, {2, 2});
+  spmd_rt_expand(outB.get(), one.get());
+  expectExact<uint8_t>(outB, {1, 1, 1, 1});
+}
+
+TEST(RuntimeKernels, PermuteTranspose2D) {
+  Buffer self = f32({2, 3}, {1, 2, 3, 4, 5, 6});
+  Buffer out = empty(SPMD_F32, {3, 2});
+  const int64_t dims[] = {1, 0};
+  spmd_rt_permute(out.get(), self.get(), 2, dims);
+  expectF32(out, {1, 4, 2, 5, 3, 6});
+}
+
+/// out[idx] = self[idx permuted] checked against the definition.
+template <typename T>
+void checkPermute(const Shape &shape, const std::vector<int64_t> &dims) {
+  const int32_t rank = static_cast<int32_t>(shape.size());
+  Buffer self = iota<T>(shape);
+  Shape outShape(rank);
+  for (int32_t k = 0; k < rank; ++k)
+    outShape[k] = shape[dims[k]];
+  Buffer out = empty(dtypeOf<T>(), outShape);
+  spmd_rt_permute(out.get(), self.get(), rank, dims.data());
+  std::vector<int64_t> selfStrides(rank, 1);
+  for (int32_t d = rank - 2; d >= 0; --d)
+    selfStrides[d] = selfStrides[d + 1] * shape[d + 1];
+  std::vector<T> expected;
+  std::vector<int64_t> index(rank, 0);
+  for (int64_t i = 0; i < out->numel; ++i) {
+    int64_t source = 0;
+    for (int32_t k = 0; k < rank; ++k)
+      source += index[k] * selfStrides[dims[k]];
+    expected.push_back(static_cast<T>(source));
+    for (int32_t k = rank - 1; k >= 0; --k) {
+      if (++index[k] < outShape[k])
+        break;
+      index[k] = 0;
+    }
+  }
+  expectExact<T>(out, expected);
+}
+
+TEST(RuntimeKernels, PermuteNonContiguous) {
+  checkPermute<float>({2, 3, 4}, {2, 0, 1});
+  checkPermute<int64_t>({2, 3, 4, 5}, {0, 2, 1, 3}); // attention heads
+  checkPermute<int32_t>({2, 3, 4, 5}, {3, 1, 0, 2});
+  checkPermute<double>({4, 1, 3}, {1, 2, 0});
+  // Larger than a tile in both dims (the blocked transpose).
+  checkPermute<float>({70, 45}, {1, 0});
+  checkPermute<float>({3, 40, 33}, {0, 2, 1});
+}
+
+TEST(RuntimeKernels, PermuteI1) {
+  Buffer self = i1({2, 2}, {1, 0, 0, 0});
+  Buffer out = empty(SPMD_I1, {2, 2});
+  const int64_t dims[] = {1, 0};
+  spmd_rt_permute(out.get(), self.get(), 2, dims);
+  expectExact<uint8_t>(out, {1, 0, 0, 0});
+  Buffer self2 = i1({2, 2}, {0, 1, 0, 0});
+  spmd_rt_permute(out.get(), self2.get(), 2, dims);
+  expectExact<uint8_t>(out, {0, 0, 1, 0});
+}
+
+TEST(RuntimeKernels, CatOuterAndInnerDims) {
+  Buffer a = f32({1, 2}, {1, 2});
+  Buffer b = f32({2, 2}, {3, 4, 5, 6});
+  Buffer out = empty(SPMD_F32, {3, 2});
+  const SpmdBuffer *ins[] = {a.get(), b.get()};
+  spmd_rt_cat(out.get(), 2, ins, 0);
+  expectF32(out, {1, 2, 3, 4, 5, 6});
+
+  Buffer c = f32({2, 1, 2}, {1, 2, 3, 4});
+  Buffer d = f32({2, 2, 2}, {10, 11, 12, 13, 14, 15, 16, 17});
+  Buffer out3 = empty(SPMD_F32, {2, 3, 2});
+  const SpmdBuffer *ins3[] = {c.get(), d.get()};
+  spmd_rt_cat(out3.get(), 2, ins3, 1);
+  expectF32(out3, {1, 2, 10, 11, 12, 13, 3, 4, 14, 15, 16, 17});
+
+  // Last dim, three i64 inputs, one of them i32 (converted).
+  Buffer e = i64({2, 1}, {1, 2});
+  Buffer f = i32({2, 2}, {10, 11, 12, 13});
+  Buffer g = i64({2, 1}, {7, 8});
+  Buffer outI = empty(SPMD_I64, {2, 4});
+  const SpmdBuffer *insI[] = {e.get(), f.get(), g.get()};
+  spmd_rt_cat(outI.get(), 3, insI, 1);
+  expectExact<int64_t>(outI, {1, 10, 11, 7, 2, 12, 13, 8});
+}
+
+TEST(RuntimeKernels, CatI1) {
+  Buffer a = i1({1}, {1});
+  Buffer b = i1({2}, {0, 1});
+  Buffer out = empty(SPMD_I1, {3});
+  const SpmdBuffer *ins[] = {a.get(), b.get()};
+  spmd_rt_cat(out.get(), 2, ins, 0);
+  expectExact<uint8_t>(out, {1, 0, 1});
+}
+
+TEST(RuntimeKernels, SliceAlongDims) {
+  Buffer self = iota<float>({2, 4});
+  Buffer out = empty(SPMD_F32, {2, 2});
+  spmd_rt_slice(out.get(), self.get(), 1, 1);
+  expectF32(out, {1, 2, 5, 6});
+  Buffer row = empty(SPMD_F32, {1, 4});
+  spmd_rt_slice(row.get(), self.get(), 0, 1);
+  expectF32(row, {4, 5, 6, 7});
+  Buffer self3 = iota<int64_t>({2, 3, 2});
+  Buffer out3 = empty(SPMD_I64, {2, 1, 2});
+  spmd_rt_slice(out3.get(), self3.get(), 1, 2);
+  expectExact<int64_t>(out3, {4, 5, 10, 11});
+  Buffer last = empty(SPMD_I64, {2, 3, 1});
+  spmd_rt_slice(last.get(), self3.get(), 2, 1);
+  expectExact<int64_t>(last, {1, 3, 5, 7, 9, 11});
+}
+
+TEST(RuntimeKernels, Triu) {
+  Buffer self = f32({3, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9});
+  Buffer out = empty(SPMD_F32, {3, 3});
+  spmd_rt_triu(out.get(), self.get(), 0);
+  expectF32(out, {1, 2, 3, 0, 5, 6, 0, 0, 9});
+  spmd_rt_triu(out.get(), self.get(), 1);
+  expectF32(out, {0, 2, 3, 0, 0, 6, 0, 0, 0});
+  spmd_rt_triu(out.get(), self.get(), -1);
+  expectF32(out, {1, 2, 3, 4, 5, 6, 0, 8, 9});
+  spmd_rt_triu(out.get(), self.get(), 5);
+  expectF32(out, std::vector<float>(9, 0));
+  Buffer batched = f32({2, 2, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12});
+  Buffer outB = empty(SPMD_F32, {2, 2, 3});
+  spmd_rt_triu(outB.get(), batched.get(), 0);
+  expectF32(outB, {1, 2, 3, 0, 5, 6, 7, 8, 9, 0, 11, 12});
+}
+
+TEST(RuntimeKernels, FillAndArange) {
+  Buffer f = empty(SPMD_F32, {2, 2});
+  spmd_rt_fill(f.get(), 2.5);
+  expectF32(f, {2.5f, 2.5f, 2.5f, 2.5f});
+  Buffer i = empty(SPMD_I64, {3});
+  spmd_rt_fill(i.get(), 7.0);
+  expectExact<int64_t>(i, {7, 7, 7});
+  Buffer j = empty(SPMD_I32, {1});
+  spmd_rt_fill(j.get(), -3.0);
+  expectExact<int32_t>(j, {-3});
+  Buffer b = empty(SPMD_I1, {2});
+  spmd_rt_fill(b.get(), 1.0);
+  expectExact<uint8_t>(b, {1, 1});
+  Buffer d = empty(SPMD_F64, {1});
+  spmd_rt_fill(d.get(), 0.1);
+  expectExact<double>(d, {0.1});
+
+  Buffer a = empty(SPMD_F32, {5});
+  spmd_rt_arange(a.get());
+  expectF32(a, {0, 1, 2, 3, 4});
+  Buffer ai = empty(SPMD_I64, {4});
+  spmd_rt_arange(ai.get());
+  expectExact<int64_t>(ai, {0, 1, 2, 3});
+}
+
+TEST_F(RuntimeKernelsDeathTest, ShapeKernelsRejectMismatches) {
+  Buffer a = f32({2, 2}, {1, 2, 3, 4});
+  Buffer b = f32({2, 3}, {1, 2, 3, 4, 5, 6});
+  Buffer out = empty(SPMD_F32, {4, 2});
+  const SpmdBuffer *ins[] = {a.get(), b.get()};
+  EXPECT_DEATH(spmd_rt_cat(out.get(), 2, ins, 0),
+               "spmd_rt_cat: input 1 of shape \\[2, 3\\] does not fit");
+  Buffer out2 = empty(SPMD_F32, {5, 2});
+  const SpmdBuffer *ins2[] = {a.get(), a.get()};
+  EXPECT_DEATH(spmd_rt_cat(out2.get(), 2, ins2, 0),
+               "spmd_rt_cat: inputs sum to 4");
+  Buffer slice = empty(SPMD_F32, {2, 2});
+  EXPECT_DEATH(spmd_rt_slice(slice.get(), b.get(), 1, 2),
+               "spmd_rt_slice: out \\[2, 2\\] is not a slice");
+  Buffer copy = empty(SPMD_F32, {5});
+  EXPECT_DEATH(spmd_rt_copy(copy.get(), a.get()),
+               "spmd_rt_copy: .* different numbers of elements");
+  const int64_t dims[] = {0, 0};
+  Buffer perm = empty(SPMD_F32, {2, 2});
+  EXPECT_DEATH(spmd_rt_permute(perm.get(), a.get(), 2, dims),
+               "spmd_rt_permute: dims is not a permutation");
+  Buffer half = empty(SPMD_BF16, {2});
+  EXPECT_DEATH(spmd_rt_fill(half.get(), 1.0),
+               "spmd_rt_fill: unsupported dtype bf16");
+}
+
+//===----------------------------------------------------------------------===//
+// Matrix products
+//===----------------------------------------------------------------------===//
+
+const std::vector<float> kA = {1, 2, 3, 4, 5, 6};    // [2, 3]
+const std::vector<float> kB = {7, 8, 9, 10, 11, 12}; // [3, 2]
+// kA @ kB = [[58, 64], [139, 154]]
+
+TEST(RuntimeKernels, Mm) {
+  Buffer a = f32({2, 3}, kA);
+  Buffer b = f32({3, 2}, kB);
+  Buffer out = empty(SPMD_F32, {2, 2});
+  spmd_rt_mm(out.get(), a.get(), b.get());
+  expectF32(out, {58, 64, 139, 154});
+  Buffer ad = f64({2, 3}, {1, 2, 3, 4, 5, 6});
+  Buffer bd = f64({3, 2}, {7, 8, 9, 10, 11, 12});
+  Buffer outD = empty(SPMD_F64, {2, 2});
+  spmd_rt_mm(outD.get(), ad.get(), bd.get());
+  expectNear<double>(outD, {58, 64, 139, 154});
+}
+
+TEST(RuntimeKernels, AddmmBetaAlphaAndBiasBroadcast) {
+  Buffer a = f32({2, 3}, kA);
+  Buffer b = f32({3, 2}, kB);
+  Buffer bias = f32({2}, {1, -1});
+  Buffer out = empty(SPMD_F32, {2, 2});
+  spmd_rt_addmm(out.get(), bias.get(), a.get(), b.get(), 0.5, 2.0);
+  expectF32(out, {116.5f, 127.5f, 278.5f, 307.5f});
+  Buffer col = f32({2, 1}, {1, 2});
+  spmd_rt_addmm(out.get(), col.get(), a.get(), b.get(), 1.0, 1.0);
+  expectF32(out, {59, 65, 141, 156});
+  Buffer full = f32({2, 2}, {1, 2, 3, 4});
+  spmd_rt_addmm(out.get(), full.get(), a.get(), b.get(), -1.0, 1.0);
+  expectF32(out, {57, 62, 136, 150});
+}
+
+TEST(RuntimeKernels, AddmmBetaZeroIgnoresNaNSelf) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  Buffer a = f32({2, 3}, kA);
+  Buffer b = f32({3, 2}, kB);
+  Buffer self = f32({2, 2}, {nan, nan, nan, nan});
+  Buffer out = empty(SPMD_F32, {2, 2});
+  spmd_rt_fill(out.get(), nan);
+  spmd_rt_addmm(out.get(), self.get(), a.get(), b.get(), 0.0, 1.0);
+  expectF32(out, {58, 64, 139, 154});
+}
+
+TEST(RuntimeKernels, MmEmptyInnerDim) {
+  Buffer a = empty(SPMD_F32, {2, 0});
+  Buffer b = empty(SPMD_F32, {0, 3});
+  Buffer out = empty(SPMD_F32, {2, 3});
+  spmd_rt_fill(out.get(), std::numeric_limits<double>::quiet_NaN());
+  spmd_rt_mm(out.get(), a.get(), b.get());
+  expectF32(out, std::vector<float>(6, 0));
+}
+
+TEST(RuntimeKernels, BmmAndBaddbmm) {
+  std::vector<float> a = kA, b = kB;
+  std::vector<float> a1 = {1, 0, 0, 0, 1, 0}, b1 = {1, 2, 3, 4, 5, 6};
+  a.insert(a.end(), a1.begin(), a1.end());
+  b.insert(b.end(), b1.begin(), b1.end());
+  Buffer ba = f32({2, 2, 3}, a);
+  Buffer bb = f32({2, 3, 2}, b);
+  Buffer out = empty(SPMD_F32, {2, 2, 2});
+  spmd_rt_bmm(out.get(), ba.get(), bb.get());
+  expectF32(out, {58, 64, 139, 154, 1, 2, 3, 4});
+  Buffer self = f32({2, 2}, {1, 1, 1, 1}); // broadcast over the batch
+  spmd_rt_baddbmm(out.get(), self.get(), ba.get(), bb.get(), 2.0, 0.5);
+  expectF32(out, {31, 34, 71.5f, 79, 2.5f, 3, 3.5f, 4});
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  Buffer nanSelf = f32({1}, {nan});
+  spmd_rt_baddbmm(out.get(), nanSelf.get(), ba.get(), bb.get(), 0.0, 1.0);
+  expectF32(out, {58, 64, 139, 154, 1, 2, 3, 4});
+}
+
+TEST_F(RuntimeKernelsDeathTest, MatmulRejectsMismatchedDims) {
+  Buffer a = f32({2, 3}, kA);
+  Buffer b = f32({2, 3}, kA);
+  Buffer out = empty(SPMD_F32, {2, 3});
+  EXPECT_DEATH(spmd_rt_mm(out.get(), a.get(), b.get()),
+               "spmd_rt_mm: cannot multiply \\[2, 3\\] by \\[2, 3\\]");
+  Buffer c = f32({3, 2}, kB);
+  Buffer bias = f32({3}, {1, 2, 3});
+  Buffer out2 = empty(SPMD_F32, {2, 2});
+  EXPECT_DEATH(
+      spmd_rt_addmm(out2.get(), bias.get(), a.get(), c.get(), 1.0, 1.0),
+      "spmd_rt_addmm: cannot broadcast");
+  Buffer outI = empty(SPMD_I64, {2, 2});
+  EXPECT_DEATH(spmd_rt_mm(outI.get(), a.get(), c.get()),
+               "spmd_rt_mm: unsupported dtype i64");
+}
+
+//===----------------------------------------------------------------------===//
+// Sum
+//===----------------------------------------------------------------------===//
+
+TEST(RuntimeKernels, SumAll) {
+  Buffer self = iota<float>({2, 3, 4});
+  Buffer out = empty(SPMD_F32, {});
+  spmd_rt_sum(out.get(), self.get(), 0, nullptr);
+  expectF32(out, {276});
+  Buffer outD = empty(SPMD_F64, {});
+  spmd_rt_sum(outD.get(), self.get(), 0, nullptr);
+  expectNear<double>(outD, {276});
+}
+
+TEST(RuntimeKernels, SumOverDimsWithAndWithoutKeepdim) {
+  Buffer self = iota<float>({2, 3, 4}); // self[i][j][k] = 12i + 4j + k
+  const int64_t dim1[] = {1};
+  Buffer out = empty(SPMD_F32, {2, 4});
+  spmd_rt_sum(out.get(), self.get(), 1, dim1);
+  expectF32(out, {12, 15, 18, 21, 48, 51, 54, 57});
+  Buffer keep = empty(SPMD_F32, {2, 1, 4});
+  spmd_rt_sum(keep.get(), self.get(), 1, dim1);
+  expectF32(keep, {12, 15, 18, 21, 48, 51, 54, 57});
+
+  const int64_t dims02[] = {0, 2};
+  Buffer out02 = empty(SPMD_F32, {3});
+  spmd_rt_sum(out02.get(), self.get(), 2, dims02);
+  expectF32(out02, {60, 92, 124});
+  Buffer keep02 = empty(SPMD_F32, {1, 3, 1});
+  spmd_rt_sum(keep02.get(), self.get(), 2, dims02);
+  expectF32(keep02, {60, 92, 124});
+
+  const int64_t dim2[] = {2};
+  Buffer out2 = empty(SPMD_F32, {2, 3});
+  spmd_rt_sum(out2.get(), self.get(), 1, dim2);
+  expectF32(out2, {6, 22, 38, 54, 70, 86});
+
+  const int64_t dim0[] = {0};
+  Buffer out0 = empty(SPMD_F32, {3, 4});
+  spmd_rt_sum(out0.get(), self.get(), 1, dim0);
+  std::vector<float> expected;
+  for (int j = 0; j < 3; ++j)
+    for (int k = 0; k < 4; ++k)
+      expected.push_back(12.0f + 8 * j + 2 * k);
+  expectF32(out0, expected);
+
+  const int64_t all[] = {2, 0, 1};
+  Buffer outAll = empty(SPMD_F32, {});
+  spmd_rt_sum(outAll.get(), self.get(), 3, all);
+  expectF32(outAll, {276});
+}
+
+TEST(RuntimeKernels, SumIntegers) {
+  Buffer self = i64({2, 2}, {1, 2, 3, 4});
+  const int64_t dim0[] = {0};
+  Buffer out = empty(SPMD_I64, {2});
+  spmd_rt_sum(out.get(), self.get(), 1, dim0);
+  expectExact<int64_t>(out, {4, 6});
+  // i32 and i1 sum to i64 (ATen's integer promotion).
+  Buffer small = i32({3}, {1, 2, 3});
+  Buffer total = empty(SPMD_I64, {});
+  spmd_rt_sum(total.get(), small.get(), 0, nullptr);
+  expectExact<int64_t>(total, {6});
+  Buffer mask = i1({4}, {1, 0, 1, 1});
+  spmd_rt_sum(total.get(), mask.get(), 0, nullptr);
+  expectExact<int64_t>(total, {3});
+  Buffer outI32 = empty(SPMD_I32, {});
+  spmd_rt_sum(outI32.get(), small.get(), 0, nullptr);
+  expectExact<int32_t>(outI32, {6});
+}
+
+TEST(RuntimeKernels, SumEmptyDimListIsCopyUnlessScalarOut) {
+  Buffer self = iota<float>({2, 3});
+  Buffer out = empty(SPMD_F32, {2, 3});
+  spmd_rt_sum(out.get(), self.get(), 0, nullptr);
+  expectF32(out, {0, 1, 2, 3, 4, 5});
+  Buffer one = f32({1}, {4});
+  Buffer scalar = empty(SPMD_F32, {});
+  spmd_rt_sum(scalar.get(), one.get(), 0, nullptr);
+  expectF32(scalar, {4});
+}
+
+TEST(RuntimeKernels, SumIsAccurate) {
+  const int64_t n = 1000000;
+  Buffer self = empty(SPMD_F32, {1000, 1000});
+  spmd_rt_fill(self.get(), 0.1);
+  Buffer out = empty(SPMD_F32, {});
+  spmd_rt_sum(out.get(), self.get(), 0, nullptr);
+  // 0.1f is 0.100000001490116...; a naive float loop is off by hundreds.
+  expectF32(out, {static_cast<float>(n * static_cast<double>(0.1f))}, 1e-6);
+  const int64_t dim0[] = {0};
+  Buffer cols = empty(SPMD_F32, {1000});
+  spmd_rt_sum(cols.get(), self.get(), 1, dim0);
+  expectF32(cols, std::vector<float>(1000, 100.0000015f), 1e-6);
+}
+
+TEST_F(RuntimeKernelsDeathTest, SumRejectsBadDims) {
+  Buffer self = iota<float>({2, 3});
+  Buffer out = empty(SPMD_F32, {});
+  const int64_t twice[] = {0, 0};
+  EXPECT_DEATH(spmd_rt_sum(out.get(), self.get(), 2, twice),
+               "spmd_rt_sum: dim 0 is listed twice");
+  const int64_t dim1[] = {1};
+  Buffer wrong = empty(SPMD_F32, {3});
+  EXPECT_DEATH(spmd_rt_sum(wrong.get(), self.get(), 1, dim1),
+               "spmd_rt_sum: out \\[3\\] is not self \\[2, 3\\] summed");
+}
+
+//===----------------------------------------------------------------------===//
+// Softmax family (expected values: PyTorch 1.13)
+//===----------------------------------------------------------------------===//
+
+const std::vector<float> kLogits = {1, 2, 3, -1, 0, 4}; // [2, 3]
+const std::vector<float> kSoftmaxGrad = {0.5f, -1, 2, 1, 1, -3};
+
+TEST(RuntimeKernels, SoftmaxLastAndFirstDim) {
+  Buffer self = f32({2, 3}, kLogits);
+  Buffer out = empty(SPMD_F32, {2, 3});
+  spmd_rt_softmax(out.get(), self.get(), 1);
+  expectF32(out, {0.090030573f, 0.24472848f, 0.66524094f, 0.0065732626f,
+                  0.017867981f, 0.9755587f});
+  spmd_rt_softmax(out.get(), self.get(), 0);
+  expectF32(out, {0.88079703f, 0.88079703f, 0.26894143f, 0.11920292f,
+                  0.11920292f, 0.7310586f});
+}
+
+TEST(RuntimeKernels, LogSoftmaxLastAndFirstDim) {
+  Buffer self = f32({2, 3}, kLogits);
+  Buffer out = empty(SPMD_F32, {2, 3});
+  spmd_rt_log_softmax(out.get(), self.get(), 1);
+  expectF32(out, {-2.4076059f, -1.4076059f, -0.40760595f, -5.024745f,
+                  -4.024745f, -0.024744924f});
+  spmd_rt_log_softmax(out.get(), self.get(), 0);
+  expectF32(out, {-0.12692805f, -0.12692805f, -1.3132616f, -2.1269281f,
+                  -2.1269281f, -0.31326166f});
+}
+
+TEST(RuntimeKernels, SoftmaxIsStableForLargeLogits) {
+  Buffer self = f32({1, 3}, {1000, 1001, 1002});
+  Buffer out = empty(SPMD_F32, {1, 3});
+  spmd_rt_softmax(out.get(), self.get(), 1);
+  expectF32(out, {0.090030573f, 0.24472848f, 0.66524094f});
+  spmd_rt_log_softmax(out.get(), self.get(), 1);
+  expectF32(out, {-2.4076059f, -1.4076059f, -0.40760595f});
+}
+
+TEST(RuntimeKernels, SoftmaxMiddleDimMatchesDefinition) {
+  // [2, 19, 3] over dim 1: lanes of 3, and rows longer than the 8 lanes of
+  // the vectorised folds.
+  const int64_t outer = 2, size = 19, inner = 3;
+  std::vector<float> x;
+  for (int64_t i = 0; i < outer * size * inner; ++i)
+    x.push_back(static_cast<float>(std::sin(0.7 * i) * 4));
+  Buffer self = f32({outer, size, inner}, x);
+  Buffer out = empty(SPMD_F32, {outer, size, inner});
+  Buffer logOut = empty(SPMD_F32, {outer, size, inner});
+  spmd_rt_softmax(out.get(), self.get(), 1);
+  spmd_rt_log_softmax(logOut.get(), self.get(), 1);
+  std::vector<float> expected(x.size()), expectedLog(x.size());
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t l = 0; l < inner; ++l) {
+      double sum = 0;
+      for (int64_t d = 0; d < size; ++d)
+        sum += std::exp(x[(o * size + d) * inner + l]);
+      for (int64_t d = 0; d < size; ++d) {
+        int64_t i = (o * size + d) * inner + l;
+        expected[i] = static_cast<float>(std::exp(x[i]) / sum);
+        expectedLog[i] = static_cast<float>(x[i] - std::log(sum));
+      }
+    }
+  expectF32(out, expected);
+  expectF32(logOut, expectedLog);
+}
+
+TEST(RuntimeKernels, SoftmaxMaskedAndNaN) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  Buffer self = f32({3, 3}, {0, -inf, 1, -inf, -inf, -inf, 1, nan, 2});
+  Buffer out = empty(SPMD_F32, {3, 3});
+  spmd_rt_softmax(out.get(), self.get(), 1);
+  const float e = static_cast<float>(M_E);
+  // A fully masked row is NaN in ATen too (exp(-inf - -inf)).
+  expectF32(out, {1 / (1 + e), 0, e / (1 + e), nan, nan, nan, nan, nan, nan});
+  spmd_rt_log_softmax(out.get(), self.get(), 1);
+  const float lse = static_cast<float>(std::log1p(M_E));
+  expectF32(out, {-lse, -inf, 1 - lse, nan, nan, nan, nan, nan, nan});
+}
+
+/// softmax and log_softmax of `rows` x `cols` values over the last dim,
+/// against a double reference.
+template <typename T> void checkLongRows(int64_t rows, int64_t cols) {
+  std::vector<T> x;
+  for (int64_t i = 0; i < rows * cols; ++i)
+    x.push_back(static_cast<T>(std::sin(0.37 * i) * 20));
+  Buffer self = tensor<T>({rows, cols}, x);
+  Buffer out = empty(dtypeOf<T>(), {rows, cols});
+  Buffer logOut = empty(dtypeOf<T>(), {rows, cols});
+  spmd_rt_softmax(out.get(), self.get(), 1);
+  spmd_rt_log_softmax(logOut.get(), self.get(), 1);
+  std::vector<T> expected, expectedLog;
+  for (int64_t r = 0; r < rows; ++r) {
+    double max = -INFINITY, sum = 0;
+    for (int64_t c = 0; c < cols; ++c)
+      max = std::max<double>(max, x[r * cols + c]);
+    for (int64_t c = 0; c < cols; ++c)
+      sum += std::exp(x[r * cols + c] - max);
+    for (int64_t c = 0; c < cols; ++c) {
+      double v = x[r * cols + c] - max;
+      expected.push_back(static_cast<T>(std::exp(v) / sum));
+      expectedLog.push_back(static_cast<T>(v - std::log(sum)));
+    }
+  }
+  expectNear<T>(out, expected, 1e-5, 1e-7);
+  expectNear<T>(logOut, expectedLog, 1e-5, 1e-5);
+}
+
+TEST(RuntimeKernels, SoftmaxLongRows) {
+  checkLongRows<float>(3, 1001);
+  checkLongRows<float>(5, 37);
+  checkLongRows<double>(2, 301);
+}
+
+TEST(RuntimeKernels, SoftmaxBackwardData) {
+  Buffer grad = f32({2, 3}, kSoftmaxGrad);
+  Buffer self = f32({2, 3}, kLogits);
+  Buffer y = empty(SPMD_F32, {2, 3});
+  Buffer out = empty(SPMD_F32, {2, 3});
+  spmd_rt_softmax(y.get(), self.get(), 1);
+  spmd_rt_softmax_backward_data(out.get(), grad.get(), y.get(), 1);
+  expectF32(out, {-0.056788463f, -0.52145982f, 0.57824826f, 0.025650414f,
+                  0.069725059f, -0.095375702f});
+  spmd_rt_softmax(y.get(), self.get(), 0);
+  spmd_rt_softmax_backward_data(out.get(), grad.get(), y.get(), 0);
+  expectF32(out, {-0.052496757f, -0.20998719f, 0.9830597f, 0.052496795f,
+                  0.20998715f, -0.98305964f});
+}
+
+TEST(RuntimeKernels, LogSoftmaxBackwardData) {
+  Buffer grad = f32({2, 3}, kSoftmaxGrad);
+  Buffer self = f32({2, 3}, kLogits);
+  Buffer y = empty(SPMD_F32, {2, 3});
+  Buffer out = empty(SPMD_F32, {2, 3});
+  spmd_rt_log_softmax(y.get(), self.get(), 1);
+  spmd_rt_log_softmax_backward_data(out.get(), grad.get(), y.get(), 1);
+  expectF32(out, {0.36495411f, -1.3670927f, 1.0021385f, 1.0065733f, 1.0178679f,
+                  -2.0244412f});
+  spmd_rt_log_softmax(y.get(), self.get(), 0);
+  spmd_rt_log_softmax_backward_data(out.get(), grad.get(), y.get(), 0);
+  expectF32(out,
+            {-0.82119554f, -1.0f, 2.2689414f, 0.8211956f, 1.0f, -2.2689414f});
+}
+
+//===----------------------------------------------------------------------===//
+// Layer norm (expected values: PyTorch 1.13)
+//===----------------------------------------------------------------------===//
+
+const std::vector<float> kLnInput = {1, 2, 4, -1, 0.5f, 3}; // [2, 3]
+const std::vector<float> kLnWeight = {0.5f, 1, 2};
+const std::vector<float> kLnBias = {0.1f, -0.2f, 0.3f};
+const std::vector<float> kLnInput3 = {1, 2,    4,  0, -2, 1,
+                                      3, 3.5f, -1, 2, 0,  1}; // [2, 2, 3]
+
+TEST(RuntimeKernels, LayerNormWithWeightAndBias) {
+  Buffer x = f32({2, 3}, kLnInput);
+  Buffer w = f32({3}, kLnWeight);
+  Buffer b = f32({3}, kLnBias);
+  Buffer out = empty(SPMD_F32, {2, 3});
+  Buffer mean = empty(SPMD_F32, {2, 1});
+  Buffer rstd = empty(SPMD_F32, {2, 1});
+  spmd_rt_native_layer_norm(out.get(), mean.get(), rstd.get(), x.get(), w.get(),
+                            b.get(), 1, 1e-5);
+  expectF32(out, {-0.43452069f, -0.4672603f, 2.9726036f, -0.45558289f,
+                  -0.40203017f, 2.9263918f});
+  expectF32(mean, {2.3333333f, 0.83333337f});
+  expectF32(rstd, {0.80178106f, 0.60609043f});
+}
+
+TEST(RuntimeKernels, LayerNormWithoutAffineOverTwoDims) {
+  Buffer x = f32({2, 2, 3}, kLnInput3);
+  Buffer out = empty(SPMD_F32, {2, 2, 3});
+  Buffer mean = empty(SPMD_F32, {2, 1, 1});
+  Buffer rstd = empty(SPMD_F32, {2, 1, 1});
+  spmd_rt_native_layer_norm(out.get(), mean.get(), rstd.get(), x.get(), nullptr,
+                            nullptr, 2, 1e-5);
+  expectF32(out, {0.0f, 0.54772174f, 1.6431652f, -0.54772174f, -1.6431652f,
+                  0.0f, 0.99450356f, 1.3085573f, -1.5179265f, 0.36639607f,
+                  -0.88981891f, -0.26171142f});
+  expectF32(mean, {1.0f, 1.4166666f});
+  expectF32(rstd, {0.54772174f, 0.62810749f});
+}
+
+TEST(RuntimeKernels, LayerNormWeightOnly) {
+  Buffer x = f32({2, 3}, kLnInput);
+  Buffer w = f32({3}, kLnWeight);
+  Buffer b = f32({3}, kLnBias);
+  Buffer ref = empty(SPMD_F32, {2, 3});
+  Buffer out = empty(SPMD_F32, {2, 3});
+  Buffer mean = empty(SPMD_F32, {2, 1});
+  Buffer rstd = empty(SPMD_F32, {2, 1});
+  spmd_rt_native_layer_norm(ref.get(), mean.get(), rstd.get(), x.get(), w.get(),
+                            b.get(), 1, 1e-5);
+  spmd_rt_native_layer_norm(out.get(), mean.get(), rstd.get(), x.get(), w.get(),
+                            nullptr, 1, 1e-5);
+  std::vector<float> expected = values<float>(ref);
+  for (size_t i = 0; i < expected.size(); ++i)
+    expected[i] -= kLnBias[i % 3];
+  expectF32(out, expected);
+}
+
+TEST(RuntimeKernels, LayerNormBackward) {
+  Buffer x = f32({2, 3}, kLnInput);
+  Buffer w = f32({3}, kLnWeight);
+  Buffer b = f32({3}, kLnBias);
+  Buffer out = empty(SPMD_F32, {2, 3});
+  Buffer mean = empty(SPMD_F32, {2, 1});
+  Buffer rstd = empty(SPMD_F32, {2, 1});
+  spmd_rt_native_layer_norm(out.get(), mean.get(), rstd.get(), x.get(), w.get(),
+                            b.get(), 1, 1e-5);
+  Buffer dy = f32({2, 3}, {0.3f, -1, 2, 1.5f, 0.5f, -0.5f});
+  Buffer dx = empty(SPMD_F32, {2, 3});
+  Buffer dw = empty(SPMD_F32, {3});
+  Buffer db = empty(SPMD_F32, {3});
+  spmd_rt_native_layer_norm_backward(dx.get(), dw.get(), db.get(), dy.get(),
+                                     x.get(), mean.get(), rstd.get(), w.get(),
+                                     b.get(), 1);
+  expectF32(dx,
+            {0.83613229f, -1.2542176f, 0.41808462f, -0.10049787f, 0.16079983f,
+             -0.06030196f},
+            1e-5, 1e-5);
+  expectF32(dw, {-1.9874611f, 0.16624522f, 2.0160055f});
+  expectF32(db, {1.8f, -0.5f, 1.5f});
+
+  // A NULL grad_input is skipped; the other results are unchanged.
+  Buffer dw2 = empty(SPMD_F32, {3});
+  spmd_rt_native_layer_norm_backward(nullptr, dw2.get(), nullptr, dy.get(),
+                                     x.get(), mean.get(), rstd.get(), w.get(),
+                                     b.get(), 1);
+  expectF32(dw2, values<float>(dw), 0, 0);
+}
+
+TEST(RuntimeKernels, LayerNormBackwardWithoutWeight) {
+  Buffer x = f32({2, 2, 3}, kLnInput3);
+  Buffer out = empty(SPMD_F32, {2, 2, 3});
+  Buffer mean = empty(SPMD_F32, {2, 1, 1});
+  Buffer rstd = empty(SPMD_F32, {2, 1, 1});
+  spmd_rt_native_layer_norm(out.get(), mean.get(), rstd.get(), x.get(), nullptr,
+                            nullptr, 2, 1e-5);
+  Buffer dy = f32({2, 2, 3},
+                  {0.3f, -1, 2, 1.5f, 0.5f, -0.5f, 1, 2, -1, 0, 0.5f, 0.25f});
+  Buffer dx = empty(SPMD_F32, {2, 2, 3});
+  spmd_rt_native_layer_norm_backward(dx.get(), nullptr, nullptr, dy.get(),
+                                     x.get(), mean.get(), rstd.get(), nullptr,
+                                     nullptr, 2);
+  expectF32(dx,
+            {-0.091286957f, -0.85809726f, 0.67552394f, 0.62075114f, 0.18257344f,
+             -0.52946436f, -0.14067708f, 0.33556664f, -0.18198191f,
+             -0.46505702f, 0.45645177f, -0.0043026209f},
+            1e-5, 1e-5);
+}
+
+TEST(RuntimeKernels, LayerNormLongRowsMatchDefinition) {
+  const int64_t rows = 3, cols = 1027;
+  std::vector<float> x, w, b;
+  for (int64_t i = 0; i < rows * cols; ++i)
+    x.push_back(static_cast<float>(100 + std::sin(0.37 * i) * 3));
+  for (int64_t j = 0; j < cols; ++j) {
+    w.push_back(static_cast<float>(1 + 0.001 * j));
+    b.push_back(static_cast<float>(0.01 * (j % 7)));
+  }
+  Buffer in = f32({rows, cols}, x), weight = f32({cols}, w),
+         bias = f32({cols}, b);
+  Buffer out = empty(SPMD_F32, {rows, cols});
+  Buffer mean = empty(SPMD_F32, {rows, 1}), rstd = empty(SPMD_F32, {rows, 1});
+  spmd_rt_native_layer_norm(out.get(), mean.get(), rstd.get(), in.get(),
+                            weight.get(), bias.get(), 1, 1e-5);
+  std::vector<float> expected, expectedMean, expectedRstd;
+  for (int64_t r = 0; r < rows; ++r) {
+    double mu = 0, var = 0;
+    for (int64_t j = 0; j < cols; ++j)
+      mu += x[r * cols + j];
+    mu /= cols;
+    for (int64_t j = 0; j < cols; ++j)
+      var += (x[r * cols + j] - mu) * (x[r * cols + j] - mu);
+    var /= cols;
+    const double rs = 1 / std::sqrt(var + 1e-5);
+    for (int64_t j = 0; j < cols; ++j)
+      expected.push_back(
+          static_cast<float>((x[r * cols + j] - mu) * rs * w[j] + b[j]));
+    expectedMean.push_back(static_cast<float>(mu));
+    expectedRstd.push_back(static_cast<float>(rs));
+  }
+  // Inputs near 100 with unit spread: float rounding of x - mean allows
+  // ~1e-5 absolute.
+  expectF32(out, expected, 1e-5, 3e-5);
+  expectF32(mean, expectedMean);
+  expectF32(rstd, expectedRstd);
+}
+
+TEST_F(RuntimeKernelsDeathTest, LayerNormRejectsBadShapes) {
+  Buffer x = f32({2, 3}, kLnInput);
+  Buffer w = f32({2}, {1, 1});
+  Buffer out = empty(SPMD_F32, {2, 3});
+  Buffer mean = empty(SPMD_F32, {2, 1});
+  Buffer rstd = empty(SPMD_F32, {2, 1});
+  EXPECT_DEATH(spmd_rt_native_layer_norm(out.get(), mean.get(), rstd.get(),
+                                         x.get(), w.get(), nullptr, 1, 1e-5),
+               "spmd_rt_native_layer_norm: weight \\[2\\] does not match");
+  Buffer badMean = empty(SPMD_F32, {2});
+  EXPECT_DEATH(spmd_rt_native_layer_norm(out.get(), badMean.get(), rstd.get(),
+                                         x.get(), nullptr, nullptr, 1, 1e-5),
+               "spmd_rt_native_layer_norm: mean \\[2\\] does not match");
+}
+
+//===----------------------------------------------------------------------===//
+// Embedding
+//===----------------------------------------------------------------------===//
+
+TEST(RuntimeKernels, Embedding) {
+  Buffer weight = f32({4, 2}, {0, 1, 10, 11, 20, 21, 30, 31});
+  Buffer idx = i64({2, 2}, {3, 0, 1, 3});
+  Buffer out = empty(SPMD_F32, {2, 2, 2});
+  spmd_rt_embedding(out.get(), weight.get(), idx.get(), -1);
+  expectF32(out, {30, 31, 0, 1, 10, 11, 30, 31});
+  Buffer idx32 = i32({2}, {2, 2});
+  Buffer out32 = empty(SPMD_F32, {2, 2});
+  // padding_idx does not change the forward.
+  spmd_rt_embedding(out32.get(), weight.get(), idx32.get(), 2);
+  expectF32(out32, {20, 21, 20, 21});
+}
+
+TEST(RuntimeKernels, EmbeddingDenseBackwardSkipsPadding) {
+  Buffer grad = f32({4, 2}, {1, 2, 3, 4, 5, 6, 7, 8});
+  Buffer idx = i64({4}, {1, 3, 1, 0});
+  Buffer out = empty(SPMD_F32, {4, 2});
+  spmd_rt_embedding_dense_backward(out.get(), grad.get(), idx.get(), 0, 0);
+  expectF32(out, {0, 0, 6, 8, 0, 0, 3, 4});
+  spmd_rt_embedding_dense_backward(out.get(), grad.get(), idx.get(), -1, 0);
+  expectF32(out, {7, 8, 6, 8, 0, 0, 3, 4});
+}
+
+TEST(RuntimeKernels, EmbeddingDenseBackwardScaleGradByFreq) {
+  Buffer grad = f32({2, 2, 2}, {1, 2, 3, 4, 5, 6, 7, 8});
+  Buffer idx = i32({2, 2}, {1, 3, 1, 0});
+  Buffer out = empty(SPMD_F32, {4, 2});
+  spmd_rt_embedding_dense_backward(out.get(), grad.get(), idx.get(), 0, 1);
+  expectF32(out, {0, 0, 3, 4, 0, 0, 3, 4});
+}
+
+TEST_F(RuntimeKernelsDeathTest, EmbeddingRejectsOutOfRangeIndices) {
+  Buffer weight = f32({4, 2}, {0, 1, 10, 11, 20, 21, 30, 31});
+  Buffer idx = i64({2}, {1, 4});
+  Buffer out = empty(SPMD_F32, {2, 2});
+  EXPECT_DEATH(spmd_rt_embedding(out.get(), weight.get(), idx.get(), -1),
+               "spmd_rt_embedding: index 4 at position 1 is out of range "
+               "\\[0, 4\\)");
+  Buffer neg = i32({1}, {-1});
+  Buffer out1 = empty(SPMD_F32, {1, 2});
+  EXPECT_DEATH(spmd_rt_embedding(out1.get(), weight.get(), neg.get(), -1),
+               "spmd_rt_embedding: index -1");
+  Buffer grad = f32({2, 2}, {1, 2, 3, 4});
+  Buffer gw = empty(SPMD_F32, {4, 2});
+  EXPECT_DEATH(
+      spmd_rt_embedding_dense_backward(gw.get(), grad.get(), idx.get(), -1, 0),
+      "spmd_rt_embedding_dense_backward: index 4");
+  Buffer fidx = f32({2}, {1, 2});
+  EXPECT_DEATH(spmd_rt_embedding(out.get(), weight.get(), fidx.get(), -1),
+               "spmd_rt_embedding: unsupported dtype f32 for indices");
+}
+
+//===----------------------------------------------------------------------===//
+// NLL loss (expected values: PyTorch 1.13)
+//===----------------------------------------------------------------------===//
+
+// log_softmax of a [4, 3] batch; targets {1, 2, 0, 2}; weight {0.2, 1, 3}.
+const std::vector<float> kLogProbs = {-1.4643688f,  -0.46436879f, -1.9643688f,
+                                      -2.0817845f,  -3.1817846f,  -0.18178451f,
+                                      -0.16984604f, -3.1698461f,  -2.1698461f,
+                                      -1.0986123f,  -1.0986123f,  -1.0986123f};
+const std::vector<int64_t> kTargets = {1, 2, 0, 2};
+const std::vector<float> kClassWeight = {0.2f, 1, 3};
+
+struct NllCase {
+  int64_t reduction;
+  bool weighted;
+  int64_t ignoreIndex;
+  std::vector<float> output;
+  float totalWeight;
+  std::vector<float> gradInput; // for grad_output {1, -2, 0.5, 3} or 1.5
+};
+
+const NllCase kNllCases[] = {
+    {0,
+     false,
+     -100,
+     {0.46436879f, 0.18178451f, 0.16984604f, 1.0986123f},
+     0,
+     {0, -1, 0, 0, 0, 2, -0.5f, 0, 0, 0, 0, -3}},
+    {0,
+     false,
+     2,
+     {0.46436879f, 0, 0.16984604f, 0},
+     0,
+     {0, -1, 0, 0, 0, 0, -0.5f, 0, 0, 0, 0, 0}},
+    {0,
+     true,
+     -100,
+     {0.46436879f, 0.54535353f, 0.033969209f, 3.2958369f},
+     0,
+     {0, -1, 0, 0, 0, 6, -0.1f, 0, 0, 0, 0, -9}},
+    {1,
+     false,
+     -100,
+     {0.47865292f},
+     4,
+     {0, -0.375f, 0, 0, 0, -0.375f, -0.375f, 0, 0, 0, 0, -0.375f}},
+    {1,
+     false,
+     2,
+     {0.31710741f},
+     2,
+     {0, -0.75f, 0, 0, 0, 0, -0.75f, 0, 0, 0, 0, 0}},
+    {1,
+     true,
+     -100,
+     {0.60271233f},
+     7.2f,
+     {0, -0.20833334f, 0, 0, 0, -0.625f, -0.041666668f, 0, 0, 0, 0, -0.625f}},
+    {1,
+     true,
+     2,
+     {0.41528162f},
+     1.2f,
+     {0, -1.25f, 0, 0, 0, 0, -0.25f, 0, 0, 0, 0, 0}},
+    {2,
+     false,
+     -100,
+     {1.9146117f},
+     4,
+     {0, -1.5f, 0, 0, 0, -1.5f, -1.5f, 0, 0, 0, 0, -1.5f}},
+    {2,
+     true,
+     -100,
+     {4.3395286f},
+     7.2f,
+     {0, -1.5f, 0, 0, 0, -4.5f, -0.3f, 0, 0, 0, 0, -4.5f}},
+    {2,
+     true,
+     2,
+     {0.49833798f},
+     1.2f,
+     {0, -1.5f, 0, 0, 0, 0, -0.3f, 0, 0, 0, 0, 0}},
+};
+
+TEST(RuntimeKernels, NllLossForwardAndBackward) {
+  Buffer self = f32({4, 3}, kLogProbs);
+  Buffer target = i64({4}, kTargets);
+  Buffer weight = f32({3}, kClassWeight);
+  for (const NllCase &c : kNllCases) {
+    SCOPED_TRACE("reduction " + std::to_string(c.reduction) + " weighted " +
+                 std::to_string(c.weighted) + " ignore_index " +
+                 std::to_string(c.ignoreIndex));
+    Shape outShape = c.reduction == 0 ? Shape{4} : Shape{};
+    Buffer out = empty(SPMD_F32, outShape);
+    Buffer total = empty(SPMD_F32, {});
+    const SpmdBuffer *w = c.weighted ? weight.get() : nullptr;
+    spmd_rt_nll_loss_forward(out.get(), total.get(), self.get(), target.get(),
+                             w, c.reduction, c.ignoreIndex);
+    expectF32(out, c.output);
+    expectF32(total, {c.totalWeight});
+
+    Buffer grad =
+        c.reduction == 0 ? f32({4}, {1, -2, 0.5f, 3}) : f32({}, {1.5f});
+    Buffer gradInput = empty(SPMD_F32, {4, 3});
+    spmd_rt_nll_loss_backward(gradInput.get(), grad.get(), self.get(),
+                              target.get(), w, total.get(), c.reduction,
+                              c.ignoreIndex);
+    expectF32(gradInput, c.gradInput);
+  }
+}
+
+TEST(RuntimeKernels, NllLossUnbatched) {
+  Buffer self = f32({3}, {-1.4643688f, -0.46436879f, -1.9643688f});
+  Buffer target = i64({}, {1});
+  Buffer out = empty(SPMD_F32, {});
+  Buffer total = empty(SPMD_F32, {});
+  Buffer grad = f32({}, {2});
+  Buffer gradInput = empty(SPMD_F32, {3});
+  for (int64_t reduction : {0, 1, 2}) {
+    spmd_rt_nll_loss_forward(out.get(), total.get(), self.get(), target.get(),
+                             nullptr, reduction, -100);
+    expectF32(out, {0.46436879f});
+    expectF32(total, {1});
+    spmd_rt_nll_loss_backward(gradInput.get(), grad.get(), self.get(),
+                              target.get(), nullptr, total.get(), reduction,
+                              -100);
+    expectF32(gradInput, {0, -2, 0});
+  }
+  // Everything ignored: mean is 0 / 0.
+  spmd_rt_nll_loss_forward(out.get(), total.get(), self.get(), target.get(),
+                           nullptr, 1, 1);
+  expectF32(out, {std::numeric_limits<float>::quiet_NaN()});
+  expectF32(total, {0});
+  spmd_rt_nll_loss_forward(out.get(), total.get(), self.get(), target.get(),
+                           nullptr, 2, 1);
+  expectF32(out, {0});
+}
+
+TEST_F(RuntimeKernelsDeathTest, NllLossRejectsOutOfRangeTargets) {
+  Buffer self = f32({4, 3}, kLogProbs);
+  Buffer target = i64({4}, {1, 3, 0, 2});
+  Buffer out = empty(SPMD_F32, {});
+  Buffer total = empty(SPMD_F32, {});
+  EXPECT_DEATH(spmd_rt_nll_loss_forward(out.get(), total.get(), self.get(),
+                                        target.get(), nullptr, 1, -100),
+               "spmd_rt_nll_loss_forward: target 3 of sample 1 is out of "
+               "bounds");
+  Buffer grad = f32({}, {1});
+  Buffer gradInput = empty(SPMD_F32, {4, 3});
+  EXPECT_DEATH(spmd_rt_nll_loss_backward(gradInput.get(), grad.get(),
+                                         self.get(), target.get(), nullptr,
+                                         total.get(), 1, -100),
+               "spmd_rt_nll_loss_backward: target 3");
+  EXPECT_DEATH(spmd_rt_nll_loss_forward(out.get(), total.get(), self.get(),
+                                        target.get(), nullptr, 3, -100),
+               "spmd_rt_nll_loss_forward: reduction must be");
+}
+
+//===----------------------------------------------------------------------===//
+// Random kernels (any uniform source)
+//===----------------------------------------------------------------------===//
+
+class RuntimeKernelsRandomTest : public ::testing::Test {
+protected:
+  void SetUp() override {
+    spmd_rt_set_seed(1234);
+    spmd_rt_set_step(0);
+  }
+};
+
+/// The [6, 8] global tensor of bernoulli draws of op 7, in pieces.
+Buffer bernoulliPiece(const Shape &shape, const Shape &offset, double p) {
+  const Shape global = {6, 8};
+  Buffer out = empty(SPMD_F32, shape);
+  spmd_rt_bernoulli_p(out.get(), p, 7, global.data(), offset.data());
+  return out;
+}
+
+TEST_F(RuntimeKernelsRandomTest, BernoulliValuesAreZeroOrOne) {
+  std::vector<float> full = values<float>(bernoulliPiece({6, 8}, {0, 0}, 0.5));
+  int ones = 0;
+  for (float v : full) {
+    EXPECT_TRUE(v == 0.0f || v == 1.0f) << v;
+    ones += v == 1.0f;
+  }
+  EXPECT_GT(ones, 0);
+  EXPECT_LT(ones, 48);
+  expectF32(bernoulliPiece({6, 8}, {0, 0}, 0.0), std::vector<float>(48, 0));
+  expectF32(bernoulliPiece({6, 8}, {0, 0}, 1.0), std::vector<float>(48, 1));
+}
+
+TEST_F(RuntimeKernelsRandomTest, BernoulliDrawsFollowGlobalIndex) {
+  std::vector<float> full = values<float>(bernoulliPiece({6, 8}, {0, 0}, 0.5));
+  // Rows [2, 5) and columns [3, 8): element (i, j) is global (2 + i, 3 + j).
+  std::vector<float> piece = values<float>(bernoulliPiece({3, 5}, {2, 3}, 0.5));
+  for (int64_t i = 0; i < 3; ++i)
+    for (int64_t j = 0; j < 5; ++j)
+      EXPECT_EQ(piece[i * 5 + j], full[(2 + i) * 8 + 3 + j]) << i << "," << j;
+  // Two halves along each dim reassemble the full tensor.
+  std::vector<float> top = values<float>(bernoulliPiece({3, 8}, {0, 0}, 0.5));
+  std::vector<float> bottom =
+      values<float>(bernoulliPiece({3, 8}, {3, 0}, 0.5));
+  top.insert(top.end(), bottom.begin(), bottom.end());
+  EXPECT_EQ(top, full);
+  std::vector<float> left = values<float>(bernoulliPiece({6, 4}, {0, 0}, 0.5));
+  std::vector<float> right = values<float>(bernoulliPiece({6, 4}, {0, 4}, 0.5));
+  for (int64_t i = 0; i < 6; ++i)
+    for (int64_t j = 0; j < 8; ++j)
+      EXPECT_EQ(j < 4 ? left[i * 4 + j] : right[i * 4 + j - 4],
+                full[i * 8 + j]);
+}
+
+struct Dropout {
+  Buffer output, mask;
+};
+Dropout dropoutPiece(const Buffer &input, const Shape &global,
+                     const Shape &offset, double p, int64_t train) {
+  Dropout d{empty(SPMD_F32, shapeOf(input)), empty(SPMD_I1, shapeOf(input))};
+  spmd_rt_native_dropout(d.output.get(), d.mask.get(), input.get(), p, train, 3,
+                         global.data(), offset.data());
+  return d;
+}
+
+TEST_F(RuntimeKernelsRandomTest, NativeDropoutScalesKeptElements) {
+  Buffer counts = iota<float>({8, 8});
+  Buffer input = empty(SPMD_F32, {8, 8});
+  spmd_rt_add_scalar(input.get(), counts.get(), 1.0, 1.0); // no zeros
+  const double p = 0.25;
+  Dropout d = dropoutPiece(input, {8, 8}, {0, 0}, p, 1);
+  std::vector<float> x = values<float>(input), y = values<float>(d.output);
+  std::vector<uint8_t> m = values<uint8_t>(d.mask);
+  const float scale = static_cast<float>(1.0 / (1.0 - p));
+  int kept = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    ASSERT_TRUE(m[i] == 0 || m[i] == 1);
+    kept += m[i];
+    EXPECT_EQ(y[i], m[i] ? x[i] * scale : 0.0f) << i;
+  }
+  EXPECT_GT(kept, 0);
+  EXPECT_LT(kept, 64);
+
+  // The backward applies the same mask and scale.
+  Buffer grad = empty(SPMD_F32, {8, 8});
+  spmd_rt_fill(grad.get(), 2.0);
+  Buffer dx = empty(SPMD_F32, {8, 8});
+  spmd_rt_native_dropout_backward(dx.get(), grad.get(), d.mask.get(),
+                                  1.0 / (1.0 - p));
+  std::vector<float> g = values<float>(dx);
+  for (size_t i = 0; i < g.size(); ++i)
+    EXPECT_EQ(g[i], m[i] ? 2.0f * scale : 0.0f);
+}
+
+TEST_F(RuntimeKernelsRandomTest, NativeDropoutEdgeCases) {
+  Buffer input = iota<float>({4, 4});
+  std::vector<float> x = values<float>(input);
+  Dropout keepAll = dropoutPiece(input, {4, 4}, {0, 0}, 0.0, 1);
+  EXPECT_EQ(values<float>(keepAll.output), x);
+  EXPECT_EQ(values<uint8_t>(keepAll.mask), std::vector<uint8_t>(16, 1));
+  Dropout eval = dropoutPiece(input, {4, 4}, {0, 0}, 0.5, 0);
+  EXPECT_EQ(values<float>(eval.output), x);
+  EXPECT_EQ(values<uint8_t>(eval.mask), std::vector<uint8_t>(16, 1));
+  Dropout dropAll = dropoutPiece(input, {4, 4}, {0, 0}, 1.0, 1);
+  EXPECT_EQ(values<float>(dropAll.output), std::vector<float>(16, 0));
+  EXPECT_EQ(values<uint8_t>(dropAll.mask), std::vector<uint8_t>(16, 0));
+}
+
+TEST_F(RuntimeKernelsRandomTest, NativeDropoutDrawsFollowGlobalIndex) {
+  Buffer input = iota<float>({4, 6});
+  Dropout full = dropoutPiece(input, {4, 6}, {0, 0}, 0.5, 1);
+  std::vector<uint8_t> mask = values<uint8_t>(full.mask);
+  std::vector<float> x = values<float>(input), l, r;
+  for (int64_t i = 0; i < 4; ++i)
+    for (int64_t j = 0; j < 6; ++j)
+      (j < 3 ? l : r).push_back(x[i * 6 + j]);
+  Buffer leftIn = f32({4, 3}, l), rightIn = f32({4, 3}, r);
+  Dropout a = dropoutPiece(leftIn, {4, 6}, {0, 0}, 0.5, 1);
+  Dropout b = dropoutPiece(rightIn, {4, 6}, {0, 3}, 0.5, 1);
+  std::vector<uint8_t> ma = values<uint8_t>(a.mask),
+                       mb = values<uint8_t>(b.mask);
+  std::vector<float> y = values<float>(full.output);
+  std::vector<float> ya = values<float>(a.output), yb = values<float>(b.output);
+  for (int64_t i = 0; i < 4; ++i)
+    for (int64_t j = 0; j < 6; ++j) {
+      const int64_t k = i * 3 + j % 3;
+      EXPECT_EQ(j < 3 ? ma[k] : mb[k], mask[i * 6 + j]);
+      EXPECT_EQ(j < 3 ? ya[k] : yb[k], y[i * 6 + j]);
+    }
+}
+
+TEST(RuntimeKernels, NativeDropoutBackward) {
+  Buffer grad = f32({4}, {1, 2, 3, 4});
+  Buffer mask = i1({4}, {1, 0, 1, 1});
+  Buffer out = empty(SPMD_F32, {4});
+  spmd_rt_native_dropout_backward(out.get(), grad.get(), mask.get(), 2.0);
+  expectF32(out, {2, 0, 6, 8});
+}
+
+} // namespace
