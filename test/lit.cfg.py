@@ -1,5 +1,7 @@
 # -*- Python -*-
 import os
+import shutil
+import subprocess
 
 import lit.formats
 from lit.llvm import llvm_config
@@ -35,3 +37,39 @@ config.substitutions.append(
 config.environment["OMPI_ALLOW_RUN_AS_ROOT"] = "1"
 config.environment["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1"
 config.environment["OMPI_MCA_rmaps_base_oversubscribe"] = "1"
+
+
+# GPU features for the NCCL backend's tests (test/Runtime/collectives-nccl*):
+#   nccl          the runtime was built with the NCCL collective backend;
+#   cuda-gpu      `nvidia-smi -L` lists a GPU (within CUDA_VISIBLE_DEVICES);
+#   cuda-gpus-N   at least N of them (N = 2, 4), for one rank per GPU.
+# Without a GPU the tests that need one are reported UNSUPPORTED.
+def count_visible_gpus():
+    smi = shutil.which("nvidia-smi")
+    if not smi:
+        return 0
+    try:
+        listing = subprocess.run(
+            [smi, "-L"], capture_output=True, text=True, timeout=60
+        )
+    except (OSError, subprocess.SubprocessError):
+        return 0
+    if listing.returncode != 0:
+        return 0
+    count = sum(1 for line in listing.stdout.splitlines() if line.startswith("GPU "))
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is not None:
+        count = min(count, len([d for d in visible.split(",") if d.strip()]))
+    return count
+
+
+if config.spmd_have_nccl:
+    config.available_features.add("nccl")
+gpu_count = count_visible_gpus()
+if gpu_count >= 1:
+    config.available_features.add("cuda-gpu")
+for n in (2, 4):
+    if gpu_count >= n:
+        config.available_features.add("cuda-gpus-%d" % n)
+# The tests see the same GPUs as lit.
+llvm_config.with_system_environment(["CUDA_VISIBLE_DEVICES"])

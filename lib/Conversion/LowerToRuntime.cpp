@@ -184,11 +184,46 @@ struct KernelCall {
 
 /// Random op ids, numbered in function order before conversion starts.
 using RandomIds = llvm::DenseMap<Operation *, int64_t>;
+/// Transposes of the last two dims whose every use is a matrix operand of a
+/// matmul: they cost nothing (BLAS reads the operand transposed).
+using FoldedTransposes = llvm::DenseSet<Operation *>;
+
+bool isMatrixOperand(OpOperand &use) {
+  Operation *user = use.getOwner();
+  if (isa<aten::MmOp, aten::BmmOp>(user))
+    return true;
+  return isa<aten::AddmmOp, aten::BaddbmmOp>(user) &&
+         use.getOperandNumber() > 0;
+}
+
+FoldedTransposes findFoldedTransposes(ModuleOp module) {
+  FoldedTransposes folds;
+  module.walk([&](Operation *op) {
+    int64_t rank =
+        op->getNumOperands() == 1
+            ? cast<RankedTensorType>(op->getOperand(0).getType()).getRank()
+            : 0;
+    bool lastTwo = false;
+    if (isa<aten::TOp>(op))
+      lastTwo = rank == 2;
+    else if (auto transpose = dyn_cast<aten::TransposeIntOp>(op)) {
+      int64_t d0 = normalizeDim(transpose.getDim0Attr().getInt(), rank);
+      int64_t d1 = normalizeDim(transpose.getDim1Attr().getInt(), rank);
+      lastTwo = (rank == 2 || rank == 3) && std::min(d0, d1) == rank - 2 &&
+                std::max(d0, d1) == rank - 1;
+    }
+    if (lastTwo && !op->getResult(0).use_empty() &&
+        llvm::all_of(op->getResult(0).getUses(), isMatrixOperand))
+      folds.insert(op);
+  });
+  return folds;
+}
 
 /// The kernel and attribute arguments of `op` (operands already converted),
 /// or failure with a diagnostic.
 FailureOr<KernelCall> describe(Operation *op, ValueRange operands,
-                               CallBuilder &b, const RandomIds &randomIds) {
+                               CallBuilder &b, const RandomIds &randomIds,
+                               const FoldedTransposes &folds) {
   auto inType = [&](unsigned i) {
     return cast<RankedTensorType>(op->getOperand(i).getType());
   };
@@ -267,9 +302,6 @@ FailureOr<KernelCall> describe(Operation *op, ValueRange operands,
       .Case([&](aten::ReciprocalOp) { return simple("spmd_rt_reciprocal"); })
       .Case([&](aten::SqrtOp) { return simple("spmd_rt_sqrt"); })
       .Case([&](aten::ReluOp) { return simple("spmd_rt_relu"); })
-      .Case<aten::CloneOp, aten::DetachOp, aten::ViewOp, aten::UnsafeViewOp,
-            aten::ReshapeAliasOp, aten::UnsqueezeOp>(
-          [&](Operation *) { return simple("spmd_rt_copy"); })
       .Case([&](aten::GeluOp o) {
         return simple("spmd_rt_gelu", {b.i64(o.getApproximate() == "tanh")});
       })
@@ -303,17 +335,29 @@ FailureOr<KernelCall> describe(Operation *op, ValueRange operands,
         return simple("spmd_rt_fill", {b.f64(scalarValue(o.getFillValue()))});
       })
       .Case([&](aten::ArangeOp) { return simple("spmd_rt_arange"); })
-      .Case([&](aten::MmOp) { return simple("spmd_rt_mm"); })
-      .Case([&](aten::BmmOp) { return simple("spmd_rt_bmm"); })
-      .Case([&](aten::AddmmOp o) {
-        return simple("spmd_rt_addmm", {b.f64(o.getBeta().convertToDouble()),
-                                        b.f64(o.getAlpha().convertToDouble())});
-      })
-      .Case([&](aten::BaddbmmOp o) {
-        return simple("spmd_rt_baddbmm",
-                      {b.f64(o.getBeta().convertToDouble()),
-                       b.f64(o.getAlpha().convertToDouble())});
-      })
+      .Case<aten::MmOp, aten::BmmOp, aten::AddmmOp, aten::BaddbmmOp>(
+          [&](Operation *op) -> Result {
+            // One GEMM entry for the family; a folded transpose of a matrix
+            // operand becomes a BLAS transpose flag.
+            bool hasSelf = isa<aten::AddmmOp, aten::BaddbmmOp>(op);
+            double beta = 0, alpha = 1;
+            if (auto addmm = dyn_cast<aten::AddmmOp>(op))
+              beta = addmm.getBeta().convertToDouble(),
+              alpha = addmm.getAlpha().convertToDouble();
+            if (auto baddbmm = dyn_cast<aten::BaddbmmOp>(op))
+              beta = baddbmm.getBeta().convertToDouble(),
+              alpha = baddbmm.getAlpha().convertToDouble();
+            unsigned first = hasSelf ? 1 : 0;
+            auto folded = [&](unsigned i) {
+              Operation *def = op->getOperand(i).getDefiningOp();
+              return b.i64(def && folds.contains(def));
+            };
+            return KernelCall{
+                "spmd_rt_matmul",
+                {b.f64(beta), b.f64(alpha), folded(first), folded(first + 1)},
+                SmallVector<Value>{hasSelf ? operands[0] : b.null(),
+                                   operands[first], operands[first + 1]}};
+          })
       .Case([&](aten::TOp) -> Result {
         if (inType(0).getRank() < 2)
           return simple("spmd_rt_copy");
@@ -447,9 +491,9 @@ FailureOr<KernelCall> describe(Operation *op, ValueRange operands,
 /// aten ops and spmd collectives: allocate the results, call the kernel.
 struct OpToRuntimeCall : ConversionPattern {
   OpToRuntimeCall(const TypeConverter &converter, MLIRContext *ctx,
-                  const RandomIds &randomIds)
+                  const RandomIds &randomIds, const FoldedTransposes &folds)
       : ConversionPattern(converter, MatchAnyOpTypeTag(), /*benefit=*/1, ctx),
-        randomIds(randomIds) {}
+        randomIds(randomIds), folds(folds) {}
 
   LogicalResult
   matchAndRewrite(Operation *op, ArrayRef<Value> operands,
@@ -461,7 +505,22 @@ struct OpToRuntimeCall : ConversionPattern {
       if (!dtypeCode(cast<RankedTensorType>(type).getElementType()))
         return op->emitOpError("result element type ")
                << type << " has no runtime dtype";
+    if (folds.contains(op)) {
+      // Its users read the input transposed (spmd_rt_matmul's flags).
+      rewriter.replaceOp(op, operands[0]);
+      return success();
+    }
     CallBuilder b(rewriter, op);
+    if (isa<aten::CloneOp, aten::DetachOp, aten::ViewOp, aten::UnsafeViewOp,
+            aten::ReshapeAliasOp, aten::UnsqueezeOp>(op)) {
+      // Same elements, same order: share the data (spmd_rt_view).
+      auto type = cast<RankedTensorType>(op->getResult(0).getType());
+      rewriter.replaceOp(op, b.call("spmd_rt_view",
+                                    {operands[0], b.i32(type.getRank()),
+                                     b.i64Array(type.getShape())},
+                                    b.getPtrType()));
+      return success();
+    }
     if (auto split = dyn_cast<aten::SplitTensorOp>(op)) {
       // One slice per piece, each starting where the previous one ended.
       int64_t rank =
@@ -479,7 +538,7 @@ struct OpToRuntimeCall : ConversionPattern {
       rewriter.replaceOp(op, pieces);
       return success();
     }
-    FailureOr<KernelCall> call = describe(op, operands, b, randomIds);
+    FailureOr<KernelCall> call = describe(op, operands, b, randomIds, folds);
     if (failed(call))
       return failure();
     SmallVector<Value> results, args;
@@ -497,6 +556,7 @@ struct OpToRuntimeCall : ConversionPattern {
   }
 
   const RandomIds &randomIds;
+  const FoldedTransposes &folds;
 };
 
 /// Tensor constants: a constant global copied into a new buffer.
@@ -532,7 +592,9 @@ struct EraseMesh : OpConversionPattern<spmd::MeshOp> {
 };
 
 /// Returned values must be buffers of their own: a returned argument or a
-/// value returned twice is cloned first (at tensor level, before conversion).
+/// value returned twice is cloned first (at tensor level, before conversion;
+/// the clone is a new buffer sharing the data, which the caller may free
+/// independently).
 void cloneAliasedResults(func::FuncOp fn) {
   for (auto ret : llvm::make_early_inc_range(fn.getOps<func::ReturnOp>())) {
     OpBuilder b(ret);
@@ -571,7 +633,8 @@ SmallVector<Operation *> readers(Value buffer) {
 void insertFrees(func::FuncOp fn) {
   SmallVector<Value> buffers;
   fn.walk([&](func::CallOp call) {
-    if (call.getCallee() == "spmd_rt_alloc")
+    if (call.getCallee() == "spmd_rt_alloc" ||
+        call.getCallee() == "spmd_rt_view")
       buffers.push_back(call.getResult(0));
   });
   for (Value buffer : buffers) {
@@ -654,6 +717,7 @@ struct ConvertToRuntimeCallsPass
     });
     for (auto fn : module.getOps<func::FuncOp>())
       cloneAliasedResults(fn);
+    FoldedTransposes folds = findFoldedTransposes(module);
 
     Type ptrType = LLVM::LLVMPointerType::get(ctx);
     TypeConverter converter;
@@ -675,7 +739,7 @@ struct ConvertToRuntimeCallsPass
         [&](Operation *op) { return converter.isLegal(op); });
 
     RewritePatternSet patterns(ctx);
-    patterns.add<OpToRuntimeCall>(converter, ctx, randomIds);
+    patterns.add<OpToRuntimeCall>(converter, ctx, randomIds, folds);
     patterns.add<ConstantToRuntimeCall, EraseMesh>(converter, ctx);
     populateFunctionOpInterfaceTypeConversionPattern<func::FuncOp>(patterns,
                                                                    converter);

@@ -14,9 +14,36 @@ namespace {
 std::atomic<int64_t> liveBytes{0};
 std::atomic<int64_t> peakBytes{0};
 
+/// The data of one or more buffers (spmd_rt_view shares it).
+struct Storage {
+  std::atomic<int64_t> refs{1};
+  int64_t bytes = 0;
+  void *data = nullptr;
+};
+
 int64_t byteSize(const SpmdBuffer *buffer) {
   return buffer->numel *
          static_cast<int64_t>(spmd_rt_dtype_size(buffer->dtype));
+}
+
+/// A descriptor of `rank` dims with `shape`; numel computed, no data.
+SpmdBuffer *newDescriptor(int32_t dtype, int32_t rank, const int64_t *shape) {
+  if (rank < 0 || rank > SPMD_MAX_RANK)
+    spmd_rt_fatal("tensor rank %d is outside [0, %d]", rank, SPMD_MAX_RANK);
+  auto *buffer = static_cast<SpmdBuffer *>(std::calloc(1, sizeof(SpmdBuffer)));
+  if (!buffer)
+    spmd_rt_fatal("out of memory allocating a buffer descriptor");
+  buffer->dtype = dtype;
+  buffer->rank = rank;
+  buffer->numel = 1;
+  for (int32_t i = 0; i < rank; ++i) {
+    if (shape[i] < 0)
+      spmd_rt_fatal("negative dimension %lld",
+                    static_cast<long long>(shape[i]));
+    buffer->shape[i] = shape[i];
+    buffer->numel *= shape[i];
+  }
+  return buffer;
 }
 } // namespace
 
@@ -39,41 +66,67 @@ size_t spmd_rt_dtype_size(int32_t dtype) {
   spmd_rt_fatal("unknown dtype %d", dtype);
 }
 
-SpmdBuffer *spmd_rt_alloc(int32_t dtype, int32_t rank, const int64_t *shape) {
-  if (rank < 0 || rank > SPMD_MAX_RANK)
-    spmd_rt_fatal("tensor rank %d is outside [0, %d]", rank, SPMD_MAX_RANK);
-  auto *buffer = static_cast<SpmdBuffer *>(std::calloc(1, sizeof(SpmdBuffer)));
-  if (!buffer)
-    spmd_rt_fatal("out of memory allocating a buffer descriptor");
-  buffer->dtype = dtype;
-  buffer->rank = rank;
-  buffer->numel = 1;
-  for (int32_t i = 0; i < rank; ++i) {
-    if (shape[i] < 0)
-      spmd_rt_fatal("negative dimension %lld",
-                    static_cast<long long>(shape[i]));
-    buffer->shape[i] = shape[i];
-    buffer->numel *= shape[i];
+const char *spmd_rt_dtype_name(int32_t dtype) {
+  switch (dtype) {
+  case SPMD_F32:
+    return "f32";
+  case SPMD_F64:
+    return "f64";
+  case SPMD_F16:
+    return "f16";
+  case SPMD_BF16:
+    return "bf16";
+  case SPMD_I64:
+    return "i64";
+  case SPMD_I32:
+    return "i32";
+  case SPMD_I1:
+    return "i1";
   }
-  int64_t bytes = byteSize(buffer);
+  return "<unknown dtype>";
+}
+
+SpmdBuffer *spmd_rt_alloc(int32_t dtype, int32_t rank, const int64_t *shape) {
+  SpmdBuffer *buffer = newDescriptor(dtype, rank, shape);
+  auto *storage = new Storage;
+  storage->bytes = byteSize(buffer);
   // 64-byte alignment for vectorised kernels; never a zero-size request.
-  size_t request = (static_cast<size_t>(bytes) + 63) / 64 * 64 + 64;
-  buffer->data = std::aligned_alloc(64, request);
-  if (!buffer->data)
+  size_t request = (static_cast<size_t>(storage->bytes) + 63) / 64 * 64 + 64;
+  storage->data = std::aligned_alloc(64, request);
+  if (!storage->data)
     spmd_rt_fatal("out of memory allocating %lld bytes",
-                  static_cast<long long>(bytes));
-  int64_t live = liveBytes += bytes;
+                  static_cast<long long>(storage->bytes));
+  buffer->data = storage->data;
+  buffer->storage = storage;
+  int64_t live = liveBytes += storage->bytes;
   int64_t peak = peakBytes.load();
   while (live > peak && !peakBytes.compare_exchange_weak(peak, live)) {
   }
   return buffer;
 }
 
+SpmdBuffer *spmd_rt_view(const SpmdBuffer *source, int32_t rank,
+                         const int64_t *shape) {
+  SpmdBuffer *view = newDescriptor(source->dtype, rank, shape);
+  if (view->numel != source->numel)
+    spmd_rt_fatal("spmd_rt_view: %lld elements viewed as %lld",
+                  static_cast<long long>(source->numel),
+                  static_cast<long long>(view->numel));
+  view->data = source->data;
+  view->storage = source->storage;
+  static_cast<Storage *>(view->storage)->refs++;
+  return view;
+}
+
 void spmd_rt_free(SpmdBuffer *buffer) {
   if (!buffer)
     return;
-  liveBytes -= byteSize(buffer);
-  std::free(buffer->data);
+  auto *storage = static_cast<Storage *>(buffer->storage);
+  if (storage && --storage->refs == 0) {
+    liveBytes -= storage->bytes;
+    std::free(storage->data);
+    delete storage;
+  }
   std::free(buffer);
 }
 

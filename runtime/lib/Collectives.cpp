@@ -1,7 +1,8 @@
 //===- Collectives.cpp - device mesh, collectives, MPI backend ------------===//
 //
-// The C functions of Runtime.h's "Device mesh and collectives" section and
-// the MPI implementation of `CollectiveBackend` (Collectives.h).
+// The C functions of Runtime.h's "Device mesh and collectives" section, the
+// choice of backend, and the MPI implementation of `CollectiveBackend`
+// (Collectives.h; the NCCL one is in NcclBackend.cpp).
 //
 // Semantics, per group of g ranks (every piece has the same size, which the
 // spmd dialect's verifier guarantees and the functions below re-check):
@@ -22,14 +23,20 @@
 //   broadcast       out = the input of the member at position root.
 //
 // The backend works on contiguous blocks: collectives along an inner tensor
-// dim pack the pieces into blocks before the call or unpack them after.
+// dim pack the pieces into blocks before the call or unpack them after, with
+// the backend's own memory operations (host memcpy for MPI, device copies
+// for NCCL), and every collective ends with the backend's `synchronize`.
 //
 //===----------------------------------------------------------------------===//
 
 #include "Collectives.h"
+#ifdef SPMD_HAVE_NCCL
+#include "NcclBackend.h"
+#endif
 
 #include <climits>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -40,26 +47,6 @@ namespace {
 //===----------------------------------------------------------------------===//
 // Messages and validation
 //===----------------------------------------------------------------------===//
-
-const char *dtypeName(int32_t dtype) {
-  switch (dtype) {
-  case SPMD_F32:
-    return "f32";
-  case SPMD_F64:
-    return "f64";
-  case SPMD_F16:
-    return "f16";
-  case SPMD_BF16:
-    return "bf16";
-  case SPMD_I64:
-    return "i64";
-  case SPMD_I32:
-    return "i32";
-  case SPMD_I1:
-    return "i1";
-  }
-  return "unknown";
-}
 
 std::string formatList(const int64_t *values, int64_t n) {
   std::string text = "[";
@@ -83,9 +70,15 @@ std::vector<int64_t> shapeOf(const SpmdBuffer *buffer) {
   return std::vector<int64_t>(buffer->shape, buffer->shape + buffer->rank);
 }
 
-bool isReducible(int32_t dtype) {
-  return dtype == SPMD_F32 || dtype == SPMD_F64 || dtype == SPMD_I64 ||
-         dtype == SPMD_I32;
+CollectiveBackend &backend();
+
+/// The dtypes `backend().canReduce` accepts, for messages ("f32, f64, ...").
+std::string reducibleDtypes() {
+  std::string text;
+  for (int32_t dtype = SPMD_F32; dtype <= SPMD_I1; ++dtype)
+    if (backend().canReduce(dtype))
+      text += std::string(text.empty() ? "" : ", ") + spmd_rt_dtype_name(dtype);
+  return text;
 }
 
 /// Checks the buffers and dtypes of a collective: both present, same dtype,
@@ -99,11 +92,11 @@ void checkBuffers(const char *what, const SpmdBuffer *out, const SpmdBuffer *in,
     spmd_rt_fatal("%s: unknown dtype %d", what, in->dtype);
   if (out->dtype != in->dtype)
     spmd_rt_fatal("%s: out dtype %s differs from in dtype %s", what,
-                  dtypeName(out->dtype), dtypeName(in->dtype));
-  if (reduces && !isReducible(in->dtype))
-    spmd_rt_fatal("%s: dtype %s cannot be reduced (supported: f32, f64, i64, "
-                  "i32)",
-                  what, dtypeName(in->dtype));
+                  spmd_rt_dtype_name(out->dtype),
+                  spmd_rt_dtype_name(in->dtype));
+  if (reduces && !backend().canReduce(in->dtype))
+    spmd_rt_fatal("%s: dtype %s cannot be reduced (supported: %s)", what,
+                  spmd_rt_dtype_name(in->dtype), reducibleDtypes().c_str());
   if (out->rank != in->rank)
     spmd_rt_fatal("%s: out has rank %d, in has rank %d", what, out->rank,
                   in->rank);
@@ -112,9 +105,11 @@ void checkBuffers(const char *what, const SpmdBuffer *out, const SpmdBuffer *in,
 void checkReduce(const char *what, int32_t reduce, int32_t dtype) {
   if (reduce < SPMD_REDUCE_SUM || reduce > SPMD_REDUCE_MIN)
     spmd_rt_fatal("%s: unknown reduce kind %d", what, reduce);
-  if (reduce == SPMD_REDUCE_AVG && dtype != SPMD_F32 && dtype != SPMD_F64)
+  bool isFloat = dtype == SPMD_F32 || dtype == SPMD_F64 || dtype == SPMD_F16 ||
+                 dtype == SPMD_BF16;
+  if (reduce == SPMD_REDUCE_AVG && !isFloat)
     spmd_rt_fatal("%s: avg of an integer tensor (%s) is not supported", what,
-                  dtypeName(dtype));
+                  spmd_rt_dtype_name(dtype));
 }
 
 void checkDim(const char *what, const char *role, int64_t dim,
@@ -146,32 +141,46 @@ int64_t bytesOf(const SpmdBuffer *buffer) {
 }
 
 /// Copies `in` to `out` (a collective over a group of one rank).
-void copyBuffer(SpmdBuffer *out, const SpmdBuffer *in) {
-  if (out->data != in->data)
-    std::memmove(out->data, in->data, static_cast<size_t>(bytesOf(in)));
+void copyBuffer(SpmdBuffer *out, const SpmdBuffer *in, const char *what) {
+  int64_t bytes = bytesOf(in);
+  backend().copyRows(out->data, bytes, in->data, bytes, bytes, 1, what);
 }
+
+/// Scratch memory of the backend for packing, released at scope exit.
+class Scratch {
+public:
+  Scratch(int64_t bytes, const char *what)
+      : data(static_cast<char *>(backend().allocate(bytes, what))), what(what) {
+  }
+  ~Scratch() { backend().deallocate(data, what); }
+  Scratch(const Scratch &) = delete;
+  Scratch &operator=(const Scratch &) = delete;
+
+  char *const data;
+
+private:
+  const char *what;
+};
 
 //===----------------------------------------------------------------------===//
 // Packing: a tensor dim cut into g pieces <-> g contiguous blocks
 //===----------------------------------------------------------------------===//
 
 /// src is [outer][g][piece] bytes, dst becomes [g][outer][piece]: block j of
-/// dst holds piece j of every outer slice.
+/// dst holds piece j of every outer slice (one strided copy per block).
 void splitIntoBlocks(char *dst, const char *src, int64_t outer, int64_t g,
-                     int64_t piece) {
-  for (int64_t o = 0; o < outer; ++o)
-    for (int64_t j = 0; j < g; ++j)
-      std::memcpy(dst + (j * outer + o) * piece, src + (o * g + j) * piece,
-                  static_cast<size_t>(piece));
+                     int64_t piece, const char *what) {
+  for (int64_t j = 0; j < g; ++j)
+    backend().copyRows(dst + j * outer * piece, piece, src + j * piece,
+                       g * piece, piece, outer, what);
 }
 
 /// The inverse: src is [g][outer][piece], dst becomes [outer][g][piece].
 void joinBlocks(char *dst, const char *src, int64_t outer, int64_t g,
-                int64_t piece) {
-  for (int64_t o = 0; o < outer; ++o)
-    for (int64_t j = 0; j < g; ++j)
-      std::memcpy(dst + (o * g + j) * piece, src + (j * outer + o) * piece,
-                  static_cast<size_t>(piece));
+                int64_t piece, const char *what) {
+  for (int64_t j = 0; j < g; ++j)
+    backend().copyRows(dst + j * piece, g * piece, src + j * outer * piece,
+                       piece, piece, outer, what);
 }
 
 //===----------------------------------------------------------------------===//
@@ -179,6 +188,8 @@ void joinBlocks(char *dst, const char *src, int64_t outer, int64_t g,
 //===----------------------------------------------------------------------===//
 
 struct RuntimeState {
+  /// The backend chosen by spmd_rt_set_collective_backend ("mpi" or "nccl").
+  std::string backendName = "mpi";
   std::unique_ptr<CollectiveBackend> backend;
   /// The device mesh; empty until set or first used (then 1-D of the world).
   std::vector<int64_t> meshShape;
@@ -191,12 +202,24 @@ RuntimeState &state() {
   return runtimeState;
 }
 
-/// The backend of host buffers, started on first use. (A NCCL backend for
-/// device buffers will be chosen here by where the buffers live.)
+/// Starts the chosen backend (spmd_rt_set_collective_backend checked that
+/// it is built).
+void startBackend(int *argc, char ***argv) {
+  RuntimeState &s = state();
+#ifdef SPMD_HAVE_NCCL
+  if (s.backendName == "nccl") {
+    s.backend = std::make_unique<NcclBackend>(argc, argv);
+    return;
+  }
+#endif
+  s.backend = std::make_unique<MpiBackend>(argc, argv);
+}
+
+/// The chosen backend, started on first use.
 CollectiveBackend &backend() {
   RuntimeState &s = state();
   if (!s.backend)
-    s.backend = std::make_unique<MpiBackend>(nullptr, nullptr);
+    startBackend(nullptr, nullptr);
   return *s.backend;
 }
 
@@ -253,6 +276,76 @@ CollectiveGroup groupOf(const char *what, int32_t n, const int64_t *meshDims) {
 }
 
 //===----------------------------------------------------------------------===//
+// Collectives along a tensor dim, on the backend's blocks
+//===----------------------------------------------------------------------===//
+
+/// all_gather of checked buffers along `dim`, issued (not yet synchronised).
+void gatherBlocks(SpmdBuffer *out, const SpmdBuffer *in,
+                  const CollectiveGroup &group, int64_t dim, const char *what) {
+  if (group.size == 1)
+    return copyBuffer(out, in, what);
+  int64_t bytes = bytesOf(in);
+  int64_t outer = product(in->shape, in->shape + dim);
+  if (outer == 1 || bytes == 0)
+    return backend().allGather(out->data, in->data, bytes, group, what);
+  // The gathered blocks are [g][outer][piece]; out is [outer][g][piece].
+  Scratch blocks(bytes * group.size, what);
+  backend().allGather(blocks.data, in->data, bytes, group, what);
+  joinBlocks(static_cast<char *>(out->data), blocks.data, outer, group.size,
+             bytes / outer, what);
+}
+
+/// reduce_scatter of checked buffers along `dim`, issued.
+void scatterBlocks(SpmdBuffer *out, const SpmdBuffer *in,
+                   const CollectiveGroup &group, int64_t dim, int32_t reduce,
+                   const char *what) {
+  if (group.size == 1)
+    return copyBuffer(out, in, what);
+  int64_t blockCount = out->numel;
+  int64_t outer = product(in->shape, in->shape + dim);
+  if (outer == 1 || blockCount == 0)
+    return backend().reduceScatter(out->data, in->data, blockCount, in->dtype,
+                                   reduce, group, what);
+  // in is [outer][g][piece]; the backend scatters blocks [g][outer][piece].
+  int64_t blockBytes = bytesOf(out);
+  Scratch blocks(blockBytes * group.size, what);
+  splitIntoBlocks(blocks.data, static_cast<const char *>(in->data), outer,
+                  group.size, blockBytes / outer, what);
+  backend().reduceScatter(out->data, blocks.data, blockCount, in->dtype, reduce,
+                          group, what);
+}
+
+/// all_to_all of checked buffers (`piece`: the shape of one piece), issued.
+void exchangeBlocks(SpmdBuffer *out, const SpmdBuffer *in,
+                    const CollectiveGroup &group, int64_t splitDim,
+                    int64_t concatDim, const std::vector<int64_t> &piece,
+                    const char *what) {
+  if (group.size == 1)
+    return copyBuffer(out, in, what);
+  int64_t blockBytes = bytesOf(in) / group.size;
+  if (blockBytes == 0)
+    return backend().allToAll(out->data, in->data, 0, group, what);
+  // Send blocks: piece j of in along split_dim, contiguous.
+  const char *send = static_cast<const char *>(in->data);
+  int64_t splitOuter = product(in->shape, in->shape + splitDim);
+  bool packSend = splitOuter != 1 || out->data == in->data;
+  Scratch sendBlocks(packSend ? blockBytes * group.size : 0, what);
+  if (packSend) {
+    splitIntoBlocks(sendBlocks.data, send, splitOuter, group.size,
+                    blockBytes / splitOuter, what);
+    send = sendBlocks.data;
+  }
+  // Received blocks: piece i from member i, concatenated along concat_dim.
+  int64_t concatOuter = product(piece.data(), piece.data() + concatDim);
+  if (concatOuter == 1)
+    return backend().allToAll(out->data, send, blockBytes, group, what);
+  Scratch recvBlocks(blockBytes * group.size, what);
+  backend().allToAll(recvBlocks.data, send, blockBytes, group, what);
+  joinBlocks(static_cast<char *>(out->data), recvBlocks.data, concatOuter,
+             group.size, blockBytes / concatOuter, what);
+}
+
+//===----------------------------------------------------------------------===//
 // MPI helpers
 //===----------------------------------------------------------------------===//
 
@@ -284,7 +377,8 @@ MPI_Datatype mpiType(int32_t dtype, const char *what) {
   case SPMD_I32:
     return MPI_INT32_T;
   }
-  spmd_rt_fatal("%s: dtype %s cannot be reduced", what, dtypeName(dtype));
+  spmd_rt_fatal("%s: dtype %s cannot be reduced", what,
+                spmd_rt_dtype_name(dtype));
 }
 
 MPI_Op mpiOp(int32_t reduce, const char *what) {
@@ -334,6 +428,11 @@ std::pair<MPI_Datatype, int> byteBlock(int64_t bytes, const char *what) {
 
 } // namespace
 
+bool CollectiveBackend::canReduce(int32_t dtype) const {
+  return dtype == SPMD_F32 || dtype == SPMD_F64 || dtype == SPMD_I64 ||
+         dtype == SPMD_I32;
+}
+
 //===----------------------------------------------------------------------===//
 // MpiBackend
 //===----------------------------------------------------------------------===//
@@ -369,6 +468,29 @@ void MpiBackend::resetGroups() {
   for (auto &entry : comms)
     checkMpi(MPI_Comm_free(&entry.second), "finalize", "MPI_Comm_free");
   comms.clear();
+}
+
+void *MpiBackend::allocate(int64_t bytes, const char *what) {
+  if (bytes <= 0)
+    return nullptr;
+  void *data = std::malloc(static_cast<size_t>(bytes));
+  if (!data)
+    spmd_rt_fatal("%s: out of memory allocating %lld bytes of scratch", what,
+                  static_cast<long long>(bytes));
+  return data;
+}
+
+void MpiBackend::deallocate(void *data, const char *what) { std::free(data); }
+
+void MpiBackend::copyRows(void *dst, int64_t dstPitch, const void *src,
+                          int64_t srcPitch, int64_t width, int64_t rows,
+                          const char *what) {
+  if (width <= 0 || dst == src)
+    return;
+  for (int64_t r = 0; r < rows; ++r)
+    std::memmove(static_cast<char *>(dst) + r * dstPitch,
+                 static_cast<const char *>(src) + r * srcPitch,
+                 static_cast<size_t>(width));
 }
 
 MPI_Comm MpiBackend::communicator(const CollectiveGroup &group,
@@ -451,10 +573,38 @@ void MpiBackend::broadcast(void *buffer, int64_t bytes, int root,
 
 extern "C" {
 
+int32_t spmd_rt_set_collective_backend(const char *name) {
+  std::string wanted = name ? name : "(null)";
+  if (wanted != "mpi" && wanted != "nccl")
+    spmd_rt_fatal("unknown collective backend '%s' (known: mpi, nccl)",
+                  wanted.c_str());
+#ifndef SPMD_HAVE_NCCL
+  if (wanted == "nccl")
+    spmd_rt_fatal("collective backend 'nccl' is not built (CUDA toolkit or "
+                  "NCCL not found at configure time)");
+#endif
+  RuntimeState &s = state();
+  if (s.backend) {
+    if (wanted == s.backend->name())
+      return 0;
+    // A running backend owns communicators (and, for NCCL, the device).
+    spmd_rt_fatal("collective backend '%s' must be chosen before spmd_rt_init "
+                  "and the first collective ('%s' is running)",
+                  wanted.c_str(), s.backend->name());
+  }
+#ifdef SPMD_HAVE_NCCL
+  // Fail here, with a message about the GPU, rather than in the first call.
+  if (wanted == "nccl")
+    requireCudaDevice();
+#endif
+  s.backendName = wanted;
+  return 0;
+}
+
 void spmd_rt_init(int *argc, char ***argv) {
   RuntimeState &s = state();
   if (!s.backend)
-    s.backend = std::make_unique<MpiBackend>(argc, argv);
+    startBackend(argc, argv);
 }
 
 void spmd_rt_finalize(void) {
@@ -507,9 +657,11 @@ void spmd_rt_all_reduce(SpmdBuffer *out, const SpmdBuffer *in, int32_t n,
   checkShape(what, out, shapeOf(in), "in shape " + formatShape(in));
   CollectiveGroup group = groupOf(what, n, mesh_dims);
   if (group.size == 1)
-    return copyBuffer(out, in);
-  backend().allReduce(out->data, in->data, in->numel, in->dtype, reduce, group,
-                      what);
+    copyBuffer(out, in, what);
+  else
+    backend().allReduce(out->data, in->data, in->numel, in->dtype, reduce,
+                        group, what);
+  backend().synchronize(what);
 }
 
 void spmd_rt_all_gather(SpmdBuffer *out, const SpmdBuffer *in, int32_t n,
@@ -524,17 +676,8 @@ void spmd_rt_all_gather(SpmdBuffer *out, const SpmdBuffer *in, int32_t n,
              "in shape " + formatShape(in) + " gathered from " +
                  std::to_string(group.size) + " ranks along dim " +
                  std::to_string(gather_dim));
-  if (group.size == 1)
-    return copyBuffer(out, in);
-  int64_t bytes = bytesOf(in);
-  int64_t outer = product(in->shape, in->shape + gather_dim);
-  if (outer == 1 || bytes == 0)
-    return backend().allGather(out->data, in->data, bytes, group, what);
-  // The gathered blocks are [g][outer][piece]; out is [outer][g][piece].
-  std::vector<char> blocks(static_cast<size_t>(bytes * group.size));
-  backend().allGather(blocks.data(), in->data, bytes, group, what);
-  joinBlocks(static_cast<char *>(out->data), blocks.data(), outer, group.size,
-             bytes / outer);
+  gatherBlocks(out, in, group, gather_dim, what);
+  backend().synchronize(what);
 }
 
 void spmd_rt_reduce_scatter(SpmdBuffer *out, const SpmdBuffer *in, int32_t n,
@@ -557,20 +700,8 @@ void spmd_rt_reduce_scatter(SpmdBuffer *out, const SpmdBuffer *in, int32_t n,
              "in shape " + formatShape(in) + " scattered to " +
                  std::to_string(group.size) + " ranks along dim " +
                  std::to_string(scatter_dim));
-  if (group.size == 1)
-    return copyBuffer(out, in);
-  int64_t blockCount = out->numel;
-  int64_t outer = product(in->shape, in->shape + scatter_dim);
-  if (outer == 1 || blockCount == 0)
-    return backend().reduceScatter(out->data, in->data, blockCount, in->dtype,
-                                   reduce, group, what);
-  // in is [outer][g][piece]; the backend scatters blocks [g][outer][piece].
-  int64_t blockBytes = bytesOf(out);
-  std::vector<char> blocks(static_cast<size_t>(blockBytes * group.size));
-  splitIntoBlocks(blocks.data(), static_cast<const char *>(in->data), outer,
-                  group.size, blockBytes / outer);
-  backend().reduceScatter(out->data, blocks.data(), blockCount, in->dtype,
-                          reduce, group, what);
+  scatterBlocks(out, in, group, scatter_dim, reduce, what);
+  backend().synchronize(what);
 }
 
 void spmd_rt_all_to_all(SpmdBuffer *out, const SpmdBuffer *in, int32_t n,
@@ -597,29 +728,8 @@ void spmd_rt_all_to_all(SpmdBuffer *out, const SpmdBuffer *in, int32_t n,
                  std::to_string(group.size) + " ways along dim " +
                  std::to_string(split_dim) + " and concatenated along dim " +
                  std::to_string(concat_dim));
-  if (group.size == 1)
-    return copyBuffer(out, in);
-  int64_t blockBytes = bytesOf(in) / group.size;
-  if (blockBytes == 0)
-    return backend().allToAll(out->data, in->data, 0, group, what);
-  // Send blocks: piece j of in along split_dim, contiguous.
-  const char *send = static_cast<const char *>(in->data);
-  std::vector<char> sendBlocks;
-  int64_t splitOuter = product(in->shape, in->shape + split_dim);
-  if (splitOuter != 1 || out->data == in->data) {
-    sendBlocks.resize(static_cast<size_t>(blockBytes * group.size));
-    splitIntoBlocks(sendBlocks.data(), send, splitOuter, group.size,
-                    blockBytes / splitOuter);
-    send = sendBlocks.data();
-  }
-  // Received blocks: piece i from member i, concatenated along concat_dim.
-  int64_t concatOuter = product(piece.data(), piece.data() + concat_dim);
-  if (concatOuter == 1)
-    return backend().allToAll(out->data, send, blockBytes, group, what);
-  std::vector<char> recvBlocks(static_cast<size_t>(blockBytes * group.size));
-  backend().allToAll(recvBlocks.data(), send, blockBytes, group, what);
-  joinBlocks(static_cast<char *>(out->data), recvBlocks.data(), concatOuter,
-             group.size, blockBytes / concatOuter);
+  exchangeBlocks(out, in, group, split_dim, concat_dim, piece, what);
+  backend().synchronize(what);
 }
 
 void spmd_rt_broadcast(SpmdBuffer *out, const SpmdBuffer *in, int32_t n,
@@ -632,11 +742,11 @@ void spmd_rt_broadcast(SpmdBuffer *out, const SpmdBuffer *in, int32_t n,
     spmd_rt_fatal("%s: root %lld is out of range for a group of %d ranks", what,
                   static_cast<long long>(root), group.size);
   if (group.position == root)
-    copyBuffer(out, in);
-  if (group.size == 1)
-    return;
-  backend().broadcast(out->data, bytesOf(out), static_cast<int>(root), group,
-                      what);
+    copyBuffer(out, in, what);
+  if (group.size > 1)
+    backend().broadcast(out->data, bytesOf(out), static_cast<int>(root), group,
+                        what);
+  backend().synchronize(what);
 }
 
 } // extern "C"

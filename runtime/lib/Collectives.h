@@ -6,10 +6,15 @@
 // contiguous blocks (packing and unpacking around it), and hand that to a
 // `CollectiveBackend`:
 //
-//   - `MpiBackend` (CPU buffers): Open MPI / MPICH communicators;
-//   - a NCCL backend (device buffers) is to come: it implements the same
-//     interface with ncclCommSplit (same color/key as MPI_Comm_split) and
-//     ncclAllReduce/AllGather/ReduceScatter/Broadcast/grouped Send-Recv.
+//   - `MpiBackend` (host buffers): Open MPI / MPICH communicators;
+//   - `NcclBackend` (device buffers, NcclBackend.h; built when the CUDA
+//     toolkit and NCCL are found): ncclCommSplit (same color/key as
+//     MPI_Comm_split) and ncclAllReduce/AllGather/ReduceScatter/Broadcast/
+//     grouped Send-Recv on the backend's CUDA stream.
+//
+// `spmd_rt_set_collective_backend` picks one before the runtime starts. The
+// packing around a collective goes through the backend too (`allocate`,
+// `copyRows`), so that it runs where the buffers live.
 //
 // Groups (DESIGN.md §2: ranks are row-major over the mesh shape): the group
 // of a collective over the mesh dims D = [d0, d1, ...] is the set of ranks
@@ -57,16 +62,17 @@ struct CollectiveGroup {
 ///
 /// Every rank of the job calls the same sequence of collectives (SPMD), so a
 /// backend may create a group's communicator collectively on its first use.
-/// All pieces have the same size on every member. `in` and `out` are
-/// host pointers for `MpiBackend`, device pointers for a device backend; a
-/// call's result is ready for the next operation ordered after it (MPI: on
-/// return; NCCL: on the backend's stream). Errors end the job through
-/// `spmd_rt_fatal`, naming `what` (the collective).
+/// All pieces have the same size on every member. Every pointer (`in`,
+/// `out`, and those of `allocate` and `copyRows`) is a host pointer for
+/// `MpiBackend`, a device pointer for a device backend; a call's result is
+/// ready for the next operation ordered after it (MPI: on return; NCCL: on
+/// the backend's stream), and on the host after `synchronize`. Errors end the
+/// job through `spmd_rt_fatal`, naming `what` (the collective).
 class CollectiveBackend {
 public:
   virtual ~CollectiveBackend() = default;
 
-  /// Short name for messages ("mpi").
+  /// Short name for messages ("mpi", "nccl").
   virtual const char *name() const = 0;
   /// This process's rank in the job and the number of ranks.
   virtual int rank() const = 0;
@@ -75,9 +81,29 @@ public:
   /// Forgets every cached group (the mesh changed). Collective.
   virtual void resetGroups() = 0;
 
-  /// out[i] = reduce over the group of in[i], i < count; `dtype` is one of
-  /// SPMD_F32/F64/I64/I32, `reduce` a SpmdReduceKind (avg = sum / size).
-  /// `out` may equal `in`.
+  /// Whether `allReduce` and `reduceScatter` take `dtype`: SPMD_F32/F64/I64/
+  /// I32 everywhere; a device backend may add SPMD_F16/BF16.
+  virtual bool canReduce(int32_t dtype) const;
+
+  /// `bytes` bytes of scratch memory where the backend's buffers live (used
+  /// for packing), released by `deallocate`; usable by every operation
+  /// ordered after it, and may be released before a `synchronize`.
+  virtual void *allocate(int64_t bytes, const char *what) = 0;
+  virtual void deallocate(void *data, const char *what) = 0;
+  /// Copies `rows` rows of `width` bytes from `src`, whose rows start
+  /// `srcPitch` bytes apart, to `dst`, whose rows start `dstPitch` bytes
+  /// apart (cudaMemcpy2D's semantics). `dst` and `src` do not overlap unless
+  /// they are equal (then nothing is copied).
+  virtual void copyRows(void *dst, int64_t dstPitch, const void *src,
+                        int64_t srcPitch, int64_t width, int64_t rows,
+                        const char *what) = 0;
+  /// Waits until every operation issued so far is done, so that the results
+  /// can be used by any code (the end of each collective of Runtime.h).
+  virtual void synchronize(const char *what) = 0;
+
+  /// out[i] = reduce over the group of in[i], i < count; `dtype` is one
+  /// `canReduce` accepts, `reduce` a SpmdReduceKind (avg = sum / size, and
+  /// not for integers). `out` may equal `in`.
   virtual void allReduce(void *out, const void *in, int64_t count,
                          int32_t dtype, int32_t reduce,
                          const CollectiveGroup &group, const char *what) = 0;
@@ -113,6 +139,13 @@ public:
   int rank() const override { return worldRank; }
   int worldSize() const override { return worldRanks; }
   void resetGroups() override;
+
+  /// Host memory: malloc/free, memmove row by row, nothing to wait for.
+  void *allocate(int64_t bytes, const char *what) override;
+  void deallocate(void *data, const char *what) override;
+  void copyRows(void *dst, int64_t dstPitch, const void *src, int64_t srcPitch,
+                int64_t width, int64_t rows, const char *what) override;
+  void synchronize(const char *what) override {}
 
   void allReduce(void *out, const void *in, int64_t count, int32_t dtype,
                  int32_t reduce, const CollectiveGroup &group,

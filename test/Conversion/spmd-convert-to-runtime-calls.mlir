@@ -4,28 +4,37 @@
 // attributes follow the buffers; intermediates are freed after their last
 // use; arguments are never freed; returned values are not freed.
 // CHECK-DAG: llvm.mlir.global internal constant @[[S48:__spmd_i64_[0-9]+]](dense<[4, 8]> : tensor<2xi64>)
-// CHECK-DAG: llvm.mlir.global internal constant @[[P10:__spmd_i64_[0-9]+]](dense<[1, 0]> : tensor<2xi64>)
 // CHECK-DAG: func.func private @spmd_rt_alloc(i32, i32, !llvm.ptr) -> !llvm.ptr
-// CHECK-DAG: func.func private @spmd_rt_addmm(!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, f64, f64)
+// CHECK-DAG: func.func private @spmd_rt_matmul(!llvm.ptr, !llvm.ptr, !llvm.ptr, !llvm.ptr, f64, f64, i64, i64)
 // CHECK-DAG: func.func private @spmd_rt_free(!llvm.ptr)
 // CHECK-LABEL: func.func @linear(
 // CHECK-SAME: %[[W:.*]]: !llvm.ptr, %[[B:.*]]: !llvm.ptr, %[[X:.*]]: !llvm.ptr) -> !llvm.ptr
-// CHECK: %[[T:.*]] = call @spmd_rt_alloc(
-// CHECK: call @spmd_rt_permute(%[[T]], %[[W]], %{{.*}}, %{{.*}})
+// The transpose only feeds the matmul: BLAS reads the weight transposed.
+// CHECK-NOT: spmd_rt_permute
+// CHECK-DAG: %[[NOTRANS:.*]] = arith.constant 0 : i64
+// CHECK-DAG: %[[TRANS:.*]] = arith.constant 1 : i64
 // CHECK: %[[SHAPE:.*]] = llvm.mlir.addressof @[[S48]]
 // CHECK: %[[Y:.*]] = call @spmd_rt_alloc(%{{.*}}, %{{.*}}, %[[SHAPE]])
-// CHECK: call @spmd_rt_addmm(%[[Y]], %[[B]], %[[X]], %[[T]], %{{.*}}, %{{.*}})
-// CHECK-NEXT: call @spmd_rt_free(%[[T]])
+// CHECK: call @spmd_rt_matmul(%[[Y]], %[[B]], %[[X]], %[[W]], %{{.*}}, %{{.*}}, %[[NOTRANS]], %[[TRANS]])
 // CHECK: %[[R:.*]] = call @spmd_rt_alloc(
 // CHECK: call @spmd_rt_relu(%[[R]], %[[Y]])
 // CHECK-NEXT: call @spmd_rt_free(%[[Y]])
 // CHECK-NOT: spmd_rt_free(%[[W]])
 // CHECK: return %[[R]] : !llvm.ptr
+// A transpose with another use is materialised.
+// CHECK-LABEL: func.func @kept(
+// CHECK: call @spmd_rt_permute(
+// CHECK: call @spmd_rt_matmul(
 func.func @linear(%w: tensor<8x16xf32> {spmd.fqn = "w"}, %b: tensor<8xf32>, %x: tensor<4x16xf32>) -> tensor<4x8xf32> {
   %t = aten.t %w : (tensor<8x16xf32>) -> tensor<16x8xf32>
   %y = aten.addmm %b, %x, %t : (tensor<8xf32>, tensor<4x16xf32>, tensor<16x8xf32>) -> tensor<4x8xf32>
   %r = aten.relu %y : (tensor<4x8xf32>) -> tensor<4x8xf32>
   return %r : tensor<4x8xf32>
+}
+func.func @kept(%w: tensor<8x16xf32>, %x: tensor<4x16xf32>) -> (tensor<4x8xf32>, tensor<16x8xf32>) {
+  %t = aten.t %w : (tensor<8x16xf32>) -> tensor<16x8xf32>
+  %y = aten.mm %x, %t : (tensor<4x16xf32>, tensor<16x8xf32>) -> tensor<4x8xf32>
+  return %y, %t : tensor<4x8xf32>, tensor<16x8xf32>
 }
 
 // -----
@@ -35,10 +44,8 @@ func.func @linear(%w: tensor<8x16xf32> {spmd.fqn = "w"}, %b: tensor<8xf32>, %x: 
 // CHECK-SAME: %[[A:.*]]: !llvm.ptr
 // CHECK: %[[N:.*]] = call @spmd_rt_alloc(
 // CHECK: call @spmd_rt_neg(%[[N]], %[[A]])
-// CHECK: %[[C1:.*]] = call @spmd_rt_alloc(
-// CHECK: call @spmd_rt_copy(%[[C1]], %[[A]])
-// CHECK: %[[C2:.*]] = call @spmd_rt_alloc(
-// CHECK: call @spmd_rt_copy(%[[C2]], %[[N]])
+// CHECK: %[[C1:.*]] = call @spmd_rt_view(%[[A]], %{{.*}}, %{{.*}})
+// CHECK: %[[C2:.*]] = call @spmd_rt_view(%[[N]], %{{.*}}, %{{.*}})
 // CHECK: return %[[C1]], %[[N]], %[[C2]]
 func.func @aliases(%a: tensor<3xf32>) -> (tensor<3xf32>, tensor<3xf32>, tensor<3xf32>) {
   %n = aten.neg %a : (tensor<3xf32>) -> tensor<3xf32>

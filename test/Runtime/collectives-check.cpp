@@ -1,7 +1,7 @@
-//===- collectives-check.cpp - checks the runtime's collectives under MPI -===//
+//===- collectives-check.cpp - checks the runtime's collectives -----------===//
 //
-// Usage: mpirun -np N spmd-collectives-check MESH [--fail-on-rank R]
-//                                                   [--bad-shape]
+// Usage: mpirun -np N spmd-collectives-check MESH [--backend mpi|nccl]
+//                                 [--fail-on-rank R] [--bad-shape]
 //
 // MESH is the device mesh, e.g. `4` or `2x2` (its product must be N). Every
 // collective of Runtime.h is run over every mesh dims list (every subset of
@@ -11,6 +11,14 @@
 // expected result locally from the group it derives on its own from the
 // mesh (DESIGN.md §2: row-major ranks; a member's position is the row-major
 // index of its coordinates on the listed dims, in the listed order).
+//
+// With `--backend nccl` (spmd_rt_set_collective_backend) the runtime gets
+// device buffers: each input is filled on the host and copied to cudaMalloc'd
+// memory, each output copied back before it is checked; reductions also run
+// on f16 and bf16 (NCCL >= 2.10, which also has the avg reduction). Averages
+// are then checked with a tolerance, since NCCL scales each input by 1/size
+// before summing. Without the NCCL backend built, or without a GPU, the
+// runtime's own error ends the run.
 //
 // Prints one line per failing check, then `collectives ok: <n> checks on
 // mesh <MESH>` on rank 0, and exits non-zero on any failure. With
@@ -25,6 +33,10 @@
 
 #include <mpi.h>
 
+#ifdef SPMD_HAVE_NCCL
+#include <cuda_runtime_api.h>
+#endif
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -38,21 +50,8 @@ namespace {
 
 using Shape = std::vector<int64_t>;
 
-const char *dtypeName(int32_t dtype) {
-  switch (dtype) {
-  case SPMD_F32:
-    return "f32";
-  case SPMD_F64:
-    return "f64";
-  case SPMD_I64:
-    return "i64";
-  case SPMD_I32:
-    return "i32";
-  case SPMD_I1:
-    return "i1";
-  }
-  return "?";
-}
+/// Whether the runtime's buffers are device memory (`--backend nccl`).
+bool onDevice = false;
 
 const char *reduceName(int32_t reduce) {
   static const char *names[] = {"sum", "avg", "max", "min"};
@@ -82,6 +81,48 @@ int64_t ravel(const Shape &index, const Shape &shape) {
   return flat;
 }
 
+/// IEEE binary16 and bfloat16 <-> float, rounding to nearest even (finite
+/// values; binary16 subnormals flush to zero, the checks never make any).
+uint16_t toBf16(float value) {
+  uint32_t bits;
+  std::memcpy(&bits, &value, sizeof(bits));
+  bits += 0x7fff + ((bits >> 16) & 1);
+  return static_cast<uint16_t>(bits >> 16);
+}
+
+float fromBf16(uint16_t half) {
+  uint32_t bits = static_cast<uint32_t>(half) << 16;
+  float value;
+  std::memcpy(&value, &bits, sizeof(value));
+  return value;
+}
+
+uint16_t toF16(float value) {
+  uint32_t bits;
+  std::memcpy(&bits, &value, sizeof(bits));
+  uint16_t sign = static_cast<uint16_t>((bits >> 16) & 0x8000);
+  int32_t exponent = static_cast<int32_t>((bits >> 23) & 0xff) - 127 + 15;
+  uint32_t mantissa = bits & 0x7fffff;
+  if (exponent <= 0)
+    return sign;
+  // Round the 23-bit mantissa to 10 bits; a carry moves into the exponent.
+  uint32_t rounded = ((static_cast<uint32_t>(exponent) << 23 | mantissa) +
+                      0xfff + ((mantissa >> 13) & 1)) >>
+                     13;
+  if (rounded >= 0x7c00)
+    return static_cast<uint16_t>(sign | 0x7c00);
+  return static_cast<uint16_t>(sign | rounded);
+}
+
+float fromF16(uint16_t half) {
+  int32_t exponent = (half >> 10) & 0x1f;
+  float magnitude = exponent == 0
+                        ? std::ldexp(static_cast<float>(half & 0x3ff), -24)
+                        : std::ldexp(static_cast<float>((half & 0x3ff) | 0x400),
+                                     exponent - 25);
+  return (half & 0x8000) ? -magnitude : magnitude;
+}
+
 /// The input element `index` of rank `rank` in check number `salt`: small
 /// integers and quarters (exact in f32 sums), not monotonic in the rank, so
 /// max and min pick different ranks for different elements; i64 values need
@@ -91,6 +132,8 @@ double inputValue(int32_t dtype, int rank, int64_t index, int64_t salt) {
   switch (dtype) {
   case SPMD_F32:
   case SPMD_F64:
+  case SPMD_F16:
+  case SPMD_BF16: // Quarters below 64 are exact in 8 significant bits.
     return static_cast<double>(mix) + 0.25 * (rank % 4);
   case SPMD_I64:
     return static_cast<double>(mix * (int64_t{1} << 33) + rank);
@@ -109,6 +152,10 @@ double readElement(const SpmdBuffer *buffer, int64_t i) {
     return static_cast<const float *>(buffer->data)[i];
   case SPMD_F64:
     return static_cast<const double *>(buffer->data)[i];
+  case SPMD_F16:
+    return fromF16(static_cast<const uint16_t *>(buffer->data)[i]);
+  case SPMD_BF16:
+    return fromBf16(static_cast<const uint16_t *>(buffer->data)[i]);
   case SPMD_I64:
     return static_cast<double>(static_cast<const int64_t *>(buffer->data)[i]);
   case SPMD_I32:
@@ -126,6 +173,13 @@ void writeElement(SpmdBuffer *buffer, int64_t i, double value) {
     return;
   case SPMD_F64:
     static_cast<double *>(buffer->data)[i] = value;
+    return;
+  case SPMD_F16:
+    static_cast<uint16_t *>(buffer->data)[i] = toF16(static_cast<float>(value));
+    return;
+  case SPMD_BF16:
+    static_cast<uint16_t *>(buffer->data)[i] =
+        toBf16(static_cast<float>(value));
     return;
   case SPMD_I64:
     static_cast<int64_t *>(buffer->data)[i] = static_cast<int64_t>(value);
@@ -145,11 +199,42 @@ double asStored(int32_t dtype, double value) {
   switch (dtype) {
   case SPMD_F32:
     return static_cast<float>(value);
+  case SPMD_F16:
+    return fromF16(toF16(static_cast<float>(value)));
+  case SPMD_BF16:
+    return fromBf16(toBf16(static_cast<float>(value)));
   case SPMD_I64:
   case SPMD_I32:
     return std::trunc(value);
   }
   return value;
+}
+
+/// Machine epsilon of a float dtype (0 for the others).
+double epsilonOf(int32_t dtype) {
+  switch (dtype) {
+  case SPMD_F32:
+    return 0x1p-23;
+  case SPMD_F64:
+    return 0x1p-52;
+  case SPMD_F16:
+    return 0x1p-10;
+  case SPMD_BF16:
+    return 0x1p-7;
+  }
+  return 0;
+}
+
+/// How far a result may be from `want`. Sums, max and min of the inputs are
+/// exact in every dtype, so only f32's rounding (1e-6 relative) and, on the
+/// device, NCCL's average are allowed for: each input (below 16 in
+/// magnitude) times a rounded 1/size, then summed, is a few ulps of 16 off.
+double toleranceOf(int32_t dtype, double want, bool average) {
+  double tolerance =
+      dtype == SPMD_F32 ? 1e-6 * std::max(1.0, std::fabs(want)) : 0;
+  if (average && onDevice)
+    tolerance = std::max(tolerance, 64 * epsilonOf(dtype));
+  return tolerance;
 }
 
 /// Combines per-member values the way a reduction over the group does.
@@ -168,16 +253,64 @@ double reduceValues(int32_t reduce, const std::vector<double> &values) {
   return result;
 }
 
+#ifdef SPMD_HAVE_NCCL
+void checkCuda(cudaError_t rc, const char *call) {
+  if (rc != cudaSuccess)
+    spmd_rt_fatal("collectives-check: %s failed: %s", call,
+                  cudaGetErrorString(rc));
+}
+#endif
+
+/// A tensor for the runtime: `buffer` on the host, where it is filled and
+/// checked, and, on the device, a descriptor of the same shape whose data is
+/// device memory (`arg`), kept in step by `upload` and `download`.
 struct Buffer {
   SpmdBuffer *buffer;
+  SpmdBuffer device;
   Buffer(int32_t dtype, const Shape &shape)
       : buffer(spmd_rt_alloc(dtype, static_cast<int32_t>(shape.size()),
-                             shape.data())) {}
-  ~Buffer() { spmd_rt_free(buffer); }
+                             shape.data())),
+        device(*buffer) {
+#ifdef SPMD_HAVE_NCCL
+    if (onDevice)
+      checkCuda(cudaMalloc(&device.data, std::max<size_t>(bytes(), 1)),
+                "cudaMalloc");
+#endif
+  }
+  ~Buffer() {
+#ifdef SPMD_HAVE_NCCL
+    if (onDevice)
+      cudaFree(device.data);
+#endif
+    spmd_rt_free(buffer);
+  }
   Buffer(const Buffer &) = delete;
   Buffer &operator=(const Buffer &) = delete;
   SpmdBuffer *operator->() const { return buffer; }
   operator SpmdBuffer *() const { return buffer; }
+
+  /// The buffer the runtime's collectives get.
+  SpmdBuffer *arg() { return onDevice ? &device : buffer; }
+  size_t bytes() const {
+    return static_cast<size_t>(buffer->numel) *
+           spmd_rt_dtype_size(buffer->dtype);
+  }
+  void upload() {
+#ifdef SPMD_HAVE_NCCL
+    if (onDevice)
+      checkCuda(cudaMemcpy(device.data, buffer->data, bytes(),
+                           cudaMemcpyHostToDevice),
+                "cudaMemcpy to the device");
+#endif
+  }
+  void download() {
+#ifdef SPMD_HAVE_NCCL
+    if (onDevice)
+      checkCuda(cudaMemcpy(buffer->data, device.data, bytes(),
+                           cudaMemcpyDeviceToHost),
+                "cudaMemcpy from the device");
+#endif
+  }
 };
 
 class Checker {
@@ -239,7 +372,7 @@ private:
   std::string describe(const char *collective, int32_t dtype,
                        const std::string &extra) const {
     return std::string(collective) + " over mesh dims " +
-           formatList(groupDims) + " " + dtypeName(dtype) +
+           formatList(groupDims) + " " + spmd_rt_dtype_name(dtype) +
            (extra.empty() ? "" : " " + extra);
   }
 
@@ -248,15 +381,23 @@ private:
       writeElement(buffer, i, inputValue(buffer->dtype, rank, i, salt));
   }
 
-  /// Compares every element of `out` with expected(index), one check.
+  /// Fills the host side of `buffer` and copies it to the device.
+  void fill(Buffer &buffer, int64_t salt) const {
+    fill(buffer.buffer, salt);
+    buffer.upload();
+  }
+
+  /// Compares every element of `out` with expected(index), one check;
+  /// `average` is true for the results of an avg reduction.
   template <typename Expected>
-  void compare(const SpmdBuffer *out, const Shape &shape,
-               const std::string &what, Expected expected) {
+  void compare(Buffer &outBuffer, const Shape &shape, const std::string &what,
+               Expected expected, bool average = false) {
+    outBuffer.download();
+    const SpmdBuffer *out = outBuffer.buffer;
     for (int64_t i = 0; i < out->numel; ++i) {
       double want = asStored(out->dtype, expected(unravel(i, shape)));
       double got = readElement(out, i);
-      double tolerance =
-          out->dtype == SPMD_F32 ? 1e-6 * std::max(1.0, std::fabs(want)) : 0;
+      double tolerance = toleranceOf(out->dtype, want, average);
       if (std::fabs(got - want) > tolerance) {
         char detail[256];
         std::snprintf(detail, sizeof(detail),
@@ -271,12 +412,20 @@ private:
 
   int64_t nextSalt() { return ++salt; }
 
+  /// The dtypes all_reduce is checked on: NCCL also reduces f16 and bf16.
+  static std::vector<int32_t> reducedDtypes() {
+    std::vector<int32_t> dtypes = {SPMD_F32, SPMD_F64, SPMD_I64, SPMD_I32};
+    if (onDevice)
+      dtypes.insert(dtypes.end(), {SPMD_F16, SPMD_BF16});
+    return dtypes;
+  }
+
   void checkAllReduce() {
     const Shape shape = {3, 2, 5};
-    for (int32_t dtype : {SPMD_F32, SPMD_F64, SPMD_I64, SPMD_I32}) {
+    for (int32_t dtype : reducedDtypes()) {
       for (int32_t reduce : {SPMD_REDUCE_SUM, SPMD_REDUCE_AVG, SPMD_REDUCE_MAX,
                              SPMD_REDUCE_MIN}) {
-        bool isFloat = dtype == SPMD_F32 || dtype == SPMD_F64;
+        bool isFloat = epsilonOf(dtype) != 0;
         if (reduce == SPMD_REDUCE_AVG && !isFloat)
           continue;
         // f32 sums are also checked in place (out == in).
@@ -285,21 +434,24 @@ private:
             continue;
           int64_t s = nextSalt();
           Buffer in(dtype, shape), separate(dtype, shape);
-          SpmdBuffer *out = inPlace ? in.buffer : separate.buffer;
+          Buffer &out = inPlace ? in : separate;
           fill(in, s);
-          spmd_rt_all_reduce(out, in, static_cast<int32_t>(groupDims.size()),
+          spmd_rt_all_reduce(out.arg(), in.arg(),
+                             static_cast<int32_t>(groupDims.size()),
                              groupDims.data(), reduce);
-          compare(out, shape,
-                  describe("all_reduce", dtype,
-                           std::string(reduceName(reduce)) +
-                               (inPlace ? " in place" : "")),
-                  [&](const Shape &index) {
-                    std::vector<double> values;
-                    for (int64_t m = 0; m < groupSize; ++m)
-                      values.push_back(inputValue(dtype, memberRank(m),
-                                                  ravel(index, shape), s));
-                    return reduceValues(reduce, values);
-                  });
+          compare(
+              out, shape,
+              describe("all_reduce", dtype,
+                       std::string(reduceName(reduce)) +
+                           (inPlace ? " in place" : "")),
+              [&](const Shape &index) {
+                std::vector<double> values;
+                for (int64_t m = 0; m < groupSize; ++m)
+                  values.push_back(
+                      inputValue(dtype, memberRank(m), ravel(index, shape), s));
+                return reduceValues(reduce, values);
+              },
+              reduce == SPMD_REDUCE_AVG);
         }
       }
     }
@@ -316,7 +468,8 @@ private:
         outShape[dim] *= groupSize;
         Buffer in(dtype, base), out(dtype, outShape);
         fill(in, s);
-        spmd_rt_all_gather(out, in, static_cast<int32_t>(groupDims.size()),
+        spmd_rt_all_gather(out.arg(), in.arg(),
+                           static_cast<int32_t>(groupDims.size()),
                            groupDims.data(), dim);
         compare(
             out, outShape,
@@ -333,32 +486,37 @@ private:
 
   void checkReduceScatter() {
     const Shape base = {2, 3, 2};
-    for (int32_t dtype : {SPMD_F32, SPMD_I64}) {
+    std::vector<int32_t> dtypes = {SPMD_F32, SPMD_I64};
+    if (onDevice) // NCCL reduces the half types too.
+      dtypes.insert(dtypes.end(), {SPMD_F16, SPMD_BF16});
+    for (int32_t dtype : dtypes) {
       for (int64_t dim = 0; dim < 3; ++dim) {
         for (int32_t reduce : {SPMD_REDUCE_SUM, SPMD_REDUCE_AVG,
                                SPMD_REDUCE_MAX, SPMD_REDUCE_MIN}) {
-          if (reduce == SPMD_REDUCE_AVG && dtype != SPMD_F32)
+          if (reduce == SPMD_REDUCE_AVG && dtype == SPMD_I64)
             continue;
           int64_t s = nextSalt();
           Shape inShape = base;
           inShape[dim] *= groupSize;
           Buffer in(dtype, inShape), out(dtype, base);
           fill(in, s);
-          spmd_rt_reduce_scatter(out, in,
+          spmd_rt_reduce_scatter(out.arg(), in.arg(),
                                  static_cast<int32_t>(groupDims.size()),
                                  groupDims.data(), dim, reduce);
-          compare(out, base,
-                  describe("reduce_scatter", dtype,
-                           std::string(reduceName(reduce)) + " scatter_dim " +
-                               std::to_string(dim)),
-                  [&](Shape index) {
-                    index[dim] += position * base[dim];
-                    std::vector<double> values;
-                    for (int64_t m = 0; m < groupSize; ++m)
-                      values.push_back(inputValue(dtype, memberRank(m),
-                                                  ravel(index, inShape), s));
-                    return reduceValues(reduce, values);
-                  });
+          compare(
+              out, base,
+              describe("reduce_scatter", dtype,
+                       std::string(reduceName(reduce)) + " scatter_dim " +
+                           std::to_string(dim)),
+              [&](Shape index) {
+                index[dim] += position * base[dim];
+                std::vector<double> values;
+                for (int64_t m = 0; m < groupSize; ++m)
+                  values.push_back(inputValue(dtype, memberRank(m),
+                                              ravel(index, inShape), s));
+                return reduceValues(reduce, values);
+              },
+              reduce == SPMD_REDUCE_AVG);
         }
       }
     }
@@ -379,7 +537,8 @@ private:
           outShape[concat] *= groupSize;
           Buffer in(dtype, inShape), out(dtype, outShape);
           fill(in, s);
-          spmd_rt_all_to_all(out, in, static_cast<int32_t>(groupDims.size()),
+          spmd_rt_all_to_all(out.arg(), in.arg(),
+                             static_cast<int32_t>(groupDims.size()),
                              groupDims.data(), split, concat);
           compare(out, outShape,
                   describe("all_to_all", dtype,
@@ -408,7 +567,8 @@ private:
         int64_t s = nextSalt();
         Buffer in(dtype, shape), out(dtype, shape);
         fill(in, s);
-        spmd_rt_broadcast(out, in, static_cast<int32_t>(groupDims.size()),
+        spmd_rt_broadcast(out.arg(), in.arg(),
+                          static_cast<int32_t>(groupDims.size()),
                           groupDims.data(), root);
         compare(out, shape,
                 describe("broadcast", dtype, "root " + std::to_string(root)),
@@ -462,7 +622,8 @@ bool parseMesh(const char *text, Shape &mesh) {
 
 int usage() {
   std::fprintf(stderr, "usage: spmd-collectives-check MESH (e.g. 4 or 2x2) "
-                       "[--fail-on-rank R] [--bad-shape]\n");
+                       "[--backend mpi|nccl] [--fail-on-rank R] "
+                       "[--bad-shape]\n");
   return 2;
 }
 
@@ -471,10 +632,13 @@ int usage() {
 int main(int argc, char **argv) {
   Shape mesh;
   const char *meshText = nullptr;
+  const char *backend = "mpi";
   int failRank = -1;
   bool badShape = false;
   for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--fail-on-rank") == 0 && i + 1 < argc)
+    if (std::strcmp(argv[i], "--backend") == 0 && i + 1 < argc)
+      backend = argv[++i];
+    else if (std::strcmp(argv[i], "--fail-on-rank") == 0 && i + 1 < argc)
       failRank = std::atoi(argv[++i]);
     else if (std::strcmp(argv[i], "--bad-shape") == 0)
       badShape = true;
@@ -486,6 +650,9 @@ int main(int argc, char **argv) {
   if (!meshText)
     return usage();
 
+  // Fatal (naming the reason) when the backend is not built or has no GPU.
+  spmd_rt_set_collective_backend(backend);
+  onDevice = std::strcmp(backend, "nccl") == 0;
   spmd_rt_init(&argc, &argv);
   int rank = spmd_rt_rank();
   Checker checker(mesh, rank);
@@ -501,18 +668,19 @@ int main(int argc, char **argv) {
     int64_t value = 1;
     Buffer in(SPMD_I64, {1}), out(SPMD_I64, {1});
     std::memcpy(in->data, &value, sizeof(value));
+    in.upload();
     Shape all;
     for (size_t dim = 0; dim < mesh.size(); ++dim)
       all.push_back(static_cast<int64_t>(dim));
-    spmd_rt_all_reduce(out, in, static_cast<int32_t>(all.size()), all.data(),
-                       SPMD_REDUCE_SUM);
+    spmd_rt_all_reduce(out.arg(), in.arg(), static_cast<int32_t>(all.size()),
+                       all.data(), SPMD_REDUCE_SUM);
   }
 
   if (badShape) {
     // Gathered over mesh dim 0, out would need dim 0 of size 2 * mesh[0].
     Buffer in(SPMD_F32, {2, 3}), out(SPMD_F32, {2, 3});
     int64_t dims[] = {0};
-    spmd_rt_all_gather(out, in, 1, dims, 0);
+    spmd_rt_all_gather(out.arg(), in.arg(), 1, dims, 0);
   }
 
   checker.checkMeshCoords();

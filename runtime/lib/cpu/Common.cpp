@@ -1,33 +1,12 @@
-//===- Common.cpp - dtype names, shape checks, broadcast strides ----------===//
+//===- Common.cpp - dtype errors, shape checks, broadcast strides ---------===//
 
 #include "Kernels.h"
 
 namespace spmd::rt {
 
-const char *dtypeName(int32_t dtype) {
-  switch (dtype) {
-  case SPMD_F32:
-    return "f32";
-  case SPMD_F64:
-    return "f64";
-  case SPMD_F16:
-    return "f16";
-  case SPMD_BF16:
-    return "bf16";
-  case SPMD_I64:
-    return "i64";
-  case SPMD_I32:
-    return "i32";
-  case SPMD_I1:
-    return "i1";
-  default:
-    return "<unknown dtype>";
-  }
-}
-
 void fatalDType(const char *kernel, int32_t dtype, const char *what) {
-  spmd_rt_fatal("%s: unsupported dtype %s%s%s (%d)", kernel, dtypeName(dtype),
-                *what ? " for " : "", what, dtype);
+  spmd_rt_fatal("%s: unsupported dtype %s%s%s (%d)", kernel,
+                spmd_rt_dtype_name(dtype), *what ? " for " : "", what, dtype);
 }
 
 std::string shapeStr(const SpmdBuffer *b) {

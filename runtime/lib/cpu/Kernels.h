@@ -71,8 +71,6 @@ enum DTypeSet : unsigned {
   kAll = kNumeric | kBool,
 };
 
-/// Name of a dtype for messages ("f32", "i64", ...).
-const char *dtypeName(int32_t dtype);
 
 /// Ends the job: `<kernel>: unsupported dtype <dtype>`.
 [[noreturn]] void fatalDType(const char *kernel, int32_t dtype,

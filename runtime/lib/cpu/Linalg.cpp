@@ -15,12 +15,13 @@ using namespace spmd::rt;
 
 namespace {
 
-/// C[n, m] = alpha * A[n, k] B[k, m] + beta * C, all contiguous. With
-/// beta == 0, C is only written (BLAS semantics), so garbage or NaN in C
-/// never propagates.
+/// C[n, m] = alpha * A[n, k] B[k, m] + beta * C, all contiguous; A is
+/// stored as [k, n] when `transA` (B as [m, k] when `transB`), so a
+/// transpose feeding a matmul costs no copy. With beta == 0, C is only
+/// written (BLAS semantics), so garbage or NaN in C never propagates.
 template <typename T>
-void gemm(int64_t n, int64_t m, int64_t k, T alpha, const T *a, const T *b,
-          T beta, T *c) {
+void gemm(int64_t n, int64_t m, int64_t k, T alpha, const T *a, bool transA,
+          const T *b, bool transB, T beta, T *c) {
   if (n == 0 || m == 0)
     return;
   if (k == 0) {
@@ -30,28 +31,31 @@ void gemm(int64_t n, int64_t m, int64_t k, T alpha, const T *a, const T *b,
     return;
   }
   auto blasInt = [](int64_t v) { return static_cast<blasint>(v); };
+  CBLAS_TRANSPOSE ta = transA ? CblasTrans : CblasNoTrans;
+  CBLAS_TRANSPOSE tb = transB ? CblasTrans : CblasNoTrans;
+  blasint lda = blasInt(transA ? n : k), ldb = blasInt(transB ? k : m);
   if constexpr (std::is_same_v<T, float>)
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, blasInt(n),
-                blasInt(m), blasInt(k), alpha, a, blasInt(k), b, blasInt(m),
-                beta, c, blasInt(m));
+    cblas_sgemm(CblasRowMajor, ta, tb, blasInt(n), blasInt(m), blasInt(k),
+                alpha, a, lda, b, ldb, beta, c, blasInt(m));
   else
-    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, blasInt(n),
-                blasInt(m), blasInt(k), alpha, a, blasInt(k), b, blasInt(m),
-                beta, c, blasInt(m));
+    cblas_dgemm(CblasRowMajor, ta, tb, blasInt(n), blasInt(m), blasInt(k),
+                alpha, a, lda, b, ldb, beta, c, blasInt(m));
 }
 
 /// Checks [batch..., n, k] x [batch..., k, m] -> out [batch..., n, m] for
-/// `rank`-D operands (2: mm, 3: bmm) and returns {batch, n, k, m}.
+/// `rank`-D operands (2: mm, 3: bmm), either operand stored transposed in
+/// its last two dims, and returns {batch, n, k, m}.
 std::array<int64_t, 4> checkMatmul(const char *kernel, const SpmdBuffer *out,
                                    const SpmdBuffer *a, const SpmdBuffer *b,
-                                   int32_t rank) {
+                                   int32_t rank, bool transA, bool transB) {
   checkRank(kernel, "mat1", a, rank);
   checkRank(kernel, "mat2", b, rank);
   checkRank(kernel, "out", out, rank);
   int32_t r = rank - 2;
   int64_t batch = rank == 3 ? a->shape[0] : 1;
-  int64_t n = a->shape[r], k = a->shape[r + 1], m = b->shape[r + 1];
-  bool ok = b->shape[r] == k && out->shape[r] == n && out->shape[r + 1] == m;
+  int64_t n = a->shape[r + transA], k = a->shape[r + !transA];
+  int64_t m = b->shape[r + !transB], kb = b->shape[r + transB];
+  bool ok = kb == k && out->shape[r] == n && out->shape[r + 1] == m;
   if (rank == 3)
     ok = ok && b->shape[0] == batch && out->shape[0] == batch;
   if (!ok)
@@ -67,8 +71,8 @@ std::array<int64_t, 4> checkMatmul(const char *kernel, const SpmdBuffer *out,
 /// common body of mm, addmm, bmm and baddbmm (`self` NULL: mm/bmm).
 void matmul(const char *kernel, SpmdBuffer *out, const SpmdBuffer *self,
             const SpmdBuffer *a, const SpmdBuffer *b, double beta, double alpha,
-            int32_t rank) {
-  auto [batch, n, k, m] = checkMatmul(kernel, out, a, b, rank);
+            int32_t rank, bool transA = false, bool transB = false) {
+  auto [batch, n, k, m] = checkMatmul(kernel, out, a, b, rank, transA, transB);
   // ATen ignores self when beta == 0, NaNs included.
   if (!self || beta == 0.0)
     beta = 0.0;
@@ -84,8 +88,8 @@ void matmul(const char *kernel, SpmdBuffer *out, const SpmdBuffer *self,
       mapBroadcast<T, 1>(kernel, out, {self}, {s}, [](T v) { return v; });
     }
     for (int64_t i = 0; i < batch; ++i)
-      gemm<T>(n, m, k, T(alpha), x + i * n * k, y + i * k * m, T(beta),
-              o + i * n * m);
+      gemm<T>(n, m, k, T(alpha), x + i * n * k, transA, y + i * k * m, transB,
+              T(beta), o + i * n * m);
   });
 }
 
@@ -113,6 +117,16 @@ void spmd_rt_baddbmm(SpmdBuffer *out, const SpmdBuffer *self,
                      const SpmdBuffer *batch1, const SpmdBuffer *batch2,
                      double beta, double alpha) {
   matmul("spmd_rt_baddbmm", out, self, batch1, batch2, beta, alpha, 3);
+}
+
+void spmd_rt_matmul(SpmdBuffer *out, const SpmdBuffer *self,
+                    const SpmdBuffer *a, const SpmdBuffer *b, double beta,
+                    double alpha, int64_t trans_a, int64_t trans_b) {
+  if (out->rank != 2 && out->rank != 3)
+    spmd_rt_fatal("spmd_rt_matmul: rank-%d out; expected 2 (mm) or 3 (bmm)",
+                  out->rank);
+  matmul("spmd_rt_matmul", out, self, a, b, beta, alpha, out->rank,
+         trans_a != 0, trans_b != 0);
 }
 
 } // extern "C"

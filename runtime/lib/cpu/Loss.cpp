@@ -106,7 +106,7 @@ void spmd_rt_nll_loss_forward(SpmdBuffer *output, SpmdBuffer *total_weight,
     using T = decltype(tag);
     if (total_weight->dtype != output->dtype)
       spmd_rt_fatal("%s: total_weight must be %s like output", kernel,
-                    dtypeName(output->dtype));
+                    spmd_rt_dtype_name(output->dtype));
     std::vector<T> xS, wS;
     const T *x = dataAs<T>(self, xS, kernel);
     const T *w = weight ? dataAs<T>(weight, wS, kernel) : nullptr;

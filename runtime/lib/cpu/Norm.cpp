@@ -146,7 +146,7 @@ void spmd_rt_native_layer_norm(SpmdBuffer *output, SpmdBuffer *mean,
     using T = decltype(tag);
     if (mean->dtype != output->dtype || rstd->dtype != output->dtype)
       spmd_rt_fatal("%s: mean and rstd must be %s like output", kernel,
-                    dtypeName(output->dtype));
+                    spmd_rt_dtype_name(output->dtype));
     std::vector<T> xStorage, gammaStorage, betaStorage;
     const T *x = dataAs<T>(input, xStorage, kernel);
     const T *gamma =

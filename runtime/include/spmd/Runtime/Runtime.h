@@ -57,13 +57,16 @@ typedef enum SpmdReduceKind {
 } SpmdReduceKind;
 
 /* A dense row-major tensor. `numel` is the product of `shape[0..rank)`
-   (1 for rank 0); `data` holds numel * spmd_rt_dtype_size(dtype) bytes. */
+   (1 for rank 0); `data` holds numel * spmd_rt_dtype_size(dtype) bytes.
+   `storage` (runtime-private) owns the data, which several buffers may
+   share (spmd_rt_view). */
 typedef struct SpmdBuffer {
   void *data;
   int64_t numel;
   int32_t dtype;
   int32_t rank;
   int64_t shape[SPMD_MAX_RANK];
+  void *storage;
 } SpmdBuffer;
 
 /*===----------------------------------------------------------------------===*/
@@ -72,12 +75,23 @@ typedef struct SpmdBuffer {
 
 /* Bytes per element of `dtype`; fatal for an unknown dtype. */
 size_t spmd_rt_dtype_size(int32_t dtype);
+/* "f32", "f64", "f16", "bf16", "i64", "i32", "i1" (MLIR's spelling), or
+   "<unknown dtype>": for messages. */
+const char *spmd_rt_dtype_name(int32_t dtype);
 /* A new uninitialised buffer; fatal if rank > SPMD_MAX_RANK or a dim < 0. */
 SpmdBuffer *spmd_rt_alloc(int32_t dtype, int32_t rank, const int64_t *shape);
-/* Frees a buffer (NULL is a no-op). */
+/* A buffer sharing `source`'s data under another shape with the same
+   element count (no copy): the lowering of view, _unsafe_view,
+   _reshape_alias, unsqueeze, clone and detach, which is sound because a
+   buffer's data is never written after its kernel produced it. Fatal if
+   the element counts differ. */
+SpmdBuffer *spmd_rt_view(const SpmdBuffer *source, int32_t rank,
+                         const int64_t *shape);
+/* Frees a buffer (NULL is a no-op); its data goes with the last buffer
+   that shares it. */
 void spmd_rt_free(SpmdBuffer *buffer);
-/* Bytes of buffer data currently allocated on this rank, and the maximum
-   since the last spmd_rt_reset_peak. */
+/* Bytes of buffer data currently allocated on this rank (shared data
+   counted once), and the maximum since the last spmd_rt_reset_peak. */
 int64_t spmd_rt_live_bytes(void);
 int64_t spmd_rt_peak_bytes(void);
 void spmd_rt_reset_peak(void);
@@ -191,6 +205,14 @@ void spmd_rt_bmm(SpmdBuffer *out, const SpmdBuffer *self,
 void spmd_rt_baddbmm(SpmdBuffer *out, const SpmdBuffer *self,
                      const SpmdBuffer *batch1, const SpmdBuffer *batch2,
                      double beta, double alpha);
+/* The four above in one entry, which the lowering calls: out [.., n, m] =
+   beta * self + alpha * (a @ b) (self NULL: beta ignored), rank 2 or 3;
+   with trans_a, `a` holds the operand transposed in its last two dims
+   ([.., k, n]), likewise trans_b ([.., m, k]): a transpose that only feeds
+   a matmul costs no copy. */
+void spmd_rt_matmul(SpmdBuffer *out, const SpmdBuffer *self,
+                    const SpmdBuffer *a, const SpmdBuffer *b, double beta,
+                    double alpha, int64_t trans_a, int64_t trans_b);
 
 /* Sum over the `n` listed dims of self (all dims for aten.sum); out has
    self's shape with those dims removed or kept as 1 (same element order). */
@@ -247,7 +269,23 @@ void spmd_rt_nll_loss_backward(SpmdBuffer *out, const SpmdBuffer *grad_output,
 /* Device mesh and collectives (runtime/lib/Collectives.cpp)                  */
 /*===----------------------------------------------------------------------===*/
 
-/* Initialises the communication backend (MPI_Init if needed). */
+/* Chooses the library behind the collectives below. Call it before the
+   backend starts (spmd_rt_init, or the first rank, mesh or collective call);
+   the choice holds until the process ends, and choosing the running backend
+   again is a no-op:
+     "mpi"   (the default) MPI on host buffers;
+     "nccl"  NCCL on device buffers: every `data` given to a collective is
+             device memory (cudaMalloc) of the GPU that spmd_rt_init makes
+             current on the calling thread (local rank mod the number of
+             visible GPUs); the descriptors stay on the host. MPI still
+             starts the job and hands out NCCL's unique ids; reductions also
+             take f16 and bf16 (avg and bf16 need NCCL >= 2.10).
+   Returns 0. Fatal for an unknown name, for "nccl" when the runtime was
+   built without it (no CUDA toolkit or NCCL at configure time) or no GPU is
+   visible, and for a different backend once one is running. */
+int32_t spmd_rt_set_collective_backend(const char *name);
+/* Starts the chosen communication backend (MPI_Init if needed; for NCCL
+   also the device, a stream and the world communicator). */
 void spmd_rt_init(int *argc, char ***argv);
 void spmd_rt_finalize(void);
 int32_t spmd_rt_rank(void);
@@ -259,7 +297,8 @@ void spmd_rt_set_mesh(int32_t ndims, const int64_t *shape);
 int64_t spmd_rt_mesh_coord(int32_t dim);
 
 /* Collectives over the group of ranks that differ only in the listed mesh
-   dims (ordered as listed, row-major); every piece has the same size. */
+   dims (ordered as listed, row-major); every piece has the same size. Each
+   is complete when it returns (NCCL: the stream is synchronised). */
 void spmd_rt_all_reduce(SpmdBuffer *out, const SpmdBuffer *in, int32_t n,
                         const int64_t *mesh_dims, int32_t reduce);
 void spmd_rt_all_gather(SpmdBuffer *out, const SpmdBuffer *in, int32_t n,
