@@ -349,16 +349,6 @@ void exchangeBlocks(SpmdBuffer *out, const SpmdBuffer *in,
 // MPI helpers
 //===----------------------------------------------------------------------===//
 
-void checkMpi(int rc, const char *what, const char *call) {
-  if (rc == MPI_SUCCESS)
-    return;
-  char message[MPI_MAX_ERROR_STRING + 1] = {0};
-  int length = 0;
-  if (MPI_Error_string(rc, message, &length) != MPI_SUCCESS)
-    std::snprintf(message, sizeof(message), "error code %d", rc);
-  spmd_rt_fatal("%s: %s failed: %s", what, call, message);
-}
-
 int toMpiCount(int64_t count, const char *what) {
   if (count < 0 || count > INT_MAX)
     spmd_rt_fatal("%s: %lld elements do not fit in one MPI call", what,
@@ -750,3 +740,13 @@ void spmd_rt_broadcast(SpmdBuffer *out, const SpmdBuffer *in, int32_t n,
 }
 
 } // extern "C"
+
+void spmd::runtime::checkMpi(int rc, const char *what, const char *call) {
+  if (rc == MPI_SUCCESS)
+    return;
+  char message[MPI_MAX_ERROR_STRING + 1] = {0};
+  int length = 0;
+  if (MPI_Error_string(rc, message, &length) != MPI_SUCCESS)
+    std::snprintf(message, sizeof(message), "error code %d", rc);
+  spmd_rt_fatal("%s: %s failed: %s", what, call, message);
+}

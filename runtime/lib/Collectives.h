@@ -42,6 +42,10 @@
 namespace spmd {
 namespace runtime {
 
+/// Ends the job (spmd_rt_fatal) naming `what` and the MPI `call` when `rc`
+/// is not MPI_SUCCESS, with MPI's error string.
+void checkMpi(int rc, const char *what, const char *call);
+
 /// One group of ranks that take part in a collective, described
 /// independently of the backend. All groups of one `meshDims` list partition
 /// the job: they are created together (collectively over all ranks) and a

@@ -54,16 +54,6 @@ void checkNccl(ncclResult_t rc, const char *what, const char *call) {
                 detail.c_str());
 }
 
-void checkMpi(int rc, const char *what, const char *call) {
-  if (rc == MPI_SUCCESS)
-    return;
-  char message[MPI_MAX_ERROR_STRING + 1] = {0};
-  int length = 0;
-  if (MPI_Error_string(rc, message, &length) != MPI_SUCCESS)
-    std::snprintf(message, sizeof(message), "error code %d", rc);
-  spmd_rt_fatal("%s: %s failed: %s", what, call, message);
-}
-
 //===----------------------------------------------------------------------===//
 // Types and devices
 //===----------------------------------------------------------------------===//
