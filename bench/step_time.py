@@ -51,14 +51,14 @@ def eager_median(spec, optimizer, steps):
     return statistics.median(times)
 
 
-def spmd_median(spec, optimizer, steps, build, work):
+def spmd_median(spec, optimizer, steps, build, work, env):
     module, bundle = os.path.join(work, "m.mlir"), os.path.join(work, "b")
     subprocess.run([os.path.join(build, "bin", "spmd-capture"), "--model",
                     os.path.join(ROOT, spec), "--optimizer", optimizer, "-o", module,
                     "--bundle", bundle], check=True, stdout=subprocess.DEVNULL)
     out = subprocess.run([os.path.join(build, "bin", "spmd-run"), module, "--bundle", bundle,
                           "--steps", str(steps), "--timing"], check=True,
-                         capture_output=True, text=True).stdout
+                         capture_output=True, text=True, env=env).stdout
     m = re.search(r"median step time ([0-9.]+) ms, peak memory ([0-9.]+) MiB", out)
     return float(m.group(1)) / 1e3, float(m.group(2))
 
@@ -76,7 +76,8 @@ def main():
                                         "spmd ms", "torch ms", "ratio", "peak MiB"))
     for spec in args.configs:
         with tempfile.TemporaryDirectory() as work:
-            spmd, peak = spmd_median(spec, args.optimizer, args.steps, args.build, work)
+            spmd, peak = spmd_median(spec, args.optimizer, args.steps, args.build, work,
+                                     dict(os.environ, OPENBLAS_NUM_THREADS=str(args.threads)))
         eager = eager_median(spec, args.optimizer, args.steps)
         print("%-90s %12.2f %12.2f %6.2fx %10.1f" % (spec, spmd * 1e3, eager * 1e3,
                                                    spmd / eager, peak))
