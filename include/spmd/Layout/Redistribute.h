@@ -1,0 +1,102 @@
+//===- Redistribute.h - the redistribute planner ----------------*- C++ -*-===//
+//
+// Plans the cheapest sequence of per-mesh-dim steps that turns one layout of
+// a tensor into another (DESIGN.md §2, DTensor's `redistribute`). Pure C++:
+// the partitioner turns each step into an `spmd` collective or a local op.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SPMD_LAYOUT_REDISTRIBUTE_H
+#define SPMD_LAYOUT_REDISTRIBUTE_H
+
+#include "spmd/Layout/LayoutMath.h"
+
+#include <string>
+#include <vector>
+
+namespace spmd::layout {
+
+/// Alpha-beta cost model of a device mesh: per mesh dim, the latency of one
+/// message (seconds) and the bandwidth of one rank's link (bytes/second).
+struct MeshCostModel {
+  std::vector<double> latency;
+  std::vector<double> bandwidth;
+
+  /// NVLink-class (intra-node: 5 us, 150 GB/s) for the last mesh dim and
+  /// InfiniBand-class (inter-node: 20 us, 25 GB/s) for the others, the
+  /// usual (dp, tp) arrangement of a 2-D mesh.
+  static MeshCostModel defaults(size_t meshRank);
+};
+
+/// One step of a redistribution: a change of the placement of one mesh dim.
+struct RedistributeStep {
+  enum class Kind {
+    /// Shard/StridedShard(d) -> Replicate: gather the pieces along d
+    /// (uneven: pad to the chunk size, gather, unpad; strided: reorder).
+    AllGather,
+    /// Partial -> Replicate.
+    AllReduce,
+    /// Partial -> Shard(d): reduce and keep this rank's chunk of d.
+    ReduceScatter,
+    /// Shard(i) -> Shard(j): split along j, exchange, concatenate along i.
+    AllToAll,
+    /// Replicate -> Shard/StridedShard(d): keep this rank's chunk; no
+    /// communication.
+    LocalSlice,
+    /// Replicate -> Partial: sum/avg keep the value on the group's first
+    /// rank and zero elsewhere, max/min keep it everywhere; no
+    /// communication.
+    LocalPartial,
+  };
+
+  Kind kind;
+  int64_t meshDim;
+  /// Placements of every mesh dim before and after the step.
+  std::vector<Placement> before, after;
+  /// Bytes each rank sends in the step (0 for local steps), for the local
+  /// piece padded to the chunk size (what the collective moves).
+  int64_t bytesPerRank = 0;
+  /// Estimated seconds under the cost model (ring algorithms).
+  double seconds = 0;
+
+  /// "all_gather", "all_reduce", "reduce_scatter", "all_to_all",
+  /// "local_slice", "local_partial".
+  static const char *kindName(Kind kind);
+  /// E.g. "all_to_all on mesh dim 1: [shard<0>, shard<1>] -> [shard<0>,
+  /// shard<0>], 4096 bytes/rank".
+  std::string str() const;
+};
+
+struct RedistributePlan {
+  std::vector<RedistributeStep> steps;
+  /// Sum of the steps' seconds.
+  double seconds = 0;
+  /// Empty when the plan exists; otherwise why not.
+  std::string error;
+};
+
+/// The cheapest sequence of steps from `from` to `to` for a tensor of
+/// `globalShape` with `elementBytes` bytes per element on a mesh of
+/// `meshShape`, ties broken by fewer steps, then deterministically.
+///
+/// Each step changes one mesh dim and keeps every intermediate layout valid
+/// for the nesting rule (mesh dims sharding the same tensor dim apply left
+/// to right): the placement of mesh dim m may change from or to a shard of
+/// tensor dim d only when no mesh dim after m shards d. So [S0, S0] -> [R,
+/// R] gathers mesh dim 1 first, and [S0, S1] -> [S1, S0] costs two
+/// all_to_alls, not a full gather. A Partial can only become Replicate or a
+/// Shard (reduce), and only a Replicate can become a Partial (so S -> P goes
+/// through R, as in DTensor).
+///
+/// Errors (plan.error): the layouts do not fit the shape and mesh
+/// (validate()), or mismatched mesh ranks.
+RedistributePlan planRedistribute(const std::vector<int64_t> &globalShape,
+                                  int64_t elementBytes,
+                                  const std::vector<int64_t> &meshShape,
+                                  const std::vector<Placement> &from,
+                                  const std::vector<Placement> &to,
+                                  const MeshCostModel &cost);
+
+} // namespace spmd::layout
+
+#endif // SPMD_LAYOUT_REDISTRIBUTE_H
