@@ -89,6 +89,30 @@ template <typename T> auto elements(const T *p) {
   return [p](auto lanes, int64_t i) { return lanes.load(p, i); };
 }
 
+/// The softmax-family backward along `dim`: per row, s = sum of
+/// term(grad, output) over the dim, then out = combine(s, grad, output).
+template <typename Term, typename Combine>
+void softmaxBackward(const char *kernel, SpmdBuffer *out,
+                     const SpmdBuffer *grad_output, const SpmdBuffer *output,
+                     int64_t dim, Term term, Combine combine) {
+  softmaxKernel<2>(
+      kernel, out, {grad_output, output}, dim,
+      [&](auto tag, const DimLayout &l, auto *o, const auto &in) {
+        using T = decltype(tag);
+        std::vector<T> acc(static_cast<size_t>(l.inner));
+        const int64_t block = l.size * l.inner;
+        for (int64_t b = 0; b < l.outer; ++b) {
+          const T *g = in[0] + b * block;
+          const T *y = in[1] + b * block;
+          std::fill(acc.begin(), acc.end(), T(0));
+          foldDim(l, acc.data(), term(g, y), AddOp());
+          mapDim(
+              l, o + b * block, acc.data(),
+              [&](T s, T gv, T yv) -> T { return combine(s, gv, yv); }, g, y);
+        }
+      });
+}
+
 } // namespace
 
 extern "C" {
@@ -159,50 +183,24 @@ void spmd_rt_log_softmax(SpmdBuffer *out, const SpmdBuffer *self, int64_t dim) {
 void spmd_rt_softmax_backward_data(SpmdBuffer *out,
                                    const SpmdBuffer *grad_output,
                                    const SpmdBuffer *output, int64_t dim) {
-  softmaxKernel<2>(
-      "spmd_rt_softmax_backward_data", out, {grad_output, output}, dim,
-      [](auto tag, const DimLayout &l, auto *o, const auto &in) {
-        using T = decltype(tag);
-        std::vector<T> acc(static_cast<size_t>(l.inner));
-        const int64_t block = l.size * l.inner;
-        for (int64_t b = 0; b < l.outer; ++b) {
-          const T *g = in[0] + b * block;
-          const T *y = in[1] + b * block;
-          std::fill(acc.begin(), acc.end(), T(0));
-          foldDim(
-              l, acc.data(),
-              [g, y](auto lanes, int64_t i) {
-                return lanes.load(g, i) * lanes.load(y, i);
-              },
-              AddOp());
-          mapDim(
-              l, o + b * block, acc.data(),
-              [](T s, T gv, T yv) -> T { return yv * (gv - s); }, g, y);
-        }
-      });
+  softmaxBackward(
+      "spmd_rt_softmax_backward_data", out, grad_output, output, dim,
+      [](auto *g, auto *y) {
+        return [g, y](auto lanes, int64_t i) {
+          return lanes.load(g, i) * lanes.load(y, i);
+        };
+      },
+      [](auto s, auto gv, auto yv) { return yv * (gv - s); });
 }
 
 /// ATen's log_softmax_backward_data formula: grad - exp(output) * sum(grad).
 void spmd_rt_log_softmax_backward_data(SpmdBuffer *out,
                                        const SpmdBuffer *grad_output,
                                        const SpmdBuffer *output, int64_t dim) {
-  softmaxKernel<2>(
-      "spmd_rt_log_softmax_backward_data", out, {grad_output, output}, dim,
-      [](auto tag, const DimLayout &l, auto *o, const auto &in) {
-        using T = decltype(tag);
-        std::vector<T> acc(static_cast<size_t>(l.inner));
-        const int64_t block = l.size * l.inner;
-        for (int64_t b = 0; b < l.outer; ++b) {
-          const T *g = in[0] + b * block;
-          const T *y = in[1] + b * block;
-          std::fill(acc.begin(), acc.end(), T(0));
-          foldDim(l, acc.data(), elements(g), AddOp());
-          mapDim(
-              l, o + b * block, acc.data(),
-              [](T s, T gv, T yv) -> T { return gv - math::exp(yv) * s; }, g,
-              y);
-        }
-      });
+  softmaxBackward(
+      "spmd_rt_log_softmax_backward_data", out, grad_output, output, dim,
+      [](auto *g, auto *) { return elements(g); },
+      [](auto s, auto gv, auto yv) { return gv - math::exp(yv) * s; });
 }
 
 } // extern "C"
