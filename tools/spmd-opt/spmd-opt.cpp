@@ -22,6 +22,10 @@
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/raw_ostream.h"
 
+namespace spmd::test {
+void registerTestPasses();
+} // namespace spmd::test
+
 static int listOperations(const mlir::DialectRegistry &registry) {
   mlir::MLIRContext context(registry);
   context.loadAllAvailableDialects();
@@ -36,6 +40,7 @@ int main(int argc, char **argv) {
                   mlir::LLVM::LLVMDialect, spmd::SPMDDialect,
                   spmd::aten::AtenDialect>();
   spmd::registerConversionPasses();
+  spmd::test::registerTestPasses();
   if (argc == 2 && llvm::StringRef(argv[1]) == "--spmd-list-ops")
     return listOperations(registry);
   return mlir::asMainReturnCode(

@@ -14,7 +14,19 @@
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
+#include "spmd/Layout/ShardingRules.h"
+
+#include <optional>
+
 #include "spmd/Dialect/Aten/AtenDialect.h.inc"
+
+namespace spmd::aten::detail {
+/// The einsum sharding rule of an aten op (ShardingRuleOpInterface's
+/// implementation, lib/Dialect/Aten/AtenSharding.cpp).
+std::optional<spmd::layout::EinsumRule> shardingRule(mlir::Operation *op);
+} // namespace spmd::aten::detail
+
+#include "spmd/Dialect/Aten/AtenInterfaces.h.inc"
 
 namespace spmd::aten {
 /// ATen type promotion of two element types (c10::promoteTypes): bool <

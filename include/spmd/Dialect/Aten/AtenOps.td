@@ -13,6 +13,7 @@
 #define SPMD_DIALECT_ATEN_ATENOPS_TD
 
 include "spmd/Dialect/Aten/AtenDialect.td"
+include "spmd/Dialect/Aten/AtenInterfaces.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 include "mlir/IR/BuiltinAttributes.td"
 include "mlir/IR/CommonAttrConstraints.td"
@@ -43,7 +44,9 @@ def Aten_ScaleAttr : DefaultValuedAttr<F64Attr, "1.0">;
 /// reports the first rule the operands/attributes break through `emitError`;
 /// the verifier calls it and compares with the declared result types.
 class Aten_Op<string mnemonic, list<Trait> traits = [], bit pure = 1>
-    : Op<Aten_Dialect, mnemonic, !if(pure, !listconcat(traits, [Pure]), traits)> {
+    : Op<Aten_Dialect, mnemonic,
+         !listconcat(!if(pure, !listconcat(traits, [Pure]), traits),
+                     [Aten_ShardingRuleOpInterface])> {
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
   // Ops with a shared rule set `inferBody` to a call; others define
