@@ -54,16 +54,6 @@ std::optional<int32_t> dtypeCode(Type type) {
   return std::nullopt;
 }
 
-int64_t normalizeDim(int64_t dim, int64_t rank) {
-  return dim < 0 ? dim + std::max<int64_t>(rank, 1) : dim;
-}
-
-double scalarValue(Attribute attr) {
-  if (auto f = dyn_cast<FloatAttr>(attr))
-    return f.getValueAsDouble();
-  return static_cast<double>(cast<IntegerAttr>(attr).getInt());
-}
-
 /// Builds the arguments of runtime calls at one insertion point: constants,
 /// constant i64 arrays (module globals, shared by value), allocations and
 /// declarations of the runtime functions.
@@ -207,8 +197,8 @@ FoldedTransposes findFoldedTransposes(ModuleOp module) {
     if (isa<aten::TOp>(op))
       lastTwo = rank == 2;
     else if (auto transpose = dyn_cast<aten::TransposeIntOp>(op)) {
-      int64_t d0 = normalizeDim(transpose.getDim0Attr().getInt(), rank);
-      int64_t d1 = normalizeDim(transpose.getDim1Attr().getInt(), rank);
+      int64_t d0 = aten::normalizeDim(transpose.getDim0Attr().getInt(), rank);
+      int64_t d1 = aten::normalizeDim(transpose.getDim1Attr().getInt(), rank);
       lastTwo = (rank == 2 || rank == 3) && std::min(d0, d1) == rank - 2 &&
                 std::max(d0, d1) == rank - 1;
     }
@@ -233,7 +223,7 @@ FailureOr<KernelCall> describe(Operation *op, ValueRange operands,
   auto dims = [&](ArrayRef<int64_t> values, int64_t rank) {
     SmallVector<int64_t> normalized;
     for (int64_t d : values)
-      normalized.push_back(normalizeDim(d, rank));
+      normalized.push_back(aten::normalizeDim(d, rank));
     return normalized;
   };
   auto dimList = [&](ArrayRef<int64_t> values) -> SmallVector<Value> {
@@ -273,22 +263,24 @@ FailureOr<KernelCall> describe(Operation *op, ValueRange operands,
       })
       .Case([&](aten::ThresholdBackwardOp o) {
         return simple("spmd_rt_threshold_backward",
-                      {b.f64(scalarValue(o.getThreshold()))});
+                      {b.f64(aten::getScalarValue(o.getThreshold()))});
       })
       .Case([&](aten::AddScalarOp o) {
         return simple("spmd_rt_add_scalar",
-                      {b.f64(scalarValue(o.getOther())),
+                      {b.f64(aten::getScalarValue(o.getOther())),
                        b.f64(o.getAlpha().convertToDouble())});
       })
       .Case([&](aten::MulScalarOp o) {
-        return simple("spmd_rt_mul_scalar", {b.f64(scalarValue(o.getOther()))});
+        return simple("spmd_rt_mul_scalar",
+                      {b.f64(aten::getScalarValue(o.getOther()))});
       })
       .Case([&](aten::DivScalarOp o) {
-        return simple("spmd_rt_div_scalar", {b.f64(scalarValue(o.getOther()))});
+        return simple("spmd_rt_div_scalar",
+                      {b.f64(aten::getScalarValue(o.getOther()))});
       })
       .Case([&](aten::RsubScalarOp o) {
         return simple("spmd_rt_rsub_scalar",
-                      {b.f64(scalarValue(o.getOther())),
+                      {b.f64(aten::getScalarValue(o.getOther())),
                        b.f64(o.getAlpha().convertToDouble())});
       })
       .Case([&](aten::PowScalarOp o) -> Result {
@@ -296,7 +288,8 @@ FailureOr<KernelCall> describe(Operation *op, ValueRange operands,
         return KernelCall{
             "spmd_rt_pow_scalar",
             {},
-            SmallVector<Value>{b.f64(scalarValue(o.getSelf())), operands[0]}};
+            SmallVector<Value>{b.f64(aten::getScalarValue(o.getSelf())),
+                               operands[0]}};
       })
       .Case([&](aten::NegOp) { return simple("spmd_rt_neg"); })
       .Case([&](aten::ReciprocalOp) { return simple("spmd_rt_reciprocal"); })
@@ -332,7 +325,8 @@ FailureOr<KernelCall> describe(Operation *op, ValueRange operands,
         return KernelCall{"spmd_rt_fill", {b.f64(1.0)}, SmallVector<Value>{}};
       })
       .Case([&](aten::FullOp o) {
-        return simple("spmd_rt_fill", {b.f64(scalarValue(o.getFillValue()))});
+        return simple("spmd_rt_fill",
+                      {b.f64(aten::getScalarValue(o.getFillValue()))});
       })
       .Case([&](aten::ArangeOp) { return simple("spmd_rt_arange"); })
       .Case<aten::MmOp, aten::BmmOp, aten::AddmmOp, aten::BaddbmmOp>(
@@ -367,8 +361,8 @@ FailureOr<KernelCall> describe(Operation *op, ValueRange operands,
         int64_t rank = inType(0).getRank();
         SmallVector<int64_t> perm =
             llvm::to_vector(llvm::seq<int64_t>(0, rank));
-        std::swap(perm[normalizeDim(o.getDim0Attr().getInt(), rank)],
-                  perm[normalizeDim(o.getDim1Attr().getInt(), rank)]);
+        std::swap(perm[aten::normalizeDim(o.getDim0Attr().getInt(), rank)],
+                  perm[aten::normalizeDim(o.getDim1Attr().getInt(), rank)]);
         return simple("spmd_rt_permute", dimList(perm));
       })
       .Case([&](aten::PermuteOp o) {
@@ -378,8 +372,8 @@ FailureOr<KernelCall> describe(Operation *op, ValueRange operands,
       .Case([&](aten::ExpandOp) { return simple("spmd_rt_expand"); })
       .Case([&](aten::CatOp o) -> Result {
         return KernelCall{"spmd_rt_cat",
-                          {b.i64(normalizeDim(o.getDimAttr().getInt(),
-                                              outType(0).getRank()))},
+                          {b.i64(aten::normalizeDim(o.getDimAttr().getInt(),
+                                                    outType(0).getRank()))},
                           SmallVector<Value>{b.i32(operands.size()),
                                              b.pointerArray(operands)}};
       })
@@ -394,23 +388,23 @@ FailureOr<KernelCall> describe(Operation *op, ValueRange operands,
       })
       .Case([&](aten::SoftmaxOp o) {
         return simple("spmd_rt_softmax",
-                      {b.i64(normalizeDim(o.getDimAttr().getInt(),
-                                          inType(0).getRank()))});
+                      {b.i64(aten::normalizeDim(o.getDimAttr().getInt(),
+                                                inType(0).getRank()))});
       })
       .Case([&](aten::LogSoftmaxOp o) {
         return simple("spmd_rt_log_softmax",
-                      {b.i64(normalizeDim(o.getDimAttr().getInt(),
-                                          inType(0).getRank()))});
+                      {b.i64(aten::normalizeDim(o.getDimAttr().getInt(),
+                                                inType(0).getRank()))});
       })
       .Case([&](aten::SoftmaxBackwardDataOp o) {
         return simple("spmd_rt_softmax_backward_data",
-                      {b.i64(normalizeDim(o.getDimAttr().getInt(),
-                                          inType(0).getRank()))});
+                      {b.i64(aten::normalizeDim(o.getDimAttr().getInt(),
+                                                inType(0).getRank()))});
       })
       .Case([&](aten::LogSoftmaxBackwardDataOp o) {
         return simple("spmd_rt_log_softmax_backward_data",
-                      {b.i64(normalizeDim(o.getDimAttr().getInt(),
-                                          inType(0).getRank()))});
+                      {b.i64(aten::normalizeDim(o.getDimAttr().getInt(),
+                                                inType(0).getRank()))});
       })
       .Case([&](aten::NativeLayerNormOp o) -> Result {
         typename aten::NativeLayerNormOp::Adaptor a(operands, o);
@@ -525,7 +519,7 @@ struct OpToRuntimeCall : ConversionPattern {
       // One slice per piece, each starting where the previous one ended.
       int64_t rank =
           cast<RankedTensorType>(split.getSelf().getType()).getRank();
-      int64_t dim = normalizeDim(split.getDimAttr().getInt(), rank);
+      int64_t dim = aten::normalizeDim(split.getDimAttr().getInt(), rank);
       SmallVector<Value> pieces;
       int64_t start = 0;
       for (Type type : op->getResultTypes()) {

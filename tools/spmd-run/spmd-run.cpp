@@ -390,29 +390,25 @@ int main(int argc, char **argv) {
     if (!slot.fqn.empty() && slot.fqn != entry.fqn)
       FATAL("argument %zu is '%s' in the module but '%s' in the bundle", i,
             slot.fqn.c_str(), entry.fqn.c_str());
-    llvm::SmallString<256> path(bundleDir);
-    llvm::sys::path::append(path, entry.file);
-    auto global = readNpy(path.str().str());
-    if (!global)
-      FATAL("%s", llvm::toString(global.takeError()).c_str());
-    if (global->dtype != *dtypeOf(slot.type.getElementType()))
+    Array global = readBundleArray(entry.file);
+    if (global.dtype != *dtypeOf(slot.type.getElementType()))
       FATAL("argument '%s': %s holds dtype %s, the module wants %s",
             entry.fqn.c_str(), entry.file.c_str(), entry.dtype.c_str(),
             typeString(slot.type.getElementType()).c_str());
-    auto maps = mapsFor(slot, global->shape, mesh, coords);
+    auto maps = mapsFor(slot, global.shape, mesh, coords);
     std::vector<int64_t> localShape(slot.type.getShape());
-    for (size_t d = 0; d < maps.size() && d < localShape.size(); ++d)
+    if (maps.size() != localShape.size())
+      FATAL("argument '%s': the bundle holds a rank-%zu tensor, the module a "
+            "rank-%zu one",
+            entry.fqn.c_str(), maps.size(), localShape.size());
+    for (size_t d = 0; d < maps.size(); ++d)
       if (static_cast<int64_t>(maps[d].size()) > localShape[d])
         FATAL("argument '%s': this rank holds %zu elements of dim %zu, the "
               "module's local type %s only %lld",
               entry.fqn.c_str(), maps[d].size(), d,
               typeString(slot.type).c_str(),
               static_cast<long long>(localShape[d]));
-    if (maps.size() != localShape.size())
-      FATAL("argument '%s': the bundle holds a rank-%zu tensor, the module a "
-            "rank-%zu one",
-            entry.fqn.c_str(), maps.size(), localShape.size());
-    args.push_back(toBuffer(extractPiece(*global, maps, localShape)));
+    args.push_back(toBuffer(extractPiece(global, maps, localShape)));
   }
 
   // Lower and JIT-compile against the runtime library.

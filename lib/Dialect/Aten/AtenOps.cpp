@@ -114,7 +114,7 @@ static FailureOr<int64_t> wrapDim(int64_t dim, int64_t rank,
                 << " is out of range for a tensor of rank " << rank;
     return failure();
   }
-  return dim < 0 ? dim + extent : dim;
+  return spmd::aten::normalizeDim(dim, rank);
 }
 
 static RankedTensorType tensorType(Value v) {

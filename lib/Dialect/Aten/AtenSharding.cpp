@@ -64,8 +64,8 @@ EinsumRule sumRule(int64_t rank, ArrayRef<int64_t> dims, bool keepdim) {
   std::string in = resultLabels(rank);
   rule.operands = {in};
   for (int64_t d = 0; d < rank; ++d) {
-    bool reduced =
-        llvm::is_contained(dims, d) || llvm::is_contained(dims, d - rank);
+    bool reduced = llvm::any_of(
+        dims, [&](int64_t r) { return aten::normalizeDim(r, rank) == d; });
     if (!reduced)
       rule.result += in[d];
     else if (keepdim)
@@ -80,7 +80,7 @@ EinsumRule normalizedRule(Operation *op, int64_t dim,
                           std::vector<std::vector<int>> linear) {
   EinsumRule rule = broadcastRule(op, std::move(linear));
   int64_t rank = rankOf(op->getResult(0));
-  rule.unshardable = rule.result.substr(dim < 0 ? dim + rank : dim, 1);
+  rule.unshardable = rule.result.substr(aten::normalizeDim(dim, rank), 1);
   return rule;
 }
 

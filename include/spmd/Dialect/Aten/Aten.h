@@ -39,6 +39,12 @@ mlir::Type promoteTypes(mlir::Type a, mlir::Type b);
 /// category (a 0-D float makes an integer result floating point).
 mlir::Type resultElementType(mlir::TypeRange types);
 
+/// ATen's maybe_wrap_dim for a dim already checked to be in range: a
+/// negative `dim` counts from the end (a 0-D tensor takes 0 and -1).
+inline int64_t normalizeDim(int64_t dim, int64_t rank) {
+  return dim < 0 ? dim + (rank > 0 ? rank : 1) : dim;
+}
+
 /// The numeric value of an ATen Scalar attribute (IntegerAttr or FloatAttr).
 double getScalarValue(mlir::Attribute scalar);
 
