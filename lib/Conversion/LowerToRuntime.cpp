@@ -232,8 +232,20 @@ FailureOr<KernelCall> describe(Operation *op, ValueRange operands,
   auto random = [&](StringRef name, SmallVector<Value> extra,
                     RankedTensorType type) -> KernelCall {
     extra.push_back(b.i64(randomIds.lookup(op)));
-    extra.push_back(b.i64Array(type.getShape()));
-    extra.push_back(b.i64Array(SmallVector<int64_t>(type.getRank(), 0)));
+    // A sharded result (spmd-partition) draws at its global positions:
+    // this rank's row of the per-rank offset table.
+    auto global = op->getAttrOfType<DenseI64ArrayAttr>("spmd.global_shape");
+    auto offsets = op->getAttrOfType<DenseI64ArrayAttr>("spmd.global_offsets");
+    if (global && offsets) {
+      extra.push_back(b.i64Array(global.asArrayRef()));
+      extra.push_back(
+          b.call("spmd_rt_rank_row",
+                 {b.i64Array(offsets.asArrayRef()), b.i64(type.getRank())},
+                 b.getPtrType()));
+    } else {
+      extra.push_back(b.i64Array(type.getShape()));
+      extra.push_back(b.i64Array(SmallVector<int64_t>(type.getRank(), 0)));
+    }
     return {name.str(), extra, std::nullopt};
   };
   auto optional = [&](Value v) { return v ? v : b.null(); };
@@ -383,8 +395,12 @@ FailureOr<KernelCall> describe(Operation *op, ValueRange operands,
                       dimList(llvm::to_vector(llvm::seq<int64_t>(0, rank))));
       })
       .Case([&](aten::SumDimIntListOp o) {
+        // An empty dim list reduces every dim (ATen's sum.dim_IntList).
+        int64_t rank = inType(0).getRank();
         return simple("spmd_rt_sum",
-                      dimList(dims(o.getDim(), inType(0).getRank())));
+                      dimList(o.getDim().empty()
+                                  ? llvm::to_vector(llvm::seq<int64_t>(0, rank))
+                                  : dims(o.getDim(), rank)));
       })
       .Case([&](aten::SoftmaxOp o) {
         return simple("spmd_rt_softmax",
@@ -472,6 +488,11 @@ FailureOr<KernelCall> describe(Operation *op, ValueRange operands,
         extra.push_back(b.i64(o.getConcatDimAttr().getInt()));
         return simple("spmd_rt_all_to_all", extra);
       })
+      .Case([&](spmd::LocalTakeOp o) {
+        return simple("spmd_rt_local_take",
+                      {b.i64(o.getDim()), b.i64Array(o.getIndices()),
+                       b.f64(o.getFill().convertToDouble())});
+      })
       .Case([&](spmd::BroadcastOp o) {
         SmallVector<Value> extra = dimList(o.getMeshDims());
         extra.push_back(b.i64(o.getRootAttr().getInt()));
@@ -493,7 +514,7 @@ struct OpToRuntimeCall : ConversionPattern {
   matchAndRewrite(Operation *op, ArrayRef<Value> operands,
                   ConversionPatternRewriter &rewriter) const override {
     if (!isa<aten::AtenDialect>(op->getDialect()) &&
-        !isa<spmd::CollectiveOpInterface>(op))
+        !isa<spmd::CollectiveOpInterface, spmd::LocalTakeOp>(op))
       return failure();
     for (Type type : op->getResultTypes())
       if (!dtypeCode(cast<RankedTensorType>(type).getElementType()))

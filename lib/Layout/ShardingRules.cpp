@@ -4,28 +4,33 @@
 
 using namespace spmd::layout;
 
-std::string OpStrategy::str() const {
+static std::string join(const std::vector<Placement> &placements) {
   std::string s;
-  for (size_t i = 0; i < operands.size(); ++i)
-    s += (i ? ", " : "") + operands[i].str();
-  return s + " -> " + result.str();
+  for (size_t i = 0; i < placements.size(); ++i)
+    s += (i ? ", " : "") + placements[i].str();
+  return s;
+}
+
+std::string OpStrategy::str() const {
+  return join(operands) + " -> " + join(results);
 }
 
 std::vector<OpStrategy> EinsumRule::strategies() const {
   std::vector<OpStrategy> out;
   OpStrategy replicated{
       std::vector<Placement>(operands.size(), Placement::replicate()),
-      Placement::replicate()};
+      std::vector<Placement>(results.size(), Placement::replicate())};
   out.push_back(replicated);
 
-  // Labels in order of first appearance: the result's, then contracted.
+  // Labels in order of first appearance: the results', then contracted.
   std::string labels;
   auto add = [&](char c) {
     if (c != '1' && labels.find(c) == std::string::npos)
       labels += c;
   };
-  for (char c : result)
-    add(c);
+  for (const std::string &result : results)
+    for (char c : result)
+      add(c);
   for (const std::string &operand : operands)
     for (char c : operand)
       add(c);
@@ -34,16 +39,26 @@ std::vector<OpStrategy> EinsumRule::strategies() const {
     if (unshardable.find(label) != std::string::npos)
       continue;
     OpStrategy s = replicated;
+    s.evenShards = evenOnly.find(label) != std::string::npos;
     for (size_t i = 0; i < operands.size(); ++i) {
       size_t pos = operands[i].find(label);
       if (pos != std::string::npos)
         s.operands[i] = Placement::shard(static_cast<int64_t>(pos));
     }
-    size_t pos = result.find(label);
-    s.result = pos == std::string::npos
-                   ? Placement::partial(ReduceKind::Sum)
-                   : Placement::shard(static_cast<int64_t>(pos));
-    if (s.result.kind == Placement::Kind::Partial)
+    bool contracted = false;
+    for (size_t i = 0; i < results.size(); ++i) {
+      size_t pos = results[i].find(label);
+      if (pos != std::string::npos) {
+        s.results[i] = Placement::shard(static_cast<int64_t>(pos));
+        continue;
+      }
+      contracted = true;
+      bool reducedByOp = std::find(selfReduced.begin(), selfReduced.end(),
+                                   static_cast<int>(i)) != selfReduced.end();
+      s.results[i] = reducedByOp ? Placement::replicate()
+                                 : Placement::partial(ReduceKind::Sum);
+    }
+    if (contracted)
       for (int i : additive)
         s.operands[i] = Placement::partial(ReduceKind::Sum);
     out.push_back(s);
@@ -53,7 +68,7 @@ std::vector<OpStrategy> EinsumRule::strategies() const {
     OpStrategy s = replicated;
     for (int i : group)
       s.operands[i] = Placement::partial(ReduceKind::Sum);
-    s.result = Placement::partial(ReduceKind::Sum);
+    s.results.assign(results.size(), Placement::partial(ReduceKind::Sum));
     out.push_back(s);
   }
   return out;

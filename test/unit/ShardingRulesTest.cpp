@@ -149,14 +149,15 @@ void checkCase(const Case &c, int64_t ranks) {
       std::vector<Tensor> local;
       for (size_t i = 0; i < inputs.size(); ++i)
         local.push_back(localPiece(inputs[i], ranks, s.operands[i], r));
-      bool sharded = s.result.isShardLike();
-      Shape outShape =
-          sharded ? localShape(c.result, {ranks}, {s.result}, {r}) : c.result;
+      bool sharded = s.results[0].isShardLike();
+      Shape outShape = sharded
+                           ? localShape(c.result, {ranks}, {s.results[0]}, {r})
+                           : c.result;
       Tensor out = run(c.kernel, local, outShape);
       if (sharded) {
-        forEachMapped(c.result, indexMaps(c.result, ranks, s.result, r),
+        forEachMapped(c.result, indexMaps(c.result, ranks, s.results[0], r),
                       [&](int64_t l, int64_t g) { got.data[g] = out.data[l]; });
-      } else if (s.result.kind == Placement::Kind::Partial) {
+      } else if (s.results[0].kind == Placement::Kind::Partial) {
         for (size_t i = 0; i < out.data.size(); ++i)
           got.data[i] += out.data[i];
       } else {
@@ -183,36 +184,36 @@ std::vector<Case> cases() {
   };
   return {
       {"mm",
-       {{"mk", "kn"}, "mn", "", {{0}, {1}}},
+       {{"mk", "kn"}, {"mn"}, "", {{0}, {1}}},
        {{5, 7}, {7, 6}},
        {5, 6},
        binary(spmd_rt_mm)},
       {"bmm",
-       {{"bmk", "bkn"}, "bmn", "", {{0}, {1}}},
+       {{"bmk", "bkn"}, {"bmn"}, "", {{0}, {1}}},
        {{3, 5, 7}, {3, 7, 2}},
        {3, 5, 2},
        binary(spmd_rt_bmm)},
       {"addmm",
-       {{"n", "mk", "kn"}, "mn", "", {{0, 1}, {0, 2}}, {0}},
+       {{"n", "mk", "kn"}, {"mn"}, "", {{0, 1}, {0, 2}}, {0}},
        {{6}, {5, 7}, {7, 6}},
        {5, 6},
        [](SpmdBuffer *out, std::vector<SpmdBuffer *> in) {
          spmd_rt_addmm(out, in[0], in[1], in[2], 1.0, 1.0);
        }},
       {"add.Tensor (broadcast)",
-       {{"ab", "1b"}, "ab", "", {{0, 1}}},
+       {{"ab", "1b"}, {"ab"}, "", {{0, 1}}},
        {{5, 7}, {1, 7}},
        {5, 7},
        [](SpmdBuffer *out, std::vector<SpmdBuffer *> in) {
          spmd_rt_add_tensor(out, in[0], in[1], 1.0);
        }},
       {"mul.Tensor",
-       {{"ab", "ab"}, "ab", "", {{0}, {1}}},
+       {{"ab", "ab"}, {"ab"}, "", {{0}, {1}}},
        {{5, 7}, {5, 7}},
        {5, 7},
        binary(spmd_rt_mul_tensor)},
       {"sum.dim_IntList [1]",
-       {{"abc"}, "ac", "", {{0}}},
+       {{"abc"}, {"ac"}, "", {{0}}},
        {{3, 5, 6}},
        {3, 6},
        [](SpmdBuffer *out, std::vector<SpmdBuffer *> in) {
@@ -220,18 +221,18 @@ std::vector<Case> cases() {
          spmd_rt_sum(out, in[0], 1, dims);
        }},
       {"_softmax dim 1",
-       {{"ab"}, "ab", "b", {}},
+       {{"ab"}, {"ab"}, "b", {}},
        {{5, 7}},
        {5, 7},
        [](SpmdBuffer *out, std::vector<SpmdBuffer *> in) {
          spmd_rt_softmax(out, in[0], 1);
        }},
-      {"relu", {{"ab"}, "ab", "", {}}, {{5, 7}}, {5, 7}, unary(spmd_rt_relu)},
+      {"relu", {{"ab"}, {"ab"}, "", {}}, {{5, 7}}, {5, 7}, unary(spmd_rt_relu)},
   };
 }
 
 TEST(ShardingRules, Strategies) {
-  EinsumRule mm{{"mk", "kn"}, "mn", "", {{0}, {1}}};
+  EinsumRule mm{{"mk", "kn"}, {"mn"}, "", {{0}, {1}}};
   std::vector<std::string> got;
   for (const OpStrategy &s : mm.strategies())
     got.push_back(s.str());
@@ -242,7 +243,7 @@ TEST(ShardingRules, Strategies) {
                      "shard<1>, shard<0> -> partial<sum>",
                      "partial<sum>, replicate -> partial<sum>",
                      "replicate, partial<sum> -> partial<sum>"}));
-  EinsumRule softmax{{"ab"}, "ab", "b", {}};
+  EinsumRule softmax{{"ab"}, {"ab"}, "b", {}};
   EXPECT_EQ(softmax.strategies().size(), 2u);
 }
 

@@ -12,6 +12,8 @@
 #include "spmd/Conversion/Passes.h"
 #include "spmd/Dialect/Aten/Aten.h"
 #include "spmd/Dialect/SPMD/SPMD.h"
+#include "spmd/Partition/Passes.h"
+#include "spmd/Propagate/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -39,6 +41,8 @@ int main(int argc, char **argv) {
   registry.insert<mlir::func::FuncDialect, mlir::arith::ArithDialect,
                   mlir::LLVM::LLVMDialect, spmd::SPMDDialect,
                   spmd::aten::AtenDialect>();
+  spmd::registerSPMDPropagatePasses();
+  spmd::registerSPMDPartitionPasses();
   spmd::registerConversionPasses();
   spmd::test::registerTestPasses();
   if (argc == 2 && llvm::StringRef(argv[1]) == "--spmd-list-ops")

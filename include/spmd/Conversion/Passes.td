@@ -26,15 +26,18 @@ def ConvertToRuntimeCallsPass
       `spmd_rt_constant`;
     - `spmd.all_reduce`, `all_gather`, `reduce_scatter`, `all_to_all` and
       `broadcast` become the runtime's collectives over the listed mesh
-      dims; `spmd.mesh` is removed (the runner sets the mesh of the job);
+      dims, `spmd.local_take` the rank-indexed `spmd_rt_local_take`;
+      `spmd.mesh` is removed (the runner sets the mesh of the job);
     - every buffer the function allocates is freed right after its last use,
       except the ones it returns. Arguments stay owned by the caller; every
       result is a buffer of its own (a returned argument, or a value
       returned twice, is copied), owned by the caller.
 
     Random ops draw with the key (op id, global element index), op ids
-    numbering the function's random ops in order. The local buffer is
-    taken as the whole global tensor (offset 0).
+    numbering the function's random ops in order. A random op that
+    spmd-partition sharded carries `spmd.global_shape` and a per-rank
+    `spmd.global_offsets` table; otherwise the local buffer is the whole
+    global tensor (offset 0).
 
     Errors: `spmd.redistribute` (global view: run the partitioner first),
     an op with no runtime kernel, an unsupported element type, more than one

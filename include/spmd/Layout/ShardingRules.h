@@ -16,18 +16,24 @@
 
 #include "spmd/Layout/LayoutMath.h"
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
 namespace spmd::layout {
 
 /// One way to run an op on one mesh dim: a placement for every operand and
-/// the result.
+/// every result.
 struct OpStrategy {
   std::vector<Placement> operands;
-  Placement result;
+  std::vector<Placement> results;
+  /// The strategy shards a dim that a view merges with or splits into other
+  /// dims: it is exact only when every shard is full (torch.chunk pieces of
+  /// the merged dim and of the outer dim then coincide), so the sharded
+  /// dims must divide evenly by the mesh dims that shard them.
+  bool evenShards = false;
 
-  /// E.g. "shard<0>, replicate -> shard<0>".
+  /// E.g. "shard<0>, replicate -> shard<0>" (results comma-separated).
   std::string str() const;
 };
 
@@ -37,23 +43,32 @@ struct EinsumRule {
   /// "mn" for mm; an operand dim that broadcasts (size 1 against a larger
   /// result dim) must be written as '1': it is never sharded.
   std::vector<std::string> operands;
-  std::string result;
+  /// One label string per result (layer norm: output, mean and rstd).
+  std::vector<std::string> results;
   /// Labels that must stay whole (softmax's and layer norm's normalized
   /// dims): never sharded.
   std::string unshardable;
   /// Operands the op is linear in, for Partial(sum) pass-through: each one
   /// may be Partial(sum) while the others are Replicate (a bilinear op such
   /// as mm lists both; add lists the set of all operands, which may be
-  /// Partial together).
+  /// Partial together). Every result is then Partial(sum).
   std::vector<std::vector<int>> linearGroups;
   /// Operands added to the product rather than multiplied into it (addmm's
   /// and baddbmm's `self`): where a contraction makes the result Partial,
   /// they must be Partial(sum) too, or every rank would add them once.
   std::vector<int> additive;
+  /// Labels that may be sharded only evenly (OpStrategy::evenShards): the
+  /// outer dim of a group of dims that a view merges or splits.
+  std::string evenOnly;
+  /// Results that a contraction over a sharded label leaves Replicate rather
+  /// than Partial(sum) because the op reduces them itself (the mean
+  /// nll_loss's total_weight, which the partitioner all-reduces).
+  std::vector<int> selfReduced;
 
   /// The rule's strategies on one mesh dim, in a fixed order: all
-  /// Replicate first, then one per shardable label (result labels, then
-  /// contracted ones), then the Partial pass-throughs.
+  /// Replicate first, then one per shardable label (result labels in result
+  /// order, then contracted ones), then the Partial pass-throughs. A result
+  /// that lacks a sharded label is Partial(sum) (the label is summed away).
   std::vector<OpStrategy> strategies() const;
 };
 

@@ -4,6 +4,10 @@
 // Labels a, b, c, ... name the result's dims; an operand dim broadcast from
 // size 1 is '1'. Linear groups follow the op's algebra (a Partial(sum)
 // operand gives a Partial(sum) result exactly when the op is linear in it).
+// Ops that are not einsums in the usual sense are written as one: views map
+// groups of dims (DTensor's view rules), layer norm and the softmax family
+// keep their normalized dims whole, the losses and embeddings contract the
+// batch, factories shard their result freely.
 //
 //===----------------------------------------------------------------------===//
 
@@ -23,13 +27,16 @@ int64_t rankOf(Value v) {
   return cast<RankedTensorType>(v.getType()).getRank();
 }
 
-/// Labels of the result of rank `rank`: "abc...".
-std::string resultLabels(int64_t rank) {
+/// `rank` labels starting at `first`: "abc...".
+std::string labelsFrom(char first, int64_t rank) {
   std::string labels;
   for (int64_t i = 0; i < rank; ++i)
-    labels += static_cast<char>('a' + i);
+    labels += static_cast<char>(first + i);
   return labels;
 }
+
+/// Labels of the result of rank `rank`: "abc...".
+std::string resultLabels(int64_t rank) { return labelsFrom('a', rank); }
 
 /// The labels of `operand` broadcast to a result of `result` type labelled
 /// `labels`: right-aligned; a dim of size 1 against a larger result dim is
@@ -46,13 +53,14 @@ std::string broadcastLabels(Value operand, Type result, StringRef labels) {
   return out;
 }
 
-/// Elementwise with broadcasting.
+/// Elementwise with broadcasting: every result has the shape of the first.
 EinsumRule broadcastRule(Operation *op, std::vector<std::vector<int>> linear) {
   Type result = op->getResult(0).getType();
   EinsumRule rule;
-  rule.result = resultLabels(cast<RankedTensorType>(result).getRank());
+  std::string labels = resultLabels(cast<RankedTensorType>(result).getRank());
+  rule.results.assign(op->getNumResults(), labels);
   for (Value operand : op->getOperands())
-    rule.operands.push_back(broadcastLabels(operand, result, rule.result));
+    rule.operands.push_back(broadcastLabels(operand, result, labels));
   rule.linearGroups = std::move(linear);
   return rule;
 }
@@ -63,39 +71,158 @@ EinsumRule sumRule(int64_t rank, ArrayRef<int64_t> dims, bool keepdim) {
   EinsumRule rule;
   std::string in = resultLabels(rank);
   rule.operands = {in};
+  std::string result;
   for (int64_t d = 0; d < rank; ++d) {
     bool reduced = llvm::any_of(
         dims, [&](int64_t r) { return aten::normalizeDim(r, rank) == d; });
     if (!reduced)
-      rule.result += in[d];
+      result += in[d];
     else if (keepdim)
-      rule.result += '1';
+      result += '1';
   }
+  rule.results = {result};
   rule.linearGroups = {{0}};
   return rule;
 }
 
-/// Softmax family along `dim`: elementwise on the other dims.
-EinsumRule normalizedRule(Operation *op, int64_t dim,
-                          std::vector<std::vector<int>> linear) {
-  EinsumRule rule = broadcastRule(op, std::move(linear));
-  int64_t rank = rankOf(op->getResult(0));
-  rule.unshardable = rule.result.substr(aten::normalizeDim(dim, rank), 1);
+/// `rule` with the label of result dim `dim` kept whole (softmax's dim,
+/// cat's and split's dim).
+EinsumRule keepWhole(EinsumRule rule, int64_t dim) {
+  int64_t rank = rule.results[0].size();
+  rule.unshardable += rule.results[0][aten::normalizeDim(dim, rank)];
   return rule;
 }
 
 EinsumRule matmulRule(bool batched, bool withSelf) {
   EinsumRule rule;
   std::string b = batched ? "b" : "";
-  rule.result = b + "mn";
+  rule.results = {b + "mn"};
   rule.operands = {b + "mk", b + "kn"};
   rule.linearGroups = {{0}, {1}};
   if (withSelf) {
     // `self` broadcasts to the result; it is added, not multiplied.
-    rule.operands.insert(rule.operands.begin(), rule.result);
+    rule.operands.insert(rule.operands.begin(), rule.results[0]);
     rule.linearGroups = {{0, 1}, {0, 2}};
     rule.additive = {0};
   }
+  return rule;
+}
+
+/// A unary op that moves dims: result dim i is operand dim perm[i].
+EinsumRule permuteRule(ArrayRef<int64_t> perm) {
+  std::string in = resultLabels(perm.size()), out;
+  for (int64_t d : perm)
+    out += in[d];
+  return EinsumRule{{in}, {out}, "", {{0}}};
+}
+
+/// DTensor's view rule. The dims of `from` and `to` (sizes-1 dims aside)
+/// fall into groups of equal element count, matched in order. A group of
+/// one dim on each side keeps its label. In a group that merges or splits
+/// dims only the outer dim of each side may be sharded, and only evenly:
+/// the first chunk of [a*b] is the first chunk of [a] times b exactly when
+/// the shard count divides a. Every other dim stays whole.
+EinsumRule viewRule(ArrayRef<int64_t> from, ArrayRef<int64_t> to) {
+  std::string in(from.size(), ' '), out(to.size(), ' ');
+  EinsumRule rule;
+  char next = 'a';
+  auto whole = [&]() {
+    rule.unshardable += next;
+    return next++;
+  };
+  size_t i = 0, j = 0;
+  while (i < from.size() || j < to.size()) {
+    if (i < from.size() && from[i] == 1) {
+      in[i++] = whole();
+      continue;
+    }
+    if (j < to.size() && to[j] == 1) {
+      out[j++] = whole();
+      continue;
+    }
+    // Verified views have equal element counts, so both sides are left.
+    if (i == from.size() || j == to.size()) {
+      // Only zero-element views get here: nothing to shard.
+      for (; i < from.size(); ++i)
+        in[i] = whole();
+      for (; j < to.size(); ++j)
+        out[j] = whole();
+      break;
+    }
+    size_t i0 = i++, j0 = j++;
+    int64_t a = from[i0], b = to[j0];
+    while (a != b && (a < b ? i < from.size() : j < to.size())) {
+      if (a < b)
+        a *= from[i++];
+      else
+        b *= to[j++];
+    }
+    char label = next++;
+    in[i0] = out[j0] = label;
+    if (i - i0 > 1 || j - j0 > 1)
+      rule.evenOnly += label;
+    for (size_t k = i0 + 1; k < i; ++k)
+      in[k] = whole();
+    for (size_t k = j0 + 1; k < j; ++k)
+      out[k] = whole();
+  }
+  rule.operands = {in};
+  rule.results = {out};
+  rule.linearGroups = {{0}};
+  return rule;
+}
+
+ArrayRef<int64_t> shapeOf(Value v) {
+  return cast<RankedTensorType>(v.getType()).getShape();
+}
+
+EinsumRule viewRule(Operation *op) {
+  return viewRule(shapeOf(op->getOperand(0)), shapeOf(op->getResult(0)));
+}
+
+/// Layer norm over the trailing `normalized` dims of `input`: batch labels
+/// may be sharded, normalized ones stay whole. Weight and bias carry the
+/// normalized labels, mean and rstd the batch labels and '1's.
+struct LayerNormLabels {
+  std::string full, stats, normalized;
+  LayerNormLabels(int64_t rank, int64_t normalizedRank) {
+    std::string batch = resultLabels(rank - normalizedRank);
+    normalized = labelsFrom('t', normalizedRank);
+    full = batch + normalized;
+    stats = batch + std::string(normalizedRank, '1');
+  }
+};
+
+/// nll_loss: self [N, C] or [C], target [N] or [], weight [C]; the class
+/// dim stays whole. Batch results (reduction none) keep the batch label.
+EinsumRule nllLossRule(aten::NllLossForwardOp op) {
+  bool batched = rankOf(op.getSelf()) == 2;
+  std::string n = batched ? "n" : "";
+  EinsumRule rule;
+  rule.operands = {n + "c", n};
+  if (op.getWeight())
+    rule.operands.push_back("c");
+  rule.unshardable = "c";
+  bool none = op.getReduction() == 0;
+  rule.results = {none ? n : "", ""};
+  // The mean's total_weight is all-reduced by the partitioner, which turns
+  // the op into a sum divided by that global total (spmd-partition).
+  if (op.getReduction() == 1)
+    rule.selfReduced = {1};
+  return rule;
+}
+
+EinsumRule nllLossBackwardRule(aten::NllLossBackwardOp op) {
+  bool batched = rankOf(op.getSelf()) == 2;
+  std::string n = batched ? "n" : "";
+  EinsumRule rule;
+  rule.operands = {op.getReduction() == 0 ? n : "", n + "c", n};
+  if (op.getWeight())
+    rule.operands.push_back("c");
+  rule.operands.push_back("");
+  rule.results = {n + "c"};
+  rule.unshardable = "c";
+  rule.linearGroups = {{0}};
   return rule;
 }
 
@@ -126,14 +253,22 @@ std::optional<EinsumRule> aten::detail::shardingRule(Operation *op) {
       .Case<AddcdivOp>([&](Operation *) {
         return elementwise({{0, 1}});
       })
-      // Adding a constant, powers and nonlinear functions: no Partial.
+      // Adding a constant, powers and nonlinear functions: no Partial. The
+      // factories and random ops read only their operand's shape; the
+      // random ops draw by global element index, so any shard of the result
+      // gets the numbers of the unsharded op (the partitioner passes each
+      // rank's offset).
       .Case<AddScalarOp, RsubScalarOp, PowScalarOp, ReciprocalOp, SqrtOp,
-            ReluOp, GeluOp>([&](Operation *) { return elementwise({}); })
+            ReluOp, GeluOp, OnesLikeOp, FullOp, BernoulliPOp, NativeDropoutOp>(
+          [&](Operation *) { return elementwise({}); })
+      // Values are global positions.
+      .Case(
+          [&](ArangeOp) -> Rule { return keepWhole(broadcastRule(op, {}), 0); })
       .Case([&](TriuOp) -> Rule {
         // Which elements are zeroed depends on their global position in the
         // last two dims.
         EinsumRule rule = broadcastRule(op, {});
-        rule.unshardable = rule.result.substr(rule.result.size() - 2);
+        rule.unshardable = rule.results[0].substr(rule.results[0].size() - 2);
         return rule;
       })
       .Case([&](MmOp) { return Rule(matmulRule(false, false)); })
@@ -141,7 +276,7 @@ std::optional<EinsumRule> aten::detail::shardingRule(Operation *op) {
       .Case<AddmmOp, BaddbmmOp>([&](Operation *) -> Rule {
         EinsumRule rule = matmulRule(isa<BaddbmmOp>(op), true);
         rule.operands[0] = broadcastLabels(
-            op->getOperand(0), op->getResult(0).getType(), rule.result);
+            op->getOperand(0), op->getResult(0).getType(), rule.results[0]);
         return rule;
       })
       .Case([&](SumOp o) -> Rule {
@@ -150,17 +285,110 @@ std::optional<EinsumRule> aten::detail::shardingRule(Operation *op) {
                        false);
       })
       .Case([&](SumDimIntListOp o) -> Rule {
-        return sumRule(rankOf(o.getSelf()), o.getDim(), o.getKeepdim());
+        // An empty dim list reduces every dim.
+        int64_t rank = rankOf(o.getSelf());
+        return sumRule(rank,
+                       o.getDim().empty()
+                           ? llvm::to_vector(llvm::seq<int64_t>(0, rank))
+                           : llvm::to_vector(o.getDim()),
+                       o.getKeepdim());
       })
       .Case<SoftmaxOp, LogSoftmaxOp>([&](Operation *) -> Rule {
-        return normalizedRule(
-            op, op->getAttrOfType<IntegerAttr>("dim").getInt(), {});
+        return keepWhole(broadcastRule(op, {}),
+                         op->getAttrOfType<IntegerAttr>("dim").getInt());
       })
       // Linear in grad_output.
       .Case<SoftmaxBackwardDataOp, LogSoftmaxBackwardDataOp>(
           [&](Operation *) -> Rule {
-            return normalizedRule(
-                op, op->getAttrOfType<IntegerAttr>("dim").getInt(), {{0}});
+            return keepWhole(broadcastRule(op, {{0}}),
+                             op->getAttrOfType<IntegerAttr>("dim").getInt());
           })
+      .Case<ViewOp, UnsafeViewOp, ReshapeAliasOp>(
+          [&](Operation *) -> Rule { return viewRule(op); })
+      .Case([&](UnsqueezeOp o) -> Rule { return viewRule(op); })
+      .Case([&](TOp o) -> Rule {
+        return permuteRule(
+            rankOf(o.getSelf()) == 2
+                ? SmallVector<int64_t>{1, 0}
+                : llvm::to_vector(llvm::seq<int64_t>(0, rankOf(o.getSelf()))));
+      })
+      .Case([&](TransposeIntOp o) -> Rule {
+        int64_t rank = rankOf(o.getSelf());
+        auto perm = llvm::to_vector(llvm::seq<int64_t>(0, rank));
+        if (rank > 0)
+          std::swap(perm[aten::normalizeDim(o.getDim0(), rank)],
+                    perm[aten::normalizeDim(o.getDim1(), rank)]);
+        return permuteRule(perm);
+      })
+      .Case([&](PermuteOp o) -> Rule {
+        int64_t rank = rankOf(o.getSelf());
+        SmallVector<int64_t> perm;
+        for (int64_t d : o.getDims())
+          perm.push_back(aten::normalizeDim(d, rank));
+        return permuteRule(perm);
+      })
+      // New leading dims and dims broadcast from 1 exist only in the
+      // result: sharding them is a local slice of the expansion.
+      .Case([&](ExpandOp) -> Rule { return elementwise({{0}}); })
+      .Case([&](CatOp o) -> Rule {
+        // The inputs differ along `dim` only.
+        EinsumRule rule;
+        std::string labels = resultLabels(rankOf(o.getResult()));
+        rule.operands.assign(o.getTensors().size(), labels);
+        rule.results = {labels};
+        std::vector<int> all;
+        for (int i = 0, e = o.getTensors().size(); i < e; ++i)
+          all.push_back(i);
+        rule.linearGroups = {all};
+        return keepWhole(rule, o.getDim());
+      })
+      .Case([&](SplitTensorOp o) -> Rule {
+        std::string labels = resultLabels(rankOf(o.getSelf()));
+        EinsumRule rule;
+        rule.operands = {labels};
+        rule.results.assign(o.getNumResults(), labels);
+        rule.linearGroups = {{0}};
+        return keepWhole(rule, o.getDim());
+      })
+      .Case([&](NativeLayerNormOp o) -> Rule {
+        LayerNormLabels l(rankOf(o.getInput()), o.getNormalizedShape().size());
+        EinsumRule rule;
+        rule.operands = {l.full};
+        for (Value v : {o.getWeight(), o.getBias()})
+          if (v)
+            rule.operands.push_back(l.normalized);
+        rule.results = {l.full, l.stats, l.stats};
+        rule.unshardable = l.normalized;
+        return rule;
+      })
+      // Linear in grad_out; the weight and bias gradients sum over the
+      // batch.
+      .Case([&](NativeLayerNormBackwardOp o) -> Rule {
+        LayerNormLabels l(rankOf(o.getInput()), o.getNormalizedShape().size());
+        EinsumRule rule;
+        rule.operands = {l.full, l.full, l.stats, l.stats};
+        for (Value v : {o.getWeight(), o.getBias()})
+          if (v)
+            rule.operands.push_back(l.normalized);
+        rule.results = {l.full, l.normalized, l.normalized};
+        rule.unshardable = l.normalized;
+        rule.linearGroups = {{0}};
+        return rule;
+      })
+      // Rows of a vocabulary-sharded table would need a masked lookup: the
+      // vocabulary dim stays whole.
+      .Case([&](EmbeddingOp o) -> Rule {
+        std::string indices = resultLabels(rankOf(o.getIndices()));
+        return EinsumRule{{"vz", indices}, {indices + "z"}, "v", {}};
+      })
+      .Case([&](EmbeddingDenseBackwardOp o) -> Rule {
+        // Scaling by frequency counts each index over the whole batch: the
+        // batch then stays whole.
+        std::string indices = resultLabels(rankOf(o.getIndices()));
+        std::string whole = o.getScaleGradByFreq() ? "v" + indices : "v";
+        return EinsumRule{{indices + "z", indices}, {"vz"}, whole, {{0}}};
+      })
+      .Case([&](NllLossForwardOp o) -> Rule { return nllLossRule(o); })
+      .Case([&](NllLossBackwardOp o) -> Rule { return nllLossBackwardRule(o); })
       .Default([](Operation *) -> Rule { return std::nullopt; });
 }

@@ -43,6 +43,44 @@ layout::ReduceKind spmd::toLayoutReduceKind(ReduceKind kind) {
   llvm_unreachable("unknown ReduceKind");
 }
 
+ReduceKind spmd::fromLayoutReduceKind(layout::ReduceKind kind) {
+  switch (kind) {
+  case layout::ReduceKind::Sum:
+    return ReduceKind::Sum;
+  case layout::ReduceKind::Avg:
+    return ReduceKind::Avg;
+  case layout::ReduceKind::Max:
+    return ReduceKind::Max;
+  case layout::ReduceKind::Min:
+    return ReduceKind::Min;
+  }
+  llvm_unreachable("unknown ReduceKind");
+}
+
+PlacementAttrInterface
+spmd::getPlacementAttr(MLIRContext *ctx, const layout::Placement &placement) {
+  using Kind = layout::Placement::Kind;
+  switch (placement.kind) {
+  case Kind::Replicate:
+    return ReplicateAttr::get(ctx);
+  case Kind::Partial:
+    return PartialAttr::get(ctx, fromLayoutReduceKind(placement.reduce));
+  case Kind::Shard:
+    return ShardAttr::get(ctx, placement.dim);
+  case Kind::StridedShard:
+    return StridedShardAttr::get(ctx, placement.dim, placement.splitFactor);
+  }
+  llvm_unreachable("unknown placement kind");
+}
+
+LayoutAttr spmd::getLayoutAttr(FlatSymbolRefAttr mesh,
+                               ArrayRef<layout::Placement> placements) {
+  SmallVector<PlacementAttrInterface> attrs;
+  for (const layout::Placement &p : placements)
+    attrs.push_back(getPlacementAttr(mesh.getContext(), p));
+  return LayoutAttr::get(mesh.getContext(), mesh, attrs);
+}
+
 //===----------------------------------------------------------------------===//
 // Placements
 //===----------------------------------------------------------------------===//

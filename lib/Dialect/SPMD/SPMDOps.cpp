@@ -206,3 +206,49 @@ LogicalResult BroadcastOp::verifyGroupShapes(int64_t groupSize) {
            << " ranks";
   return success();
 }
+
+//===----------------------------------------------------------------------===//
+// LocalTakeOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult LocalTakeOp::verify() {
+  auto inType = llvm::cast<ShapedType>(getInput().getType());
+  auto outType = llvm::cast<ShapedType>(getResult().getType());
+  if (inType.getElementType() != outType.getElementType())
+    return emitOpError("element type changes from ")
+           << inType.getElementType() << " to " << outType.getElementType();
+  if (inType.getRank() != outType.getRank())
+    return emitOpError("rank changes from ")
+           << inType.getRank() << " to " << outType.getRank();
+  int64_t dim = getDim();
+  if (dim < 0 || dim >= inType.getRank())
+    return emitOpError("dim ")
+           << dim << " is out of range for rank " << inType.getRank();
+  for (int64_t d = 0; d < inType.getRank(); ++d)
+    if (d != dim && inType.getDimSize(d) != outType.getDimSize(d))
+      return emitOpError("dim ")
+             << d << " changes size from " << inType.getDimSize(d) << " to "
+             << outType.getDimSize(d) << "; only dim " << dim << " may";
+  for (int64_t index : getIndices())
+    if (index < -1 || index >= inType.getDimSize(dim))
+      return emitOpError("index ")
+             << index << " is outside [-1, " << inType.getDimSize(dim) << ")";
+  return success();
+}
+
+LogicalResult
+LocalTakeOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  MeshOp mesh = lookupMesh(getOperation(), getMeshAttr(), &symbolTable);
+  if (!mesh)
+    return failure();
+  int64_t size =
+      llvm::cast<ShapedType>(getResult().getType()).getDimSize(getDim());
+  int64_t want = mesh.getNumRanks() * size;
+  if (static_cast<int64_t>(getIndices().size()) != want)
+    return emitOpError("has ")
+           << getIndices().size() << " indices; the mesh has "
+           << mesh.getNumRanks() << " ranks and the result " << size
+           << " positions along dim " << getDim() << ", so " << want
+           << " are needed";
+  return success();
+}

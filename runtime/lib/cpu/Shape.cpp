@@ -193,6 +193,38 @@ void spmd_rt_slice(SpmdBuffer *out, const SpmdBuffer *self, int64_t dim,
   });
 }
 
+void spmd_rt_local_take(SpmdBuffer *out, const SpmdBuffer *self, int64_t dim,
+                        const int64_t *indices, double fill) {
+  const char *kernel = "spmd_rt_local_take";
+  checkDim(kernel, self, dim);
+  bool ok = out->rank == self->rank;
+  for (int32_t d = 0; d < out->rank && ok; ++d)
+    ok = d == dim || out->shape[d] == self->shape[d];
+  if (!ok)
+    spmd_rt_fatal("%s: out %s and self %s differ outside dim %lld", kernel,
+                  shapeStr(out).c_str(), shapeStr(self).c_str(),
+                  static_cast<long long>(dim));
+  const int64_t size = out->shape[dim];
+  const int64_t *row = indices + static_cast<int64_t>(spmd_rt_rank()) * size;
+  const int64_t outer = product(self->shape, 0, dim);
+  const int64_t inner = product(self->shape, dim + 1, self->rank);
+  const int64_t inRow = self->shape[dim] * inner;
+  withInputAs(kernel, out, self, [&](auto tag, const auto *in) {
+    using T = decltype(tag);
+    T *o = dataOf<T>(out);
+    const T value = static_cast<T>(fill);
+    for (int64_t i = 0; i < outer; ++i)
+      for (int64_t k = 0; k < size; ++k) {
+        T *dst = o + (i * size + k) * inner;
+        if (row[k] < 0 || row[k] >= self->shape[dim])
+          std::fill(dst, dst + inner, value);
+        else
+          std::memcpy(dst, in + i * inRow + row[k] * inner,
+                      static_cast<size_t>(inner) * sizeof(T));
+      }
+  });
+}
+
 /// Keeps (.., i, j) with j - i >= diagonal, zeroes the rest (ATen's triu).
 void spmd_rt_triu(SpmdBuffer *out, const SpmdBuffer *self, int64_t diagonal) {
   const char *kernel = "spmd_rt_triu";

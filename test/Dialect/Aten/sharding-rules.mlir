@@ -25,8 +25,23 @@ func.func @rules(%a: tensor<4x8xf32>, %b: tensor<8x6xf32>, %bias: tensor<6xf32>,
   %6 = aten.sum.dim_IntList %a {dim = array<i64: 0>, keepdim = true} : (tensor<4x8xf32>) -> tensor<1x8xf32>
   // expected-remark @+1 {{ab->: [replicate -> replicate] [shard<0> -> partial<sum>] [shard<1> -> partial<sum>] [partial<sum> -> partial<sum>]}}
   %7 = aten.sum %a : (tensor<4x8xf32>) -> tensor<f32>
-  // Views have no einsum rule (issue 5: dim-mapping rules).
-  // expected-remark @+1 {{no sharding rule}}
+  // A view maps groups of dims: a merged or split group shards only its
+  // outer dim, evenly; the other dims of the group stay whole.
+  // expected-remark @+1 {{ab->a whole b even a: [replicate -> replicate] [shard<0> -> shard<0>] [partial<sum> -> partial<sum>]}}
   %8 = aten.view %a {size = array<i64: 32>} : (tensor<4x8xf32>) -> tensor<32xf32>
+  return
+}
+
+func.func @more_rules(%x: tensor<2x4x8xf32>, %lp: tensor<4x8xf32>, %t: tensor<4xi64>, %w: tensor<8xf32>, %b: tensor<8xf32>) {
+  // expected-remark @+1 {{abc->abcd whole d even c: [replicate -> replicate] [shard<0> -> shard<0>] [shard<1> -> shard<1>] [shard<2> -> shard<2>] [partial<sum> -> partial<sum>]}}
+  %0 = aten.view %x {size = array<i64: 2, 4, 2, 4>} : (tensor<2x4x8xf32>) -> tensor<2x4x2x4xf32>
+  // expected-remark @+1 {{abc->acb: [replicate -> replicate] [shard<0> -> shard<0>] [shard<2> -> shard<1>] [shard<1> -> shard<2>] [partial<sum> -> partial<sum>]}}
+  %1 = aten.transpose.int %x {dim0 = 1 : i64, dim1 = 2 : i64} : (tensor<2x4x8xf32>) -> tensor<2x8x4xf32>
+  // The batch is contracted: the loss is Partial, the mean's total weight is
+  // reduced by the partitioner.
+  // expected-remark @+1 {{nc,n->, whole c: [replicate, replicate -> replicate, replicate] [shard<0>, shard<0> -> partial<sum>, replicate]}}
+  %2:2 = aten.nll_loss_forward %lp, %t {ignore_index = -100 : i64, reduction = 1 : i64} : (tensor<4x8xf32>, tensor<4xi64>) -> (tensor<f32>, tensor<f32>)
+  // expected-remark @+1 {{abt,t,t->abt,ab1,ab1 whole t: [replicate, replicate, replicate -> replicate, replicate, replicate] [shard<0>, replicate, replicate -> shard<0>, shard<0>, shard<0>] [shard<1>, replicate, replicate -> shard<1>, shard<1>, shard<1>]}}
+  %3:3 = aten.native_layer_norm %x weight %w bias %b {eps = 1.0e-05 : f64, normalized_shape = array<i64: 8>} : (tensor<2x4x8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<2x4x8xf32>, tensor<2x4x1xf32>, tensor<2x4x1xf32>)
   return
 }

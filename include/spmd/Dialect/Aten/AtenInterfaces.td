@@ -11,14 +11,17 @@ def Aten_ShardingRuleOpInterface : OpInterface<"ShardingRuleOpInterface"> {
     How an aten op may be sharded on one mesh dim, as an einsum rule
     (spmd/Layout/ShardingRules.h, DTensor's `einop` rule): its strategies
     are the placements of the operands and the result that compute the
-    unsharded op's result. Every aten op has the interface; ops whose rule
-    is not an einsum (views, concatenation, layer norm, embedding, losses,
-    factories, random ops) return no rule yet.
+    unsharded op's results. Every aten op has a rule: views map groups of
+    dims (DTensor's view rules, merged or split dims sharded only evenly),
+    layer norm and the softmax family keep their normalized dims whole,
+    embeddings keep the vocabulary whole, the losses contract the batch,
+    factories and random ops (drawn by global element index) shard their
+    result freely.
   }];
   let methods = [
     InterfaceMethod<[{
         The op's rule, computed from its operand and result types and
-        attributes; std::nullopt when it has none (see above).
+        attributes; std::nullopt for an op without one (none today).
       }], "::std::optional<::spmd::layout::EinsumRule>", "getShardingRule",
       (ins), "", [{
         return ::spmd::aten::detail::shardingRule($_op.getOperation());

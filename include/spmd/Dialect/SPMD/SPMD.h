@@ -45,9 +45,20 @@ MeshOp lookupMesh(mlir::Operation *from, mlir::FlatSymbolRefAttr mesh,
 
 /// Converts between the dialect's and the layout library's reduce kinds.
 layout::ReduceKind toLayoutReduceKind(ReduceKind kind);
+ReduceKind fromLayoutReduceKind(layout::ReduceKind kind);
+
+/// The attribute form of one placement.
+PlacementAttrInterface getPlacementAttr(mlir::MLIRContext *ctx,
+                                        const layout::Placement &placement);
 } // namespace spmd
 
 #define GET_OP_CLASSES
 #include "spmd/Dialect/SPMD/SPMDOps.h.inc"
+
+namespace spmd {
+/// `#spmd.layout<@mesh, [placements...]>`.
+LayoutAttr getLayoutAttr(mlir::FlatSymbolRefAttr mesh,
+                         llvm::ArrayRef<layout::Placement> placements);
+} // namespace spmd
 
 #endif // SPMD_DIALECT_SPMD_SPMD_H

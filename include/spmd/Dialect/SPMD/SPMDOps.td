@@ -195,4 +195,41 @@ def SPMD_BroadcastOp : SPMD_CollectiveOp<"broadcast", [SameOperandsAndResultType
   }];
 }
 
+def SPMD_LocalTakeOp : SPMD_Op<"local_take", [
+    Pure, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "Rank-dependent gather along one dim (no communication)";
+  let description = [{
+    Along `dim`, position i of the result on the rank with linear index r
+    (row-major over the mesh) is position `indices[r * N + i]` of `input`,
+    where N is the result's size along `dim`; an index of -1 gives `fill`.
+    Every other dim is copied. The partitioner emits it for the local parts
+    of a redistribution: taking this rank's chunk (Replicate -> Shard),
+    dropping the padding of uneven shards after an all_gather and adding it
+    before a reduce_scatter or an all_to_all (DESIGN.md §2), reordering
+    `_StridedShard` pieces, and zeroing the padding of an uneven shard that
+    an op reduces over (the padded representation, docs/partition.md).
+
+    Example (rank 0 keeps rows 0-1, rank 1 rows 2-3, of a 2x2 tensor
+    gathered from two padded 2-row pieces where rank 1's piece holds one
+    row; the result's second row on rank 1 is padding):
+    ```mlir
+    %1 = spmd.local_take %0 on @mesh dim = 0 indices = [0, 1, 2, -1] fill = 0.0
+           : tensor<4x8xf32> -> tensor<2x8xf32>
+    ```
+    Errors: a mesh that does not exist, `dim` out of range, shapes that
+    differ on another dim or element types that differ, a table whose size
+    is not (ranks of the mesh) x (result size along `dim`), and indices
+    outside [-1, input size along `dim`).
+  }];
+  let arguments = (ins AnyStaticShapeTensor:$input, FlatSymbolRefAttr:$mesh,
+                       I64Attr:$dim, DenseI64ArrayAttr:$indices,
+                       DefaultValuedAttr<F64Attr, "0.0">:$fill);
+  let results = (outs AnyStaticShapeTensor:$result);
+  let assemblyFormat = [{
+    $input `on` $mesh `dim` `=` $dim `indices` `=` $indices (`fill` `=` $fill^)?
+    attr-dict `:` type($input) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
 #endif // SPMD_DIALECT_SPMD_SPMDOPS_TD

@@ -173,6 +173,15 @@ void spmd_rt_cat(SpmdBuffer *out, int32_t n, const SpmdBuffer *const *inputs,
    (one piece of split.Tensor). */
 void spmd_rt_slice(SpmdBuffer *out, const SpmdBuffer *self, int64_t dim,
                    int64_t start);
+/* spmd.local_take: along `dim`, out position k is self position
+   indices[rank * out.shape[dim] + k] (rank = spmd_rt_rank()), or `fill`
+   where that index is -1. `indices` holds one row per rank of the job. */
+void spmd_rt_local_take(SpmdBuffer *out, const SpmdBuffer *self, int64_t dim,
+                        const int64_t *indices, double fill);
+/* The row of a per-rank table of `row_length` entries that belongs to this
+   rank: table + spmd_rt_rank() * row_length (the random ops' global offsets
+   of a sharded result). */
+const int64_t *spmd_rt_rank_row(const int64_t *table, int64_t row_length);
 /* Fills with a value (ones_like, full). */
 void spmd_rt_fill(SpmdBuffer *out, double value);
 /* out[i] = i (arange). */
@@ -196,7 +205,8 @@ void spmd_rt_native_dropout_backward(SpmdBuffer *out,
 
 /* Matrix products (OpenBLAS sgemm): [n,k]x[k,m]; beta*self + alpha*(m1@m2)
    with self broadcast to [n,m]; batched [b,n,k]x[b,k,m]. */
-void spmd_rt_mm(SpmdBuffer *out, const SpmdBuffer *self, const SpmdBuffer *mat2);
+void spmd_rt_mm(SpmdBuffer *out, const SpmdBuffer *self,
+                const SpmdBuffer *mat2);
 void spmd_rt_addmm(SpmdBuffer *out, const SpmdBuffer *self,
                    const SpmdBuffer *mat1, const SpmdBuffer *mat2, double beta,
                    double alpha);

@@ -1,0 +1,78 @@
+//===- Passes.td - partition stage passes ------------------*- tablegen -*-===//
+//
+// The "expand" step of the pipeline (DESIGN.md §1): the propagated global
+// program becomes the per-rank program, and the report of what it
+// communicates. Rationale: docs/partition.md.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SPMD_PARTITION_PASSES_TD
+#define SPMD_PARTITION_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def PartitionPass : Pass<"spmd-partition", "mlir::ModuleOp"> {
+  let summary = "Expand the global program into the per-rank program";
+  let description = [{
+    Input: the output of `--spmd-propagate` (every aten op carries
+    `spmd.layouts`, every function argument and result `spmd.layout`).
+
+    - Every tensor gets its per-rank type: the padded local shape
+      (`layout::maxLocalShape`). Uneven shards are padded to the largest
+      piece; the valid elements of a rank are a prefix along each dim and
+      the padding holds unspecified values (docs/partition.md).
+    - Attributes that encode shapes are rewritten to local values: the
+      `size` of view, _unsafe_view, _reshape_alias (and its contiguous
+      `stride`), expand and full.
+    - Each `spmd.redistribute` becomes the redistribute planner's steps:
+      `spmd.all_gather`, `all_reduce`, `reduce_scatter`, `all_to_all`, and
+      `spmd.local_take` for the local parts (this rank's chunk, padding
+      dropped after a gather or added before a scatter, StridedShard
+      reordering, zeroing for Replicate -> Partial). Each collective keeps
+      the redistribute's `spmd.reason` and the step it implements.
+    - An operand sharded on a mesh dim where a result is Partial is summed
+      over by the op: where its shards are uneven, its padding is set to
+      the reduction's identity (`spmd.local_take`; the ignore_index for
+      nll_loss targets).
+    - nll_loss_forward with reduction mean over a sharded batch becomes a
+      sum divided by the all-reduced total weight (its `spmd.reason` says
+      so), so every rank computes the global mean's share exactly.
+    - Random ops on a sharded result get `spmd.global_shape` and a per-rank
+      `spmd.global_offsets` table, so each element draws the number of the
+      unsharded op.
+    - Argument and result types become local; their `spmd.layout` stays,
+      so a runner knows what each rank holds.
+
+    Errors: no `spmd.mesh` or more than one, an op without `spmd.layouts`
+    (propagation did not run), a random op whose result is StridedShard,
+    a redistribution with no plan, or an op that does not verify with its
+    local types (a bug): a diagnostic at the op, and the pass fails.
+  }];
+  let dependentDialects = ["spmd::SPMDDialect", "spmd::aten::AtenDialect"];
+}
+
+def ReportPass : Pass<"spmd-report", "mlir::ModuleOp"> {
+  let summary = "Print the collectives of the per-rank program and its "
+                "peak memory";
+  let description = [{
+    For every function of a partitioned module, prints to stdout one row
+    per collective: kind, mesh dims, bytes per rank (the larger of its
+    local input and result: what a ring algorithm moves, up to the
+    (n-1)/n factor), estimated seconds under the alpha-beta mesh model
+    (ring all_gather/reduce_scatter/all_to_all: (n-1)·(α + B/n·β⁻¹);
+    all_reduce twice that) and the reason (`spmd.reason`); then totals per
+    kind and per step; then the estimated peak memory per rank: the
+    arguments plus the largest live set of op results, each freed after its
+    last use, views sharing their source's memory (the lowering's buffer
+    discipline, docs/lowering.md).
+  }];
+  let options = [
+    ListOption<"latency", "latency", "double",
+               "Per mesh dim latency in seconds (default as spmd-propagate)">,
+    ListOption<"bandwidth", "bandwidth", "double",
+               "Per mesh dim bandwidth in bytes per second (default as "
+               "spmd-propagate)">,
+  ];
+}
+
+#endif // SPMD_PARTITION_PASSES_TD

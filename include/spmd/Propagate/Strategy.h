@@ -1,0 +1,89 @@
+//===- Strategy.h - op strategies on a device mesh, and their cost -*- C++
+//-*-===//
+//
+// What sharding propagation chooses from: every way an op can run on an
+// N-D mesh (one 1-D strategy of its einsum rule per mesh dim, DTensor's
+// op strategies), and the alpha-beta cost of running it that way
+// (redistributions of its operands, its own compute).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SPMD_PROPAGATE_STRATEGY_H
+#define SPMD_PROPAGATE_STRATEGY_H
+
+#include "spmd/Layout/Redistribute.h"
+
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Operation.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/StringMap.h"
+
+#include <string>
+#include <vector>
+
+namespace spmd {
+
+/// One placement per mesh dim: a value's layout on the module's mesh.
+using Placements = std::vector<layout::Placement>;
+
+/// "[shard<0>, replicate]".
+std::string str(const Placements &placements);
+
+/// One way to run an op on the whole mesh: the layout each operand must
+/// have and the layout each result gets.
+struct MeshStrategy {
+  std::vector<Placements> operands;
+  std::vector<Placements> results;
+};
+
+/// Every strategy of `op` (an op with the aten ShardingRuleOpInterface) on
+/// a mesh of shape `meshShape`: the product of the 1-D strategies of its
+/// einsum rule, one per mesh dim, mesh dim 0 varying slowest. A combination
+/// is dropped when a 1-D strategy in it needs even shards (views that merge
+/// or split a sharded dim) and the mesh dims sharding a tensor dim do not
+/// divide it, or when a layout does not fit its tensor. Strategy 0 is
+/// always the all-Replicate one. Fails (no diagnostic) for an op without a
+/// rule.
+llvm::FailureOr<std::vector<MeshStrategy>>
+enumerateStrategies(mlir::Operation *op, llvm::ArrayRef<int64_t> meshShape);
+
+/// Bytes per element of a tensor element type (i1 counts one byte, as in
+/// the runtime).
+int64_t elementBytes(mlir::Type elementType);
+
+/// The alpha-beta cost model propagation minimizes: communication on the
+/// mesh (`mesh`, per mesh dim latency in seconds and bandwidth in bytes per
+/// second) plus compute on each rank (GEMM flops at `flopsPerSecond`, every
+/// other op's bytes read and written at `bytesPerSecond`). Redistribution
+/// costs come from the redistribute planner and are memoized.
+class CostModel {
+public:
+  CostModel(std::vector<int64_t> meshShape, layout::MeshCostModel mesh,
+            double flopsPerSecond, double bytesPerSecond);
+
+  /// Seconds to redistribute a tensor of `type` (global shape) from `from`
+  /// to `to`; 0 when equal; +inf when no plan exists.
+  double redistribute(mlir::RankedTensorType type, const Placements &from,
+                      const Placements &to);
+
+  /// Estimated seconds of `op` on one rank under `strategy`: GEMMs by their
+  /// local flops, other ops by the local bytes they read and write.
+  double compute(mlir::Operation *op, const MeshStrategy &strategy);
+
+  /// The per-rank (padded) shape of a tensor of `type` under `placements`.
+  std::vector<int64_t> localShape(mlir::RankedTensorType type,
+                                  const Placements &placements) const;
+
+  const std::vector<int64_t> &getMeshShape() const { return meshShape; }
+  const layout::MeshCostModel &getMeshModel() const { return mesh; }
+
+private:
+  std::vector<int64_t> meshShape;
+  layout::MeshCostModel mesh;
+  double flopsPerSecond, bytesPerSecond;
+  llvm::StringMap<double> cache;
+};
+
+} // namespace spmd
+
+#endif // SPMD_PROPAGATE_STRATEGY_H

@@ -1,0 +1,501 @@
+//===- Partition.cpp - the global program becomes the per-rank program ----===//
+//
+// --spmd-partition (Passes.td, docs/partition.md).
+//
+//===----------------------------------------------------------------------===//
+
+#include "spmd/Partition/Passes.h"
+#include "spmd/Propagate/Strategy.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/Verifier.h"
+
+#include <map>
+
+namespace spmd {
+#define GEN_PASS_DEF_PARTITIONPASS
+#include "spmd/Partition/Passes.h.inc"
+} // namespace spmd
+
+using namespace mlir;
+using namespace spmd;
+using layout::Placement;
+using Step = layout::RedistributeStep;
+
+namespace {
+
+std::vector<int64_t> shapeOf(RankedTensorType type) {
+  return {type.getShape().begin(), type.getShape().end()};
+}
+
+/// Rewrites one function; the mesh is fixed for the module.
+class Partitioner {
+public:
+  Partitioner(MeshOp mesh)
+      : meshRef(FlatSymbolRefAttr::get(mesh.getSymNameAttr())),
+        meshShape(mesh.getShape().begin(), mesh.getShape().end()),
+        numRanks(layout::numRanks(meshShape)),
+        cost(layout::MeshCostModel::defaults(meshShape.size())) {}
+
+  LogicalResult run(func::FuncOp fn);
+
+private:
+  RankedTensorType localType(RankedTensorType global,
+                             const Placements &p) const {
+    return global.clone(layout::maxLocalShape(shapeOf(global), meshShape, p));
+  }
+  /// Global indices along `dim` that `rank` holds, in local order.
+  std::vector<int64_t> positions(RankedTensorType global, const Placements &p,
+                                 int64_t rank, int64_t dim) const;
+  /// Linear rank of `rank`'s group member `j` along mesh dim `m`.
+  int64_t member(int64_t rank, int64_t m, int64_t j) const {
+    std::vector<int64_t> coords = layout::rankToCoords(rank, meshShape);
+    coords[m] = j;
+    return layout::coordsToRank(coords, meshShape);
+  }
+  /// The per-rank index table that lays out, along `dim`, `n` blocks of
+  /// `width` positions, block j holding the global indices `want(r, j)`
+  /// taken from where `have(r, j)` (source block j's global indices, at
+  /// offset j * `sourceWidth`) holds them; -1 where nothing is wanted.
+  template <typename WantFn, typename HaveFn>
+  std::vector<int64_t> table(int64_t blocks, int64_t width, int64_t sources,
+                             int64_t sourceWidth, WantFn want,
+                             HaveFn have) const;
+  /// `spmd.local_take` of `input` along `dim`, skipped when the table keeps
+  /// every wanted element in place and `maskPadding` is off.
+  Value take(OpBuilder &b, Location loc, Value input, int64_t dim,
+             ArrayRef<int64_t> indices, double fill, bool maskPadding);
+  /// The steps of a redistribution, on local values.
+  FailureOr<Value> redistribute(RedistributeOp op, Value input);
+  Value step(OpBuilder &b, Location loc, Value input, RankedTensorType global,
+             const Step &s, StringAttr reason);
+  /// Zeroes (or sets to `fill`) the padding of operands that the op sums
+  /// over.
+  void maskReducedOperands(Operation *op);
+  LogicalResult rewriteOp(Operation *op);
+  void expandMeanNllLoss(aten::NllLossForwardOp op);
+  LogicalResult setRandomOffsets(Operation *op);
+
+  FlatSymbolRefAttr meshRef;
+  std::vector<int64_t> meshShape;
+  int64_t numRanks;
+  layout::MeshCostModel cost;
+  DenseMap<Value, Placements> layouts;
+  DenseMap<Value, RankedTensorType> globals;
+  /// Global layout and type of each aten op's operands, read before any
+  /// rewrite (a redistribution's local value may be its input itself).
+  DenseMap<Operation *, SmallVector<std::pair<Placements, RankedTensorType>>>
+      operandLayouts;
+};
+
+std::vector<int64_t> Partitioner::positions(RankedTensorType global,
+                                            const Placements &p, int64_t rank,
+                                            int64_t dim) const {
+  std::vector<int64_t> out;
+  std::vector<std::vector<layout::Interval>> ranges = layout::localIndexRanges(
+      shapeOf(global), meshShape, p, layout::rankToCoords(rank, meshShape));
+  for (const layout::Interval &iv : ranges[dim])
+    for (int64_t g = iv.begin; g < iv.end; ++g)
+      out.push_back(g);
+  return out;
+}
+
+template <typename WantFn, typename HaveFn>
+std::vector<int64_t> Partitioner::table(int64_t blocks, int64_t width,
+                                        int64_t sources, int64_t sourceWidth,
+                                        WantFn want, HaveFn have) const {
+  std::vector<int64_t> out;
+  out.reserve(numRanks * blocks * width);
+  for (int64_t r = 0; r < numRanks; ++r) {
+    std::map<int64_t, int64_t> where;
+    for (int64_t j = 0; j < sources; ++j) {
+      std::vector<int64_t> held = have(r, j);
+      for (size_t p = 0; p < held.size(); ++p)
+        where[held[p]] = j * sourceWidth + static_cast<int64_t>(p);
+    }
+    for (int64_t j = 0; j < blocks; ++j) {
+      std::vector<int64_t> wanted = want(r, j);
+      for (int64_t i = 0; i < width; ++i)
+        out.push_back(
+            i < static_cast<int64_t>(wanted.size()) ? where.at(wanted[i]) : -1);
+    }
+  }
+  return out;
+}
+
+Value Partitioner::take(OpBuilder &b, Location loc, Value input, int64_t dim,
+                        ArrayRef<int64_t> indices, double fill,
+                        bool maskPadding) {
+  auto type = cast<RankedTensorType>(input.getType());
+  int64_t size = static_cast<int64_t>(indices.size()) / numRanks;
+  bool inPlace = size == type.getDimSize(dim);
+  for (size_t k = 0; k < indices.size() && inPlace; ++k)
+    inPlace = indices[k] == static_cast<int64_t>(k) % size ||
+              (indices[k] == -1 && !maskPadding);
+  if (inPlace)
+    return input;
+  SmallVector<int64_t> shape(type.getShape());
+  shape[dim] = size;
+  return LocalTakeOp::create(b, loc, type.clone(shape), input, meshRef,
+                             b.getI64IntegerAttr(dim),
+                             b.getDenseI64ArrayAttr(indices),
+                             b.getF64FloatAttr(fill))
+      .getResult();
+}
+
+Value Partitioner::step(OpBuilder &b, Location loc, Value input,
+                        RankedTensorType global, const Step &s,
+                        StringAttr reason) {
+  int64_t m = s.meshDim, n = meshShape[m];
+  std::vector<int64_t> in =
+      layout::maxLocalShape(shapeOf(global), meshShape, s.before);
+  std::vector<int64_t> out =
+      layout::maxLocalShape(shapeOf(global), meshShape, s.after);
+  auto meshDims = b.getDenseI64ArrayAttr({m});
+  auto withReason = [&](Operation *op) {
+    op->setAttr("spmd.reason",
+                StringAttr::get(b.getContext(),
+                                reason.getValue() + " (" + s.str() + ")"));
+    return op->getResult(0);
+  };
+  auto typeWith = [&](Type t, int64_t dim, int64_t size) {
+    auto type = cast<RankedTensorType>(t);
+    SmallVector<int64_t> shape(type.getShape());
+    shape[dim] = size;
+    return type.clone(shape);
+  };
+  // Block j of rank r's group along m under `p`, along `dim`.
+  auto held = [this, global, m](const Placements &p, int64_t dim) {
+    return [this, global, m, dim, p](int64_t r, int64_t j) {
+      return positions(global, p, member(r, m, j), dim);
+    };
+  };
+  auto own = [this, global](const Placements &p, int64_t dim) {
+    return [this, global, dim, p](int64_t r, int64_t) {
+      return positions(global, p, r, dim);
+    };
+  };
+  // After a gather along `dim`: this rank's new positions from the n
+  // padded pieces.
+  auto unpad = [&](Value v, int64_t dim) {
+    return take(
+        b, loc, v, dim,
+        table(1, out[dim], n, in[dim], own(s.after, dim), held(s.before, dim)),
+        0, false);
+  };
+  // Before a scatter along `dim`: n padded blocks, block j holding group
+  // member j's new positions, from this rank's own.
+  auto pad = [&](Value v, int64_t dim) {
+    return take(
+        b, loc, v, dim,
+        table(n, out[dim], 1, 0, held(s.after, dim), own(s.before, dim)), 0,
+        false);
+  };
+
+  switch (s.kind) {
+  case Step::Kind::AllGather: {
+    int64_t d = s.before[m].dim;
+    Value gathered = withReason(
+        AllGatherOp::create(b, loc, typeWith(input.getType(), d, n * in[d]),
+                            input, meshRef, meshDims, b.getI64IntegerAttr(d)));
+    return unpad(gathered, d);
+  }
+  case Step::Kind::AllReduce:
+    return withReason(AllReduceOp::create(
+        b, loc, input.getType(), input, meshRef, meshDims,
+        ReduceKindAttr::get(b.getContext(),
+                            fromLayoutReduceKind(s.before[m].reduce))));
+  case Step::Kind::ReduceScatter: {
+    int64_t d = s.after[m].dim;
+    Value padded = pad(input, d);
+    return withReason(ReduceScatterOp::create(
+        b, loc, typeWith(padded.getType(), d, out[d]), padded, meshRef,
+        meshDims, b.getI64IntegerAttr(d),
+        ReduceKindAttr::get(b.getContext(),
+                            fromLayoutReduceKind(s.before[m].reduce))));
+  }
+  case Step::Kind::AllToAll: {
+    int64_t from = s.before[m].dim, to = s.after[m].dim;
+    Value padded = pad(input, to);
+    Value exchanged = withReason(AllToAllOp::create(
+        b, loc,
+        typeWith(typeWith(padded.getType(), to, out[to]), from, n * in[from]),
+        padded, meshRef, meshDims, b.getI64IntegerAttr(to),
+        b.getI64IntegerAttr(from)));
+    return unpad(exchanged, from);
+  }
+  case Step::Kind::LocalSlice: {
+    int64_t d = s.after[m].dim;
+    return take(b, loc, input, d,
+                table(1, out[d], 1, 0, own(s.after, d), own(s.before, d)), 0,
+                false);
+  }
+  case Step::Kind::LocalPartial: {
+    layout::ReduceKind kind = s.after[m].reduce;
+    if (kind != layout::ReduceKind::Sum)
+      return input; // avg, max, min of equal copies: the value itself
+    // Sum: the group's first rank keeps the value, the others hold zero.
+    auto type = cast<RankedTensorType>(input.getType());
+    Value v = input;
+    if (type.getRank() == 0)
+      v = aten::ViewOp::create(b, loc, type.clone({1}), v,
+                               b.getDenseI64ArrayAttr({1}));
+    int64_t size = cast<RankedTensorType>(v.getType()).getDimSize(0);
+    std::vector<int64_t> indices;
+    for (int64_t r = 0; r < numRanks; ++r) {
+      bool keeps = layout::rankToCoords(r, meshShape)[m] == 0;
+      for (int64_t i = 0; i < size; ++i)
+        indices.push_back(keeps ? i : -1);
+    }
+    v = take(b, loc, v, 0, indices, 0, true);
+    if (type.getRank() == 0)
+      v = aten::ViewOp::create(b, loc, type, v, b.getDenseI64ArrayAttr({}));
+    return v;
+  }
+  }
+  llvm_unreachable("unknown step");
+}
+
+FailureOr<Value> Partitioner::redistribute(RedistributeOp op, Value input) {
+  auto global = cast<RankedTensorType>(op.getType());
+  layout::RedistributePlan plan = layout::planRedistribute(
+      shapeOf(global), elementBytes(global.getElementType()), meshShape,
+      op.getFrom().getLayoutPlacements(), op.getTo().getLayoutPlacements(),
+      cost);
+  if (!plan.error.empty())
+    return op.emitOpError("has no plan: ") << plan.error;
+  auto reason = op->getAttrOfType<StringAttr>("spmd.reason");
+  if (!reason)
+    reason = StringAttr::get(op.getContext(), "spmd.redistribute");
+  OpBuilder b(op);
+  Value v = input;
+  for (const Step &s : plan.steps)
+    v = step(b, op.getLoc(), v, global, s, reason);
+  return v;
+}
+
+void Partitioner::maskReducedOperands(Operation *op) {
+  SmallVector<Placements> results;
+  for (Value r : op->getResults())
+    results.push_back(layouts.lookup(r));
+  OpBuilder b(op);
+  for (auto [operand, info] :
+       llvm::zip(op->getOpOperands(), operandLayouts.lookup(op))) {
+    const auto &[p, type] = info;
+    for (size_t m = 0; m < p.size(); ++m) {
+      bool summed =
+          p[m].isShardLike() && llvm::any_of(results, [&](const Placements &r) {
+            return r[m].kind == Placement::Kind::Partial;
+          });
+      if (!summed)
+        continue;
+      int64_t d = p[m].dim;
+      std::vector<int64_t> padded =
+          layout::maxLocalShape(shapeOf(type), meshShape, p);
+      std::vector<int64_t> indices;
+      bool uneven = false;
+      for (int64_t r = 0; r < numRanks; ++r) {
+        int64_t valid = layout::localShape(
+            shapeOf(type), meshShape, p, layout::rankToCoords(r, meshShape))[d];
+        uneven |= valid < padded[d];
+        for (int64_t i = 0; i < padded[d]; ++i)
+          indices.push_back(i < valid ? i : -1);
+      }
+      if (!uneven)
+        continue;
+      // Padded targets must be ignored, not counted as class 0.
+      double fill = 0;
+      if (auto nll = dyn_cast<aten::NllLossForwardOp>(op))
+        if (operand.getOperandNumber() == 1)
+          fill = static_cast<double>(nll.getIgnoreIndexAttr().getInt());
+      operand.set(take(b, op->getLoc(), operand.get(), d, indices, fill,
+                       /*maskPadding=*/true));
+    }
+  }
+}
+
+void Partitioner::expandMeanNllLoss(aten::NllLossForwardOp op) {
+  const Placements &out = layouts.lookup(op.getOutput());
+  SmallVector<int64_t> meshDims;
+  for (size_t m = 0; m < out.size(); ++m)
+    if (out[m].kind == Placement::Kind::Partial)
+      meshDims.push_back(m);
+  if (op.getReduction() != 1 || meshDims.empty())
+    return;
+  OpBuilder b(op->getContext());
+  b.setInsertionPointAfter(op);
+  op.setReduction(2);
+  Value total = op.getTotalWeight();
+  auto all =
+      AllReduceOp::create(b, op.getLoc(), total.getType(), total, meshRef,
+                          b.getDenseI64ArrayAttr(meshDims),
+                          ReduceKindAttr::get(b.getContext(), ReduceKind::Sum));
+  all->setAttr("spmd.reason",
+               b.getStringAttr("total_weight of the mean nll_loss_forward: "
+                               "the mean divides by the global total"));
+  auto mean =
+      aten::DivTensorOp::create(b, op.getLoc(), op.getOutput().getType(),
+                                op.getOutput(), all.getResult());
+  op.getOutput().replaceAllUsesExcept(mean.getResult(), mean);
+  total.replaceAllUsesExcept(all.getResult(), all);
+}
+
+LogicalResult Partitioner::setRandomOffsets(Operation *op) {
+  Value result = op->getResult(0);
+  const Placements &p = layouts.lookup(result);
+  RankedTensorType global = globals.lookup(result);
+  if (llvm::all_of(p, [](const Placement &x) { return !x.isShardLike(); }))
+    return success();
+  std::vector<int64_t> offsets;
+  for (int64_t r = 0; r < numRanks; ++r) {
+    auto ranges = layout::localIndexRanges(shapeOf(global), meshShape, p,
+                                           layout::rankToCoords(r, meshShape));
+    for (auto &dim : ranges) {
+      if (dim.size() > 1)
+        return op->emitOpError("result layout ")
+               << str(p)
+               << " gives a rank non-contiguous pieces; random ops need "
+                  "Shard placements to draw by global index";
+      offsets.push_back(dim.empty() ? 0 : dim.front().begin);
+    }
+  }
+  Builder b(op->getContext());
+  op->setAttr("spmd.global_shape", b.getDenseI64ArrayAttr(global.getShape()));
+  op->setAttr("spmd.global_offsets", b.getDenseI64ArrayAttr(offsets));
+  return success();
+}
+
+LogicalResult Partitioner::rewriteOp(Operation *op) {
+  auto attr = op->getAttrOfType<ArrayAttr>("spmd.layouts");
+  if (!attr || attr.size() != op->getNumResults())
+    return op->emitOpError("has no spmd.layouts: run --spmd-propagate "
+                           "before --spmd-partition");
+  for (auto [v, a] : llvm::zip(op->getResults(), attr)) {
+    auto layout = dyn_cast<LayoutAttr>(a);
+    if (!layout)
+      return op->emitOpError("spmd.layouts must hold #spmd.layout attributes");
+    layouts[v] = layout.getLayoutPlacements();
+    globals[v] = cast<RankedTensorType>(v.getType());
+  }
+  op->removeAttr("spmd.layouts");
+  maskReducedOperands(op);
+  if (isa<aten::BernoulliPOp, aten::NativeDropoutOp>(op) &&
+      failed(setRandomOffsets(op)))
+    return failure();
+  for (Value v : op->getResults())
+    v.setType(localType(globals[v], layouts[v]));
+  Builder b(op->getContext());
+  auto localShape = [&]() {
+    return cast<RankedTensorType>(op->getResult(0).getType()).getShape();
+  };
+  if (isa<aten::ViewOp, aten::UnsafeViewOp, aten::ReshapeAliasOp,
+          aten::ExpandOp, aten::FullOp>(op))
+    op->setAttr("size", b.getDenseI64ArrayAttr(localShape()));
+  if (isa<aten::ReshapeAliasOp>(op)) {
+    SmallVector<int64_t> strides(localShape().size(), 1);
+    for (int64_t d = static_cast<int64_t>(strides.size()) - 2; d >= 0; --d)
+      strides[d] = strides[d + 1] * std::max<int64_t>(localShape()[d + 1], 1);
+    op->setAttr("stride", b.getDenseI64ArrayAttr(strides));
+  }
+  if (auto nll = dyn_cast<aten::NllLossForwardOp>(op))
+    expandMeanNllLoss(nll);
+  if (failed(verify(op)))
+    return op->emitOpError("does not verify with its per-rank types");
+  return success();
+}
+
+LogicalResult Partitioner::run(func::FuncOp fn) {
+  size_t meshRank = meshShape.size();
+  auto layoutOf = [&](DictionaryAttr attrs) {
+    if (attrs)
+      if (auto l = attrs.getAs<LayoutAttr>("spmd.layout"))
+        return l.getLayoutPlacements();
+    return Placements(meshRank, Placement::replicate());
+  };
+  for (BlockArgument arg : fn.getArguments()) {
+    auto type = dyn_cast<RankedTensorType>(arg.getType());
+    if (!type)
+      continue;
+    layouts[arg] = layoutOf(fn.getArgAttrDict(arg.getArgNumber()));
+    globals[arg] = type;
+    arg.setType(localType(type, layouts[arg]));
+  }
+  SmallVector<Operation *> ops;
+  fn.walk([&](Operation *op) {
+    if (op != fn)
+      ops.push_back(op);
+  });
+  // Global layouts of every value, before types change.
+  DenseMap<Value, Placements> global;
+  for (BlockArgument arg : fn.getArguments())
+    global[arg] = layouts.lookup(arg);
+  for (Operation *op : ops) {
+    if (auto r = dyn_cast<RedistributeOp>(op)) {
+      global[r.getResult()] = r.getTo().getLayoutPlacements();
+      continue;
+    }
+    auto attr = op->getAttrOfType<ArrayAttr>("spmd.layouts");
+    for (auto [i, v] : llvm::enumerate(op->getResults())) {
+      auto l = attr && i < attr.size() ? dyn_cast<LayoutAttr>(attr[i])
+                                       : LayoutAttr();
+      global[v] = l ? l.getLayoutPlacements()
+                    : Placements(meshRank, Placement::replicate());
+    }
+    if (isa<aten::AtenDialect>(op->getDialect()))
+      for (Value v : op->getOperands())
+        operandLayouts[op].push_back(
+            {global.lookup(v), globals.count(v)
+                                   ? globals.lookup(v)
+                                   : cast<RankedTensorType>(v.getType())});
+  }
+  for (Operation *op : ops) {
+    if (auto r = dyn_cast<RedistributeOp>(op)) {
+      FailureOr<Value> local = redistribute(r, r.getInput());
+      if (failed(local))
+        return failure();
+      r.getResult().replaceAllUsesWith(*local);
+      r->erase();
+      continue;
+    }
+    if (isa<aten::AtenDialect>(op->getDialect())) {
+      if (failed(rewriteOp(op)))
+        return failure();
+      continue;
+    }
+    for (Value v : op->getResults())
+      if (isa<RankedTensorType>(v.getType()))
+        layouts[v] = Placements(meshRank, Placement::replicate());
+  }
+  SmallVector<Type> results;
+  for (unsigned i = 0; i < fn.getNumResults(); ++i) {
+    auto type = dyn_cast<RankedTensorType>(fn.getResultTypes()[i]);
+    results.push_back(
+        type ? Type(localType(type, layoutOf(fn.getResultAttrDict(i))))
+             : fn.getResultTypes()[i]);
+  }
+  fn.setType(FunctionType::get(
+      fn.getContext(), fn.getBody().front().getArgumentTypes(), results));
+  return success();
+}
+
+struct PartitionPass : spmd::impl::PartitionPassBase<PartitionPass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto meshes = llvm::to_vector(module.getOps<MeshOp>());
+    if (meshes.size() != 1) {
+      module.emitError("spmd-partition needs exactly one spmd.mesh, found ")
+          << meshes.size();
+      return signalPassFailure();
+    }
+    for (auto fn : module.getOps<func::FuncOp>()) {
+      if (fn.isExternal())
+        continue;
+      Partitioner partitioner(meshes.front());
+      if (failed(partitioner.run(fn)))
+        return signalPassFailure();
+    }
+  }
+};
+
+} // namespace

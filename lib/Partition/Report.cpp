@@ -1,0 +1,154 @@
+//===- Report.cpp - collectives and peak memory of a per-rank program -----===//
+//
+// --spmd-report (Passes.td).
+//
+//===----------------------------------------------------------------------===//
+
+#include "spmd/Partition/Passes.h"
+#include "spmd/Propagate/Strategy.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/Support/Format.h"
+
+#include <map>
+
+namespace spmd {
+#define GEN_PASS_DEF_REPORTPASS
+#include "spmd/Partition/Passes.h.inc"
+} // namespace spmd
+
+using namespace mlir;
+using namespace spmd;
+
+namespace {
+
+int64_t bytesOf(Type type) {
+  auto ranked = dyn_cast<RankedTensorType>(type);
+  if (!ranked)
+    return 0;
+  return ranked.getNumElements() * elementBytes(ranked.getElementType());
+}
+
+/// Ops the lowering turns into views of their operand (no new memory).
+bool isView(Operation *op) {
+  return isa<aten::ViewOp, aten::UnsafeViewOp, aten::ReshapeAliasOp,
+             aten::UnsqueezeOp, aten::CloneOp, aten::DetachOp>(op);
+}
+
+struct ReportPass : spmd::impl::ReportPassBase<ReportPass> {
+  using ReportPassBase::ReportPassBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto meshes = llvm::to_vector(module.getOps<MeshOp>());
+    if (meshes.size() != 1) {
+      module.emitError("spmd-report needs exactly one spmd.mesh, found ")
+          << meshes.size();
+      return signalPassFailure();
+    }
+    MeshOp mesh = meshes.front();
+    layout::MeshCostModel model =
+        layout::MeshCostModel::defaults(mesh.getShape().size());
+    if (!latency.empty())
+      model.latency.assign(latency.begin(), latency.end());
+    if (!bandwidth.empty())
+      model.bandwidth.assign(bandwidth.begin(), bandwidth.end());
+    if (model.latency.size() != mesh.getShape().size() ||
+        model.bandwidth.size() != mesh.getShape().size()) {
+      mesh.emitOpError("spmd-report: the cost model needs one latency and "
+                       "one bandwidth per mesh dim");
+      return signalPassFailure();
+    }
+    for (auto fn : module.getOps<func::FuncOp>())
+      if (!fn.isExternal())
+        report(fn, mesh, model);
+  }
+
+  void report(func::FuncOp fn, MeshOp mesh,
+              const layout::MeshCostModel &model) {
+    llvm::raw_ostream &os = llvm::outs();
+    os << "spmd-report: @" << fn.getSymName() << " on @" << mesh.getSymName()
+       << " [";
+    llvm::interleaveComma(mesh.getShape(), os);
+    os << "]\n";
+    os << llvm::format("%-4s %-15s %-10s %12s %10s  %s\n", "#", "collective",
+                       "mesh dims", "bytes/rank", "est. us", "reason");
+    std::map<std::string, std::pair<int64_t, int64_t>> perKind;
+    int64_t count = 0, totalBytes = 0;
+    double totalSeconds = 0;
+    fn.walk([&](CollectiveOpInterface op) {
+      Operation *o = op.getOperation();
+      auto dims = o->getAttrOfType<DenseI64ArrayAttr>("mesh_dims");
+      int64_t n = 1;
+      double alpha = 0, beta = 0;
+      std::string names;
+      for (int64_t m : dims.asArrayRef()) {
+        n *= mesh.getShape()[m];
+        alpha = std::max(alpha, model.latency[m]);
+        beta = std::max(beta, 1.0 / model.bandwidth[m]);
+        names += (names.empty() ? "" : ",") +
+                 cast<StringAttr>(mesh.getNames()[m]).getValue().str();
+      }
+      int64_t bytes = std::max(bytesOf(o->getOperand(0).getType()),
+                               bytesOf(o->getResult(0).getType()));
+      double seconds =
+          (n - 1) * (alpha + static_cast<double>(bytes) / n * beta);
+      if (isa<AllReduceOp>(o))
+        seconds *= 2;
+      if (isa<BroadcastOp>(o))
+        seconds = (n > 1) * (alpha + static_cast<double>(bytes) * beta);
+      std::string kind = o->getName().stripDialect().str();
+      auto reason = o->getAttrOfType<StringAttr>("spmd.reason");
+      os << llvm::format("%-4lld %-15s %-10s %12lld %10.2f  %s\n",
+                         static_cast<long long>(++count), kind.c_str(),
+                         ("[" + names + "]").c_str(),
+                         static_cast<long long>(bytes), seconds * 1e6,
+                         reason ? reason.getValue().str().c_str() : "-");
+      perKind[kind].first += 1;
+      perKind[kind].second += bytes;
+      totalBytes += bytes;
+      totalSeconds += seconds;
+    });
+    for (auto &[kind, entry] : perKind)
+      os << "total " << kind << ": " << entry.first << " collectives, "
+         << entry.second << " bytes/rank\n";
+    os << "total per step: " << count << " collectives, " << totalBytes
+       << " bytes/rank, " << llvm::format("%.2f", totalSeconds * 1e6)
+       << " us estimated\n";
+
+    // Peak memory: arguments stay live; each result lives from its op to
+    // its last use (returned values to the end); views share memory.
+    int64_t arguments = 0;
+    for (Type t : fn.getArgumentTypes())
+      arguments += bytesOf(t);
+    SmallVector<Operation *> ops;
+    DenseMap<Operation *, unsigned> order;
+    fn.walk([&](Operation *op) {
+      if (op != fn) {
+        order[op] = ops.size();
+        ops.push_back(op);
+      }
+    });
+    std::vector<int64_t> freed(ops.size() + 1, 0);
+    int64_t live = 0, peak = 0;
+    for (auto [i, op] : llvm::enumerate(ops)) {
+      if (!isView(op))
+        for (Value v : op->getResults()) {
+          int64_t bytes = bytesOf(v.getType());
+          unsigned last = i;
+          for (Operation *user : v.getUsers())
+            last = std::max(last, isa<func::ReturnOp>(user)
+                                      ? static_cast<unsigned>(ops.size())
+                                      : order.lookup(user));
+          live += bytes;
+          freed[last] += bytes;
+        }
+      peak = std::max(peak, live);
+      live -= freed[i];
+    }
+    os << "peak memory per rank: " << arguments + peak << " bytes (arguments "
+       << arguments << ", op results " << peak << ")\n";
+  }
+};
+
+} // namespace

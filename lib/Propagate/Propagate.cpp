@@ -1,0 +1,398 @@
+//===- Propagate.cpp - whole-graph cost-based sharding propagation --------===//
+//
+// --spmd-propagate (Passes.td, docs/propagation.md).
+//
+//===----------------------------------------------------------------------===//
+
+#include "spmd/Dialect/Aten/Aten.h"
+#include "spmd/Propagate/Passes.h"
+#include "spmd/Propagate/Strategy.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+
+#include <limits>
+
+namespace spmd {
+#define GEN_PASS_DEF_PROPAGATEPASS
+#include "spmd/Propagate/Passes.h.inc"
+} // namespace spmd
+
+using namespace mlir;
+using namespace spmd;
+
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+Placements replicated(size_t meshRank) {
+  return Placements(meshRank, layout::Placement::replicate());
+}
+
+Placements placementsOf(DictionaryAttr attrs, size_t meshRank) {
+  if (attrs)
+    if (auto layout = attrs.getAs<LayoutAttr>("spmd.layout"))
+      return layout.getLayoutPlacements();
+  return replicated(meshRank);
+}
+
+/// The strategy choice of one function.
+class FunctionPropagation {
+public:
+  FunctionPropagation(func::FuncOp fn, CostModel &cost, unsigned maxSweeps)
+      : fn(fn), cost(cost), maxSweeps(maxSweeps),
+        meshRank(cost.getMeshShape().size()) {}
+
+  /// Enumerates strategies and chooses one per op.
+  LogicalResult run();
+  /// Writes the choice into the IR: layouts and redistributions.
+  LogicalResult materialize(FlatSymbolRefAttr mesh);
+
+private:
+  /// The layout `v` has under the current choice.
+  const Placements &layoutOf(Value v) const;
+  /// The layout that `use` needs under the current choice.
+  Placements required(OpOperand &use) const;
+  /// Redistribution seconds of `v`, laid out as `from`, for the distinct
+  /// layouts its uses need (uses of `skip` replaced by `extra`).
+  double valueCost(Value v, const Placements &from, Operation *skip = nullptr,
+                   ArrayRef<Placements> extra = {});
+  /// The part of the objective that strategy `s` of op `i` changes.
+  double localCost(unsigned i, unsigned s);
+  void estimateForward();
+  void chooseBackward();
+  bool sweep();
+
+  func::FuncOp fn;
+  CostModel &cost;
+  unsigned maxSweeps;
+  size_t meshRank;
+
+  std::vector<Placements> argLayouts, resultLayouts;
+  std::vector<Operation *> ops;
+  DenseMap<Operation *, unsigned> index;
+  std::vector<std::vector<MeshStrategy>> strategies;
+  std::vector<std::vector<double>> estimate;
+  std::vector<int> forced;
+  std::vector<unsigned> choice;
+  std::vector<Placements> redistributed; // `to` of each redistribute
+  DenseMap<Operation *, unsigned> redistributeIndex;
+  Placements replicateLayout;
+};
+
+const Placements &FunctionPropagation::layoutOf(Value v) const {
+  if (auto arg = dyn_cast<BlockArgument>(v))
+    return argLayouts[arg.getArgNumber()];
+  Operation *def = v.getDefiningOp();
+  auto it = index.find(def);
+  if (it != index.end())
+    return strategies[it->second][choice[it->second]]
+        .results[cast<OpResult>(v).getResultNumber()];
+  auto r = redistributeIndex.find(def);
+  if (r != redistributeIndex.end())
+    return redistributed[r->second];
+  return replicateLayout;
+}
+
+Placements FunctionPropagation::required(OpOperand &use) const {
+  Operation *user = use.getOwner();
+  auto it = index.find(user);
+  if (it != index.end())
+    return strategies[it->second][choice[it->second]]
+        .operands[use.getOperandNumber()];
+  if (isa<func::ReturnOp>(user))
+    return resultLayouts[use.getOperandNumber()];
+  if (auto r = dyn_cast<RedistributeOp>(user))
+    return r.getFrom().getLayoutPlacements();
+  return replicateLayout;
+}
+
+double FunctionPropagation::valueCost(Value v, const Placements &from,
+                                      Operation *skip,
+                                      ArrayRef<Placements> extra) {
+  auto type = cast<RankedTensorType>(v.getType());
+  SmallVector<Placements, 4> targets(extra.begin(), extra.end());
+  for (OpOperand &use : v.getUses())
+    if (use.getOwner() != skip)
+      targets.push_back(required(use));
+  double total = 0;
+  for (size_t t = 0; t < targets.size(); ++t) {
+    bool seen = false;
+    for (size_t u = 0; u < t && !seen; ++u)
+      seen = targets[u] == targets[t];
+    if (!seen)
+      total += cost.redistribute(type, from, targets[t]);
+  }
+  return total;
+}
+
+double FunctionPropagation::localCost(unsigned i, unsigned s) {
+  Operation *op = ops[i];
+  const MeshStrategy &strategy = strategies[i][s];
+  double total = cost.compute(op, strategy);
+  // Each distinct operand value once, with every layout this op needs of it.
+  for (auto [k, v] : llvm::enumerate(op->getOperands())) {
+    bool first = llvm::find(op->getOperands(), v) - op->operand_begin() ==
+                 static_cast<ptrdiff_t>(k);
+    if (!first)
+      continue;
+    SmallVector<Placements, 2> mine;
+    for (auto [j, w] : llvm::enumerate(op->getOperands()))
+      if (w == v)
+        mine.push_back(strategy.operands[j]);
+    total += valueCost(v, layoutOf(v), op, mine);
+  }
+  for (auto [r, v] : llvm::enumerate(op->getResults()))
+    total += valueCost(v, strategy.results[r]);
+  return total;
+}
+
+void FunctionPropagation::estimateForward() {
+  // Cheapest estimated cost of producing each value in each layout.
+  DenseMap<Value, std::vector<std::pair<Placements, double>>> best;
+  auto options = [&](Value v) -> std::vector<std::pair<Placements, double>> {
+    auto it = best.find(v);
+    if (it != best.end())
+      return it->second;
+    return {{layoutOf(v), 0.0}};
+  };
+  for (unsigned i = 0; i < ops.size(); ++i) {
+    Operation *op = ops[i];
+    estimate[i].assign(strategies[i].size(), kInf);
+    for (unsigned s = 0; s < strategies[i].size(); ++s) {
+      const MeshStrategy &strategy = strategies[i][s];
+      double c = cost.compute(op, strategy);
+      for (auto [k, v] : llvm::enumerate(op->getOperands())) {
+        auto type = cast<RankedTensorType>(v.getType());
+        double cheapest = kInf;
+        for (auto &[layout, upstream] : options(v))
+          cheapest = std::min(
+              cheapest,
+              upstream + cost.redistribute(type, layout, strategy.operands[k]));
+        c += cheapest;
+      }
+      estimate[i][s] = c;
+      for (auto [r, v] : llvm::enumerate(op->getResults())) {
+        auto &known = best[v];
+        auto it = llvm::find_if(known, [&](auto &entry) {
+          return entry.first == strategy.results[r];
+        });
+        if (it == known.end())
+          known.push_back({strategy.results[r], c});
+        else
+          it->second = std::min(it->second, c);
+      }
+    }
+  }
+}
+
+void FunctionPropagation::chooseBackward() {
+  for (unsigned i = ops.size(); i-- > 0;) {
+    if (forced[i] >= 0) {
+      choice[i] = forced[i];
+      continue;
+    }
+    double bestCost = kInf;
+    unsigned bestStrategy = 0;
+    for (unsigned s = 0; s < strategies[i].size(); ++s) {
+      double c = estimate[i][s];
+      for (auto [r, v] : llvm::enumerate(ops[i]->getResults()))
+        c += valueCost(v, strategies[i][s].results[r]);
+      if (c < bestCost) {
+        bestCost = c;
+        bestStrategy = s;
+      }
+    }
+    choice[i] = bestStrategy;
+  }
+}
+
+bool FunctionPropagation::sweep() {
+  bool changed = false;
+  for (unsigned i = 0; i < ops.size(); ++i) {
+    if (forced[i] >= 0)
+      continue;
+    unsigned current = choice[i];
+    double bestCost = localCost(i, current);
+    for (unsigned s = 0; s < strategies[i].size(); ++s) {
+      if (s == current)
+        continue;
+      double c = localCost(i, s);
+      // Only a strict improvement (by more than rounding) moves, so sweeps
+      // end and ties keep the earlier choice.
+      if (c < bestCost * (1 - 1e-9) - 1e-15) {
+        bestCost = c;
+        choice[i] = s;
+      }
+    }
+    changed |= choice[i] != current;
+  }
+  return changed;
+}
+
+LogicalResult FunctionPropagation::run() {
+  replicateLayout = replicated(meshRank);
+  for (unsigned i = 0; i < fn.getNumArguments(); ++i)
+    argLayouts.push_back(placementsOf(fn.getArgAttrDict(i), meshRank));
+  for (unsigned i = 0; i < fn.getNumResults(); ++i)
+    resultLayouts.push_back(placementsOf(fn.getResultAttrDict(i), meshRank));
+
+  WalkResult walk = fn.walk([&](Operation *op) {
+    if (op == fn || isa<func::ReturnOp>(op))
+      return WalkResult::advance();
+    if (auto r = dyn_cast<RedistributeOp>(op)) {
+      redistributeIndex[op] = redistributed.size();
+      redistributed.push_back(r.getTo().getLayoutPlacements());
+      return WalkResult::advance();
+    }
+    bool hasTensors =
+        llvm::any_of(op->getOperandTypes(), llvm::IsaPred<TensorType>) ||
+        llvm::any_of(op->getResultTypes(), llvm::IsaPred<TensorType>);
+    if (!hasTensors ||
+        (op->getNumOperands() == 0 && op->hasTrait<OpTrait::ConstantLike>()))
+      return WalkResult::advance();
+    FailureOr<std::vector<MeshStrategy>> all =
+        enumerateStrategies(op, cost.getMeshShape());
+    if (failed(all)) {
+      op->emitOpError("has no sharding rule: cannot propagate layouts "
+                      "through it");
+      return WalkResult::interrupt();
+    }
+    int force = -1;
+    if (auto attr = op->getAttrOfType<IntegerAttr>("spmd.strategy")) {
+      force = attr.getInt();
+      if (force < 0 || force >= static_cast<int>(all->size())) {
+        op->emitOpError("spmd.strategy = ")
+            << force << " is out of range: the op has " << all->size()
+            << " strategies on this mesh";
+        return WalkResult::interrupt();
+      }
+    }
+    index[op] = ops.size();
+    ops.push_back(op);
+    strategies.push_back(std::move(*all));
+    forced.push_back(force);
+    return WalkResult::advance();
+  });
+  if (walk.wasInterrupted())
+    return failure();
+
+  estimate.resize(ops.size());
+  choice.assign(ops.size(), 0);
+  for (unsigned i = 0; i < ops.size(); ++i)
+    if (forced[i] >= 0)
+      choice[i] = forced[i];
+  estimateForward();
+  chooseBackward();
+  for (unsigned n = 0; n < maxSweeps && sweep(); ++n) {
+  }
+  return success();
+}
+
+LogicalResult FunctionPropagation::materialize(FlatSymbolRefAttr mesh) {
+  MLIRContext *ctx = fn.getContext();
+  auto layoutAttr = [&](const Placements &p) { return getLayoutAttr(mesh, p); };
+  // Values with the layouts their uses need, in program order.
+  SmallVector<Value> values(fn.getArguments().begin(), fn.getArguments().end());
+  fn.walk([&](Operation *op) {
+    if (op != fn)
+      values.append(op->result_begin(), op->result_end());
+  });
+  for (Value v : values) {
+    auto type = dyn_cast<RankedTensorType>(v.getType());
+    if (!type)
+      continue;
+    Placements from = layoutOf(v);
+    // Group the uses by the layout they need.
+    SmallVector<std::pair<Placements, SmallVector<OpOperand *>>> groups;
+    for (OpOperand &use : v.getUses()) {
+      Placements to = required(use);
+      if (to == from)
+        continue;
+      auto it = llvm::find_if(groups, [&](auto &g) { return g.first == to; });
+      if (it == groups.end())
+        groups.push_back({to, {&use}});
+      else
+        it->second.push_back(&use);
+    }
+    for (auto &[to, uses] : groups) {
+      OpOperand *first =
+          *llvm::min_element(uses, [](OpOperand *a, OpOperand *b) {
+            return a->getOwner()->isBeforeInBlock(b->getOwner());
+          });
+      Operation *user = first->getOwner();
+      if (cost.redistribute(type, from, to) == kInf)
+        return user->emitOpError("operand ")
+               << first->getOperandNumber() << " needs layout " << str(to)
+               << " but gets " << str(from)
+               << ", and no redistribution connects them";
+      OpBuilder b(user);
+      std::string reason = "operand " +
+                           std::to_string(first->getOperandNumber()) + " of " +
+                           user->getName().getStringRef().str();
+      auto r = RedistributeOp::create(b, user->getLoc(), type, v,
+                                      layoutAttr(from), layoutAttr(to));
+      r->setAttr("spmd.reason", StringAttr::get(ctx, reason));
+      for (OpOperand *use : uses)
+        use->set(r.getResult());
+    }
+  }
+  for (auto [i, op] : llvm::enumerate(ops)) {
+    SmallVector<Attribute> layouts;
+    for (const Placements &p : strategies[i][choice[i]].results)
+      layouts.push_back(layoutAttr(p));
+    op->setAttr("spmd.layouts", ArrayAttr::get(ctx, layouts));
+    op->removeAttr("spmd.strategy");
+  }
+  for (unsigned i = 0; i < fn.getNumArguments(); ++i)
+    fn.setArgAttr(i, "spmd.layout", layoutAttr(argLayouts[i]));
+  for (unsigned i = 0; i < fn.getNumResults(); ++i)
+    fn.setResultAttr(i, "spmd.layout", layoutAttr(resultLayouts[i]));
+  return success();
+}
+
+struct PropagatePass : spmd::impl::PropagatePassBase<PropagatePass> {
+  using PropagatePassBase::PropagatePassBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto meshes = llvm::to_vector(module.getOps<MeshOp>());
+    if (meshes.size() != 1) {
+      module.emitError("spmd-propagate needs exactly one spmd.mesh, found ")
+          << meshes.size();
+      return signalPassFailure();
+    }
+    MeshOp mesh = meshes.front();
+    std::vector<int64_t> meshShape(mesh.getShape().begin(),
+                                   mesh.getShape().end());
+    layout::MeshCostModel model =
+        layout::MeshCostModel::defaults(meshShape.size());
+    auto override = [&](StringRef name, ArrayRef<double> values,
+                        std::vector<double> &field) {
+      if (values.empty())
+        return true;
+      if (values.size() != meshShape.size()) {
+        mesh.emitOpError("spmd-propagate: '")
+            << name << "' has " << values.size() << " values; the mesh has "
+            << meshShape.size() << " dims";
+        return false;
+      }
+      field.assign(values.begin(), values.end());
+      return true;
+    };
+    if (!override("latency", latency, model.latency) ||
+        !override("bandwidth", bandwidth, model.bandwidth))
+      return signalPassFailure();
+    CostModel cost(meshShape, model, flops, memoryBandwidth);
+    auto meshRef = FlatSymbolRefAttr::get(mesh.getSymNameAttr());
+    for (auto fn : module.getOps<func::FuncOp>()) {
+      if (fn.isExternal())
+        continue;
+      FunctionPropagation propagation(fn, cost, maxSweeps);
+      if (failed(propagation.run()) || failed(propagation.materialize(meshRef)))
+        return signalPassFailure();
+    }
+  }
+};
+
+} // namespace

@@ -1,0 +1,160 @@
+//===- Strategy.cpp - op strategies on a device mesh, and their cost ------===//
+
+#include "spmd/Propagate/Strategy.h"
+#include "spmd/Dialect/Aten/Aten.h"
+
+#include <cmath>
+#include <limits>
+
+using namespace mlir;
+using namespace spmd;
+using layout::Placement;
+
+std::string spmd::str(const Placements &placements) {
+  std::string s = "[";
+  for (size_t i = 0; i < placements.size(); ++i)
+    s += (i ? ", " : "") + placements[i].str();
+  return s + "]";
+}
+
+static std::vector<int64_t> shapeOf(Type type) {
+  auto ranked = cast<RankedTensorType>(type);
+  return {ranked.getShape().begin(), ranked.getShape().end()};
+}
+
+/// The product of the sizes of the mesh dims that shard tensor dim `d`
+/// divides the dim's size.
+static bool shardsEvenly(const std::vector<int64_t> &shape,
+                         const Placements &placements,
+                         ArrayRef<int64_t> meshShape) {
+  for (size_t d = 0; d < shape.size(); ++d) {
+    int64_t ways = 1;
+    for (size_t m = 0; m < placements.size(); ++m)
+      if (placements[m].isShardLike() &&
+          placements[m].dim == static_cast<int64_t>(d))
+        ways *= meshShape[m];
+    if (shape[d] % ways != 0)
+      return false;
+  }
+  return true;
+}
+
+FailureOr<std::vector<MeshStrategy>>
+spmd::enumerateStrategies(Operation *op, ArrayRef<int64_t> meshShape) {
+  auto ruleOp = dyn_cast<aten::ShardingRuleOpInterface>(op);
+  if (!ruleOp)
+    return failure();
+  std::optional<layout::EinsumRule> rule = ruleOp.getShardingRule();
+  if (!rule)
+    return failure();
+  std::vector<layout::OpStrategy> oneDim = rule->strategies();
+  std::vector<int64_t> mesh(meshShape.begin(), meshShape.end());
+
+  std::vector<std::vector<int64_t>> operandShapes, resultShapes;
+  for (Value v : op->getOperands())
+    operandShapes.push_back(shapeOf(v.getType()));
+  for (Value v : op->getResults())
+    resultShapes.push_back(shapeOf(v.getType()));
+
+  std::vector<MeshStrategy> out;
+  size_t total = 1;
+  for (size_t m = 0; m < mesh.size(); ++m)
+    total *= oneDim.size();
+  for (size_t combo = 0; combo < total; ++combo) {
+    // Mixed-radix digits, mesh dim 0 most significant.
+    std::vector<size_t> pick(mesh.size());
+    size_t rest = combo;
+    for (size_t m = mesh.size(); m-- > 0;) {
+      pick[m] = rest % oneDim.size();
+      rest /= oneDim.size();
+    }
+    MeshStrategy s;
+    s.operands.assign(operandShapes.size(), Placements(mesh.size()));
+    s.results.assign(resultShapes.size(), Placements(mesh.size()));
+    bool even = false;
+    for (size_t m = 0; m < mesh.size(); ++m) {
+      const layout::OpStrategy &one = oneDim[pick[m]];
+      even |= one.evenShards;
+      for (size_t i = 0; i < operandShapes.size(); ++i)
+        s.operands[i][m] = one.operands[i];
+      for (size_t i = 0; i < resultShapes.size(); ++i)
+        s.results[i][m] = one.results[i];
+    }
+    bool ok = true;
+    auto check = [&](const std::vector<int64_t> &shape, const Placements &p) {
+      ok = ok && layout::validate(shape, mesh, p).empty() &&
+           (!even || shardsEvenly(shape, p, mesh));
+    };
+    for (size_t i = 0; i < operandShapes.size(); ++i)
+      check(operandShapes[i], s.operands[i]);
+    for (size_t i = 0; i < resultShapes.size(); ++i)
+      check(resultShapes[i], s.results[i]);
+    if (ok)
+      out.push_back(std::move(s));
+  }
+  return out;
+}
+
+int64_t spmd::elementBytes(Type elementType) {
+  unsigned bits = elementType.getIntOrFloatBitWidth();
+  return bits < 8 ? 1 : bits / 8;
+}
+
+CostModel::CostModel(std::vector<int64_t> meshShape, layout::MeshCostModel mesh,
+                     double flopsPerSecond, double bytesPerSecond)
+    : meshShape(std::move(meshShape)), mesh(std::move(mesh)),
+      flopsPerSecond(flopsPerSecond), bytesPerSecond(bytesPerSecond) {}
+
+std::vector<int64_t> CostModel::localShape(RankedTensorType type,
+                                           const Placements &placements) const {
+  return layout::maxLocalShape(shapeOf(type), meshShape, placements);
+}
+
+double CostModel::redistribute(RankedTensorType type, const Placements &from,
+                               const Placements &to) {
+  if (from == to)
+    return 0;
+  std::string key;
+  llvm::raw_string_ostream os(key);
+  os << type << str(from) << str(to);
+  auto it = cache.find(key);
+  if (it != cache.end())
+    return it->second;
+  layout::RedistributePlan plan = layout::planRedistribute(
+      shapeOf(type), elementBytes(type.getElementType()), meshShape, from, to,
+      mesh);
+  double seconds = plan.error.empty() ? plan.seconds
+                                      : std::numeric_limits<double>::infinity();
+  cache[key] = seconds;
+  return seconds;
+}
+
+static double numel(const std::vector<int64_t> &shape) {
+  double n = 1;
+  for (int64_t d : shape)
+    n *= static_cast<double>(d);
+  return n;
+}
+
+double CostModel::compute(Operation *op, const MeshStrategy &strategy) {
+  auto local = [&](Value v, const Placements &p) {
+    return localShape(cast<RankedTensorType>(v.getType()), p);
+  };
+  if (isa<aten::MmOp, aten::AddmmOp, aten::BmmOp, aten::BaddbmmOp>(op)) {
+    // The two matrix operands are the last two: [.., m, k] x [.., k, n].
+    unsigned n = op->getNumOperands();
+    std::vector<int64_t> a =
+        local(op->getOperand(n - 2), strategy.operands[n - 2]);
+    std::vector<int64_t> b =
+        local(op->getOperand(n - 1), strategy.operands[n - 1]);
+    return 2 * numel(a) * static_cast<double>(b.back()) / flopsPerSecond;
+  }
+  double bytes = 0;
+  for (auto [v, p] : llvm::zip(op->getOperands(), strategy.operands))
+    bytes += numel(local(v, p)) *
+             elementBytes(cast<RankedTensorType>(v.getType()).getElementType());
+  for (auto [v, p] : llvm::zip(op->getResults(), strategy.results))
+    bytes += numel(local(v, p)) *
+             elementBytes(cast<RankedTensorType>(v.getType()).getElementType());
+  return bytes / bytesPerSecond;
+}
