@@ -155,8 +155,9 @@ Value Partitioner::step(OpBuilder &b, Location loc, Value input,
   auto meshDims = b.getDenseI64ArrayAttr({m});
   auto withReason = [&](Operation *op) {
     op->setAttr("spmd.reason",
-                StringAttr::get(b.getContext(),
-                                reason.getValue() + " (" + s.str() + ")"));
+                StringAttr::get(b.getContext(), reason.getValue() + ": " +
+                                                    str(s.before) + " -> " +
+                                                    str(s.after)));
     return op->getResult(0);
   };
   auto typeWith = [&](Type t, int64_t dim, int64_t size) {

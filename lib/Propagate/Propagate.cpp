@@ -11,6 +11,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 
+#include <cmath>
 #include <limits>
 
 namespace spmd {
@@ -59,6 +60,8 @@ private:
                    ArrayRef<Placements> extra = {});
   /// The part of the objective that strategy `s` of op `i` changes.
   double localCost(unsigned i, unsigned s);
+  /// Redistribution seconds of op `i`'s own operands under strategy `s`.
+  double operandCost(unsigned i, unsigned s);
   void estimateForward();
   void chooseBackward();
   bool sweep();
@@ -207,21 +210,41 @@ void FunctionPropagation::chooseBackward() {
   }
 }
 
+double FunctionPropagation::operandCost(unsigned i, unsigned s) {
+  double total = 0;
+  for (auto [k, v] : llvm::enumerate(ops[i]->getOperands()))
+    total += cost.redistribute(cast<RankedTensorType>(v.getType()), layoutOf(v),
+                               strategies[i][s].operands[k]);
+  return total;
+}
+
 bool FunctionPropagation::sweep() {
   bool changed = false;
+  // Equal within rounding.
+  auto same = [](double a, double b) {
+    return std::abs(a - b) <= 1e-9 * std::max(std::abs(a), std::abs(b)) + 1e-15;
+  };
   for (unsigned i = 0; i < ops.size(); ++i) {
     if (forced[i] >= 0)
       continue;
     unsigned current = choice[i];
     double bestCost = localCost(i, current);
+    double bestOperands = operandCost(i, current);
     for (unsigned s = 0; s < strategies[i].size(); ++s) {
       if (s == current)
         continue;
       double c = localCost(i, s);
-      // Only a strict improvement (by more than rounding) moves, so sweeps
-      // end and ties keep the earlier choice.
-      if (c < bestCost * (1 - 1e-9) - 1e-15) {
+      // Only a strict improvement moves, so sweeps end. At equal cost the
+      // strategy that redistributes less of its own operands wins: the
+      // communication moves to later consumers, so a Partial stays lazy
+      // until one needs it reduced.
+      bool better = same(c, bestCost)
+                        ? operandCost(i, s) < bestOperands &&
+                              !same(operandCost(i, s), bestOperands)
+                        : c < bestCost;
+      if (better) {
         bestCost = c;
+        bestOperands = operandCost(i, s);
         choice[i] = s;
       }
     }

@@ -1,0 +1,27 @@
+// RUN: spmd-opt %s --spmd-propagate --spmd-partition --spmd-report -o /dev/null | FileCheck %s
+// RUN: spmd-opt %s --spmd-propagate --spmd-partition --spmd-report="latency=1e-6 bandwidth=1e9" -o /dev/null | FileCheck %s --check-prefix=MODEL
+
+// A data-parallel linear layer: the gradient's Partial is reduced for the
+// replicated update, the loss for the replicated result.
+spmd.mesh @mesh shape = [4] names = ["dp"]
+func.func @train_step(%x: tensor<4096x256xf32> {spmd.layout = #spmd.layout<@mesh, [shard<0>]>},
+                      %w: tensor<256x256xf32>)
+    -> (tensor<f32>, tensor<256x256xf32>) {
+  %y = aten.mm %x, %w : (tensor<4096x256xf32>, tensor<256x256xf32>) -> tensor<4096x256xf32>
+  %l = aten.sum %y : (tensor<4096x256xf32>) -> tensor<f32>
+  %xt = aten.t %x : (tensor<4096x256xf32>) -> tensor<256x4096xf32>
+  %ones = aten.ones_like %y : (tensor<4096x256xf32>) -> tensor<4096x256xf32>
+  %g = aten.mm %xt, %ones : (tensor<256x4096xf32>, tensor<4096x256xf32>) -> tensor<256x256xf32>
+  %u = aten.sub.Tensor %w, %g : (tensor<256x256xf32>, tensor<256x256xf32>) -> tensor<256x256xf32>
+  return %l, %u : tensor<f32>, tensor<256x256xf32>
+}
+
+// CHECK: spmd-report: @train_step on @mesh [4]
+// CHECK-NEXT: #    collective      mesh dims    bytes/rank    est. us  reason
+// CHECK-DAG: {{[0-9]+}} all_reduce [dp] 4 {{[0-9.]+}} operand 0 of func.return
+// CHECK-DAG: {{[0-9]+}} {{all_reduce|reduce_scatter}} [dp] 262144 {{[0-9.]+}} operand 1 of aten.sub.Tensor
+// CHECK: total per step: {{[0-9]+}} collectives
+// CHECK: peak memory per rank: {{[0-9]+}} bytes (arguments 1310720, op results {{[0-9]+}})
+
+// The cost model's options: 3 x (1 us + 4/4 B / 1 GB/s) x 2 for the loss.
+// MODEL: all_reduce [dp] 4 6.01 operand 0 of func.return

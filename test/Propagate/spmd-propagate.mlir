@@ -1,0 +1,123 @@
+// RUN: spmd-opt %s --spmd-propagate -split-input-file -verify-diagnostics | FileCheck %s
+
+// Megatron's MLP: linear1 colwise (weight Shard(0)), linear2 rowwise (weight
+// Shard(1)). The hidden activation stays sharded on its feature dim, the
+// second matmul contracts it into a Partial, and the one reduction is the
+// all_reduce the replicated output needs.
+spmd.mesh @mesh shape = [4] names = ["tp"]
+// CHECK-LABEL: func.func @colwise_rowwise
+func.func @colwise_rowwise(
+    %x: tensor<64x256xf32>,
+    %w1: tensor<1024x256xf32> {spmd.layout = #spmd.layout<@mesh, [shard<0>]>},
+    %w2: tensor<256x1024xf32> {spmd.layout = #spmd.layout<@mesh, [shard<1>]>})
+    -> tensor<64x256xf32> {
+  // CHECK: aten.t {{.*}}[#spmd.layout<@mesh, [shard<1>]>]
+  // CHECK: aten.mm {{.*}}[#spmd.layout<@mesh, [shard<1>]>]
+  // CHECK: aten.relu {{.*}}[#spmd.layout<@mesh, [shard<1>]>]
+  // CHECK: aten.mm {{.*}}[#spmd.layout<@mesh, [partial<sum>]>]
+  // CHECK-NOT: spmd.redistribute
+  // CHECK: spmd.redistribute {{.*}} from #spmd.layout<@mesh, [partial<sum>]> to #spmd.layout<@mesh, [replicate]> {spmd.reason = "operand 0 of func.return"}
+  // CHECK-NOT: spmd.redistribute
+  // CHECK: return
+  %t1 = aten.t %w1 : (tensor<1024x256xf32>) -> tensor<256x1024xf32>
+  %h = aten.mm %x, %t1 : (tensor<64x256xf32>, tensor<256x1024xf32>) -> tensor<64x1024xf32>
+  %r = aten.relu %h : (tensor<64x1024xf32>) -> tensor<64x1024xf32>
+  %t2 = aten.t %w2 : (tensor<256x1024xf32>) -> tensor<1024x256xf32>
+  %y = aten.mm %r, %t2 : (tensor<64x1024xf32>, tensor<1024x256xf32>) -> tensor<64x256xf32>
+  return %y : tensor<64x256xf32>
+}
+
+// -----
+
+// A sum over the sharded batch is Partial; linear ops keep it Partial and
+// it is reduced once, where the nonlinear sqrt needs it whole (the loss of a
+// data-parallel step).
+spmd.mesh @mesh shape = [4] names = ["dp"]
+// CHECK-LABEL: func.func @lazy_partial
+func.func @lazy_partial(%x: tensor<4096x512xf32> {spmd.layout = #spmd.layout<@mesh, [shard<0>]>})
+    -> tensor<f32> {
+  // CHECK: aten.sum {{.*}}[#spmd.layout<@mesh, [partial<sum>]>]
+  // CHECK-NEXT: aten.mul.Scalar {{.*}}[#spmd.layout<@mesh, [partial<sum>]>]
+  // CHECK-NEXT: aten.neg {{.*}}[#spmd.layout<@mesh, [partial<sum>]>]
+  // CHECK-NEXT: spmd.redistribute {{.*}} from #spmd.layout<@mesh, [partial<sum>]> to #spmd.layout<@mesh, [replicate]> {spmd.reason = "operand 0 of aten.sqrt"}
+  // CHECK-NEXT: aten.sqrt
+  %s = aten.sum %x : (tensor<4096x512xf32>) -> tensor<f32>
+  %m = aten.mul.Scalar %s {other = 2.0 : f64} : (tensor<f32>) -> tensor<f32>
+  %n = aten.neg %m : (tensor<f32>) -> tensor<f32>
+  %q = aten.sqrt %n : (tensor<f32>) -> tensor<f32>
+  return %q : tensor<f32>
+}
+
+// -----
+
+// A Partial that a consumer needs sharded is reduce-scattered, and the
+// update then runs on shards (cheaper than all_reduce + a replicated update
+// under the cost model: the same bytes, a quarter of the compute).
+spmd.mesh @mesh shape = [4] names = ["dp"]
+// CHECK-LABEL: func.func @reduce_scatter
+func.func @reduce_scatter(%x: tensor<4096x512xf32> {spmd.layout = #spmd.layout<@mesh, [shard<0>]>})
+    -> tensor<512xf32> {
+  // CHECK: aten.sum.dim_IntList {{.*}}[#spmd.layout<@mesh, [partial<sum>]>]
+  // CHECK-NEXT: spmd.redistribute {{.*}} from #spmd.layout<@mesh, [partial<sum>]> to #spmd.layout<@mesh, [shard<0>]>
+  // CHECK-NEXT: aten.mul.Scalar {{.*}}[#spmd.layout<@mesh, [shard<0>]>]
+  %s = aten.sum.dim_IntList %x {dim = array<i64: 0>, keepdim = false} : (tensor<4096x512xf32>) -> tensor<512xf32>
+  %m = aten.mul.Scalar %s {other = 2.0 : f64} : (tensor<512xf32>) -> tensor<512xf32>
+  return %m : tensor<512xf32>
+}
+
+// -----
+
+// Fixed layouts win: the result must be Shard(1), so the Shard(0) argument
+// is redistributed once, whatever its two consumers prefer; a value that
+// two consumers need in the same layout is redistributed once.
+spmd.mesh @mesh shape = [2, 2] names = ["dp", "tp"]
+// CHECK-LABEL: func.func @fixed
+func.func @fixed(%x: tensor<64x64xf32> {spmd.layout = #spmd.layout<@mesh, [shard<0>, replicate]>})
+    -> (tensor<64x64xf32> {spmd.layout = #spmd.layout<@mesh, [shard<1>, replicate]>}) {
+  // CHECK-COUNT-1: spmd.redistribute
+  // CHECK-NOT: spmd.redistribute
+  %a = aten.relu %x : (tensor<64x64xf32>) -> tensor<64x64xf32>
+  %b = aten.neg %x : (tensor<64x64xf32>) -> tensor<64x64xf32>
+  %c = aten.add.Tensor %a, %b : (tensor<64x64xf32>, tensor<64x64xf32>) -> tensor<64x64xf32>
+  return %c : tensor<64x64xf32>
+}
+
+// -----
+
+// spmd.strategy forces a strategy (the per-op test matrix uses it).
+spmd.mesh @mesh shape = [4] names = ["dp"]
+// CHECK-LABEL: func.func @forced
+func.func @forced(%a: tensor<8x8xf32>, %b: tensor<8x8xf32>) -> tensor<8x8xf32> {
+  // CHECK: spmd.redistribute %arg0 {{.*}} to #spmd.layout<@mesh, [shard<1>]>
+  // CHECK: spmd.redistribute %arg1 {{.*}} to #spmd.layout<@mesh, [shard<0>]>
+  // CHECK: aten.mm {{.*}}{spmd.layouts = [#spmd.layout<@mesh, [partial<sum>]>]}
+  %c = aten.mm %a, %b {spmd.strategy = 3 : i64} : (tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<8x8xf32>
+  return %c : tensor<8x8xf32>
+}
+
+// -----
+
+spmd.mesh @mesh shape = [4] names = ["dp"]
+func.func @out_of_range(%a: tensor<8x8xf32>, %b: tensor<8x8xf32>) -> tensor<8x8xf32> {
+  // expected-error @+1 {{'aten.mm' op spmd.strategy = 9 is out of range: the op has 6 strategies on this mesh}}
+  %c = aten.mm %a, %b {spmd.strategy = 9 : i64} : (tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<8x8xf32>
+  return %c : tensor<8x8xf32>
+}
+
+// -----
+
+spmd.mesh @mesh shape = [4] names = ["dp"]
+func.func @no_rule(%a: tensor<8xf32>) -> tensor<8xf32> {
+  // expected-error @+1 {{'arith.addf' op has no sharding rule: cannot propagate layouts through it}}
+  %c = arith.addf %a, %a : tensor<8xf32>
+  return %c : tensor<8xf32>
+}
+
+// -----
+
+// expected-error @+1 {{spmd-propagate needs exactly one spmd.mesh, found 0}}
+module {
+  func.func @no_mesh(%a: tensor<8xf32>) -> tensor<8xf32> {
+    return %a : tensor<8xf32>
+  }
+}
