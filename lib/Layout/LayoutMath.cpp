@@ -330,6 +330,21 @@ std::vector<int64_t> maxLocalShape(const std::vector<int64_t> &globalShape,
   // mesh dim (it stays small) instead of enumerating every rank.
   std::vector<int64_t> result(globalShape.size());
   for (size_t d = 0; d < globalShape.size(); ++d) {
+    // Plain Shards: chunk 0 is the largest at every level, so the maximum
+    // is the nested chunk size (no set of sizes needed).
+    bool plain = true;
+    int64_t nested = globalShape[d];
+    for (size_t m = 0; m < placements.size() && plain; ++m) {
+      const Placement &p = placements[m];
+      if (!p.isShardLike() || p.dim != static_cast<int64_t>(d))
+        continue;
+      plain = p.kind == Placement::Kind::Shard || p.splitFactor == 1;
+      nested = chunkSize(nested, meshShape[m]);
+    }
+    if (plain) {
+      result[d] = nested;
+      continue;
+    }
     std::vector<int64_t> sizes = {globalShape[d]};
     for (size_t m = 0; m < placements.size(); ++m) {
       const Placement &p = placements[m];

@@ -9,6 +9,7 @@
 
 #include "spmd/Layout/Redistribute.h"
 
+#include <cassert>
 #include <map>
 #include <optional>
 #include <queue>
@@ -101,28 +102,23 @@ int64_t paddedBytes(const std::vector<int64_t> &shape, int64_t elementBytes,
   return bytes;
 }
 
-/// Fills in the bytes and seconds of `step` (ring algorithms: n - 1
-/// messages; all_reduce is a reduce_scatter then an all_gather).
-void costStep(RedistributeStep &step, const std::vector<int64_t> &shape,
-              int64_t elementBytes, const std::vector<int64_t> &mesh,
-              const MeshCostModel &cost) {
-  double n = static_cast<double>(mesh[step.meshDim]);
-  if (step.kind == Kind::LocalSlice || step.kind == Kind::LocalPartial ||
-      n == 1)
-    return;
-  // The larger side of the step: gathered result, reduced input, or the
-  // exchanged piece.
-  int64_t large = std::max(paddedBytes(shape, elementBytes, mesh, step.before),
-                           paddedBytes(shape, elementBytes, mesh, step.after));
-  double alpha = cost.latency[step.meshDim];
-  double beta = 1.0 / cost.bandwidth[step.meshDim];
-  double messages = n - 1, moved = (n - 1) / n * static_cast<double>(large);
-  if (step.kind == Kind::AllReduce) {
+/// Bytes each rank sends and estimated seconds of a step of `kind` on a
+/// mesh dim of `n` ranks (latency `alpha` s, bandwidth `bandwidth` B/s),
+/// where `large` is the larger padded local piece of its two sides
+/// (gathered result, reduced input, or the exchanged piece), in bytes. Ring
+/// algorithms: n - 1 messages; all_reduce is a reduce_scatter then an
+/// all_gather; local steps are free.
+std::pair<int64_t, double> stepCost(Kind kind, int64_t n, int64_t large,
+                                    double alpha, double bandwidth) {
+  if (kind == Kind::LocalSlice || kind == Kind::LocalPartial || n == 1)
+    return {0, 0};
+  double messages = static_cast<double>(n - 1);
+  double moved = messages / static_cast<double>(n) * static_cast<double>(large);
+  if (kind == Kind::AllReduce) {
     messages *= 2;
     moved *= 2;
   }
-  step.bytesPerRank = static_cast<int64_t>(moved);
-  step.seconds = messages * alpha + moved * beta;
+  return {static_cast<int64_t>(moved), messages * alpha + moved / bandwidth};
 }
 
 /// The placements a mesh dim may take on the way: Replicate, the source's
@@ -144,10 +140,6 @@ std::vector<Placement> candidates(size_t rank,
   for (const Placement &p : to)
     add(p);
   return out;
-}
-
-std::string key(const std::vector<Placement> &placements) {
-  return placementsStr(placements);
 }
 
 } // namespace
@@ -173,21 +165,53 @@ RedistributePlan spmd::layout::planRedistribute(
   }
   std::vector<Placement> options = candidates(globalShape.size(), from, to);
 
-  // Dijkstra; the priority orders by cost, then steps, then key, so ties are
-  // broken the same way on every run.
-  using Entry = std::tuple<double, size_t, std::string>;
+  // Nodes are layouts, numbered by their placements' indices in `options`
+  // (mesh dim 0 least significant).
+  const size_t base = options.size(), meshRank = meshShape.size();
+  auto encode = [&](const std::vector<Placement> &placements) {
+    size_t node = 0;
+    for (size_t m = meshRank; m-- > 0;) {
+      size_t index = 0;
+      while (options[index] != placements[m])
+        ++index;
+      node = node * base + index;
+    }
+    return node;
+  };
+
+  auto decode = [&](size_t node) {
+    std::vector<Placement> placements(meshRank);
+    for (size_t m = 0; m < meshRank; ++m, node /= base)
+      placements[m] = options[node % base];
+    return placements;
+  };
+
+  // Dijkstra; the priority orders by cost, then steps, then node number, so
+  // ties are broken the same way on every run. A visit keeps only how it
+  // was reached; the steps are rebuilt along the cheapest path at the end.
+  using Entry = std::tuple<double, size_t, size_t>;
   std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> queue;
   struct Visit {
     double seconds;
     size_t steps;
-    std::vector<Placement> placements;
-    std::string previous;
-    RedistributeStep step;
+    size_t previous;
+    Kind kind;
+    size_t meshDim;
   };
-  std::map<std::string, Visit> best;
-  best.emplace(key(from), Visit{0, 0, from, "", {}});
-  queue.emplace(0, 0, key(from));
-  std::string target = key(to);
+  std::map<size_t, Visit> best;
+  // Padded local bytes of each layout met, computed once.
+  std::map<size_t, int64_t> padded;
+  auto bytesOf = [&](size_t node, const std::vector<Placement> &placements) {
+    auto [it, inserted] = padded.try_emplace(node, 0);
+    if (inserted)
+      it->second =
+          paddedBytes(globalShape, elementBytes, meshShape, placements);
+    return it->second;
+  };
+  size_t source = encode(from), target = encode(to);
+  best.emplace(source, Visit{0, 0, source, Kind::LocalSlice, 0});
+  queue.emplace(0, 0, source);
+  std::vector<Placement> next;
   while (!queue.empty()) {
     auto [seconds, steps, node] = queue.top();
     queue.pop();
@@ -197,41 +221,56 @@ RedistributePlan spmd::layout::planRedistribute(
     if (std::make_tuple(seconds, steps) >
         std::make_tuple(visit.seconds, visit.steps))
       continue; // a stale queue entry
-    std::vector<Placement> current = visit.placements;
-    for (size_t m = 0; m < meshShape.size(); ++m) {
+    std::vector<Placement> current = decode(node);
+    int64_t currentBytes = bytesOf(node, current);
+    size_t stride = 1;
+    for (size_t m = 0; m < meshRank; ++m, stride *= base) {
       const Placement &a = current[m];
-      for (const Placement &b : options) {
-        std::optional<Kind> kind = stepKind(a, b);
-        if (!kind)
+      size_t digit = node / stride % base;
+      if (a.isShardLike() && shardedLater(current, m, a.dim))
+        continue;
+      for (size_t b = 0; b < base; ++b) {
+        std::optional<Kind> kind = stepKind(a, options[b]);
+        if (!kind || (options[b].isShardLike() &&
+                      shardedLater(current, m, options[b].dim)))
           continue;
-        if ((a.isShardLike() && shardedLater(current, m, a.dim)) ||
-            (b.isShardLike() && shardedLater(current, m, b.dim)))
-          continue;
-        RedistributeStep step{*kind, static_cast<int64_t>(m), current, current};
-        step.after[m] = b;
-        if (!validate(globalShape, meshShape, step.after).empty())
-          continue;
-        costStep(step, globalShape, elementBytes, meshShape, cost);
-        std::string next = key(step.after);
-        double total = seconds + step.seconds;
-        auto it = best.find(next);
+        size_t to = node - digit * stride + b * stride;
+        next = current;
+        next[m] = options[b];
+        // Every candidate fits the tensor and the mesh (checked above for
+        // the source and target, by construction for the others).
+        assert(validate(globalShape, meshShape, next).empty());
+        double stepSeconds = stepCost(*kind, meshShape[m],
+                                      std::max(currentBytes, bytesOf(to, next)),
+                                      cost.latency[m], cost.bandwidth[m])
+                                 .second;
+        double total = seconds + stepSeconds;
+        auto it = best.find(to);
         if (it != best.end() &&
             std::make_tuple(it->second.seconds, it->second.steps) <=
                 std::make_tuple(total, steps + 1))
           continue;
-        best[next] = Visit{total, steps + 1, step.after, node, step};
-        queue.emplace(total, steps + 1, next);
+        best[to] = Visit{total, steps + 1, node, *kind, m};
+        queue.emplace(total, steps + 1, to);
       }
     }
   }
   auto found = best.find(target);
   if (found == best.end()) {
-    plan.error = "no sequence of steps turns " + key(from) + " into " + target;
+    plan.error = "no sequence of steps turns " + placementsStr(from) +
+                 " into " + placementsStr(to);
     return plan;
   }
-  for (std::string node = target; node != key(from);) {
+  for (size_t node = target; node != source;) {
     const Visit &visit = best.at(node);
-    plan.steps.insert(plan.steps.begin(), visit.step);
+    RedistributeStep step{visit.kind, static_cast<int64_t>(visit.meshDim),
+                          decode(visit.previous), decode(node)};
+    std::tie(step.bytesPerRank, step.seconds) =
+        stepCost(visit.kind, meshShape[visit.meshDim],
+                 std::max(bytesOf(visit.previous, step.before),
+                          bytesOf(node, step.after)),
+                 cost.latency[visit.meshDim], cost.bandwidth[visit.meshDim]);
+    plan.steps.insert(plan.steps.begin(), step);
     node = visit.previous;
   }
   plan.seconds = found->second.seconds;

@@ -11,8 +11,6 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Verifier.h"
 
-#include <map>
-
 namespace spmd {
 #define GEN_PASS_DEF_PARTITIONPASS
 #include "spmd/Partition/Passes.h.inc"
@@ -54,13 +52,14 @@ private:
     coords[m] = j;
     return layout::coordsToRank(coords, meshShape);
   }
-  /// The per-rank index table that lays out, along `dim`, `n` blocks of
-  /// `width` positions, block j holding the global indices `want(r, j)`
-  /// taken from where `have(r, j)` (source block j's global indices, at
-  /// offset j * `sourceWidth`) holds them; -1 where nothing is wanted.
+  /// The per-rank index table that lays out, along a dim of `extent`
+  /// global positions, `blocks` blocks of `width` positions, block j
+  /// holding the global indices `want(r, j)` taken from where `have(r, j)`
+  /// (source block j's global indices, at offset j * `sourceWidth`) holds
+  /// them; -1 where nothing is wanted.
   template <typename WantFn, typename HaveFn>
-  std::vector<int64_t> table(int64_t blocks, int64_t width, int64_t sources,
-                             int64_t sourceWidth, WantFn want,
+  std::vector<int64_t> table(int64_t extent, int64_t blocks, int64_t width,
+                             int64_t sources, int64_t sourceWidth, WantFn want,
                              HaveFn have) const;
   /// `spmd.local_take` of `input` along `dim`, skipped when the table keeps
   /// every wanted element in place and `maskPadding` is off.
@@ -102,13 +101,14 @@ std::vector<int64_t> Partitioner::positions(RankedTensorType global,
 }
 
 template <typename WantFn, typename HaveFn>
-std::vector<int64_t> Partitioner::table(int64_t blocks, int64_t width,
-                                        int64_t sources, int64_t sourceWidth,
-                                        WantFn want, HaveFn have) const {
+std::vector<int64_t> Partitioner::table(int64_t extent, int64_t blocks,
+                                        int64_t width, int64_t sources,
+                                        int64_t sourceWidth, WantFn want,
+                                        HaveFn have) const {
   std::vector<int64_t> out;
   out.reserve(numRanks * blocks * width);
+  std::vector<int64_t> where(extent, -1);
   for (int64_t r = 0; r < numRanks; ++r) {
-    std::map<int64_t, int64_t> where;
     for (int64_t j = 0; j < sources; ++j) {
       std::vector<int64_t> held = have(r, j);
       for (size_t p = 0; p < held.size(); ++p)
@@ -117,8 +117,8 @@ std::vector<int64_t> Partitioner::table(int64_t blocks, int64_t width,
     for (int64_t j = 0; j < blocks; ++j) {
       std::vector<int64_t> wanted = want(r, j);
       for (int64_t i = 0; i < width; ++i)
-        out.push_back(
-            i < static_cast<int64_t>(wanted.size()) ? where.at(wanted[i]) : -1);
+        out.push_back(i < static_cast<int64_t>(wanted.size()) ? where[wanted[i]]
+                                                              : -1);
     }
   }
   return out;
@@ -180,18 +180,18 @@ Value Partitioner::step(OpBuilder &b, Location loc, Value input,
   // After a gather along `dim`: this rank's new positions from the n
   // padded pieces.
   auto unpad = [&](Value v, int64_t dim) {
-    return take(
-        b, loc, v, dim,
-        table(1, out[dim], n, in[dim], own(s.after, dim), held(s.before, dim)),
-        0, false);
+    return take(b, loc, v, dim,
+                table(global.getDimSize(dim), 1, out[dim], n, in[dim],
+                      own(s.after, dim), held(s.before, dim)),
+                0, false);
   };
   // Before a scatter along `dim`: n padded blocks, block j holding group
   // member j's new positions, from this rank's own.
   auto pad = [&](Value v, int64_t dim) {
-    return take(
-        b, loc, v, dim,
-        table(n, out[dim], 1, 0, held(s.after, dim), own(s.before, dim)), 0,
-        false);
+    return take(b, loc, v, dim,
+                table(global.getDimSize(dim), n, out[dim], 1, 0,
+                      held(s.after, dim), own(s.before, dim)),
+                0, false);
   };
 
   switch (s.kind) {
@@ -229,8 +229,9 @@ Value Partitioner::step(OpBuilder &b, Location loc, Value input,
   case Step::Kind::LocalSlice: {
     int64_t d = s.after[m].dim;
     return take(b, loc, input, d,
-                table(1, out[d], 1, 0, own(s.after, d), own(s.before, d)), 0,
-                false);
+                table(global.getDimSize(d), 1, out[d], 1, 0, own(s.after, d),
+                      own(s.before, d)),
+                0, false);
   }
   case Step::Kind::LocalPartial: {
     layout::ReduceKind kind = s.after[m].reduce;

@@ -25,6 +25,8 @@ using namespace spmd;
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
+/// Producer layouts the forward estimate keeps per value.
+constexpr size_t kForwardOptions = 3;
 
 Placements replicated(size_t meshRank) {
   return Placements(meshRank, layout::Placement::replicate());
@@ -51,13 +53,13 @@ public:
 
 private:
   /// The layout `v` has under the current choice.
-  const Placements &layoutOf(Value v) const;
+  unsigned layoutOf(Value v) const;
   /// The layout that `use` needs under the current choice.
-  Placements required(OpOperand &use) const;
+  unsigned required(OpOperand &use) const;
   /// Redistribution seconds of `v`, laid out as `from`, for the distinct
   /// layouts its uses need (uses of `skip` replaced by `extra`).
-  double valueCost(Value v, const Placements &from, Operation *skip = nullptr,
-                   ArrayRef<Placements> extra = {});
+  double valueCost(Value v, unsigned from, Operation *skip = nullptr,
+                   ArrayRef<unsigned> extra = {});
   /// The part of the objective that strategy `s` of op `i` changes.
   double localCost(unsigned i, unsigned s);
   /// Redistribution seconds of op `i`'s own operands under strategy `s`.
@@ -71,25 +73,31 @@ private:
   unsigned maxSweeps;
   size_t meshRank;
 
-  std::vector<Placements> argLayouts, resultLayouts;
+  std::vector<unsigned> argLayouts, resultLayouts;
   std::vector<Operation *> ops;
   DenseMap<Operation *, unsigned> index;
   std::vector<std::vector<MeshStrategy>> strategies;
+  /// Per op and strategy: interned operand and result layouts, compute cost.
+  struct StrategyIds {
+    SmallVector<unsigned, 4> operands, results;
+    double compute;
+  };
+  std::vector<std::vector<StrategyIds>> ids;
   std::vector<std::vector<double>> estimate;
   std::vector<int> forced;
   std::vector<unsigned> choice;
-  std::vector<Placements> redistributed; // `to` of each redistribute
+  std::vector<unsigned> redistributed; // `to` of each redistribute
   DenseMap<Operation *, unsigned> redistributeIndex;
-  Placements replicateLayout;
+  unsigned replicateLayout = 0;
 };
 
-const Placements &FunctionPropagation::layoutOf(Value v) const {
+unsigned FunctionPropagation::layoutOf(Value v) const {
   if (auto arg = dyn_cast<BlockArgument>(v))
     return argLayouts[arg.getArgNumber()];
   Operation *def = v.getDefiningOp();
   auto it = index.find(def);
   if (it != index.end())
-    return strategies[it->second][choice[it->second]]
+    return ids[it->second][choice[it->second]]
         .results[cast<OpResult>(v).getResultNumber()];
   auto r = redistributeIndex.find(def);
   if (r != redistributeIndex.end())
@@ -97,24 +105,22 @@ const Placements &FunctionPropagation::layoutOf(Value v) const {
   return replicateLayout;
 }
 
-Placements FunctionPropagation::required(OpOperand &use) const {
+unsigned FunctionPropagation::required(OpOperand &use) const {
   Operation *user = use.getOwner();
   auto it = index.find(user);
   if (it != index.end())
-    return strategies[it->second][choice[it->second]]
-        .operands[use.getOperandNumber()];
+    return ids[it->second][choice[it->second]].operands[use.getOperandNumber()];
   if (isa<func::ReturnOp>(user))
     return resultLayouts[use.getOperandNumber()];
   if (auto r = dyn_cast<RedistributeOp>(user))
-    return r.getFrom().getLayoutPlacements();
+    return cost.intern(r.getFrom().getLayoutPlacements());
   return replicateLayout;
 }
 
-double FunctionPropagation::valueCost(Value v, const Placements &from,
-                                      Operation *skip,
-                                      ArrayRef<Placements> extra) {
+double FunctionPropagation::valueCost(Value v, unsigned from, Operation *skip,
+                                      ArrayRef<unsigned> extra) {
   auto type = cast<RankedTensorType>(v.getType());
-  SmallVector<Placements, 4> targets(extra.begin(), extra.end());
+  SmallVector<unsigned, 8> targets(extra.begin(), extra.end());
   for (OpOperand &use : v.getUses())
     if (use.getOwner() != skip)
       targets.push_back(required(use));
@@ -131,15 +137,15 @@ double FunctionPropagation::valueCost(Value v, const Placements &from,
 
 double FunctionPropagation::localCost(unsigned i, unsigned s) {
   Operation *op = ops[i];
-  const MeshStrategy &strategy = strategies[i][s];
-  double total = cost.compute(op, strategy);
+  const StrategyIds &strategy = ids[i][s];
+  double total = strategy.compute;
   // Each distinct operand value once, with every layout this op needs of it.
   for (auto [k, v] : llvm::enumerate(op->getOperands())) {
     bool first = llvm::find(op->getOperands(), v) - op->operand_begin() ==
                  static_cast<ptrdiff_t>(k);
     if (!first)
       continue;
-    SmallVector<Placements, 2> mine;
+    SmallVector<unsigned, 2> mine;
     for (auto [j, w] : llvm::enumerate(op->getOperands()))
       if (w == v)
         mine.push_back(strategy.operands[j]);
@@ -152,23 +158,22 @@ double FunctionPropagation::localCost(unsigned i, unsigned s) {
 
 void FunctionPropagation::estimateForward() {
   // Cheapest estimated cost of producing each value in each layout.
-  DenseMap<Value, std::vector<std::pair<Placements, double>>> best;
-  auto options = [&](Value v) -> std::vector<std::pair<Placements, double>> {
-    auto it = best.find(v);
-    if (it != best.end())
-      return it->second;
-    return {{layoutOf(v), 0.0}};
-  };
+  DenseMap<Value, SmallVector<std::pair<unsigned, double>, 4>> best;
   for (unsigned i = 0; i < ops.size(); ++i) {
     Operation *op = ops[i];
     estimate[i].assign(strategies[i].size(), kInf);
     for (unsigned s = 0; s < strategies[i].size(); ++s) {
-      const MeshStrategy &strategy = strategies[i][s];
-      double c = cost.compute(op, strategy);
+      const StrategyIds &strategy = ids[i][s];
+      double c = strategy.compute;
       for (auto [k, v] : llvm::enumerate(op->getOperands())) {
         auto type = cast<RankedTensorType>(v.getType());
+        auto it = best.find(v);
+        if (it == best.end()) {
+          c += cost.redistribute(type, layoutOf(v), strategy.operands[k]);
+          continue;
+        }
         double cheapest = kInf;
-        for (auto &[layout, upstream] : options(v))
+        for (auto [layout, upstream] : it->second)
           cheapest = std::min(
               cheapest,
               upstream + cost.redistribute(type, layout, strategy.operands[k]));
@@ -186,6 +191,16 @@ void FunctionPropagation::estimateForward() {
           it->second = std::min(it->second, c);
       }
     }
+    // Consumers weigh only the few cheapest ways to produce each value:
+    // the others rarely win, and every (layout, layout) pair weighed is a
+    // redistribute plan to compute.
+    for (Value v : op->getResults()) {
+      auto &known = best[v];
+      llvm::stable_sort(known,
+                        [](auto &a, auto &b) { return a.second < b.second; });
+      if (known.size() > kForwardOptions)
+        known.resize(kForwardOptions);
+    }
   }
 }
 
@@ -200,7 +215,7 @@ void FunctionPropagation::chooseBackward() {
     for (unsigned s = 0; s < strategies[i].size(); ++s) {
       double c = estimate[i][s];
       for (auto [r, v] : llvm::enumerate(ops[i]->getResults()))
-        c += valueCost(v, strategies[i][s].results[r]);
+        c += valueCost(v, ids[i][s].results[r]);
       if (c < bestCost) {
         bestCost = c;
         bestStrategy = s;
@@ -214,7 +229,7 @@ double FunctionPropagation::operandCost(unsigned i, unsigned s) {
   double total = 0;
   for (auto [k, v] : llvm::enumerate(ops[i]->getOperands()))
     total += cost.redistribute(cast<RankedTensorType>(v.getType()), layoutOf(v),
-                               strategies[i][s].operands[k]);
+                               ids[i][s].operands[k]);
   return total;
 }
 
@@ -254,18 +269,20 @@ bool FunctionPropagation::sweep() {
 }
 
 LogicalResult FunctionPropagation::run() {
-  replicateLayout = replicated(meshRank);
+  replicateLayout = cost.intern(replicated(meshRank));
   for (unsigned i = 0; i < fn.getNumArguments(); ++i)
-    argLayouts.push_back(placementsOf(fn.getArgAttrDict(i), meshRank));
+    argLayouts.push_back(
+        cost.intern(placementsOf(fn.getArgAttrDict(i), meshRank)));
   for (unsigned i = 0; i < fn.getNumResults(); ++i)
-    resultLayouts.push_back(placementsOf(fn.getResultAttrDict(i), meshRank));
+    resultLayouts.push_back(
+        cost.intern(placementsOf(fn.getResultAttrDict(i), meshRank)));
 
   WalkResult walk = fn.walk([&](Operation *op) {
     if (op == fn || isa<func::ReturnOp>(op))
       return WalkResult::advance();
     if (auto r = dyn_cast<RedistributeOp>(op)) {
       redistributeIndex[op] = redistributed.size();
-      redistributed.push_back(r.getTo().getLayoutPlacements());
+      redistributed.push_back(cost.intern(r.getTo().getLayoutPlacements()));
       return WalkResult::advance();
     }
     bool hasTensors =
@@ -293,6 +310,15 @@ LogicalResult FunctionPropagation::run() {
     }
     index[op] = ops.size();
     ops.push_back(op);
+    std::vector<StrategyIds> &opIds = ids.emplace_back();
+    for (const MeshStrategy &s : *all) {
+      StrategyIds &entry = opIds.emplace_back();
+      for (const Placements &p : s.operands)
+        entry.operands.push_back(cost.intern(p));
+      for (const Placements &p : s.results)
+        entry.results.push_back(cost.intern(p));
+      entry.compute = cost.compute(op, s);
+    }
     strategies.push_back(std::move(*all));
     forced.push_back(force);
     return WalkResult::advance();
@@ -325,11 +351,11 @@ LogicalResult FunctionPropagation::materialize(FlatSymbolRefAttr mesh) {
     auto type = dyn_cast<RankedTensorType>(v.getType());
     if (!type)
       continue;
-    Placements from = layoutOf(v);
+    unsigned from = layoutOf(v);
     // Group the uses by the layout they need.
-    SmallVector<std::pair<Placements, SmallVector<OpOperand *>>> groups;
+    SmallVector<std::pair<unsigned, SmallVector<OpOperand *>>> groups;
     for (OpOperand &use : v.getUses()) {
-      Placements to = required(use);
+      unsigned to = required(use);
       if (to == from)
         continue;
       auto it = llvm::find_if(groups, [&](auto &g) { return g.first == to; });
@@ -346,15 +372,16 @@ LogicalResult FunctionPropagation::materialize(FlatSymbolRefAttr mesh) {
       Operation *user = first->getOwner();
       if (cost.redistribute(type, from, to) == kInf)
         return user->emitOpError("operand ")
-               << first->getOperandNumber() << " needs layout " << str(to)
-               << " but gets " << str(from)
+               << first->getOperandNumber() << " needs layout "
+               << str(cost.layout(to)) << " but gets " << str(cost.layout(from))
                << ", and no redistribution connects them";
       OpBuilder b(user);
       std::string reason = "operand " +
                            std::to_string(first->getOperandNumber()) + " of " +
                            user->getName().getStringRef().str();
       auto r = RedistributeOp::create(b, user->getLoc(), type, v,
-                                      layoutAttr(from), layoutAttr(to));
+                                      layoutAttr(cost.layout(from)),
+                                      layoutAttr(cost.layout(to)));
       r->setAttr("spmd.reason", StringAttr::get(ctx, reason));
       for (OpOperand *use : uses)
         use->set(r.getResult());
@@ -368,9 +395,10 @@ LogicalResult FunctionPropagation::materialize(FlatSymbolRefAttr mesh) {
     op->removeAttr("spmd.strategy");
   }
   for (unsigned i = 0; i < fn.getNumArguments(); ++i)
-    fn.setArgAttr(i, "spmd.layout", layoutAttr(argLayouts[i]));
+    fn.setArgAttr(i, "spmd.layout", layoutAttr(cost.layout(argLayouts[i])));
   for (unsigned i = 0; i < fn.getNumResults(); ++i)
-    fn.setResultAttr(i, "spmd.layout", layoutAttr(resultLayouts[i]));
+    fn.setResultAttr(i, "spmd.layout",
+                     layoutAttr(cost.layout(resultLayouts[i])));
   return success();
 }
 

@@ -110,19 +110,30 @@ std::vector<int64_t> CostModel::localShape(RankedTensorType type,
   return layout::maxLocalShape(shapeOf(type), meshShape, placements);
 }
 
-double CostModel::redistribute(RankedTensorType type, const Placements &from,
-                               const Placements &to) {
+unsigned CostModel::intern(const Placements &placements) {
+  std::string key;
+  for (const Placement &p : placements) {
+    int64_t fields[] = {static_cast<int64_t>(p.kind), p.dim, p.splitFactor,
+                        static_cast<int64_t>(p.reduce)};
+    key.append(reinterpret_cast<const char *>(fields), sizeof(fields));
+  }
+  auto [it, inserted] = ids.try_emplace(key, layouts.size());
+  if (inserted)
+    layouts.push_back(placements);
+  return it->second;
+}
+
+double CostModel::redistribute(RankedTensorType type, unsigned from,
+                               unsigned to) {
   if (from == to)
     return 0;
-  std::string key;
-  llvm::raw_string_ostream os(key);
-  os << type << str(from) << str(to);
+  auto key = std::make_tuple(type.getAsOpaquePointer(), from, to);
   auto it = cache.find(key);
   if (it != cache.end())
     return it->second;
   layout::RedistributePlan plan = layout::planRedistribute(
-      shapeOf(type), elementBytes(type.getElementType()), meshShape, from, to,
-      mesh);
+      shapeOf(type), elementBytes(type.getElementType()), meshShape,
+      layouts[from], layouts[to], mesh);
   double seconds = plan.error.empty() ? plan.seconds
                                       : std::numeric_limits<double>::infinity();
   cache[key] = seconds;

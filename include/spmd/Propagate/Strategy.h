@@ -61,10 +61,16 @@ public:
   CostModel(std::vector<int64_t> meshShape, layout::MeshCostModel mesh,
             double flopsPerSecond, double bytesPerSecond);
 
-  /// Seconds to redistribute a tensor of `type` (global shape) from `from`
-  /// to `to`; 0 when equal; +inf when no plan exists.
-  double redistribute(mlir::RankedTensorType type, const Placements &from,
-                      const Placements &to);
+  /// A small integer naming `placements`: equal layouts get equal ids, so
+  /// the search compares and memoizes layouts by id.
+  unsigned intern(const Placements &placements);
+  /// The layout an id names.
+  const Placements &layout(unsigned id) const { return layouts[id]; }
+
+  /// Seconds to redistribute a tensor of `type` (global shape) from layout
+  /// `from` to layout `to` (interned ids); 0 when equal; +inf when no plan
+  /// exists.
+  double redistribute(mlir::RankedTensorType type, unsigned from, unsigned to);
 
   /// Estimated seconds of `op` on one rank under `strategy`: GEMMs by their
   /// local flops, other ops by the local bytes they read and write.
@@ -81,7 +87,9 @@ private:
   std::vector<int64_t> meshShape;
   layout::MeshCostModel mesh;
   double flopsPerSecond, bytesPerSecond;
-  llvm::StringMap<double> cache;
+  llvm::StringMap<unsigned> ids;
+  std::vector<Placements> layouts;
+  llvm::DenseMap<std::tuple<const void *, unsigned, unsigned>, double> cache;
 };
 
 } // namespace spmd
