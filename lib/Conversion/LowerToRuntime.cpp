@@ -249,6 +249,15 @@ FailureOr<KernelCall> describe(Operation *op, ValueRange operands,
     return {name.str(), extra, std::nullopt};
   };
   auto optional = [&](Value v) { return v ? v : b.null(); };
+  // A vocabulary-sharded embedding (spmd-partition): this rank's row of
+  // the {begin, count, vocab} table, or null.
+  auto vocabRows = [&]() -> Value {
+    auto table = op->getAttrOfType<DenseI64ArrayAttr>("spmd.vocab_rows");
+    if (!table)
+      return {};
+    return b.call("spmd_rt_rank_row",
+                  {b.i64Array(table.asArrayRef()), b.i64(3)}, b.getPtrType());
+  };
   using Result = FailureOr<KernelCall>;
   auto simple = [](StringRef name, SmallVector<Value> extra = {}) -> Result {
     return KernelCall{name.str(), std::move(extra), std::nullopt};
@@ -441,13 +450,19 @@ FailureOr<KernelCall> describe(Operation *op, ValueRange operands,
                                              optional(a.getBias())}};
       })
       .Case([&](aten::EmbeddingOp o) {
+        if (Value rows = vocabRows())
+          return simple("spmd_rt_embedding_rows", {rows});
         return simple("spmd_rt_embedding",
                       {b.i64(o.getPaddingIdxAttr().getInt())});
       })
       .Case([&](aten::EmbeddingDenseBackwardOp o) {
-        return simple("spmd_rt_embedding_dense_backward",
-                      {b.i64(o.getPaddingIdxAttr().getInt()),
-                       b.i64(o.getScaleGradByFreq())});
+        SmallVector<Value> extra = {b.i64(o.getPaddingIdxAttr().getInt()),
+                                    b.i64(o.getScaleGradByFreq())};
+        if (Value rows = vocabRows()) {
+          extra.push_back(rows);
+          return simple("spmd_rt_embedding_dense_backward_rows", extra);
+        }
+        return simple("spmd_rt_embedding_dense_backward", extra);
       })
       .Case([&](aten::NllLossForwardOp o) -> Result {
         typename aten::NllLossForwardOp::Adaptor a(operands, o);

@@ -75,6 +75,10 @@ private:
   LogicalResult rewriteOp(Operation *op);
   void expandMeanNllLoss(aten::NllLossForwardOp op);
   LogicalResult setRandomOffsets(Operation *op);
+  /// Gives an embedding (or its backward) whose table `table` is laid out
+  /// as `p` with dim 0 sharded its per-rank rows, `spmd.vocab_rows`.
+  LogicalResult setVocabRows(Operation *op, const Placements &p,
+                             RankedTensorType table);
 
   FlatSymbolRefAttr meshRef;
   std::vector<int64_t> meshShape;
@@ -285,6 +289,9 @@ void Partitioner::maskReducedOperands(Operation *op) {
   for (auto [operand, info] :
        llvm::zip(op->getOpOperands(), operandLayouts.lookup(op))) {
     const auto &[p, type] = info;
+    // A vocabulary-sharded lookup reads only the rows it holds.
+    if (isa<aten::EmbeddingOp>(op) && operand.getOperandNumber() == 0)
+      continue;
     for (size_t m = 0; m < p.size(); ++m) {
       bool summed =
           p[m].isShardLike() && llvm::any_of(results, [&](const Placements &r) {
@@ -368,6 +375,29 @@ LogicalResult Partitioner::setRandomOffsets(Operation *op) {
   return success();
 }
 
+LogicalResult Partitioner::setVocabRows(Operation *op, const Placements &p,
+                                        RankedTensorType table) {
+  if (llvm::none_of(
+          p, [](const Placement &x) { return x.isShardLike() && x.dim == 0; }))
+    return success();
+  std::vector<int64_t> rows;
+  for (int64_t r = 0; r < numRanks; ++r) {
+    auto ranges = layout::localIndexRanges(shapeOf(table), meshShape, p,
+                                           layout::rankToCoords(r, meshShape));
+    if (ranges[0].size() > 1)
+      return op->emitOpError("embedding table layout ")
+             << str(p)
+             << " gives a rank non-contiguous rows; a vocabulary-sharded "
+                "embedding needs Shard placements";
+    rows.push_back(ranges[0].empty() ? 0 : ranges[0].front().begin);
+    rows.push_back(ranges[0].empty() ? 0 : ranges[0].front().size());
+    rows.push_back(table.getDimSize(0));
+  }
+  op->setAttr("spmd.vocab_rows",
+              Builder(op->getContext()).getDenseI64ArrayAttr(rows));
+  return success();
+}
+
 LogicalResult Partitioner::rewriteOp(Operation *op) {
   auto attr = op->getAttrOfType<ArrayAttr>("spmd.layouts");
   if (!attr || attr.size() != op->getNumResults())
@@ -384,6 +414,15 @@ LogicalResult Partitioner::rewriteOp(Operation *op) {
   maskReducedOperands(op);
   if (isa<aten::BernoulliPOp, aten::NativeDropoutOp>(op) &&
       failed(setRandomOffsets(op)))
+    return failure();
+  if (isa<aten::EmbeddingOp>(op)) {
+    auto [p, type] = operandLayouts.lookup(op)[0];
+    if (failed(setVocabRows(op, p, type)))
+      return failure();
+  }
+  if (isa<aten::EmbeddingDenseBackwardOp>(op) &&
+      failed(setVocabRows(op, layouts[op->getResult(0)],
+                          globals[op->getResult(0)])))
     return failure();
   for (Value v : op->getResults())
     v.setType(localType(globals[v], layouts[v]));
@@ -402,6 +441,9 @@ LogicalResult Partitioner::rewriteOp(Operation *op) {
   }
   if (auto nll = dyn_cast<aten::NllLossForwardOp>(op))
     expandMeanNllLoss(nll);
+  // A vocabulary shard's gradient has the local (padded) row count.
+  if (auto backward = dyn_cast<aten::EmbeddingDenseBackwardOp>(op))
+    backward.setNumWeights(localShape()[0]);
   if (failed(verify(op)))
     return op->emitOpError("does not verify with its per-rank types");
   return success();

@@ -96,3 +96,17 @@ func.func @dropout(%x: tensor<10x4xf32> {spmd.layout = #spmd.layout<@mesh, [shar
   %o, %m = aten.native_dropout %x {p = 0.5 : f64, train = true} : (tensor<10x4xf32>) -> (tensor<10x4xf32>, tensor<10x4xi1>)
   return %o : tensor<10x4xf32>
 }
+
+// -----
+
+// A vocabulary-sharded embedding (rowwise): 50001 rows on 4 ranks are
+// 12501, 12501, 12501 and 12498; each rank looks up the rows it holds (a masked
+// Partial), and the small output is reduced rather than the table gathered.
+spmd.mesh @mesh shape = [4] names = ["tp"]
+// CHECK-LABEL: func.func @rowwise_embedding
+// CHECK: aten.embedding %arg0, %arg1 {spmd.vocab_rows = array<i64: 0, 12501, 50001, 12501, 12501, 50001, 25002, 12501, 50001, 37503, 12498, 50001>} : (tensor<12501x256xf32>, tensor<2x5xi64>) -> tensor<2x5x256xf32>
+// CHECK-NEXT: spmd.all_reduce
+func.func @rowwise_embedding(%w: tensor<50001x256xf32> {spmd.layout = #spmd.layout<@mesh, [shard<0>]>}, %i: tensor<2x5xi64>) -> tensor<2x5x256xf32> {
+  %e = aten.embedding %w, %i : (tensor<50001x256xf32>, tensor<2x5xi64>) -> tensor<2x5x256xf32>
+  return %e : tensor<2x5x256xf32>
+}

@@ -40,11 +40,16 @@ def PartitionPass : Pass<"spmd-partition", "mlir::ModuleOp"> {
     - Random ops on a sharded result get `spmd.global_shape` and a per-rank
       `spmd.global_offsets` table, so each element draws the number of the
       unsharded op.
+    - An embedding whose table is sharded on the vocabulary (and its
+      backward, whose gradient is) gets `spmd.vocab_rows`, per rank {first
+      row, row count, vocabulary}: the forward looks up only the rows it
+      holds and gives a masked Partial(sum), the backward writes only them.
     - Argument and result types become local; their `spmd.layout` stays,
       so a runner knows what each rank holds.
 
     Errors: no `spmd.mesh` or more than one, an op without `spmd.layouts`
-    (propagation did not run), a random op whose result is StridedShard,
+    (propagation did not run), a random op whose result is StridedShard or
+    an embedding table sharded as StridedShard on the vocabulary,
     a redistribution with no plan, or an op that does not verify with its
     local types (a bug): a diagnostic at the op, and the pass fails.
   }];

@@ -375,17 +375,19 @@ std::optional<EinsumRule> aten::detail::shardingRule(Operation *op) {
         rule.linearGroups = {{0}};
         return rule;
       })
-      // Rows of a vocabulary-sharded table would need a masked lookup: the
-      // vocabulary dim stays whole.
+      // A vocabulary-sharded table (v) gives a masked Partial: each rank
+      // looks up the rows it holds and zeroes the others (spmd-partition
+      // passes the rows). Linear in the table.
       .Case([&](EmbeddingOp o) -> Rule {
         std::string indices = resultLabels(rankOf(o.getIndices()));
-        return EinsumRule{{"vz", indices}, {indices + "z"}, "v", {}};
+        return EinsumRule{{"vz", indices}, {indices + "z"}, "", {{0}}};
       })
+      // The gradient of a vocabulary shard keeps the rows it holds.
       .Case([&](EmbeddingDenseBackwardOp o) -> Rule {
         // Scaling by frequency counts each index over the whole batch: the
         // batch then stays whole.
         std::string indices = resultLabels(rankOf(o.getIndices()));
-        std::string whole = o.getScaleGradByFreq() ? "v" + indices : "v";
+        std::string whole = o.getScaleGradByFreq() ? indices : "";
         return EinsumRule{{indices + "z", indices}, {"vz"}, whole, {{0}}};
       })
       .Case([&](NllLossForwardOp o) -> Rule { return nllLossRule(o); })

@@ -46,46 +46,56 @@ void forEachIndex(const char *kernel, const SpmdBuffer *indices,
       "indices");
 }
 
-} // namespace
+/// The rows of the table this rank holds: global rows [begin, begin +
+/// count) of a table of `vocab` rows (the whole table when unsharded).
+struct Rows {
+  int64_t begin, count, vocab;
+};
 
-extern "C" {
-
-void spmd_rt_embedding(SpmdBuffer *out, const SpmdBuffer *weight,
-                       const SpmdBuffer *indices, int64_t padding_idx) {
-  (void)padding_idx; // Only the backward skips padding rows.
-  const char *kernel = "spmd_rt_embedding";
+void embedding(const char *kernel, SpmdBuffer *out, const SpmdBuffer *weight,
+               const SpmdBuffer *indices, Rows rows) {
   checkRank(kernel, "weight", weight, 2);
+  if (rows.count > weight->shape[0])
+    spmd_rt_fatal("%s: %lld rows held in a weight of %lld rows", kernel,
+                  static_cast<long long>(rows.count),
+                  static_cast<long long>(weight->shape[0]));
   const int64_t d = checkRows(kernel, "out", out, indices, weight->shape[1]);
   dispatch<kFloat>(out->dtype, kernel, [&](auto tag) {
     using T = decltype(tag);
     std::vector<T> storage;
     const T *w = dataAs<T>(weight, storage, kernel);
     T *o = dataOf<T>(out);
-    forEachIndex(kernel, indices, weight->shape[0],
-                 [&](int64_t i, int64_t row) {
-                   std::memcpy(o + i * d, w + row * d,
-                               static_cast<size_t>(d) * sizeof(T));
-                 });
+    forEachIndex(kernel, indices, rows.vocab, [&](int64_t i, int64_t row) {
+      // A row held elsewhere contributes zero here (a masked Partial).
+      int64_t local = row - rows.begin;
+      if (local < 0 || local >= rows.count)
+        std::fill(o + i * d, o + (i + 1) * d, T(0));
+      else
+        std::memcpy(o + i * d, w + local * d,
+                    static_cast<size_t>(d) * sizeof(T));
+    });
   });
 }
 
 /// ATen's embedding_dense_backward_cpu: scatter-adds grad_output rows into
-/// out [num_weights, D], skipping padding_idx; scale_grad_by_freq divides
-/// each row's contributions by the number of times its index occurs.
-void spmd_rt_embedding_dense_backward(SpmdBuffer *out,
-                                      const SpmdBuffer *grad_output,
-                                      const SpmdBuffer *indices,
-                                      int64_t padding_idx,
-                                      int64_t scale_grad_by_freq) {
-  const char *kernel = "spmd_rt_embedding_dense_backward";
+/// out, skipping padding_idx; scale_grad_by_freq divides each row's
+/// contributions by the number of times its index occurs. Only the held
+/// rows are written (out row r is global row rows.begin + r).
+void embeddingBackward(const char *kernel, SpmdBuffer *out,
+                       const SpmdBuffer *grad_output, const SpmdBuffer *indices,
+                       int64_t padding_idx, int64_t scale_grad_by_freq,
+                       Rows rows) {
   checkRank(kernel, "out", out, 2);
-  const int64_t numWeights = out->shape[0];
+  if (rows.count > out->shape[0])
+    spmd_rt_fatal("%s: %lld rows held in an out of %lld rows", kernel,
+                  static_cast<long long>(rows.count),
+                  static_cast<long long>(out->shape[0]));
   const int64_t d =
       checkRows(kernel, "grad_output", grad_output, indices, out->shape[1]);
   std::vector<int64_t> counts;
   if (scale_grad_by_freq) {
-    counts.assign(static_cast<size_t>(numWeights), 0);
-    forEachIndex(kernel, indices, numWeights,
+    counts.assign(static_cast<size_t>(rows.vocab), 0);
+    forEachIndex(kernel, indices, rows.vocab,
                  [&](int64_t, int64_t row) { ++counts[row]; });
   }
   dispatch<kFloat>(out->dtype, kernel, [&](auto tag) {
@@ -94,10 +104,11 @@ void spmd_rt_embedding_dense_backward(SpmdBuffer *out,
     const T *g = dataAs<T>(grad_output, storage, kernel);
     T *o = dataOf<T>(out);
     std::fill(o, o + out->numel, T(0));
-    forEachIndex(kernel, indices, numWeights, [&](int64_t i, int64_t row) {
-      if (row == padding_idx)
+    forEachIndex(kernel, indices, rows.vocab, [&](int64_t i, int64_t row) {
+      int64_t local = row - rows.begin;
+      if (row == padding_idx || local < 0 || local >= rows.count)
         return;
-      T *dst = o + row * d;
+      T *dst = o + local * d;
       const T *src = g + i * d;
       if (!scale_grad_by_freq) {
         for (int64_t j = 0; j < d; ++j)
@@ -110,6 +121,42 @@ void spmd_rt_embedding_dense_backward(SpmdBuffer *out,
         dst[j] += scale * src[j];
     });
   });
+}
+
+} // namespace
+
+extern "C" {
+
+void spmd_rt_embedding(SpmdBuffer *out, const SpmdBuffer *weight,
+                       const SpmdBuffer *indices, int64_t padding_idx) {
+  (void)padding_idx; // Only the backward skips padding rows.
+  embedding("spmd_rt_embedding", out, weight, indices,
+            {0, weight->shape[0], weight->rank == 2 ? weight->shape[0] : 0});
+}
+
+void spmd_rt_embedding_rows(SpmdBuffer *out, const SpmdBuffer *weight,
+                            const SpmdBuffer *indices, const int64_t *rows) {
+  embedding("spmd_rt_embedding_rows", out, weight, indices,
+            {rows[0], rows[1], rows[2]});
+}
+
+void spmd_rt_embedding_dense_backward(SpmdBuffer *out,
+                                      const SpmdBuffer *grad_output,
+                                      const SpmdBuffer *indices,
+                                      int64_t padding_idx,
+                                      int64_t scale_grad_by_freq) {
+  int64_t numWeights = out->rank == 2 ? out->shape[0] : 0;
+  embeddingBackward("spmd_rt_embedding_dense_backward", out, grad_output,
+                    indices, padding_idx, scale_grad_by_freq,
+                    {0, numWeights, numWeights});
+}
+
+void spmd_rt_embedding_dense_backward_rows(
+    SpmdBuffer *out, const SpmdBuffer *grad_output, const SpmdBuffer *indices,
+    int64_t padding_idx, int64_t scale_grad_by_freq, const int64_t *rows) {
+  embeddingBackward("spmd_rt_embedding_dense_backward_rows", out, grad_output,
+                    indices, padding_idx, scale_grad_by_freq,
+                    {rows[0], rows[1], rows[2]});
 }
 
 } // extern "C"

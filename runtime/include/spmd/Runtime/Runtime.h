@@ -262,6 +262,19 @@ void spmd_rt_embedding_dense_backward(SpmdBuffer *out,
                                       const SpmdBuffer *indices,
                                       int64_t padding_idx,
                                       int64_t scale_grad_by_freq);
+/* Vocabulary-sharded forms (spmd-partition): `rows` = {begin, count, vocab}
+   says this rank holds global rows [begin, begin + count) of a table of
+   `vocab` rows, as rows 0.. of weight/out. The forward gives zero for an
+   index held elsewhere (a masked Partial(sum) over the ranks); the backward
+   writes only the held rows. Indices must lie in [0, vocab). */
+void spmd_rt_embedding_rows(SpmdBuffer *out, const SpmdBuffer *weight,
+                            const SpmdBuffer *indices, const int64_t *rows);
+void spmd_rt_embedding_dense_backward_rows(SpmdBuffer *out,
+                                           const SpmdBuffer *grad_output,
+                                           const SpmdBuffer *indices,
+                                           int64_t padding_idx,
+                                           int64_t scale_grad_by_freq,
+                                           const int64_t *rows);
 
 /* Negative log-likelihood on log-probabilities self [N, C] (or [C]),
    target [N] (or []); reduction 0 none, 1 mean, 2 sum. */
