@@ -10,7 +10,7 @@
 #include "spmd/Layout/Redistribute.h"
 
 #include <cassert>
-#include <map>
+#include <limits>
 #include <optional>
 #include <queue>
 #include <tuple>
@@ -198,18 +198,23 @@ RedistributePlan spmd::layout::planRedistribute(
     Kind kind;
     size_t meshDim;
   };
-  std::map<size_t, Visit> best;
+  // Every layout has a slot: there are base^meshRank of them (a few
+  // dozen for 2-D meshes).
+  size_t nodes = 1;
+  for (size_t m = 0; m < meshRank; ++m)
+    nodes *= base;
+  constexpr double kUnreached = std::numeric_limits<double>::infinity();
+  std::vector<Visit> best(nodes, Visit{kUnreached, 0, 0, Kind::LocalSlice, 0});
   // Padded local bytes of each layout met, computed once.
-  std::map<size_t, int64_t> padded;
-  auto bytesOf = [&](size_t node, const std::vector<Placement> &placements) {
-    auto [it, inserted] = padded.try_emplace(node, 0);
-    if (inserted)
-      it->second =
-          paddedBytes(globalShape, elementBytes, meshShape, placements);
-    return it->second;
+  std::vector<int64_t> padded(nodes, -1);
+  auto bytesOf = [&](size_t node) {
+    if (padded[node] < 0)
+      padded[node] =
+          paddedBytes(globalShape, elementBytes, meshShape, decode(node));
+    return padded[node];
   };
   size_t source = encode(from), target = encode(to);
-  best.emplace(source, Visit{0, 0, source, Kind::LocalSlice, 0});
+  best[source] = Visit{0, 0, source, Kind::LocalSlice, 0};
   queue.emplace(0, 0, source);
   std::vector<Placement> next;
   while (!queue.empty()) {
@@ -217,12 +222,12 @@ RedistributePlan spmd::layout::planRedistribute(
     queue.pop();
     if (node == target)
       break;
-    const Visit &visit = best.at(node);
+    const Visit &visit = best[node];
     if (std::make_tuple(seconds, steps) >
         std::make_tuple(visit.seconds, visit.steps))
       continue; // a stale queue entry
     std::vector<Placement> current = decode(node);
-    int64_t currentBytes = bytesOf(node, current);
+    int64_t currentBytes = bytesOf(node);
     size_t stride = 1;
     for (size_t m = 0; m < meshRank; ++m, stride *= base) {
       const Placement &a = current[m];
@@ -235,44 +240,38 @@ RedistributePlan spmd::layout::planRedistribute(
                       shardedLater(current, m, options[b].dim)))
           continue;
         size_t to = node - digit * stride + b * stride;
-        next = current;
-        next[m] = options[b];
         // Every candidate fits the tensor and the mesh (checked above for
         // the source and target, by construction for the others).
-        assert(validate(globalShape, meshShape, next).empty());
-        double stepSeconds = stepCost(*kind, meshShape[m],
-                                      std::max(currentBytes, bytesOf(to, next)),
-                                      cost.latency[m], cost.bandwidth[m])
-                                 .second;
+        assert(validate(globalShape, meshShape, decode(to)).empty());
+        double stepSeconds =
+            stepCost(*kind, meshShape[m], std::max(currentBytes, bytesOf(to)),
+                     cost.latency[m], cost.bandwidth[m])
+                .second;
         double total = seconds + stepSeconds;
-        auto it = best.find(to);
-        if (it != best.end() &&
-            std::make_tuple(it->second.seconds, it->second.steps) <=
-                std::make_tuple(total, steps + 1))
+        if (std::make_tuple(best[to].seconds, best[to].steps) <=
+            std::make_tuple(total, steps + 1))
           continue;
         best[to] = Visit{total, steps + 1, node, *kind, m};
         queue.emplace(total, steps + 1, to);
       }
     }
   }
-  auto found = best.find(target);
-  if (found == best.end()) {
+  if (best[target].seconds == kUnreached) {
     plan.error = "no sequence of steps turns " + placementsStr(from) +
                  " into " + placementsStr(to);
     return plan;
   }
   for (size_t node = target; node != source;) {
-    const Visit &visit = best.at(node);
+    const Visit &visit = best[node];
     RedistributeStep step{visit.kind, static_cast<int64_t>(visit.meshDim),
                           decode(visit.previous), decode(node)};
     std::tie(step.bytesPerRank, step.seconds) =
         stepCost(visit.kind, meshShape[visit.meshDim],
-                 std::max(bytesOf(visit.previous, step.before),
-                          bytesOf(node, step.after)),
+                 std::max(bytesOf(visit.previous), bytesOf(node)),
                  cost.latency[visit.meshDim], cost.bandwidth[visit.meshDim]);
     plan.steps.insert(plan.steps.begin(), step);
     node = visit.previous;
   }
-  plan.seconds = found->second.seconds;
+  plan.seconds = best[target].seconds;
   return plan;
 }
