@@ -526,16 +526,13 @@ LogicalResult Partitioner::run(func::FuncOp fn) {
 struct PartitionPass : spmd::impl::PartitionPassBase<PartitionPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    auto meshes = llvm::to_vector(module.getOps<MeshOp>());
-    if (meshes.size() != 1) {
-      module.emitError("spmd-partition needs exactly one spmd.mesh, found ")
-          << meshes.size();
+    MeshOp mesh = getOnlyMesh(module, "spmd-partition");
+    if (!mesh)
       return signalPassFailure();
-    }
     for (auto fn : module.getOps<func::FuncOp>()) {
       if (fn.isExternal())
         continue;
-      Partitioner partitioner(meshes.front());
+      Partitioner partitioner(mesh);
       if (failed(partitioner.run(fn)))
         return signalPassFailure();
     }

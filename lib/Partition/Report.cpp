@@ -40,28 +40,16 @@ struct ReportPass : spmd::impl::ReportPassBase<ReportPass> {
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    auto meshes = llvm::to_vector(module.getOps<MeshOp>());
-    if (meshes.size() != 1) {
-      module.emitError("spmd-report needs exactly one spmd.mesh, found ")
-          << meshes.size();
+    MeshOp mesh = getOnlyMesh(module, "spmd-report");
+    if (!mesh)
       return signalPassFailure();
-    }
-    MeshOp mesh = meshes.front();
-    layout::MeshCostModel model =
-        layout::MeshCostModel::defaults(mesh.getShape().size());
-    if (!latency.empty())
-      model.latency.assign(latency.begin(), latency.end());
-    if (!bandwidth.empty())
-      model.bandwidth.assign(bandwidth.begin(), bandwidth.end());
-    if (model.latency.size() != mesh.getShape().size() ||
-        model.bandwidth.size() != mesh.getShape().size()) {
-      mesh.emitOpError("spmd-report: the cost model needs one latency and "
-                       "one bandwidth per mesh dim");
+    FailureOr<layout::MeshCostModel> model =
+        getMeshCostModel(mesh, latency, bandwidth, "spmd-report");
+    if (failed(model))
       return signalPassFailure();
-    }
     for (auto fn : module.getOps<func::FuncOp>())
       if (!fn.isExternal())
-        report(fn, mesh, model);
+        report(fn, mesh, *model);
   }
 
   void report(func::FuncOp fn, MeshOp mesh,

@@ -407,34 +407,16 @@ struct PropagatePass : spmd::impl::PropagatePassBase<PropagatePass> {
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    auto meshes = llvm::to_vector(module.getOps<MeshOp>());
-    if (meshes.size() != 1) {
-      module.emitError("spmd-propagate needs exactly one spmd.mesh, found ")
-          << meshes.size();
+    MeshOp mesh = getOnlyMesh(module, "spmd-propagate");
+    if (!mesh)
       return signalPassFailure();
-    }
-    MeshOp mesh = meshes.front();
     std::vector<int64_t> meshShape(mesh.getShape().begin(),
                                    mesh.getShape().end());
-    layout::MeshCostModel model =
-        layout::MeshCostModel::defaults(meshShape.size());
-    auto override = [&](StringRef name, ArrayRef<double> values,
-                        std::vector<double> &field) {
-      if (values.empty())
-        return true;
-      if (values.size() != meshShape.size()) {
-        mesh.emitOpError("spmd-propagate: '")
-            << name << "' has " << values.size() << " values; the mesh has "
-            << meshShape.size() << " dims";
-        return false;
-      }
-      field.assign(values.begin(), values.end());
-      return true;
-    };
-    if (!override("latency", latency, model.latency) ||
-        !override("bandwidth", bandwidth, model.bandwidth))
+    FailureOr<layout::MeshCostModel> model =
+        getMeshCostModel(mesh, latency, bandwidth, "spmd-propagate");
+    if (failed(model))
       return signalPassFailure();
-    CostModel cost(meshShape, model, flops, memoryBandwidth);
+    CostModel cost(meshShape, *model, flops, memoryBandwidth);
     auto meshRef = FlatSymbolRefAttr::get(mesh.getSymNameAttr());
     for (auto fn : module.getOps<func::FuncOp>()) {
       if (fn.isExternal())

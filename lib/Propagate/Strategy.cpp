@@ -95,6 +95,25 @@ spmd::enumerateStrategies(Operation *op, ArrayRef<int64_t> meshShape) {
   return out;
 }
 
+FailureOr<layout::MeshCostModel>
+spmd::getMeshCostModel(MeshOp mesh, ArrayRef<double> latency,
+                       ArrayRef<double> bandwidth, StringRef pass) {
+  layout::MeshCostModel model =
+      layout::MeshCostModel::defaults(mesh.getShape().size());
+  for (auto [name, values, field] :
+       {std::make_tuple(StringRef("latency"), latency, &model.latency),
+        std::make_tuple(StringRef("bandwidth"), bandwidth, &model.bandwidth)}) {
+    if (values.empty())
+      continue;
+    if (values.size() != mesh.getShape().size())
+      return mesh.emitOpError()
+             << pass << ": '" << name << "' has " << values.size()
+             << " values; the mesh has " << mesh.getShape().size() << " dims";
+    field->assign(values.begin(), values.end());
+  }
+  return model;
+}
+
 int64_t spmd::elementBytes(Type elementType) {
   unsigned bits = elementType.getIntOrFloatBitWidth();
   return bits < 8 ? 1 : bits / 8;

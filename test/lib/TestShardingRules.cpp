@@ -67,12 +67,11 @@ struct TestPrintStrategies
   }
 
   void runOnOperation() override {
-    auto meshes = llvm::to_vector(getOperation().getOps<spmd::MeshOp>());
-    if (meshes.size() != 1) {
-      getOperation().emitError("needs exactly one spmd.mesh");
+    spmd::MeshOp meshOp =
+        spmd::getOnlyMesh(getOperation(), "spmd-test-print-strategies");
+    if (!meshOp)
       return signalPassFailure();
-    }
-    ArrayRef<int64_t> mesh = meshes.front().getShape();
+    ArrayRef<int64_t> mesh = meshOp.getShape();
     for (auto fn : getOperation().getOps<func::FuncOp>()) {
       fn.walk([&](spmd::aten::ShardingRuleOpInterface op) {
         llvm::outs() << "@" << fn.getSymName() << " "

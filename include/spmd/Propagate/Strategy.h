@@ -11,6 +11,7 @@
 #ifndef SPMD_PROPAGATE_STRATEGY_H
 #define SPMD_PROPAGATE_STRATEGY_H
 
+#include "spmd/Dialect/SPMD/SPMD.h"
 #include "spmd/Layout/Redistribute.h"
 
 #include "mlir/IR/BuiltinTypes.h"
@@ -46,6 +47,15 @@ struct MeshStrategy {
 /// rule.
 llvm::FailureOr<std::vector<MeshStrategy>>
 enumerateStrategies(mlir::Operation *op, llvm::ArrayRef<int64_t> meshShape);
+
+/// The alpha-beta model of `mesh`: MeshCostModel::defaults, with the
+/// per-mesh-dim `latency` (seconds) and `bandwidth` (bytes/second) given by
+/// a pass's options where not empty. Emits "<pass>: '<option>' has N
+/// values; the mesh has M dims" at the mesh and fails on a length that
+/// does not match the mesh rank.
+llvm::FailureOr<layout::MeshCostModel>
+getMeshCostModel(MeshOp mesh, llvm::ArrayRef<double> latency,
+                 llvm::ArrayRef<double> bandwidth, llvm::StringRef pass);
 
 /// Bytes per element of a tensor element type (i1 counts one byte, as in
 /// the runtime).

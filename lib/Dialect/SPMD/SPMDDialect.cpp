@@ -326,3 +326,12 @@ LogicalResult SPMDDialect::verifyRegionResultAttribute(Operation *op,
   return verifyValueAttr(op, attr, func.getResultTypes()[resultIndex],
                          /*isResult=*/true, resultIndex);
 }
+
+MeshOp spmd::getOnlyMesh(ModuleOp module, StringRef pass) {
+  auto meshes = llvm::to_vector(module.getOps<MeshOp>());
+  if (meshes.size() == 1)
+    return meshes.front();
+  module.emitError() << pass << " needs exactly one spmd.mesh, found "
+                     << meshes.size();
+  return {};
+}

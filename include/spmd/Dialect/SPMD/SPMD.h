@@ -12,6 +12,7 @@
 
 #include "mlir/Bytecode/BytecodeOpInterface.h"
 #include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Dialect.h"
 #include "mlir/IR/OpDefinition.h"
@@ -56,6 +57,11 @@ PlacementAttrInterface getPlacementAttr(mlir::MLIRContext *ctx,
 #include "spmd/Dialect/SPMD/SPMDOps.h.inc"
 
 namespace spmd {
+/// The one `spmd.mesh` of `module`; emits "<pass> needs exactly one
+/// spmd.mesh, found N" at the module and returns null otherwise (the
+/// passes and the runtime work on one mesh per program).
+MeshOp getOnlyMesh(mlir::ModuleOp module, llvm::StringRef pass);
+
 /// `#spmd.layout<@mesh, [placements...]>`.
 LayoutAttr getLayoutAttr(mlir::FlatSymbolRefAttr mesh,
                          llvm::ArrayRef<layout::Placement> placements);
