@@ -551,11 +551,12 @@ struct OpToRuntimeCall : ConversionPattern {
                                     b.getPtrType()));
       return success();
     }
-    if (auto split = dyn_cast<aten::SplitTensorOp>(op)) {
+    if (isa<aten::SplitTensorOp, aten::SplitWithSizesOp>(op)) {
       // One slice per piece, each starting where the previous one ended.
       int64_t rank =
-          cast<RankedTensorType>(split.getSelf().getType()).getRank();
-      int64_t dim = aten::normalizeDim(split.getDimAttr().getInt(), rank);
+          cast<RankedTensorType>(op->getOperand(0).getType()).getRank();
+      int64_t dim = aten::normalizeDim(
+          op->getAttrOfType<IntegerAttr>("dim").getInt(), rank);
       SmallVector<Value> pieces;
       int64_t start = 0;
       for (Type type : op->getResultTypes()) {

@@ -71,5 +71,6 @@ std::vector<OpStrategy> EinsumRule::strategies() const {
     s.results.assign(results.size(), Placement::partial(ReduceKind::Sum));
     out.push_back(s);
   }
+  out.insert(out.end(), extra.begin(), extra.end());
   return out;
 }

@@ -66,6 +66,12 @@ private:
   double operandCost(unsigned i, unsigned s);
   void estimateForward();
   void chooseBackward();
+  /// DTensor's own choice, in program order: each op takes the strategy
+  /// that is cheapest given its operands' layouts (compute plus the
+  /// redistribution of its operands), ignoring its consumers.
+  void chooseGreedy();
+  /// The objective: every op's compute plus every value's redistributions.
+  double totalCost();
   bool sweep();
 
   func::FuncOp fn;
@@ -233,6 +239,36 @@ double FunctionPropagation::operandCost(unsigned i, unsigned s) {
   return total;
 }
 
+void FunctionPropagation::chooseGreedy() {
+  for (unsigned i = 0; i < ops.size(); ++i) {
+    if (forced[i] >= 0)
+      continue;
+    double bestCost = kInf;
+    for (unsigned s = 0; s < strategies[i].size(); ++s) {
+      double c = ids[i][s].compute + operandCost(i, s);
+      if (c < bestCost) {
+        bestCost = c;
+        choice[i] = s;
+      }
+    }
+  }
+}
+
+double FunctionPropagation::totalCost() {
+  double total = 0;
+  for (unsigned i = 0; i < ops.size(); ++i)
+    total += ids[i][choice[i]].compute;
+  for (BlockArgument arg : fn.getArguments())
+    if (isa<RankedTensorType>(arg.getType()))
+      total += valueCost(arg, layoutOf(arg));
+  for (Operation *op : ops)
+    for (Value v : op->getResults())
+      total += valueCost(v, layoutOf(v));
+  for (auto &[op, index] : redistributeIndex)
+    total += valueCost(op->getResult(0), redistributed[index]);
+  return total;
+}
+
 bool FunctionPropagation::sweep() {
   bool changed = false;
   // Equal within rounding.
@@ -277,6 +313,15 @@ LogicalResult FunctionPropagation::run() {
     resultLayouts.push_back(
         cost.intern(placementsOf(fn.getResultAttrDict(i), meshRank)));
 
+  // StridedShard layouts in flight (arguments, merging views): the ops may
+  // take them as they are (enumerateStrategies' twins).
+  llvm::SmallSetVector<int64_t, 4> splitFactors;
+  for (unsigned i = 0; i < fn.getNumArguments(); ++i)
+    for (const layout::Placement &p : cost.layout(argLayouts[i]))
+      if (p.kind == layout::Placement::Kind::StridedShard && p.splitFactor > 1)
+        splitFactors.insert(p.splitFactor);
+  fn.walk([&](Operation *op) { collectSplitFactors(op, splitFactors); });
+
   WalkResult walk = fn.walk([&](Operation *op) {
     if (op == fn || isa<func::ReturnOp>(op))
       return WalkResult::advance();
@@ -291,8 +336,8 @@ LogicalResult FunctionPropagation::run() {
     if (!hasTensors ||
         (op->getNumOperands() == 0 && op->hasTrait<OpTrait::ConstantLike>()))
       return WalkResult::advance();
-    FailureOr<std::vector<MeshStrategy>> all =
-        enumerateStrategies(op, cost.getMeshShape());
+    FailureOr<std::vector<MeshStrategy>> all = enumerateStrategies(
+        op, cost.getMeshShape(), splitFactors.getArrayRef());
     if (failed(all)) {
       op->emitOpError("has no sharding rule: cannot propagate layouts "
                       "through it");
@@ -331,8 +376,17 @@ LogicalResult FunctionPropagation::run() {
   for (unsigned i = 0; i < ops.size(); ++i)
     if (forced[i] >= 0)
       choice[i] = forced[i];
+  // Two starting points, the better one is refined: the whole-graph
+  // estimate, and DTensor's greedy choice (which finds the plain
+  // data-parallel plan where the estimate's double counting on a DAG can
+  // lead elsewhere).
   estimateForward();
   chooseBackward();
+  std::vector<unsigned> estimated = choice;
+  double estimatedCost = totalCost();
+  chooseGreedy();
+  if (estimatedCost <= totalCost())
+    choice = estimated;
   for (unsigned n = 0; n < maxSweeps && sweep(); ++n) {
   }
   return success();

@@ -39,8 +39,24 @@ static bool shardsEvenly(const std::vector<int64_t> &shape,
   return true;
 }
 
+void spmd::collectSplitFactors(Operation *op,
+                               llvm::SmallSetVector<int64_t, 4> &out) {
+  auto ruleOp = dyn_cast<aten::ShardingRuleOpInterface>(op);
+  if (!ruleOp)
+    return;
+  std::optional<layout::EinsumRule> rule = ruleOp.getShardingRule();
+  if (!rule)
+    return;
+  for (const layout::OpStrategy &s : rule->extra)
+    for (const auto *list : {&s.operands, &s.results})
+      for (const Placement &p : *list)
+        if (p.kind == Placement::Kind::StridedShard && p.splitFactor > 1)
+          out.insert(p.splitFactor);
+}
+
 FailureOr<std::vector<MeshStrategy>>
-spmd::enumerateStrategies(Operation *op, ArrayRef<int64_t> meshShape) {
+spmd::enumerateStrategies(Operation *op, ArrayRef<int64_t> meshShape,
+                          ArrayRef<int64_t> splitFactors) {
   auto ruleOp = dyn_cast<aten::ShardingRuleOpInterface>(op);
   if (!ruleOp)
     return failure();
@@ -48,6 +64,27 @@ spmd::enumerateStrategies(Operation *op, ArrayRef<int64_t> meshShape) {
   if (!rule)
     return failure();
   std::vector<layout::OpStrategy> oneDim = rule->strategies();
+  const size_t base = oneDim.size();
+  if (!isa<aten::BernoulliPOp, aten::NativeDropoutOp, aten::EmbeddingOp,
+           aten::EmbeddingDenseBackwardOp>(op)) {
+    for (int64_t factor : splitFactors)
+      for (size_t i = 0; i < base; ++i) {
+        layout::OpStrategy twin = oneDim[i];
+        auto hasKind = [&](Placement::Kind kind) {
+          auto is = [&](const Placement &p) { return p.kind == kind; };
+          return llvm::any_of(twin.operands, is) ||
+                 llvm::any_of(twin.results, is);
+        };
+        if (twin.evenShards || !hasKind(Placement::Kind::Shard) ||
+            hasKind(Placement::Kind::StridedShard))
+          continue;
+        for (auto *list : {&twin.operands, &twin.results})
+          for (Placement &p : *list)
+            if (p.kind == Placement::Kind::Shard)
+              p = Placement::stridedShard(p.dim, factor);
+        oneDim.push_back(twin);
+      }
+  }
   std::vector<int64_t> mesh(meshShape.begin(), meshShape.end());
 
   std::vector<std::vector<int64_t>> operandShapes, resultShapes;
@@ -57,30 +94,60 @@ spmd::enumerateStrategies(Operation *op, ArrayRef<int64_t> meshShape) {
     resultShapes.push_back(shapeOf(v.getType()));
 
   std::vector<MeshStrategy> out;
-  size_t total = 1;
-  for (size_t m = 0; m < mesh.size(); ++m)
-    total *= oneDim.size();
-  for (size_t combo = 0; combo < total; ++combo) {
-    // Mixed-radix digits, mesh dim 0 most significant.
-    std::vector<size_t> pick(mesh.size());
-    size_t rest = combo;
-    for (size_t m = mesh.size(); m-- > 0;) {
-      pick[m] = rest % oneDim.size();
-      rest /= oneDim.size();
+  // Combinations of the rule's own strategies come first and keep their
+  // numbering whatever twins follow (spmd.strategy refers to it).
+  std::vector<std::vector<size_t>> picks;
+  for (size_t radix : {base, oneDim.size()}) {
+    size_t total = 1;
+    for (size_t m = 0; m < mesh.size(); ++m)
+      total *= radix;
+    for (size_t combo = 0; combo < total; ++combo) {
+      // Mixed-radix digits, mesh dim 0 most significant.
+      std::vector<size_t> pick(mesh.size());
+      size_t rest = combo;
+      for (size_t m = mesh.size(); m-- > 0;) {
+        pick[m] = rest % radix;
+        rest /= radix;
+      }
+      if (radix == base ||
+          llvm::any_of(pick, [&](size_t p) { return p >= base; }))
+        picks.push_back(std::move(pick));
     }
+    if (base == oneDim.size())
+      break;
+  }
+  for (const std::vector<size_t> &pick : picks) {
     MeshStrategy s;
     s.operands.assign(operandShapes.size(), Placements(mesh.size()));
     s.results.assign(resultShapes.size(), Placements(mesh.size()));
-    bool even = false;
+    bool even = false, ok = true;
     for (size_t m = 0; m < mesh.size(); ++m) {
       const layout::OpStrategy &one = oneDim[pick[m]];
       even |= one.evenShards;
+      if (one.divides > 0) {
+        ok = ok && one.divides % mesh[m] == 0;
+        // An atom's shard does not nest with other shards of its dims.
+        for (size_t other = 0; other < mesh.size() && ok; ++other) {
+          if (other == m)
+            continue;
+          const layout::OpStrategy &two = oneDim[pick[other]];
+          auto clash = [](const std::vector<Placement> &a,
+                          const std::vector<Placement> &b) {
+            for (size_t x = 0; x < a.size(); ++x)
+              if (a[x].isShardLike() && b[x].isShardLike() &&
+                  a[x].dim == b[x].dim)
+                return true;
+            return false;
+          };
+          ok = !clash(one.operands, two.operands) &&
+               !clash(one.results, two.results);
+        }
+      }
       for (size_t i = 0; i < operandShapes.size(); ++i)
         s.operands[i][m] = one.operands[i];
       for (size_t i = 0; i < resultShapes.size(); ++i)
         s.results[i][m] = one.results[i];
     }
-    bool ok = true;
     auto check = [&](const std::vector<int64_t> &shape, const Placements &p) {
       ok = ok && layout::validate(shape, mesh, p).empty() &&
            (!even || shardsEvenly(shape, p, mesh));

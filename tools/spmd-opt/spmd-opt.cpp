@@ -12,6 +12,8 @@
 #include "spmd/Conversion/Passes.h"
 #include "spmd/Dialect/Aten/Aten.h"
 #include "spmd/Dialect/SPMD/SPMD.h"
+#include "spmd/Parallel/ParallelMode.h"
+#include "spmd/Parallel/Passes.h"
 #include "spmd/Partition/Passes.h"
 #include "spmd/Propagate/Passes.h"
 
@@ -42,6 +44,8 @@ int main(int argc, char **argv) {
                   mlir::LLVM::LLVMDialect, spmd::SPMDDialect,
                   spmd::aten::AtenDialect>();
   spmd::registerSPMDPropagatePasses();
+  spmd::registerSPMDParallelPasses();
+  spmd::registerBuiltinParallelModes();
   spmd::registerSPMDPartitionPasses();
   spmd::registerConversionPasses();
   spmd::test::registerTestPasses();

@@ -32,6 +32,10 @@ struct OpStrategy {
   /// the merged dim and of the outer dim then coincide), so the sharded
   /// dims must divide evenly by the mesh dims that shard them.
   bool evenShards = false;
+  /// When positive, the strategy shards a piece (an atom of a view) of
+  /// this many elements: the mesh dim using it must divide it, and no other
+  /// mesh dim may shard the same tensor dims.
+  int64_t divides = 0;
 
   /// E.g. "shard<0>, replicate -> shard<0>" (results comma-separated).
   std::string str() const;
@@ -64,10 +68,15 @@ struct EinsumRule {
   /// than Partial(sum) because the op reduces them itself (the mean
   /// nll_loss's total_weight, which the partitioner all-reduces).
   std::vector<int> selfReduced;
+  /// Strategies that labels cannot express, appended as they are: views
+  /// that move a sharded piece of a dim into another dim (Shard(k) <->
+  /// StridedShard(j, product of the outer sizes)).
+  std::vector<OpStrategy> extra;
 
   /// The rule's strategies on one mesh dim, in a fixed order: all
   /// Replicate first, then one per shardable label (result labels in result
-  /// order, then contracted ones), then the Partial pass-throughs. A result
+  /// order, then contracted ones), then the Partial pass-throughs, then
+  /// `extra`. A result
   /// that lacks a sharded label is Partial(sum) (the label is summed away).
   std::vector<OpStrategy> strategies() const;
 };

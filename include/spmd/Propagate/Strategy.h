@@ -17,6 +17,7 @@
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Operation.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringMap.h"
 
 #include <string>
@@ -45,8 +46,26 @@ struct MeshStrategy {
 /// divide it, or when a layout does not fit its tensor. Strategy 0 is
 /// always the all-Replicate one. Fails (no diagnostic) for an op without a
 /// rule.
+///
+/// For each factor f of `splitFactors`, every 1-D strategy that shards
+/// labels with Shard gets a twin with StridedShard(d, f) in their place:
+/// the op treats the indices of a label alike whatever their order, so a
+/// value laid out as a StridedShard (a merged view, a packed projection)
+/// flows through it without a redistribution. Random ops and embeddings
+/// (which need contiguous pieces) get no twins. The combinations of the
+/// rule's own strategies come first, numbered as without twins.
+///
+/// A 1-D strategy with `divides` (a view's atom) is used on a mesh dim only
+/// when the mesh dim's size divides the atom and no other mesh dim shards
+/// the same tensor dims.
 llvm::FailureOr<std::vector<MeshStrategy>>
-enumerateStrategies(mlir::Operation *op, llvm::ArrayRef<int64_t> meshShape);
+enumerateStrategies(mlir::Operation *op, llvm::ArrayRef<int64_t> meshShape,
+                    llvm::ArrayRef<int64_t> splitFactors = {});
+
+/// The split factors (> 1) of the StridedShard placements that `op`'s rule
+/// can produce (views that merge or split a sharded dim), added to `out`.
+void collectSplitFactors(mlir::Operation *op,
+                         llvm::SmallSetVector<int64_t, 4> &out);
 
 /// The alpha-beta model of `mesh`: MeshCostModel::defaults, with the
 /// per-mesh-dim `latency` (seconds) and `bandwidth` (bytes/second) given by

@@ -635,6 +635,32 @@ LogicalResult SplitTensorOp::inferResultTypes(Adaptor adaptor,
   return success();
 }
 
+LogicalResult SplitWithSizesOp::inferResultTypes(Adaptor adaptor,
+                                                 EmitErrorFn emitError,
+                                                 SmallVectorImpl<Type> &types) {
+  auto self = tensorType(adaptor.getSelf());
+  if (self.getRank() == 0)
+    return emitError() << "split_with_sizes expects at least a 1-dimensional "
+                          "tensor";
+  auto dim = wrapDim(adaptor.getDim(), self.getRank(), emitError);
+  if (failed(dim))
+    return failure();
+  int64_t total = 0;
+  for (int64_t size : adaptor.getSplitSizes()) {
+    if (size < 0)
+      return emitError() << "split_sizes must be non-negative, got " << size;
+    total += size;
+    SmallVector<int64_t> shape(self.getShape());
+    shape[*dim] = size;
+    types.push_back(self.clone(shape));
+  }
+  if (total != self.getDimSize(*dim))
+    return emitError() << "split_sizes add up to " << total << " but dim "
+                       << *dim << " has " << self.getDimSize(*dim)
+                       << " elements";
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // Reductions
 //===----------------------------------------------------------------------===//

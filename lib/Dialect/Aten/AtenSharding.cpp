@@ -19,6 +19,7 @@
 
 using namespace mlir;
 using spmd::layout::EinsumRule;
+using spmd::layout::Placement;
 namespace aten = spmd::aten;
 
 namespace {
@@ -116,6 +117,62 @@ EinsumRule permuteRule(ArrayRef<int64_t> perm) {
   return EinsumRule{{in}, {out}, "", {{0}}};
 }
 
+/// The strategies of a view group [i0, i) -> [j0, j) (equal element
+/// counts) beyond its outer dims: the group's dims are products of atoms
+/// (the common refinement of both sides' cumulative sizes, when it exists),
+/// and an atom sharded evenly stays sharded wherever the view puts it. An
+/// atom that starts a dim is a Shard of it; one after outer atoms of
+/// product p is a StridedShard(dim, p) (DTensor's `_StridedShard`: the dim
+/// cut into p pieces, each chunked). So the heads-merging view of
+/// attention, [S, B*H, hd] -> [S*B, H*hd] with B sharded, is Shard(1) ->
+/// StridedShard(0, S).
+void appendAtomStrategies(ArrayRef<int64_t> from, ArrayRef<int64_t> to,
+                          size_t i0, size_t i, size_t j0, size_t j,
+                          std::vector<spmd::layout::OpStrategy> &out) {
+  // Cumulative products, outer dims first, and the dim each starts.
+  auto cumulative = [](ArrayRef<int64_t> sizes, size_t first, size_t last) {
+    SmallVector<std::pair<int64_t, size_t>> c = {{1, first}};
+    for (size_t k = first; k < last; ++k)
+      c.push_back({c.back().first * sizes[k], k + 1});
+    return c;
+  };
+  auto cin = cumulative(from, i0, i), cout = cumulative(to, j0, j);
+  SmallVector<int64_t> chain;
+  for (auto &[c, k] : cin)
+    chain.push_back(c);
+  for (auto &[c, k] : cout)
+    chain.push_back(c);
+  llvm::sort(chain);
+  chain.erase(std::unique(chain.begin(), chain.end()), chain.end());
+  for (size_t t = 0; t + 1 < chain.size(); ++t)
+    if (chain[t] == 0 || chain[t + 1] % chain[t] != 0)
+      return; // no common refinement
+  // The dim that holds the atom starting at `c` and the product of the
+  // atoms before it in that dim.
+  auto locate = [](ArrayRef<std::pair<int64_t, size_t>> cum, int64_t c) {
+    size_t k = 0;
+    while (k + 2 < cum.size() && cum[k + 1].first <= c)
+      ++k;
+    return std::make_pair(cum[k].second, c / cum[k].first);
+  };
+  auto placement = [](size_t dim, int64_t prefix) {
+    return prefix == 1
+               ? Placement::shard(static_cast<int64_t>(dim))
+               : Placement::stridedShard(static_cast<int64_t>(dim), prefix);
+  };
+  for (size_t t = 0; t + 1 < chain.size(); ++t) {
+    int64_t atom = chain[t + 1] / chain[t];
+    auto [k, pk] = locate(cin, chain[t]);
+    auto [d, pd] = locate(cout, chain[t]);
+    // The group's outer dims have their label already.
+    if (atom == 1 || (k == i0 && d == j0 && pk == 1 && pd == 1))
+      continue;
+    spmd::layout::OpStrategy s{{placement(k, pk)}, {placement(d, pd)}, true};
+    s.divides = atom;
+    out.push_back(s);
+  }
+}
+
 /// DTensor's view rule. The dims of `from` and `to` (sizes-1 dims aside)
 /// fall into groups of equal element count, matched in order. A group of
 /// one dim on each side keeps its label. In a group that merges or splits
@@ -161,6 +218,8 @@ EinsumRule viewRule(ArrayRef<int64_t> from, ArrayRef<int64_t> to) {
     in[i0] = out[j0] = label;
     if (i - i0 > 1 || j - j0 > 1)
       rule.evenOnly += label;
+    if (i - i0 > 1 || j - j0 > 1)
+      appendAtomStrategies(from, to, i0, i, j0, j, rule.extra);
     for (size_t k = i0 + 1; k < i; ++k)
       in[k] = whole();
     for (size_t k = j0 + 1; k < j; ++k)
@@ -342,13 +401,14 @@ std::optional<EinsumRule> aten::detail::shardingRule(Operation *op) {
         rule.linearGroups = {all};
         return keepWhole(rule, o.getDim());
       })
-      .Case([&](SplitTensorOp o) -> Rule {
-        std::string labels = resultLabels(rankOf(o.getSelf()));
+      .Case<SplitTensorOp, SplitWithSizesOp>([&](Operation *) -> Rule {
+        Value self = op->getOperand(0);
+        std::string labels = resultLabels(rankOf(self));
         EinsumRule rule;
         rule.operands = {labels};
-        rule.results.assign(o.getNumResults(), labels);
+        rule.results.assign(op->getNumResults(), labels);
         rule.linearGroups = {{0}};
-        return keepWhole(rule, o.getDim());
+        return keepWhole(rule, op->getAttrOfType<IntegerAttr>("dim").getInt());
       })
       .Case([&](NativeLayerNormOp o) -> Rule {
         LayerNormLabels l(rankOf(o.getInput()), o.getNormalizedShape().size());

@@ -1211,3 +1211,11 @@ func.func @nll_loss_i32_target(%x: tensor<16x100xf32>, %t: tensor<16xi32>) {
   %0:2 = aten.nll_loss_forward %x, %t {reduction = 1 : i64, ignore_index = -100 : i64} : (tensor<16x100xf32>, tensor<16xi32>) -> (tensor<f32>, tensor<f32>)
   return
 }
+
+// -----
+
+func.func @split_with_sizes_total(%x: tensor<4x6xf32>) {
+  // expected-error @+1 {{'aten.split_with_sizes' op split_sizes add up to 5 but dim 1 has 6 elements}}
+  %0:2 = aten.split_with_sizes %x {split_sizes = array<i64: 2, 3>, dim = 1 : i64} : (tensor<4x6xf32>) -> (tensor<4x2xf32>, tensor<4x3xf32>)
+  return
+}

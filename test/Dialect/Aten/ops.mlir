@@ -375,6 +375,8 @@ func.func @shape(%x: tensor<8x2x192xf32>, %y: tensor<16x64xf32>,
   // last dim.
   // CHECK: %[[QKV:.*]]:3 = aten.split.Tensor %[[X]] {dim = -1 : i64, split_size = 64 : i64} : (tensor<8x2x192xf32>) -> (tensor<8x2x64xf32>, tensor<8x2x64xf32>, tensor<8x2x64xf32>)
   %22:3 = aten.split.Tensor %x {split_size = 64 : i64, dim = -1 : i64} : (tensor<8x2x192xf32>) -> (tensor<8x2x64xf32>, tensor<8x2x64xf32>, tensor<8x2x64xf32>)
+  // CHECK: aten.split_with_sizes %[[X]] {dim = -1 : i64, split_sizes = array<i64: 64, 128>} : (tensor<8x2x192xf32>) -> (tensor<8x2x64xf32>, tensor<8x2x128xf32>)
+  %sws:2 = aten.split_with_sizes %x {split_sizes = array<i64: 64, 128>, dim = -1 : i64} : (tensor<8x2x192xf32>) -> (tensor<8x2x64xf32>, tensor<8x2x128xf32>)
   // An uneven last piece: 10 by 4 -> 4, 4, 2 (dim defaults to 0).
   // CHECK: aten.split.Tensor %[[V]] {split_size = 4 : i64} : (tensor<10x4xf32>) -> (tensor<4x4xf32>, tensor<4x4xf32>, tensor<2x4xf32>)
   %23:3 = aten.split.Tensor %v {split_size = 4 : i64} : (tensor<10x4xf32>) -> (tensor<4x4xf32>, tensor<4x4xf32>, tensor<2x4xf32>)

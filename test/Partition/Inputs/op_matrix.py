@@ -205,6 +205,8 @@ def build_cases(z):
         C("cat", tensors=[f(B, S, D), f(B, S, P)], dim=-1),
         C("split.Tensor", self=f(B, S, 3 * P), split_size=P, dim=-1),
         C("split.Tensor", self=f(K, D), split_size=4),
+        C("split_with_sizes", self=f(B, S, 3 * P), split_sizes=[P, 2 * P], dim=-1),
+        C("split_with_sizes", self=f(K * D), split_sizes=[D, (K - 1) * D]),
         # Reductions.
         C("sum", self=f(B, D)),
         C("sum", self=f(B, S, D), dtype=Dt("f64")),

@@ -413,6 +413,18 @@ def Aten_SplitTensorOp : Aten_Op<"split.Tensor"> {
   let results = (outs Variadic<Aten_Tensor>:$results);
 }
 
+def Aten_SplitWithSizesOp : Aten_Op<"split_with_sizes"> {
+  let summary = "aten::split_with_sizes(Tensor(a -> *) self, SymInt[] split_sizes, int dim=0) -> Tensor(a)[]";
+  let description = [{
+    Consecutive pieces of `split_sizes[i]` elements along `dim`; the sizes
+    must add up to the dim's length. DDP's gradient buckets use it to take
+    the reduced flat buffer apart.
+  }];
+  let arguments = (ins Aten_Tensor:$self, DenseI64ArrayAttr:$split_sizes,
+                       DefaultValuedAttr<I64Attr, "0">:$dim);
+  let results = (outs Variadic<Aten_Tensor>:$results);
+}
+
 //===----------------------------------------------------------------------===//
 // Reductions
 //===----------------------------------------------------------------------===//

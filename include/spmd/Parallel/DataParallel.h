@@ -1,0 +1,57 @@
+//===- DataParallel.h - what the data-parallel modes share ------*- C++ -*-===//
+//
+// Shared by the built-in modes under passes/ (ddp, fsdp): option checking,
+// per-argument layout overrides (seed 003's placement override) and the
+// gradient bucketing of DDP's transformAndCompile.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SPMD_PARALLEL_DATAPARALLEL_H
+#define SPMD_PARALLEL_DATAPARALLEL_H
+
+#include "spmd/Dialect/Aten/Aten.h"
+#include "spmd/Dialect/SPMD/SPMD.h"
+#include "spmd/Parallel/ParallelMode.h"
+
+#include <optional>
+
+namespace spmd {
+
+/// A data-parallel mode's checked options.
+struct DataParallelConfig {
+  /// The caller's options with the mesh names defaulted ("dp").
+  ParallelOptions options;
+  /// `placements=glob=layout;...`, in order: the first match wins.
+  std::vector<std::pair<std::string, std::vector<layout::Placement>>> overrides;
+
+  /// The override for an argument's FQN, if a pattern matches it.
+  std::optional<std::vector<layout::Placement>>
+  overrideFor(llvm::StringRef fqn) const;
+};
+
+/// Checks `options` for mode `mode` on a 1-D mesh: the mesh rank, option
+/// keys (`placements` and `known`), and the overrides' syntax and mesh
+/// rank; each problem gets a diagnostic at the module.
+mlir::FailureOr<DataParallelConfig>
+parseDataParallelConfig(mlir::ModuleOp module, const ParallelOptions &options,
+                        llvm::StringRef mode,
+                        llvm::ArrayRef<llvm::StringRef> known);
+
+/// DDP's gradient bucketing (seed 004's bucket_cap_mb) on a per-rank
+/// program: the all_reduces of values computed in backward, in backward
+/// order, are grouped into buckets of at most `capBytes` bytes (a gradient
+/// larger than the cap is a bucket of its own) with the same mesh dims,
+/// reduction and element type; each bucket becomes one all_reduce of the
+/// flattened, concatenated gradients, placed after the last of them and
+/// split back (aten.view, aten.cat, aten.split_with_sizes). capBytes 0
+/// leaves every all_reduce alone.
+mlir::LogicalResult bucketGradientAllReduces(mlir::ModuleOp module,
+                                             int64_t capBytes);
+
+/// Registration of the modes of passes/ (one library each).
+void registerDDPMode();
+void registerFSDPMode();
+
+} // namespace spmd
+
+#endif // SPMD_PARALLEL_DATAPARALLEL_H

@@ -1,0 +1,45 @@
+//===- Passes.td - the parallelize entry point -------------*- tablegen -*-===//
+//
+// `--spmd-parallelize`: a ParallelMode's partition and transformAndCompile
+// (DESIGN.md §1). Rationale and the built-in modes: docs/parallel-modes.md.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SPMD_PARALLEL_PASSES_TD
+#define SPMD_PARALLEL_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def ParallelizePass : Pass<"spmd-parallelize", "mlir::ModuleOp"> {
+  let summary = "Run a ParallelMode: the per-rank program of a training step";
+  let description = [{
+    Runs the mode named by `mode` (ddp, fsdp, or one registered by a pass
+    plugin) on a captured module: its `partition` (layouts of the
+    arguments, `--spmd-propagate`, `--spmd-partition`) and then its
+    `transformAndCompile` (e.g. ddp's gradient bucketing). The output is
+    the finished per-rank program on a mesh of shape `mesh` ("4", "2x2").
+
+    Mode options: `bucket-cap-mb` (ddp), `placements` (per-argument layout
+    overrides, `fqn-glob=placements` separated by `;`, e.g.
+    `placements=fc1.*=shard<0>`), and `options` for modes from plugins
+    (`key=value` pairs separated by `;`).
+
+    Errors: no mode or an unknown one (the message lists the registered
+    modes), a malformed mesh or option, and whatever the mode reports.
+  }];
+  let options = [
+    Option<"mode", "mode", "std::string", "\"\"",
+           "The ParallelMode to run (ddp, fsdp, or a plugin's)">,
+    Option<"mesh", "mesh", "std::string", "\"\"",
+           "Mesh shape: N for a 1-D mesh, DPxTP for a 2-D one">,
+    Option<"bucketCapMb", "bucket-cap-mb", "double", "25",
+           "ddp: the size of a gradient all_reduce bucket, in MiB">,
+    Option<"placements", "placements", "std::string", "\"\"",
+           "Per-argument layouts: fqn-glob=placements;...">,
+    Option<"modeOptions", "options", "std::string", "\"\"",
+           "Further mode options: key=value;...">,
+  ];
+  let dependentDialects = ["spmd::SPMDDialect", "spmd::aten::AtenDialect"];
+}
+
+#endif // SPMD_PARALLEL_PASSES_TD

@@ -1,0 +1,184 @@
+//===- DataParallel.cpp - what the data-parallel modes share --------------===//
+
+#include "spmd/Parallel/DataParallel.h"
+#include "spmd/Propagate/Strategy.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/StringExtras.h"
+
+using namespace mlir;
+using namespace spmd;
+
+std::optional<std::vector<layout::Placement>>
+DataParallelConfig::overrideFor(StringRef fqn) const {
+  for (const auto &[pattern, placements] : overrides)
+    if (matchFqn(pattern, fqn))
+      return placements;
+  return std::nullopt;
+}
+
+FailureOr<DataParallelConfig>
+spmd::parseDataParallelConfig(ModuleOp module, const ParallelOptions &options,
+                              StringRef mode, ArrayRef<StringRef> known) {
+  DataParallelConfig config;
+  config.options = options;
+  if (options.meshShape.size() != 1)
+    return module.emitError()
+           << mode << " runs on a 1-D mesh (dp); got a mesh of "
+           << options.meshShape.size() << " dims";
+  if (config.options.meshNames.empty())
+    config.options.meshNames = {"dp"};
+  for (auto &entry : options.options) {
+    StringRef key = entry.getKey();
+    if (key != "placements" && key != "bucket-cap-mb" &&
+        !llvm::is_contained(known, key))
+      return module.emitError() << mode << ": unknown option '" << key << "'";
+  }
+  auto it = options.options.find("placements");
+  if (it == options.options.end())
+    return config;
+  SmallVector<StringRef> entries;
+  StringRef(it->second).split(entries, ';', -1, /*KeepEmpty=*/false);
+  for (StringRef entry : entries) {
+    auto [pattern, text] = entry.split('=');
+    std::string error;
+    FailureOr<std::vector<layout::Placement>> placements =
+        parsePlacements(module.getContext(), text.trim(), error);
+    if (pattern.trim().empty() || text.size() == entry.size() ||
+        failed(placements))
+      return module.emitError() << mode << ": placements entry '" << entry
+                                << "' is not fqn-glob=placements"
+                                << (error.empty() ? "" : ": " + error);
+    if (placements->size() != options.meshShape.size())
+      return module.emitError()
+             << mode << ": placements entry '" << entry << "' has "
+             << placements->size() << " placements for a mesh of "
+             << options.meshShape.size() << " dims";
+    config.overrides.push_back({pattern.trim().str(), *placements});
+  }
+  return config;
+}
+
+namespace {
+
+int64_t bytesOf(Value v) {
+  auto type = cast<RankedTensorType>(v.getType());
+  return type.getNumElements() * elementBytes(type.getElementType());
+}
+
+/// One bucket's all_reduces become a flat one after the last gradient.
+void fuse(MutableArrayRef<AllReduceOp> bucket, unsigned index) {
+  AllReduceOp first = bucket.front();
+  Operation *last = first.getInput().getDefiningOp();
+  int64_t total = 0, bytes = 0;
+  for (AllReduceOp r : bucket) {
+    Operation *def = r.getInput().getDefiningOp();
+    if (last->isBeforeInBlock(def))
+      last = def;
+    total += cast<RankedTensorType>(r.getType()).getNumElements();
+    bytes += bytesOf(r.getInput());
+  }
+  OpBuilder b(last->getContext());
+  b.setInsertionPointAfter(last);
+  Location loc = first.getLoc();
+  auto elementType = cast<RankedTensorType>(first.getType()).getElementType();
+  SmallVector<Value> flats;
+  SmallVector<int64_t> sizes;
+  for (AllReduceOp r : bucket) {
+    int64_t n = cast<RankedTensorType>(r.getType()).getNumElements();
+    sizes.push_back(n);
+    flats.push_back(
+        aten::ViewOp::create(b, loc, RankedTensorType::get({n}, elementType),
+                             r.getInput(), b.getDenseI64ArrayAttr({n})));
+  }
+  auto flatType = RankedTensorType::get({total}, elementType);
+  Value cat =
+      aten::CatOp::create(b, loc, flatType, flats, b.getI64IntegerAttr(0));
+  auto reduced =
+      AllReduceOp::create(b, loc, flatType, cat, first.getMeshAttr(),
+                          first.getMeshDimsAttr(), first.getReduceAttr());
+  reduced->setAttr(
+      "spmd.reason",
+      b.getStringAttr("ddp gradient bucket " + std::to_string(index) + ": " +
+                      std::to_string(bucket.size()) + " gradients, " +
+                      std::to_string(bytes) + " bytes"));
+  SmallVector<Type> pieceTypes;
+  for (int64_t n : sizes)
+    pieceTypes.push_back(RankedTensorType::get({n}, elementType));
+  auto pieces = aten::SplitWithSizesOp::create(
+      b, loc, pieceTypes, reduced.getResult(), b.getDenseI64ArrayAttr(sizes),
+      b.getI64IntegerAttr(0));
+  for (auto [r, piece] : llvm::zip(bucket, pieces.getResults())) {
+    auto type = cast<RankedTensorType>(r.getType());
+    Value whole = aten::ViewOp::create(b, loc, type, piece,
+                                       b.getDenseI64ArrayAttr(type.getShape()));
+    r.getResult().replaceAllUsesWith(whole);
+    r->erase();
+  }
+}
+
+} // namespace
+
+LogicalResult spmd::bucketGradientAllReduces(ModuleOp module,
+                                             int64_t capBytes) {
+  if (capBytes == 0)
+    return success();
+  for (auto fn : module.getOps<func::FuncOp>()) {
+    if (fn.isExternal())
+      continue;
+    // Gradient reductions, in the order their gradients are computed.
+    SmallVector<AllReduceOp> grads;
+    fn.walk([&](AllReduceOp r) {
+      Operation *def = r.getInput().getDefiningOp();
+      if (def && def->getBlock() == r->getBlock() &&
+          getPhase(def) == "backward")
+        grads.push_back(r);
+    });
+    llvm::stable_sort(grads, [](AllReduceOp a, AllReduceOp b) {
+      return a.getInput().getDefiningOp()->isBeforeInBlock(
+          b.getInput().getDefiningOp());
+    });
+    SmallVector<SmallVector<AllReduceOp>> buckets;
+    int64_t bytes = 0;
+    Operation *lastDef = nullptr;
+    for (AllReduceOp r : grads) {
+      Operation *def = r.getInput().getDefiningOp();
+      SmallVector<AllReduceOp> *open =
+          buckets.empty() ? nullptr : &buckets.back();
+      // A bucket holds one kind of reduction, up to the cap, and may only
+      // grow while every result it gives is used after all its gradients.
+      auto usedAfter = [&](AllReduceOp x, Operation *point) {
+        return llvm::all_of(x->getUsers(), [&](Operation *user) {
+          return point->isBeforeInBlock(user);
+        });
+      };
+      Operation *newLast =
+          lastDef && def->isBeforeInBlock(lastDef) ? lastDef : def;
+      bool fits =
+          open && !open->empty() &&
+          open->front().getMeshDims() == r.getMeshDims() &&
+          open->front().getReduce() == r.getReduce() &&
+          cast<RankedTensorType>(open->front().getType()).getElementType() ==
+              cast<RankedTensorType>(r.getType()).getElementType() &&
+          bytes + bytesOf(r.getInput()) <= capBytes &&
+          llvm::all_of(*open,
+                       [&](AllReduceOp x) { return usedAfter(x, newLast); }) &&
+          usedAfter(r, newLast);
+      if (!fits) {
+        buckets.push_back({});
+        bytes = 0;
+        lastDef = nullptr;
+        newLast = def;
+      }
+      buckets.back().push_back(r);
+      bytes += bytesOf(r.getInput());
+      lastDef = newLast;
+    }
+    unsigned index = 0;
+    for (auto &bucket : buckets)
+      if (bucket.size() > 1)
+        fuse(bucket, index++);
+  }
+  return success();
+}

@@ -1,0 +1,238 @@
+//===- ParallelMode.cpp - mode registry, helpers, --spmd-parallelize ------===//
+
+#include "spmd/Parallel/ParallelMode.h"
+#include "spmd/Dialect/Aten/Aten.h"
+#include "spmd/Dialect/SPMD/SPMD.h"
+#include "spmd/Parallel/Passes.h"
+#include "spmd/Partition/Passes.h"
+#include "spmd/Propagate/Passes.h"
+
+#include "mlir/AsmParser/AsmParser.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/Pass/PassManager.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/ManagedStatic.h"
+
+#include <mutex>
+
+namespace spmd {
+#define GEN_PASS_DEF_PARALLELIZEPASS
+#include "spmd/Parallel/Passes.h.inc"
+} // namespace spmd
+
+using namespace mlir;
+using namespace spmd;
+
+ParallelMode::~ParallelMode() = default;
+
+namespace {
+struct Registry {
+  std::mutex mutex;
+  llvm::StringMap<ParallelModeFactory> factories;
+};
+llvm::ManagedStatic<Registry> registry;
+} // namespace
+
+bool spmd::registerParallelMode(StringRef name, ParallelModeFactory factory) {
+  std::lock_guard<std::mutex> lock(registry->mutex);
+  return registry->factories.try_emplace(name, std::move(factory)).second;
+}
+
+std::unique_ptr<ParallelMode> spmd::createParallelMode(StringRef name) {
+  std::lock_guard<std::mutex> lock(registry->mutex);
+  auto it = registry->factories.find(name);
+  return it == registry->factories.end() ? nullptr : it->second();
+}
+
+std::vector<std::string> spmd::getParallelModeNames() {
+  std::lock_guard<std::mutex> lock(registry->mutex);
+  std::vector<std::string> names;
+  for (auto &entry : registry->factories)
+    names.push_back(entry.getKey().str());
+  llvm::sort(names);
+  return names;
+}
+
+FailureOr<std::vector<int64_t>> spmd::parseMeshShape(StringRef text) {
+  std::vector<int64_t> shape;
+  SmallVector<StringRef> parts;
+  text.split(parts, 'x');
+  for (StringRef part : parts) {
+    int64_t size;
+    if (part.trim().getAsInteger(10, size) || size < 1)
+      return failure();
+    shape.push_back(size);
+  }
+  return shape;
+}
+
+FailureOr<std::vector<layout::Placement>>
+spmd::parsePlacements(MLIRContext *ctx, StringRef text, std::string &error) {
+  ctx->getOrLoadDialect<SPMDDialect>();
+  std::string source = ("#spmd.layout<@mesh, [" + text + "]>").str();
+  Attribute attr;
+  {
+    ScopedDiagnosticHandler capture(ctx, [&](Diagnostic &diag) {
+      error = diag.str();
+      return success();
+    });
+    attr = parseAttribute(source, ctx);
+  }
+  auto layoutAttr = dyn_cast_or_null<LayoutAttr>(attr);
+  if (!layoutAttr) {
+    if (error.empty())
+      error = "expected placements, got '" + text.str() + "'";
+    return failure();
+  }
+  return layoutAttr.getLayoutPlacements();
+}
+
+bool spmd::matchFqn(StringRef pattern, StringRef fqn) {
+  SmallVector<StringRef> pats, parts;
+  pattern.split(pats, '.');
+  fqn.split(parts, '.');
+  if (pats.size() != parts.size())
+    return false;
+  // Glob of one component: '*' any run, '?' any one character.
+  std::function<bool(StringRef, StringRef)> glob = [&](StringRef p,
+                                                       StringRef s) {
+    if (p.empty())
+      return s.empty();
+    if (p.front() == '*')
+      return glob(p.drop_front(), s) || (!s.empty() && glob(p, s.drop_front()));
+    if (s.empty())
+      return false;
+    return (p.front() == '?' || p.front() == s.front()) &&
+           glob(p.drop_front(), s.drop_front());
+  };
+  for (auto [p, s] : llvm::zip(pats, parts))
+    if (!glob(p, s))
+      return false;
+  return true;
+}
+
+StringRef spmd::getPhase(Operation *op) {
+  if (auto name = dyn_cast<NameLoc>(op->getLoc()))
+    if (auto child = dyn_cast<NameLoc>(name.getChildLoc()))
+      return child.getName().getValue();
+  return "";
+}
+
+LogicalResult spmd::annotateAndPartition(
+    ModuleOp module, const ParallelOptions &options,
+    function_ref<std::optional<std::vector<layout::Placement>>(
+        StringRef, StringRef, RankedTensorType)>
+        layoutOf,
+    function_ref<LogicalResult(func::FuncOp)> beforePropagate) {
+  auto fn = module.lookupSymbol<func::FuncOp>("train_step");
+  if (!fn || fn.isExternal())
+    return module.emitError("a ParallelMode needs a func.func @train_step "
+                            "with a body (spmd-capture's output)");
+  if (!module.getOps<MeshOp>().empty())
+    return module.emitError("the module already has an spmd.mesh: a "
+                            "ParallelMode partitions a single-device step");
+  MLIRContext *ctx = module.getContext();
+  OpBuilder b(ctx);
+  b.setInsertionPointToStart(module.getBody());
+  SmallVector<StringRef> names;
+  for (const std::string &n : options.meshNames)
+    names.push_back(n);
+  auto mesh = MeshOp::create(b, module.getLoc(), "mesh", options.meshShape,
+                             b.getStrArrayAttr(names));
+  if (failed(mesh.verify()))
+    return failure();
+  auto meshRef = FlatSymbolRefAttr::get(mesh.getSymNameAttr());
+
+  std::vector<LayoutAttr> argLayouts(fn.getNumArguments());
+  for (unsigned i = 0; i < fn.getNumArguments(); ++i) {
+    auto type = dyn_cast<RankedTensorType>(fn.getArgumentTypes()[i]);
+    DictionaryAttr attrs = fn.getArgAttrDict(i);
+    if (!type || !attrs)
+      continue;
+    auto role = attrs.getAs<StringAttr>("spmd.role");
+    auto fqn = attrs.getAs<StringAttr>("spmd.fqn");
+    std::optional<std::vector<layout::Placement>> p =
+        layoutOf(role ? role.getValue() : "", fqn ? fqn.getValue() : "", type);
+    if (!p)
+      continue;
+    std::string why = layout::validate(
+        std::vector<int64_t>(type.getShape().begin(), type.getShape().end()),
+        options.meshShape, *p);
+    if (!why.empty())
+      return fn.emitError("argument '")
+             << (fqn ? fqn.getValue() : StringRef("?"))
+             << "' cannot take its layout: " << why;
+    argLayouts[i] = getLayoutAttr(meshRef, *p);
+    fn.setArgAttr(i, "spmd.layout", argLayouts[i]);
+  }
+  for (unsigned i = 0; i < fn.getNumResults(); ++i)
+    if (DictionaryAttr attrs = fn.getResultAttrDict(i))
+      if (auto updates = attrs.getAs<IntegerAttr>("spmd.updates"))
+        if (updates.getInt() >= 0 &&
+            updates.getInt() < static_cast<int64_t>(argLayouts.size()) &&
+            argLayouts[updates.getInt()])
+          fn.setResultAttr(i, "spmd.layout", argLayouts[updates.getInt()]);
+  if (beforePropagate && failed(beforePropagate(fn)))
+    return failure();
+
+  OpPassManager pm(ModuleOp::getOperationName());
+  pm.addPass(createPropagatePass());
+  pm.addPass(createPartitionPass());
+  return options.runPipeline(pm, module);
+}
+
+namespace {
+
+/// "k=v;k2=v2" into `out`; fails on an entry without '='.
+LogicalResult parseKeyValues(StringRef text, llvm::StringMap<std::string> &out,
+                             char separator = '=') {
+  SmallVector<StringRef> entries;
+  text.split(entries, ';', -1, /*KeepEmpty=*/false);
+  for (StringRef entry : entries) {
+    auto [key, value] = entry.split(separator);
+    if (key.trim().empty() || value.size() == entry.size())
+      return failure();
+    out[key.trim()] = value.trim().str();
+  }
+  return success();
+}
+
+struct ParallelizePass : spmd::impl::ParallelizePassBase<ParallelizePass> {
+  using ParallelizePassBase::ParallelizePassBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    std::unique_ptr<ParallelMode> parallelMode = createParallelMode(mode);
+    if (!parallelMode) {
+      module.emitError("spmd-parallelize: ")
+          << (mode.empty() ? "no mode given" : "unknown mode '" + mode + "'")
+          << "; registered modes: " << llvm::join(getParallelModeNames(), ", ");
+      return signalPassFailure();
+    }
+    ParallelOptions options;
+    FailureOr<std::vector<int64_t>> shape = parseMeshShape(mesh);
+    if (failed(shape)) {
+      module.emitError("spmd-parallelize: mesh '")
+          << mesh << "' is not N or DPxTP with positive sizes";
+      return signalPassFailure();
+    }
+    options.meshShape = *shape;
+    options.options["bucket-cap-mb"] = std::to_string(bucketCapMb);
+    if (!placements.empty())
+      options.options["placements"] = placements;
+    if (failed(parseKeyValues(modeOptions, options.options))) {
+      module.emitError("spmd-parallelize: options '")
+          << modeOptions << "' are not key=value pairs separated by ';'";
+      return signalPassFailure();
+    }
+    options.runPipeline = [&](OpPassManager &pm, ModuleOp m) {
+      return runPipeline(pm, m);
+    };
+    if (failed(parallelMode->partition(module, options)) ||
+        failed(parallelMode->transformAndCompile(module, options)))
+      return signalPassFailure();
+  }
+};
+
+} // namespace

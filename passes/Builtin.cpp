@@ -1,0 +1,8 @@
+//===- Builtin.cpp - registration of the built-in ParallelModes -----------===//
+
+#include "spmd/Parallel/DataParallel.h"
+
+void spmd::registerBuiltinParallelModes() {
+  registerDDPMode();
+  registerFSDPMode();
+}
