@@ -112,13 +112,6 @@ bool spmd::matchFqn(StringRef pattern, StringRef fqn) {
   return true;
 }
 
-StringRef spmd::getPhase(Operation *op) {
-  if (auto name = dyn_cast<NameLoc>(op->getLoc()))
-    if (auto child = dyn_cast<NameLoc>(name.getChildLoc()))
-      return child.getName().getValue();
-  return "";
-}
-
 LogicalResult spmd::annotateAndPartition(
     ModuleOp module, const ParallelOptions &options,
     function_ref<std::optional<std::vector<layout::Placement>>(

@@ -59,8 +59,9 @@ struct ReportPass : spmd::impl::ReportPassBase<ReportPass> {
        << " [";
     llvm::interleaveComma(mesh.getShape(), os);
     os << "]\n";
-    os << llvm::format("%-4s %-15s %-10s %12s %10s  %s\n", "#", "collective",
-                       "mesh dims", "bytes/rank", "est. us", "reason");
+    os << llvm::format("%-4s %-15s %-10s %-10s %12s %10s  %s\n", "#",
+                       "collective", "phase", "mesh dims", "bytes/rank",
+                       "est. us", "reason");
     std::map<std::string, std::pair<int64_t, int64_t>> perKind;
     int64_t count = 0, totalBytes = 0;
     double totalSeconds = 0;
@@ -87,8 +88,10 @@ struct ReportPass : spmd::impl::ReportPassBase<ReportPass> {
         seconds = (n > 1) * (alpha + static_cast<double>(bytes) * beta);
       std::string kind = o->getName().stripDialect().str();
       auto reason = o->getAttrOfType<StringAttr>("spmd.reason");
-      os << llvm::format("%-4lld %-15s %-10s %12lld %10.2f  %s\n",
+      StringRef phase = getPhase(o);
+      os << llvm::format("%-4lld %-15s %-10s %-10s %12lld %10.2f  %s\n",
                          static_cast<long long>(++count), kind.c_str(),
+                         phase.empty() ? "-" : phase.str().c_str(),
                          ("[" + names + "]").c_str(),
                          static_cast<long long>(bytes), seconds * 1e6,
                          reason ? reason.getValue().str().c_str() : "-");

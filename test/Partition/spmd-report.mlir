@@ -17,11 +17,11 @@ func.func @train_step(%x: tensor<4096x256xf32> {spmd.layout = #spmd.layout<@mesh
 }
 
 // CHECK: spmd-report: @train_step on @mesh [4]
-// CHECK-NEXT: #    collective      mesh dims    bytes/rank    est. us  reason
-// CHECK-DAG: {{[0-9]+}} all_reduce [dp] 4 {{[0-9.]+}} operand 0 of func.return
-// CHECK-DAG: {{[0-9]+}} {{all_reduce|reduce_scatter}} [dp] 262144 {{[0-9.]+}} operand 1 of aten.sub.Tensor
+// CHECK-NEXT: #    collective      phase      mesh dims    bytes/rank    est. us  reason
+// CHECK-DAG: {{[0-9]+}} all_reduce - [dp] 4 {{[0-9.]+}} operand 0 of func.return
+// CHECK-DAG: {{[0-9]+}} {{all_reduce|reduce_scatter}} - [dp] 262144 {{[0-9.]+}} operand 1 of aten.sub.Tensor
 // CHECK: total per step: {{[0-9]+}} collectives
 // CHECK: peak memory per rank: {{[0-9]+}} bytes (arguments 1310720, op results {{[0-9]+}})
 
 // The cost model's options: 3 x (1 us + 4/4 B / 1 GB/s) x 2 for the loss.
-// MODEL: all_reduce [dp] 4 6.01 operand 0 of func.return
+// MODEL: all_reduce - [dp] 4 6.01 operand 0 of func.return

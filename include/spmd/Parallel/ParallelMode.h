@@ -90,11 +90,6 @@ parsePlacements(mlir::MLIRContext *ctx, llvm::StringRef text,
 /// and `?` never cross a dot.
 bool matchFqn(llvm::StringRef pattern, llvm::StringRef fqn);
 
-/// Which phase of the training step an op belongs to, from the location
-/// spmd-capture gives it (`loc("<module fqn>"("<phase>"))`): "forward",
-/// "loss", "backward", "optimizer", or "" when unknown.
-llvm::StringRef getPhase(mlir::Operation *op);
-
 /// The shared first half of a data-parallel mode's partition: adds the
 /// mesh `@mesh` (names from `options`), sets each `@train_step` argument's
 /// `spmd.layout` to `layoutOf(role, fqn, type)` (null: Replicate), gives

@@ -335,3 +335,10 @@ MeshOp spmd::getOnlyMesh(ModuleOp module, StringRef pass) {
                      << meshes.size();
   return {};
 }
+
+StringRef spmd::getPhase(Operation *op) {
+  if (auto name = dyn_cast<NameLoc>(op->getLoc()))
+    if (auto child = dyn_cast<NameLoc>(name.getChildLoc()))
+      return child.getName().getValue();
+  return "";
+}

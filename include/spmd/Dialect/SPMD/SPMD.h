@@ -62,6 +62,11 @@ namespace spmd {
 /// passes and the runtime work on one mesh per program).
 MeshOp getOnlyMesh(mlir::ModuleOp module, llvm::StringRef pass);
 
+/// Which phase of the training step an op belongs to, from the location
+/// spmd-capture gives it (`loc("<module fqn>"("<phase>"))`): "forward",
+/// "loss", "backward", "optimizer", or "" when unknown.
+llvm::StringRef getPhase(mlir::Operation *op);
+
 /// `#spmd.layout<@mesh, [placements...]>`.
 LayoutAttr getLayoutAttr(mlir::FlatSymbolRefAttr mesh,
                          llvm::ArrayRef<layout::Placement> placements);

@@ -1,0 +1,34 @@
+// RUN: spmd-opt %s --spmd-parallelize="mode=ddp mesh=2" -split-input-file -verify-diagnostics | FileCheck %s
+// RUN: not spmd-opt %s -split-input-file --spmd-parallelize="mode=nope mesh=2" 2>&1 | FileCheck %s --check-prefix=MODE
+// RUN: not spmd-opt %s -split-input-file --spmd-parallelize="mode=ddp mesh=2x0" 2>&1 | FileCheck %s --check-prefix=MESH
+// RUN: not spmd-opt %s -split-input-file --spmd-parallelize="mode=ddp mesh=2x2" 2>&1 | FileCheck %s --check-prefix=RANK
+// RUN: not spmd-opt %s -split-input-file --spmd-parallelize="mode=fsdp mesh=2 placements=w=shard<9>" 2>&1 | FileCheck %s --check-prefix=FIT
+// RUN: not spmd-opt %s -split-input-file --spmd-parallelize="mode=ddp mesh=2 placements=w" 2>&1 | FileCheck %s --check-prefix=SYNTAX
+// RUN: not spmd-opt %s -split-input-file --spmd-parallelize="mode=fsdp mesh=2 options=depth=3" 2>&1 | FileCheck %s --check-prefix=OPTION
+
+// A data-parallel linear step: the input is sharded on the batch, the
+// weight gradient all-reduced, the update replicated.
+// CHECK: spmd.mesh @mesh shape = [2] names = ["dp"]
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: tensor<4x8xf32> {spmd.fqn = "x", spmd.layout = #spmd.layout<@mesh, [shard<0>]>, spmd.role = "input"}
+// CHECK: aten.mm {{.*}} : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32>
+// CHECK: spmd.all_reduce {{.*}} {spmd.reason = "ddp: gradient all_reduce before the update: [partial<sum>] -> [replicate]"}
+// CHECK: aten.sub.Tensor {{.*}} : (tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<8x8xf32>
+func.func @train_step(%x: tensor<8x8xf32> {spmd.fqn = "x", spmd.role = "input"} loc("x"),
+                      %w: tensor<8x8xf32> {spmd.fqn = "w", spmd.role = "param"} loc("w"))
+    -> (tensor<f32> {spmd.role = "loss"}, tensor<8x8xf32> {spmd.fqn = "w", spmd.updates = 1 : i64}) {
+  %y = aten.mm %x, %w : (tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<8x8xf32> loc("lin"("forward"))
+  %l = aten.sum %y : (tensor<8x8xf32>) -> tensor<f32> loc(""("loss"))
+  %one = aten.ones_like %y : (tensor<8x8xf32>) -> tensor<8x8xf32> loc("lin"("backward"))
+  %xt = aten.t %x : (tensor<8x8xf32>) -> tensor<8x8xf32> loc("lin"("backward"))
+  %g = aten.mm %xt, %one : (tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<8x8xf32> loc("lin"("backward"))
+  %u = aten.sub.Tensor %w, %g : (tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<8x8xf32> loc("w"("optimizer"))
+  return %l, %u : tensor<f32>, tensor<8x8xf32>
+}
+
+// MODE: error: spmd-parallelize: unknown mode 'nope'; registered modes: ddp, fsdp
+// MESH: error: spmd-parallelize: mesh '2x0' is not N or DPxTP with positive sizes
+// RANK: error: ddp runs on a 1-D mesh (dp); got a mesh of 2 dims
+// FIT: error: argument 'w' cannot take its layout: {{.*}}shard<9>{{.*}}
+// SYNTAX: error: ddp: placements entry 'w' is not fqn-glob=placements
+// OPTION: error: fsdp: unknown option 'depth'
