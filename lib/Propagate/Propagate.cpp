@@ -243,11 +243,24 @@ void FunctionPropagation::chooseGreedy() {
   for (unsigned i = 0; i < ops.size(); ++i) {
     if (forced[i] >= 0)
       continue;
-    double bestCost = kInf;
+    // Like DTensor's factories, ops without operands start Replicate: a
+    // shard is then a free local slice wherever a consumer wants one.
+    if (ops[i]->getNumOperands() == 0) {
+      choice[i] = 0;
+      continue;
+    }
+    // DTensor's order of preference: the least communication, then the
+    // fewest operands to redistribute at all (a free slice of a replicated
+    // operand commits its consumers to that shard), then the least compute.
+    std::tuple<double, unsigned, double> best{kInf, 0, kInf};
     for (unsigned s = 0; s < strategies[i].size(); ++s) {
-      double c = ids[i][s].compute + operandCost(i, s);
-      if (c < bestCost) {
-        bestCost = c;
+      unsigned moved = 0;
+      for (auto [k, v] : llvm::enumerate(ops[i]->getOperands()))
+        moved += layoutOf(v) != ids[i][s].operands[k];
+      std::tuple<double, unsigned, double> key{operandCost(i, s), moved,
+                                               ids[i][s].compute};
+      if (key < best) {
+        best = key;
         choice[i] = s;
       }
     }
