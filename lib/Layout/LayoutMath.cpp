@@ -345,6 +345,27 @@ std::vector<int64_t> maxLocalShape(const std::vector<int64_t> &globalShape,
       result[d] = nested;
       continue;
     }
+    // A lone StridedShard: rank 0 holds chunk 0 of every piece, the largest
+    // of each.
+    int64_t sharding = 0;
+    const Placement *lone = nullptr;
+    for (size_t m = 0; m < placements.size(); ++m)
+      if (placements[m].isShardLike() &&
+          placements[m].dim == static_cast<int64_t>(d)) {
+        ++sharding;
+        lone = &placements[m];
+        if (sharding == 1)
+          nested = meshShape[m];
+      }
+    if (sharding == 1) {
+      int64_t total = 0;
+      for (int64_t piece = 0; piece < lone->splitFactor; ++piece)
+        total += chunkSize(
+            chunkRange(globalShape[d], lone->splitFactor, piece).size(),
+            nested);
+      result[d] = total;
+      continue;
+    }
     std::vector<int64_t> sizes = {globalShape[d]};
     for (size_t m = 0; m < placements.size(); ++m) {
       const Placement &p = placements[m];

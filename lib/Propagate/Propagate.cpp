@@ -328,11 +328,17 @@ LogicalResult FunctionPropagation::run() {
 
   // StridedShard layouts in flight (arguments, merging views): the ops may
   // take them as they are (enumerateStrategies' twins).
-  llvm::SmallSetVector<int64_t, 4> splitFactors;
+  SmallVector<SplitFactor> splitFactors;
   for (unsigned i = 0; i < fn.getNumArguments(); ++i)
     for (const layout::Placement &p : cost.layout(argLayouts[i]))
-      if (p.kind == layout::Placement::Kind::StridedShard && p.splitFactor > 1)
-        splitFactors.insert(p.splitFactor);
+      if (p.kind == layout::Placement::Kind::StridedShard &&
+          p.splitFactor > 1) {
+        SplitFactor f{
+            cast<RankedTensorType>(fn.getArgumentTypes()[i]).getDimSize(p.dim),
+            p.splitFactor};
+        if (!llvm::is_contained(splitFactors, f))
+          splitFactors.push_back(f);
+      }
   fn.walk([&](Operation *op) { collectSplitFactors(op, splitFactors); });
 
   WalkResult walk = fn.walk([&](Operation *op) {
@@ -349,8 +355,8 @@ LogicalResult FunctionPropagation::run() {
     if (!hasTensors ||
         (op->getNumOperands() == 0 && op->hasTrait<OpTrait::ConstantLike>()))
       return WalkResult::advance();
-    FailureOr<std::vector<MeshStrategy>> all = enumerateStrategies(
-        op, cost.getMeshShape(), splitFactors.getArrayRef());
+    FailureOr<std::vector<MeshStrategy>> all =
+        enumerateStrategies(op, cost.getMeshShape(), splitFactors);
     if (failed(all)) {
       op->emitOpError("has no sharding rule: cannot propagate layouts "
                       "through it");

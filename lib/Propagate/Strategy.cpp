@@ -40,23 +40,31 @@ static bool shardsEvenly(const std::vector<int64_t> &shape,
 }
 
 void spmd::collectSplitFactors(Operation *op,
-                               llvm::SmallSetVector<int64_t, 4> &out) {
+                               SmallVectorImpl<SplitFactor> &out) {
   auto ruleOp = dyn_cast<aten::ShardingRuleOpInterface>(op);
   if (!ruleOp)
     return;
   std::optional<layout::EinsumRule> rule = ruleOp.getShardingRule();
   if (!rule)
     return;
-  for (const layout::OpStrategy &s : rule->extra)
-    for (const auto *list : {&s.operands, &s.results})
-      for (const Placement &p : *list)
-        if (p.kind == Placement::Kind::StridedShard && p.splitFactor > 1)
-          out.insert(p.splitFactor);
+  auto add = [&](const std::vector<Placement> &placements, ValueRange values) {
+    for (auto [p, v] : llvm::zip(placements, values))
+      if (p.kind == Placement::Kind::StridedShard && p.splitFactor > 1) {
+        SplitFactor f{cast<RankedTensorType>(v.getType()).getDimSize(p.dim),
+                      p.splitFactor};
+        if (!llvm::is_contained(out, f))
+          out.push_back(f);
+      }
+  };
+  for (const layout::OpStrategy &s : rule->extra) {
+    add(s.operands, op->getOperands());
+    add(s.results, op->getResults());
+  }
 }
 
 FailureOr<std::vector<MeshStrategy>>
 spmd::enumerateStrategies(Operation *op, ArrayRef<int64_t> meshShape,
-                          ArrayRef<int64_t> splitFactors) {
+                          ArrayRef<SplitFactor> splitFactors) {
   auto ruleOp = dyn_cast<aten::ShardingRuleOpInterface>(op);
   if (!ruleOp)
     return failure();
@@ -67,7 +75,7 @@ spmd::enumerateStrategies(Operation *op, ArrayRef<int64_t> meshShape,
   const size_t base = oneDim.size();
   if (!isa<aten::BernoulliPOp, aten::NativeDropoutOp, aten::EmbeddingOp,
            aten::EmbeddingDenseBackwardOp>(op)) {
-    for (int64_t factor : splitFactors)
+    for (auto [size, factor] : splitFactors)
       for (size_t i = 0; i < base; ++i) {
         layout::OpStrategy twin = oneDim[i];
         auto hasKind = [&](Placement::Kind kind) {
@@ -77,6 +85,18 @@ spmd::enumerateStrategies(Operation *op, ArrayRef<int64_t> meshShape,
         };
         if (twin.evenShards || !hasKind(Placement::Kind::Shard) ||
             hasKind(Placement::Kind::StridedShard))
+          continue;
+        // Only where every shard falls on a dim of the StridedShard's size.
+        auto onSize = [&, size = size](const std::vector<Placement> &list,
+                                       ValueRange values) {
+          for (auto [p, v] : llvm::zip(list, values))
+            if (p.kind == Placement::Kind::Shard &&
+                cast<RankedTensorType>(v.getType()).getDimSize(p.dim) != size)
+              return false;
+          return true;
+        };
+        if (!onSize(twin.operands, op->getOperands()) ||
+            !onSize(twin.results, op->getResults()))
           continue;
         for (auto *list : {&twin.operands, &twin.results})
           for (Placement &p : *list)

@@ -47,25 +47,44 @@ struct MeshStrategy {
 /// always the all-Replicate one. Fails (no diagnostic) for an op without a
 /// rule.
 ///
-/// For each factor f of `splitFactors`, every 1-D strategy that shards
-/// labels with Shard gets a twin with StridedShard(d, f) in their place:
-/// the op treats the indices of a label alike whatever their order, so a
-/// value laid out as a StridedShard (a merged view, a packed projection)
-/// flows through it without a redistribution. Random ops and embeddings
-/// (which need contiguous pieces) get no twins. The combinations of the
-/// rule's own strategies come first, numbered as without twins.
+/// A StridedShard in flight: `factor` pieces of a dim of `size` elements
+/// (a merged view's output, an argument's layout).
+struct SplitFactor {
+  int64_t size, factor;
+  bool operator==(const SplitFactor &o) const {
+    return size == o.size && factor == o.factor;
+  }
+};
+
+/// Every strategy of `op` (an op with the aten ShardingRuleOpInterface) on
+/// a mesh of shape `meshShape`: the product of the 1-D strategies of its
+/// einsum rule, one per mesh dim, mesh dim 0 varying slowest. A combination
+/// is dropped when a 1-D strategy in it needs even shards (views that merge
+/// or split a sharded dim) and the mesh dims sharding a tensor dim do not
+/// divide it, or when a layout does not fit its tensor. Strategy 0 is
+/// always the all-Replicate one. Fails (no diagnostic) for an op without a
+/// rule.
+///
+/// For each (size, f) of `splitFactors`, every 1-D strategy whose Shards
+/// all fall on dims of that size gets a twin with StridedShard(d, f) in
+/// their place: the op treats the indices of a label alike whatever their
+/// order, so a value laid out as a StridedShard (a merged view, a packed
+/// projection) flows through it without a redistribution. Random ops and
+/// embeddings (which need contiguous pieces) get no twins. The
+/// combinations of the rule's own strategies come first, numbered as
+/// without twins.
 ///
 /// A 1-D strategy with `divides` (a view's atom) is used on a mesh dim only
 /// when the mesh dim's size divides the atom and no other mesh dim shards
 /// the same tensor dims.
 llvm::FailureOr<std::vector<MeshStrategy>>
 enumerateStrategies(mlir::Operation *op, llvm::ArrayRef<int64_t> meshShape,
-                    llvm::ArrayRef<int64_t> splitFactors = {});
+                    llvm::ArrayRef<SplitFactor> splitFactors = {});
 
-/// The split factors (> 1) of the StridedShard placements that `op`'s rule
-/// can produce (views that merge or split a sharded dim), added to `out`.
+/// The StridedShards (factor > 1) that `op`'s rule can produce (views that
+/// merge or split a sharded dim), added to `out`.
 void collectSplitFactors(mlir::Operation *op,
-                         llvm::SmallSetVector<int64_t, 4> &out);
+                         llvm::SmallVectorImpl<SplitFactor> &out);
 
 /// The alpha-beta model of `mesh`: MeshCostModel::defaults, with the
 /// per-mesh-dim `latency` (seconds) and `bandwidth` (bytes/second) given by
