@@ -532,6 +532,11 @@ struct PartitionPass : spmd::impl::PartitionPassBase<PartitionPass> {
     for (auto fn : module.getOps<func::FuncOp>()) {
       if (fn.isExternal())
         continue;
+      if (!fn.getBody().hasOneBlock()) {
+        fn.emitOpError("must have a single block: spmd-partition works on "
+                       "captured straight-line training steps");
+        return signalPassFailure();
+      }
       Partitioner partitioner(mesh);
       if (failed(partitioner.run(fn)))
         return signalPassFailure();

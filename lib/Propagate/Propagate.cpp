@@ -494,6 +494,11 @@ struct PropagatePass : spmd::impl::PropagatePassBase<PropagatePass> {
     for (auto fn : module.getOps<func::FuncOp>()) {
       if (fn.isExternal())
         continue;
+      if (!fn.getBody().hasOneBlock()) {
+        fn.emitOpError("must have a single block: spmd-propagate works on "
+                       "captured straight-line training steps");
+        return signalPassFailure();
+      }
       FunctionPropagation propagation(fn, cost, maxSweeps);
       if (failed(propagation.run()) || failed(propagation.materialize(meshRef)))
         return signalPassFailure();

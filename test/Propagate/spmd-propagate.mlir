@@ -1,4 +1,4 @@
-// RUN: spmd-opt %s --spmd-propagate -split-input-file -verify-diagnostics | FileCheck %s
+// RUN: spmd-opt %s --spmd-propagate -split-input-file -verify-diagnostics --allow-unregistered-dialect | FileCheck %s
 
 // Megatron's MLP: linear1 colwise (weight Shard(0)), linear2 rowwise (weight
 // Shard(1)). The hidden activation stays sharded on its feature dim, the
@@ -120,4 +120,14 @@ module {
   func.func @no_mesh(%a: tensor<8xf32>) -> tensor<8xf32> {
     return %a : tensor<8xf32>
   }
+}
+
+// -----
+
+spmd.mesh @mesh shape = [2] names = ["dp"]
+// expected-error @+1 {{'func.func' op must have a single block: spmd-propagate works on captured straight-line training steps}}
+func.func @blocks(%a: tensor<4xf32>) -> tensor<4xf32> {
+  "test.br"()[^bb1] : () -> ()
+^bb1:
+  return %a : tensor<4xf32>
 }

@@ -47,7 +47,8 @@ def PartitionPass : Pass<"spmd-partition", "mlir::ModuleOp"> {
     - Argument and result types become local; their `spmd.layout` stays,
       so a runner knows what each rank holds.
 
-    Errors: no `spmd.mesh` or more than one, an op without `spmd.layouts`
+    Errors: no `spmd.mesh` or more than one, a function with more than one
+    block, an op without `spmd.layouts`
     (propagation did not run), a random op whose result is StridedShard or
     an embedding table sharded as StridedShard on the vocabulary,
     a redistribution with no plan, or an op that does not verify with its

@@ -45,8 +45,8 @@ def PropagatePass : Pass<"spmd-propagate", "mlir::ModuleOp"> {
     its first consumer, located at it, with `spmd.reason` naming the consumer
     and operand.
 
-    Errors: no `spmd.mesh` or more than one, an op with tensors and no
-    sharding rule, a `spmd.strategy` out of range, a layout that fits no
+    Errors: no `spmd.mesh` or more than one, a function with more than one
+    block, an op with tensors and no sharding rule, a `spmd.strategy` out of range, a layout that fits no
     plan, or a cost model whose lists do not match the mesh rank.
   }];
   let options = [
