@@ -716,7 +716,7 @@ struct ConvertToRuntimeCallsPass
       return signalPassFailure();
     }
     WalkResult walk = module.walk([&](Operation *op) {
-      if (isa<spmd::RedistributeOp>(op)) {
+      if (isa<spmd::RedistributeOp, spmd::KeepLocalOp>(op)) {
         op->emitOpError("is in the global view: run the partitioner "
                         "(--spmd-parallelize) before lowering");
         return WalkResult::interrupt();

@@ -475,8 +475,8 @@ LogicalResult Partitioner::run(func::FuncOp fn) {
   for (BlockArgument arg : fn.getArguments())
     global[arg] = layouts.lookup(arg);
   for (Operation *op : ops) {
-    if (auto r = dyn_cast<RedistributeOp>(op)) {
-      global[r.getResult()] = r.getTo().getLayoutPlacements();
+    if (auto fixed = getFixedLayoutChange(op)) {
+      global[op->getResult(0)] = fixed->second.getLayoutPlacements();
       continue;
     }
     auto attr = op->getAttrOfType<ArrayAttr>("spmd.layouts");
@@ -494,6 +494,15 @@ LogicalResult Partitioner::run(func::FuncOp fn) {
                                    : cast<RankedTensorType>(v.getType())});
   }
   for (Operation *op : ops) {
+    if (auto keep = dyn_cast<KeepLocalOp>(op)) {
+      // Partial and Replicate have the same local type: each rank's own
+      // value simply stays.
+      layouts[keep.getResult()] = keep.getTo().getLayoutPlacements();
+      globals[keep.getResult()] = cast<RankedTensorType>(keep.getType());
+      keep.getResult().replaceAllUsesWith(keep.getInput());
+      keep->erase();
+      continue;
+    }
     if (auto r = dyn_cast<RedistributeOp>(op)) {
       FailureOr<Value> local = redistribute(r, r.getInput());
       if (failed(local))

@@ -92,7 +92,7 @@ private:
   std::vector<std::vector<double>> estimate;
   std::vector<int> forced;
   std::vector<unsigned> choice;
-  std::vector<unsigned> redistributed; // `to` of each redistribute
+  std::vector<unsigned> redistributed; // `to` of each fixed layout change
   DenseMap<Operation *, unsigned> redistributeIndex;
   unsigned replicateLayout = 0;
 };
@@ -118,8 +118,8 @@ unsigned FunctionPropagation::required(OpOperand &use) const {
     return ids[it->second][choice[it->second]].operands[use.getOperandNumber()];
   if (isa<func::ReturnOp>(user))
     return resultLayouts[use.getOperandNumber()];
-  if (auto r = dyn_cast<RedistributeOp>(user))
-    return cost.intern(r.getFrom().getLayoutPlacements());
+  if (auto fixed = getFixedLayoutChange(user))
+    return cost.intern(fixed->first.getLayoutPlacements());
   return replicateLayout;
 }
 
@@ -344,9 +344,9 @@ LogicalResult FunctionPropagation::run() {
   WalkResult walk = fn.walk([&](Operation *op) {
     if (op == fn || isa<func::ReturnOp>(op))
       return WalkResult::advance();
-    if (auto r = dyn_cast<RedistributeOp>(op)) {
+    if (auto fixed = getFixedLayoutChange(op)) {
       redistributeIndex[op] = redistributed.size();
-      redistributed.push_back(cost.intern(r.getTo().getLayoutPlacements()));
+      redistributed.push_back(cost.intern(fixed->second.getLayoutPlacements()));
       return WalkResult::advance();
     }
     bool hasTensors =

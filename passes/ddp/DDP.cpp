@@ -8,6 +8,10 @@
 // before it, and the step equals the single-device step for any batch size
 // (uneven shards are padded and masked, docs/partition.md).
 //
+// Ignored parameters (`ignored=glob,glob`, seed 004's ignored modules and
+// states) keep their local gradients: no all_reduce, each rank updates with
+// its own, as torch.distributed's ignored states do.
+//
 // transformAndCompile buckets the gradient all_reduces (bucket_cap_mb,
 // default 25), in backward order, into few flat all_reduces.
 //
@@ -26,8 +30,8 @@ class DDPMode : public ParallelMode {
 public:
   LogicalResult partition(ModuleOp module,
                           const ParallelOptions &options) override {
-    FailureOr<DataParallelConfig> config =
-        parseDataParallelConfig(module, options, "ddp", {"bucket-cap-mb"});
+    FailureOr<DataParallelConfig> config = parseDataParallelConfig(
+        module, options, "ddp", {"bucket-cap-mb", "ignored"});
     if (failed(config))
       return failure();
     return annotateAndPartition(
@@ -41,7 +45,15 @@ public:
           return std::nullopt;
         },
         [&](func::FuncOp fn) {
-          reduceGradients(fn);
+          SmallVector<std::string> ignored;
+          auto it = options.options.find("ignored");
+          if (it != options.options.end()) {
+            SmallVector<StringRef> patterns;
+            StringRef(it->second).split(patterns, ',', -1, false);
+            for (StringRef p : patterns)
+              ignored.push_back(p.trim().str());
+          }
+          reduceGradients(fn, ignored);
           // The update runs replicated on every rank (DTensorExpandMode):
           // each gradient is reduced whole before it, not reduce-scattered
           // into a sharded update. Updates of overridden (sharded)
@@ -65,7 +77,41 @@ public:
   /// Each gradient (a value of backward that the optimizer reads) is
   /// Partial(sum) over the batch and all-reduced once, before its first
   /// use in the update: a fixed Partial -> Replicate redistribute.
-  static void reduceGradients(func::FuncOp fn) {
+  /// The FQNs of the arguments that `grad` ends up updating: the results
+  /// its optimizer-phase users reach, and the arguments those update.
+  static SmallVector<StringRef> updatedBy(func::FuncOp fn, Value grad) {
+    SmallVector<StringRef> fqns;
+    SmallVector<Value> work = {grad};
+    DenseSet<Value> seen;
+    while (!work.empty()) {
+      Value v = work.pop_back_val();
+      if (!seen.insert(v).second)
+        continue;
+      for (OpOperand &use : v.getUses()) {
+        Operation *user = use.getOwner();
+        if (isa<func::ReturnOp>(user)) {
+          auto updates = fn.getResultAttrOfType<IntegerAttr>(
+              use.getOperandNumber(), "spmd.updates");
+          if (updates)
+            if (auto fqn = fn.getArgAttrOfType<StringAttr>(updates.getInt(),
+                                                           "spmd.fqn"))
+              fqns.push_back(fqn.getValue());
+          continue;
+        }
+        if (getPhase(user) == "optimizer")
+          work.append(user->result_begin(), user->result_end());
+      }
+    }
+    return fqns;
+  }
+
+  /// Each gradient (a value of backward that the optimizer reads) is
+  /// Partial(sum) over the batch and all-reduced once, before its first
+  /// use in the update: a fixed Partial -> Replicate redistribute. The
+  /// gradients of ignored parameters (seed 004's ignored modules/states:
+  /// every parameter they update matches an `ignored` pattern) are not
+  /// synchronized: each rank updates with its own (spmd.keep_local).
+  static void reduceGradients(func::FuncOp fn, ArrayRef<std::string> ignored) {
     auto mesh = FlatSymbolRefAttr::get(fn.getContext(), "mesh");
     auto partial = getLayoutAttr(
         mesh, {layout::Placement::partial(layout::ReduceKind::Sum)});
@@ -87,12 +133,27 @@ public:
         if (getPhase(user) == "optimizer" &&
             (!first || user->isBeforeInBlock(first)))
           first = user;
+      SmallVector<StringRef> params = updatedBy(fn, grad);
+      bool skip = !ignored.empty() && !params.empty() &&
+                  llvm::all_of(params, [&](StringRef fqn) {
+                    return llvm::any_of(ignored, [&](const std::string &p) {
+                      return matchFqn(p, fqn);
+                    });
+                  });
       OpBuilder b(first);
-      auto r = RedistributeOp::create(b, first->getLoc(), grad.getType(), grad,
-                                      partial, whole);
+      Operation *r =
+          skip ? KeepLocalOp::create(b, first->getLoc(), grad.getType(), grad,
+                                     partial, whole)
+                     .getOperation()
+               : RedistributeOp::create(b, first->getLoc(), grad.getType(),
+                                        grad, partial, whole)
+                     .getOperation();
       r->setAttr("spmd.reason",
-                 b.getStringAttr("ddp: gradient all_reduce before the update"));
-      grad.replaceUsesWithIf(r.getResult(), [&](OpOperand &use) {
+                 b.getStringAttr(skip ? "ddp: ignored parameter, gradient "
+                                        "not synchronized"
+                                      : "ddp: gradient all_reduce before "
+                                        "the update"));
+      grad.replaceUsesWithIf(r->getResult(0), [&](OpOperand &use) {
         return use.getOwner() != r && getPhase(use.getOwner()) == "optimizer";
       });
     }

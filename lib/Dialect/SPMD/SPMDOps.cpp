@@ -70,18 +70,63 @@ LogicalResult RedistributeOp::verify() {
   return success();
 }
 
-LogicalResult
-RedistributeOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
-  auto type = llvm::cast<ShapedType>(getInput().getType());
+/// Both layouts of a global-view layout change fit the input and the mesh.
+static LogicalResult verifyLayoutChange(Operation *op, Value input,
+                                        LayoutAttr from, LayoutAttr to,
+                                        SymbolTableCollection &symbolTable) {
+  auto type = llvm::cast<ShapedType>(input.getType());
   for (auto [name, layoutAttr] :
-       {std::pair<StringRef, LayoutAttr>{"'from'", getFrom()},
-        std::pair<StringRef, LayoutAttr>{"'to'", getTo()}})
+       {std::pair<StringRef, LayoutAttr>{"'from'", from},
+        std::pair<StringRef, LayoutAttr>{"'to'", to}})
     if (failed(layoutAttr.verifyFor(
-            getOperation(), type,
-            [&, name = name] { return emitOpError() << name << " "; },
+            op, type,
+            [&, name = name] { return op->emitOpError() << name << " "; },
             &symbolTable)))
       return failure();
   return success();
+}
+
+LogicalResult
+RedistributeOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  return verifyLayoutChange(*this, getInput(), getFrom(), getTo(), symbolTable);
+}
+
+//===----------------------------------------------------------------------===//
+// KeepLocalOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult KeepLocalOp::verify() {
+  if (getFrom().getMesh() != getTo().getMesh())
+    return emitOpError("changes between different meshes (")
+           << getFrom().getMesh() << " and " << getTo().getMesh() << ")";
+  std::vector<layout::Placement> from = getFrom().getLayoutPlacements();
+  std::vector<layout::Placement> to = getTo().getLayoutPlacements();
+  if (from.size() != to.size())
+    return emitOpError("'from' has ")
+           << from.size() << " placements and 'to' " << to.size();
+  for (size_t m = 0; m < from.size(); ++m) {
+    bool kept = from[m].kind == layout::Placement::Kind::Partial &&
+                to[m].kind == layout::Placement::Kind::Replicate;
+    if (!kept && from[m] != to[m])
+      return emitOpError("mesh dim ")
+             << m << " changes " << from[m].str() << " to " << to[m].str()
+             << "; only a Partial may become Replicate";
+  }
+  return success();
+}
+
+LogicalResult
+KeepLocalOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  return verifyLayoutChange(*this, getInput(), getFrom(), getTo(), symbolTable);
+}
+
+std::optional<std::pair<LayoutAttr, LayoutAttr>>
+spmd::getFixedLayoutChange(Operation *op) {
+  if (auto r = llvm::dyn_cast<RedistributeOp>(op))
+    return std::make_pair(r.getFrom(), r.getTo());
+  if (auto k = llvm::dyn_cast<KeepLocalOp>(op))
+    return std::make_pair(k.getFrom(), k.getTo());
+  return std::nullopt;
 }
 
 //===----------------------------------------------------------------------===//

@@ -249,3 +249,30 @@ func.func @f(%arg0: tensor<?x4xf32>) {
   %0 = spmd.all_reduce %arg0 on @mesh mesh_dims = [1] reduce = sum : tensor<?x4xf32>
   return
 }
+
+// -----
+
+spmd.mesh @mesh shape = [2, 2] names = ["dp", "tp"]
+func.func @keep_local_changes_shard(%x: tensor<4x4xf32>) -> tensor<4x4xf32> {
+  // expected-error @+1 {{'spmd.keep_local' op mesh dim 1 changes shard<0> to replicate; only a Partial may become Replicate}}
+  %0 = spmd.keep_local %x : tensor<4x4xf32> from #spmd.layout<@mesh, [partial<sum>, shard<0>]> to #spmd.layout<@mesh, [replicate, replicate]>
+  return %0 : tensor<4x4xf32>
+}
+
+// -----
+
+spmd.mesh @mesh shape = [2] names = ["dp"]
+func.func @take_table(%x: tensor<4xf32>) -> tensor<2xf32> {
+  // expected-error @+1 {{'spmd.local_take' op has 3 indices; the mesh has 2 ranks and the result 2 positions along dim 0, so 4 are needed}}
+  %0 = spmd.local_take %x on @mesh dim = 0 indices = [0, 1, 2] : tensor<4xf32> -> tensor<2xf32>
+  return %0 : tensor<2xf32>
+}
+
+// -----
+
+spmd.mesh @mesh shape = [2] names = ["dp"]
+func.func @take_index(%x: tensor<4xf32>) -> tensor<1xf32> {
+  // expected-error @+1 {{'spmd.local_take' op index 4 is outside [-1, 4)}}
+  %0 = spmd.local_take %x on @mesh dim = 0 indices = [0, 4] : tensor<4xf32> -> tensor<1xf32>
+  return %0 : tensor<1xf32>
+}

@@ -55,3 +55,12 @@ func.func @collectives(%arg0: tensor<8x4xf32>, %empty: tensor<0x4xf32>) {
   %7 = spmd.reduce_scatter %arg0 on @mesh3d mesh_dims = [2, 0] scatter_dim = 0 reduce = min : tensor<8x4xf32> -> tensor<1x4xf32>
   return
 }
+
+// CHECK-LABEL: func.func @local_ops
+func.func @local_ops(%x: tensor<4x4xf32>) -> (tensor<4x4xf32>, tensor<2x4xf32>) {
+  // CHECK: spmd.keep_local %{{.*}} : tensor<4x4xf32> from #spmd.layout<@mesh, [partial<sum>, shard<1>]> to #spmd.layout<@mesh, [replicate, shard<1>]>
+  %0 = spmd.keep_local %x : tensor<4x4xf32> from #spmd.layout<@mesh, [partial<sum>, shard<1>]> to #spmd.layout<@mesh, [replicate, shard<1>]>
+  // CHECK: spmd.local_take %{{.*}} on @mesh dim = 0 indices = [0, 1, 2, 3, 0, -1, 1, 2] fill = 1.500000e+00 : tensor<4x4xf32> -> tensor<2x4xf32>
+  %1 = spmd.local_take %x on @mesh dim = 0 indices = [0, 1, 2, 3, 0, -1, 1, 2] fill = 1.5 : tensor<4x4xf32> -> tensor<2x4xf32>
+  return %0, %1 : tensor<4x4xf32>, tensor<2x4xf32>
+}

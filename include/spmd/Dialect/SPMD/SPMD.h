@@ -67,6 +67,11 @@ MeshOp getOnlyMesh(mlir::ModuleOp module, llvm::StringRef pass);
 /// "loss", "backward", "optimizer", or "" when unknown.
 llvm::StringRef getPhase(mlir::Operation *op);
 
+/// The layouts a global-view layout change fixes (spmd.redistribute,
+/// spmd.keep_local): its operand must be `first`, its result is `second`.
+std::optional<std::pair<LayoutAttr, LayoutAttr>>
+getFixedLayoutChange(mlir::Operation *op);
+
 /// `#spmd.layout<@mesh, [placements...]>`.
 LayoutAttr getLayoutAttr(mlir::FlatSymbolRefAttr mesh,
                          llvm::ArrayRef<layout::Placement> placements);

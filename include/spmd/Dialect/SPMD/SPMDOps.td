@@ -70,6 +70,38 @@ def SPMD_RedistributeOp : SPMD_Op<"redistribute", [
   let hasVerifier = 1;
 }
 
+def SPMD_KeepLocalOp : SPMD_Op<"keep_local", [
+    Pure, SameOperandsAndResultType,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "Use each rank's own value of a Partial as Replicate (global view)";
+  let description = [{
+    States that `input`, laid out as `from` (Partial on some mesh dims), is
+    used laid out as `to` (the same placements, Replicate where `from` is
+    Partial) without reducing it: every rank keeps its own local value, so
+    the ranks' values differ afterwards. It costs nothing and the
+    partitioner removes it. DDP's ignored parameters (seed 004) update with
+    their unsynchronized local gradients this way.
+
+    Example:
+    ```mlir
+    %1 = spmd.keep_local %0 : tensor<8x16xf32>
+           from #spmd.layout<@mesh, [partial<sum>]>
+           to #spmd.layout<@mesh, [replicate]>
+    ```
+    Errors: the layouts name different meshes or a missing mesh, do not fit
+    the tensor, or differ anywhere but a Partial of `from` that is
+    Replicate in `to`.
+  }];
+  let arguments = (ins AnyStaticShapeTensor:$input, SPMD_LayoutAttr:$from,
+                       SPMD_LayoutAttr:$to);
+  let results = (outs AnyStaticShapeTensor:$result);
+  let assemblyFormat = [{
+    $input `:` type($result) `from` qualified($from) `to` qualified($to)
+    attr-dict
+  }];
+  let hasVerifier = 1;
+}
+
 class SPMD_CollectiveOp<string mnemonic, list<Trait> traits = []>
     : SPMD_Op<mnemonic, !listconcat(traits, [
         DeclareOpInterfaceMethods<SymbolUserOpInterface>,
