@@ -504,8 +504,14 @@ FailureOr<KernelCall> describe(Operation *op, ValueRange operands,
         return simple("spmd_rt_all_to_all", extra);
       })
       .Case([&](spmd::LocalTakeOp o) {
-        return simple("spmd_rt_local_take",
-                      {b.i64(o.getDim()), b.i64Array(o.getIndices()),
+        if (auto indices = o.getIndicesAttr())
+          return simple("spmd_rt_local_take",
+                        {b.i64(o.getDim()), b.i64Array(indices.asArrayRef()),
+                         b.f64(o.getFill().convertToDouble())});
+        return simple("spmd_rt_local_take_runs",
+                      {b.i64(o.getDim()),
+                       b.i64Array(o.getStartsAttr().asArrayRef()),
+                       b.i64Array(o.getCountsAttr().asArrayRef()),
                        b.f64(o.getFill().convertToDouble())});
       })
       .Case([&](spmd::BroadcastOp o) {

@@ -141,10 +141,26 @@ Value Partitioner::take(OpBuilder &b, Location loc, Value input, int64_t dim,
     return input;
   SmallVector<int64_t> shape(type.getShape());
   shape[dim] = size;
-  return LocalTakeOp::create(b, loc, type.clone(shape), input, meshRef,
-                             b.getI64IntegerAttr(dim),
-                             b.getDenseI64ArrayAttr(indices),
-                             b.getF64FloatAttr(fill))
+  // The compact form when every rank's row is one run then fill.
+  SmallVector<int64_t> starts, counts;
+  for (int64_t r = 0; r < numRanks && starts.size() == counts.size(); ++r) {
+    ArrayRef<int64_t> row = indices.slice(r * size, size);
+    int64_t count = 0;
+    while (count < size && row[count] != -1 && row[count] == row[0] + count)
+      ++count;
+    if (llvm::any_of(row.drop_front(count), [](int64_t i) { return i != -1; }))
+      break;
+    starts.push_back(count ? row[0] : 0);
+    counts.push_back(count);
+  }
+  bool runs = static_cast<int64_t>(counts.size()) == numRanks;
+  return LocalTakeOp::create(
+             b, loc, type.clone(shape), input, meshRef,
+             b.getI64IntegerAttr(dim),
+             runs ? DenseI64ArrayAttr() : b.getDenseI64ArrayAttr(indices),
+             runs ? b.getDenseI64ArrayAttr(starts) : DenseI64ArrayAttr(),
+             runs ? b.getDenseI64ArrayAttr(counts) : DenseI64ArrayAttr(),
+             b.getF64FloatAttr(fill))
       .getResult();
 }
 

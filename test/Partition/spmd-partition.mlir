@@ -12,10 +12,11 @@ func.func @s2s(%x: tensor<8x8xf32> {spmd.layout = #spmd.layout<@mesh, [shard<0>]
 }
 
 // 10 rows on 4 ranks: 3, 3, 3, 1 in pieces padded to 3. The gather moves
-// 12 rows and every rank keeps the 10 real ones.
+// 12 rows and every rank keeps the 10 real ones (a run: the compact form of
+// spmd.local_take).
 // CHECK-LABEL: func.func @uneven_gather(%arg0: tensor<3x4xf32>
 // CHECK-NEXT: %[[G:.*]] = spmd.all_gather %arg0 on @mesh mesh_dims = [0] gather_dim = 0 {{.*}} : tensor<3x4xf32> -> tensor<12x4xf32>
-// CHECK-NEXT: %[[T:.*]] = spmd.local_take %[[G]] on @mesh dim = 0 indices = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 0, {{.*}}] : tensor<12x4xf32> -> tensor<10x4xf32>
+// CHECK-NEXT: %[[T:.*]] = spmd.local_take %[[G]] on @mesh dim = 0 starts = [0, 0, 0, 0] counts = [10, 10, 10, 10] : tensor<12x4xf32> -> tensor<10x4xf32>
 // CHECK-NEXT: return %[[T]]
 func.func @uneven_gather(%x: tensor<10x4xf32> {spmd.layout = #spmd.layout<@mesh, [shard<0>]>}) -> tensor<10x4xf32> {
   return %x : tensor<10x4xf32>
@@ -26,8 +27,8 @@ func.func @uneven_gather(%x: tensor<10x4xf32> {spmd.layout = #spmd.layout<@mesh,
 // positions); the Partial result is all-reduced.
 // CHECK-LABEL: func.func @masked_contraction
 // CHECK: %[[E:.*]] = aten.add.Scalar
-// CHECK-NEXT: %[[A:.*]] = spmd.local_take %[[E]] on @mesh dim = 1 indices = [0, 1, 2, 0, 1, 2, 0, 1, 2, 0, -1, -1]
-// CHECK-NEXT: %[[B:.*]] = spmd.local_take %arg1 on @mesh dim = 0 indices = [0, 1, 2, 0, 1, 2, 0, 1, 2, 0, -1, -1]
+// CHECK-NEXT: %[[A:.*]] = spmd.local_take %[[E]] on @mesh dim = 1 starts = [0, 0, 0, 0] counts = [3, 3, 3, 1]
+// CHECK-NEXT: %[[B:.*]] = spmd.local_take %arg1 on @mesh dim = 0 starts = [0, 0, 0, 0] counts = [3, 3, 3, 1]
 // CHECK-NEXT: %[[C:.*]] = aten.mm %[[A]], %[[B]] : (tensor<3x3xf32>, tensor<3x3xf32>) -> tensor<3x3xf32>
 // CHECK-NEXT: spmd.all_reduce %[[C]] on @mesh mesh_dims = [0] reduce = sum
 func.func @masked_contraction(%a: tensor<3x10xf32> {spmd.layout = #spmd.layout<@mesh, [shard<1>]>}, %b: tensor<10x3xf32> {spmd.layout = #spmd.layout<@mesh, [shard<0>]>}) -> tensor<3x3xf32> {
@@ -40,8 +41,8 @@ func.func @masked_contraction(%a: tensor<3x10xf32> {spmd.layout = #spmd.layout<@
 // ignored) and divides by the all-reduced total weight; the Partial loss
 // is then all-reduced.
 // CHECK-LABEL: func.func @mean_loss
-// CHECK: %[[X:.*]] = spmd.local_take %arg0 on @mesh dim = 0 indices = [0, 1, 0, 1, 0, 1, -1, -1] : tensor<2x5xf32>
-// CHECK-NEXT: %[[T:.*]] = spmd.local_take %arg1 on @mesh dim = 0 indices = [0, 1, 0, 1, 0, 1, -1, -1] fill = -1.000000e+02 : tensor<2xi64>
+// CHECK: %[[X:.*]] = spmd.local_take %arg0 on @mesh dim = 0 starts = [0, 0, 0, 0] counts = [2, 2, 2, 0] : tensor<2x5xf32>
+// CHECK-NEXT: %[[T:.*]] = spmd.local_take %arg1 on @mesh dim = 0 starts = [0, 0, 0, 0] counts = [2, 2, 2, 0] fill = -1.000000e+02 : tensor<2xi64>
 // CHECK-NEXT: %[[L:.*]], %[[W:.*]] = aten.nll_loss_forward %[[X]], %[[T]] {ignore_index = -100 : i64, reduction = 2 : i64}
 // CHECK-NEXT: %[[WS:.*]] = spmd.all_reduce %[[W]] on @mesh mesh_dims = [0] reduce = sum {spmd.reason = "total_weight of the mean nll_loss_forward
 // CHECK-NEXT: %[[M:.*]] = aten.div.Tensor %[[L]], %[[WS]]
@@ -78,7 +79,7 @@ func.func @strided(%x: tensor<7x2xf32> {spmd.layout = #spmd.layout<@mesh, [strid
 spmd.mesh @mesh shape = [2, 2] names = ["dp", "tp"]
 // CHECK-LABEL: func.func @local_partial
 // CHECK: aten.view %arg0 {size = array<i64: 1>} : (tensor<f32>) -> tensor<1xf32>
-// CHECK-NEXT: spmd.local_take %{{.*}} on @mesh dim = 0 indices = [0, -1, 0, -1] : tensor<1xf32> -> tensor<1xf32>
+// CHECK-NEXT: spmd.local_take %{{.*}} on @mesh dim = 0 starts = [0, 0, 0, 0] counts = [1, 0, 1, 0] : tensor<1xf32> -> tensor<1xf32>
 // CHECK-NEXT: aten.view %{{.*}} {size = array<i64>} : (tensor<1xf32>) -> tensor<f32>
 func.func @local_partial(%x: tensor<f32>) -> tensor<f32> {
   %p = spmd.redistribute %x : tensor<f32> from #spmd.layout<@mesh, [replicate, replicate]> to #spmd.layout<@mesh, [replicate, partial<sum>]>

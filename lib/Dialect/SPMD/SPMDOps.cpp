@@ -274,10 +274,29 @@ LogicalResult LocalTakeOp::verify() {
       return emitOpError("dim ")
              << d << " changes size from " << inType.getDimSize(d) << " to "
              << outType.getDimSize(d) << "; only dim " << dim << " may";
-  for (int64_t index : getIndices())
-    if (index < -1 || index >= inType.getDimSize(dim))
-      return emitOpError("index ")
-             << index << " is outside [-1, " << inType.getDimSize(dim) << ")";
+  bool table = getIndices().has_value();
+  bool runs = getStarts().has_value() || getCounts().has_value();
+  if (table == runs)
+    return emitOpError("needs either `indices` or `starts` and `counts`");
+  if (runs && (!getStarts() || !getCounts() ||
+               getStarts()->size() != getCounts()->size()))
+    return emitOpError("needs `starts` and `counts` of equal length");
+  if (table) {
+    ArrayRef<int64_t> indices = *getIndices();
+    for (int64_t index : indices)
+      if (index < -1 || index >= inType.getDimSize(dim))
+        return emitOpError("index ")
+               << index << " is outside [-1, " << inType.getDimSize(dim) << ")";
+    return success();
+  }
+  ArrayRef<int64_t> starts = *getStarts(), counts = *getCounts();
+  for (auto [start, count] : llvm::zip(starts, counts))
+    if (start < 0 || count < 0 || count > outType.getDimSize(dim) ||
+        start + count > inType.getDimSize(dim))
+      return emitOpError("run [")
+             << start << ", " << start + count << ") does not fit "
+             << outType.getDimSize(dim) << " result positions and "
+             << inType.getDimSize(dim) << " input positions";
   return success();
 }
 
@@ -288,10 +307,17 @@ LocalTakeOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
     return failure();
   int64_t size =
       llvm::cast<ShapedType>(getResult().getType()).getDimSize(getDim());
+  if (getStarts()) {
+    if (static_cast<int64_t>(getStarts()->size()) != mesh.getNumRanks())
+      return emitOpError("has ")
+             << getStarts()->size() << " runs; the mesh has "
+             << mesh.getNumRanks() << " ranks";
+    return success();
+  }
   int64_t want = mesh.getNumRanks() * size;
-  if (static_cast<int64_t>(getIndices().size()) != want)
+  if (static_cast<int64_t>(getIndices()->size()) != want)
     return emitOpError("has ")
-           << getIndices().size() << " indices; the mesh has "
+           << getIndices()->size() << " indices; the mesh has "
            << mesh.getNumRanks() << " ranks and the result " << size
            << " positions along dim " << getDim() << ", so " << want
            << " are needed";

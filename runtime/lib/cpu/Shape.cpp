@@ -193,9 +193,14 @@ void spmd_rt_slice(SpmdBuffer *out, const SpmdBuffer *self, int64_t dim,
   });
 }
 
-void spmd_rt_local_take(SpmdBuffer *out, const SpmdBuffer *self, int64_t dim,
-                        const int64_t *indices, double fill) {
-  const char *kernel = "spmd_rt_local_take";
+} // extern "C"
+
+namespace {
+/// spmd.local_take along `dim`: out position k reads self position
+/// source(k), or `fill` where it is negative.
+template <typename SourceFn>
+void localTake(const char *kernel, SpmdBuffer *out, const SpmdBuffer *self,
+               int64_t dim, double fill, SourceFn source) {
   checkDim(kernel, self, dim);
   bool ok = out->rank == self->rank;
   for (int32_t d = 0; d < out->rank && ok; ++d)
@@ -205,7 +210,6 @@ void spmd_rt_local_take(SpmdBuffer *out, const SpmdBuffer *self, int64_t dim,
                   shapeStr(out).c_str(), shapeStr(self).c_str(),
                   static_cast<long long>(dim));
   const int64_t size = out->shape[dim];
-  const int64_t *row = indices + static_cast<int64_t>(spmd_rt_rank()) * size;
   const int64_t outer = product(self->shape, 0, dim);
   const int64_t inner = product(self->shape, dim + 1, self->rank);
   const int64_t inRow = self->shape[dim] * inner;
@@ -216,13 +220,34 @@ void spmd_rt_local_take(SpmdBuffer *out, const SpmdBuffer *self, int64_t dim,
     for (int64_t i = 0; i < outer; ++i)
       for (int64_t k = 0; k < size; ++k) {
         T *dst = o + (i * size + k) * inner;
-        if (row[k] < 0 || row[k] >= self->shape[dim])
+        int64_t from = source(k);
+        if (from < 0 || from >= self->shape[dim])
           std::fill(dst, dst + inner, value);
         else
-          std::memcpy(dst, in + i * inRow + row[k] * inner,
+          std::memcpy(dst, in + i * inRow + from * inner,
                       static_cast<size_t>(inner) * sizeof(T));
       }
   });
+}
+} // namespace
+
+extern "C" {
+
+void spmd_rt_local_take(SpmdBuffer *out, const SpmdBuffer *self, int64_t dim,
+                        const int64_t *indices, double fill) {
+  const int64_t *row =
+      indices + static_cast<int64_t>(spmd_rt_rank()) * out->shape[dim];
+  localTake("spmd_rt_local_take", out, self, dim, fill,
+            [&](int64_t k) { return row[k]; });
+}
+
+void spmd_rt_local_take_runs(SpmdBuffer *out, const SpmdBuffer *self,
+                             int64_t dim, const int64_t *starts,
+                             const int64_t *counts, double fill) {
+  int32_t rank = spmd_rt_rank();
+  int64_t start = starts[rank], count = counts[rank];
+  localTake("spmd_rt_local_take_runs", out, self, dim, fill,
+            [&](int64_t k) { return k < count ? start + k : -1; });
 }
 
 /// Keeps (.., i, j) with j - i >= diagonal, zeroes the rest (ATen's triu).

@@ -276,3 +276,21 @@ func.func @take_index(%x: tensor<4xf32>) -> tensor<1xf32> {
   %0 = spmd.local_take %x on @mesh dim = 0 indices = [0, 4] : tensor<4xf32> -> tensor<1xf32>
   return %0 : tensor<1xf32>
 }
+
+// -----
+
+spmd.mesh @mesh shape = [2] names = ["dp"]
+func.func @take_run(%x: tensor<4xf32>) -> tensor<2xf32> {
+  // expected-error @+1 {{'spmd.local_take' op run [3, 5) does not fit 2 result positions and 4 input positions}}
+  %0 = spmd.local_take %x on @mesh dim = 0 starts = [0, 3] counts = [2, 2] : tensor<4xf32> -> tensor<2xf32>
+  return %0 : tensor<2xf32>
+}
+
+// -----
+
+spmd.mesh @mesh shape = [2] names = ["dp"]
+func.func @take_forms(%x: tensor<4xf32>) -> tensor<2xf32> {
+  // expected-error @+1 {{'spmd.local_take' op needs either `indices` or `starts` and `counts`}}
+  %0 = spmd.local_take %x on @mesh dim = 0 : tensor<4xf32> -> tensor<2xf32>
+  return %0 : tensor<2xf32>
+}

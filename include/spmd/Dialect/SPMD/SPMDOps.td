@@ -248,17 +248,31 @@ def SPMD_LocalTakeOp : SPMD_Op<"local_take", [
     %1 = spmd.local_take %0 on @mesh dim = 0 indices = [0, 1, 2, -1] fill = 0.0
            : tensor<4x8xf32> -> tensor<2x8xf32>
     ```
+    The compact form gives each rank a run instead of a table: position i
+    of rank r is `starts[r] + i` for i < `counts[r]`, and `fill` after it
+    (what a rank's chunk and an unpadding are). The partitioner uses it
+    whenever every row is such a run, so the IR does not grow with the
+    size of the tensor:
+    ```mlir
+    %2 = spmd.local_take %0 on @mesh dim = 0 starts = [0, 3, 6, 9]
+           counts = [3, 3, 3, 1] : tensor<10x8xf32> -> tensor<3x8xf32>
+    ```
+
     Errors: a mesh that does not exist, `dim` out of range, shapes that
-    differ on another dim or element types that differ, a table whose size
-    is not (ranks of the mesh) x (result size along `dim`), and indices
-    outside [-1, input size along `dim`).
+    differ on another dim or element types that differ, neither or both
+    forms, a table whose size is not (ranks of the mesh) x (result size
+    along `dim`) or run lists that do not have one entry per rank, and
+    indices (or runs) outside [-1, input size along `dim`).
   }];
   let arguments = (ins AnyStaticShapeTensor:$input, FlatSymbolRefAttr:$mesh,
-                       I64Attr:$dim, DenseI64ArrayAttr:$indices,
+                       I64Attr:$dim, OptionalAttr<DenseI64ArrayAttr>:$indices,
+                       OptionalAttr<DenseI64ArrayAttr>:$starts,
+                       OptionalAttr<DenseI64ArrayAttr>:$counts,
                        DefaultValuedAttr<F64Attr, "0.0">:$fill);
   let results = (outs AnyStaticShapeTensor:$result);
   let assemblyFormat = [{
-    $input `on` $mesh `dim` `=` $dim `indices` `=` $indices (`fill` `=` $fill^)?
+    $input `on` $mesh `dim` `=` $dim (`indices` `=` $indices^)?
+    (`starts` `=` $starts^)? (`counts` `=` $counts^)? (`fill` `=` $fill^)?
     attr-dict `:` type($input) `->` type($result)
   }];
   let hasVerifier = 1;

@@ -178,6 +178,11 @@ void spmd_rt_slice(SpmdBuffer *out, const SpmdBuffer *self, int64_t dim,
    where that index is -1. `indices` holds one row per rank of the job. */
 void spmd_rt_local_take(SpmdBuffer *out, const SpmdBuffer *self, int64_t dim,
                         const int64_t *indices, double fill);
+/* spmd.local_take's compact form: out position k is self position
+   starts[rank] + k for k < counts[rank], `fill` after. */
+void spmd_rt_local_take_runs(SpmdBuffer *out, const SpmdBuffer *self,
+                             int64_t dim, const int64_t *starts,
+                             const int64_t *counts, double fill);
 /* The row of a per-rank table of `row_length` entries that belongs to this
    rank: table + spmd_rt_rank() * row_length (the random ops' global offsets
    of a sharded result). */
