@@ -18,6 +18,17 @@ DataParallelConfig::overrideFor(StringRef fqn) const {
   return std::nullopt;
 }
 
+std::optional<std::vector<layout::Placement>>
+DataParallelConfig::layoutOf(StringRef role, StringRef fqn,
+                             RankedTensorType type,
+                             ArrayRef<StringRef> shardedRoles) const {
+  if (auto p = overrideFor(fqn))
+    return p;
+  if (llvm::is_contained(shardedRoles, role) && type.getRank() > 0)
+    return std::vector<layout::Placement>{layout::Placement::shard(0)};
+  return std::nullopt;
+}
+
 FailureOr<DataParallelConfig>
 spmd::parseDataParallelConfig(ModuleOp module, const ParallelOptions &options,
                               StringRef mode, ArrayRef<StringRef> known) {

@@ -36,13 +36,8 @@ public:
       return failure();
     return annotateAndPartition(
         module, config->options,
-        [&](StringRef role, StringRef fqn, RankedTensorType type)
-            -> std::optional<std::vector<layout::Placement>> {
-          if (auto p = config->overrideFor(fqn))
-            return p;
-          if ((role == "input" || role == "target") && type.getRank() > 0)
-            return std::vector<layout::Placement>{layout::Placement::shard(0)};
-          return std::nullopt;
+        [&](StringRef role, StringRef fqn, RankedTensorType type) {
+          return config->layoutOf(role, fqn, type, {"input", "target"});
         },
         [&](func::FuncOp fn) {
           SmallVector<std::string> ignored;

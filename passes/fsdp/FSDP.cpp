@@ -41,15 +41,9 @@ public:
       return failure();
     return annotateAndPartition(
         module, config->options,
-        [&](StringRef role, StringRef fqn, RankedTensorType type)
-            -> std::optional<std::vector<layout::Placement>> {
-          if (auto p = config->overrideFor(fqn))
-            return p;
-          bool shard = role == "input" || role == "target" || role == "param" ||
-                       role == "optim_state";
-          if (shard && type.getRank() > 0)
-            return std::vector<layout::Placement>{layout::Placement::shard(0)};
-          return std::nullopt;
+        [&](StringRef role, StringRef fqn, RankedTensorType type) {
+          return config->layoutOf(role, fqn, type,
+                                  {"input", "target", "param", "optim_state"});
         },
         [&](func::FuncOp fn) { return gatherParameters(fn); });
   }

@@ -27,6 +27,14 @@ struct DataParallelConfig {
   /// The override for an argument's FQN, if a pattern matches it.
   std::optional<std::vector<layout::Placement>>
   overrideFor(llvm::StringRef fqn) const;
+
+  /// A data-parallel argument layout: the override for `fqn` if any, else
+  /// Shard(0) for a tensor of rank >= 1 whose role is in `shardedRoles`,
+  /// else none (Replicate).
+  std::optional<std::vector<layout::Placement>>
+  layoutOf(llvm::StringRef role, llvm::StringRef fqn,
+           mlir::RankedTensorType type,
+           llvm::ArrayRef<llvm::StringRef> shardedRoles) const;
 };
 
 /// Checks `options` for mode `mode` on a 1-D mesh: the mesh rank, option
