@@ -26,7 +26,7 @@ namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 /// Producer layouts the forward estimate keeps per value.
-constexpr size_t kForwardOptions = 3;
+constexpr size_t kForwardOptions = 1;
 
 Placements replicated(size_t meshRank) {
   return Placements(meshRank, layout::Placement::replicate());
@@ -197,9 +197,9 @@ void FunctionPropagation::estimateForward() {
           it->second = std::min(it->second, c);
       }
     }
-    // Consumers weigh only the few cheapest ways to produce each value:
-    // the others rarely win, and every (layout, layout) pair weighed is a
-    // redistribute plan to compute.
+    // Consumers weigh only the cheapest way to produce each value: every
+    // (layout, layout) pair weighed is a redistribute plan to compute, and
+    // the greedy start and the sweeps cover what this estimate misses.
     for (Value v : op->getResults()) {
       auto &known = best[v];
       llvm::stable_sort(known,
