@@ -118,6 +118,13 @@ unsigned FunctionPropagation::required(OpOperand &use) const {
     return ids[it->second][choice[it->second]].operands[use.getOperandNumber()];
   if (isa<func::ReturnOp>(user))
     return resultLayouts[use.getOperandNumber()];
+  if (auto keep = dyn_cast<KeepLocalOp>(user)) {
+    // A value that is already Replicate where `from` is Partial needs no
+    // change: keep_local gives exactly that.
+    unsigned have = layoutOf(use.get());
+    if (cost.layout(have) == keep.getTo().getLayoutPlacements())
+      return have;
+  }
   if (auto fixed = getFixedLayoutChange(user))
     return cost.intern(fixed->first.getLayoutPlacements());
   return replicateLayout;

@@ -180,6 +180,16 @@ llvm::Expected<Manifest> spmd::run::readManifest(const std::string &dir) {
   Manifest manifest;
   if (auto seed = root->getInteger("seed"))
     manifest.seed = static_cast<uint64_t>(*seed);
+  if (const llvm::json::Object *opt = root->getObject("optimizer")) {
+    manifest.optimizer.name = opt->getString("name").value_or("").str();
+    manifest.optimizer.lr = opt->getNumber("lr").value_or(0);
+    manifest.optimizer.eps = opt->getNumber("eps").value_or(0);
+    if (const llvm::json::Array *betas = opt->getArray("betas"))
+      if (betas->size() == 2) {
+        manifest.optimizer.beta1 = (*betas)[0].getAsNumber().value_or(0);
+        manifest.optimizer.beta2 = (*betas)[1].getAsNumber().value_or(0);
+      }
+  }
   if (const llvm::json::Object *random = root->getObject("random_ops"))
     for (const auto &kv : *random)
       manifest.randomOps.push_back(

@@ -46,10 +46,17 @@ struct Entry {
   int64_t updates = -1; // results: the argument it updates, or -1
 };
 
+/// The optimizer spmd-capture recorded (manifest "optimizer").
+struct OptimizerInfo {
+  std::string name; // "sgd", "adam" or empty when not recorded
+  double lr = 0, eps = 0, beta1 = 0, beta2 = 0;
+};
+
 struct Manifest {
   std::vector<Entry> args, results;
   std::vector<std::string> randomOps; // "aten.bernoulli.p x4"
   uint64_t seed = 0;
+  OptimizerInfo optimizer;
 };
 
 /// Parses DIR/manifest.json; errors name the file and the malformed field.
