@@ -87,7 +87,8 @@ private:
   DenseMap<Value, Placements> layouts;
   DenseMap<Value, RankedTensorType> globals;
   /// Global layout and type of each aten op's operands, read before any
-  /// rewrite (a redistribution's local value may be its input itself).
+  /// rewrite (a redistribution's local value may be its input itself, so
+  /// the operands cannot be looked up in `layouts` later).
   DenseMap<Operation *, SmallVector<std::pair<Placements, RankedTensorType>>>
       operandLayouts;
 };
@@ -415,17 +416,6 @@ LogicalResult Partitioner::setVocabRows(Operation *op, const Placements &p,
 }
 
 LogicalResult Partitioner::rewriteOp(Operation *op) {
-  auto attr = op->getAttrOfType<ArrayAttr>("spmd.layouts");
-  if (!attr || attr.size() != op->getNumResults())
-    return op->emitOpError("has no spmd.layouts: run --spmd-propagate "
-                           "before --spmd-partition");
-  for (auto [v, a] : llvm::zip(op->getResults(), attr)) {
-    auto layout = dyn_cast<LayoutAttr>(a);
-    if (!layout)
-      return op->emitOpError("spmd.layouts must hold #spmd.layout attributes");
-    layouts[v] = layout.getLayoutPlacements();
-    globals[v] = cast<RankedTensorType>(v.getType());
-  }
   op->removeAttr("spmd.layouts");
   maskReducedOperands(op);
   if (isa<aten::BernoulliPOp, aten::NativeDropoutOp>(op) &&
@@ -486,35 +476,41 @@ LogicalResult Partitioner::run(func::FuncOp fn) {
     if (op != fn)
       ops.push_back(op);
   });
-  // Global layouts of every value, before types change.
-  DenseMap<Value, Placements> global;
-  for (BlockArgument arg : fn.getArguments())
-    global[arg] = layouts.lookup(arg);
+  // The global layout and type of every value, before any type changes.
   for (Operation *op : ops) {
+    SmallVector<Placements> results;
     if (auto fixed = getFixedLayoutChange(op)) {
-      global[op->getResult(0)] = fixed->second.getLayoutPlacements();
-      continue;
+      results.push_back(fixed->second.getLayoutPlacements());
+    } else if (isa<aten::AtenDialect>(op->getDialect())) {
+      auto attr = op->getAttrOfType<ArrayAttr>("spmd.layouts");
+      if (!attr || attr.size() != op->getNumResults())
+        return op->emitOpError("has no spmd.layouts: run --spmd-propagate "
+                               "before --spmd-partition");
+      for (Attribute a : attr) {
+        auto layout = dyn_cast<LayoutAttr>(a);
+        if (!layout)
+          return op->emitOpError(
+              "spmd.layouts must hold #spmd.layout attributes");
+        results.push_back(layout.getLayoutPlacements());
+      }
+    } else {
+      results.assign(op->getNumResults(),
+                     Placements(meshRank, Placement::replicate()));
     }
-    auto attr = op->getAttrOfType<ArrayAttr>("spmd.layouts");
-    for (auto [i, v] : llvm::enumerate(op->getResults())) {
-      auto l = attr && i < attr.size() ? dyn_cast<LayoutAttr>(attr[i])
-                                       : LayoutAttr();
-      global[v] = l ? l.getLayoutPlacements()
-                    : Placements(meshRank, Placement::replicate());
+    for (auto [v, p] : llvm::zip(op->getResults(), results)) {
+      if (auto type = dyn_cast<RankedTensorType>(v.getType())) {
+        layouts[v] = p;
+        globals[v] = type;
+      }
     }
     if (isa<aten::AtenDialect>(op->getDialect()))
       for (Value v : op->getOperands())
-        operandLayouts[op].push_back(
-            {global.lookup(v), globals.count(v)
-                                   ? globals.lookup(v)
-                                   : cast<RankedTensorType>(v.getType())});
+        operandLayouts[op].push_back({layouts.lookup(v), globals.lookup(v)});
   }
   for (Operation *op : ops) {
     if (auto keep = dyn_cast<KeepLocalOp>(op)) {
       // Partial and Replicate have the same local type: each rank's own
       // value simply stays.
-      layouts[keep.getResult()] = keep.getTo().getLayoutPlacements();
-      globals[keep.getResult()] = cast<RankedTensorType>(keep.getType());
       keep.getResult().replaceAllUsesWith(keep.getInput());
       keep->erase();
       continue;
@@ -527,14 +523,8 @@ LogicalResult Partitioner::run(func::FuncOp fn) {
       r->erase();
       continue;
     }
-    if (isa<aten::AtenDialect>(op->getDialect())) {
-      if (failed(rewriteOp(op)))
-        return failure();
-      continue;
-    }
-    for (Value v : op->getResults())
-      if (isa<RankedTensorType>(v.getType()))
-        layouts[v] = Placements(meshRank, Placement::replicate());
+    if (isa<aten::AtenDialect>(op->getDialect()) && failed(rewriteOp(op)))
+      return failure();
   }
   SmallVector<Type> results;
   for (unsigned i = 0; i < fn.getNumResults(); ++i) {
@@ -552,16 +542,11 @@ struct PartitionPass : spmd::impl::PartitionPassBase<PartitionPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
     MeshOp mesh = getOnlyMesh(module, "spmd-partition");
-    if (!mesh)
+    if (!mesh || failed(verifyStraightLineFunctions(module, "spmd-partition")))
       return signalPassFailure();
     for (auto fn : module.getOps<func::FuncOp>()) {
       if (fn.isExternal())
         continue;
-      if (!fn.getBody().hasOneBlock()) {
-        fn.emitOpError("must have a single block: spmd-partition works on "
-                       "captured straight-line training steps");
-        return signalPassFailure();
-      }
       Partitioner partitioner(mesh);
       if (failed(partitioner.run(fn)))
         return signalPassFailure();

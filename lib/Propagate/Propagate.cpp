@@ -25,8 +25,6 @@ using namespace spmd;
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
-/// Producer layouts the forward estimate keeps per value.
-constexpr size_t kForwardOptions = 1;
 
 Placements replicated(size_t meshRank) {
   return Placements(meshRank, layout::Placement::replicate());
@@ -82,7 +80,6 @@ private:
   std::vector<unsigned> argLayouts, resultLayouts;
   std::vector<Operation *> ops;
   DenseMap<Operation *, unsigned> index;
-  std::vector<std::vector<MeshStrategy>> strategies;
   /// Per op and strategy: interned operand and result layouts, compute cost.
   struct StrategyIds {
     SmallVector<unsigned, 4> operands, results;
@@ -170,49 +167,41 @@ double FunctionPropagation::localCost(unsigned i, unsigned s) {
 }
 
 void FunctionPropagation::estimateForward() {
-  // Cheapest estimated cost of producing each value in each layout.
-  DenseMap<Value, SmallVector<std::pair<unsigned, double>, 4>> best;
+  // The cheapest estimated way to produce each value: its layout and cost.
+  // Consumers weigh only that one, since every (layout, layout) pair weighed
+  // is a redistribute plan to compute; the greedy start and the sweeps cover
+  // what this estimate misses.
+  DenseMap<Value, std::pair<unsigned, double>> best;
   for (unsigned i = 0; i < ops.size(); ++i) {
     Operation *op = ops[i];
-    estimate[i].assign(strategies[i].size(), kInf);
-    for (unsigned s = 0; s < strategies[i].size(); ++s) {
+    estimate[i].assign(ids[i].size(), kInf);
+    for (unsigned s = 0; s < ids[i].size(); ++s) {
       const StrategyIds &strategy = ids[i][s];
       double c = strategy.compute;
       for (auto [k, v] : llvm::enumerate(op->getOperands())) {
-        auto type = cast<RankedTensorType>(v.getType());
         auto it = best.find(v);
-        if (it == best.end()) {
-          c += cost.redistribute(type, layoutOf(v), strategy.operands[k]);
-          continue;
-        }
-        double cheapest = kInf;
-        for (auto [layout, upstream] : it->second)
-          cheapest = std::min(
-              cheapest,
-              upstream + cost.redistribute(type, layout, strategy.operands[k]));
-        c += cheapest;
+        auto [layout, upstream] =
+            it == best.end() ? std::make_pair(layoutOf(v), 0.0) : it->second;
+        c += upstream + cost.redistribute(cast<RankedTensorType>(v.getType()),
+                                          layout, strategy.operands[k]);
       }
       estimate[i][s] = c;
-      for (auto [r, v] : llvm::enumerate(op->getResults())) {
-        auto &known = best[v];
-        auto it = llvm::find_if(known, [&](auto &entry) {
-          return entry.first == strategy.results[r];
-        });
-        if (it == known.end())
-          known.push_back({strategy.results[r], c});
-        else
-          it->second = std::min(it->second, c);
-      }
     }
-    // Consumers weigh only the cheapest way to produce each value: every
-    // (layout, layout) pair weighed is a redistribute plan to compute, and
-    // the greedy start and the sweeps cover what this estimate misses.
-    for (Value v : op->getResults()) {
-      auto &known = best[v];
-      llvm::stable_sort(known,
-                        [](auto &a, auto &b) { return a.second < b.second; });
-      if (known.size() > kForwardOptions)
-        known.resize(kForwardOptions);
+    // Per result, the cheapest layout; among equals the one that appeared
+    // first in strategy order.
+    for (auto [r, v] : llvm::enumerate(op->getResults())) {
+      SmallVector<std::pair<unsigned, double>, 8> layouts;
+      for (unsigned s = 0; s < ids[i].size(); ++s) {
+        unsigned layout = ids[i][s].results[r];
+        auto it =
+            llvm::find_if(layouts, [&](auto &e) { return e.first == layout; });
+        if (it == layouts.end())
+          layouts.push_back({layout, estimate[i][s]});
+        else
+          it->second = std::min(it->second, estimate[i][s]);
+      }
+      best[v] = *llvm::min_element(
+          layouts, [](auto &a, auto &b) { return a.second < b.second; });
     }
   }
 }
@@ -225,7 +214,7 @@ void FunctionPropagation::chooseBackward() {
     }
     double bestCost = kInf;
     unsigned bestStrategy = 0;
-    for (unsigned s = 0; s < strategies[i].size(); ++s) {
+    for (unsigned s = 0; s < ids[i].size(); ++s) {
       double c = estimate[i][s];
       for (auto [r, v] : llvm::enumerate(ops[i]->getResults()))
         c += valueCost(v, ids[i][s].results[r]);
@@ -260,7 +249,7 @@ void FunctionPropagation::chooseGreedy() {
     // fewest operands to redistribute at all (a free slice of a replicated
     // operand commits its consumers to that shard), then the least compute.
     std::tuple<double, unsigned, double> best{kInf, 0, kInf};
-    for (unsigned s = 0; s < strategies[i].size(); ++s) {
+    for (unsigned s = 0; s < ids[i].size(); ++s) {
       unsigned moved = 0;
       for (auto [k, v] : llvm::enumerate(ops[i]->getOperands()))
         moved += layoutOf(v) != ids[i][s].operands[k];
@@ -301,21 +290,20 @@ bool FunctionPropagation::sweep() {
     unsigned current = choice[i];
     double bestCost = localCost(i, current);
     double bestOperands = operandCost(i, current);
-    for (unsigned s = 0; s < strategies[i].size(); ++s) {
+    for (unsigned s = 0; s < ids[i].size(); ++s) {
       if (s == current)
         continue;
-      double c = localCost(i, s);
+      double c = localCost(i, s), operands = operandCost(i, s);
       // Only a strict improvement moves, so sweeps end. At equal cost the
       // strategy that redistributes less of its own operands wins: the
       // communication moves to later consumers, so a Partial stays lazy
       // until one needs it reduced.
-      bool better = same(c, bestCost)
-                        ? operandCost(i, s) < bestOperands &&
-                              !same(operandCost(i, s), bestOperands)
-                        : c < bestCost;
+      bool better = same(c, bestCost) ? operands < bestOperands &&
+                                            !same(operands, bestOperands)
+                                      : c < bestCost;
       if (better) {
         bestCost = c;
-        bestOperands = operandCost(i, s);
+        bestOperands = operands;
         choice[i] = s;
       }
     }
@@ -390,7 +378,6 @@ LogicalResult FunctionPropagation::run() {
         entry.results.push_back(cost.intern(p));
       entry.compute = cost.compute(op, s);
     }
-    strategies.push_back(std::move(*all));
     forced.push_back(force);
     return WalkResult::advance();
   });
@@ -469,8 +456,8 @@ LogicalResult FunctionPropagation::materialize(FlatSymbolRefAttr mesh) {
   }
   for (auto [i, op] : llvm::enumerate(ops)) {
     SmallVector<Attribute> layouts;
-    for (const Placements &p : strategies[i][choice[i]].results)
-      layouts.push_back(layoutAttr(p));
+    for (unsigned id : ids[i][choice[i]].results)
+      layouts.push_back(layoutAttr(cost.layout(id)));
     op->setAttr("spmd.layouts", ArrayAttr::get(ctx, layouts));
     op->removeAttr("spmd.strategy");
   }
@@ -488,7 +475,7 @@ struct PropagatePass : spmd::impl::PropagatePassBase<PropagatePass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
     MeshOp mesh = getOnlyMesh(module, "spmd-propagate");
-    if (!mesh)
+    if (!mesh || failed(verifyStraightLineFunctions(module, "spmd-propagate")))
       return signalPassFailure();
     std::vector<int64_t> meshShape(mesh.getShape().begin(),
                                    mesh.getShape().end());
@@ -501,11 +488,6 @@ struct PropagatePass : spmd::impl::PropagatePassBase<PropagatePass> {
     for (auto fn : module.getOps<func::FuncOp>()) {
       if (fn.isExternal())
         continue;
-      if (!fn.getBody().hasOneBlock()) {
-        fn.emitOpError("must have a single block: spmd-propagate works on "
-                       "captured straight-line training steps");
-        return signalPassFailure();
-      }
       FunctionPropagation propagation(fn, cost, maxSweeps);
       if (failed(propagation.run()) || failed(propagation.materialize(meshRef)))
         return signalPassFailure();

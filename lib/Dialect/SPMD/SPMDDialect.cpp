@@ -342,3 +342,12 @@ StringRef spmd::getPhase(Operation *op) {
       return child.getName().getValue();
   return "";
 }
+
+LogicalResult spmd::verifyStraightLineFunctions(ModuleOp module,
+                                                StringRef pass) {
+  for (auto fn : module.getOps<FunctionOpInterface>())
+    if (!fn.isExternal() && !fn.getFunctionBody().hasOneBlock())
+      return fn->emitOpError("must have a single block: ")
+             << pass << " works on captured straight-line training steps";
+  return success();
+}

@@ -62,6 +62,12 @@ namespace spmd {
 /// passes and the runtime work on one mesh per program).
 MeshOp getOnlyMesh(mlir::ModuleOp module, llvm::StringRef pass);
 
+/// Emits "must have a single block: <pass> works on captured straight-line
+/// training steps" at the first function of `module` whose body has more
+/// than one block, and fails; succeeds when there is none.
+llvm::LogicalResult verifyStraightLineFunctions(mlir::ModuleOp module,
+                                                llvm::StringRef pass);
+
 /// Which phase of the training step an op belongs to, from the location
 /// spmd-capture gives it (`loc("<module fqn>"("<phase>"))`): "forward",
 /// "loss", "backward", "optimizer", or "" when unknown.
