@@ -547,8 +547,7 @@ struct OpToRuntimeCall : ConversionPattern {
       return success();
     }
     CallBuilder b(rewriter, op);
-    if (isa<aten::CloneOp, aten::DetachOp, aten::ViewOp, aten::UnsafeViewOp,
-            aten::ReshapeAliasOp, aten::UnsqueezeOp>(op)) {
+    if (aten::isSameElementsView(op)) {
       // Same elements, same order: share the data (spmd_rt_view).
       auto type = cast<RankedTensorType>(op->getResult(0).getType());
       rewriter.replaceOp(op, b.call("spmd_rt_view",

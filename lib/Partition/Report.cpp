@@ -29,12 +29,6 @@ int64_t bytesOf(Type type) {
   return ranked.getNumElements() * elementBytes(ranked.getElementType());
 }
 
-/// Ops the lowering turns into views of their operand (no new memory).
-bool isView(Operation *op) {
-  return isa<aten::ViewOp, aten::UnsafeViewOp, aten::ReshapeAliasOp,
-             aten::UnsqueezeOp, aten::CloneOp, aten::DetachOp>(op);
-}
-
 struct ReportPass : spmd::impl::ReportPassBase<ReportPass> {
   using ReportPassBase::ReportPassBase;
 
@@ -123,7 +117,7 @@ struct ReportPass : spmd::impl::ReportPassBase<ReportPass> {
     std::vector<int64_t> freed(ops.size() + 1, 0);
     int64_t live = 0, peak = 0;
     for (auto [i, op] : llvm::enumerate(ops)) {
-      if (!isView(op))
+      if (!aten::isSameElementsView(op))
         for (Value v : op->getResults()) {
           int64_t bytes = bytesOf(v.getType());
           unsigned last = i;

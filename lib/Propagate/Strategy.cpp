@@ -62,6 +62,19 @@ void spmd::collectSplitFactors(Operation *op,
   }
 }
 
+/// Two 1-D strategies shard the same dim of some operand or result.
+static bool shardsSameDims(const layout::OpStrategy &a,
+                           const layout::OpStrategy &b) {
+  auto clash = [](const std::vector<Placement> &x,
+                  const std::vector<Placement> &y) {
+    for (size_t i = 0; i < x.size(); ++i)
+      if (x[i].isShardLike() && y[i].isShardLike() && x[i].dim == y[i].dim)
+        return true;
+    return false;
+  };
+  return clash(a.operands, b.operands) || clash(a.results, b.results);
+}
+
 FailureOr<std::vector<MeshStrategy>>
 spmd::enumerateStrategies(Operation *op, ArrayRef<int64_t> meshShape,
                           ArrayRef<SplitFactor> splitFactors) {
@@ -145,23 +158,11 @@ spmd::enumerateStrategies(Operation *op, ArrayRef<int64_t> meshShape,
       const layout::OpStrategy &one = oneDim[pick[m]];
       even |= one.evenShards;
       if (one.divides > 0) {
+        // The mesh dim divides the atom, and the atom's shard does not nest
+        // with other shards of its dims.
         ok = ok && one.divides % mesh[m] == 0;
-        // An atom's shard does not nest with other shards of its dims.
-        for (size_t other = 0; other < mesh.size() && ok; ++other) {
-          if (other == m)
-            continue;
-          const layout::OpStrategy &two = oneDim[pick[other]];
-          auto clash = [](const std::vector<Placement> &a,
-                          const std::vector<Placement> &b) {
-            for (size_t x = 0; x < a.size(); ++x)
-              if (a[x].isShardLike() && b[x].isShardLike() &&
-                  a[x].dim == b[x].dim)
-                return true;
-            return false;
-          };
-          ok = !clash(one.operands, two.operands) &&
-               !clash(one.results, two.results);
-        }
+        for (size_t other = 0; other < mesh.size() && ok; ++other)
+          ok = other == m || !shardsSameDims(one, oneDim[pick[other]]);
       }
       for (size_t i = 0; i < operandShapes.size(); ++i)
         s.operands[i][m] = one.operands[i];

@@ -25,10 +25,9 @@ namespace {
 /// Ops that only rearrange their first operand: the backward recomputes
 /// them from a fresh gather rather than keeping forward's result alive.
 bool isViewLike(Operation *op) {
-  return isa<aten::TOp, aten::TransposeIntOp, aten::PermuteOp, aten::ViewOp,
-             aten::UnsafeViewOp, aten::ReshapeAliasOp, aten::UnsqueezeOp,
-             aten::ExpandOp, aten::CloneOp, aten::DetachOp>(op) &&
-         op->getNumOperands() == 1;
+  return aten::isSameElementsView(op) ||
+         isa<aten::TOp, aten::TransposeIntOp, aten::PermuteOp, aten::ExpandOp>(
+             op);
 }
 
 class FSDPMode : public ParallelMode {

@@ -62,6 +62,11 @@ Type spmd::aten::resultElementType(TypeRange types) {
   return dimResult;
 }
 
+bool spmd::aten::isSameElementsView(Operation *op) {
+  return isa<ViewOp, UnsafeViewOp, ReshapeAliasOp, UnsqueezeOp, CloneOp,
+             DetachOp>(op);
+}
+
 double spmd::aten::getScalarValue(Attribute scalar) {
   if (auto f = llvm::dyn_cast<FloatAttr>(scalar))
     return f.getValueAsDouble();

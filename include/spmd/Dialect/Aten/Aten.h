@@ -48,6 +48,11 @@ inline int64_t normalizeDim(int64_t dim, int64_t rank) {
 /// The numeric value of an ATen Scalar attribute (IntegerAttr or FloatAttr).
 double getScalarValue(mlir::Attribute scalar);
 
+/// Ops whose result holds the same elements as their operand in the same
+/// order (view, _unsafe_view, _reshape_alias, unsqueeze, clone, detach):
+/// the lowering makes them views sharing the operand's memory.
+bool isSameElementsView(mlir::Operation *op);
+
 namespace detail {
 using EmitErrorFn = llvm::function_ref<mlir::InFlightDiagnostic()>;
 using InferFn = llvm::function_ref<llvm::LogicalResult(
