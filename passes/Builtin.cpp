@@ -5,4 +5,6 @@
 void spmd::registerBuiltinParallelModes() {
   registerDDPMode();
   registerFSDPMode();
+  registerTPMode();
+  registerFSDPTPMode();
 }

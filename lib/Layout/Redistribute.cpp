@@ -9,6 +9,8 @@
 
 #include "spmd/Layout/Redistribute.h"
 
+#include <cmath>
+
 #include <cassert>
 #include <limits>
 #include <optional>
@@ -100,25 +102,6 @@ int64_t paddedBytes(const std::vector<int64_t> &shape, int64_t elementBytes,
   for (int64_t d : maxLocalShape(shape, mesh, placements))
     bytes *= d;
   return bytes;
-}
-
-/// Bytes each rank sends and estimated seconds of a step of `kind` on a
-/// mesh dim of `n` ranks (latency `alpha` s, bandwidth `bandwidth` B/s),
-/// where `large` is the larger padded local piece of its two sides
-/// (gathered result, reduced input, or the exchanged piece), in bytes. Ring
-/// algorithms: n - 1 messages; all_reduce is a reduce_scatter then an
-/// all_gather; local steps are free.
-std::pair<int64_t, double> stepCost(Kind kind, int64_t n, int64_t large,
-                                    double alpha, double bandwidth) {
-  if (kind == Kind::LocalSlice || kind == Kind::LocalPartial || n == 1)
-    return {0, 0};
-  double messages = static_cast<double>(n - 1);
-  double moved = messages / static_cast<double>(n) * static_cast<double>(large);
-  if (kind == Kind::AllReduce) {
-    messages *= 2;
-    moved *= 2;
-  }
-  return {static_cast<int64_t>(moved), messages * alpha + moved / bandwidth};
 }
 
 /// The placements a mesh dim may take on the way: Replicate, the source's
@@ -243,10 +226,10 @@ RedistributePlan spmd::layout::planRedistribute(
         // Every candidate fits the tensor and the mesh (checked above for
         // the source and target, by construction for the others).
         assert(validate(globalShape, meshShape, decode(to)).empty());
-        double stepSeconds =
-            stepCost(*kind, meshShape[m], std::max(currentBytes, bytesOf(to)),
-                     cost.latency[m], cost.bandwidth[m])
-                .second;
+        double stepSeconds = collectiveCost(*kind, meshShape[m],
+                                            std::max(currentBytes, bytesOf(to)),
+                                            cost.latency[m], cost.bandwidth[m])
+                                 .second;
         double total = seconds + stepSeconds;
         if (std::make_tuple(best[to].seconds, best[to].steps) <=
             std::make_tuple(total, steps + 1))
@@ -265,13 +248,28 @@ RedistributePlan spmd::layout::planRedistribute(
     const Visit &visit = best[node];
     RedistributeStep step{visit.kind, static_cast<int64_t>(visit.meshDim),
                           decode(visit.previous), decode(node)};
-    std::tie(step.bytesPerRank, step.seconds) =
-        stepCost(visit.kind, meshShape[visit.meshDim],
-                 std::max(bytesOf(visit.previous), bytesOf(node)),
-                 cost.latency[visit.meshDim], cost.bandwidth[visit.meshDim]);
+    std::tie(step.bytesPerRank, step.seconds) = collectiveCost(
+        visit.kind, meshShape[visit.meshDim],
+        std::max(bytesOf(visit.previous), bytesOf(node)),
+        cost.latency[visit.meshDim], cost.bandwidth[visit.meshDim]);
     plan.steps.insert(plan.steps.begin(), step);
     node = visit.previous;
   }
   plan.seconds = best[target].seconds;
   return plan;
+}
+
+std::pair<int64_t, double>
+spmd::layout::collectiveCost(RedistributeStep::Kind kind, int64_t n,
+                             int64_t largeBytes, double alpha,
+                             double bandwidth) {
+  using Kind = RedistributeStep::Kind;
+  if (kind == Kind::LocalSlice || kind == Kind::LocalPartial || n <= 1)
+    return {0, 0};
+  double rounds = std::ceil(std::log2(static_cast<double>(n)));
+  double moved = static_cast<double>(n - 1) / static_cast<double>(n) *
+                 static_cast<double>(largeBytes);
+  if (kind == Kind::AllReduce)
+    moved *= 2;
+  return {static_cast<int64_t>(moved), rounds * alpha + moved / bandwidth};
 }

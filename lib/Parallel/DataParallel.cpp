@@ -5,6 +5,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/StringExtras.h"
 
 using namespace mlir;
@@ -191,5 +192,80 @@ LogicalResult spmd::bucketGradientAllReduces(ModuleOp module,
       if (bucket.size() > 1)
         fuse(bucket, index++);
   }
+  return success();
+}
+
+/// Ops that only rearrange their first operand: the backward recomputes
+/// them from a fresh gather rather than keeping forward's result alive.
+static bool isViewLike(Operation *op) {
+  return aten::isSameElementsView(op) ||
+         isa<aten::TOp, aten::TransposeIntOp, aten::PermuteOp, aten::ExpandOp>(
+             op);
+}
+
+LogicalResult spmd::gatherShardedParameters(func::FuncOp fn, int64_t meshDim,
+                                            StringRef mode) {
+  DenseSet<Operation *> gathers;
+  auto fqnOf = [&](BlockArgument arg) -> std::string {
+    auto fqn = fn.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "spmd.fqn");
+    return fqn ? fqn.getValue().str() : "?";
+  };
+  auto gather = [&](BlockArgument param, Operation *before) -> Value {
+    auto layoutAttr =
+        fn.getArgAttrOfType<LayoutAttr>(param.getArgNumber(), "spmd.layout");
+    OpBuilder b(before);
+    std::vector<layout::Placement> whole = layoutAttr.getLayoutPlacements();
+    whole[meshDim] = layout::Placement::replicate();
+    auto r = RedistributeOp::create(b, before->getLoc(), param.getType(), param,
+                                    layoutAttr,
+                                    getLayoutAttr(layoutAttr.getMesh(), whole));
+    r->setAttr("spmd.reason",
+               b.getStringAttr(mode + ": gather parameter '" + fqnOf(param) +
+                               "' for " + getPhase(before).str()));
+    gathers.insert(r);
+    return r.getResult();
+  };
+  for (BlockArgument arg : fn.getArguments()) {
+    auto role =
+        fn.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "spmd.role");
+    auto layoutAttr =
+        fn.getArgAttrOfType<LayoutAttr>(arg.getArgNumber(), "spmd.layout");
+    if (!role || role.getValue() != "param" || !layoutAttr ||
+        !layoutAttr.getLayoutPlacements()[meshDim].isShardLike())
+      continue;
+    for (OpOperand &use : llvm::make_early_inc_range(arg.getUses())) {
+      StringRef phase = getPhase(use.getOwner());
+      if (phase == "forward" || phase == "loss" || phase == "backward")
+        use.set(gather(arg, use.getOwner()));
+    }
+  }
+  // The backward gathers again: what it reads of a gathered parameter
+  // through forward's view ops is recomputed next to it.
+  // `nested`: v is read through a view chain (a gather met there belongs
+  // to forward and is repeated; one met directly is this op's own).
+  std::function<Value(Value, Operation *, bool)> recompute =
+      [&](Value v, Operation *before, bool nested) -> Value {
+    Operation *def = v.getDefiningOp();
+    if (!def)
+      return v;
+    if (gathers.contains(def))
+      return nested ? gather(cast<BlockArgument>(def->getOperand(0)), before)
+                    : v;
+    if (!isViewLike(def) || getPhase(def) == "backward")
+      return v;
+    Value source = recompute(def->getOperand(0), before, true);
+    if (source == def->getOperand(0))
+      return v;
+    OpBuilder b(before);
+    IRMapping map;
+    map.map(def->getOperand(0), source);
+    return b.clone(*def, map)->getResult(cast<OpResult>(v).getResultNumber());
+  };
+  fn.walk([&](Operation *op) {
+    if (getPhase(op) != "backward" || gathers.contains(op))
+      return;
+    for (OpOperand &operand : op->getOpOperands())
+      operand.set(recompute(operand.get(), op, false));
+  });
   return success();
 }

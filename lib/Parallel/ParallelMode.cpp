@@ -214,6 +214,8 @@ struct ParallelizePass : spmd::impl::ParallelizePassBase<ParallelizePass> {
     options.options["bucket-cap-mb"] = std::to_string(bucketCapMb);
     if (!placements.empty())
       options.options["placements"] = placements;
+    if (!plan.empty())
+      options.options["plan"] = plan;
     if (failed(parseKeyValues(modeOptions, options.options))) {
       module.emitError("spmd-parallelize: options '")
           << modeOptions << "' are not key=value pairs separated by ';'";

@@ -445,6 +445,19 @@ LogicalResult Partitioner::rewriteOp(Operation *op) {
       strides[d] = strides[d + 1] * std::max<int64_t>(localShape()[d + 1], 1);
     op->setAttr("stride", b.getDenseI64ArrayAttr(strides));
   }
+  // A split of a sharded dim (a StridedShard into its pieces) splits the
+  // local pieces.
+  if (auto split = dyn_cast<aten::SplitTensorOp>(op))
+    split.setSplitSize(cast<RankedTensorType>(op->getResult(0).getType())
+                           .getDimSize(aten::normalizeDim(
+                               split.getDim(), localShape().size())));
+  if (auto split = dyn_cast<aten::SplitWithSizesOp>(op)) {
+    int64_t dim = aten::normalizeDim(split.getDim(), localShape().size());
+    SmallVector<int64_t> sizes;
+    for (Value v : op->getResults())
+      sizes.push_back(cast<RankedTensorType>(v.getType()).getDimSize(dim));
+    split.setSplitSizes(sizes);
+  }
   if (auto nll = dyn_cast<aten::NllLossForwardOp>(op))
     expandMeanNllLoss(nll);
   // A vocabulary shard's gradient has the local (padded) row count.
@@ -481,7 +494,8 @@ LogicalResult Partitioner::run(func::FuncOp fn) {
     SmallVector<Placements> results;
     if (auto fixed = getFixedLayoutChange(op)) {
       results.push_back(fixed->second.getLayoutPlacements());
-    } else if (isa<aten::AtenDialect>(op->getDialect())) {
+    } else if (isa<aten::AtenDialect>(op->getDialect()) ||
+               isa<ShardingConstraintOp>(op)) {
       auto attr = op->getAttrOfType<ArrayAttr>("spmd.layouts");
       if (!attr || attr.size() != op->getNumResults())
         return op->emitOpError("has no spmd.layouts: run --spmd-propagate "
@@ -508,6 +522,12 @@ LogicalResult Partitioner::run(func::FuncOp fn) {
         operandLayouts[op].push_back({layouts.lookup(v), globals.lookup(v)});
   }
   for (Operation *op : ops) {
+    if (auto c = dyn_cast<ShardingConstraintOp>(op)) {
+      // Propagation gave the input the constrained layout already.
+      c.getResult().replaceAllUsesWith(c.getInput());
+      c->erase();
+      continue;
+    }
     if (auto keep = dyn_cast<KeepLocalOp>(op)) {
       // Partial and Replicate have the same local type: each rank's own
       // value simply stays.

@@ -74,23 +74,27 @@ struct ReportPass : spmd::impl::ReportPassBase<ReportPass> {
       }
       int64_t bytes = std::max(bytesOf(o->getOperand(0).getType()),
                                bytesOf(o->getResult(0).getType()));
+      using Kind = layout::RedistributeStep::Kind;
+      // A broadcast moves the whole buffer: as an all_gather of n pieces of
+      // its size.
+      Kind kind = isa<AllReduceOp>(o)       ? Kind::AllReduce
+                  : isa<ReduceScatterOp>(o) ? Kind::ReduceScatter
+                  : isa<AllToAllOp>(o)      ? Kind::AllToAll
+                                            : Kind::AllGather;
+      int64_t large = isa<BroadcastOp>(o) ? bytes * n : bytes;
       double seconds =
-          (n - 1) * (alpha + static_cast<double>(bytes) / n * beta);
-      if (isa<AllReduceOp>(o))
-        seconds *= 2;
-      if (isa<BroadcastOp>(o))
-        seconds = (n > 1) * (alpha + static_cast<double>(bytes) * beta);
-      std::string kind = o->getName().stripDialect().str();
+          layout::collectiveCost(kind, n, large, alpha, 1.0 / beta).second;
+      std::string name = o->getName().stripDialect().str();
       auto reason = o->getAttrOfType<StringAttr>("spmd.reason");
       StringRef phase = getPhase(o);
       os << llvm::format("%-4lld %-15s %-10s %-10s %12lld %10.2f  %s\n",
-                         static_cast<long long>(++count), kind.c_str(),
+                         static_cast<long long>(++count), name.c_str(),
                          phase.empty() ? "-" : phase.str().c_str(),
                          ("[" + names + "]").c_str(),
                          static_cast<long long>(bytes), seconds * 1e6,
                          reason ? reason.getValue().str().c_str() : "-");
-      perKind[kind].first += 1;
-      perKind[kind].second += bytes;
+      perKind[name].first += 1;
+      perKind[name].second += bytes;
       totalBytes += bytes;
       totalSeconds += seconds;
     });

@@ -443,9 +443,14 @@ LogicalResult FunctionPropagation::materialize(FlatSymbolRefAttr mesh) {
                << str(cost.layout(to)) << " but gets " << str(cost.layout(from))
                << ", and no redistribution connects them";
       OpBuilder b(user);
-      std::string reason = "operand " +
-                           std::to_string(first->getOperandNumber()) + " of " +
-                           user->getName().getStringRef().str();
+      // A constraint says why it exists (a TP style's boundary).
+      auto why = isa<ShardingConstraintOp>(user)
+                     ? user->getAttrOfType<StringAttr>("spmd.reason")
+                     : StringAttr();
+      std::string reason =
+          why ? why.str()
+              : "operand " + std::to_string(first->getOperandNumber()) +
+                    " of " + user->getName().getStringRef().str();
       auto r = RedistributeOp::create(b, user->getLoc(), type, v,
                                       layoutAttr(cost.layout(from)),
                                       layoutAttr(cost.layout(to)));

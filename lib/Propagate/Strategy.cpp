@@ -78,10 +78,19 @@ static bool shardsSameDims(const layout::OpStrategy &a,
 FailureOr<std::vector<MeshStrategy>>
 spmd::enumerateStrategies(Operation *op, ArrayRef<int64_t> meshShape,
                           ArrayRef<SplitFactor> splitFactors) {
-  auto ruleOp = dyn_cast<aten::ShardingRuleOpInterface>(op);
-  if (!ruleOp)
-    return failure();
-  std::optional<layout::EinsumRule> rule = ruleOp.getShardingRule();
+  std::optional<layout::EinsumRule> rule;
+  auto constraint = dyn_cast<ShardingConstraintOp>(op);
+  if (constraint) {
+    // An identity: every layout passes through, Partial(sum) included.
+    std::string labels;
+    for (int64_t d = 0;
+         d < cast<RankedTensorType>(op->getResult(0).getType()).getRank(); ++d)
+      labels.push_back(static_cast<char>('a' + d));
+    rule = layout::EinsumRule{{labels}, {labels}};
+    rule->linearGroups = {{0}};
+  } else if (auto ruleOp = dyn_cast<aten::ShardingRuleOpInterface>(op)) {
+    rule = ruleOp.getShardingRule();
+  }
   if (!rule)
     return failure();
   std::vector<layout::OpStrategy> oneDim = rule->strategies();
@@ -180,6 +189,24 @@ spmd::enumerateStrategies(Operation *op, ArrayRef<int64_t> meshShape,
     if (ok)
       out.push_back(std::move(s));
   }
+  if (constraint) {
+    Placements pinned = constraint.getLayout().getLayoutPlacements();
+    auto holds = [&](const MeshStrategy &s) {
+      for (size_t m = 0; m < mesh.size(); ++m)
+        if (!constraint.isFree(m) && s.results[0][m] != pinned[m])
+          return true;
+      return false;
+    };
+    llvm::erase_if(out, holds);
+    if (out.empty()) {
+      // A layout no strategy lists (a StridedShard not in flight): the
+      // pinned one, Replicate on the free mesh dims.
+      for (size_t m = 0; m < mesh.size(); ++m)
+        if (constraint.isFree(m))
+          pinned[m] = Placement::replicate();
+      out.push_back(MeshStrategy{{pinned}, {pinned}});
+    }
+  }
   return out;
 }
 
@@ -258,6 +285,8 @@ double CostModel::compute(Operation *op, const MeshStrategy &strategy) {
   auto local = [&](Value v, const Placements &p) {
     return localShape(cast<RankedTensorType>(v.getType()), p);
   };
+  if (isa<ShardingConstraintOp>(op))
+    return 0;
   if (isa<aten::MmOp, aten::AddmmOp, aten::BmmOp, aten::BaddbmmOp>(op)) {
     // The two matrix operands are the last two: [.., m, k] x [.., k, n].
     unsigned n = op->getNumOperands();

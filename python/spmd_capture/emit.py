@@ -243,8 +243,11 @@ def emit_module(step, dialect_ops):
             [("spmd.role", '"loss"')] if res.updates is None else
             [("spmd.fqn", string(res.fqn)), ("spmd.updates", "%d : i64" % res.updates)])))
     body = "\n".join("    " + line for line in emitter.lines)
-    return ("module {\n  func.func @train_step(%s) -> (%s) {\n%s\n"
+    modules = _attr_dict([(string(fqn), _attr_dict(
+        [("classes", "[%s]" % ", ".join(string(c) for c in classes))] + [(k, "%d : i64" % v) for k, v in sorted(attrs.items())]))
+        for fqn, classes, attrs in step.modules])
+    return ("module {\n  func.func @train_step(%s) -> (%s) attributes {spmd.modules = %s} {\n%s\n"
             "    \"func.return\"(%s) : (%s) -> () loc(\"train_step\")\n"
             "  } loc(\"train_step\")\n} loc(unknown)\n" % (
-                ", ".join(sig), ", ".join(res_sig), body,
+                ", ".join(sig), ", ".join(res_sig), modules, body,
                 ", ".join(emitter.value(v) for v in outputs), ", ".join(res_types)))

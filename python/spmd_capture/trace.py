@@ -70,6 +70,27 @@ class Step:
     # The traced graph's own results on the argument values (seeded as the
     # eager step is), to be compared with PyTorch's.
     outputs: List[torch.Tensor]
+    # (FQN, class names, attributes) of every submodule, for plans keyed by
+    # module (TP styles check the module's type).
+    modules: List[tuple] = dataclasses.field(default_factory=list)
+
+
+def module_records(model):
+    """(FQN, class names, attributes) of each submodule of `model` (the root
+    excluded): the class and its bases up to nn.Module (a subclass of
+    nn.Linear is a Linear to a plan), and what a plan's checks need
+    (num_heads)."""
+    records = []
+    for name, module in model.named_modules():
+        if not name:
+            continue
+        attrs = {}
+        if isinstance(module, nn.MultiheadAttention):
+            attrs["num_heads"] = module.num_heads
+        classes = [c.__name__ for c in type(module).__mro__
+                   if issubclass(c, nn.Module) and c is not nn.Module]
+        records.append((name, classes, attrs))
+    return records
 
 
 def _parse_spec(spec):
@@ -385,7 +406,7 @@ def trace(factory, optimizer, args, seed):
     _updates_to_results(gm, args, results)
     torch.manual_seed(seed)
     outputs = _Record(gm).run(*[a.value.clone() for a in args])
-    return Step(gm, args, results, list(outputs))
+    return Step(gm, args, results, list(outputs), module_records(model))
 
 
 def _updates_to_results(gm, args, results):

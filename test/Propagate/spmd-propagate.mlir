@@ -51,12 +51,11 @@ func.func @lazy_partial(%x: tensor<4096x512xf32> {spmd.layout = #spmd.layout<@me
 // -----
 
 // A Partial that a consumer needs sharded is reduce-scattered, and the
-// update then runs on shards (cheaper than all_reduce + a replicated update
-// under the cost model: the same bytes, a quarter of the compute).
+// update then runs on shards.
 spmd.mesh @mesh shape = [4] names = ["dp"]
 // CHECK-LABEL: func.func @reduce_scatter
 func.func @reduce_scatter(%x: tensor<4096x512xf32> {spmd.layout = #spmd.layout<@mesh, [shard<0>]>})
-    -> tensor<512xf32> {
+    -> (tensor<512xf32> {spmd.layout = #spmd.layout<@mesh, [shard<0>]>}) {
   // CHECK: aten.sum.dim_IntList {{.*}}[#spmd.layout<@mesh, [partial<sum>]>]
   // CHECK-NEXT: spmd.redistribute {{.*}} from #spmd.layout<@mesh, [partial<sum>]> to #spmd.layout<@mesh, [shard<0>]>
   // CHECK-NEXT: aten.mul.Scalar {{.*}}[#spmd.layout<@mesh, [shard<0>]>]

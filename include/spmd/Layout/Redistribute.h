@@ -75,6 +75,20 @@ struct RedistributePlan {
   std::string error;
 };
 
+/// Bytes each rank sends and estimated seconds of one collective of `kind`
+/// on a group of `n` ranks (latency `alpha` seconds, `bandwidth` bytes per
+/// second), where `largeBytes` is the larger local piece of its two sides
+/// (the gathered result, the reduced input, the exchanged piece). Bytes as
+/// ring algorithms move them ((n - 1) / n of the piece; all_reduce, a
+/// reduce_scatter then an all_gather, twice that); latency as the
+/// latency-bound algorithms MPI and NCCL use for small messages (recursive
+/// doubling / halving, Bruck, trees): ceil(log2 n) rounds for every
+/// collective, so one all_reduce costs less than the reduce_scatter and
+/// all_gather it could be split into. Local steps and n == 1 are free.
+std::pair<int64_t, double> collectiveCost(RedistributeStep::Kind kind,
+                                          int64_t n, int64_t largeBytes,
+                                          double alpha, double bandwidth);
+
 /// The cheapest sequence of steps from `from` to `to` for a tensor of
 /// `globalShape` with `elementBytes` bytes per element on a mesh of
 /// `meshShape`, ties broken by fewer steps, then deterministically.

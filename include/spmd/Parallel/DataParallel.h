@@ -1,8 +1,9 @@
 //===- DataParallel.h - what the data-parallel modes share ------*- C++ -*-===//
 //
-// Shared by the built-in modes under passes/ (ddp, fsdp): option checking,
-// per-argument layout overrides (seed 003's placement override) and the
-// gradient bucketing of DDP's transformAndCompile.
+// Shared by the built-in modes under passes/: option checking, per-argument
+// layout overrides (seed 003's placement override), the gradient bucketing
+// of DDP's transformAndCompile and FSDP's parameter gathers (fsdp,
+// fsdp-tp).
 //
 //===----------------------------------------------------------------------===//
 
@@ -56,9 +57,23 @@ parseDataParallelConfig(mlir::ModuleOp module, const ParallelOptions &options,
 mlir::LogicalResult bucketGradientAllReduces(mlir::ModuleOp module,
                                              int64_t capBytes);
 
+/// FSDP's parameter gathers (ZeRO-3) on mesh dim `meshDim`: before every
+/// forward and backward use of a parameter sharded on that mesh dim, a
+/// fixed redistribute to its layout with Replicate there (an all_gather);
+/// the backward gathers again, and what it reads of a gathered parameter
+/// through forward's view ops is recomputed from the fresh gather, so the
+/// gathered copy of forward is not kept alive. `mode` names the mode in the
+/// gathers' `spmd.reason`. Runs before propagation (a beforePropagate hook
+/// of annotateAndPartition).
+mlir::LogicalResult gatherShardedParameters(mlir::func::FuncOp fn,
+                                            int64_t meshDim,
+                                            llvm::StringRef mode);
+
 /// Registration of the modes of passes/ (one library each).
 void registerDDPMode();
 void registerFSDPMode();
+void registerTPMode();
+void registerFSDPTPMode();
 
 } // namespace spmd
 

@@ -13,13 +13,14 @@ include "mlir/Pass/PassBase.td"
 def ParallelizePass : Pass<"spmd-parallelize", "mlir::ModuleOp"> {
   let summary = "Run a ParallelMode: the per-rank program of a training step";
   let description = [{
-    Runs the mode named by `mode` (ddp, fsdp, or one registered by a pass
+    Runs the mode named by `mode` (ddp, fsdp, tp, fsdp-tp, or one registered by a pass
     plugin) on a captured module: its `partition` (layouts of the
     arguments, `--spmd-propagate`, `--spmd-partition`) and then its
     `transformAndCompile` (e.g. ddp's gradient bucketing). The output is
     the finished per-rank program on a mesh of shape `mesh` ("4", "2x2").
 
-    Mode options: `bucket-cap-mb` (ddp), `placements` (per-argument layout
+    Mode options: `bucket-cap-mb` (ddp), `plan` (tp, fsdp-tp: the TP
+    plan file, docs/parallel-modes.md), `placements` (per-argument layout
     overrides, `fqn-glob=placements` separated by `;`, e.g.
     `placements=fc1.*=shard<0>`), and `options` for modes from plugins
     (`key=value` pairs separated by `;`).
@@ -36,6 +37,8 @@ def ParallelizePass : Pass<"spmd-parallelize", "mlir::ModuleOp"> {
            "ddp: the size of a gradient all_reduce bucket, in MiB">,
     Option<"placements", "placements", "std::string", "\"\"",
            "Per-argument layouts: fqn-glob=placements;...">,
+    Option<"plan", "plan", "std::string", "\"\"",
+           "tp, fsdp-tp: the TP plan, a JSON file (DESIGN.md 4)">,
     Option<"modeOptions", "options", "std::string", "\"\"",
            "Further mode options: key=value;...">,
   ];

@@ -74,6 +74,10 @@ struct SplitFactor {
 /// combinations of the rule's own strategies come first, numbered as
 /// without twins.
 ///
+/// An spmd.sharding_constraint has the strategies of an identity, kept
+/// where they give the pinned placement on each of its fixed mesh dims (or
+/// the pinned layout alone, Replicate on the free dims, where none does).
+///
 /// A 1-D strategy with `divides` (a view's atom) is used on a mesh dim only
 /// when the mesh dim's size divides the atom and no other mesh dim shards
 /// the same tensor dims.

@@ -88,6 +88,20 @@ EinsumRule sumRule(int64_t rank, ArrayRef<int64_t> dims, bool keepdim) {
 
 /// `rule` with the label of result dim `dim` kept whole (softmax's dim,
 /// cat's and split's dim).
+/// The size along `dim` of `values` when there are at least two and all
+/// have the same, non-zero, size there.
+std::optional<int64_t> equalPieces(ArrayRef<Value> values, int64_t dim) {
+  if (values.size() < 2)
+    return std::nullopt;
+  int64_t size = cast<RankedTensorType>(values[0].getType()).getDimSize(dim);
+  for (Value v : values)
+    if (cast<RankedTensorType>(v.getType()).getDimSize(dim) != size)
+      return std::nullopt;
+  if (size == 0)
+    return std::nullopt;
+  return size;
+}
+
 EinsumRule keepWhole(EinsumRule rule, int64_t dim) {
   int64_t rank = rule.results[0].size();
   rule.unshardable += rule.results[0][aten::normalizeDim(dim, rank)];
@@ -399,7 +413,19 @@ std::optional<EinsumRule> aten::detail::shardingRule(Operation *op) {
         for (int i = 0, e = o.getTensors().size(); i < e; ++i)
           all.push_back(i);
         rule.linearGroups = {all};
-        return keepWhole(rule, o.getDim());
+        rule = keepWhole(rule, o.getDim());
+        // k equal pieces, each sharded along `dim`, concatenate into
+        // StridedShard(dim, k) (a packed projection's gradient, q|k|v).
+        int64_t dim = aten::normalizeDim(o.getDim(), rankOf(o.getResult()));
+        std::vector<Value> pieces(o.getTensors().begin(), o.getTensors().end());
+        if (auto piece = equalPieces(pieces, dim)) {
+          layout::OpStrategy s;
+          s.operands.assign(pieces.size(), Placement::shard(dim));
+          s.results = {Placement::stridedShard(dim, pieces.size())};
+          s.divides = *piece;
+          rule.extra.push_back(s);
+        }
+        return rule;
       })
       .Case<SplitTensorOp, SplitWithSizesOp>([&](Operation *) -> Rule {
         Value self = op->getOperand(0);
@@ -408,7 +434,21 @@ std::optional<EinsumRule> aten::detail::shardingRule(Operation *op) {
         rule.operands = {labels};
         rule.results.assign(op->getNumResults(), labels);
         rule.linearGroups = {{0}};
-        return keepWhole(rule, op->getAttrOfType<IntegerAttr>("dim").getInt());
+        int64_t dim = aten::normalizeDim(
+            op->getAttrOfType<IntegerAttr>("dim").getInt(), rankOf(self));
+        rule = keepWhole(rule, dim);
+        // StridedShard(dim, k) split into its k pieces: each piece is
+        // sharded along `dim` (head-parallel q, k, v of a packed in_proj).
+        std::vector<Value> pieces(op->getResults().begin(),
+                                  op->getResults().end());
+        if (auto piece = equalPieces(pieces, dim)) {
+          layout::OpStrategy s;
+          s.operands = {Placement::stridedShard(dim, pieces.size())};
+          s.results.assign(pieces.size(), Placement::shard(dim));
+          s.divides = *piece;
+          rule.extra.push_back(s);
+        }
+        return rule;
       })
       .Case([&](NativeLayerNormOp o) -> Rule {
         LayerNormLabels l(rankOf(o.getInput()), o.getNormalizedShape().size());

@@ -343,6 +343,13 @@ StringRef spmd::getPhase(Operation *op) {
   return "";
 }
 
+StringRef spmd::getModuleFqn(Operation *op) {
+  if (auto name = dyn_cast<NameLoc>(op->getLoc()))
+    if (isa<NameLoc>(name.getChildLoc()))
+      return name.getName().getValue();
+  return "";
+}
+
 LogicalResult spmd::verifyStraightLineFunctions(ModuleOp module,
                                                 StringRef pass) {
   for (auto fn : module.getOps<FunctionOpInterface>())

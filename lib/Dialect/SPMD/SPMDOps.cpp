@@ -120,6 +120,36 @@ KeepLocalOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
   return verifyLayoutChange(*this, getInput(), getFrom(), getTo(), symbolTable);
 }
 
+//===----------------------------------------------------------------------===//
+// ShardingConstraintOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult ShardingConstraintOp::verify() {
+  int64_t rank = getLayout().getPlacements().size();
+  SmallVector<int64_t> free(getFreeMeshDims().value_or(ArrayRef<int64_t>{}));
+  for (auto [i, m] : llvm::enumerate(free)) {
+    if (m < 0 || m >= rank)
+      return emitOpError("free mesh dim ")
+             << m << " is out of range for a layout of " << rank
+             << " mesh dims";
+    if (llvm::is_contained(ArrayRef<int64_t>(free).take_front(i), m))
+      return emitOpError("free mesh dim ") << m << " is listed twice";
+  }
+  return success();
+}
+
+bool ShardingConstraintOp::isFree(int64_t m) {
+  auto free = getFreeMeshDims();
+  return free && llvm::is_contained(*free, m);
+}
+
+LogicalResult
+ShardingConstraintOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  return getLayout().verifyFor(
+      *this, llvm::cast<ShapedType>(getInput().getType()),
+      [&] { return emitOpError("layout "); }, &symbolTable);
+}
+
 std::optional<std::pair<LayoutAttr, LayoutAttr>>
 spmd::getFixedLayoutChange(Operation *op) {
   if (auto r = llvm::dyn_cast<RedistributeOp>(op))

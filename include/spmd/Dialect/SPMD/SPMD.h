@@ -73,6 +73,11 @@ llvm::LogicalResult verifyStraightLineFunctions(mlir::ModuleOp module,
 /// "loss", "backward", "optimizer", or "" when unknown.
 llvm::StringRef getPhase(mlir::Operation *op);
 
+/// The FQN of the module that ran `op`, from the same location
+/// (`loc("<module fqn>"("<phase>"))`; "" for the root module or an op
+/// without a capture location).
+llvm::StringRef getModuleFqn(mlir::Operation *op);
+
 /// The layouts a global-view layout change fixes (spmd.redistribute,
 /// spmd.keep_local): its operand must be `first`, its result is `second`.
 std::optional<std::pair<LayoutAttr, LayoutAttr>>

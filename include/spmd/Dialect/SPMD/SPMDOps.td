@@ -102,6 +102,44 @@ def SPMD_KeepLocalOp : SPMD_Op<"keep_local", [
   let hasVerifier = 1;
 }
 
+def SPMD_ShardingConstraintOp : SPMD_Op<"sharding_constraint", [
+    Pure, SameOperandsAndResultType,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "Require a layout of a value on some mesh dims (global view)";
+  let description = [{
+    States that `input` must be laid out as `layout` on every mesh dim but
+    those listed in `free_mesh_dims`, where propagation picks the placement
+    (their placements in `layout` are ignored). The result is the same value
+    with that layout; `--spmd-propagate` redistributes the input to it where
+    its producer lays it out otherwise (the redistribute takes the
+    constraint's `spmd.reason`). A ParallelMode pins module boundaries with
+    it: a TP style's input and output layouts (seed 002's
+    `desired_input_layouts` / `output_layouts`) on the tp mesh dim, with the
+    dp dim free in fsdp-tp. It is GSPMD's / Shardy's sharding constraint
+    with open dims. `--spmd-partition` removes it.
+
+    Example:
+    ```mlir
+    %1 = spmd.sharding_constraint %0 : tensor<8x16xf32>
+           to #spmd.layout<@mesh, [replicate, shard<1>]> free [0]
+    ```
+    Errors: the layout does not fit the tensor or the mesh, a free mesh dim
+    is out of range or repeated.
+  }];
+  let arguments = (ins AnyStaticShapeTensor:$input, SPMD_LayoutAttr:$layout,
+                       OptionalAttr<DenseI64ArrayAttr>:$free_mesh_dims);
+  let results = (outs AnyStaticShapeTensor:$result);
+  let assemblyFormat = [{
+    $input `:` type($result) `to` qualified($layout)
+    (`free` $free_mesh_dims^)? attr-dict
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// Whether mesh dim `m` is left to propagation.
+    bool isFree(int64_t m);
+  }];
+}
+
 class SPMD_CollectiveOp<string mnemonic, list<Trait> traits = []>
     : SPMD_Op<mnemonic, !listconcat(traits, [
         DeclareOpInterfaceMethods<SymbolUserOpInterface>,

@@ -1,0 +1,698 @@
+//===- TensorParallel.cpp - TP plans and ParallelStyles -------------------===//
+
+#include "spmd/Parallel/TensorParallel.h"
+#include "spmd/Dialect/Aten/Aten.h"
+#include "spmd/Dialect/SPMD/SPMD.h"
+#include "spmd/Parallel/ParallelMode.h"
+
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
+
+using namespace mlir;
+using namespace spmd;
+using layout::Placement;
+using Style = TPPlanEntry::Style;
+
+namespace {
+
+/// "shard(-1)", "Shard(0)", "strided_shard<0, 3>", "replicate",
+/// "Replicate()", "partial", "partial(sum)".
+std::optional<Placement> parsePlanPlacement(StringRef text) {
+  std::string s = StringRef(text).trim().lower();
+  llvm::erase(s, ' ');
+  StringRef body(s);
+  std::string name;
+  SmallVector<StringRef> args;
+  size_t open = body.find_first_of("(<");
+  if (open == StringRef::npos) {
+    name = body.str();
+  } else {
+    char close = body[open] == '(' ? ')' : '>';
+    if (body.back() != close)
+      return std::nullopt;
+    name = body.take_front(open).str();
+    StringRef inner = body.drop_front(open + 1).drop_back();
+    if (!inner.empty())
+      inner.split(args, ',');
+  }
+  SmallVector<int64_t> ints;
+  if (name != "partial")
+    for (StringRef a : args) {
+      int64_t v;
+      if (a.getAsInteger(10, v))
+        return std::nullopt;
+      ints.push_back(v);
+    }
+  if (name == "replicate" && args.empty())
+    return Placement::replicate();
+  if (name == "shard" && ints.size() == 1)
+    return Placement::shard(ints[0]);
+  if ((name == "strided_shard" || name == "_stridedshard") &&
+      ints.size() == 2 && ints[1] >= 1)
+    return Placement::stridedShard(ints[0], ints[1]);
+  if (name == "partial" && args.size() <= 1) {
+    StringRef op = args.empty() ? "sum" : args[0];
+    for (auto [n, k] : {std::pair{"sum", layout::ReduceKind::Sum},
+                        {"avg", layout::ReduceKind::Avg},
+                        {"max", layout::ReduceKind::Max},
+                        {"min", layout::ReduceKind::Min}})
+      if (op == n)
+        return Placement::partial(k);
+  }
+  return std::nullopt;
+}
+
+/// `p` with a negative (Python-style) shard dim counted from `rank`.
+Placement normalized(Placement p, int64_t rank) {
+  if (p.isShardLike() && p.dim < 0)
+    p.dim += rank;
+  return p;
+}
+
+StringRef styleName(Style style) {
+  switch (style) {
+  case Style::Placements:
+    return "placements";
+  case Style::Colwise:
+    return "colwise";
+  case Style::Rowwise:
+    return "rowwise";
+  case Style::SequenceParallel:
+    return "sequence_parallel";
+  case Style::PrepareModuleInput:
+    return "prepare_module_input";
+  case Style::PrepareModuleOutput:
+    return "prepare_module_output";
+  }
+  llvm_unreachable("unknown style");
+}
+
+} // namespace
+
+FailureOr<TPPlan> spmd::parseTPPlan(ModuleOp module, StringRef path) {
+  auto fail = [&](const Twine &what) {
+    return module.emitError("TP plan '") << path << "': " << what;
+  };
+  auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/true);
+  if (!buffer)
+    return fail("cannot be read: " + buffer.getError().message());
+  llvm::Expected<llvm::json::Value> json =
+      llvm::json::parse((*buffer)->getBuffer());
+  if (!json)
+    return fail("is not JSON: " + llvm::toString(json.takeError()));
+  const llvm::json::Object *root = json->getAsObject();
+  if (!root)
+    return fail("must be a JSON object mapping FQN patterns to styles");
+  // llvm::json::Object is unordered: the plan applies in file order, so the
+  // keys are taken from the text.
+  std::vector<std::string> keys;
+  for (auto &entry : *root)
+    keys.push_back(entry.first.str());
+  StringRef text = (*buffer)->getBuffer();
+  llvm::sort(keys, [&](const std::string &a, const std::string &b) {
+    return text.find("\"" + a + "\"") < text.find("\"" + b + "\"");
+  });
+
+  TPPlan plan;
+  for (const std::string &key : keys) {
+    auto bad = [&](const Twine &what) {
+      return fail("entry '" + key + "': " + what);
+    };
+    const llvm::json::Object *spec = root->getObject(key);
+    if (!spec)
+      return bad("must be an object with \"style\" or \"placements\"");
+    TPPlanEntry entry;
+    entry.pattern = key;
+    // One layout, or a list of layouts and nulls (prepare_*).
+    auto layouts =
+        [&](StringRef name, bool list,
+            std::vector<std::optional<Placement>> &out) -> LogicalResult {
+      const llvm::json::Value *v = spec->get(name);
+      if (!v)
+        return success();
+      auto one = [&](const llvm::json::Value &item) -> LogicalResult {
+        if (item.kind() == llvm::json::Value::Null && list) {
+          out.push_back(std::nullopt);
+          return success();
+        }
+        std::optional<StringRef> s = item.getAsString();
+        std::optional<Placement> p = s ? parsePlanPlacement(*s) : std::nullopt;
+        if (!p)
+          return bad("'" + name +
+                     "' needs a placement such as \"shard(-1)\", "
+                     "\"replicate\" or \"strided_shard(0, 3)\"" +
+                     (list ? " (or null)" : ""));
+        out.push_back(*p);
+        return success();
+      };
+      if (const llvm::json::Array *array = v->getAsArray()) {
+        if (!list && array->size() != 1)
+          return bad("'" + name + "' takes one placement");
+        for (const llvm::json::Value &item : *array)
+          if (failed(one(item)))
+            return failure();
+        return success();
+      }
+      return one(*v);
+    };
+
+    const llvm::json::Value *placements = spec->get("placements");
+    std::optional<StringRef> style = spec->getString("style");
+    if (spec->get("style") && !style)
+      return bad("\"style\" must be a string");
+    if (placements && style)
+      return bad("gives both \"style\" and \"placements\"");
+    SmallVector<StringRef> allowed;
+    if (placements) {
+      std::vector<std::optional<Placement>> list;
+      if (failed(layouts("placements", false, list)) || list.empty())
+        return failure();
+      entry.style = Style::Placements;
+      entry.placement = *list.front();
+      allowed = {"placements"};
+    } else if (!style) {
+      return bad("needs \"style\" (colwise, rowwise, sequence_parallel, "
+                 "prepare_module_input, prepare_module_output) or "
+                 "\"placements\"");
+    } else if (*style == "colwise" || *style == "rowwise") {
+      entry.style = *style == "colwise" ? Style::Colwise : Style::Rowwise;
+      allowed = {"input_layouts", "output_layouts", "use_local_output"};
+      if (failed(layouts("input_layouts", false, entry.inputLayouts)) ||
+          failed(layouts("output_layouts", false, entry.outputLayouts)))
+        return failure();
+    } else if (*style == "sequence_parallel") {
+      entry.style = Style::SequenceParallel;
+      allowed = {"sequence_dim", "use_local_output"};
+      if (const llvm::json::Value *v = spec->get("sequence_dim")) {
+        std::optional<int64_t> dim = v->getAsInteger();
+        if (!dim)
+          return bad("'sequence_dim' must be an integer");
+        entry.sequenceDim = *dim;
+      }
+    } else if (*style == "prepare_module_input") {
+      entry.style = Style::PrepareModuleInput;
+      allowed = {"input_layouts", "desired_input_layouts", "use_local_output"};
+      if (failed(layouts("input_layouts", true, entry.inputLayouts)) ||
+          failed(layouts("desired_input_layouts", true,
+                         entry.desiredInputLayouts)))
+        return failure();
+      if (entry.inputLayouts.size() != entry.desiredInputLayouts.size())
+        return bad("input_layouts and desired_input_layouts need the same "
+                   "length (seed 002)");
+    } else if (*style == "prepare_module_output") {
+      entry.style = Style::PrepareModuleOutput;
+      allowed = {"output_layouts", "desired_output_layouts",
+                 "use_local_output"};
+      if (failed(layouts("output_layouts", true, entry.outputLayouts)) ||
+          failed(layouts("desired_output_layouts", true,
+                         entry.desiredOutputLayouts)))
+        return failure();
+      if (entry.outputLayouts.size() != entry.desiredOutputLayouts.size() ||
+          entry.outputLayouts.empty())
+        return bad("output_layouts and desired_output_layouts are required "
+                   "and need the same length (seed 002)");
+    } else {
+      return bad("unknown style '" + *style +
+                 "' (colwise, rowwise, sequence_parallel, "
+                 "prepare_module_input, prepare_module_output)");
+    }
+    for (auto &kv : *spec) {
+      StringRef k = kv.first;
+      if (k != "style" && !llvm::is_contained(allowed, k))
+        return bad("'" + k + "' is not a keyword of " + styleName(entry.style));
+    }
+    if (const llvm::json::Value *v = spec->get("use_local_output")) {
+      std::optional<bool> b = v->getAsBoolean();
+      if (!b)
+        return bad("'use_local_output' must be true or false");
+      entry.useLocalOutput = *b;
+    }
+    plan.entries.push_back(std::move(entry));
+  }
+  return plan;
+}
+
+namespace {
+
+/// The class names (the class and its bases) of each module of a capture.
+llvm::StringMap<SmallVector<StringRef>> moduleClasses(DictionaryAttr modules) {
+  llvm::StringMap<SmallVector<StringRef>> out;
+  for (NamedAttribute m : modules) {
+    SmallVector<StringRef> &classes = out[m.getName().getValue()];
+    if (auto info = dyn_cast<DictionaryAttr>(m.getValue()))
+      if (auto list = info.getAs<ArrayAttr>("classes"))
+        for (Attribute c : list)
+          if (auto s = dyn_cast<StringAttr>(c))
+            classes.push_back(s.getValue());
+  }
+  return out;
+}
+
+bool isA(ArrayRef<StringRef> classes, StringRef name) {
+  return llvm::is_contained(classes, name);
+}
+
+/// `fqn` is `module` or lies inside it.
+bool within(StringRef fqn, StringRef module) {
+  return module.empty() || fqn == module ||
+         (fqn.starts_with(module) && fqn.size() > module.size() &&
+          fqn[module.size()] == '.');
+}
+
+std::string argFqn(func::FuncOp fn, unsigned i) {
+  auto fqn = fn.getArgAttrOfType<StringAttr>(i, "spmd.fqn");
+  return fqn ? fqn.getValue().str() : "";
+}
+
+std::string argRole(func::FuncOp fn, unsigned i) {
+  auto role = fn.getArgAttrOfType<StringAttr>(i, "spmd.role");
+  return role ? role.getValue().str() : "";
+}
+
+} // namespace
+
+FailureOr<TPResolution> spmd::resolveTPPlan(func::FuncOp fn, const TPPlan &plan,
+                                            int64_t tpSize) {
+  auto modulesAttr = fn->getAttrOfType<DictionaryAttr>("spmd.modules");
+  if (!modulesAttr)
+    return fn.emitError("a TP plan needs the module types of the captured "
+                        "step (spmd.modules): recapture it with spmd-capture");
+  llvm::StringMap<SmallVector<StringRef>> classes = moduleClasses(modulesAttr);
+  std::vector<std::string> moduleNames;
+  for (auto &m : classes)
+    moduleNames.push_back(m.getKey().str());
+  llvm::sort(moduleNames);
+  // Parameters: FQN -> (argument index, type).
+  llvm::StringMap<unsigned> params;
+  for (unsigned i = 0; i < fn.getNumArguments(); ++i)
+    if (argRole(fn, i) == "param")
+      params[argFqn(fn, i)] = i;
+
+  TPResolution out;
+  llvm::StringMap<std::string> setBy; // param -> entry pattern
+  auto assign = [&](StringRef param, Placement p,
+                    const TPPlanEntry &entry) -> LogicalResult {
+    auto type = cast<RankedTensorType>(fn.getArgumentTypes()[params[param]]);
+    p = normalized(p, type.getRank());
+    std::string why = layout::validate(
+        std::vector<int64_t>(type.getShape().begin(), type.getShape().end()),
+        {tpSize}, {p});
+    if (!why.empty())
+      return fn.emitError("TP plan entry '")
+             << entry.pattern << "': parameter '" << param << "' cannot take "
+             << p.str() << ": " << why;
+    auto it = out.placements.find(param);
+    if (it != out.placements.end() && it->second != p)
+      return fn.emitError("TP plan entries '")
+             << setBy[param] << "' and '" << entry.pattern
+             << "' conflict: parameter '" << param << "' gets "
+             << it->second.str() << " and " << p.str();
+    out.placements[param] = p;
+    setBy[param] = entry.pattern;
+    return success();
+  };
+
+  for (const TPPlanEntry &entry : plan.entries) {
+    if (entry.style == Style::Placements) {
+      bool any = false;
+      for (auto &p : params)
+        if (matchFqn(entry.pattern, p.getKey())) {
+          any = true;
+          if (failed(assign(p.getKey(), entry.placement, entry)))
+            return failure();
+        }
+      if (!any)
+        return fn.emitError("TP plan entry '")
+               << entry.pattern << "' names no parameter of the step";
+      continue;
+    }
+    SmallVector<std::string> matched;
+    for (const std::string &m : moduleNames)
+      if (matchFqn(entry.pattern, m))
+        matched.push_back(m);
+    if (matched.empty())
+      return fn.emitError("TP plan entry '")
+             << entry.pattern << "' names no module of the step";
+    for (const std::string &m : matched) {
+      ArrayRef<StringRef> cls = classes[m];
+      std::string kind = cls.empty() ? "module" : cls.front().str();
+      // One partitioning style per module; prepare_module_input and
+      // _output may come on top, once each.
+      bool prepare = entry.style == Style::PrepareModuleInput ||
+                     entry.style == Style::PrepareModuleOutput;
+      for (auto &[name, other] : out.styled) {
+        bool otherPrepare = other->style == Style::PrepareModuleInput ||
+                            other->style == Style::PrepareModuleOutput;
+        if (name == m &&
+            (prepare ? other->style == entry.style : !otherPrepare))
+          return fn.emitError("TP plan entries '")
+                 << other->pattern << "' and '" << entry.pattern
+                 << "' conflict: module '" << m << "' gets two "
+                 << (prepare ? styleName(entry.style) : "styles");
+      }
+      bool linear = isA(cls, "Linear"), embedding = isA(cls, "Embedding");
+      auto unsupported = [&](StringRef supported) {
+        return fn.emitError("TP plan entry '")
+               << entry.pattern << "': " << styleName(entry.style)
+               << " applies to " << supported << "; module '" << m << "' is a "
+               << kind;
+      };
+      auto paramsOf = [&](StringRef name) -> std::optional<std::string> {
+        std::string fqn = m + "." + name.str();
+        if (params.count(fqn))
+          return fqn;
+        return std::nullopt;
+      };
+      switch (entry.style) {
+      case Style::Colwise:
+      case Style::Rowwise: {
+        if (!linear && !embedding)
+          return unsupported("nn.Linear and nn.Embedding");
+        bool col = entry.style == Style::Colwise;
+        // Seed 002: colwise Linear S(0) weight and bias, Embedding S(1);
+        // rowwise Linear S(1) weight and Replicate bias, Embedding S(0).
+        Placement weight = Placement::shard(linear == col ? 0 : 1);
+        if (auto w = paramsOf("weight"))
+          if (failed(assign(*w, weight, entry)))
+            return failure();
+        if (auto b = paramsOf("bias"))
+          if (failed(assign(*b,
+                            col ? Placement::shard(0) : Placement::replicate(),
+                            entry)))
+            return failure();
+        break;
+      }
+      case Style::SequenceParallel: {
+        if (!isA(cls, "LayerNorm") && !isA(cls, "Dropout") &&
+            !llvm::any_of(cls,
+                          [](StringRef c) { return c.contains("RMSNorm"); }))
+          return unsupported("nn.LayerNorm, nn.Dropout and RMSNorm");
+        for (auto &p : params)
+          if (within(p.getKey(), m) && p.getKey() != m)
+            if (failed(assign(p.getKey(), Placement::replicate(), entry)))
+              return failure();
+        break;
+      }
+      default:
+        break;
+      }
+      out.styled.push_back({m, &entry});
+    }
+  }
+
+  // Head-parallel attention needs whole heads on each rank.
+  for (auto &m : classes) {
+    if (!isA(m.getValue(), "MultiheadAttention"))
+      continue;
+    auto info = modulesAttr.getAs<DictionaryAttr>(m.getKey());
+    auto heads = info ? info.getAs<IntegerAttr>("num_heads") : IntegerAttr();
+    for (StringRef name : {"in_proj_weight", "q_proj_weight", "in_proj_bias"}) {
+      auto it = out.placements.find((m.getKey() + "." + name).str());
+      if (it == out.placements.end() || !it->second.isShardLike() ||
+          it->second.dim != 0 || !heads || heads.getInt() % tpSize == 0)
+        continue;
+      return fn.emitError("TP plan entry '")
+             << setBy[it->getKey()] << "': module '" << m.getKey() << "' has "
+             << heads.getInt() << " heads, which do not divide over " << tpSize
+             << " tp ranks: a head-parallel '" << name
+             << "' needs num_heads % tp == 0";
+    }
+  }
+
+  // Optimizer state follows its parameter.
+  for (unsigned i = 0; i < fn.getNumArguments(); ++i) {
+    if (argRole(fn, i) != "optim_state")
+      continue;
+    std::string fqn = argFqn(fn, i);
+    for (auto &p : llvm::make_early_inc_range(out.placements))
+      if (StringRef(fqn).starts_with(p.getKey().str() + ".")) {
+        out.placements[fqn] = p.getValue();
+        break;
+      }
+  }
+  return out;
+}
+
+namespace {
+
+bool isViewLike(Operation *op) {
+  return aten::isSameElementsView(op) ||
+         isa<aten::TOp, aten::TransposeIntOp, aten::PermuteOp, aten::ExpandOp>(
+             op);
+}
+
+/// The forward ops of module `m` (see constrainTPBoundaries), in program
+/// order.
+llvm::SetVector<Operation *> moduleOps(func::FuncOp fn, StringRef m) {
+  llvm::SetVector<Operation *> ops;
+  fn.walk([&](Operation *op) {
+    if (op != fn && getPhase(op) == "forward" && within(getModuleFqn(op), m))
+      ops.insert(op);
+  });
+  if (!ops.empty())
+    return ops;
+  // A module run by its parent through its parameters (F.linear with
+  // out_proj.weight): the views of its parameters and the op they feed.
+  DenseSet<Operation *> reached;
+  for (BlockArgument arg : fn.getArguments()) {
+    if (!within(argFqn(fn, arg.getArgNumber()), m))
+      continue;
+    SmallVector<Value> work = {arg};
+    while (!work.empty()) {
+      Value v = work.pop_back_val();
+      for (Operation *user : v.getUsers()) {
+        if (getPhase(user) != "forward" || !reached.insert(user).second)
+          continue;
+        if (isViewLike(user))
+          work.append(user->result_begin(), user->result_end());
+      }
+    }
+  }
+  fn.walk([&](Operation *op) {
+    if (reached.contains(op))
+      ops.insert(op);
+  });
+  return ops;
+}
+
+} // namespace
+
+LogicalResult spmd::constrainTPBoundaries(func::FuncOp fn,
+                                          const TPResolution &resolution,
+                                          StringRef meshName, int64_t meshRank,
+                                          int64_t tpDim) {
+  MLIRContext *ctx = fn.getContext();
+  auto mesh = FlatSymbolRefAttr::get(ctx, meshName);
+  SmallVector<int64_t> free;
+  for (int64_t m = 0; m < meshRank; ++m)
+    if (m != tpDim)
+      free.push_back(m);
+
+  for (auto &[m, entry] : resolution.styled) {
+    llvm::SetVector<Operation *> ops = moduleOps(fn, m);
+    if (ops.empty())
+      return fn.emitError("TP plan entry '")
+             << entry->pattern << "': module '" << m
+             << "' runs no op in the captured forward";
+    // Boundary values.
+    llvm::SetVector<Value> inputs, outputs;
+    for (Operation *op : ops)
+      for (Value v : op->getOperands()) {
+        if (!isa<RankedTensorType>(v.getType()))
+          continue;
+        if (Operation *def = v.getDefiningOp()) {
+          if (ops.contains(def) || def->hasTrait<OpTrait::ConstantLike>())
+            continue;
+        } else if (within(argFqn(fn, cast<BlockArgument>(v).getArgNumber()),
+                          m)) {
+          continue;
+        }
+        inputs.insert(v);
+      }
+    for (Operation *op : ops)
+      for (Value v : op->getResults())
+        if (llvm::any_of(v.getUsers(), [&](Operation *user) {
+              StringRef phase = getPhase(user);
+              return !ops.contains(user) &&
+                     (phase == "forward" || phase == "loss" ||
+                      isa<func::ReturnOp>(user));
+            }))
+          outputs.insert(v);
+
+    // Seed 002's layouts for this style; empty: nothing to constrain.
+    std::vector<std::optional<Placement>> in, desiredIn, out, desiredOut;
+    auto orDefault = [](const std::vector<std::optional<Placement>> &given,
+                        Placement fallback) {
+      return given.empty() || !given.front() ? fallback : *given.front();
+    };
+    bool embedding = false;
+    if (auto modules = fn->getAttrOfType<DictionaryAttr>("spmd.modules"))
+      if (auto info = modules.getAs<DictionaryAttr>(m))
+        if (auto list = info.getAs<ArrayAttr>("classes"))
+          embedding = llvm::any_of(list, [](Attribute a) {
+            return cast<StringAttr>(a).getValue() == "Embedding";
+          });
+    switch (entry->style) {
+    case Style::Colwise:
+      in = {orDefault(entry->inputLayouts, Placement::replicate())};
+      desiredIn = {Placement::replicate()};
+      out = {orDefault(entry->outputLayouts, Placement::shard(-1))};
+      break;
+    case Style::Rowwise: {
+      Placement desired =
+          embedding ? Placement::replicate() : Placement::shard(-1);
+      in = {orDefault(entry->inputLayouts, Placement::shard(-1))};
+      desiredIn = {desired};
+      out = {orDefault(entry->outputLayouts, Placement::replicate())};
+      break;
+    }
+    case Style::SequenceParallel:
+      in = desiredIn = out = {Placement::shard(entry->sequenceDim)};
+      break;
+    case Style::PrepareModuleInput:
+      in = entry->inputLayouts;
+      desiredIn = entry->desiredInputLayouts;
+      break;
+    case Style::PrepareModuleOutput:
+      out = entry->outputLayouts;
+      desiredOut = entry->desiredOutputLayouts;
+      break;
+    case Style::Placements:
+      break;
+    }
+    auto countError = [&](StringRef what, size_t want, size_t have) {
+      return fn.emitError("TP plan entry '")
+             << entry->pattern << "': " << styleName(entry->style)
+             << " gives layouts for " << want << " " << what
+             << (want == 1 ? "" : "s") << ", but module '" << m << "' has "
+             << have;
+    };
+    // prepare_* list every input/output; the other styles name the first.
+    bool listed = entry->style == Style::PrepareModuleInput ||
+                  entry->style == Style::PrepareModuleOutput;
+    if (!in.empty() && (listed ? in.size() != inputs.size() : inputs.empty()))
+      return countError("input", in.size(), inputs.size());
+    if (!out.empty() &&
+        (listed ? out.size() != outputs.size() : outputs.empty()))
+      return countError("output", out.size(), outputs.size());
+
+    // Constrains `v` to each of `layouts` in turn (the first is what the
+    // value is, the next what the module needs) for the uses `which`.
+    auto constrain =
+        [&](Value v, ArrayRef<Placement> layouts, Operation *at, bool after,
+            StringRef what,
+            function_ref<bool(OpOperand &)> which) -> LogicalResult {
+      auto type = cast<RankedTensorType>(v.getType());
+      OpBuilder b(ctx);
+      if (after)
+        b.setInsertionPointAfter(at);
+      else
+        b.setInsertionPoint(at);
+      Value current = v;
+      SmallVector<Operation *> created;
+      for (Placement p : layouts) {
+        p = normalized(p, type.getRank());
+        std::vector<Placement> placements(meshRank, Placement::replicate());
+        placements[tpDim] = p;
+        if (p.isShardLike() && (p.dim < 0 || p.dim >= type.getRank()))
+          return fn.emitError("TP plan entry '")
+                 << entry->pattern << "': the " << what << " of module '" << m
+                 << "' has rank " << type.getRank() << " and cannot take "
+                 << p.str();
+        auto c = ShardingConstraintOp::create(
+            b, at->getLoc(), type, current, getLayoutAttr(mesh, placements),
+            free.empty() ? DenseI64ArrayAttr() : b.getDenseI64ArrayAttr(free));
+        c->setAttr("spmd.reason",
+                   b.getStringAttr("tp: " + styleName(entry->style) + " '" + m +
+                                   "' " + what + " -> " + p.str()));
+        created.push_back(c);
+        current = c.getResult();
+      }
+      v.replaceUsesWithIf(current, [&](OpOperand &use) {
+        return !llvm::is_contained(created, use.getOwner()) && which(use);
+      });
+      return success();
+    };
+
+    for (auto [i, v] : llvm::enumerate(inputs)) {
+      if (i >= in.size())
+        break;
+      SmallVector<Placement> chain;
+      if (in[i])
+        chain.push_back(*in[i]);
+      if (i < desiredIn.size() && desiredIn[i] &&
+          (chain.empty() || *desiredIn[i] != chain.back()))
+        chain.push_back(*desiredIn[i]);
+      if (chain.empty())
+        continue;
+      Operation *first = nullptr;
+      for (Operation *user : v.getUsers())
+        if (ops.contains(user) && (!first || user->isBeforeInBlock(first)))
+          first = user;
+      if (failed(constrain(
+              v, chain, first, false, "input " + std::to_string(i),
+              [&](OpOperand &use) { return ops.contains(use.getOwner()); })))
+        return failure();
+    }
+    for (auto [i, v] : llvm::enumerate(outputs)) {
+      if (i >= out.size())
+        break;
+      SmallVector<Placement> chain;
+      if (out[i])
+        chain.push_back(*out[i]);
+      if (i < desiredOut.size() && desiredOut[i] &&
+          (chain.empty() || *desiredOut[i] != chain.back()))
+        chain.push_back(*desiredOut[i]);
+      if (chain.empty())
+        continue;
+      Operation *def = v.getDefiningOp();
+      if (failed(constrain(v, chain, def, true, "output " + std::to_string(i),
+                           [&](OpOperand &use) {
+                             StringRef phase = getPhase(use.getOwner());
+                             return !ops.contains(use.getOwner()) &&
+                                    (phase == "forward" || phase == "loss");
+                           })))
+        return failure();
+    }
+  }
+  return success();
+}
+
+FailureOr<std::unique_ptr<TPConfig>>
+spmd::parseTPConfig(ModuleOp module, const ParallelOptions &options,
+                    StringRef mode, ArrayRef<std::string> names) {
+  auto config = std::make_unique<TPConfig>();
+  config->options = options;
+  if (options.meshShape.size() != names.size())
+    return module.emitError()
+           << mode << " runs on a " << names.size() << "-D mesh ("
+           << llvm::join(names, ", ") << "); got a mesh of "
+           << options.meshShape.size() << " dims";
+  if (config->options.meshNames.empty())
+    config->options.meshNames.assign(names.begin(), names.end());
+  for (auto &entry : options.options)
+    if (entry.getKey() != "plan" && entry.getKey() != "bucket-cap-mb")
+      return module.emitError()
+             << mode << ": unknown option '" << entry.getKey() << "'";
+  auto it = options.options.find("plan");
+  if (it == options.options.end() || it->second.empty())
+    return module.emitError()
+           << mode << " needs a TP plan: plan=FILE.json (DESIGN.md 4)";
+  FailureOr<TPPlan> plan = parseTPPlan(module, it->second);
+  if (failed(plan))
+    return failure();
+  config->plan = std::move(*plan);
+  auto fn = module.lookupSymbol<func::FuncOp>("train_step");
+  if (!fn || fn.isExternal())
+    return module.emitError("a ParallelMode needs a func.func @train_step "
+                            "with a body (spmd-capture's output)");
+  FailureOr<TPResolution> resolution =
+      resolveTPPlan(fn, config->plan, options.meshShape.back());
+  if (failed(resolution))
+    return failure();
+  config->resolution = std::move(*resolution);
+  return config;
+}

@@ -1,0 +1,82 @@
+//===- FSDPTP.cpp - the fsdp-tp ParallelMode (2-D: FSDP x TP) -------------===//
+//
+// FSDP on the dp mesh dim composed with TP on the tp mesh dim of a 2-D mesh
+// (dp, tp), seed 001's "shard to parent mesh": the plan's TP placements
+// first (as the tp mode), then each parameter is sharded again on dp over
+// its TP-local shard, innermost mesh dim first. Where TP left dim 0 whole
+// that is Shard(0) on dp; where TP sharded dim 0 the dp shard must be
+// taken inside each tp piece, which left-to-right nesting writes as
+// StridedShard(0, tp) on dp (Shard(0) on tp) or StridedShard(0, k * tp)
+// (StridedShard(0, k) on tp, e.g. a packed in_proj). Optimizer state
+// follows its parameter; inputs and targets are Shard(0) on dp and
+// Replicate on tp. Every forward and backward use of a parameter gathers
+// it on dp; gradients are reduce-scattered on dp; the TP collectives run
+// on tp.
+//
+//===----------------------------------------------------------------------===//
+
+#include "spmd/Parallel/DataParallel.h"
+#include "spmd/Parallel/TensorParallel.h"
+
+using namespace mlir;
+using namespace spmd;
+using layout::Placement;
+
+namespace {
+
+/// The dp placement that shards the TP-local shard of a tensor laid out as
+/// `tp` on a tp mesh dim of `tpSize` ranks (seed 001).
+Placement dpPlacementOver(const Placement &tp, int64_t tpSize) {
+  if (tp.kind == Placement::Kind::Shard && tp.dim == 0)
+    return Placement::stridedShard(0, tpSize);
+  if (tp.kind == Placement::Kind::StridedShard && tp.dim == 0)
+    return Placement::stridedShard(0, tp.splitFactor * tpSize);
+  return Placement::shard(0);
+}
+
+class FSDPTPMode : public ParallelMode {
+public:
+  LogicalResult partition(ModuleOp module,
+                          const ParallelOptions &options) override {
+    FailureOr<std::unique_ptr<TPConfig>> config =
+        parseTPConfig(module, options, "fsdp-tp", {"dp", "tp"});
+    if (failed(config))
+      return failure();
+    const TPResolution &resolution = (*config)->resolution;
+    int64_t tpSize = options.meshShape[1];
+    return annotateAndPartition(
+        module, (*config)->options,
+        [&](StringRef role, StringRef fqn,
+            RankedTensorType type) -> std::optional<std::vector<Placement>> {
+          if (type.getRank() == 0)
+            return std::nullopt;
+          if (role == "input" || role == "target")
+            return std::vector<Placement>{Placement::shard(0),
+                                          Placement::replicate()};
+          if (role != "param" && role != "optim_state")
+            return std::nullopt;
+          auto it = resolution.placements.find(fqn);
+          Placement tp = it == resolution.placements.end()
+                             ? Placement::replicate()
+                             : it->second;
+          return std::vector<Placement>{dpPlacementOver(tp, tpSize), tp};
+        },
+        [&](func::FuncOp fn) {
+          if (failed(constrainTPBoundaries(fn, resolution, "mesh", 2, 1)))
+            return failure();
+          return gatherShardedParameters(fn, /*meshDim=*/0, "fsdp-tp");
+        });
+  }
+
+  LogicalResult transformAndCompile(ModuleOp,
+                                    const ParallelOptions &) override {
+    return success();
+  }
+};
+
+} // namespace
+
+void spmd::registerFSDPTPMode() {
+  registerParallelMode("fsdp-tp",
+                       [] { return std::make_unique<FSDPTPMode>(); });
+}
