@@ -64,14 +64,31 @@ std::string RedistributeStep::str() const {
 
 namespace {
 
-/// True when a mesh dim after `meshDim` shards tensor dim `dim`: then the
-/// placement of `meshDim` may not change to or from a shard of `dim`.
-bool shardedLater(const std::vector<Placement> &placements, size_t meshDim,
-                  int64_t dim) {
+/// True when a mesh dim after `meshDim` shards tensor dim `dim` so that
+/// the placement `p` of `meshDim` may not change to or from a shard of
+/// `dim`: the pieces of `meshDim`'s group would not be contiguous in the
+/// later shards. Seed 001's exception: StridedShard(dim, k * n) over one
+/// later mesh dim of n ranks that shards `dim` as Shard (k = 1) or
+/// StridedShard(dim, k) takes each group member's piece inside the later
+/// shard (FSDP over a TP shard), so the change gathers or scatters within
+/// it.
+bool shardedLater(const std::vector<Placement> &placements,
+                  const std::vector<int64_t> &meshShape, size_t meshDim,
+                  const Placement &p) {
+  int64_t later = -1;
   for (size_t m = meshDim + 1; m < placements.size(); ++m)
-    if (placements[m].isShardLike() && placements[m].dim == dim)
-      return true;
-  return false;
+    if (placements[m].isShardLike() && placements[m].dim == p.dim) {
+      if (later >= 0)
+        return true;
+      later = static_cast<int64_t>(m);
+    }
+  if (later < 0)
+    return false;
+  const Placement &inner = placements[later];
+  int64_t k =
+      inner.kind == Placement::Kind::StridedShard ? inner.splitFactor : 1;
+  return p.kind != Placement::Kind::StridedShard ||
+         p.splitFactor != k * meshShape[later];
 }
 
 /// The step kind that changes `a` into `b` on one mesh dim, if there is one.
@@ -215,12 +232,12 @@ RedistributePlan spmd::layout::planRedistribute(
     for (size_t m = 0; m < meshRank; ++m, stride *= base) {
       const Placement &a = current[m];
       size_t digit = node / stride % base;
-      if (a.isShardLike() && shardedLater(current, m, a.dim))
+      if (a.isShardLike() && shardedLater(current, meshShape, m, a))
         continue;
       for (size_t b = 0; b < base; ++b) {
         std::optional<Kind> kind = stepKind(a, options[b]);
         if (!kind || (options[b].isShardLike() &&
-                      shardedLater(current, m, options[b].dim)))
+                      shardedLater(current, meshShape, m, options[b])))
           continue;
         size_t to = node - digit * stride + b * stride;
         // Every candidate fits the tensor and the mesh (checked above for

@@ -153,7 +153,7 @@ LogicalResult spmd::annotateAndPartition(
         std::vector<int64_t>(type.getShape().begin(), type.getShape().end()),
         options.meshShape, *p);
     if (!why.empty())
-      return fn.emitError("argument '")
+      return emitError(fn.getArgument(i).getLoc(), "argument '")
              << (fqn ? fqn.getValue() : StringRef("?"))
              << "' cannot take its layout: " << why;
     argLayouts[i] = getLayoutAttr(meshRef, *p);
@@ -170,7 +170,11 @@ LogicalResult spmd::annotateAndPartition(
     return failure();
 
   OpPassManager pm(ModuleOp::getOperationName());
-  pm.addPass(createPropagatePass());
+  PropagatePassOptions propagate;
+  auto search = options.options.find("search");
+  if (search != options.options.end())
+    propagate.search = search->second;
+  pm.addPass(createPropagatePass(propagate));
   pm.addPass(createPartitionPass());
   return options.runPipeline(pm, module);
 }

@@ -422,17 +422,23 @@ FailureOr<TPResolution> spmd::resolveTPPlan(func::FuncOp fn, const TPPlan &plan,
     }
   }
 
-  // Optimizer state follows its parameter.
+  // Optimizer state of a parameter's shape (momentum, Adam's moments, not
+  // its step count) follows the parameter.
+  SmallVector<std::pair<std::string, Placement>> states;
   for (unsigned i = 0; i < fn.getNumArguments(); ++i) {
     if (argRole(fn, i) != "optim_state")
       continue;
     std::string fqn = argFqn(fn, i);
-    for (auto &p : llvm::make_early_inc_range(out.placements))
-      if (StringRef(fqn).starts_with(p.getKey().str() + ".")) {
-        out.placements[fqn] = p.getValue();
+    for (auto &p : out.placements)
+      if (StringRef(fqn).starts_with(p.getKey().str() + ".") &&
+          fn.getArgumentTypes()[i] ==
+              fn.getArgumentTypes()[params[p.getKey()]]) {
+        states.push_back({fqn, p.getValue()});
         break;
       }
   }
+  for (auto &[fqn, p] : states)
+    out.placements[fqn] = p;
   return out;
 }
 
@@ -674,9 +680,13 @@ spmd::parseTPConfig(ModuleOp module, const ParallelOptions &options,
   if (config->options.meshNames.empty())
     config->options.meshNames.assign(names.begin(), names.end());
   for (auto &entry : options.options)
-    if (entry.getKey() != "plan" && entry.getKey() != "bucket-cap-mb")
+    if (entry.getKey() != "plan" && entry.getKey() != "bucket-cap-mb" &&
+        entry.getKey() != "search")
       return module.emitError()
              << mode << ": unknown option '" << entry.getKey() << "'";
+  // DTensor's eager semantics for the forward, the search for the rest:
+  // the styles fix the forward's layouts as parallelize_module does.
+  config->options.options.try_emplace("search", "greedy-forward");
   auto it = options.options.find("plan");
   if (it == options.options.end() || it->second.empty())
     return module.emitError()

@@ -40,8 +40,9 @@ Placements placementsOf(DictionaryAttr attrs, size_t meshRank) {
 /// The strategy choice of one function.
 class FunctionPropagation {
 public:
-  FunctionPropagation(func::FuncOp fn, CostModel &cost, unsigned maxSweeps)
-      : fn(fn), cost(cost), maxSweeps(maxSweeps),
+  FunctionPropagation(func::FuncOp fn, CostModel &cost, unsigned maxSweeps,
+                      StringRef search)
+      : fn(fn), cost(cost), maxSweeps(maxSweeps), search(search),
         meshRank(cost.getMeshShape().size()) {}
 
   /// Enumerates strategies and chooses one per op.
@@ -75,6 +76,7 @@ private:
   func::FuncOp fn;
   CostModel &cost;
   unsigned maxSweeps;
+  StringRef search;
   size_t meshRank;
 
   std::vector<unsigned> argLayouts, resultLayouts;
@@ -393,6 +395,16 @@ LogicalResult FunctionPropagation::run() {
   // estimate, and DTensor's greedy choice (which finds the plain
   // data-parallel plan where the estimate's double counting on a DAG can
   // lead elsewhere).
+  if (search == "greedy") {
+    chooseGreedy();
+    return success();
+  }
+  if (search == "greedy-forward") {
+    chooseGreedy();
+    for (unsigned i = 0; i < ops.size(); ++i)
+      if (forced[i] < 0 && getPhase(ops[i]) == "forward")
+        forced[i] = choice[i];
+  }
   estimateForward();
   chooseBackward();
   std::vector<unsigned> estimated = choice;
@@ -479,6 +491,11 @@ struct PropagatePass : spmd::impl::PropagatePassBase<PropagatePass> {
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
+    if (search != "cost" && search != "greedy" && search != "greedy-forward") {
+      module.emitError("spmd-propagate: search '")
+          << search << "' is not cost, greedy or greedy-forward";
+      return signalPassFailure();
+    }
     MeshOp mesh = getOnlyMesh(module, "spmd-propagate");
     if (!mesh || failed(verifyStraightLineFunctions(module, "spmd-propagate")))
       return signalPassFailure();
@@ -493,7 +510,7 @@ struct PropagatePass : spmd::impl::PropagatePassBase<PropagatePass> {
     for (auto fn : module.getOps<func::FuncOp>()) {
       if (fn.isExternal())
         continue;
-      FunctionPropagation propagation(fn, cost, maxSweeps);
+      FunctionPropagation propagation(fn, cost, maxSweeps, search);
       if (failed(propagation.run()) || failed(propagation.materialize(meshRef)))
         return signalPassFailure();
     }

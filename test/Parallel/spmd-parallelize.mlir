@@ -26,9 +26,9 @@ func.func @train_step(%x: tensor<8x8xf32> {spmd.fqn = "x", spmd.role = "input"} 
   return %l, %u : tensor<f32>, tensor<8x8xf32>
 }
 
-// MODE: error: spmd-parallelize: unknown mode 'nope'; registered modes: ddp, fsdp
+// MODE: error: spmd-parallelize: unknown mode 'nope'; registered modes: ddp, fsdp, fsdp-tp, tp
 // MESH: error: spmd-parallelize: mesh '2x0' is not N or DPxTP with positive sizes
 // RANK: error: ddp runs on a 1-D mesh (dp); got a mesh of 2 dims
-// FIT: error: argument 'w' cannot take its layout: {{.*}}shard<9>{{.*}}
+// FIT: error: loc("w"): argument 'w' cannot take its layout: {{.*}}shard<9>{{.*}}
 // SYNTAX: error: ddp: placements entry 'w' is not fqn-glob=placements
 // OPTION: error: fsdp: unknown option 'depth'

@@ -62,6 +62,12 @@ def PropagatePass : Pass<"spmd-propagate", "mlir::ModuleOp"> {
            "Memory bandwidth of one rank in bytes per second (non-GEMM ops)">,
     Option<"maxSweeps", "max-sweeps", "unsigned", "8",
            "Bound on the improvement sweeps after the first assignment">,
+    Option<"search", "search", "std::string", "\"cost\"",
+           "cost: the whole-graph search; greedy: DTensor's greedy choice "
+           "alone (each op in program order takes its cheapest strategy "
+           "given its operands); greedy-forward: the greedy choice for the "
+           "forward phase (DTensor's eager semantics), the search for the "
+           "rest">,
   ];
   let dependentDialects = ["spmd::SPMDDialect"];
 }
