@@ -94,7 +94,7 @@ StringRef styleName(Style style) {
 
 FailureOr<TPPlan> spmd::parseTPPlan(ModuleOp module, StringRef path) {
   auto fail = [&](const Twine &what) {
-    return module.emitError("TP plan '") << path << "': " << what;
+    return emitError(module.getLoc(), "TP plan '") << path << "': " << what;
   };
   auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/true);
   if (!buffer)
@@ -278,8 +278,9 @@ FailureOr<TPResolution> spmd::resolveTPPlan(func::FuncOp fn, const TPPlan &plan,
                                             int64_t tpSize) {
   auto modulesAttr = fn->getAttrOfType<DictionaryAttr>("spmd.modules");
   if (!modulesAttr)
-    return fn.emitError("a TP plan needs the module types of the captured "
-                        "step (spmd.modules): recapture it with spmd-capture");
+    return emitError(fn.getLoc(),
+                     "a TP plan needs the module types of the captured "
+                     "step (spmd.modules): recapture it with spmd-capture");
   llvm::StringMap<SmallVector<StringRef>> classes = moduleClasses(modulesAttr);
   std::vector<std::string> moduleNames;
   for (auto &m : classes)
@@ -300,13 +301,14 @@ FailureOr<TPResolution> spmd::resolveTPPlan(func::FuncOp fn, const TPPlan &plan,
     std::string why = layout::validate(
         std::vector<int64_t>(type.getShape().begin(), type.getShape().end()),
         {tpSize}, {p});
+    Location at = fn.getArgument(params[param]).getLoc();
     if (!why.empty())
-      return fn.emitError("TP plan entry '")
+      return emitError(at, "TP plan entry '")
              << entry.pattern << "': parameter '" << param << "' cannot take "
              << p.str() << ": " << why;
     auto it = out.placements.find(param);
     if (it != out.placements.end() && it->second != p)
-      return fn.emitError("TP plan entries '")
+      return emitError(at, "TP plan entries '")
              << setBy[param] << "' and '" << entry.pattern
              << "' conflict: parameter '" << param << "' gets "
              << it->second.str() << " and " << p.str();
@@ -325,7 +327,7 @@ FailureOr<TPResolution> spmd::resolveTPPlan(func::FuncOp fn, const TPPlan &plan,
             return failure();
         }
       if (!any)
-        return fn.emitError("TP plan entry '")
+        return emitError(fn.getLoc(), "TP plan entry '")
                << entry.pattern << "' names no parameter of the step";
       continue;
     }
@@ -334,7 +336,7 @@ FailureOr<TPResolution> spmd::resolveTPPlan(func::FuncOp fn, const TPPlan &plan,
       if (matchFqn(entry.pattern, m))
         matched.push_back(m);
     if (matched.empty())
-      return fn.emitError("TP plan entry '")
+      return emitError(fn.getLoc(), "TP plan entry '")
              << entry.pattern << "' names no module of the step";
     for (const std::string &m : matched) {
       ArrayRef<StringRef> cls = classes[m];
@@ -348,14 +350,14 @@ FailureOr<TPResolution> spmd::resolveTPPlan(func::FuncOp fn, const TPPlan &plan,
                             other->style == Style::PrepareModuleOutput;
         if (name == m &&
             (prepare ? other->style == entry.style : !otherPrepare))
-          return fn.emitError("TP plan entries '")
+          return emitError(fn.getLoc(), "TP plan entries '")
                  << other->pattern << "' and '" << entry.pattern
                  << "' conflict: module '" << m << "' gets two "
                  << (prepare ? styleName(entry.style) : "styles");
       }
       bool linear = isA(cls, "Linear"), embedding = isA(cls, "Embedding");
       auto unsupported = [&](StringRef supported) {
-        return fn.emitError("TP plan entry '")
+        return emitError(fn.getLoc(), "TP plan entry '")
                << entry.pattern << "': " << styleName(entry.style)
                << " applies to " << supported << "; module '" << m << "' is a "
                << kind;
@@ -414,7 +416,7 @@ FailureOr<TPResolution> spmd::resolveTPPlan(func::FuncOp fn, const TPPlan &plan,
       if (it == out.placements.end() || !it->second.isShardLike() ||
           it->second.dim != 0 || !heads || heads.getInt() % tpSize == 0)
         continue;
-      return fn.emitError("TP plan entry '")
+      return emitError(fn.getLoc(), "TP plan entry '")
              << setBy[it->getKey()] << "': module '" << m.getKey() << "' has "
              << heads.getInt() << " heads, which do not divide over " << tpSize
              << " tp ranks: a head-parallel '" << name
@@ -500,7 +502,7 @@ LogicalResult spmd::constrainTPBoundaries(func::FuncOp fn,
   for (auto &[m, entry] : resolution.styled) {
     llvm::SetVector<Operation *> ops = moduleOps(fn, m);
     if (ops.empty())
-      return fn.emitError("TP plan entry '")
+      return emitError(fn.getLoc(), "TP plan entry '")
              << entry->pattern << "': module '" << m
              << "' runs no op in the captured forward";
     // Boundary values.
@@ -570,7 +572,7 @@ LogicalResult spmd::constrainTPBoundaries(func::FuncOp fn,
       break;
     }
     auto countError = [&](StringRef what, size_t want, size_t have) {
-      return fn.emitError("TP plan entry '")
+      return emitError(fn.getLoc(), "TP plan entry '")
              << entry->pattern << "': " << styleName(entry->style)
              << " gives layouts for " << want << " " << what
              << (want == 1 ? "" : "s") << ", but module '" << m << "' has "
@@ -604,7 +606,7 @@ LogicalResult spmd::constrainTPBoundaries(func::FuncOp fn,
         std::vector<Placement> placements(meshRank, Placement::replicate());
         placements[tpDim] = p;
         if (p.isShardLike() && (p.dim < 0 || p.dim >= type.getRank()))
-          return fn.emitError("TP plan entry '")
+          return emitError(fn.getLoc(), "TP plan entry '")
                  << entry->pattern << "': the " << what << " of module '" << m
                  << "' has rank " << type.getRank() << " and cannot take "
                  << p.str();
@@ -673,7 +675,7 @@ spmd::parseTPConfig(ModuleOp module, const ParallelOptions &options,
   auto config = std::make_unique<TPConfig>();
   config->options = options;
   if (options.meshShape.size() != names.size())
-    return module.emitError()
+    return emitError(module.getLoc())
            << mode << " runs on a " << names.size() << "-D mesh ("
            << llvm::join(names, ", ") << "); got a mesh of "
            << options.meshShape.size() << " dims";
@@ -682,14 +684,14 @@ spmd::parseTPConfig(ModuleOp module, const ParallelOptions &options,
   for (auto &entry : options.options)
     if (entry.getKey() != "plan" && entry.getKey() != "bucket-cap-mb" &&
         entry.getKey() != "search")
-      return module.emitError()
+      return emitError(module.getLoc())
              << mode << ": unknown option '" << entry.getKey() << "'";
   // DTensor's eager semantics for the forward, the search for the rest:
   // the styles fix the forward's layouts as parallelize_module does.
   config->options.options.try_emplace("search", "greedy-forward");
   auto it = options.options.find("plan");
   if (it == options.options.end() || it->second.empty())
-    return module.emitError()
+    return emitError(module.getLoc())
            << mode << " needs a TP plan: plan=FILE.json (DESIGN.md 4)";
   FailureOr<TPPlan> plan = parseTPPlan(module, it->second);
   if (failed(plan))
@@ -697,8 +699,9 @@ spmd::parseTPConfig(ModuleOp module, const ParallelOptions &options,
   config->plan = std::move(*plan);
   auto fn = module.lookupSymbol<func::FuncOp>("train_step");
   if (!fn || fn.isExternal())
-    return module.emitError("a ParallelMode needs a func.func @train_step "
-                            "with a body (spmd-capture's output)");
+    return emitError(module.getLoc(),
+                     "a ParallelMode needs a func.func @train_step "
+                     "with a body (spmd-capture's output)");
   FailureOr<TPResolution> resolution =
       resolveTPPlan(fn, config->plan, options.meshShape.back());
   if (failed(resolution))
