@@ -105,8 +105,8 @@ mlir::LogicalResult annotateAndPartition(
     llvm::function_ref<mlir::LogicalResult(mlir::func::FuncOp)>
         beforePropagate = nullptr);
 
-/// Registers the built-in modes of passes/ (ddp, fsdp); the tools and the
-/// embedding API call it (library SPMDParallelModes).
+/// Registers the built-in modes of passes/ (ddp, fsdp, tp, fsdp-tp); the
+/// tools and the embedding API call it (library SPMDParallelModes).
 void registerBuiltinParallelModes();
 
 } // namespace spmd

@@ -294,3 +294,21 @@ func.func @take_forms(%x: tensor<4xf32>) -> tensor<2xf32> {
   %0 = spmd.local_take %x on @mesh dim = 0 : tensor<4xf32> -> tensor<2xf32>
   return %0 : tensor<2xf32>
 }
+
+// -----
+
+spmd.mesh @mesh shape = [2, 2] names = ["dp", "tp"]
+func.func @constraint_free(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{'spmd.sharding_constraint' op free mesh dim 2 is out of range for a layout of 2 mesh dims}}
+  %0 = spmd.sharding_constraint %x : tensor<4xf32> to #spmd.layout<@mesh, [replicate, shard<0>]> free [2]
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+spmd.mesh @mesh shape = [2] names = ["tp"]
+func.func @constraint_fit(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{'spmd.sharding_constraint' op layout}}
+  %0 = spmd.sharding_constraint %x : tensor<4xf32> to #spmd.layout<@mesh, [shard<1>]>
+  return %0 : tensor<4xf32>
+}

@@ -66,3 +66,11 @@ func.func @local_ops(%x: tensor<4x4xf32>) -> (tensor<4x4xf32>, tensor<2x4xf32>) 
   %2 = spmd.local_take %x on @mesh dim = 1 starts = [0, 2, 0, 2] counts = [2, 2, 2, 1] : tensor<4x4xf32> -> tensor<4x2xf32>
   return %0, %1 : tensor<4x4xf32>, tensor<2x4xf32>
 }
+
+// CHECK-LABEL: func.func @constraint
+// CHECK: spmd.sharding_constraint %{{.*}} : tensor<8x16xf32> to #spmd.layout<@mesh2, [replicate, shard<1>]> free [0]
+spmd.mesh @mesh2 shape = [2, 2] names = ["dp", "tp"]
+func.func @constraint(%x: tensor<8x16xf32>) -> tensor<8x16xf32> {
+  %0 = spmd.sharding_constraint %x : tensor<8x16xf32> to #spmd.layout<@mesh2, [replicate, shard<1>]> free [0]
+  return %0 : tensor<8x16xf32>
+}
