@@ -625,15 +625,22 @@ LogicalResult spmd::constrainTPBoundaries(func::FuncOp fn,
       return success();
     };
 
+    // The layouts value i takes in turn: what it is, then what the module
+    // needs (each given, and the second only where it differs).
+    auto chainOf = [](ArrayRef<std::optional<Placement>> given,
+                      ArrayRef<std::optional<Placement>> desired, size_t i) {
+      SmallVector<Placement> chain;
+      if (given[i])
+        chain.push_back(*given[i]);
+      if (i < desired.size() && desired[i] &&
+          (chain.empty() || *desired[i] != chain.back()))
+        chain.push_back(*desired[i]);
+      return chain;
+    };
     for (auto [i, v] : llvm::enumerate(inputs)) {
       if (i >= in.size())
         break;
-      SmallVector<Placement> chain;
-      if (in[i])
-        chain.push_back(*in[i]);
-      if (i < desiredIn.size() && desiredIn[i] &&
-          (chain.empty() || *desiredIn[i] != chain.back()))
-        chain.push_back(*desiredIn[i]);
+      SmallVector<Placement> chain = chainOf(in, desiredIn, i);
       if (chain.empty())
         continue;
       Operation *first = nullptr;
@@ -648,12 +655,7 @@ LogicalResult spmd::constrainTPBoundaries(func::FuncOp fn,
     for (auto [i, v] : llvm::enumerate(outputs)) {
       if (i >= out.size())
         break;
-      SmallVector<Placement> chain;
-      if (out[i])
-        chain.push_back(*out[i]);
-      if (i < desiredOut.size() && desiredOut[i] &&
-          (chain.empty() || *desiredOut[i] != chain.back()))
-        chain.push_back(*desiredOut[i]);
+      SmallVector<Placement> chain = chainOf(out, desiredOut, i);
       if (chain.empty())
         continue;
       Operation *def = v.getDefiningOp();
