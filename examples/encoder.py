@@ -6,7 +6,9 @@ sum, so every gradient before it is zero up to rounding noise).
   spmd-capture --model examples/encoder.py:encoder -o enc.mlir --bundle enc.bundle
   spmd-capture --model 'examples/encoder.py:encoder(dropout=0.1, norm_first=True,
                         activation="gelu", causal=True)' ...
-TP plan: examples/encoder.tp.json (head-parallel attention, Megatron MLP).
+TP plans: examples/encoder.tp.json (head-parallel attention, Megatron MLP),
+examples/encoder.sp.json (the same with sequence-parallel norms; for a causal
+mask, give self_attn's prepare_module_input a second, null, layout).
 """
 import torch
 import torch.nn as nn
