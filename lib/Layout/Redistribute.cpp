@@ -9,9 +9,8 @@
 
 #include "spmd/Layout/Redistribute.h"
 
-#include <cmath>
-
 #include <cassert>
+#include <cmath>
 #include <limits>
 #include <optional>
 #include <queue>

@@ -15,6 +15,15 @@ std::string OpStrategy::str() const {
   return join(operands) + " -> " + join(results);
 }
 
+EinsumRule EinsumRule::identity(int64_t rank) {
+  std::string labels;
+  for (int64_t d = 0; d < rank; ++d)
+    labels.push_back(static_cast<char>('a' + d));
+  EinsumRule rule{{labels}, {labels}};
+  rule.linearGroups = {{0}};
+  return rule;
+}
+
 std::vector<OpStrategy> EinsumRule::strategies() const {
   std::vector<OpStrategy> out;
   OpStrategy replicated{

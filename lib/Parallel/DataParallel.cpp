@@ -33,20 +33,14 @@ DataParallelConfig::layoutOf(StringRef role, StringRef fqn,
 FailureOr<DataParallelConfig>
 spmd::parseDataParallelConfig(ModuleOp module, const ParallelOptions &options,
                               StringRef mode, ArrayRef<StringRef> known) {
+  SmallVector<StringRef> keys = {"placements", "bucket-cap-mb"};
+  keys.append(known.begin(), known.end());
+  FailureOr<ParallelOptions> checked =
+      checkModeOptions(module, options, mode, {"dp"}, keys);
+  if (failed(checked))
+    return failure();
   DataParallelConfig config;
-  config.options = options;
-  if (options.meshShape.size() != 1)
-    return module.emitError()
-           << mode << " runs on a 1-D mesh (dp); got a mesh of "
-           << options.meshShape.size() << " dims";
-  if (config.options.meshNames.empty())
-    config.options.meshNames = {"dp"};
-  for (auto &entry : options.options) {
-    StringRef key = entry.getKey();
-    if (key != "placements" && key != "bucket-cap-mb" &&
-        !llvm::is_contained(known, key))
-      return module.emitError() << mode << ": unknown option '" << key << "'";
-  }
+  config.options = std::move(*checked);
   auto it = options.options.find("placements");
   if (it == options.options.end())
     return config;
@@ -195,21 +189,9 @@ LogicalResult spmd::bucketGradientAllReduces(ModuleOp module,
   return success();
 }
 
-/// Ops that only rearrange their first operand: the backward recomputes
-/// them from a fresh gather rather than keeping forward's result alive.
-static bool isViewLike(Operation *op) {
-  return aten::isSameElementsView(op) ||
-         isa<aten::TOp, aten::TransposeIntOp, aten::PermuteOp, aten::ExpandOp>(
-             op);
-}
-
 LogicalResult spmd::gatherShardedParameters(func::FuncOp fn, int64_t meshDim,
                                             StringRef mode) {
   DenseSet<Operation *> gathers;
-  auto fqnOf = [&](BlockArgument arg) -> std::string {
-    auto fqn = fn.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "spmd.fqn");
-    return fqn ? fqn.getValue().str() : "?";
-  };
   auto gather = [&](BlockArgument param, Operation *before) -> Value {
     auto layoutAttr =
         fn.getArgAttrOfType<LayoutAttr>(param.getArgNumber(), "spmd.layout");
@@ -220,17 +202,16 @@ LogicalResult spmd::gatherShardedParameters(func::FuncOp fn, int64_t meshDim,
                                     layoutAttr,
                                     getLayoutAttr(layoutAttr.getMesh(), whole));
     r->setAttr("spmd.reason",
-               b.getStringAttr(mode + ": gather parameter '" + fqnOf(param) +
+               b.getStringAttr(mode + ": gather parameter '" +
+                               getArgFqn(fn, param.getArgNumber()).str() +
                                "' for " + getPhase(before).str()));
     gathers.insert(r);
     return r.getResult();
   };
   for (BlockArgument arg : fn.getArguments()) {
-    auto role =
-        fn.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "spmd.role");
     auto layoutAttr =
         fn.getArgAttrOfType<LayoutAttr>(arg.getArgNumber(), "spmd.layout");
-    if (!role || role.getValue() != "param" || !layoutAttr ||
+    if (getArgRole(fn, arg.getArgNumber()) != "param" || !layoutAttr ||
         !layoutAttr.getLayoutPlacements()[meshDim].isShardLike())
       continue;
     for (OpOperand &use : llvm::make_early_inc_range(arg.getUses())) {
@@ -251,7 +232,7 @@ LogicalResult spmd::gatherShardedParameters(func::FuncOp fn, int64_t meshDim,
     if (gathers.contains(def))
       return nested ? gather(cast<BlockArgument>(def->getOperand(0)), before)
                     : v;
-    if (!isViewLike(def) || getPhase(def) == "backward")
+    if (!aten::isRearrangement(def) || getPhase(def) == "backward")
       return v;
     Value source = recompute(def->getOperand(0), before, true);
     if (source == def->getOperand(0))

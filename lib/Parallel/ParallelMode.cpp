@@ -26,6 +26,48 @@ using namespace spmd;
 
 ParallelMode::~ParallelMode() = default;
 
+LogicalResult ParallelMode::transformAndCompile(ModuleOp,
+                                                const ParallelOptions &) {
+  return success();
+}
+
+FailureOr<func::FuncOp> spmd::getTrainStep(ModuleOp module) {
+  auto fn = module.lookupSymbol<func::FuncOp>("train_step");
+  if (!fn || fn.isExternal())
+    return module.emitError("a ParallelMode needs a func.func @train_step "
+                            "with a body (spmd-capture's output)");
+  return fn;
+}
+
+StringRef spmd::getArgFqn(func::FuncOp fn, unsigned i) {
+  auto fqn = fn.getArgAttrOfType<StringAttr>(i, "spmd.fqn");
+  return fqn ? fqn.getValue() : "";
+}
+
+StringRef spmd::getArgRole(func::FuncOp fn, unsigned i) {
+  auto role = fn.getArgAttrOfType<StringAttr>(i, "spmd.role");
+  return role ? role.getValue() : "";
+}
+
+FailureOr<ParallelOptions>
+spmd::checkModeOptions(ModuleOp module, const ParallelOptions &options,
+                       StringRef mode, ArrayRef<std::string> names,
+                       ArrayRef<StringRef> known) {
+  if (options.meshShape.size() != names.size())
+    return module.emitError()
+           << mode << " runs on a " << names.size() << "-D mesh ("
+           << llvm::join(names, ", ") << "); got a mesh of "
+           << options.meshShape.size() << " dims";
+  for (auto &entry : options.options)
+    if (!llvm::is_contained(known, entry.getKey()))
+      return module.emitError()
+             << mode << ": unknown option '" << entry.getKey() << "'";
+  ParallelOptions checked = options;
+  if (checked.meshNames.empty())
+    checked.meshNames.assign(names.begin(), names.end());
+  return checked;
+}
+
 namespace {
 struct Registry {
   std::mutex mutex;
@@ -118,10 +160,10 @@ LogicalResult spmd::annotateAndPartition(
         StringRef, StringRef, RankedTensorType)>
         layoutOf,
     function_ref<LogicalResult(func::FuncOp)> beforePropagate) {
-  auto fn = module.lookupSymbol<func::FuncOp>("train_step");
-  if (!fn || fn.isExternal())
-    return module.emitError("a ParallelMode needs a func.func @train_step "
-                            "with a body (spmd-capture's output)");
+  FailureOr<func::FuncOp> step = getTrainStep(module);
+  if (failed(step))
+    return failure();
+  func::FuncOp fn = *step;
   if (!module.getOps<MeshOp>().empty())
     return module.emitError("the module already has an spmd.mesh: a "
                             "ParallelMode partitions a single-device step");
@@ -140,13 +182,11 @@ LogicalResult spmd::annotateAndPartition(
   std::vector<LayoutAttr> argLayouts(fn.getNumArguments());
   for (unsigned i = 0; i < fn.getNumArguments(); ++i) {
     auto type = dyn_cast<RankedTensorType>(fn.getArgumentTypes()[i]);
-    DictionaryAttr attrs = fn.getArgAttrDict(i);
-    if (!type || !attrs)
+    if (!type || !fn.getArgAttrDict(i))
       continue;
-    auto role = attrs.getAs<StringAttr>("spmd.role");
-    auto fqn = attrs.getAs<StringAttr>("spmd.fqn");
+    StringRef fqn = getArgFqn(fn, i);
     std::optional<std::vector<layout::Placement>> p =
-        layoutOf(role ? role.getValue() : "", fqn ? fqn.getValue() : "", type);
+        layoutOf(getArgRole(fn, i), fqn, type);
     if (!p)
       continue;
     std::string why = layout::validate(
@@ -154,7 +194,7 @@ LogicalResult spmd::annotateAndPartition(
         options.meshShape, *p);
     if (!why.empty())
       return emitError(fn.getArgument(i).getLoc(), "argument '")
-             << (fqn ? fqn.getValue() : StringRef("?"))
+             << (fqn.empty() ? StringRef("?") : fqn)
              << "' cannot take its layout: " << why;
     argLayouts[i] = getLayoutAttr(meshRef, *p);
     fn.setArgAttr(i, "spmd.layout", argLayouts[i]);

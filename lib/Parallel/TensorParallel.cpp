@@ -67,8 +67,8 @@ std::optional<Placement> parsePlanPlacement(StringRef text) {
 
 /// `p` with a negative (Python-style) shard dim counted from `rank`.
 Placement normalized(Placement p, int64_t rank) {
-  if (p.isShardLike() && p.dim < 0)
-    p.dim += rank;
+  if (p.isShardLike())
+    p.dim = aten::normalizeDim(p.dim, rank);
   return p;
 }
 
@@ -262,16 +262,6 @@ bool within(StringRef fqn, StringRef module) {
           fqn[module.size()] == '.');
 }
 
-std::string argFqn(func::FuncOp fn, unsigned i) {
-  auto fqn = fn.getArgAttrOfType<StringAttr>(i, "spmd.fqn");
-  return fqn ? fqn.getValue().str() : "";
-}
-
-std::string argRole(func::FuncOp fn, unsigned i) {
-  auto role = fn.getArgAttrOfType<StringAttr>(i, "spmd.role");
-  return role ? role.getValue().str() : "";
-}
-
 } // namespace
 
 FailureOr<TPResolution> spmd::resolveTPPlan(func::FuncOp fn, const TPPlan &plan,
@@ -286,11 +276,11 @@ FailureOr<TPResolution> spmd::resolveTPPlan(func::FuncOp fn, const TPPlan &plan,
   for (auto &m : classes)
     moduleNames.push_back(m.getKey().str());
   llvm::sort(moduleNames);
-  // Parameters: FQN -> (argument index, type).
+  // Parameters: FQN -> argument index.
   llvm::StringMap<unsigned> params;
   for (unsigned i = 0; i < fn.getNumArguments(); ++i)
-    if (argRole(fn, i) == "param")
-      params[argFqn(fn, i)] = i;
+    if (getArgRole(fn, i) == "param")
+      params[getArgFqn(fn, i)] = i;
 
   TPResolution out;
   llvm::StringMap<std::string> setBy; // param -> entry pattern
@@ -345,13 +335,13 @@ FailureOr<TPResolution> spmd::resolveTPPlan(func::FuncOp fn, const TPPlan &plan,
       // _output may come on top, once each.
       bool prepare = entry.style == Style::PrepareModuleInput ||
                      entry.style == Style::PrepareModuleOutput;
-      for (auto &[name, other] : out.styled) {
-        bool otherPrepare = other->style == Style::PrepareModuleInput ||
-                            other->style == Style::PrepareModuleOutput;
-        if (name == m &&
-            (prepare ? other->style == entry.style : !otherPrepare))
+      for (const TPStyledModule &other : out.styled) {
+        Style style = other.entry->style;
+        bool otherPrepare = style == Style::PrepareModuleInput ||
+                            style == Style::PrepareModuleOutput;
+        if (other.fqn == m && (prepare ? style == entry.style : !otherPrepare))
           return emitError(fn.getLoc(), "TP plan entries '")
-                 << other->pattern << "' and '" << entry.pattern
+                 << other.entry->pattern << "' and '" << entry.pattern
                  << "' conflict: module '" << m << "' gets two "
                  << (prepare ? styleName(entry.style) : "styles");
       }
@@ -401,7 +391,7 @@ FailureOr<TPResolution> spmd::resolveTPPlan(func::FuncOp fn, const TPPlan &plan,
       default:
         break;
       }
-      out.styled.push_back({m, &entry});
+      out.styled.push_back({m, &entry, embedding});
     }
   }
 
@@ -428,14 +418,14 @@ FailureOr<TPResolution> spmd::resolveTPPlan(func::FuncOp fn, const TPPlan &plan,
   // its step count) follows the parameter.
   SmallVector<std::pair<std::string, Placement>> states;
   for (unsigned i = 0; i < fn.getNumArguments(); ++i) {
-    if (argRole(fn, i) != "optim_state")
+    if (getArgRole(fn, i) != "optim_state")
       continue;
-    std::string fqn = argFqn(fn, i);
+    StringRef fqn = getArgFqn(fn, i);
     for (auto &p : out.placements)
-      if (StringRef(fqn).starts_with(p.getKey().str() + ".") &&
+      if (fqn.starts_with(p.getKey().str() + ".") &&
           fn.getArgumentTypes()[i] ==
               fn.getArgumentTypes()[params[p.getKey()]]) {
-        states.push_back({fqn, p.getValue()});
+        states.push_back({fqn.str(), p.getValue()});
         break;
       }
   }
@@ -445,12 +435,6 @@ FailureOr<TPResolution> spmd::resolveTPPlan(func::FuncOp fn, const TPPlan &plan,
 }
 
 namespace {
-
-bool isViewLike(Operation *op) {
-  return aten::isSameElementsView(op) ||
-         isa<aten::TOp, aten::TransposeIntOp, aten::PermuteOp, aten::ExpandOp>(
-             op);
-}
 
 /// The forward ops of module `m` (see constrainTPBoundaries), in program
 /// order.
@@ -466,7 +450,7 @@ llvm::SetVector<Operation *> moduleOps(func::FuncOp fn, StringRef m) {
   // out_proj.weight): the views of its parameters and the op they feed.
   DenseSet<Operation *> reached;
   for (BlockArgument arg : fn.getArguments()) {
-    if (!within(argFqn(fn, arg.getArgNumber()), m))
+    if (!within(getArgFqn(fn, arg.getArgNumber()), m))
       continue;
     SmallVector<Value> work = {arg};
     while (!work.empty()) {
@@ -474,7 +458,7 @@ llvm::SetVector<Operation *> moduleOps(func::FuncOp fn, StringRef m) {
       for (Operation *user : v.getUsers()) {
         if (getPhase(user) != "forward" || !reached.insert(user).second)
           continue;
-        if (isViewLike(user))
+        if (aten::isRearrangement(user))
           work.append(user->result_begin(), user->result_end());
       }
     }
@@ -499,7 +483,9 @@ LogicalResult spmd::constrainTPBoundaries(func::FuncOp fn,
     if (m != tpDim)
       free.push_back(m);
 
-  for (auto &[m, entry] : resolution.styled) {
+  for (const TPStyledModule &styled : resolution.styled) {
+    const std::string &m = styled.fqn;
+    const TPPlanEntry *entry = styled.entry;
     llvm::SetVector<Operation *> ops = moduleOps(fn, m);
     if (ops.empty())
       return emitError(fn.getLoc(), "TP plan entry '")
@@ -514,7 +500,7 @@ LogicalResult spmd::constrainTPBoundaries(func::FuncOp fn,
         if (Operation *def = v.getDefiningOp()) {
           if (ops.contains(def) || def->hasTrait<OpTrait::ConstantLike>())
             continue;
-        } else if (within(argFqn(fn, cast<BlockArgument>(v).getArgNumber()),
+        } else if (within(getArgFqn(fn, cast<BlockArgument>(v).getArgNumber()),
                           m)) {
           continue;
         }
@@ -536,13 +522,6 @@ LogicalResult spmd::constrainTPBoundaries(func::FuncOp fn,
                         Placement fallback) {
       return given.empty() || !given.front() ? fallback : *given.front();
     };
-    bool embedding = false;
-    if (auto modules = fn->getAttrOfType<DictionaryAttr>("spmd.modules"))
-      if (auto info = modules.getAs<DictionaryAttr>(m))
-        if (auto list = info.getAs<ArrayAttr>("classes"))
-          embedding = llvm::any_of(list, [](Attribute a) {
-            return cast<StringAttr>(a).getValue() == "Embedding";
-          });
     switch (entry->style) {
     case Style::Colwise:
       in = {orDefault(entry->inputLayouts, Placement::replicate())};
@@ -551,7 +530,7 @@ LogicalResult spmd::constrainTPBoundaries(func::FuncOp fn,
       break;
     case Style::Rowwise: {
       Placement desired =
-          embedding ? Placement::replicate() : Placement::shard(-1);
+          styled.embedding ? Placement::replicate() : Placement::shard(-1);
       in = {orDefault(entry->inputLayouts, Placement::shard(-1))};
       desiredIn = {desired};
       out = {orDefault(entry->outputLayouts, Placement::replicate())};
@@ -587,29 +566,47 @@ LogicalResult spmd::constrainTPBoundaries(func::FuncOp fn,
         (listed ? out.size() != outputs.size() : outputs.empty()))
       return countError("output", out.size(), outputs.size());
 
-    // Constrains `v` to each of `layouts` in turn (the first is what the
-    // value is, the next what the module needs) for the uses `which`.
-    auto constrain =
-        [&](Value v, ArrayRef<Placement> layouts, Operation *at, bool after,
-            StringRef what,
-            function_ref<bool(OpOperand &)> which) -> LogicalResult {
+    // Constrains input or output `i`, `v`, to each layout of its chain in
+    // turn: what the value is (input_layouts / output_layouts), then what
+    // is wanted of it (the desired layout, where given and different). An
+    // input is constrained before its first use in the module, for the
+    // module's uses; an output after its definition, for the forward's
+    // other uses.
+    auto constrain = [&](Value v, size_t i, bool output) -> LogicalResult {
+      const auto &given = output ? out : in;
+      const auto &desired = output ? desiredOut : desiredIn;
+      SmallVector<Placement> chain;
+      if (given[i])
+        chain.push_back(*given[i]);
+      if (i < desired.size() && desired[i] &&
+          (chain.empty() || *desired[i] != chain.back()))
+        chain.push_back(*desired[i]);
+      if (chain.empty())
+        return success();
+      std::string what = (output ? "output " : "input ") + std::to_string(i);
       auto type = cast<RankedTensorType>(v.getType());
       OpBuilder b(ctx);
-      if (after)
+      Operation *at = v.getDefiningOp();
+      if (output) {
         b.setInsertionPointAfter(at);
-      else
+      } else {
+        at = nullptr;
+        for (Operation *user : v.getUsers())
+          if (ops.contains(user) && (!at || user->isBeforeInBlock(at)))
+            at = user;
         b.setInsertionPoint(at);
+      }
       Value current = v;
       SmallVector<Operation *> created;
-      for (Placement p : layouts) {
+      for (Placement p : chain) {
         p = normalized(p, type.getRank());
-        std::vector<Placement> placements(meshRank, Placement::replicate());
-        placements[tpDim] = p;
         if (p.isShardLike() && (p.dim < 0 || p.dim >= type.getRank()))
           return emitError(fn.getLoc(), "TP plan entry '")
                  << entry->pattern << "': the " << what << " of module '" << m
                  << "' has rank " << type.getRank() << " and cannot take "
                  << p.str();
+        std::vector<Placement> placements(meshRank, Placement::replicate());
+        placements[tpDim] = p;
         auto c = ShardingConstraintOp::create(
             b, at->getLoc(), type, current, getLayoutAttr(mesh, placements),
             free.empty() ? DenseI64ArrayAttr() : b.getDenseI64ArrayAttr(free));
@@ -620,53 +617,22 @@ LogicalResult spmd::constrainTPBoundaries(func::FuncOp fn,
         current = c.getResult();
       }
       v.replaceUsesWithIf(current, [&](OpOperand &use) {
-        return !llvm::is_contained(created, use.getOwner()) && which(use);
+        Operation *user = use.getOwner();
+        if (llvm::is_contained(created, user))
+          return false;
+        if (!output)
+          return ops.contains(user);
+        StringRef phase = getPhase(user);
+        return !ops.contains(user) && (phase == "forward" || phase == "loss");
       });
       return success();
     };
-
-    // The layouts value i takes in turn: what it is, then what the module
-    // needs (each given, and the second only where it differs).
-    auto chainOf = [](ArrayRef<std::optional<Placement>> given,
-                      ArrayRef<std::optional<Placement>> desired, size_t i) {
-      SmallVector<Placement> chain;
-      if (given[i])
-        chain.push_back(*given[i]);
-      if (i < desired.size() && desired[i] &&
-          (chain.empty() || *desired[i] != chain.back()))
-        chain.push_back(*desired[i]);
-      return chain;
-    };
-    for (auto [i, v] : llvm::enumerate(inputs)) {
-      if (i >= in.size())
-        break;
-      SmallVector<Placement> chain = chainOf(in, desiredIn, i);
-      if (chain.empty())
-        continue;
-      Operation *first = nullptr;
-      for (Operation *user : v.getUsers())
-        if (ops.contains(user) && (!first || user->isBeforeInBlock(first)))
-          first = user;
-      if (failed(constrain(
-              v, chain, first, false, "input " + std::to_string(i),
-              [&](OpOperand &use) { return ops.contains(use.getOwner()); })))
+    for (auto [i, v] : llvm::enumerate(inputs))
+      if (i < in.size() && failed(constrain(v, i, /*output=*/false)))
         return failure();
-    }
-    for (auto [i, v] : llvm::enumerate(outputs)) {
-      if (i >= out.size())
-        break;
-      SmallVector<Placement> chain = chainOf(out, desiredOut, i);
-      if (chain.empty())
-        continue;
-      Operation *def = v.getDefiningOp();
-      if (failed(constrain(v, chain, def, true, "output " + std::to_string(i),
-                           [&](OpOperand &use) {
-                             StringRef phase = getPhase(use.getOwner());
-                             return !ops.contains(use.getOwner()) &&
-                                    (phase == "forward" || phase == "loss");
-                           })))
+    for (auto [i, v] : llvm::enumerate(outputs))
+      if (i < out.size() && failed(constrain(v, i, /*output=*/true)))
         return failure();
-    }
   }
   return success();
 }
@@ -674,20 +640,12 @@ LogicalResult spmd::constrainTPBoundaries(func::FuncOp fn,
 FailureOr<std::unique_ptr<TPConfig>>
 spmd::parseTPConfig(ModuleOp module, const ParallelOptions &options,
                     StringRef mode, ArrayRef<std::string> names) {
+  FailureOr<ParallelOptions> checked = checkModeOptions(
+      module, options, mode, names, {"plan", "bucket-cap-mb", "search"});
+  if (failed(checked))
+    return failure();
   auto config = std::make_unique<TPConfig>();
-  config->options = options;
-  if (options.meshShape.size() != names.size())
-    return emitError(module.getLoc())
-           << mode << " runs on a " << names.size() << "-D mesh ("
-           << llvm::join(names, ", ") << "); got a mesh of "
-           << options.meshShape.size() << " dims";
-  if (config->options.meshNames.empty())
-    config->options.meshNames.assign(names.begin(), names.end());
-  for (auto &entry : options.options)
-    if (entry.getKey() != "plan" && entry.getKey() != "bucket-cap-mb" &&
-        entry.getKey() != "search")
-      return emitError(module.getLoc())
-             << mode << ": unknown option '" << entry.getKey() << "'";
+  config->options = std::move(*checked);
   // DTensor's eager semantics for the forward, the search for the rest:
   // the styles fix the forward's layouts as parallelize_module does.
   config->options.options.try_emplace("search", "greedy-forward");
@@ -699,13 +657,11 @@ spmd::parseTPConfig(ModuleOp module, const ParallelOptions &options,
   if (failed(plan))
     return failure();
   config->plan = std::move(*plan);
-  auto fn = module.lookupSymbol<func::FuncOp>("train_step");
-  if (!fn || fn.isExternal())
-    return emitError(module.getLoc(),
-                     "a ParallelMode needs a func.func @train_step "
-                     "with a body (spmd-capture's output)");
+  FailureOr<func::FuncOp> fn = getTrainStep(module);
+  if (failed(fn))
+    return failure();
   FailureOr<TPResolution> resolution =
-      resolveTPPlan(fn, config->plan, options.meshShape.back());
+      resolveTPPlan(*fn, config->plan, options.meshShape.back());
   if (failed(resolution))
     return failure();
   config->resolution = std::move(*resolution);

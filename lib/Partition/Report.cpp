@@ -10,6 +10,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/Support/Format.h"
 
+#include <limits>
 #include <map>
 
 namespace spmd {
@@ -63,12 +64,12 @@ struct ReportPass : spmd::impl::ReportPassBase<ReportPass> {
       Operation *o = op.getOperation();
       auto dims = o->getAttrOfType<DenseI64ArrayAttr>("mesh_dims");
       int64_t n = 1;
-      double alpha = 0, beta = 0;
+      double alpha = 0, bandwidth = std::numeric_limits<double>::infinity();
       std::string names;
       for (int64_t m : dims.asArrayRef()) {
         n *= mesh.getShape()[m];
         alpha = std::max(alpha, model.latency[m]);
-        beta = std::max(beta, 1.0 / model.bandwidth[m]);
+        bandwidth = std::min(bandwidth, model.bandwidth[m]);
         names += (names.empty() ? "" : ",") +
                  cast<StringAttr>(mesh.getNames()[m]).getValue().str();
       }
@@ -83,7 +84,7 @@ struct ReportPass : spmd::impl::ReportPassBase<ReportPass> {
                                             : Kind::AllGather;
       int64_t large = isa<BroadcastOp>(o) ? bytes * n : bytes;
       double seconds =
-          layout::collectiveCost(kind, n, large, alpha, 1.0 / beta).second;
+          layout::collectiveCost(kind, n, large, alpha, bandwidth).second;
       std::string name = o->getName().stripDialect().str();
       auto reason = o->getAttrOfType<StringAttr>("spmd.reason");
       StringRef phase = getPhase(o);

@@ -395,21 +395,25 @@ LogicalResult FunctionPropagation::run() {
   // estimate, and DTensor's greedy choice (which finds the plain
   // data-parallel plan where the estimate's double counting on a DAG can
   // lead elsewhere).
-  if (search == "greedy") {
+  std::vector<unsigned> greedy;
+  if (search != "cost") {
     chooseGreedy();
-    return success();
-  }
-  if (search == "greedy-forward") {
-    chooseGreedy();
+    if (search == "greedy")
+      return success();
+    // greedy-forward: the forward keeps DTensor's choice.
     for (unsigned i = 0; i < ops.size(); ++i)
       if (forced[i] < 0 && getPhase(ops[i]) == "forward")
         forced[i] = choice[i];
+    greedy = choice;
   }
   estimateForward();
   chooseBackward();
   std::vector<unsigned> estimated = choice;
   double estimatedCost = totalCost();
-  chooseGreedy();
+  if (greedy.empty())
+    chooseGreedy();
+  else
+    choice = std::move(greedy);
   if (estimatedCost <= totalCost())
     choice = estimated;
   for (unsigned n = 0; n < maxSweeps && sweep(); ++n) {

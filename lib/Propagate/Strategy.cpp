@@ -80,15 +80,10 @@ spmd::enumerateStrategies(Operation *op, ArrayRef<int64_t> meshShape,
                           ArrayRef<SplitFactor> splitFactors) {
   std::optional<layout::EinsumRule> rule;
   auto constraint = dyn_cast<ShardingConstraintOp>(op);
-  if (constraint) {
-    // An identity: every layout passes through, Partial(sum) included.
-    std::string labels;
-    for (int64_t d = 0;
-         d < cast<RankedTensorType>(op->getResult(0).getType()).getRank(); ++d)
-      labels.push_back(static_cast<char>('a' + d));
-    rule = layout::EinsumRule{{labels}, {labels}};
-    rule->linearGroups = {{0}};
-  } else if (auto ruleOp = dyn_cast<aten::ShardingRuleOpInterface>(op)) {
+  if (constraint)
+    rule = layout::EinsumRule::identity(
+        cast<RankedTensorType>(op->getResult(0).getType()).getRank());
+  else if (auto ruleOp = dyn_cast<aten::ShardingRuleOpInterface>(op)) {
     rule = ruleOp.getShardingRule();
   }
   if (!rule)
@@ -191,13 +186,13 @@ spmd::enumerateStrategies(Operation *op, ArrayRef<int64_t> meshShape,
   }
   if (constraint) {
     Placements pinned = constraint.getLayout().getLayoutPlacements();
-    auto holds = [&](const MeshStrategy &s) {
+    auto violates = [&](const MeshStrategy &s) {
       for (size_t m = 0; m < mesh.size(); ++m)
         if (!constraint.isFree(m) && s.results[0][m] != pinned[m])
           return true;
       return false;
     };
-    llvm::erase_if(out, holds);
+    llvm::erase_if(out, violates);
     if (out.empty()) {
       // A layout no strategy lists (a StridedShard not in flight): the
       // pinned one, Replicate on the free mesh dims.

@@ -69,9 +69,6 @@ public:
         });
   }
 
-  /// Each gradient (a value of backward that the optimizer reads) is
-  /// Partial(sum) over the batch and all-reduced once, before its first
-  /// use in the update: a fixed Partial -> Replicate redistribute.
   /// The FQNs of the arguments that `grad` ends up updating: the results
   /// its optimizer-phase users reach, and the arguments those update.
   static SmallVector<StringRef> updatedBy(func::FuncOp fn, Value grad) {
@@ -87,10 +84,8 @@ public:
         if (isa<func::ReturnOp>(user)) {
           auto updates = fn.getResultAttrOfType<IntegerAttr>(
               use.getOperandNumber(), "spmd.updates");
-          if (updates)
-            if (auto fqn = fn.getArgAttrOfType<StringAttr>(updates.getInt(),
-                                                           "spmd.fqn"))
-              fqns.push_back(fqn.getValue());
+          if (updates && !getArgFqn(fn, updates.getInt()).empty())
+            fqns.push_back(getArgFqn(fn, updates.getInt()));
           continue;
         }
         if (getPhase(user) == "optimizer")

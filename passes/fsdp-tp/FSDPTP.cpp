@@ -67,11 +67,6 @@ public:
           return gatherShardedParameters(fn, /*meshDim=*/0, "fsdp-tp");
         });
   }
-
-  LogicalResult transformAndCompile(ModuleOp,
-                                    const ParallelOptions &) override {
-    return success();
-  }
 };
 
 } // namespace

@@ -37,11 +37,6 @@ public:
           return gatherShardedParameters(fn, /*meshDim=*/0, "fsdp");
         });
   }
-
-  LogicalResult transformAndCompile(ModuleOp,
-                                    const ParallelOptions &) override {
-    return success();
-  }
 };
 
 } // namespace

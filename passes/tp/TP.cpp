@@ -43,11 +43,6 @@ public:
           return constrainTPBoundaries(fn, resolution, "mesh", 1, 0);
         });
   }
-
-  LogicalResult transformAndCompile(ModuleOp,
-                                    const ParallelOptions &) override {
-    return success();
-  }
 };
 
 } // namespace

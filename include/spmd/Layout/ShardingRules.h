@@ -79,6 +79,10 @@ struct EinsumRule {
   /// `extra`. A result
   /// that lacks a sharded label is Partial(sum) (the label is summed away).
   std::vector<OpStrategy> strategies() const;
+
+  /// The identity on a tensor of `rank` dims: every placement passes
+  /// through, Partial(sum) included (spmd.sharding_constraint).
+  static EinsumRule identity(int64_t rank);
 };
 
 } // namespace spmd::layout

@@ -38,9 +38,9 @@ struct DataParallelConfig {
            llvm::ArrayRef<llvm::StringRef> shardedRoles) const;
 };
 
-/// Checks `options` for mode `mode` on a 1-D mesh: the mesh rank, option
-/// keys (`placements` and `known`), and the overrides' syntax and mesh
-/// rank; each problem gets a diagnostic at the module.
+/// Checks `options` for mode `mode` on a 1-D mesh (checkModeOptions, with
+/// the keys `placements`, `bucket-cap-mb` and `known`) and the overrides'
+/// syntax and mesh rank; each problem gets a diagnostic at the module.
 mlir::FailureOr<DataParallelConfig>
 parseDataParallelConfig(mlir::ModuleOp module, const ParallelOptions &options,
                         llvm::StringRef mode,

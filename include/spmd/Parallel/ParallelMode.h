@@ -58,10 +58,9 @@ public:
   /// diagnostic at the offending op or argument, and failure.
   virtual mlir::LogicalResult partition(mlir::ModuleOp module,
                                         const ParallelOptions &options) = 0;
-  /// The mode's optimizations of the per-rank program.
+  /// The mode's optimizations of the per-rank program; by default none.
   virtual mlir::LogicalResult
-  transformAndCompile(mlir::ModuleOp module,
-                      const ParallelOptions &options) = 0;
+  transformAndCompile(mlir::ModuleOp module, const ParallelOptions &options);
 };
 
 using ParallelModeFactory = std::function<std::unique_ptr<ParallelMode>()>;
@@ -73,6 +72,25 @@ bool registerParallelMode(llvm::StringRef name, ParallelModeFactory factory);
 std::unique_ptr<ParallelMode> createParallelMode(llvm::StringRef name);
 /// The registered names, sorted.
 std::vector<std::string> getParallelModeNames();
+
+/// The captured step, `@train_step` with a body; otherwise "a ParallelMode
+/// needs a func.func @train_step with a body" at the module, and failure.
+mlir::FailureOr<mlir::func::FuncOp> getTrainStep(mlir::ModuleOp module);
+
+/// An argument's `spmd.fqn` and `spmd.role` (spmd-capture's names and
+/// roles); "" where absent.
+llvm::StringRef getArgFqn(mlir::func::FuncOp fn, unsigned i);
+llvm::StringRef getArgRole(mlir::func::FuncOp fn, unsigned i);
+
+/// What every built-in mode checks of its options: a mesh of
+/// `names.size()` dims ("<mode> runs on a K-D mesh (names); got a mesh of
+/// N dims"), option keys among `known` ("<mode>: unknown option 'k'"),
+/// each a diagnostic at the module. Returns the options with the mesh
+/// names defaulted to `names`.
+mlir::FailureOr<ParallelOptions>
+checkModeOptions(mlir::ModuleOp module, const ParallelOptions &options,
+                 llvm::StringRef mode, llvm::ArrayRef<std::string> names,
+                 llvm::ArrayRef<llvm::StringRef> known);
 
 /// Parses "4" or "2x2" into a mesh shape; fails on anything else (sizes must
 /// be positive integers).

@@ -69,6 +69,15 @@ struct TPPlan {
 mlir::FailureOr<TPPlan> parseTPPlan(mlir::ModuleOp module,
                                     llvm::StringRef path);
 
+/// A module a style applies to.
+struct TPStyledModule {
+  std::string fqn;
+  /// The plan entry (points into the TPPlan).
+  const TPPlanEntry *entry;
+  /// An nn.Embedding (rowwise then wants its input Replicate).
+  bool embedding;
+};
+
 /// A plan resolved against a captured step on a tp mesh dim of `tpSize`
 /// ranks.
 struct TPResolution {
@@ -76,8 +85,8 @@ struct TPResolution {
   /// optimizer state that follows it (`<param fqn>.<state>`); every other
   /// argument is Replicate on tp.
   llvm::StringMap<layout::Placement> placements;
-  /// Styled modules in plan order: module FQN and its entry.
-  std::vector<std::pair<std::string, const TPPlanEntry *>> styled;
+  /// Styled modules in plan order.
+  std::vector<TPStyledModule> styled;
 };
 
 /// Resolves `plan` against `fn` (a captured @train_step: `spmd.modules`,

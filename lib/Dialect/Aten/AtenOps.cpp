@@ -67,6 +67,11 @@ bool spmd::aten::isSameElementsView(Operation *op) {
              DetachOp>(op);
 }
 
+bool spmd::aten::isRearrangement(Operation *op) {
+  return isSameElementsView(op) ||
+         isa<TOp, TransposeIntOp, PermuteOp, ExpandOp>(op);
+}
+
 double spmd::aten::getScalarValue(Attribute scalar) {
   if (auto f = llvm::dyn_cast<FloatAttr>(scalar))
     return f.getValueAsDouble();

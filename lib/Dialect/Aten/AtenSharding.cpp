@@ -19,6 +19,7 @@
 
 using namespace mlir;
 using spmd::layout::EinsumRule;
+using spmd::layout::OpStrategy;
 using spmd::layout::Placement;
 namespace aten = spmd::aten;
 
@@ -102,6 +103,20 @@ std::optional<int64_t> equalPieces(ArrayRef<Value> values, int64_t dim) {
   return size;
 }
 
+/// StridedShard(dim, k) of the packed value <-> Shard(dim) of each of its
+/// k pieces of `piece` elements: a split (packed operand, pieces as
+/// results) or a cat (pieces as operands, packed result).
+OpStrategy packedPieces(int64_t dim, size_t k, int64_t piece, bool split) {
+  std::vector<Placement> packed = {
+      Placement::stridedShard(dim, static_cast<int64_t>(k))};
+  std::vector<Placement> pieces(k, Placement::shard(dim));
+  OpStrategy s;
+  s.operands = split ? packed : pieces;
+  s.results = split ? pieces : packed;
+  s.divides = piece;
+  return s;
+}
+
 EinsumRule keepWhole(EinsumRule rule, int64_t dim) {
   int64_t rank = rule.results[0].size();
   rule.unshardable += rule.results[0][aten::normalizeDim(dim, rank)];
@@ -142,7 +157,7 @@ EinsumRule permuteRule(ArrayRef<int64_t> perm) {
 /// StridedShard(0, S).
 void appendAtomStrategies(ArrayRef<int64_t> from, ArrayRef<int64_t> to,
                           size_t i0, size_t i, size_t j0, size_t j,
-                          std::vector<spmd::layout::OpStrategy> &out) {
+                          std::vector<OpStrategy> &out) {
   // Cumulative products, outer dims first, and the dim each starts.
   auto cumulative = [](ArrayRef<int64_t> sizes, size_t first, size_t last) {
     SmallVector<std::pair<int64_t, size_t>> c = {{1, first}};
@@ -181,7 +196,7 @@ void appendAtomStrategies(ArrayRef<int64_t> from, ArrayRef<int64_t> to,
     // The group's outer dims have their label already.
     if (atom == 1 || (k == i0 && d == j0 && pk == 1 && pd == 1))
       continue;
-    spmd::layout::OpStrategy s{{placement(k, pk)}, {placement(d, pd)}, true};
+    OpStrategy s{{placement(k, pk)}, {placement(d, pd)}, true};
     s.divides = atom;
     out.push_back(s);
   }
@@ -418,13 +433,9 @@ std::optional<EinsumRule> aten::detail::shardingRule(Operation *op) {
         // StridedShard(dim, k) (a packed projection's gradient, q|k|v).
         int64_t dim = aten::normalizeDim(o.getDim(), rankOf(o.getResult()));
         std::vector<Value> pieces(o.getTensors().begin(), o.getTensors().end());
-        if (auto piece = equalPieces(pieces, dim)) {
-          layout::OpStrategy s;
-          s.operands.assign(pieces.size(), Placement::shard(dim));
-          s.results = {Placement::stridedShard(dim, pieces.size())};
-          s.divides = *piece;
-          rule.extra.push_back(s);
-        }
+        if (auto piece = equalPieces(pieces, dim))
+          rule.extra.push_back(packedPieces(dim, pieces.size(), *piece,
+                                            /*split=*/false));
         return rule;
       })
       .Case<SplitTensorOp, SplitWithSizesOp>([&](Operation *) -> Rule {
@@ -441,13 +452,9 @@ std::optional<EinsumRule> aten::detail::shardingRule(Operation *op) {
         // sharded along `dim` (head-parallel q, k, v of a packed in_proj).
         std::vector<Value> pieces(op->getResults().begin(),
                                   op->getResults().end());
-        if (auto piece = equalPieces(pieces, dim)) {
-          layout::OpStrategy s;
-          s.operands = {Placement::stridedShard(dim, pieces.size())};
-          s.results.assign(pieces.size(), Placement::shard(dim));
-          s.divides = *piece;
-          rule.extra.push_back(s);
-        }
+        if (auto piece = equalPieces(pieces, dim))
+          rule.extra.push_back(packedPieces(dim, pieces.size(), *piece,
+                                            /*split=*/true));
         return rule;
       })
       .Case([&](NativeLayerNormOp o) -> Rule {

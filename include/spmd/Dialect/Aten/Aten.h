@@ -53,6 +53,12 @@ double getScalarValue(mlir::Attribute scalar);
 /// the lowering makes them views sharing the operand's memory.
 bool isSameElementsView(mlir::Operation *op);
 
+/// Ops that only rearrange or broadcast their first operand: the
+/// same-elements views and t, transpose, permute, expand. FSDP recomputes
+/// them from a fresh gather in backward; TP follows a parameter through
+/// them to the op that uses it.
+bool isRearrangement(mlir::Operation *op);
+
 namespace detail {
 using EmitErrorFn = llvm::function_ref<mlir::InFlightDiagnostic()>;
 using InferFn = llvm::function_ref<llvm::LogicalResult(
