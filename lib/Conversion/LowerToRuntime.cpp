@@ -404,12 +404,7 @@ FailureOr<KernelCall> describe(Operation *op, ValueRange operands,
                       dimList(llvm::to_vector(llvm::seq<int64_t>(0, rank))));
       })
       .Case([&](aten::SumDimIntListOp o) {
-        // An empty dim list reduces every dim (ATen's sum.dim_IntList).
-        int64_t rank = inType(0).getRank();
-        return simple("spmd_rt_sum",
-                      dimList(o.getDim().empty()
-                                  ? llvm::to_vector(llvm::seq<int64_t>(0, rank))
-                                  : dims(o.getDim(), rank)));
+        return simple("spmd_rt_sum", dimList(aten::reducedDims(o)));
       })
       .Case([&](aten::SoftmaxOp o) {
         return simple("spmd_rt_softmax",

@@ -92,6 +92,17 @@ std::string Placement::str() const {
   return "unknown_placement<" + std::to_string(static_cast<int>(kind)) + ">";
 }
 
+std::string joinPlacements(const std::vector<Placement> &placements) {
+  std::string s;
+  for (size_t i = 0; i < placements.size(); ++i)
+    s += (i ? ", " : "") + placements[i].str();
+  return s;
+}
+
+std::string placementsStr(const std::vector<Placement> &placements) {
+  return "[" + joinPlacements(placements) + "]";
+}
+
 std::string Interval::str() const {
   return "[" + std::to_string(begin) + ", " + std::to_string(end) + ")";
 }
@@ -330,40 +341,23 @@ std::vector<int64_t> maxLocalShape(const std::vector<int64_t> &globalShape,
   // mesh dim (it stays small) instead of enumerating every rank.
   std::vector<int64_t> result(globalShape.size());
   for (size_t d = 0; d < globalShape.size(); ++d) {
-    // Plain Shards: chunk 0 is the largest at every level, so the maximum
-    // is the nested chunk size (no set of sizes needed).
+    // Rank 0 holds the largest piece when the shards of d are plain (chunk
+    // 0 is the largest at every level) or one StridedShard alone shards d
+    // (chunk 0 of every piece): no set of sizes needed.
     bool plain = true;
-    int64_t nested = globalShape[d];
-    for (size_t m = 0; m < placements.size() && plain; ++m) {
-      const Placement &p = placements[m];
-      if (!p.isShardLike() || p.dim != static_cast<int64_t>(d))
-        continue;
-      plain = p.kind == Placement::Kind::Shard || p.splitFactor == 1;
-      nested = chunkSize(nested, meshShape[m]);
-    }
-    if (plain) {
-      result[d] = nested;
-      continue;
-    }
-    // A lone StridedShard: rank 0 holds chunk 0 of every piece, the largest
-    // of each.
-    int64_t sharding = 0;
-    const Placement *lone = nullptr;
-    for (size_t m = 0; m < placements.size(); ++m)
-      if (placements[m].isShardLike() &&
-          placements[m].dim == static_cast<int64_t>(d)) {
+    int sharding = 0;
+    for (const Placement &p : placements)
+      if (p.isShardLike() && p.dim == static_cast<int64_t>(d)) {
         ++sharding;
-        lone = &placements[m];
-        if (sharding == 1)
-          nested = meshShape[m];
+        plain &= p.kind == Placement::Kind::Shard || p.splitFactor == 1;
       }
-    if (sharding == 1) {
-      int64_t total = 0;
-      for (int64_t piece = 0; piece < lone->splitFactor; ++piece)
-        total += chunkSize(
-            chunkRange(globalShape[d], lone->splitFactor, piece).size(),
-            nested);
-      result[d] = total;
+    if (plain || sharding == 1) {
+      int64_t length = globalShape[d];
+      for (size_t m = 0; m < placements.size(); ++m)
+        if (placements[m].isShardLike() &&
+            placements[m].dim == static_cast<int64_t>(d))
+          length = heldLength(length, placements[m], meshShape[m], 0);
+      result[d] = length;
       continue;
     }
     std::vector<int64_t> sizes = {globalShape[d]};

@@ -47,13 +47,6 @@ const char *RedistributeStep::kindName(Kind kind) {
   return "?";
 }
 
-static std::string placementsStr(const std::vector<Placement> &placements) {
-  std::string s = "[";
-  for (size_t i = 0; i < placements.size(); ++i)
-    s += (i ? ", " : "") + placements[i].str();
-  return s + "]";
-}
-
 std::string RedistributeStep::str() const {
   return std::string(kindName(kind)) + " on mesh dim " +
          std::to_string(meshDim) + ": " + placementsStr(before) + " -> " +
@@ -215,7 +208,6 @@ RedistributePlan spmd::layout::planRedistribute(
   size_t source = encode(from), target = encode(to);
   best[source] = Visit{0, 0, source, Kind::LocalSlice, 0};
   queue.emplace(0, 0, source);
-  std::vector<Placement> next;
   while (!queue.empty()) {
     auto [seconds, steps, node] = queue.top();
     queue.pop();

@@ -4,15 +4,8 @@
 
 using namespace spmd::layout;
 
-static std::string join(const std::vector<Placement> &placements) {
-  std::string s;
-  for (size_t i = 0; i < placements.size(); ++i)
-    s += (i ? ", " : "") + placements[i].str();
-  return s;
-}
-
 std::string OpStrategy::str() const {
-  return join(operands) + " -> " + join(results);
+  return joinPlacements(operands) + " -> " + joinPlacements(results);
 }
 
 EinsumRule EinsumRule::identity(int64_t rank) {

@@ -68,22 +68,15 @@ spmd::parseDataParallelConfig(ModuleOp module, const ParallelOptions &options,
 
 namespace {
 
-int64_t bytesOf(Value v) {
-  auto type = cast<RankedTensorType>(v.getType());
-  return type.getNumElements() * elementBytes(type.getElementType());
-}
-
-/// One bucket's all_reduces become a flat one after the last gradient.
+/// One bucket's all_reduces (in the order their gradients are computed)
+/// become a flat one after the last gradient.
 void fuse(MutableArrayRef<AllReduceOp> bucket, unsigned index) {
   AllReduceOp first = bucket.front();
-  Operation *last = first.getInput().getDefiningOp();
+  Operation *last = bucket.back().getInput().getDefiningOp();
   int64_t total = 0, bytes = 0;
   for (AllReduceOp r : bucket) {
-    Operation *def = r.getInput().getDefiningOp();
-    if (last->isBeforeInBlock(def))
-      last = def;
     total += cast<RankedTensorType>(r.getType()).getNumElements();
-    bytes += bytesOf(r.getInput());
+    bytes += tensorBytes(r.getInput().getType());
   }
   OpBuilder b(last->getContext());
   b.setInsertionPointAfter(last);
@@ -147,39 +140,36 @@ LogicalResult spmd::bucketGradientAllReduces(ModuleOp module,
     });
     SmallVector<SmallVector<AllReduceOp>> buckets;
     int64_t bytes = 0;
-    Operation *lastDef = nullptr;
+    // The earliest use of a result of the open bucket.
+    Operation *firstUse = nullptr;
     for (AllReduceOp r : grads) {
+      // The bucket is reduced after its last gradient, `def`: it holds one
+      // kind of reduction, up to the cap, and may only grow while every
+      // result it gives is used after `def`.
       Operation *def = r.getInput().getDefiningOp();
+      Operation *use = nullptr;
+      for (Operation *user : r->getUsers())
+        if (!use || user->isBeforeInBlock(use))
+          use = user;
+      auto after = [&](Operation *u) { return !u || def->isBeforeInBlock(u); };
       SmallVector<AllReduceOp> *open =
           buckets.empty() ? nullptr : &buckets.back();
-      // A bucket holds one kind of reduction, up to the cap, and may only
-      // grow while every result it gives is used after all its gradients.
-      auto usedAfter = [&](AllReduceOp x, Operation *point) {
-        return llvm::all_of(x->getUsers(), [&](Operation *user) {
-          return point->isBeforeInBlock(user);
-        });
-      };
-      Operation *newLast =
-          lastDef && def->isBeforeInBlock(lastDef) ? lastDef : def;
       bool fits =
-          open && !open->empty() &&
-          open->front().getMeshDims() == r.getMeshDims() &&
+          open && open->front().getMeshDims() == r.getMeshDims() &&
           open->front().getReduce() == r.getReduce() &&
           cast<RankedTensorType>(open->front().getType()).getElementType() ==
               cast<RankedTensorType>(r.getType()).getElementType() &&
-          bytes + bytesOf(r.getInput()) <= capBytes &&
-          llvm::all_of(*open,
-                       [&](AllReduceOp x) { return usedAfter(x, newLast); }) &&
-          usedAfter(r, newLast);
+          bytes + tensorBytes(r.getInput().getType()) <= capBytes &&
+          after(firstUse) && after(use);
       if (!fits) {
         buckets.push_back({});
         bytes = 0;
-        lastDef = nullptr;
-        newLast = def;
+        firstUse = nullptr;
       }
       buckets.back().push_back(r);
-      bytes += bytesOf(r.getInput());
-      lastDef = newLast;
+      bytes += tensorBytes(r.getInput().getType());
+      if (use && (!firstUse || use->isBeforeInBlock(firstUse)))
+        firstUse = use;
     }
     unsigned index = 0;
     for (auto &bucket : buckets)

@@ -6,6 +6,7 @@
 #include "spmd/Parallel/Passes.h"
 #include "spmd/Partition/Passes.h"
 #include "spmd/Propagate/Passes.h"
+#include "spmd/Propagate/Strategy.h"
 
 #include "mlir/AsmParser/AsmParser.h"
 #include "mlir/IR/Builders.h"
@@ -189,9 +190,7 @@ LogicalResult spmd::annotateAndPartition(
         layoutOf(getArgRole(fn, i), fqn, type);
     if (!p)
       continue;
-    std::string why = layout::validate(
-        std::vector<int64_t>(type.getShape().begin(), type.getShape().end()),
-        options.meshShape, *p);
+    std::string why = layout::validate(shapeOf(type), options.meshShape, *p);
     if (!why.empty())
       return emitError(fn.getArgument(i).getLoc(), "argument '")
              << (fqn.empty() ? StringRef("?") : fqn)
@@ -222,12 +221,12 @@ LogicalResult spmd::annotateAndPartition(
 namespace {
 
 /// "k=v;k2=v2" into `out`; fails on an entry without '='.
-LogicalResult parseKeyValues(StringRef text, llvm::StringMap<std::string> &out,
-                             char separator = '=') {
+LogicalResult parseKeyValues(StringRef text,
+                             llvm::StringMap<std::string> &out) {
   SmallVector<StringRef> entries;
   text.split(entries, ';', -1, /*KeepEmpty=*/false);
   for (StringRef entry : entries) {
-    auto [key, value] = entry.split(separator);
+    auto [key, value] = entry.split('=');
     if (key.trim().empty() || value.size() == entry.size())
       return failure();
     out[key.trim()] = value.trim().str();

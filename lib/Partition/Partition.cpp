@@ -23,10 +23,6 @@ using Step = layout::RedistributeStep;
 
 namespace {
 
-std::vector<int64_t> shapeOf(RankedTensorType type) {
-  return {type.getShape().begin(), type.getShape().end()};
-}
-
 /// Rewrites one function; the mesh is fixed for the module.
 class Partitioner {
 public:
@@ -46,6 +42,12 @@ private:
   /// Global indices along `dim` that `rank` holds, in local order.
   std::vector<int64_t> positions(RankedTensorType global, const Placements &p,
                                  int64_t rank, int64_t dim) const;
+  /// Each rank's piece of `global`, laid out as `p`, along each of `dims`
+  /// as one interval (empty where it holds none), rank-major; none where
+  /// some piece is not contiguous (a StridedShard).
+  std::optional<std::vector<layout::Interval>>
+  contiguousPieces(RankedTensorType global, const Placements &p,
+                   ArrayRef<int64_t> dims) const;
   /// Linear rank of `rank`'s group member `j` along mesh dim `m`.
   int64_t member(int64_t rank, int64_t m, int64_t j) const {
     std::vector<int64_t> coords = layout::rankToCoords(rank, meshShape);
@@ -92,6 +94,23 @@ private:
   DenseMap<Operation *, SmallVector<std::pair<Placements, RankedTensorType>>>
       operandLayouts;
 };
+
+std::optional<std::vector<layout::Interval>>
+Partitioner::contiguousPieces(RankedTensorType global, const Placements &p,
+                              ArrayRef<int64_t> dims) const {
+  std::vector<layout::Interval> out;
+  for (int64_t r = 0; r < numRanks; ++r) {
+    std::vector<std::vector<layout::Interval>> ranges =
+        layout::localIndexRanges(shapeOf(global), meshShape, p,
+                                 layout::rankToCoords(r, meshShape));
+    for (int64_t d : dims) {
+      if (ranges[d].size() > 1)
+        return std::nullopt;
+      out.push_back(ranges[d].empty() ? layout::Interval{} : ranges[d].front());
+    }
+  }
+  return out;
+}
 
 std::vector<int64_t> Partitioner::positions(RankedTensorType global,
                                             const Placements &p, int64_t rank,
@@ -176,9 +195,10 @@ Value Partitioner::step(OpBuilder &b, Location loc, Value input,
   auto meshDims = b.getDenseI64ArrayAttr({m});
   auto withReason = [&](Operation *op) {
     op->setAttr("spmd.reason",
-                StringAttr::get(b.getContext(), reason.getValue() + ": " +
-                                                    str(s.before) + " -> " +
-                                                    str(s.after)));
+                StringAttr::get(b.getContext(),
+                                reason.getValue() + ": " +
+                                    layout::placementsStr(s.before) + " -> " +
+                                    layout::placementsStr(s.after)));
     return op->getResult(0);
   };
   auto typeWith = [&](Type t, int64_t dim, int64_t size) {
@@ -309,6 +329,7 @@ void Partitioner::maskReducedOperands(Operation *op) {
     // A vocabulary-sharded lookup reads only the rows it holds.
     if (isa<aten::EmbeddingOp>(op) && operand.getOperandNumber() == 0)
       continue;
+    std::vector<int64_t> shape = shapeOf(type), padded;
     for (size_t m = 0; m < p.size(); ++m) {
       bool summed =
           p[m].isShardLike() && llvm::any_of(results, [&](const Placements &r) {
@@ -317,13 +338,13 @@ void Partitioner::maskReducedOperands(Operation *op) {
       if (!summed)
         continue;
       int64_t d = p[m].dim;
-      std::vector<int64_t> padded =
-          layout::maxLocalShape(shapeOf(type), meshShape, p);
+      if (padded.empty())
+        padded = layout::maxLocalShape(shape, meshShape, p);
       std::vector<int64_t> indices;
       bool uneven = false;
       for (int64_t r = 0; r < numRanks; ++r) {
         int64_t valid = layout::localShape(
-            shapeOf(type), meshShape, p, layout::rankToCoords(r, meshShape))[d];
+            shape, meshShape, p, layout::rankToCoords(r, meshShape))[d];
         uneven |= valid < padded[d];
         for (int64_t i = 0; i < padded[d]; ++i)
           indices.push_back(i < valid ? i : -1);
@@ -373,19 +394,17 @@ LogicalResult Partitioner::setRandomOffsets(Operation *op) {
   RankedTensorType global = globals.lookup(result);
   if (llvm::all_of(p, [](const Placement &x) { return !x.isShardLike(); }))
     return success();
+  auto dims = llvm::to_vector(llvm::seq<int64_t>(0, global.getRank()));
+  std::optional<std::vector<layout::Interval>> pieces =
+      contiguousPieces(global, p, dims);
+  if (!pieces)
+    return op->emitOpError("result layout ")
+           << layout::placementsStr(p)
+           << " gives a rank non-contiguous pieces; random ops need "
+              "Shard placements to draw by global index";
   std::vector<int64_t> offsets;
-  for (int64_t r = 0; r < numRanks; ++r) {
-    auto ranges = layout::localIndexRanges(shapeOf(global), meshShape, p,
-                                           layout::rankToCoords(r, meshShape));
-    for (auto &dim : ranges) {
-      if (dim.size() > 1)
-        return op->emitOpError("result layout ")
-               << str(p)
-               << " gives a rank non-contiguous pieces; random ops need "
-                  "Shard placements to draw by global index";
-      offsets.push_back(dim.empty() ? 0 : dim.front().begin);
-    }
-  }
+  for (const layout::Interval &piece : *pieces)
+    offsets.push_back(piece.begin);
   Builder b(op->getContext());
   op->setAttr("spmd.global_shape", b.getDenseI64ArrayAttr(global.getShape()));
   op->setAttr("spmd.global_offsets", b.getDenseI64ArrayAttr(offsets));
@@ -397,17 +416,17 @@ LogicalResult Partitioner::setVocabRows(Operation *op, const Placements &p,
   if (llvm::none_of(
           p, [](const Placement &x) { return x.isShardLike() && x.dim == 0; }))
     return success();
+  std::optional<std::vector<layout::Interval>> pieces =
+      contiguousPieces(table, p, {0});
+  if (!pieces)
+    return op->emitOpError("embedding table layout ")
+           << layout::placementsStr(p)
+           << " gives a rank non-contiguous rows; a vocabulary-sharded "
+              "embedding needs Shard placements";
   std::vector<int64_t> rows;
-  for (int64_t r = 0; r < numRanks; ++r) {
-    auto ranges = layout::localIndexRanges(shapeOf(table), meshShape, p,
-                                           layout::rankToCoords(r, meshShape));
-    if (ranges[0].size() > 1)
-      return op->emitOpError("embedding table layout ")
-             << str(p)
-             << " gives a rank non-contiguous rows; a vocabulary-sharded "
-                "embedding needs Shard placements";
-    rows.push_back(ranges[0].empty() ? 0 : ranges[0].front().begin);
-    rows.push_back(ranges[0].empty() ? 0 : ranges[0].front().size());
+  for (const layout::Interval &piece : *pieces) {
+    rows.push_back(piece.begin);
+    rows.push_back(piece.size());
     rows.push_back(table.getDimSize(0));
   }
   op->setAttr("spmd.vocab_rows",
@@ -470,17 +489,12 @@ LogicalResult Partitioner::rewriteOp(Operation *op) {
 
 LogicalResult Partitioner::run(func::FuncOp fn) {
   size_t meshRank = meshShape.size();
-  auto layoutOf = [&](DictionaryAttr attrs) {
-    if (attrs)
-      if (auto l = attrs.getAs<LayoutAttr>("spmd.layout"))
-        return l.getLayoutPlacements();
-    return Placements(meshRank, Placement::replicate());
-  };
   for (BlockArgument arg : fn.getArguments()) {
     auto type = dyn_cast<RankedTensorType>(arg.getType());
     if (!type)
       continue;
-    layouts[arg] = layoutOf(fn.getArgAttrDict(arg.getArgNumber()));
+    layouts[arg] =
+        placementsOf(fn.getArgAttrDict(arg.getArgNumber()), meshRank);
     globals[arg] = type;
     arg.setType(localType(type, layouts[arg]));
   }
@@ -508,8 +522,7 @@ LogicalResult Partitioner::run(func::FuncOp fn) {
         results.push_back(layout.getLayoutPlacements());
       }
     } else {
-      results.assign(op->getNumResults(),
-                     Placements(meshRank, Placement::replicate()));
+      results.assign(op->getNumResults(), replicated(meshRank));
     }
     for (auto [v, p] : llvm::zip(op->getResults(), results)) {
       if (auto type = dyn_cast<RankedTensorType>(v.getType())) {
@@ -550,7 +563,8 @@ LogicalResult Partitioner::run(func::FuncOp fn) {
   for (unsigned i = 0; i < fn.getNumResults(); ++i) {
     auto type = dyn_cast<RankedTensorType>(fn.getResultTypes()[i]);
     results.push_back(
-        type ? Type(localType(type, layoutOf(fn.getResultAttrDict(i))))
+        type ? Type(localType(type,
+                              placementsOf(fn.getResultAttrDict(i), meshRank)))
              : fn.getResultTypes()[i]);
   }
   fn.setType(FunctionType::get(

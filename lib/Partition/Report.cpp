@@ -23,13 +23,6 @@ using namespace spmd;
 
 namespace {
 
-int64_t bytesOf(Type type) {
-  auto ranked = dyn_cast<RankedTensorType>(type);
-  if (!ranked)
-    return 0;
-  return ranked.getNumElements() * elementBytes(ranked.getElementType());
-}
-
 struct ReportPass : spmd::impl::ReportPassBase<ReportPass> {
   using ReportPassBase::ReportPassBase;
 
@@ -73,8 +66,8 @@ struct ReportPass : spmd::impl::ReportPassBase<ReportPass> {
         names += (names.empty() ? "" : ",") +
                  cast<StringAttr>(mesh.getNames()[m]).getValue().str();
       }
-      int64_t bytes = std::max(bytesOf(o->getOperand(0).getType()),
-                               bytesOf(o->getResult(0).getType()));
+      int64_t bytes = std::max(tensorBytes(o->getOperand(0).getType()),
+                               tensorBytes(o->getResult(0).getType()));
       using Kind = layout::RedistributeStep::Kind;
       // A broadcast moves the whole buffer: as an all_gather of n pieces of
       // its size.
@@ -110,7 +103,7 @@ struct ReportPass : spmd::impl::ReportPassBase<ReportPass> {
     // its last use (returned values to the end); views share memory.
     int64_t arguments = 0;
     for (Type t : fn.getArgumentTypes())
-      arguments += bytesOf(t);
+      arguments += tensorBytes(t);
     SmallVector<Operation *> ops;
     DenseMap<Operation *, unsigned> order;
     fn.walk([&](Operation *op) {
@@ -124,7 +117,7 @@ struct ReportPass : spmd::impl::ReportPassBase<ReportPass> {
     for (auto [i, op] : llvm::enumerate(ops)) {
       if (!aten::isSameElementsView(op))
         for (Value v : op->getResults()) {
-          int64_t bytes = bytesOf(v.getType());
+          int64_t bytes = tensorBytes(v.getType());
           unsigned last = i;
           for (Operation *user : v.getUsers())
             last = std::max(last, isa<func::ReturnOp>(user)

@@ -26,17 +26,6 @@ namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-Placements replicated(size_t meshRank) {
-  return Placements(meshRank, layout::Placement::replicate());
-}
-
-Placements placementsOf(DictionaryAttr attrs, size_t meshRank) {
-  if (attrs)
-    if (auto layout = attrs.getAs<LayoutAttr>("spmd.layout"))
-      return layout.getLayoutPlacements();
-  return replicated(meshRank);
-}
-
 /// The strategy choice of one function.
 class FunctionPropagation {
 public:
@@ -328,14 +317,7 @@ LogicalResult FunctionPropagation::run() {
   SmallVector<SplitFactor> splitFactors;
   for (unsigned i = 0; i < fn.getNumArguments(); ++i)
     for (const layout::Placement &p : cost.layout(argLayouts[i]))
-      if (p.kind == layout::Placement::Kind::StridedShard &&
-          p.splitFactor > 1) {
-        SplitFactor f{
-            cast<RankedTensorType>(fn.getArgumentTypes()[i]).getDimSize(p.dim),
-            p.splitFactor};
-        if (!llvm::is_contained(splitFactors, f))
-          splitFactors.push_back(f);
-      }
+      addSplitFactor(p, fn.getArgumentTypes()[i], splitFactors);
   fn.walk([&](Operation *op) { collectSplitFactors(op, splitFactors); });
 
   WalkResult walk = fn.walk([&](Operation *op) {
@@ -456,7 +438,8 @@ LogicalResult FunctionPropagation::materialize(FlatSymbolRefAttr mesh) {
       if (cost.redistribute(type, from, to) == kInf)
         return user->emitOpError("operand ")
                << first->getOperandNumber() << " needs layout "
-               << str(cost.layout(to)) << " but gets " << str(cost.layout(from))
+               << layout::placementsStr(cost.layout(to)) << " but gets "
+               << layout::placementsStr(cost.layout(from))
                << ", and no redistribution connects them";
       OpBuilder b(user);
       // A constraint says why it exists (a TP style's boundary).

@@ -10,14 +10,18 @@ using namespace mlir;
 using namespace spmd;
 using layout::Placement;
 
-std::string spmd::str(const Placements &placements) {
-  std::string s = "[";
-  for (size_t i = 0; i < placements.size(); ++i)
-    s += (i ? ", " : "") + placements[i].str();
-  return s + "]";
+Placements spmd::replicated(size_t meshRank) {
+  return Placements(meshRank, Placement::replicate());
 }
 
-static std::vector<int64_t> shapeOf(Type type) {
+Placements spmd::placementsOf(DictionaryAttr attrs, size_t meshRank) {
+  if (attrs)
+    if (auto layout = attrs.getAs<LayoutAttr>("spmd.layout"))
+      return layout.getLayoutPlacements();
+  return replicated(meshRank);
+}
+
+std::vector<int64_t> spmd::shapeOf(Type type) {
   auto ranked = cast<RankedTensorType>(type);
   return {ranked.getShape().begin(), ranked.getShape().end()};
 }
@@ -39,6 +43,15 @@ static bool shardsEvenly(const std::vector<int64_t> &shape,
   return true;
 }
 
+void spmd::addSplitFactor(const Placement &p, Type type,
+                          SmallVectorImpl<SplitFactor> &out) {
+  if (p.kind != Placement::Kind::StridedShard || p.splitFactor <= 1)
+    return;
+  SplitFactor f{cast<RankedTensorType>(type).getDimSize(p.dim), p.splitFactor};
+  if (!llvm::is_contained(out, f))
+    out.push_back(f);
+}
+
 void spmd::collectSplitFactors(Operation *op,
                                SmallVectorImpl<SplitFactor> &out) {
   auto ruleOp = dyn_cast<aten::ShardingRuleOpInterface>(op);
@@ -49,12 +62,7 @@ void spmd::collectSplitFactors(Operation *op,
     return;
   auto add = [&](const std::vector<Placement> &placements, ValueRange values) {
     for (auto [p, v] : llvm::zip(placements, values))
-      if (p.kind == Placement::Kind::StridedShard && p.splitFactor > 1) {
-        SplitFactor f{cast<RankedTensorType>(v.getType()).getDimSize(p.dim),
-                      p.splitFactor};
-        if (!llvm::is_contained(out, f))
-          out.push_back(f);
-      }
+      addSplitFactor(p, v.getType(), out);
   };
   for (const layout::OpStrategy &s : rule->extra) {
     add(s.operands, op->getOperands());
@@ -229,6 +237,13 @@ int64_t spmd::elementBytes(Type elementType) {
   return bits < 8 ? 1 : bits / 8;
 }
 
+int64_t spmd::tensorBytes(Type type) {
+  auto ranked = dyn_cast<RankedTensorType>(type);
+  return ranked
+             ? ranked.getNumElements() * elementBytes(ranked.getElementType())
+             : 0;
+}
+
 CostModel::CostModel(std::vector<int64_t> meshShape, layout::MeshCostModel mesh,
                      double flopsPerSecond, double bytesPerSecond)
     : meshShape(std::move(meshShape)), mesh(std::move(mesh)),
@@ -292,11 +307,13 @@ double CostModel::compute(Operation *op, const MeshStrategy &strategy) {
     return 2 * numel(a) * static_cast<double>(b.back()) / flopsPerSecond;
   }
   double bytes = 0;
-  for (auto [v, p] : llvm::zip(op->getOperands(), strategy.operands))
-    bytes += numel(local(v, p)) *
-             elementBytes(cast<RankedTensorType>(v.getType()).getElementType());
-  for (auto [v, p] : llvm::zip(op->getResults(), strategy.results))
-    bytes += numel(local(v, p)) *
-             elementBytes(cast<RankedTensorType>(v.getType()).getElementType());
+  auto add = [&](ValueRange values, ArrayRef<Placements> layouts) {
+    for (auto [v, p] : llvm::zip(values, layouts))
+      bytes +=
+          numel(local(v, p)) *
+          elementBytes(cast<RankedTensorType>(v.getType()).getElementType());
+  };
+  add(op->getOperands(), strategy.operands);
+  add(op->getResults(), strategy.results);
   return bytes / bytesPerSecond;
 }

@@ -30,8 +30,8 @@ class DDPMode : public ParallelMode {
 public:
   LogicalResult partition(ModuleOp module,
                           const ParallelOptions &options) override {
-    FailureOr<DataParallelConfig> config = parseDataParallelConfig(
-        module, options, "ddp", {"bucket-cap-mb", "ignored"});
+    FailureOr<DataParallelConfig> config =
+        parseDataParallelConfig(module, options, "ddp", {"ignored"});
     if (failed(config))
       return failure();
     return annotateAndPartition(

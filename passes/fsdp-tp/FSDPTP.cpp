@@ -62,7 +62,7 @@ public:
           return std::vector<Placement>{dpPlacementOver(tp, tpSize), tp};
         },
         [&](func::FuncOp fn) {
-          if (failed(constrainTPBoundaries(fn, resolution, "mesh", 2, 1)))
+          if (failed(constrainTPBoundaries(fn, resolution)))
             return failure();
           return gatherShardedParameters(fn, /*meshDim=*/0, "fsdp-tp");
         });

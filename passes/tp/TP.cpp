@@ -39,9 +39,7 @@ public:
             return std::nullopt;
           return std::vector<layout::Placement>{it->second};
         },
-        [&](func::FuncOp fn) {
-          return constrainTPBoundaries(fn, resolution, "mesh", 1, 0);
-        });
+        [&](func::FuncOp fn) { return constrainTPBoundaries(fn, resolution); });
   }
 };
 

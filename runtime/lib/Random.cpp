@@ -35,8 +35,8 @@ float spmd_rt_uniform(uint64_t op_id, uint64_t index) {
                                         op_id, index);
 }
 
-} // extern "C"
-
 const int64_t *spmd_rt_rank_row(const int64_t *table, int64_t row_length) {
   return table + static_cast<int64_t>(spmd_rt_rank()) * row_length;
 }
+
+} // extern "C"

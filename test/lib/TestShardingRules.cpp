@@ -83,10 +83,10 @@ struct TestPrintStrategies
         for (auto [i, s] : llvm::enumerate(*all)) {
           llvm::outs() << "  " << i << ":";
           for (const spmd::Placements &p : s.operands)
-            llvm::outs() << " " << spmd::str(p);
+            llvm::outs() << " " << spmd::layout::placementsStr(p);
           llvm::outs() << " ->";
           for (const spmd::Placements &p : s.results)
-            llvm::outs() << " " << spmd::str(p);
+            llvm::outs() << " " << spmd::layout::placementsStr(p);
           llvm::outs() << "\n";
         }
       });

@@ -82,6 +82,11 @@ struct Placement {
   std::string str() const;
 };
 
+/// "shard<0>, replicate": the placements' textual forms, comma-separated.
+std::string joinPlacements(const std::vector<Placement> &placements);
+/// "[shard<0>, replicate]".
+std::string placementsStr(const std::vector<Placement> &placements);
+
 /// Half-open interval [begin, end) of global indices along one tensor dim.
 struct Interval {
   int64_t begin = 0;

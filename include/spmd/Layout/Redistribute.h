@@ -56,7 +56,7 @@ struct RedistributeStep {
   /// Bytes each rank sends in the step (0 for local steps), for the local
   /// piece padded to the chunk size (what the collective moves).
   int64_t bytesPerRank = 0;
-  /// Estimated seconds under the cost model (ring algorithms).
+  /// Estimated seconds under the cost model (collectiveCost).
   double seconds = 0;
 
   /// "all_gather", "all_reduce", "reduce_scatter", "all_to_all",
@@ -98,9 +98,12 @@ std::pair<int64_t, double> collectiveCost(RedistributeStep::Kind kind,
 /// to right): the placement of mesh dim m may change from or to a shard of
 /// tensor dim d only when no mesh dim after m shards d. So [S0, S0] -> [R,
 /// R] gathers mesh dim 1 first, and [S0, S1] -> [S1, S0] costs two
-/// all_to_alls, not a full gather. A Partial can only become Replicate or a
-/// Shard (reduce), and only a Replicate can become a Partial (so S -> P goes
-/// through R, as in DTensor).
+/// all_to_alls, not a full gather. Seed 001's exception: StridedShard(d,
+/// k * n) on m over one later mesh dim of n ranks sharding d as Shard (k =
+/// 1) or StridedShard(d, k) keeps each piece inside the later shard, so
+/// [SS(0, 2), S0] -> [R, S0] is one all_gather on mesh dim 0. A Partial can
+/// only become Replicate or a Shard (reduce), and only a Replicate can become a
+/// Partial (so S -> P goes through R, as in DTensor).
 ///
 /// Errors (plan.error): the layouts do not fit the shape and mesh
 /// (validate()), or mismatched mesh ranks.

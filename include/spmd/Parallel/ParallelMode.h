@@ -40,7 +40,7 @@ struct ParallelOptions {
   /// Mesh dim names; defaults by mode ("dp"; "dp", "tp").
   std::vector<std::string> meshNames;
   /// Mode options as key -> value text (`bucket-cap-mb=25`,
-  /// `placements=glob:layout;...`, `plan=FILE`, ...). A mode reports an
+  /// `placements=glob=layout;...`, `plan=FILE`, ...). A mode reports an
   /// option it does not know.
   llvm::StringMap<std::string> options;
   /// Runs a pass pipeline on the module (inside a pass: the pass's

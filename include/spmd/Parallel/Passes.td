@@ -30,7 +30,7 @@ def ParallelizePass : Pass<"spmd-parallelize", "mlir::ModuleOp"> {
   }];
   let options = [
     Option<"mode", "mode", "std::string", "\"\"",
-           "The ParallelMode to run (ddp, fsdp, or a plugin's)">,
+           "The ParallelMode to run (ddp, fsdp, tp, fsdp-tp, or a plugin's)">,
     Option<"mesh", "mesh", "std::string", "\"\"",
            "Mesh shape: N for a 1-D mesh, DPxTP for a 2-D one">,
     Option<"bucketCapMb", "bucket-cap-mb", "double", "25",

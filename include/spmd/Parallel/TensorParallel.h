@@ -46,9 +46,6 @@ struct TPPlanEntry {
   /// against the value they apply to.
   std::vector<std::optional<layout::Placement>> inputLayouts,
       desiredInputLayouts, outputLayouts, desiredOutputLayouts;
-  /// Parsed for seed 002's signature; whole-graph compilation keeps values
-  /// global, so a local output and a DTensor output are the same program.
-  bool useLocalOutput = true;
   /// sequence_parallel: the sequence dim of the module's input and output.
   int64_t sequenceDim = 1;
   /// Style::Placements: the parameters' placement on the tp mesh dim.
@@ -103,23 +100,21 @@ mlir::FailureOr<TPResolution> resolveTPPlan(mlir::func::FuncOp fn,
                                             const TPPlan &plan, int64_t tpSize);
 
 /// Puts each styled module's boundary layouts into `fn` as
-/// spmd.sharding_constraint ops on mesh dim `tpDim` of `mesh` (the other
-/// mesh dims free): inputs as the style's input layouts and then its
-/// desired input layouts, outputs as its output layouts (seed 002's
-/// defaults: colwise R -> S(-1), rowwise S(-1) -> R for Linear and R -> R
-/// for Embedding, sequence_parallel S(sequence_dim) both ways). A module's
-/// ops are the forward ops located in it; for a module that runs none
+/// spmd.sharding_constraint ops on the last mesh dim (tp) of the module's
+/// one spmd.mesh (the other mesh dims free): inputs as the style's input
+/// layouts and then its desired input layouts, outputs as its output layouts
+/// (seed 002's defaults: colwise R -> S(-1), rowwise S(-1) -> R for Linear and
+/// R -> R for Embedding, sequence_parallel S(sequence_dim) both ways). A
+/// module's ops are the forward ops located in it; for a module that runs none
 /// itself (nn.MultiheadAttention's out_proj, applied by its parent through
 /// F.linear), the forward ops that read its parameters through views. Its
 /// inputs are the values its ops read from outside (its own parameters
 /// excluded), in order of first use; its outputs the values of its ops
 /// that other forward ops read. Errors: a module that runs no op, an input
 /// or output count that does not match the style's layouts, a layout that
-/// does not fit the value.
+/// does not fit the value, a module without exactly one mesh.
 mlir::LogicalResult constrainTPBoundaries(mlir::func::FuncOp fn,
-                                          const TPResolution &resolution,
-                                          llvm::StringRef mesh,
-                                          int64_t meshRank, int64_t tpDim);
+                                          const TPResolution &resolution);
 
 /// A TP mode's checked options: the plan, resolved against the step.
 struct TPConfig {

@@ -65,8 +65,9 @@ def ReportPass : Pass<"spmd-report", "mlir::ModuleOp"> {
     per collective: kind, mesh dims, bytes per rank (the larger of its
     local input and result: what a ring algorithm moves, up to the
     (n-1)/n factor), estimated seconds under the alpha-beta mesh model
-    (ring all_gather/reduce_scatter/all_to_all: (n-1)·(α + B/n·β⁻¹);
-    all_reduce twice that) and the reason (`spmd.reason`); then totals per
+    (the redistribute planner's `collectiveCost`: ceil(log2 n)·α plus the
+    ring's (n-1)/n·B·β⁻¹ bytes, twice the bytes for all_reduce) and the
+    reason (`spmd.reason`); then totals per
     kind and per step; then the estimated peak memory per rank: the
     arguments plus the largest live set of op results, each freed after its
     last use, views sharing their source's memory (the lowering's buffer

@@ -28,8 +28,12 @@ namespace spmd {
 /// One placement per mesh dim: a value's layout on the module's mesh.
 using Placements = std::vector<layout::Placement>;
 
-/// "[shard<0>, replicate]".
-std::string str(const Placements &placements);
+/// Replicate on each of `meshRank` mesh dims.
+Placements replicated(size_t meshRank);
+
+/// The placements of an argument's or result's `spmd.layout` in `attrs`;
+/// Replicate on each of `meshRank` mesh dims where there is none.
+Placements placementsOf(mlir::DictionaryAttr attrs, size_t meshRank);
 
 /// One way to run an op on the whole mesh: the layout each operand must
 /// have and the layout each result gets.
@@ -38,15 +42,6 @@ struct MeshStrategy {
   std::vector<Placements> results;
 };
 
-/// Every strategy of `op` (an op with the aten ShardingRuleOpInterface) on
-/// a mesh of shape `meshShape`: the product of the 1-D strategies of its
-/// einsum rule, one per mesh dim, mesh dim 0 varying slowest. A combination
-/// is dropped when a 1-D strategy in it needs even shards (views that merge
-/// or split a sharded dim) and the mesh dims sharding a tensor dim do not
-/// divide it, or when a layout does not fit its tensor. Strategy 0 is
-/// always the all-Replicate one. Fails (no diagnostic) for an op without a
-/// rule.
-///
 /// A StridedShard in flight: `factor` pieces of a dim of `size` elements
 /// (a merged view's output, an argument's layout).
 struct SplitFactor {
@@ -85,6 +80,11 @@ llvm::FailureOr<std::vector<MeshStrategy>>
 enumerateStrategies(mlir::Operation *op, llvm::ArrayRef<int64_t> meshShape,
                     llvm::ArrayRef<SplitFactor> splitFactors = {});
 
+/// Adds the StridedShard in flight that `p` makes of a value of `type`
+/// (none unless `p` is a StridedShard with factor > 1) to `out`, once.
+void addSplitFactor(const layout::Placement &p, mlir::Type type,
+                    llvm::SmallVectorImpl<SplitFactor> &out);
+
 /// The StridedShards (factor > 1) that `op`'s rule can produce (views that
 /// merge or split a sharded dim), added to `out`.
 void collectSplitFactors(mlir::Operation *op,
@@ -102,6 +102,12 @@ getMeshCostModel(MeshOp mesh, llvm::ArrayRef<double> latency,
 /// Bytes per element of a tensor element type (i1 counts one byte, as in
 /// the runtime).
 int64_t elementBytes(mlir::Type elementType);
+
+/// Bytes of a ranked tensor type's elements; 0 for any other type.
+int64_t tensorBytes(mlir::Type type);
+
+/// The shape of a ranked tensor type, as layout math takes it.
+std::vector<int64_t> shapeOf(mlir::Type type);
 
 /// The alpha-beta cost model propagation minimizes: communication on the
 /// mesh (`mesh`, per mesh dim latency in seconds and bandwidth in bytes per
@@ -133,7 +139,6 @@ public:
                                   const Placements &placements) const;
 
   const std::vector<int64_t> &getMeshShape() const { return meshShape; }
-  const layout::MeshCostModel &getMeshModel() const { return mesh; }
 
 private:
   std::vector<int64_t> meshShape;

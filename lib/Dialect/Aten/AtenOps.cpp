@@ -72,6 +72,16 @@ bool spmd::aten::isRearrangement(Operation *op) {
          isa<TOp, TransposeIntOp, PermuteOp, ExpandOp>(op);
 }
 
+SmallVector<int64_t> spmd::aten::reducedDims(SumDimIntListOp op) {
+  int64_t rank = llvm::cast<RankedTensorType>(op.getSelf().getType()).getRank();
+  if (op.getDim().empty())
+    return llvm::to_vector(llvm::seq<int64_t>(0, rank));
+  SmallVector<int64_t> dims;
+  for (int64_t d : op.getDim())
+    dims.push_back(normalizeDim(d, rank));
+  return dims;
+}
+
 double spmd::aten::getScalarValue(Attribute scalar) {
   if (auto f = llvm::dyn_cast<FloatAttr>(scalar))
     return f.getValueAsDouble();

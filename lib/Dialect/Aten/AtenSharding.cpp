@@ -87,8 +87,6 @@ EinsumRule sumRule(int64_t rank, ArrayRef<int64_t> dims, bool keepdim) {
   return rule;
 }
 
-/// `rule` with the label of result dim `dim` kept whole (softmax's dim,
-/// cat's and split's dim).
 /// The size along `dim` of `values` when there are at least two and all
 /// have the same, non-zero, size there.
 std::optional<int64_t> equalPieces(ArrayRef<Value> values, int64_t dim) {
@@ -117,6 +115,8 @@ OpStrategy packedPieces(int64_t dim, size_t k, int64_t piece, bool split) {
   return s;
 }
 
+/// `rule` with the label of result dim `dim` kept whole (softmax's dim,
+/// cat's and split's dim).
 EinsumRule keepWhole(EinsumRule rule, int64_t dim) {
   int64_t rank = rule.results[0].size();
   rule.unshardable += rule.results[0][aten::normalizeDim(dim, rank)];
@@ -245,10 +245,10 @@ EinsumRule viewRule(ArrayRef<int64_t> from, ArrayRef<int64_t> to) {
     }
     char label = next++;
     in[i0] = out[j0] = label;
-    if (i - i0 > 1 || j - j0 > 1)
+    if (i - i0 > 1 || j - j0 > 1) {
       rule.evenOnly += label;
-    if (i - i0 > 1 || j - j0 > 1)
       appendAtomStrategies(from, to, i0, i, j0, j, rule.extra);
+    }
     for (size_t k = i0 + 1; k < i; ++k)
       in[k] = whole();
     for (size_t k = j0 + 1; k < j; ++k)
@@ -373,12 +373,7 @@ std::optional<EinsumRule> aten::detail::shardingRule(Operation *op) {
                        false);
       })
       .Case([&](SumDimIntListOp o) -> Rule {
-        // An empty dim list reduces every dim.
-        int64_t rank = rankOf(o.getSelf());
-        return sumRule(rank,
-                       o.getDim().empty()
-                           ? llvm::to_vector(llvm::seq<int64_t>(0, rank))
-                           : llvm::to_vector(o.getDim()),
+        return sumRule(rankOf(o.getSelf()), aten::reducedDims(o),
                        o.getKeepdim());
       })
       .Case<SoftmaxOp, LogSoftmaxOp>([&](Operation *) -> Rule {
@@ -391,9 +386,8 @@ std::optional<EinsumRule> aten::detail::shardingRule(Operation *op) {
             return keepWhole(broadcastRule(op, {{0}}),
                              op->getAttrOfType<IntegerAttr>("dim").getInt());
           })
-      .Case<ViewOp, UnsafeViewOp, ReshapeAliasOp>(
+      .Case<ViewOp, UnsafeViewOp, ReshapeAliasOp, UnsqueezeOp>(
           [&](Operation *) -> Rule { return viewRule(op); })
-      .Case([&](UnsqueezeOp o) -> Rule { return viewRule(op); })
       .Case([&](TOp o) -> Rule {
         return permuteRule(
             rankOf(o.getSelf()) == 2

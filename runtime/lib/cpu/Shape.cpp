@@ -235,8 +235,7 @@ extern "C" {
 
 void spmd_rt_local_take(SpmdBuffer *out, const SpmdBuffer *self, int64_t dim,
                         const int64_t *indices, double fill) {
-  const int64_t *row =
-      indices + static_cast<int64_t>(spmd_rt_rank()) * out->shape[dim];
+  const int64_t *row = spmd_rt_rank_row(indices, out->shape[dim]);
   localTake("spmd_rt_local_take", out, self, dim, fill,
             [&](int64_t k) { return row[k]; });
 }

@@ -112,4 +112,10 @@ inferSoftmaxBackward(mlir::Type gradOutput, mlir::Type output, int64_t dim,
 #define GET_OP_CLASSES
 #include "spmd/Dialect/Aten/AtenOps.h.inc"
 
+namespace spmd::aten {
+/// The dims `op` (sum.dim_IntList) reduces, normalized: every dim for an
+/// empty list, as ATen reduces them.
+llvm::SmallVector<int64_t> reducedDims(SumDimIntListOp op);
+} // namespace spmd::aten
+
 #endif // SPMD_DIALECT_ATEN_ATEN_H

@@ -184,8 +184,9 @@ void spmd_rt_local_take_runs(SpmdBuffer *out, const SpmdBuffer *self,
                              int64_t dim, const int64_t *starts,
                              const int64_t *counts, double fill);
 /* The row of a per-rank table of `row_length` entries that belongs to this
-   rank: table + spmd_rt_rank() * row_length (the random ops' global offsets
-   of a sharded result). */
+   rank: table + spmd_rt_rank() * row_length (a random op's global offsets
+   of a sharded result, an embedding's vocabulary rows, a local_take's
+   index table). */
 const int64_t *spmd_rt_rank_row(const int64_t *table, int64_t row_length);
 /* Fills with a value (ones_like, full). */
 void spmd_rt_fill(SpmdBuffer *out, double value);
