@@ -245,14 +245,16 @@ LogicalResult AllReduceOp::verify() {
 LogicalResult AllReduceOp::verifyGroupShapes(int64_t) { return success(); }
 
 LogicalResult AllGatherOp::verify() {
-  return verifyCollectiveLocal(*this, getMeshDims(), {getGatherDim()});
+  return verifyCollectiveLocal(*this, getMeshDims(),
+                               {static_cast<int64_t>(getGatherDim())});
 }
 LogicalResult AllGatherOp::verifyGroupShapes(int64_t groupSize) {
   return verifyScaledShape(*this, groupSize, {{getGatherDim(), true}});
 }
 
 LogicalResult ReduceScatterOp::verify() {
-  return verifyCollectiveLocal(*this, getMeshDims(), {getScatterDim()});
+  return verifyCollectiveLocal(*this, getMeshDims(),
+                               {static_cast<int64_t>(getScatterDim())});
 }
 LogicalResult ReduceScatterOp::verifyGroupShapes(int64_t groupSize) {
   return verifyScaledShape(*this, groupSize, {{getScatterDim(), false}});
@@ -260,7 +262,8 @@ LogicalResult ReduceScatterOp::verifyGroupShapes(int64_t groupSize) {
 
 LogicalResult AllToAllOp::verify() {
   return verifyCollectiveLocal(*this, getMeshDims(),
-                               {getSplitDim(), getConcatDim()});
+                               {static_cast<int64_t>(getSplitDim()),
+                                static_cast<int64_t>(getConcatDim())});
 }
 LogicalResult AllToAllOp::verifyGroupShapes(int64_t groupSize) {
   // Shrinking before growing also checks divisibility when both dims match.
