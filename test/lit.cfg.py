@@ -39,7 +39,7 @@ config.environment["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1"
 config.environment["OMPI_MCA_rmaps_base_oversubscribe"] = "1"
 
 
-# GPU features for the NCCL backend's tests (test/Runtime/collectives-nccl*):
+# GPU features for the NCCL and CUDA backends' tests (test/Runtime/):
 #   nccl          the runtime was built with the NCCL collective backend;
 #   cuda-gpu      `nvidia-smi -L` lists a GPU (within CUDA_VISIBLE_DEVICES);
 #   cuda-gpus-N   at least N of them (N = 2, 4), for one rank per GPU.
@@ -65,6 +65,9 @@ def count_visible_gpus():
 
 if config.spmd_have_nccl:
     config.available_features.add("nccl")
+# cuda: the runtime was built with the CUDA backend (spmd-run --backend cuda).
+if config.spmd_have_cuda:
+    config.available_features.add("cuda")
 gpu_count = count_visible_gpus()
 if gpu_count >= 1:
     config.available_features.add("cuda-gpu")

@@ -1,5 +1,13 @@
-//===- Buffer.cpp - buffers, memory accounting, fatal errors --------------===//
+//===- Buffer.cpp - backend choice, buffers, memory accounting, errors ----===//
+//
+// Buffers live where the backend chosen by spmd_rt_set_backend computes:
+// host memory (64-byte aligned) for "cpu", device memory from the CUDA
+// backend's caching allocator for "cuda" (cuda/Device.cu). Memory accounting
+// counts the bytes buffers asked for, on either.
+//
+//===----------------------------------------------------------------------===//
 
+#include "Backends.h"
 #include "spmd/Runtime/Runtime.h"
 
 #include <atomic>
@@ -7,19 +15,20 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include <mpi.h>
+
+using spmd::rt::Storage;
 
 namespace {
 std::atomic<int64_t> liveBytes{0};
 std::atomic<int64_t> peakBytes{0};
 
-/// The data of one or more buffers (spmd_rt_view shares it).
-struct Storage {
-  std::atomic<int64_t> refs{1};
-  int64_t bytes = 0;
-  void *data = nullptr;
-};
+/// The backend spmd_rt_set_backend chose, and whether a buffer exists yet
+/// (after which the choice is fixed).
+std::atomic<bool> useCuda{false};
+std::atomic<bool> buffersMade{false};
 
 int64_t byteSize(const SpmdBuffer *buffer) {
   return buffer->numel *
@@ -47,7 +56,35 @@ SpmdBuffer *newDescriptor(int32_t dtype, int32_t rank, const int64_t *shape) {
 }
 } // namespace
 
+bool spmd::rt::cudaBackendActive() {
+  return useCuda.load(std::memory_order_relaxed);
+}
+
 extern "C" {
+
+int32_t spmd_rt_set_backend(const char *name) {
+  std::string wanted = name ? name : "(null)";
+  if (wanted != "cpu" && wanted != "cuda")
+    spmd_rt_fatal("unknown backend '%s' (known: cpu, cuda)", wanted.c_str());
+  if (wanted == spmd_rt_backend())
+    return 0;
+  if (buffersMade)
+    spmd_rt_fatal("backend '%s' must be chosen before the first buffer ('%s' "
+                  "is running)",
+                  wanted.c_str(), spmd_rt_backend());
+#ifndef SPMD_HAVE_CUDA
+  if (wanted == "cuda")
+    spmd_rt_fatal("backend 'cuda' is not built (the CUDA toolkit, cuBLAS or "
+                  "NCCL was not found at configure time)");
+#endif
+  // The CUDA kernels take their collectives from NCCL on device buffers;
+  // this also checks that a GPU is visible and the runtime has not started.
+  spmd_rt_set_collective_backend(wanted == "cuda" ? "nccl" : "mpi");
+  useCuda = wanted == "cuda";
+  return 0;
+}
+
+const char *spmd_rt_backend(void) { return useCuda ? "cuda" : "cpu"; }
 
 size_t spmd_rt_dtype_size(int32_t dtype) {
   switch (dtype) {
@@ -90,12 +127,21 @@ SpmdBuffer *spmd_rt_alloc(int32_t dtype, int32_t rank, const int64_t *shape) {
   SpmdBuffer *buffer = newDescriptor(dtype, rank, shape);
   auto *storage = new Storage;
   storage->bytes = byteSize(buffer);
-  // 64-byte alignment for vectorised kernels; never a zero-size request.
-  size_t request = (static_cast<size_t>(storage->bytes) + 63) / 64 * 64 + 64;
-  storage->data = std::aligned_alloc(64, request);
-  if (!storage->data)
-    spmd_rt_fatal("out of memory allocating %lld bytes",
-                  static_cast<long long>(storage->bytes));
+  buffersMade = true;
+#ifdef SPMD_HAVE_CUDA
+  if (useCuda) {
+    storage->data = spmd::rt::cuda::allocate(storage->bytes, "spmd_rt_alloc");
+    storage->onDevice = true;
+  }
+#endif
+  if (!storage->onDevice) {
+    // 64-byte alignment for vectorised kernels; never a zero-size request.
+    size_t request = (static_cast<size_t>(storage->bytes) + 63) / 64 * 64 + 64;
+    storage->data = std::aligned_alloc(64, request);
+    if (!storage->data)
+      spmd_rt_fatal("out of memory allocating %lld bytes",
+                    static_cast<long long>(storage->bytes));
+  }
   buffer->data = storage->data;
   buffer->storage = storage;
   int64_t live = liveBytes += storage->bytes;
@@ -124,7 +170,12 @@ void spmd_rt_free(SpmdBuffer *buffer) {
   auto *storage = static_cast<Storage *>(buffer->storage);
   if (storage && --storage->refs == 0) {
     liveBytes -= storage->bytes;
-    std::free(storage->data);
+#ifdef SPMD_HAVE_CUDA
+    if (storage->onDevice)
+      spmd::rt::cuda::release(*storage);
+    else
+#endif
+      std::free(storage->data);
     delete storage;
   }
   std::free(buffer);
@@ -139,7 +190,30 @@ void spmd_rt_constant(SpmdBuffer *out, const void *data, int64_t bytes) {
     spmd_rt_fatal("constant of %lld bytes for a buffer of %lld bytes",
                   static_cast<long long>(bytes),
                   static_cast<long long>(byteSize(out)));
-  std::memcpy(out->data, data, static_cast<size_t>(bytes));
+  spmd_rt_write(out, data);
+}
+
+void spmd_rt_write(SpmdBuffer *buffer, const void *host) {
+#ifdef SPMD_HAVE_CUDA
+  if (buffer->storage && static_cast<Storage *>(buffer->storage)->onDevice)
+    return spmd::rt::cuda::write(buffer, host, "spmd_rt_write");
+#endif
+  std::memcpy(buffer->data, host, static_cast<size_t>(byteSize(buffer)));
+}
+
+void spmd_rt_read(const SpmdBuffer *buffer, void *host) {
+#ifdef SPMD_HAVE_CUDA
+  if (buffer->storage && static_cast<Storage *>(buffer->storage)->onDevice)
+    return spmd::rt::cuda::read(buffer, host, "spmd_rt_read");
+#endif
+  std::memcpy(host, buffer->data, static_cast<size_t>(byteSize(buffer)));
+}
+
+void spmd_rt_synchronize(void) {
+#ifdef SPMD_HAVE_CUDA
+  if (useCuda)
+    spmd::rt::cuda::synchronize();
+#endif
 }
 
 void spmd_rt_fatal(const char *format, ...) {

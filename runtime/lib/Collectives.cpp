@@ -25,11 +25,16 @@
 // The backend works on contiguous blocks: collectives along an inner tensor
 // dim pack the pieces into blocks before the call or unpack them after, with
 // the backend's own memory operations (host memcpy for MPI, device copies
-// for NCCL), and every collective ends with the backend's `synchronize`.
+// for NCCL), and every collective ends with the backend's `synchronize`,
+// except on the CUDA backend: there the collective is ordered after the
+// kernels issued before it and before the kernels that use its result by
+// CUDA events (cuda/Device.cu), and returns with the work in flight.
 //
 //===----------------------------------------------------------------------===//
 
 #include "Collectives.h"
+
+#include "Backends.h"
 #ifdef SPMD_HAVE_NCCL
 #include "NcclBackend.h"
 #endif
@@ -557,6 +562,28 @@ void MpiBackend::broadcast(void *buffer, int64_t bytes, int root,
   checkMpi(MPI_Bcast(buffer, count, type, root, comm), what, "MPI_Bcast");
 }
 
+namespace {
+
+/// Orders a collective after the kernels issued before it (CUDA backend).
+void startCollective(const char *what) {
+#ifdef SPMD_HAVE_CUDA
+  if (spmd::rt::cudaBackendActive())
+    spmd::rt::cuda::beforeCollective(what);
+#endif
+}
+
+/// Completes a collective: on return for the host backends; with the CUDA
+/// backend, events make its result wait-at-first-use (Device.cu).
+void finishCollective(SpmdBuffer *out, const SpmdBuffer *in, const char *what) {
+#ifdef SPMD_HAVE_CUDA
+  if (spmd::rt::cudaBackendActive())
+    return spmd::rt::cuda::afterCollective(out, in, what);
+#endif
+  backend().synchronize(what);
+}
+
+} // namespace
+
 //===----------------------------------------------------------------------===//
 // C ABI
 //===----------------------------------------------------------------------===//
@@ -599,9 +626,20 @@ void spmd_rt_init(int *argc, char ***argv) {
 
 void spmd_rt_finalize(void) {
   RuntimeState &s = state();
+#ifdef SPMD_HAVE_CUDA
+  // Device errors are reported while MPI can still end the job; the streams
+  // outlive the communicators that use them.
+  bool cuda = spmd::rt::cudaBackendActive() && s.backend;
+  if (cuda)
+    spmd::rt::cuda::synchronize();
+#endif
   s.meshShape.clear();
   s.meshCoords.clear();
   s.backend.reset();
+#ifdef SPMD_HAVE_CUDA
+  if (cuda)
+    spmd::rt::cuda::shutdown();
+#endif
 }
 
 int32_t spmd_rt_rank(void) { return backend().rank(); }
@@ -646,12 +684,13 @@ void spmd_rt_all_reduce(SpmdBuffer *out, const SpmdBuffer *in, int32_t n,
   checkReduce(what, reduce, in->dtype);
   checkShape(what, out, shapeOf(in), "in shape " + formatShape(in));
   CollectiveGroup group = groupOf(what, n, mesh_dims);
+  startCollective(what);
   if (group.size == 1)
     copyBuffer(out, in, what);
   else
     backend().allReduce(out->data, in->data, in->numel, in->dtype, reduce,
                         group, what);
-  backend().synchronize(what);
+  finishCollective(out, in, what);
 }
 
 void spmd_rt_all_gather(SpmdBuffer *out, const SpmdBuffer *in, int32_t n,
@@ -660,6 +699,7 @@ void spmd_rt_all_gather(SpmdBuffer *out, const SpmdBuffer *in, int32_t n,
   checkBuffers(what, out, in, /*reduces=*/false);
   checkDim(what, "gather_dim", gather_dim, in);
   CollectiveGroup group = groupOf(what, n, mesh_dims);
+  startCollective(what);
   std::vector<int64_t> expected = shapeOf(in);
   expected[gather_dim] *= group.size;
   checkShape(what, out, expected,
@@ -667,7 +707,7 @@ void spmd_rt_all_gather(SpmdBuffer *out, const SpmdBuffer *in, int32_t n,
                  std::to_string(group.size) + " ranks along dim " +
                  std::to_string(gather_dim));
   gatherBlocks(out, in, group, gather_dim, what);
-  backend().synchronize(what);
+  finishCollective(out, in, what);
 }
 
 void spmd_rt_reduce_scatter(SpmdBuffer *out, const SpmdBuffer *in, int32_t n,
@@ -678,6 +718,7 @@ void spmd_rt_reduce_scatter(SpmdBuffer *out, const SpmdBuffer *in, int32_t n,
   checkReduce(what, reduce, in->dtype);
   checkDim(what, "scatter_dim", scatter_dim, in);
   CollectiveGroup group = groupOf(what, n, mesh_dims);
+  startCollective(what);
   if (in->shape[scatter_dim] % group.size != 0)
     spmd_rt_fatal("%s: in shape %s: dim %lld of size %lld does not split into "
                   "%d equal pieces",
@@ -691,7 +732,7 @@ void spmd_rt_reduce_scatter(SpmdBuffer *out, const SpmdBuffer *in, int32_t n,
                  std::to_string(group.size) + " ranks along dim " +
                  std::to_string(scatter_dim));
   scatterBlocks(out, in, group, scatter_dim, reduce, what);
-  backend().synchronize(what);
+  finishCollective(out, in, what);
 }
 
 void spmd_rt_all_to_all(SpmdBuffer *out, const SpmdBuffer *in, int32_t n,
@@ -702,6 +743,7 @@ void spmd_rt_all_to_all(SpmdBuffer *out, const SpmdBuffer *in, int32_t n,
   checkDim(what, "split_dim", split_dim, in);
   checkDim(what, "concat_dim", concat_dim, in);
   CollectiveGroup group = groupOf(what, n, mesh_dims);
+  startCollective(what);
   if (in->shape[split_dim] % group.size != 0)
     spmd_rt_fatal("%s: in shape %s: dim %lld of size %lld does not split into "
                   "%d equal pieces",
@@ -719,7 +761,7 @@ void spmd_rt_all_to_all(SpmdBuffer *out, const SpmdBuffer *in, int32_t n,
                  std::to_string(split_dim) + " and concatenated along dim " +
                  std::to_string(concat_dim));
   exchangeBlocks(out, in, group, split_dim, concat_dim, piece, what);
-  backend().synchronize(what);
+  finishCollective(out, in, what);
 }
 
 void spmd_rt_broadcast(SpmdBuffer *out, const SpmdBuffer *in, int32_t n,
@@ -728,6 +770,7 @@ void spmd_rt_broadcast(SpmdBuffer *out, const SpmdBuffer *in, int32_t n,
   checkBuffers(what, out, in, /*reduces=*/false);
   checkShape(what, out, shapeOf(in), "in shape " + formatShape(in));
   CollectiveGroup group = groupOf(what, n, mesh_dims);
+  startCollective(what);
   if (root < 0 || root >= group.size)
     spmd_rt_fatal("%s: root %lld is out of range for a group of %d ranks", what,
                   static_cast<long long>(root), group.size);
@@ -736,7 +779,7 @@ void spmd_rt_broadcast(SpmdBuffer *out, const SpmdBuffer *in, int32_t n,
   if (group.size > 1)
     backend().broadcast(out->data, bytesOf(out), static_cast<int>(root), group,
                         what);
-  backend().synchronize(what);
+  finishCollective(out, in, what);
 }
 
 } // extern "C"

@@ -5,11 +5,13 @@
 // inner tensor dim is done by the C layer (Collectives.cpp) through
 // `copyRows` (cudaMemcpy2DAsync); averages use ncclAvg.
 //
-// Every operation is issued on the backend's one stream and each collective
-// of Runtime.h ends with `synchronize` (cudaStreamSynchronize), so a
-// collective is complete on return, as with MPI. Overlapping collectives with
-// compute (returning with the work in flight on the stream, events between
-// streams) is a later task.
+// Every operation is issued on one stream (`stream()`). With the CPU kernels
+// (device buffers handed in by the caller, as the collective test driver
+// does) each collective of Runtime.h ends with `synchronize`
+// (cudaStreamSynchronize), so it is complete on return, as with MPI. With the
+// CUDA backend the stream is its communication stream and collectives return
+// with the work in flight, ordered against the kernels by events
+// (cuda/Device.cu).
 //
 // NCCL API references (NCCL user guide, API section):
 //   communicators  ncclGetUniqueId, ncclCommInitRank, ncclCommSplit (2.18),
@@ -23,6 +25,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "NcclBackend.h"
+
+#include "Backends.h"
 
 #include <cstdio>
 #include <cstdlib>
@@ -186,8 +190,9 @@ NcclBackend::NcclBackend(int *argc, char ***argv) : mpi(argc, argv) {
   checkCuda(cudaSetDevice(device), what, "cudaSetDevice");
   // Non-blocking: no implicit ordering with the legacy default stream that
   // other code may use.
-  checkCuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), what,
-            "cudaStreamCreateWithFlags");
+  if (!spmd::rt::cudaBackendActive())
+    checkCuda(cudaStreamCreateWithFlags(&ownStream, cudaStreamNonBlocking),
+              what, "cudaStreamCreateWithFlags");
   ncclUniqueId id = shareUniqueId(MPI_COMM_WORLD, mpi.rank(), what);
   checkNccl(ncclCommInitRank(&world, mpi.worldSize(), id, mpi.rank()), what,
             "ncclCommInitRank");
@@ -196,15 +201,23 @@ NcclBackend::NcclBackend(int *argc, char ***argv) : mpi(argc, argv) {
 NcclBackend::~NcclBackend() {
   // Best effort and silent: this may run at exit, after the CUDA runtime
   // started unloading, where a fatal error would only hide the real one.
-  if (stream)
-    (void)cudaStreamSynchronize(stream);
+  if (ownStream)
+    (void)cudaStreamSynchronize(ownStream);
   for (auto &entry : comms)
     (void)ncclCommDestroy(entry.second);
   comms.clear();
   if (world)
     (void)ncclCommDestroy(world);
-  if (stream)
-    (void)cudaStreamDestroy(stream);
+  if (ownStream)
+    (void)cudaStreamDestroy(ownStream);
+}
+
+cudaStream_t NcclBackend::stream() {
+#ifdef SPMD_HAVE_CUDA
+  if (!ownStream)
+    return spmd::rt::cuda::commStream();
+#endif
+  return ownStream;
 }
 
 void NcclBackend::resetGroups() {
@@ -261,14 +274,14 @@ void *NcclBackend::allocate(int64_t bytes, const char *what) {
     return nullptr;
   // Stream-ordered: the pool reuses freed blocks without a device sync.
   void *data = nullptr;
-  checkCuda(cudaMallocAsync(&data, toSize(bytes, what), stream), what,
+  checkCuda(cudaMallocAsync(&data, toSize(bytes, what), stream()), what,
             "cudaMallocAsync");
   return data;
 }
 
 void NcclBackend::deallocate(void *data, const char *what) {
   if (data)
-    checkCuda(cudaFreeAsync(data, stream), what, "cudaFreeAsync");
+    checkCuda(cudaFreeAsync(data, stream()), what, "cudaFreeAsync");
 }
 
 void NcclBackend::copyRows(void *dst, int64_t dstPitch, const void *src,
@@ -278,19 +291,19 @@ void NcclBackend::copyRows(void *dst, int64_t dstPitch, const void *src,
     return;
   if (rows == 1 || (dstPitch == width && srcPitch == width)) {
     checkCuda(cudaMemcpyAsync(dst, src, toSize(width * rows, what),
-                              cudaMemcpyDeviceToDevice, stream),
+                              cudaMemcpyDeviceToDevice, stream()),
               what, "cudaMemcpyAsync");
     return;
   }
   checkCuda(cudaMemcpy2DAsync(dst, toSize(dstPitch, what), src,
                               toSize(srcPitch, what), toSize(width, what),
                               toSize(rows, what), cudaMemcpyDeviceToDevice,
-                              stream),
+                              stream()),
             what, "cudaMemcpy2DAsync");
 }
 
 void NcclBackend::synchronize(const char *what) {
-  checkCuda(cudaStreamSynchronize(stream), what, "cudaStreamSynchronize");
+  checkCuda(cudaStreamSynchronize(stream()), what, "cudaStreamSynchronize");
 }
 
 //===----------------------------------------------------------------------===//
@@ -305,7 +318,7 @@ void NcclBackend::allReduce(void *out, const void *in, int64_t count,
     return; // Same on every member (every piece has the same size).
   // In place when out == in (NCCL allows sendbuff == recvbuff).
   checkNccl(ncclAllReduce(in, out, toSize(count, what), ncclType(dtype, what),
-                          ncclOp(reduce, what), comm, stream),
+                          ncclOp(reduce, what), comm, stream()),
             what, "ncclAllReduce");
 }
 
@@ -316,7 +329,7 @@ void NcclBackend::allGather(void *out, const void *in, int64_t bytes,
     return;
   // Bytes as ncclUint8: NCCL counts are size_t, no 2^31 limit.
   checkNccl(
-      ncclAllGather(in, out, toSize(bytes, what), ncclUint8, comm, stream),
+      ncclAllGather(in, out, toSize(bytes, what), ncclUint8, comm, stream()),
       what, "ncclAllGather");
 }
 
@@ -330,7 +343,7 @@ void NcclBackend::reduceScatter(void *out, const void *in, int64_t count,
   // `count` is the size of one block (NCCL's recvcount).
   checkNccl(ncclReduceScatter(in, out, toSize(count, what),
                               ncclType(dtype, what), ncclOp(reduce, what), comm,
-                              stream),
+                              stream()),
             what, "ncclReduceScatter");
 }
 
@@ -347,10 +360,10 @@ void NcclBackend::allToAll(void *out, const void *in, int64_t bytes,
   checkNccl(ncclGroupStart(), what, "ncclGroupStart");
   for (int peer = 0; peer < group.size; ++peer) {
     checkNccl(
-        ncclSend(send + peer * block, block, ncclUint8, peer, comm, stream),
+        ncclSend(send + peer * block, block, ncclUint8, peer, comm, stream()),
         what, "ncclSend");
     checkNccl(
-        ncclRecv(recv + peer * block, block, ncclUint8, peer, comm, stream),
+        ncclRecv(recv + peer * block, block, ncclUint8, peer, comm, stream()),
         what, "ncclRecv");
   }
   checkNccl(ncclGroupEnd(), what, "ncclGroupEnd");
@@ -363,6 +376,6 @@ void NcclBackend::broadcast(void *buffer, int64_t bytes, int root,
     return;
   // In place: the root's buffer already holds the value.
   checkNccl(ncclBroadcast(buffer, buffer, toSize(bytes, what), ncclUint8, root,
-                          comm, stream),
+                          comm, stream()),
             what, "ncclBroadcast");
 }

@@ -28,6 +28,13 @@
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
+#ifdef SPMD_HAVE_CUDA
+namespace spmd::rt::cuda {
+/// The CUDA backend's communication stream (cuda/Device.cu).
+cudaStream_t commStream();
+} // namespace spmd::rt::cuda
+#endif
+
 namespace spmd {
 namespace runtime {
 
@@ -79,12 +86,16 @@ public:
 private:
   /// The communicator of `group` (created on first use, collectively).
   ncclComm_t communicator(const CollectiveGroup &group, const char *what);
+  /// The stream NCCL runs on: the CUDA backend's communication stream when
+  /// that backend runs the kernels (its events order it against compute),
+  /// else the backend's own stream.
+  cudaStream_t stream();
 
   /// Declared first: MPI outlives every NCCL communicator.
   MpiBackend mpi;
   /// The CUDA device of this rank.
   int device = 0;
-  cudaStream_t stream = nullptr;
+  cudaStream_t ownStream = nullptr;
   ncclComm_t world = nullptr;
   std::map<std::vector<int64_t>, ncclComm_t> comms;
 };

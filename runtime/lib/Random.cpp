@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Backends.h"
 #include "Philox.h"
 #include "spmd/Runtime/Runtime.h"
 
@@ -18,6 +19,13 @@ namespace {
 std::atomic<uint64_t> jobSeed{0};
 std::atomic<uint64_t> jobStep{0};
 } // namespace
+
+uint64_t spmd::rt::randomSeed() {
+  return jobSeed.load(std::memory_order_relaxed);
+}
+uint64_t spmd::rt::randomStep() {
+  return jobStep.load(std::memory_order_relaxed);
+}
 
 extern "C" {
 

@@ -1,6 +1,6 @@
 //===- spmd-run.cpp - run a per-rank program on N ranks -------------------===//
 //
-//   spmd-run --np N [--backend cpu] MODULE.mlir --bundle DIR [--check]
+//   spmd-run --np N [--backend cpu|cuda] MODULE.mlir --bundle DIR [--check]
 //            [--steps K] [--timing] [--out DIR]
 //
 // Each rank parses the module, reads its device mesh and the layouts of
@@ -8,7 +8,9 @@
 // and JIT-compiles it with MLIR's ExecutionEngine against the runtime
 // library, loads its local piece of every argument from the bundle, and runs
 // K steps, feeding each updated value (`spmd.updates`) back as the argument
-// of the next step. `--check` gathers the results of the first step to full
+// of the next step. `--backend cuda` keeps every buffer on the rank's GPU
+// (CUDA kernels, cuBLAS, NCCL): arguments are copied to the device once,
+// results back only to be checked or written. `--check` gathers the results of the first step to full
 // size on rank 0 and compares them with PyTorch's. `--np N` starts the N
 // ranks under mpirun itself; `mpirun -np N spmd-run ...` works too. Any
 // failure on any rank ends every rank with a message naming the rank.
@@ -62,8 +64,11 @@ static cl::opt<int> numRanks("np",
                              cl::desc("start N ranks under mpirun (default: "
                                       "the ranks of the MPI job, or 1)"),
                              cl::init(0));
-static cl::opt<std::string> backend("backend", cl::desc("cpu (default)"),
-                                    cl::init("cpu"));
+static cl::opt<std::string>
+    backend("backend",
+            cl::desc("where the program runs: cpu (default; MPI collectives) "
+                     "or cuda (one GPU per rank; NCCL collectives)"),
+            cl::init("cpu"));
 static cl::opt<bool> check("check",
                            cl::desc("compare the first step's results with "
                                     "PyTorch's (exit 1 on a mismatch)"));
@@ -203,15 +208,14 @@ Array fromBuffer(const SpmdBuffer *buffer) {
   Array a;
   a.dtype = buffer->dtype;
   a.shape.assign(buffer->shape, buffer->shape + buffer->rank);
-  a.data.assign(static_cast<const char *>(buffer->data),
-                static_cast<const char *>(buffer->data) +
-                    a.numel() * a.elementSize());
+  a.data.resize(a.numel() * a.elementSize());
+  spmd_rt_read(buffer, a.data.data());
   return a;
 }
 
 SpmdBuffer *toBuffer(const Array &a) {
   SpmdBuffer *b = spmd_rt_alloc(a.dtype, a.shape.size(), a.shape.data());
-  std::memcpy(b->data, a.data.data(), a.data.size());
+  spmd_rt_write(b, a.data.data());
   return b;
 }
 
@@ -388,14 +392,16 @@ int main(int argc, char **argv) {
   cl::ParseCommandLineOptions(argc, argv, "spmd-run: run a spmd program\n");
   if (numRanks > 0 && !insideMpiJob())
     return relaunchUnderMpirun(argc, argv);
+  if (backend != "cpu" && backend != "cuda") {
+    llvm::errs() << "spmd-run: error: unknown --backend '" << backend
+                 << "' (known: cpu, cuda)\n";
+    return 1;
+  }
+  spmd_rt_set_backend(backend.c_str());
   spmd_rt_init(&argc, &argv);
   int rank = spmd_rt_rank(), size = spmd_rt_world_size();
   if (numRanks > 0 && numRanks != size)
     FATAL("--np %d inside an MPI job of %d ranks", numRanks.getValue(), size);
-  if (backend != "cpu")
-    FATAL("--backend %s is not available (the CUDA backend is not built in "
-          "this version); use --backend cpu",
-          backend.c_str());
   if (steps < 1)
     FATAL("--steps must be at least 1");
 
@@ -504,6 +510,8 @@ int main(int argc, char **argv) {
     auto start = std::chrono::steady_clock::now();
     if (llvm::Error e = (*engine)->invokePacked(funcName, packed))
       FATAL("%s", llvm::toString(std::move(e)).c_str());
+    // The GPU may still be running the step the host finished issuing.
+    spmd_rt_synchronize();
     MPI_Barrier(MPI_COMM_WORLD);
     times.push_back(
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start)

@@ -2,6 +2,8 @@
 
 #include "Kernels.h"
 
+#include <climits>
+
 namespace spmd::rt {
 
 void fatalDType(const char *kernel, int32_t dtype, const char *what) {
@@ -97,6 +99,28 @@ void broadcastStrides(const char *kernel, const SpmdBuffer *in, int32_t rank,
     spmd_rt_fatal("%s: cannot broadcast shape %s to %s]", kernel,
                   shapeStr(in).c_str(), target.c_str());
   }
+}
+
+std::array<int64_t, 4> checkMatmul(const char *kernel, const SpmdBuffer *out,
+                                   const SpmdBuffer *a, const SpmdBuffer *b,
+                                   int32_t rank, bool transA, bool transB) {
+  checkRank(kernel, "mat1", a, rank);
+  checkRank(kernel, "mat2", b, rank);
+  checkRank(kernel, "out", out, rank);
+  int32_t r = rank - 2;
+  int64_t batch = rank == 3 ? a->shape[0] : 1;
+  int64_t n = a->shape[r + transA], k = a->shape[r + !transA];
+  int64_t m = b->shape[r + !transB], kb = b->shape[r + transB];
+  bool ok = kb == k && out->shape[r] == n && out->shape[r + 1] == m;
+  if (rank == 3)
+    ok = ok && b->shape[0] == batch && out->shape[0] == batch;
+  if (!ok)
+    spmd_rt_fatal("%s: cannot multiply %s by %s into %s", kernel,
+                  shapeStr(a).c_str(), shapeStr(b).c_str(),
+                  shapeStr(out).c_str());
+  if (n > INT_MAX || k > INT_MAX || m > INT_MAX)
+    spmd_rt_fatal("%s: matrix dims exceed the BLAS integer range", kernel);
+  return {batch, n, k, m};
 }
 
 } // namespace spmd::rt

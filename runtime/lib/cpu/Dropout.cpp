@@ -49,7 +49,7 @@ void forEachDraw(const char *kernel, const SpmdBuffer *local, int64_t opId,
 
 } // namespace
 
-extern "C" {
+namespace spmd::rt::cpu {
 
 /// out[i] = 1 with probability p: u < p.
 void spmd_rt_bernoulli_p(SpmdBuffer *out, double p, int64_t op_id,
@@ -78,7 +78,7 @@ void spmd_rt_native_dropout(SpmdBuffer *output, SpmdBuffer *mask,
     fatalDType(kernel, mask->dtype, "mask (expected i1)");
   Bool8 *m = dataOf<Bool8>(mask);
   if (!train) {
-    spmd_rt_copy(output, input);
+    cpu::spmd_rt_copy(output, input);
     std::fill(m, m + mask->numel, Bool8(1));
     return;
   }
@@ -111,4 +111,4 @@ void spmd_rt_native_dropout_backward(SpmdBuffer *out,
                          });
 }
 
-} // extern "C"
+} // namespace spmd::rt::cpu

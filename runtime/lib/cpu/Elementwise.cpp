@@ -46,7 +46,7 @@ void checkApproximate(const char *kernel, int64_t approximate) {
 
 } // namespace
 
-extern "C" {
+namespace spmd::rt::cpu {
 
 void spmd_rt_add_tensor(SpmdBuffer *out, const SpmdBuffer *self,
                         const SpmdBuffer *other, double alpha) {
@@ -265,4 +265,4 @@ void spmd_rt_gelu_backward(SpmdBuffer *out, const SpmdBuffer *grad_output,
   });
 }
 
-} // extern "C"
+} // namespace spmd::rt::cpu

@@ -125,7 +125,7 @@ void embeddingBackward(const char *kernel, SpmdBuffer *out,
 
 } // namespace
 
-extern "C" {
+namespace spmd::rt::cpu {
 
 void spmd_rt_embedding(SpmdBuffer *out, const SpmdBuffer *weight,
                        const SpmdBuffer *indices, int64_t padding_idx) {
@@ -159,4 +159,4 @@ void spmd_rt_embedding_dense_backward_rows(
                     {rows[0], rows[1], rows[2]});
 }
 
-} // extern "C"
+} // namespace spmd::rt::cpu

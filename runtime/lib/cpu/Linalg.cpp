@@ -9,8 +9,6 @@
 
 #include <cblas.h>
 
-#include <climits>
-
 using namespace spmd::rt;
 
 namespace {
@@ -42,31 +40,6 @@ void gemm(int64_t n, int64_t m, int64_t k, T alpha, const T *a, bool transA,
                 alpha, a, lda, b, ldb, beta, c, blasInt(m));
 }
 
-/// Checks [batch..., n, k] x [batch..., k, m] -> out [batch..., n, m] for
-/// `rank`-D operands (2: mm, 3: bmm), either operand stored transposed in
-/// its last two dims, and returns {batch, n, k, m}.
-std::array<int64_t, 4> checkMatmul(const char *kernel, const SpmdBuffer *out,
-                                   const SpmdBuffer *a, const SpmdBuffer *b,
-                                   int32_t rank, bool transA, bool transB) {
-  checkRank(kernel, "mat1", a, rank);
-  checkRank(kernel, "mat2", b, rank);
-  checkRank(kernel, "out", out, rank);
-  int32_t r = rank - 2;
-  int64_t batch = rank == 3 ? a->shape[0] : 1;
-  int64_t n = a->shape[r + transA], k = a->shape[r + !transA];
-  int64_t m = b->shape[r + !transB], kb = b->shape[r + transB];
-  bool ok = kb == k && out->shape[r] == n && out->shape[r + 1] == m;
-  if (rank == 3)
-    ok = ok && b->shape[0] == batch && out->shape[0] == batch;
-  if (!ok)
-    spmd_rt_fatal("%s: cannot multiply %s by %s into %s", kernel,
-                  shapeStr(a).c_str(), shapeStr(b).c_str(),
-                  shapeStr(out).c_str());
-  if (n > INT_MAX || k > INT_MAX || m > INT_MAX)
-    spmd_rt_fatal("%s: matrix dims exceed the BLAS integer range", kernel);
-  return {batch, n, k, m};
-}
-
 /// out = beta * self (broadcast to out) + alpha * (a @ b) per batch, the
 /// common body of mm, addmm, bmm and baddbmm (`self` NULL: mm/bmm).
 void matmul(const char *kernel, SpmdBuffer *out, const SpmdBuffer *self,
@@ -95,7 +68,7 @@ void matmul(const char *kernel, SpmdBuffer *out, const SpmdBuffer *self,
 
 } // namespace
 
-extern "C" {
+namespace spmd::rt::cpu {
 
 void spmd_rt_mm(SpmdBuffer *out, const SpmdBuffer *self,
                 const SpmdBuffer *mat2) {
@@ -129,4 +102,4 @@ void spmd_rt_matmul(SpmdBuffer *out, const SpmdBuffer *self,
          trans_a != 0, trans_b != 0);
 }
 
-} // extern "C"
+} // namespace spmd::rt::cpu

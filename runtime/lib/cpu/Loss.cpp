@@ -81,7 +81,7 @@ void checkScalar(const char *kernel, const char *name, const SpmdBuffer *b) {
 
 } // namespace
 
-extern "C" {
+namespace spmd::rt::cpu {
 
 /// Per sample -self[i, t] * weight[t] (0 where t == ignore_index). mean
 /// divides the sum by total_weight, the sum of the weights of the
@@ -181,4 +181,4 @@ void spmd_rt_nll_loss_backward(SpmdBuffer *out, const SpmdBuffer *grad_output,
   });
 }
 
-} // extern "C"
+} // namespace spmd::rt::cpu

@@ -125,7 +125,7 @@ SPMD_RT_HOT void layerNormBackwardRow(T *dx, const T *dy, const T *x,
 
 } // namespace
 
-extern "C" {
+namespace spmd::rt::cpu {
 
 /// ATen's LayerNormKernel: biased variance, rstd = 1 / sqrt(var + eps),
 /// y = (x * rstd - rstd * mean) * weight + bias.
@@ -242,4 +242,4 @@ void spmd_rt_native_layer_norm_backward(
   });
 }
 
-} // extern "C"
+} // namespace spmd::rt::cpu

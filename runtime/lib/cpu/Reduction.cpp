@@ -29,7 +29,7 @@ Acc rowSum(const T *p, int64_t n, int64_t stride) {
 
 } // namespace
 
-extern "C" {
+namespace spmd::rt::cpu {
 
 /// ATen's sum / sum.dim_IntList: out is self with the listed dims reduced,
 /// removed (rank - n) or kept as 1 (keepdim); n == 0 reduces everything
@@ -42,7 +42,7 @@ void spmd_rt_sum(SpmdBuffer *out, const SpmdBuffer *self, int32_t n,
   int32_t count = 0;
   if (n == 0) {
     if (!(out->rank == 0 && out->numel == 1))
-      return spmd_rt_copy(out, self);
+      return cpu::spmd_rt_copy(out, self);
     for (int32_t d = 0; d < rank; ++d)
       reduce[d] = true;
     count = rank;
@@ -104,4 +104,4 @@ void spmd_rt_sum(SpmdBuffer *out, const SpmdBuffer *self, int32_t n,
   });
 }
 
-} // extern "C"
+} // namespace spmd::rt::cpu

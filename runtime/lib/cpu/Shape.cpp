@@ -66,7 +66,7 @@ void withInputAs(const char *kernel, SpmdBuffer *out, const SpmdBuffer *self,
 
 } // namespace
 
-extern "C" {
+namespace spmd::rt::cpu {
 
 void spmd_rt_copy(SpmdBuffer *out, const SpmdBuffer *self) {
   const char *kernel = "spmd_rt_copy";
@@ -193,7 +193,7 @@ void spmd_rt_slice(SpmdBuffer *out, const SpmdBuffer *self, int64_t dim,
   });
 }
 
-} // extern "C"
+} // namespace spmd::rt::cpu
 
 namespace {
 /// spmd.local_take along `dim`: out position k reads self position
@@ -231,7 +231,7 @@ void localTake(const char *kernel, SpmdBuffer *out, const SpmdBuffer *self,
 }
 } // namespace
 
-extern "C" {
+namespace spmd::rt::cpu {
 
 void spmd_rt_local_take(SpmdBuffer *out, const SpmdBuffer *self, int64_t dim,
                         const int64_t *indices, double fill) {
@@ -292,4 +292,4 @@ void spmd_rt_arange(SpmdBuffer *out) {
   });
 }
 
-} // extern "C"
+} // namespace spmd::rt::cpu

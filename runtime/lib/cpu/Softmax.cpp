@@ -115,7 +115,7 @@ void softmaxBackward(const char *kernel, SpmdBuffer *out,
 
 } // namespace
 
-extern "C" {
+namespace spmd::rt::cpu {
 
 /// ATen's vectorised softmax: exp(x - max) / sum(exp(x - max)).
 void spmd_rt_softmax(SpmdBuffer *out, const SpmdBuffer *self, int64_t dim) {
@@ -203,4 +203,4 @@ void spmd_rt_log_softmax_backward_data(SpmdBuffer *out,
       [](auto s, auto gv, auto yv) { return gv - math::exp(yv) * s; });
 }
 
-} // extern "C"
+} // namespace spmd::rt::cpu

@@ -95,6 +95,28 @@ void spmd_rt_free(SpmdBuffer *buffer);
 int64_t spmd_rt_live_bytes(void);
 int64_t spmd_rt_peak_bytes(void);
 void spmd_rt_reset_peak(void);
+/* Chooses where buffers live and which kernels run, before the runtime
+   starts (spmd_rt_init or the first buffer, rank or collective call):
+     "cpu"   (the default) host memory, the CPU kernels, the collective
+             backend spmd_rt_set_collective_backend chose (MPI by default);
+     "cuda"  device memory of the rank's GPU (local rank mod the visible
+             GPUs), the CUDA kernels (cuBLAS for matrix products) on one
+             compute stream, and NCCL collectives on a communication stream,
+             ordered against the compute stream by CUDA events.
+   Choosing the running backend again is a no-op. Returns 0. Fatal for an
+   unknown name, for "cuda" when the runtime was built without CUDA, when no
+   GPU is visible, and for another backend once one is running. */
+int32_t spmd_rt_set_backend(const char *name);
+/* "cpu" or "cuda". */
+const char *spmd_rt_backend(void);
+/* Host <-> buffer copies of all numel * dtype-size bytes, wherever the
+   buffer lives; spmd_rt_read waits for the kernels that produce `buffer`
+   (on "cuda" it also reports errors that kernels found on the device). */
+void spmd_rt_write(SpmdBuffer *buffer, const void *host);
+void spmd_rt_read(const SpmdBuffer *buffer, void *host);
+/* Waits until every kernel and collective issued so far is done (a no-op on
+   "cpu"); for timing a step. */
+void spmd_rt_synchronize(void);
 /* Copies `bytes` bytes of constant data (an arith.constant) into `out`. */
 void spmd_rt_constant(SpmdBuffer *out, const void *data, int64_t bytes);
 /* Ends the job with `spmd-run: rank R: error: <printf message>`. */

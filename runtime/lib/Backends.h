@@ -1,0 +1,110 @@
+//===- Backends.h - the CPU and CUDA implementations of the kernels -*- C++ -*-===//
+//
+// Every kernel of KernelList.def exists twice, as `spmd::rt::cpu::spmd_rt_<name>`
+// (runtime/lib/cpu/) and, when the runtime is built with CUDA
+// (SPMD_HAVE_CUDA), as `spmd::rt::cuda::spmd_rt_<name>` (runtime/lib/cuda/).
+// The C entry points (Dispatch.cpp) call the one of the backend chosen by
+// spmd_rt_set_backend. Inside a backend, an unqualified spmd_rt_<name> call
+// names the same backend's kernel.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SPMD_RUNTIME_BACKENDS_H
+#define SPMD_RUNTIME_BACKENDS_H
+
+#include "spmd/Runtime/Runtime.h"
+
+#include <atomic>
+#include <memory>
+
+namespace spmd::rt {
+
+/// The data of one or more buffers (`SpmdBuffer::storage`; spmd_rt_view
+/// shares it). Host memory on the CPU backend, device memory on CUDA.
+struct Storage {
+  std::atomic<int64_t> refs{1};
+  int64_t bytes = 0;
+  void *data = nullptr;
+  bool onDevice = false;
+  /// CUDA backend only (CUDA events, opaque here): `ready` is recorded on
+  /// the communication stream after a collective that wrote `data`, and the
+  /// compute stream waits for it before the first kernel that uses the
+  /// buffer (so compute that does not need the result overlaps the
+  /// collective); `commRead` is recorded after a collective that read
+  /// `data`. The allocator reuses a freed block only once both are done.
+  std::shared_ptr<void> ready, commRead;
+};
+
+namespace cpu {
+#define SPMD_RT_KERNEL(name, params, args) void spmd_rt_##name params;
+#include "KernelList.def"
+} // namespace cpu
+
+namespace cuda {
+#define SPMD_RT_KERNEL(name, params, args) void spmd_rt_##name params;
+#include "KernelList.def"
+/// Device memory and stream ordering of the CUDA backend (Device.cu).
+/// `allocate` takes a block from the caching allocator (cudaMalloc only when
+/// no freed block fits); `release` gives a storage's block back, for reuse
+/// once its pending collective events are done.
+void *allocate(int64_t bytes, const char *what);
+void release(Storage &storage);
+/// The compute stream waits for a pending collective result in `buffer`.
+void acquire(const SpmdBuffer *buffer);
+/// Around each collective: the communication stream waits for the compute
+/// work issued so far; afterwards `out` gets its `ready` event and `in` its
+/// `commRead` event (Storage).
+void beforeCollective(const char *what);
+void afterCollective(SpmdBuffer *out, const SpmdBuffer *in, const char *what);
+/// Host <-> device copies of a whole buffer (spmd_rt_write/read); `read`
+/// waits for the buffer's producers and reports device-side errors.
+void write(SpmdBuffer *buffer, const void *host, const char *what);
+void read(const SpmdBuffer *buffer, void *host, const char *what);
+/// Waits for both streams and reports device-side errors.
+void synchronize();
+/// Called by spmd_rt_finalize after the collective backend stopped: waits,
+/// then frees the cached blocks, the streams and the library handles.
+void shutdown();
+/// The CUDA device the rank uses (chosen when the backend started).
+int currentDevice();
+
+/// The compute stream waits for pending collective results among a kernel's
+/// buffer arguments (every SpmdBuffer, and cat's list of `n` inputs).
+inline void acquireAll() {}
+template <typename... Rest>
+void acquireAll(const SpmdBuffer *buffer, Rest... rest);
+template <typename... Rest>
+void acquireAll(int32_t n, const SpmdBuffer *const *list, Rest... rest);
+template <typename T, typename... Rest> void acquireAll(T, Rest... rest);
+
+template <typename... Rest>
+void acquireAll(const SpmdBuffer *buffer, Rest... rest) {
+  if (buffer)
+    acquire(buffer);
+  acquireAll(rest...);
+}
+template <typename... Rest>
+void acquireAll(int32_t n, const SpmdBuffer *const *list, Rest... rest) {
+  for (int32_t i = 0; i < n; ++i)
+    acquire(list[i]);
+  acquireAll(rest...);
+}
+/// Results (SpmdBuffer *) are fresh buffers, and scalars need nothing.
+template <typename T, typename... Rest> void acquireAll(T, Rest... rest) {
+  acquireAll(rest...);
+}
+} // namespace cuda
+
+/// Whether spmd_rt_set_backend chose "cuda": buffers are device memory and
+/// the kernels are the CUDA ones. Fixed once the runtime starts.
+bool cudaBackendActive();
+
+/// The seed and step of the job's random draws (spmd_rt_set_seed/_step):
+/// with the op id and the global element index, the Philox key and counter
+/// (Philox.h `uniform`), so the CUDA kernels draw the CPU's numbers.
+uint64_t randomSeed();
+uint64_t randomStep();
+
+} // namespace spmd::rt
+
+#endif // SPMD_RUNTIME_BACKENDS_H

@@ -1,0 +1,535 @@
+//===- Elementwise.cu - broadcasting elementwise ops, copies, dtype casts -===//
+//
+// The CUDA counterparts of cpu/Elementwise.cpp and the data movement of
+// cpu/Shape.cpp (copy, expand, permute) plus native_dropout_backward: one
+// strided engine serves them all. Each kernel computes in out's dtype; inputs
+// of another dtype are converted first (`dataAs`, ATen's TensorIterator type
+// promotion), scalars are converted to out's dtype, with the CPU kernels'
+// formulas and order of operations, so results agree to float rounding.
+//
+// The engine: the host checks that every input broadcasts to out's shape
+// (Checks.h broadcastStrides, the CPU's message), merges dims that every
+// operand walks contiguously, and launches a grid-stride kernel; operands
+// that all have out's shape take a fast path with no index arithmetic.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Cuda.h"
+
+#include <array>
+#include <cmath>
+#include <cstring>
+
+using namespace spmd::rt;
+using namespace spmd::rt::cuda;
+
+namespace {
+
+//===----------------------------------------------------------------------===//
+// The strided engine
+//===----------------------------------------------------------------------===//
+
+/// Out's shape and each input's element strides over it (0 where an input
+/// is broadcast), after merging dims.
+template <int N> struct Indexing {
+  int32_t rank = 0;
+  int64_t shape[SPMD_MAX_RANK] = {};
+  int64_t strides[N > 0 ? N : 1][SPMD_MAX_RANK] = {};
+};
+
+template <typename T, int N> struct Inputs {
+  const T *ptr[N > 0 ? N : 1];
+};
+
+/// ATen's conversion of a value to `To` (to bool: nonzero), on the device.
+template <typename To, typename From>
+__host__ __device__ inline To convertValue(From v) {
+  if constexpr (std::is_same_v<To, Bool8>)
+    return v != From(0);
+  else
+    return static_cast<To>(v);
+}
+
+template <typename T, int N, typename Op, size_t... I>
+__device__ inline T applyAt(const Op &op, const Inputs<T, N> &in,
+                            const int64_t *offsets, std::index_sequence<I...>) {
+  return op(in.ptr[I][offsets[I]]...);
+}
+
+template <typename T, int N, typename Op>
+__global__ void mapContiguous(T *out, Inputs<T, N> in, int64_t numel, Op op) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < numel;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    int64_t offsets[N > 0 ? N : 1];
+    for (int k = 0; k < N; ++k)
+      offsets[k] = i;
+    out[i] = applyAt<T, N>(op, in, offsets, std::make_index_sequence<N>());
+  }
+}
+
+template <typename T, int N, typename Op>
+__global__ void mapStrided(T *out, Inputs<T, N> in, int64_t numel,
+                           Indexing<N> ix, Op op) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < numel;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    int64_t offsets[N > 0 ? N : 1] = {};
+    int64_t rest = i;
+    for (int32_t d = ix.rank - 1; d >= 0; --d) {
+      int64_t coord = rest % ix.shape[d];
+      rest /= ix.shape[d];
+      for (int k = 0; k < N; ++k)
+        offsets[k] += coord * ix.strides[k][d];
+    }
+    out[i] = applyAt<T, N>(op, in, offsets, std::make_index_sequence<N>());
+  }
+}
+
+/// Drops size-1 dims and merges dim d-1 into d wherever every operand (out
+/// is contiguous) steps over both as over one dim.
+template <int N> void coalesce(Indexing<N> &ix) {
+  Indexing<N> merged;
+  for (int32_t d = 0; d < ix.rank; ++d) {
+    if (ix.shape[d] == 1)
+      continue;
+    int32_t r = merged.rank;
+    bool mergeable = r > 0;
+    for (int k = 0; k < N && mergeable; ++k)
+      mergeable = merged.strides[k][r - 1] == ix.strides[k][d] * ix.shape[d];
+    if (mergeable) {
+      merged.shape[r - 1] *= ix.shape[d];
+      for (int k = 0; k < N; ++k)
+        merged.strides[k][r - 1] = ix.strides[k][d];
+      continue;
+    }
+    merged.shape[r] = ix.shape[d];
+    for (int k = 0; k < N; ++k)
+      merged.strides[k][r] = ix.strides[k][d];
+    merged.rank = r + 1;
+  }
+  ix = merged;
+}
+
+/// out[i] = op(inputs at i), the inputs (already of type T) broadcast to
+/// out's shape with the given strides.
+template <typename T, int N, typename Op>
+void launchMap(const char *kernel, SpmdBuffer *out, Inputs<T, N> in,
+               Indexing<N> ix, Op op) {
+  if (out->numel == 0)
+    return;
+  bool contiguous = true;
+  int64_t outStrides[SPMD_MAX_RANK];
+  contiguousStrides(ix.rank, ix.shape, outStrides);
+  for (int k = 0; k < N; ++k)
+    for (int32_t d = 0; d < ix.rank; ++d)
+      contiguous = contiguous && (ix.shape[d] == 1 ||
+                                  ix.strides[k][d] == outStrides[d]);
+  T *o = static_cast<T *>(out->data);
+  unsigned grid = gridFor(out->numel);
+  if (contiguous) {
+    mapContiguous<T, N><<<grid, kBlock, 0, computeStream()>>>(o, in, out->numel,
+                                                               op);
+  } else {
+    coalesce(ix);
+    mapStrided<T, N><<<grid, kBlock, 0, computeStream()>>>(o, in, out->numel,
+                                                            ix, op);
+  }
+  checkLaunch(kernel);
+}
+
+/// The CPU's `elementwise`: dispatches on out's dtype within `Set`, converts
+/// inputs to it, checks broadcasting and maps `makeOp(T{})` over out.
+template <unsigned Set, int N, typename MakeOp>
+void elementwise(const char *kernel, SpmdBuffer *out,
+                 const std::array<const SpmdBuffer *, N> &ins,
+                 MakeOp &&makeOp) {
+  dispatch<Set>(out->dtype, kernel, [&](auto tag) {
+    using T = decltype(tag);
+    Indexing<N> ix;
+    ix.rank = out->rank;
+    std::copy(out->shape, out->shape + out->rank, ix.shape);
+    Inputs<T, N> in;
+    std::unique_ptr<Scratch> converted[N > 0 ? N : 1];
+    for (int k = 0; k < N; ++k) {
+      broadcastStrides(kernel, ins[k], out->rank, out->shape, ix.strides[k]);
+      in.ptr[k] = dataAs<T>(ins[k], converted[k], kernel);
+    }
+    launchMap<T, N>(kernel, out, in, ix, makeOp(tag));
+  });
+}
+
+template <typename To, typename From>
+__global__ void convertKernel(To *out, const From *in, int64_t numel) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < numel;
+       i += int64_t(gridDim.x) * blockDim.x)
+    out[i] = convertValue<To>(in[i]);
+}
+
+//===----------------------------------------------------------------------===//
+// Op functors (device code; the lambdas of cpu/Elementwise.cpp)
+//===----------------------------------------------------------------------===//
+
+/// ATen's integer power (powi), as cpu/Elementwise.cpp's intPow.
+template <typename T> __device__ T intPow(T base, T exp) {
+  if (exp < 0) {
+    if (base == 1)
+      return 1;
+    if (base == -1)
+      return (exp % 2) ? -1 : 1;
+    return 0;
+  }
+  using U = std::make_unsigned_t<T>;
+  U result = 1, factor = static_cast<U>(base);
+  for (; exp; exp /= 2) {
+    if (exp & 1)
+      result *= factor;
+    factor *= factor;
+  }
+  return static_cast<T>(result);
+}
+
+constexpr double kGeluBeta = M_SQRT2 * M_2_SQRTPI * 0.5;
+constexpr double kGeluKappa = 0.044715;
+
+template <typename T> struct Identity {
+  __device__ T operator()(T x) const { return x; }
+};
+template <typename T> struct AddTensor {
+  T a;
+  __device__ T operator()(T x, T y) const { return x + a * y; }
+};
+template <typename T> struct SubTensor {
+  T a;
+  __device__ T operator()(T x, T y) const { return x - a * y; }
+};
+template <typename T> struct MulTensor {
+  __device__ T operator()(T x, T y) const { return x * y; }
+};
+template <typename T> struct DivTensor {
+  __device__ T operator()(T x, T y) const { return x / y; }
+};
+template <typename T> struct AddCMul {
+  T v;
+  __device__ T operator()(T s, T a, T b) const { return s + v * a * b; }
+};
+template <typename T> struct AddCDiv {
+  T v;
+  __device__ T operator()(T s, T a, T b) const { return s + v * a / b; }
+};
+template <typename T> struct ThresholdBackward {
+  T t;
+  __device__ T operator()(T g, T x) const { return x <= t ? T(0) : g; }
+};
+template <typename T> struct AddScalar {
+  T b;
+  __device__ T operator()(T x) const { return x + b; }
+};
+template <typename T> struct MulScalar {
+  T b;
+  __device__ T operator()(T x) const { return x * b; }
+};
+template <typename T> struct DivScalar {
+  T b;
+  __device__ T operator()(T x) const { return x / b; }
+};
+template <typename T> struct RSubScalar {
+  T a, b;
+  __device__ T operator()(T x) const { return b - a * x; }
+};
+template <typename T> struct PowScalar {
+  T b;
+  __device__ T operator()(T e) const {
+    if constexpr (std::is_floating_point_v<T>)
+      return pow(b, e);
+    else
+      return intPow(b, e);
+  }
+};
+template <typename T> struct Neg {
+  __device__ T operator()(T x) const { return -x; }
+};
+template <typename T> struct Reciprocal {
+  __device__ T operator()(T x) const { return T(1) / x; }
+};
+template <typename T> struct Sqrt {
+  __device__ T operator()(T x) const { return sqrt(x); }
+};
+/// ATen's clamp_min(self, 0): NaN propagates, -0 stays -0.
+template <typename T> struct Relu {
+  __device__ T operator()(T x) const { return x < T(0) ? T(0) : x; }
+};
+template <typename T> struct GeluTanh {
+  __device__ T operator()(T x) const {
+    const T inner = T(kGeluBeta) * (x + T(kGeluKappa) * x * x * x);
+    return T(0.5) * x * (T(1) + tanh(inner));
+  }
+};
+template <typename T> struct GeluErf {
+  __device__ T operator()(T x) const {
+    return x * T(0.5) * (T(1) + erf(x * T(M_SQRT1_2)));
+  }
+};
+template <typename T> struct GeluTanhBackward {
+  __device__ T operator()(T dy, T x) const {
+    const T kBeta = T(kGeluBeta), kKappa = T(kGeluKappa);
+    const T xSq = x * x;
+    const T inner = kBeta * (x + kKappa * xSq * x);
+    const T tanhInner = tanh(inner);
+    const T left = T(0.5) * x;
+    const T right = T(1) + tanhInner;
+    const T leftDerivative = T(0.5) * right;
+    const T tanhDerivative = T(1) - tanhInner * tanhInner;
+    const T innerDerivative = kBeta * (T(1) + T(3) * kKappa * xSq);
+    const T rightDerivative = left * tanhDerivative * innerDerivative;
+    return dy * (leftDerivative + rightDerivative);
+  }
+};
+template <typename T> struct GeluErfBackward {
+  __device__ T operator()(T dy, T x) const {
+    const T kAlpha = T(M_2_SQRTPI * M_SQRT1_2 * 0.5);
+    const T cdf = T(0.5) * (T(1) + erf(x * T(M_SQRT1_2)));
+    const T pdf = kAlpha * exp(x * x * T(-0.5));
+    return dy * (cdf + x * pdf);
+  }
+};
+template <typename T> struct DropoutBackward {
+  T s;
+  __device__ T operator()(T g, T m) const { return g * m * s; }
+};
+
+void checkApproximate(const char *kernel, int64_t approximate) {
+  if (approximate != 0 && approximate != 1)
+    spmd_rt_fatal("%s: approximate must be 0 (none) or 1 (tanh), got %lld",
+                  kernel, static_cast<long long>(approximate));
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Cuda.h
+//===----------------------------------------------------------------------===//
+
+void spmd::rt::cuda::convert(void *dst, int32_t dtype, const SpmdBuffer *b,
+                             const char *kernel) {
+  if (b->numel == 0)
+    return;
+  dispatch<kAll>(dtype, kernel, [&](auto toTag) {
+    using To = decltype(toTag);
+    dispatch<kAll>(b->dtype, kernel, [&](auto fromTag) {
+      using From = decltype(fromTag);
+      convertKernel<To, From>
+          <<<gridFor(b->numel), kBlock, 0, computeStream()>>>(
+              static_cast<To *>(dst), static_cast<const From *>(b->data),
+              b->numel);
+      checkLaunch(kernel);
+    });
+  });
+}
+
+//===----------------------------------------------------------------------===//
+// Kernels
+//===----------------------------------------------------------------------===//
+
+namespace spmd::rt::cuda {
+
+void spmd_rt_add_tensor(SpmdBuffer *out, const SpmdBuffer *self,
+                        const SpmdBuffer *other, double alpha) {
+  elementwise<kNumeric, 2>("spmd_rt_add_tensor", out, {self, other},
+                           [&](auto tag) {
+                             using T = decltype(tag);
+                             return AddTensor<T>{convertValue<T>(alpha)};
+                           });
+}
+
+void spmd_rt_sub_tensor(SpmdBuffer *out, const SpmdBuffer *self,
+                        const SpmdBuffer *other, double alpha) {
+  elementwise<kNumeric, 2>("spmd_rt_sub_tensor", out, {self, other},
+                           [&](auto tag) {
+                             using T = decltype(tag);
+                             return SubTensor<T>{convertValue<T>(alpha)};
+                           });
+}
+
+void spmd_rt_mul_tensor(SpmdBuffer *out, const SpmdBuffer *self,
+                        const SpmdBuffer *other) {
+  elementwise<kNumeric, 2>("spmd_rt_mul_tensor", out, {self, other},
+                           [](auto tag) {
+                             return MulTensor<decltype(tag)>{};
+                           });
+}
+
+void spmd_rt_div_tensor(SpmdBuffer *out, const SpmdBuffer *self,
+                        const SpmdBuffer *other) {
+  elementwise<kFloat, 2>("spmd_rt_div_tensor", out, {self, other},
+                         [](auto tag) { return DivTensor<decltype(tag)>{}; });
+}
+
+void spmd_rt_addcmul(SpmdBuffer *out, const SpmdBuffer *self,
+                     const SpmdBuffer *t1, const SpmdBuffer *t2, double value) {
+  elementwise<kNumeric, 3>("spmd_rt_addcmul", out, {self, t1, t2},
+                           [&](auto tag) {
+                             using T = decltype(tag);
+                             return AddCMul<T>{convertValue<T>(value)};
+                           });
+}
+
+void spmd_rt_addcdiv(SpmdBuffer *out, const SpmdBuffer *self,
+                     const SpmdBuffer *t1, const SpmdBuffer *t2, double value) {
+  elementwise<kFloat, 3>("spmd_rt_addcdiv", out, {self, t1, t2}, [&](auto tag) {
+    using T = decltype(tag);
+    return AddCDiv<T>{convertValue<T>(value)};
+  });
+}
+
+void spmd_rt_threshold_backward(SpmdBuffer *out, const SpmdBuffer *grad_output,
+                                const SpmdBuffer *self, double threshold) {
+  elementwise<kNumeric, 2>(
+      "spmd_rt_threshold_backward", out, {grad_output, self}, [&](auto tag) {
+        using T = decltype(tag);
+        return ThresholdBackward<T>{convertValue<T>(threshold)};
+      });
+}
+
+void spmd_rt_add_scalar(SpmdBuffer *out, const SpmdBuffer *self, double other,
+                        double alpha) {
+  elementwise<kNumeric, 1>("spmd_rt_add_scalar", out, {self}, [&](auto tag) {
+    using T = decltype(tag);
+    return AddScalar<T>{convertValue<T>(alpha) * convertValue<T>(other)};
+  });
+}
+
+void spmd_rt_mul_scalar(SpmdBuffer *out, const SpmdBuffer *self, double other) {
+  elementwise<kNumeric, 1>("spmd_rt_mul_scalar", out, {self}, [&](auto tag) {
+    using T = decltype(tag);
+    return MulScalar<T>{convertValue<T>(other)};
+  });
+}
+
+void spmd_rt_div_scalar(SpmdBuffer *out, const SpmdBuffer *self, double other) {
+  elementwise<kFloat, 1>("spmd_rt_div_scalar", out, {self}, [&](auto tag) {
+    using T = decltype(tag);
+    return DivScalar<T>{convertValue<T>(other)};
+  });
+}
+
+void spmd_rt_rsub_scalar(SpmdBuffer *out, const SpmdBuffer *self, double other,
+                         double alpha) {
+  elementwise<kNumeric, 1>("spmd_rt_rsub_scalar", out, {self}, [&](auto tag) {
+    using T = decltype(tag);
+    return RSubScalar<T>{convertValue<T>(alpha), convertValue<T>(other)};
+  });
+}
+
+void spmd_rt_pow_scalar(SpmdBuffer *out, double base,
+                        const SpmdBuffer *exponent) {
+  elementwise<kNumeric, 1>("spmd_rt_pow_scalar", out, {exponent},
+                           [&](auto tag) {
+                             using T = decltype(tag);
+                             return PowScalar<T>{convertValue<T>(base)};
+                           });
+}
+
+void spmd_rt_neg(SpmdBuffer *out, const SpmdBuffer *self) {
+  elementwise<kNumeric, 1>("spmd_rt_neg", out, {self},
+                           [](auto tag) { return Neg<decltype(tag)>{}; });
+}
+
+void spmd_rt_reciprocal(SpmdBuffer *out, const SpmdBuffer *self) {
+  elementwise<kFloat, 1>("spmd_rt_reciprocal", out, {self},
+                         [](auto tag) { return Reciprocal<decltype(tag)>{}; });
+}
+
+void spmd_rt_sqrt(SpmdBuffer *out, const SpmdBuffer *self) {
+  elementwise<kFloat, 1>("spmd_rt_sqrt", out, {self},
+                         [](auto tag) { return Sqrt<decltype(tag)>{}; });
+}
+
+void spmd_rt_relu(SpmdBuffer *out, const SpmdBuffer *self) {
+  elementwise<kNumeric, 1>("spmd_rt_relu", out, {self},
+                           [](auto tag) { return Relu<decltype(tag)>{}; });
+}
+
+void spmd_rt_gelu(SpmdBuffer *out, const SpmdBuffer *self,
+                  int64_t approximate) {
+  const char *kernel = "spmd_rt_gelu";
+  checkApproximate(kernel, approximate);
+  if (approximate == 1)
+    return elementwise<kFloat, 1>(kernel, out, {self}, [](auto tag) {
+      return GeluTanh<decltype(tag)>{};
+    });
+  elementwise<kFloat, 1>(kernel, out, {self},
+                         [](auto tag) { return GeluErf<decltype(tag)>{}; });
+}
+
+void spmd_rt_gelu_backward(SpmdBuffer *out, const SpmdBuffer *grad_output,
+                           const SpmdBuffer *self, int64_t approximate) {
+  const char *kernel = "spmd_rt_gelu_backward";
+  checkApproximate(kernel, approximate);
+  if (approximate == 1)
+    return elementwise<kFloat, 2>(
+        kernel, out, {grad_output, self},
+        [](auto tag) { return GeluTanhBackward<decltype(tag)>{}; });
+  elementwise<kFloat, 2>(kernel, out, {grad_output, self}, [](auto tag) {
+    return GeluErfBackward<decltype(tag)>{};
+  });
+}
+
+void spmd_rt_native_dropout_backward(SpmdBuffer *out,
+                                     const SpmdBuffer *grad_output,
+                                     const SpmdBuffer *mask, double scale) {
+  elementwise<kFloat, 2>("spmd_rt_native_dropout_backward", out,
+                         {grad_output, mask}, [&](auto tag) {
+                           using T = decltype(tag);
+                           return DropoutBackward<T>{static_cast<T>(scale)};
+                         });
+}
+
+void spmd_rt_copy(SpmdBuffer *out, const SpmdBuffer *self) {
+  const char *kernel = "spmd_rt_copy";
+  checkSameNumel(kernel, "out", out, "self", self);
+  if (out->dtype != self->dtype)
+    return convert(out->data, out->dtype, self, kernel);
+  size_t bytes =
+      static_cast<size_t>(out->numel) * spmd_rt_dtype_size(out->dtype);
+  if (bytes > 0 && out->data != self->data)
+    check(cudaMemcpyAsync(out->data, self->data, bytes,
+                          cudaMemcpyDeviceToDevice, computeStream()),
+          kernel);
+}
+
+void spmd_rt_expand(SpmdBuffer *out, const SpmdBuffer *self) {
+  elementwise<kAll, 1>("spmd_rt_expand", out, {self},
+                       [](auto tag) { return Identity<decltype(tag)>{}; });
+}
+
+void spmd_rt_permute(SpmdBuffer *out, const SpmdBuffer *self, int32_t n,
+                     const int64_t *dims) {
+  const char *kernel = "spmd_rt_permute";
+  if (n != self->rank || n != out->rank)
+    spmd_rt_fatal("%s: %d dims for self %s and out %s", kernel, n,
+                  shapeStr(self).c_str(), shapeStr(out).c_str());
+  bool seen[SPMD_MAX_RANK] = {};
+  for (int32_t k = 0; k < n; ++k) {
+    if (dims[k] < 0 || dims[k] >= n || seen[dims[k]])
+      spmd_rt_fatal("%s: dims is not a permutation of [0, %d)", kernel, n);
+    seen[dims[k]] = true;
+    if (out->shape[k] != self->shape[dims[k]])
+      spmd_rt_fatal("%s: out %s is not self %s permuted", kernel,
+                    shapeStr(out).c_str(), shapeStr(self).c_str());
+  }
+  dispatch<kAll>(out->dtype, kernel, [&](auto tag) {
+    using T = decltype(tag);
+    std::unique_ptr<Scratch> converted;
+    Inputs<T, 1> in{{dataAs<T>(self, converted, kernel)}};
+    Indexing<1> ix;
+    ix.rank = n;
+    int64_t selfStrides[SPMD_MAX_RANK];
+    contiguousStrides(n, self->shape, selfStrides);
+    for (int32_t k = 0; k < n; ++k) {
+      ix.shape[k] = out->shape[k];
+      ix.strides[0][k] = selfStrides[dims[k]];
+    }
+    launchMap<T, 1>(kernel, out, in, ix, Identity<T>{});
+  });
+}
+
+} // namespace spmd::rt::cuda

@@ -1,0 +1,134 @@
+//===- Linalg.cu - mm, addmm, bmm, baddbmm, matmul on cuBLAS --------------===//
+//
+// One cublasGemmStridedBatchedEx per call (batch 1 for mm/addmm), on the
+// compute stream. cuBLAS is column-major: the row-major product
+// C[n, m] = A[n, k] B[k, m] is computed as C^T = B^T A^T, which is the same
+// memory; an operand stored transposed (trans_a, trans_b) is a cuBLAS
+// transpose flag, so a transpose that feeds a matmul costs no copy.
+//
+// f32 computes in f32 (CUBLAS_COMPUTE_32F, default math mode: no TF32), as
+// PyTorch does with torch.backends.cuda.matmul.allow_tf32 = False, its
+// default; f64 in f64. Shapes are checked with the CPU kernels' rules and
+// messages (Checks.h checkMatmul).
+//
+// Reference: cuBLAS documentation, cublasGemmStridedBatchedEx and
+// cublasComputeType_t.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Cuda.h"
+
+#include <cublas_v2.h>
+
+using namespace spmd::rt;
+using namespace spmd::rt::cuda;
+
+namespace {
+
+void checkCublas(cublasStatus_t rc, const char *what) {
+  if (rc != CUBLAS_STATUS_SUCCESS)
+    spmd_rt_fatal("%s: cuBLAS error %s: %s", what, cublasGetStatusName(rc),
+                  cublasGetStatusString(rc));
+}
+
+/// The process's cuBLAS handle, bound to the compute stream. Never
+/// destroyed: cublasDestroy at exit may run after the CUDA runtime unloaded.
+cublasHandle_t handle() {
+  static cublasHandle_t h = [] {
+    cublasHandle_t created = nullptr;
+    checkCublas(cublasCreate(&created), "cublasCreate");
+    checkCublas(cublasSetStream(created, computeStream()), "cublasSetStream");
+    return created;
+  }();
+  return h;
+}
+
+/// out = beta * self (broadcast) + alpha * (a @ b) per batch.
+void matmul(const char *kernel, SpmdBuffer *out, const SpmdBuffer *self,
+            const SpmdBuffer *a, const SpmdBuffer *b, double beta, double alpha,
+            int32_t rank, bool transA = false, bool transB = false) {
+  // Named copies: lambdas cannot capture structured bindings in C++17.
+  const std::array<int64_t, 4> dims =
+      checkMatmul(kernel, out, a, b, rank, transA, transB);
+  const int64_t batch = dims[0], n = dims[1], k = dims[2], m = dims[3];
+  // ATen ignores self when beta == 0, NaNs included.
+  if (!self || beta == 0.0)
+    beta = 0.0;
+  dispatch<kFloat>(out->dtype, kernel, [&](auto tag) {
+    using T = decltype(tag);
+    if (beta != 0.0) {
+      int64_t strides[SPMD_MAX_RANK];
+      broadcastStrides(kernel, self, out->rank, out->shape, strides);
+      cuda::spmd_rt_expand(out, self);
+    }
+    if (n == 0 || m == 0 || batch == 0)
+      return;
+    if (k == 0) {
+      // Nothing to multiply (cuBLAS rejects lda = 0): out = beta * self.
+      if (beta == 0.0)
+        check(cudaMemsetAsync(out->data, 0, out->numel * sizeof(T),
+                              computeStream()),
+              kernel);
+      else
+        cuda::spmd_rt_mul_scalar(out, out, beta);
+      return;
+    }
+    std::unique_ptr<Scratch> aStorage, bStorage;
+    const T *x = dataAs<T>(a, aStorage, kernel);
+    const T *y = dataAs<T>(b, bStorage, kernel);
+    constexpr bool isFloat = std::is_same_v<T, float>;
+    const cudaDataType_t type = isFloat ? CUDA_R_32F : CUDA_R_64F;
+    const cublasComputeType_t compute =
+        isFloat ? CUBLAS_COMPUTE_32F : CUBLAS_COMPUTE_64F;
+    const T alphaT = static_cast<T>(alpha), betaT = static_cast<T>(beta);
+    // Column-major C^T[m, n] = op(B)^T[m, k] op(A)^T[k, n].
+    int lda = static_cast<int>(transA ? n : k);
+    int ldb = static_cast<int>(transB ? k : m);
+    checkCublas(cublasGemmStridedBatchedEx(
+                    handle(), transB ? CUBLAS_OP_T : CUBLAS_OP_N,
+                    transA ? CUBLAS_OP_T : CUBLAS_OP_N, static_cast<int>(m),
+                    static_cast<int>(n), static_cast<int>(k), &alphaT, y, type,
+                    ldb, k * m, x, type, lda, n * k, &betaT, out->data, type,
+                    static_cast<int>(m), n * m, static_cast<int>(batch),
+                    compute, CUBLAS_GEMM_DEFAULT),
+                kernel);
+  });
+}
+
+} // namespace
+
+namespace spmd::rt::cuda {
+
+void spmd_rt_mm(SpmdBuffer *out, const SpmdBuffer *self,
+                const SpmdBuffer *mat2) {
+  matmul("spmd_rt_mm", out, nullptr, self, mat2, 0.0, 1.0, 2);
+}
+
+void spmd_rt_addmm(SpmdBuffer *out, const SpmdBuffer *self,
+                   const SpmdBuffer *mat1, const SpmdBuffer *mat2, double beta,
+                   double alpha) {
+  matmul("spmd_rt_addmm", out, self, mat1, mat2, beta, alpha, 2);
+}
+
+void spmd_rt_bmm(SpmdBuffer *out, const SpmdBuffer *self,
+                 const SpmdBuffer *mat2) {
+  matmul("spmd_rt_bmm", out, nullptr, self, mat2, 0.0, 1.0, 3);
+}
+
+void spmd_rt_baddbmm(SpmdBuffer *out, const SpmdBuffer *self,
+                     const SpmdBuffer *batch1, const SpmdBuffer *batch2,
+                     double beta, double alpha) {
+  matmul("spmd_rt_baddbmm", out, self, batch1, batch2, beta, alpha, 3);
+}
+
+void spmd_rt_matmul(SpmdBuffer *out, const SpmdBuffer *self,
+                    const SpmdBuffer *a, const SpmdBuffer *b, double beta,
+                    double alpha, int64_t trans_a, int64_t trans_b) {
+  if (out->rank != 2 && out->rank != 3)
+    spmd_rt_fatal("spmd_rt_matmul: rank-%d out; expected 2 (mm) or 3 (bmm)",
+                  out->rank);
+  matmul("spmd_rt_matmul", out, self, a, b, beta, alpha, out->rank,
+         trans_a != 0, trans_b != 0);
+}
+
+} // namespace spmd::rt::cuda

@@ -1,0 +1,302 @@
+//===- Loss.cu - nll_loss_forward and nll_loss_backward on the GPU --------===//
+//
+// cpu/Loss.cpp on the device (ATen 1.13's nll_loss_out_frame /
+// nll_loss_backward_out_frame): self is [N, C] (or [C]) log-probabilities,
+// target [N] (or []) class indices, weight an optional [C]; reduction 0
+// none, 1 mean, 2 sum.
+//
+// A thread per sample. The reduced forward sums in double, per block and
+// then over the blocks' partial sums in a fixed order (deterministic). A
+// target outside [0, C) other than ignore_index is recorded in the device
+// error slot and its sample skipped; the host reports it at the next
+// synchronisation (the CPU fails at once).
+//
+//===----------------------------------------------------------------------===//
+
+#include "Cuda.h"
+
+#include <limits>
+
+using namespace spmd::rt;
+
+namespace spmd::rt::cuda {
+namespace {
+
+enum Reduction : int64_t { kNone = 0, kMean = 1, kSum = 2 };
+
+struct NllShape {
+  int64_t batch, classes;
+  /// reduction none over a batch: one loss per sample, no total weight.
+  bool perSample;
+};
+
+/// Checks self, target, weight and the reduction; returns the layout.
+NllShape checkNll(const char *kernel, const SpmdBuffer *self,
+                  const SpmdBuffer *target, const SpmdBuffer *weight,
+                  int64_t reduction) {
+  if (reduction != kNone && reduction != kMean && reduction != kSum)
+    spmd_rt_fatal("%s: reduction must be 0 (none), 1 (mean) or 2 (sum), got "
+                  "%lld",
+                  kernel, static_cast<long long>(reduction));
+  if (self->rank != 1 && self->rank != 2)
+    spmd_rt_fatal("%s: self must be [N, C] or [C], got %s", kernel,
+                  shapeStr(self).c_str());
+  const bool batched = self->rank == 2;
+  const int64_t batch = batched ? self->shape[0] : 1;
+  const int64_t classes = self->shape[self->rank - 1];
+  if (target->rank != self->rank - 1 || (batched && target->shape[0] != batch))
+    spmd_rt_fatal("%s: target %s does not match self %s", kernel,
+                  shapeStr(target).c_str(), shapeStr(self).c_str());
+  if (weight && weight->numel != classes)
+    spmd_rt_fatal("%s: weight %s does not have %lld elements (the classes)",
+                  kernel, shapeStr(weight).c_str(),
+                  static_cast<long long>(classes));
+  return {batch, classes, reduction == kNone && batched};
+}
+
+void checkScalar(const char *kernel, const char *name, const SpmdBuffer *b) {
+  if (b->numel != 1 || b->rank > 1)
+    spmd_rt_fatal("%s: %s must hold a single element, got %s", kernel, name,
+                  shapeStr(b).c_str());
+}
+
+/// Calls `fn(I{})` with the C++ type of target's dtype (as the CPU, which
+/// reads targets as i64 or i32).
+template <typename Fn>
+void dispatchTarget(const char *kernel, const SpmdBuffer *target, Fn &&fn) {
+  dispatch<kInt>(target->dtype, kernel, fn, "target");
+}
+
+/// What the kernels need to read sample i's target.
+template <typename I> struct Targets {
+  const I *data;
+  int64_t classes, ignoreIndex;
+  DeviceError *error;
+  int kernel;
+
+  /// Target i, or -1 when it is ignore_index or out of bounds (recorded).
+  __device__ int64_t operator[](int64_t i) const {
+    const int64_t c = data[i];
+    if (c == ignoreIndex)
+      return -1;
+    if (c < 0 || c >= classes) {
+      raiseError(error, DeviceErrorKind::NllTarget, kernel, c, classes);
+      return -1;
+    }
+    return c;
+  }
+};
+
+template <typename I>
+Targets<I> targetsOf(const char *kernel, const SpmdBuffer *target,
+                     const NllShape &s, int64_t ignoreIndex) {
+  return {dataOf<I>(target), s.classes, ignoreIndex, deviceErrorSlot(),
+          kernelId(kernel)};
+}
+
+/// reduction none over a batch: out[i] = -x[i, t] * weight[t], 0 for ignored
+/// (and invalid) targets.
+template <typename T, typename I>
+__global__ void nllPerSample(T *out, const T *__restrict__ x,
+                             const T *__restrict__ w, Targets<I> targets,
+                             int64_t batch) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < batch;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t c = targets[i];
+    out[i] = c < 0 ? T(0) : -x[i * targets.classes + c] * (w ? w[c] : T(1));
+  }
+}
+
+/// Sum over the block (kBlock threads); thread 0 has the result.
+__device__ double blockSum(double v) {
+  __shared__ double partial[kBlock / 32];
+  for (int offset = 16; offset > 0; offset /= 2)
+    v += __shfl_xor_sync(0xffffffffu, v, offset);
+  if (threadIdx.x % 32 == 0)
+    partial[threadIdx.x / 32] = v;
+  __syncthreads();
+  v = partial[0];
+  for (int k = 1; k < kBlock / 32; ++k)
+    v += partial[k];
+  // `partial` is reused by the next sum.
+  __syncthreads();
+  return v;
+}
+
+/// The reduced forward's first pass: block k writes its samples' loss
+/// (-sum of x[i, t] * weight[t]) and weight sums to partial[2k], [2k + 1].
+template <typename T, typename I>
+__global__ void __launch_bounds__(kBlock)
+    nllPartialSums(double *partial, const T *__restrict__ x,
+                   const T *__restrict__ w, Targets<I> targets, int64_t batch) {
+  double loss = 0, weightSum = 0;
+  for (int64_t i = blockIdx.x * int64_t(kBlock) + threadIdx.x; i < batch;
+       i += int64_t(gridDim.x) * kBlock) {
+    const int64_t c = targets[i];
+    if (c < 0)
+      continue;
+    const double wc = w ? static_cast<double>(w[c]) : 1.0;
+    loss -= static_cast<double>(x[i * targets.classes + c]) * wc;
+    weightSum += wc;
+  }
+  loss = blockSum(loss);
+  weightSum = blockSum(weightSum);
+  if (threadIdx.x == 0) {
+    partial[2 * blockIdx.x] = loss;
+    partial[2 * blockIdx.x + 1] = weightSum;
+  }
+}
+
+/// The reduced forward's second pass (one block): out = loss, divided by
+/// total_weight for mean. With no samples (`empty`) mean is NaN and the
+/// other reductions 0, as in ATen.
+template <typename T>
+__global__ void __launch_bounds__(kBlock)
+    nllTotal(T *out, T *totalWeight, const double *partial, int64_t blocks,
+             bool mean, bool empty) {
+  double loss = 0, weightSum = 0;
+  for (int64_t k = threadIdx.x; k < blocks; k += kBlock) {
+    loss += partial[2 * k];
+    weightSum += partial[2 * k + 1];
+  }
+  loss = blockSum(loss);
+  weightSum = blockSum(weightSum);
+  if (threadIdx.x != 0)
+    return;
+  const T total = static_cast<T>(weightSum);
+  T result = static_cast<T>(loss);
+  if (mean)
+    result = empty ? std::numeric_limits<T>::quiet_NaN() : result / total;
+  *out = result;
+  *totalWeight = total;
+}
+
+/// The gradient at (i, target[i]) of non-ignored samples: -weight[t] *
+/// grad[i] (reduction none over a batch, `perSample`), else -weight[t] *
+/// grad (grad / total_weight for mean).
+template <typename T, typename I>
+__global__ void
+nllBackward(T *out, const T *__restrict__ grad, const T *__restrict__ w,
+            const T *__restrict__ totalWeight, Targets<I> targets,
+            int64_t batch, bool perSample, bool mean) {
+  const T scalarGrad =
+      perSample ? T(0) : -(mean ? grad[0] / *totalWeight : grad[0]);
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < batch;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t c = targets[i];
+    if (c < 0)
+      continue;
+    out[i * targets.classes + c] = perSample
+                                       ? -(w ? w[c] : T(1)) * grad[i]
+                                       : (w ? w[c] * scalarGrad : scalarGrad);
+  }
+}
+
+} // namespace
+
+/// Per sample -self[i, t] * weight[t] (0 where t == ignore_index). mean
+/// divides the sum by total_weight, the sum of the weights of the
+/// non-ignored targets (their count without weight; NaN result when 0).
+/// total_weight is 0 for reduction none over a batch, as in ATen.
+void spmd_rt_nll_loss_forward(SpmdBuffer *output, SpmdBuffer *total_weight,
+                              const SpmdBuffer *self, const SpmdBuffer *target,
+                              const SpmdBuffer *weight, int64_t reduction,
+                              int64_t ignore_index) {
+  const char *kernel = "spmd_rt_nll_loss_forward";
+  NllShape s = checkNll(kernel, self, target, weight, reduction);
+  checkScalar(kernel, "total_weight", total_weight);
+  if (s.perSample) {
+    if (output->rank != 1 || output->shape[0] != s.batch)
+      spmd_rt_fatal("%s: output %s must be [%lld] for reduction none", kernel,
+                    shapeStr(output).c_str(), static_cast<long long>(s.batch));
+  } else if (output->rank != 0) {
+    spmd_rt_fatal("%s: output %s must be 0-D", kernel,
+                  shapeStr(output).c_str());
+  }
+  dispatch<kFloat>(output->dtype, kernel, [&](auto tag) {
+    using T = decltype(tag);
+    if (total_weight->dtype != output->dtype)
+      spmd_rt_fatal("%s: total_weight must be %s like output", kernel,
+                    spmd_rt_dtype_name(output->dtype));
+    std::unique_ptr<Scratch> xS, wS;
+    const T *x = dataAs<T>(self, xS, kernel);
+    const T *w = weight ? dataAs<T>(weight, wS, kernel) : nullptr;
+    T *o = dataOf<T>(output);
+    T *tw = dataOf<T>(total_weight);
+    cudaStream_t stream = computeStream();
+    if (s.perSample) {
+      check(cudaMemsetAsync(tw, 0, sizeof(T), stream), kernel);
+      dispatchTarget(kernel, target, [&](auto targetTag) {
+        using I = decltype(targetTag);
+        if (s.batch == 0)
+          return;
+        nllPerSample<T, I><<<gridFor(s.batch), kBlock, 0, stream>>>(
+            o, x, w, targetsOf<I>(kernel, target, s, ignore_index), s.batch);
+        checkLaunch(kernel);
+      });
+      return;
+    }
+    const bool mean = reduction == kMean;
+    if (s.batch == 0) {
+      // The CPU reads no target here, so neither is its dtype checked.
+      nllTotal<T><<<1, kBlock, 0, stream>>>(o, tw, nullptr, 0, mean, true);
+      checkLaunch(kernel);
+      return;
+    }
+    const unsigned blocks = std::min(gridFor(s.batch), 1024u);
+    Scratch partial(2 * int64_t(blocks) * int64_t(sizeof(double)), kernel);
+    dispatchTarget(kernel, target, [&](auto targetTag) {
+      using I = decltype(targetTag);
+      nllPartialSums<T, I><<<blocks, kBlock, 0, stream>>>(
+          partial.as<double>(), x, w,
+          targetsOf<I>(kernel, target, s, ignore_index), s.batch);
+      checkLaunch(kernel);
+    });
+    nllTotal<T><<<1, kBlock, 0, stream>>>(o, tw, partial.as<double>(), blocks,
+                                          mean, false);
+    checkLaunch(kernel);
+  });
+}
+
+/// The gradient of self: zero but at (i, target[i]) of non-ignored samples,
+/// where it is -weight[t] * grad (grad / total_weight for mean).
+void spmd_rt_nll_loss_backward(SpmdBuffer *out, const SpmdBuffer *grad_output,
+                               const SpmdBuffer *self, const SpmdBuffer *target,
+                               const SpmdBuffer *weight,
+                               const SpmdBuffer *total_weight,
+                               int64_t reduction, int64_t ignore_index) {
+  const char *kernel = "spmd_rt_nll_loss_backward";
+  NllShape s = checkNll(kernel, self, target, weight, reduction);
+  checkSameShape(kernel, "out", out, "self", self);
+  checkScalar(kernel, "total_weight", total_weight);
+  if (s.perSample) {
+    if (grad_output->rank != 1 || grad_output->shape[0] != s.batch)
+      spmd_rt_fatal("%s: grad_output %s must be [%lld] for reduction none",
+                    kernel, shapeStr(grad_output).c_str(),
+                    static_cast<long long>(s.batch));
+  } else {
+    checkScalar(kernel, "grad_output", grad_output);
+  }
+  dispatch<kFloat>(out->dtype, kernel, [&](auto tag) {
+    using T = decltype(tag);
+    std::unique_ptr<Scratch> gS, wS, twS;
+    const T *g = dataAs<T>(grad_output, gS, kernel);
+    const T *w = weight ? dataAs<T>(weight, wS, kernel) : nullptr;
+    T *o = dataOf<T>(out);
+    cudaStream_t stream = computeStream();
+    if (out->numel > 0)
+      check(cudaMemsetAsync(o, 0, out->numel * sizeof(T), stream), kernel);
+    const T *tw = s.perSample ? nullptr : dataAs<T>(total_weight, twS, kernel);
+    dispatchTarget(kernel, target, [&](auto targetTag) {
+      using I = decltype(targetTag);
+      if (s.batch == 0)
+        return;
+      nllBackward<T, I><<<gridFor(s.batch), kBlock, 0, stream>>>(
+          o, g, w, tw, targetsOf<I>(kernel, target, s, ignore_index), s.batch,
+          s.perSample, reduction == kMean);
+      checkLaunch(kernel);
+    });
+  });
+}
+
+} // namespace spmd::rt::cuda

@@ -1,0 +1,325 @@
+//===- Reduction.cu - sum over dims on the GPU ----------------------------===//
+//
+// cpu/Reduction.cpp on the device. self's dims are grouped into runs of
+// reduced and kept dims (size-1 dims dropped, neighbours of the same kind
+// merged). With one reduced run, self is a [B, R, C] view summed over R into
+// [B, C], which covers the common cases with coalesced loads:
+//   - everything ([1, R, 1]) and row sums ([B, R, 1]): the threads of a block
+//     walk rows, consecutive threads on consecutive elements;
+//   - column sums ([1, R, C], e.g. bias gradients) and middle dims
+//     ([B, R, C]): a block's warp-wide rows of threads walk columns, again
+//     consecutive threads on consecutive elements.
+// Long reductions are split into chunks of R over several blocks, whose
+// partial sums a second pass adds up in a fixed order (no atomics: the
+// result is deterministic). Short rows take a warp each, and the other
+// layouts a thread per output element.
+//
+// Sums accumulate as the CPU's: in double for floats, in int64 for integers.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Cuda.h"
+
+#include <type_traits>
+
+using namespace spmd::rt;
+
+namespace spmd::rt::cuda {
+namespace {
+
+/// Accumulator type of a sum (as on the CPU): double for floats, int64 for
+/// integers.
+template <typename T>
+using SumAcc = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
+
+constexpr int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+/// Sum over the 32 lanes of a warp (lane 0 has the result).
+template <typename Acc> __device__ Acc warpSum(Acc v) {
+  for (int offset = 16; offset > 0; offset /= 2)
+    v += __shfl_xor_sync(0xffffffffu, v, offset);
+  return v;
+}
+
+/// [B, R, C] summed over R: blockDim.x (a power of two up to 32) columns by
+/// blockDim.y rows per block; blockIdx.x walks the (b, column tile) pairs,
+/// blockIdx.y picks the chunk of rows [chunk * rowsPerChunk, +rowsPerChunk).
+/// With one chunk the sums are the results (`out[b * C + c]`), else they go
+/// to `partial[chunk * B * C + b * C + c]`.
+template <typename T, typename Acc>
+__global__ void __launch_bounds__(kBlock)
+    sumTiles(T *out, Acc *partial, const T *__restrict__ in, int64_t batch,
+             int64_t rows, int64_t cols, int64_t rowsPerChunk) {
+  __shared__ Acc tile[kBlock];
+  const int w = blockDim.x, h = blockDim.y;
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  const int64_t tiles = ceilDiv(cols, w);
+  const int64_t begin = blockIdx.y * rowsPerChunk;
+  const int64_t end = std::min(rows, begin + rowsPerChunk);
+  // Block-uniform: every thread takes part in the __syncthreads below.
+  for (int64_t t = blockIdx.x; t < batch * tiles; t += gridDim.x) {
+    const int64_t b = t / tiles, c = (t % tiles) * w + tx;
+    Acc acc = 0;
+    if (c < cols) {
+      const T *p = in + b * rows * cols + c;
+#pragma unroll 4
+      for (int64_t r = begin + ty; r < end; r += h)
+        acc += p[r * cols];
+    }
+    tile[ty * w + tx] = acc;
+    __syncthreads();
+    for (int s = h / 2; s > 0; s /= 2) {
+      if (ty < s)
+        tile[ty * w + tx] += tile[(ty + s) * w + tx];
+      __syncthreads();
+    }
+    // tile[tx] is only written again by this thread.
+    if (ty == 0 && c < cols) {
+      if (partial)
+        partial[blockIdx.y * batch * cols + b * cols + c] = tile[tx];
+      else
+        out[b * cols + c] = static_cast<T>(tile[tx]);
+    }
+  }
+}
+
+/// out[o] = sum over the chunks of partial[chunk * outputs + o]: a warp per
+/// output.
+template <typename T, typename Acc>
+__global__ void sumChunks(T *out, const Acc *partial, int64_t outputs,
+                          int64_t chunks) {
+  const int lane = threadIdx.x % 32;
+  const int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32);
+  for (int64_t o = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) / 32;
+       o < outputs; o += warps) {
+    Acc acc = 0;
+    for (int64_t k = lane; k < chunks; k += 32)
+      acc += partial[k * outputs + o];
+    acc = warpSum(acc);
+    if (lane == 0)
+      out[o] = static_cast<T>(acc);
+  }
+}
+
+/// [B, R] summed over R, R of at most a few warps' loads: a warp per row.
+template <typename T, typename Acc>
+__global__ void sumRowsWarp(T *out, const T *__restrict__ in, int64_t batch,
+                            int64_t n) {
+  const int lane = threadIdx.x % 32;
+  const int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32);
+  for (int64_t b = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) / 32;
+       b < batch; b += warps) {
+    const T *p = in + b * n;
+    Acc acc = 0;
+#pragma unroll 4
+    for (int64_t j = lane; j < n; j += 32)
+      acc += p[j];
+    acc = warpSum(acc);
+    if (lane == 0)
+      out[b] = static_cast<T>(acc);
+  }
+}
+
+/// Any layout: output element o is kept index (decomposed over keptShape,
+/// row-major) and the sum runs over the outer reduced runs (decomposed over
+/// reducedShape) and, innermost, `innerLen` elements `innerStride` apart.
+/// Strides are self's, in elements.
+struct GeneralView {
+  int32_t keptRank, reducedRank;
+  Dims keptShape, keptStride, reducedShape, reducedStride;
+  int64_t reducedCount, innerLen, innerStride;
+};
+
+/// The offset of linear index `i` of `shape` (rank `rank`) under `stride`.
+__device__ int64_t offsetOf(int64_t i, int32_t rank, const Dims &shape,
+                            const Dims &stride) {
+  int64_t offset = 0;
+  for (int32_t d = rank - 1; d >= 0; --d) {
+    offset += (i % shape.v[d]) * stride.v[d];
+    i /= shape.v[d];
+  }
+  return offset;
+}
+
+/// A thread per output element.
+template <typename T, typename Acc>
+__global__ void sumGeneral(T *out, const T *__restrict__ in, int64_t outputs,
+                           GeneralView v) {
+  for (int64_t o = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; o < outputs;
+       o += int64_t(gridDim.x) * blockDim.x) {
+    const T *base = in + offsetOf(o, v.keptRank, v.keptShape, v.keptStride);
+    Acc acc = 0;
+    for (int64_t r = 0; r < v.reducedCount; ++r) {
+      const T *p =
+          base + offsetOf(r, v.reducedRank, v.reducedShape, v.reducedStride);
+      for (int64_t i = 0; i < v.innerLen; ++i)
+        acc += p[i * v.innerStride];
+    }
+    out[o] = static_cast<T>(acc);
+  }
+}
+
+/// A run of self's dims: all reduced or all kept.
+struct Run {
+  int64_t size, stride;
+  bool reduced;
+};
+
+/// Blocks the chunked sums aim at (a few waves of an H100's 132 SMs), the
+/// fewest loads a thread of a chunk gets, the reductions short enough for a
+/// thread per output, and the rows short enough for a warp each.
+constexpr int64_t kTargetBlocks = 2048;
+constexpr int64_t kMinLoadsPerThread = 8;
+constexpr int64_t kThreadMax = 16;
+constexpr int64_t kWarpMax = 1024;
+
+/// [B, R, C] summed over R into `out`.
+template <typename T, typename Acc>
+void sumBRC(const char *kernel, T *out, const T *in, int64_t b, int64_t r,
+            int64_t c) {
+  if (c == 1 && r <= kWarpMax) {
+    sumRowsWarp<T, Acc>
+        <<<gridFor(b * 32), kBlock, 0, computeStream()>>>(out, in, b, r);
+    checkLaunch(kernel);
+    return;
+  }
+  int w = 1;
+  while (w < 32 && w < c)
+    w *= 2;
+  const int h = kBlock / w;
+  const int64_t blocks = b * ceilDiv(c, w);
+  int64_t chunks = std::max<int64_t>(
+      1, std::min({ceilDiv(kTargetBlocks, blocks),
+                   ceilDiv(r, h * kMinLoadsPerThread), int64_t(65535)}));
+  const int64_t rowsPerChunk = ceilDiv(r, chunks);
+  chunks = ceilDiv(r, rowsPerChunk);
+  const dim3 grid(static_cast<unsigned>(std::min<int64_t>(blocks, 1 << 30)),
+                  static_cast<unsigned>(chunks));
+  const dim3 block(w, h);
+  if (chunks == 1) {
+    sumTiles<T, Acc><<<grid, block, 0, computeStream()>>>(out, nullptr, in, b,
+                                                          r, c, rowsPerChunk);
+    checkLaunch(kernel);
+    return;
+  }
+  const int64_t outputs = b * c;
+  Scratch partial(chunks * outputs * int64_t(sizeof(Acc)), kernel);
+  sumTiles<T, Acc><<<grid, block, 0, computeStream()>>>(
+      nullptr, partial.as<Acc>(), in, b, r, c, rowsPerChunk);
+  checkLaunch(kernel);
+  sumChunks<T, Acc><<<gridFor(outputs * 32), kBlock, 0, computeStream()>>>(
+      out, partial.as<Acc>(), outputs, chunks);
+  checkLaunch(kernel);
+}
+
+/// Sums `in` (shaped like self) over the reduced runs into `out`.
+template <typename T, typename Acc>
+void sumRuns(const char *kernel, T *out, int64_t outputs, const T *in,
+             const Run *runs, int32_t count) {
+  int32_t reducedRuns = 0, at = 0;
+  for (int32_t k = 0; k < count; ++k)
+    if (runs[k].reduced) {
+      ++reducedRuns;
+      at = k;
+    }
+  if (reducedRuns == 1 && runs[at].size > kThreadMax) {
+    const int64_t b = at > 0 ? runs[0].size : 1;
+    const int64_t c = at + 1 < count ? runs[at + 1].size : 1;
+    return sumBRC<T, Acc>(kernel, out, in, b, runs[at].size, c);
+  }
+  GeneralView v{};
+  v.reducedCount = 1;
+  v.innerLen = 1;
+  for (int32_t k = 0; k < count; ++k) {
+    const Run &run = runs[k];
+    if (!run.reduced) {
+      v.keptShape.v[v.keptRank] = run.size;
+      v.keptStride.v[v.keptRank++] = run.stride;
+    } else if (k == at) {
+      v.innerLen = run.size;
+      v.innerStride = run.stride;
+    } else {
+      v.reducedShape.v[v.reducedRank] = run.size;
+      v.reducedStride.v[v.reducedRank++] = run.stride;
+      v.reducedCount *= run.size;
+    }
+  }
+  sumGeneral<T, Acc>
+      <<<gridFor(outputs), kBlock, 0, computeStream()>>>(out, in, outputs, v);
+  checkLaunch(kernel);
+}
+
+} // namespace
+
+/// ATen's sum / sum.dim_IntList: out is self with the listed dims reduced,
+/// removed (rank - n) or kept as 1 (keepdim); n == 0 reduces everything
+/// when out is 0-D, else it is an empty list of dims (a copy).
+void spmd_rt_sum(SpmdBuffer *out, const SpmdBuffer *self, int32_t n,
+                 const int64_t *dims) {
+  const char *kernel = "spmd_rt_sum";
+  const int32_t rank = self->rank;
+  bool reduce[SPMD_MAX_RANK] = {};
+  int32_t count = 0;
+  if (n == 0) {
+    // cuda:: because argument-dependent lookup also finds the C entry point.
+    if (!(out->rank == 0 && out->numel == 1))
+      return cuda::spmd_rt_copy(out, self);
+    for (int32_t d = 0; d < rank; ++d)
+      reduce[d] = true;
+    count = rank;
+  }
+  for (int32_t k = 0; k < n; ++k) {
+    checkDim(kernel, self, dims[k]);
+    if (reduce[dims[k]])
+      spmd_rt_fatal("%s: dim %lld is listed twice", kernel,
+                    static_cast<long long>(dims[k]));
+    reduce[dims[k]] = true;
+    ++count;
+  }
+  // out is self's shape with the reduced dims removed, or kept as 1.
+  bool keepdim = out->rank == rank && count > 0;
+  bool ok = keepdim || out->rank == rank - count;
+  for (int32_t d = 0, o = 0; d < rank && ok; ++d) {
+    if (reduce[d] && !keepdim)
+      continue;
+    ok = out->shape[o++] == (reduce[d] ? 1 : self->shape[d]);
+  }
+  if (!ok)
+    spmd_rt_fatal("%s: out %s is not self %s summed over %d dims", kernel,
+                  shapeStr(out).c_str(), shapeStr(self).c_str(), count);
+
+  dispatch<kNumeric>(out->dtype, kernel, [&](auto tag) {
+    using T = decltype(tag);
+    using Acc = SumAcc<T>;
+    if (out->numel == 0)
+      return;
+    T *o = dataOf<T>(out);
+    // A sum over no elements is 0 (all bits zero for every dtype).
+    if (self->numel == 0) {
+      check(cudaMemsetAsync(o, 0, out->numel * sizeof(T), computeStream()),
+            kernel);
+      return;
+    }
+    std::unique_ptr<Scratch> storage;
+    const T *in = dataAs<T>(self, storage, kernel);
+    // Runs of reduced and kept dims, innermost last, with self's strides.
+    Run runs[SPMD_MAX_RANK];
+    int32_t runCount = 0;
+    for (int32_t d = 0; d < rank; ++d) {
+      if (self->shape[d] == 1)
+        continue;
+      if (runCount > 0 && runs[runCount - 1].reduced == reduce[d])
+        runs[runCount - 1].size *= self->shape[d];
+      else
+        runs[runCount++] = {self->shape[d], 0, reduce[d]};
+    }
+    int64_t stride = 1;
+    for (int32_t k = runCount - 1; k >= 0; --k) {
+      runs[k].stride = stride;
+      stride *= runs[k].size;
+    }
+    sumRuns<T, Acc>(kernel, o, out->numel, in, runs, runCount);
+  });
+}
+
+} // namespace spmd::rt::cuda

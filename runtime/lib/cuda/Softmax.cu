@@ -1,0 +1,284 @@
+//===- Softmax.cu - softmax, log_softmax and their backwards on the GPU ---===//
+//
+// cpu/Softmax.cpp on the device, with the same [outer, size, inner] view
+// around `dim` and the same passes: folds over `dim` (max, sum) and maps that
+// use them, all in the tensor's float type.
+//
+// With inner == 1 (the last dim) a group of threads owns a row: a warp for
+// rows of up to 1024 elements, a whole block above. Consecutive threads read
+// consecutive elements (coalesced), and the group combines its partial folds
+// with warp shuffles (and shared memory across the warps of a block). With
+// inner > 1 the threads of a block row hold consecutive inner lanes of one
+// outer index (coalesced too) and walk `dim` down their columns, each column
+// split over the block's rows when outer * inner alone would not fill the
+// GPU; a column's partial folds combine in shared memory.
+//
+// Every fold combines in a fixed order, so results are deterministic.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Cuda.h"
+
+#include <array>
+#include <limits>
+
+using namespace spmd::rt;
+
+namespace spmd::rt::cuda {
+namespace {
+
+enum class Kind { Softmax, LogSoftmax, SoftmaxBackward, LogSoftmaxBackward };
+
+struct DimLayout {
+  int64_t outer, size, inner;
+};
+
+__device__ inline float expOf(float x) { return expf(x); }
+__device__ inline double expOf(double x) { return exp(x); }
+__device__ inline float logOf(float x) { return logf(x); }
+__device__ inline double logOf(double x) { return log(x); }
+
+struct AddOp {
+  template <typename V> __device__ V operator()(V a, V b) const {
+    return a + b;
+  }
+};
+/// NaN propagates, as in the CPU kernels' MaxOp (ATen's vectorised maximum).
+struct MaxOp {
+  template <typename V> __device__ V operator()(V a, V b) const {
+    return (a > b) || (a != a) ? a : b;
+  }
+};
+
+/// `op` over the 32 lanes of a warp; every lane gets lane 0's result (the
+/// butterfly can leave lanes with +0 and -0 maxima).
+template <typename V, typename Op> __device__ V warpReduce(V v, Op op) {
+  for (int offset = 16; offset > 0; offset /= 2)
+    v = op(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  return __shfl_sync(0xffffffffu, v, 0);
+}
+
+/// The elements of one row, shared by the kGroup threads of a warp
+/// (kGroup == 32) or a block (kGroup == blockDim.x).
+template <int kGroup> struct RowAxis {
+  int64_t base, n;
+  int lane;
+
+  template <typename F> __device__ void forEach(F f) const {
+#pragma unroll 4
+    for (int64_t j = lane; j < n; j += kGroup)
+      f(base + j);
+  }
+
+  /// Combines the group's partial folds; every thread gets the result.
+  template <typename V, typename Op> __device__ V combine(V v, Op op) const {
+    v = warpReduce(v, op);
+    if constexpr (kGroup > 32) {
+      __shared__ V partial[kGroup / 32];
+      if (lane % 32 == 0)
+        partial[lane / 32] = v;
+      __syncthreads();
+      v = partial[0];
+      for (int w = 1; w < kGroup / 32; ++w)
+        v = op(v, partial[w]);
+      // `partial` is reused by the next combine.
+      __syncthreads();
+    }
+    return v;
+  }
+};
+
+/// The elements of one (outer, inner) column, split over the blockDim.y
+/// threads of a block column: thread y walks d = y, y + blockDim.y, ...
+struct ColumnAxis {
+  int64_t base, size, inner;
+
+  template <typename F> __device__ void forEach(F f) const {
+#pragma unroll 4
+    for (int64_t d = threadIdx.y; d < size; d += blockDim.y)
+      f(base + d * inner);
+  }
+
+  /// Combines the block column's partial folds (a tree over y in shared
+  /// memory); every thread gets the result.
+  template <typename V, typename Op> __device__ V combine(V v, Op op) const {
+    __shared__ V tile[kBlock];
+    const int w = blockDim.x, x = threadIdx.x, y = threadIdx.y;
+    tile[y * w + x] = v;
+    __syncthreads();
+    for (int s = blockDim.y / 2; s > 0; s /= 2) {
+      if (y < s)
+        tile[y * w + x] = op(tile[y * w + x], tile[(y + s) * w + x]);
+      __syncthreads();
+    }
+    v = tile[x];
+    // `tile` is reused by the next combine.
+    __syncthreads();
+    return v;
+  }
+};
+
+/// One line along `dim` of a kernel of kind K. `a` is self (forward) or
+/// grad_output (backward), `b` the forward's output (backward only).
+template <Kind K, typename T, typename Axis>
+__device__ void softmaxLine(const Axis &axis, T *__restrict__ out,
+                            const T *__restrict__ a, const T *__restrict__ b) {
+  if constexpr (K == Kind::Softmax || K == Kind::LogSoftmax) {
+    T max = -std::numeric_limits<T>::infinity();
+    axis.forEach([&](int64_t i) { max = MaxOp()(max, a[i]); });
+    max = axis.combine(max, MaxOp());
+    T sum = 0;
+    axis.forEach([&](int64_t i) { sum += expOf(a[i] - max); });
+    sum = axis.combine(sum, AddOp());
+    if constexpr (K == Kind::Softmax) {
+      // ATen: exp(x - max) * (1 / sum).
+      const T r = T(1) / sum;
+      axis.forEach([&](int64_t i) { out[i] = expOf(a[i] - max) * r; });
+    } else {
+      // ATen: (x - max) - log(sum); subtracting max + log(sum) at once would
+      // lose the small differences of large logits.
+      const T c = logOf(sum);
+      axis.forEach([&](int64_t i) { out[i] = (a[i] - max) - c; });
+    }
+  } else if constexpr (K == Kind::SoftmaxBackward) {
+    // ATen: output * (grad - sum(grad * output)).
+    T sum = 0;
+    axis.forEach([&](int64_t i) { sum += a[i] * b[i]; });
+    sum = axis.combine(sum, AddOp());
+    axis.forEach([&](int64_t i) { out[i] = b[i] * (a[i] - sum); });
+  } else {
+    // ATen: grad - exp(output) * sum(grad).
+    T sum = 0;
+    axis.forEach([&](int64_t i) { sum += a[i]; });
+    sum = axis.combine(sum, AddOp());
+    axis.forEach([&](int64_t i) { out[i] = a[i] - expOf(b[i]) * sum; });
+  }
+}
+
+/// Threads of a block: kGroup, or several warps of a row each.
+template <int kGroup> constexpr int kRowThreads = std::max(kGroup, kBlock);
+
+/// inner == 1: kGroup threads per row of n elements.
+template <Kind K, typename T, int kGroup>
+__global__ void __launch_bounds__(kRowThreads<kGroup>)
+    softmaxRows(T *__restrict__ out, const T *__restrict__ a,
+                const T *__restrict__ b, int64_t rows, int64_t n) {
+  constexpr int kRowsPerBlock = kRowThreads<kGroup> / kGroup;
+  const int lane = threadIdx.x % kGroup;
+  // With kGroup > 32 a block owns one row, so the loop is block-uniform.
+  for (int64_t row = blockIdx.x * int64_t(kRowsPerBlock) + threadIdx.x / kGroup;
+       row < rows; row += int64_t(gridDim.x) * kRowsPerBlock)
+    softmaxLine<K>(RowAxis<kGroup>{row * n, n, lane}, out, a, b);
+}
+
+/// inner > 1: a block owns blockDim.x (a power of two up to 32) consecutive
+/// inner lanes of one outer index, blockDim.y threads per lane.
+template <Kind K, typename T>
+__global__ void __launch_bounds__(kBlock)
+    softmaxColumns(T *__restrict__ out, const T *__restrict__ a,
+                   const T *__restrict__ b, int64_t outer, int64_t size,
+                   int64_t inner) {
+  const int64_t tiles = (inner + blockDim.x - 1) / blockDim.x;
+  // Block-uniform: every thread takes part in the combines.
+  for (int64_t t = blockIdx.x; t < outer * tiles; t += gridDim.x) {
+    const int64_t o = t / tiles, i = t % tiles * blockDim.x + threadIdx.x;
+    softmaxLine<K>(
+        ColumnAxis{o * size * inner + i, i < inner ? size : 0, inner}, out, a,
+        b);
+  }
+}
+
+/// The column launch: lanes across inner (coalesced), and the rest of a
+/// block's threads, up to the dim's size, split the dim so that short
+/// outer * inner still fill the GPU.
+template <Kind K, typename T>
+void launchColumns(T *out, const T *a, const T *b, const DimLayout &l) {
+  unsigned w = 1, h = 1;
+  while (w < 32 && w < l.inner)
+    w *= 2;
+  while (w * h < unsigned(kBlock) && h < l.size)
+    h *= 2;
+  const int64_t blocks =
+      std::min<int64_t>(l.outer * ((l.inner + w - 1) / w), int64_t(1) << 30);
+  softmaxColumns<K, T>
+      <<<static_cast<unsigned>(blocks), dim3(w, h), 0, computeStream()>>>(
+          out, a, b, l.outer, l.size, l.inner);
+}
+
+template <Kind K, typename T, int kGroup>
+void launchRows(T *out, const T *a, const T *b, int64_t rows, int64_t n) {
+  constexpr int kRowsPerBlock = kRowThreads<kGroup> / kGroup;
+  const int64_t blocks = std::min<int64_t>(
+      (rows + kRowsPerBlock - 1) / kRowsPerBlock, int64_t(1) << 30);
+  softmaxRows<K, T, kGroup>
+      <<<static_cast<unsigned>(blocks), kRowThreads<kGroup>, 0,
+         computeStream()>>>(out, a, b, rows, n);
+}
+
+/// Checks the operands of a softmax-family kernel (all shaped like out,
+/// `dim` in range), converts the inputs to out's float type and launches
+/// kind K.
+template <Kind K, size_t N>
+void softmaxKernel(const char *kernel, SpmdBuffer *out,
+                   const std::array<const SpmdBuffer *, N> &ins, int64_t dim) {
+  for (const SpmdBuffer *in : ins)
+    checkSameShape(kernel, "out", out, "input", in);
+  // ATen treats a 0-D tensor as one element along dim 0.
+  if (out->rank > 0 || dim != 0)
+    checkDim(kernel, out, dim);
+  DimLayout l{1, 1, 1};
+  if (out->rank > 0)
+    l = {product(out->shape, 0, dim), out->shape[dim],
+         product(out->shape, dim + 1, out->rank)};
+  dispatch<kFloat>(out->dtype, kernel, [&](auto tag) {
+    using T = decltype(tag);
+    if (out->numel == 0)
+      return;
+    std::unique_ptr<Scratch> storage[N];
+    const T *in[2] = {nullptr, nullptr};
+    for (size_t k = 0; k < N; ++k)
+      in[k] = dataAs<T>(ins[k], storage[k], kernel);
+    T *o = dataOf<T>(out);
+    // A warp per row up to 1024 elements, else a block (f64 rows keep 256
+    // threads: 1024-thread blocks would spill its math).
+    if (l.inner != 1)
+      launchColumns<K, T>(o, in[0], in[1], l);
+    else if (l.size <= 1024)
+      launchRows<K, T, 32>(o, in[0], in[1], l.outer, l.size);
+    else if (l.size <= 8192 || sizeof(T) == 8)
+      launchRows<K, T, 256>(o, in[0], in[1], l.outer, l.size);
+    else
+      launchRows<K, T, 1024>(o, in[0], in[1], l.outer, l.size);
+    checkLaunch(kernel);
+  });
+}
+
+} // namespace
+
+/// ATen's softmax: exp(x - max) / sum(exp(x - max)).
+void spmd_rt_softmax(SpmdBuffer *out, const SpmdBuffer *self, int64_t dim) {
+  softmaxKernel<Kind::Softmax, 1>("spmd_rt_softmax", out, {self}, dim);
+}
+
+/// ATen's log_softmax: (x - max) - log(sum(exp(x - max))).
+void spmd_rt_log_softmax(SpmdBuffer *out, const SpmdBuffer *self, int64_t dim) {
+  softmaxKernel<Kind::LogSoftmax, 1>("spmd_rt_log_softmax", out, {self}, dim);
+}
+
+/// ATen's softmax_backward_data formula: output * (grad - sum(grad * output)).
+void spmd_rt_softmax_backward_data(SpmdBuffer *out,
+                                   const SpmdBuffer *grad_output,
+                                   const SpmdBuffer *output, int64_t dim) {
+  softmaxKernel<Kind::SoftmaxBackward, 2>("spmd_rt_softmax_backward_data", out,
+                                          {grad_output, output}, dim);
+}
+
+/// ATen's log_softmax_backward_data formula: grad - exp(output) * sum(grad).
+void spmd_rt_log_softmax_backward_data(SpmdBuffer *out,
+                                       const SpmdBuffer *grad_output,
+                                       const SpmdBuffer *output, int64_t dim) {
+  softmaxKernel<Kind::LogSoftmaxBackward, 2>(
+      "spmd_rt_log_softmax_backward_data", out, {grad_output, output}, dim);
+}
+
+} // namespace spmd::rt::cuda

@@ -1,0 +1,1939 @@
+//===- RuntimeCudaKernelsTest.cpp - CUDA kernels against the CPU kernels --===//
+//
+// Runs every kernel of runtime/lib/KernelList.def twice on the same inputs,
+// in one process: the CPU implementation (spmd::rt::cpu::spmd_rt_<name>,
+// Backends.h) on host descriptors over std::vector storage, and the C entry
+// point spmd_rt_<name> with the "cuda" backend on device buffers (filled and
+// read back with spmd_rt_write / spmd_rt_read). Results must agree: floats
+// within |cuda - cpu| <= atol + rtol * |cpu| (rtol 1e-5 for elementwise
+// kernels, 1e-4 for reductions, softmax, layer norm, matrix products and
+// losses; f64 tolerances are the f32 ones scaled by 1e-6), integers and masks
+// exactly, and the random kernels (bernoulli_p, native_dropout) exactly, as
+// both draw the same Philox numbers.
+//
+// Also checked: the buffer ABI of the backend (host copies, views,
+// constants), device-side index errors reported when a result is read back
+// (death tests), the NCCL collectives of a 1-rank job (out == in) and their
+// ordering against the compute stream, and the device allocator's
+// accounting and reuse.
+//
+// Without a visible CUDA GPU the test prints one line and skips every test.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Backends.h"
+#include "spmd/Runtime/Runtime.h"
+
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <initializer_list>
+#include <iomanip>
+#include <limits>
+#include <memory>
+#include <random>
+#include <set>
+#include <sstream>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+extern char **environ;
+
+namespace {
+
+using Shape = std::vector<int64_t>;
+
+/// Whether a CUDA GPU is visible (main); every test skips without one.
+bool gHaveGpu = false;
+
+/// The inputs' random source, reseeded by each test: a test sees the same
+/// values whatever ran before it.
+std::mt19937_64 gRng;
+
+const int32_t kFloatTypes[] = {SPMD_F32, SPMD_F64};
+
+//===----------------------------------------------------------------------===//
+// The process environment at startup
+//===----------------------------------------------------------------------===//
+
+// MPI_Init (spmd_rt_init) adds variables to the environment that make a
+// process started from this one join this job as its rank 0 (Open MPI's
+// PMIX_* and OMPI_*). A death-test child re-executes this binary and starts
+// its own runtime, so it must see the environment from before MPI_Init.
+
+std::vector<std::string> gStartupEnvStrings;
+std::vector<char *> gStartupEnv;
+
+void snapshotEnvironment() {
+  for (char **entry = environ; entry && *entry; ++entry)
+    gStartupEnvStrings.emplace_back(*entry);
+  for (std::string &entry : gStartupEnvStrings)
+    gStartupEnv.push_back(entry.data());
+  gStartupEnv.push_back(nullptr);
+}
+
+/// While alive, `environ` is the startup environment (what a child process
+/// started with execv inherits).
+class StartupEnvironment {
+public:
+  StartupEnvironment() : saved(environ) {
+    if (!gStartupEnv.empty())
+      environ = gStartupEnv.data();
+  }
+  ~StartupEnvironment() { environ = saved; }
+  StartupEnvironment(const StartupEnvironment &) = delete;
+  StartupEnvironment &operator=(const StartupEnvironment &) = delete;
+
+private:
+  char **saved;
+};
+
+//===----------------------------------------------------------------------===//
+// Element access
+//===----------------------------------------------------------------------===//
+
+template <typename T> constexpr int32_t dtypeOf();
+template <> constexpr int32_t dtypeOf<float>() { return SPMD_F32; }
+template <> constexpr int32_t dtypeOf<double>() { return SPMD_F64; }
+template <> constexpr int32_t dtypeOf<int64_t>() { return SPMD_I64; }
+template <> constexpr int32_t dtypeOf<int32_t>() { return SPMD_I32; }
+template <> constexpr int32_t dtypeOf<uint8_t>() { return SPMD_I1; }
+
+bool isFloat(int32_t dtype) { return dtype == SPMD_F32 || dtype == SPMD_F64; }
+
+template <typename T> T load(const void *data, int64_t i) {
+  T value;
+  std::memcpy(&value, static_cast<const char *>(data) + i * sizeof(T),
+              sizeof(T));
+  return value;
+}
+
+template <typename T> void store(void *data, int64_t i, T value) {
+  std::memcpy(static_cast<char *>(data) + i * sizeof(T), &value, sizeof(T));
+}
+
+/// Element i of `data` (of `dtype`) as a double.
+double loadDouble(const void *data, int32_t dtype, int64_t i) {
+  switch (dtype) {
+  case SPMD_F32:
+    return load<float>(data, i);
+  case SPMD_F64:
+    return load<double>(data, i);
+  case SPMD_I64:
+    return static_cast<double>(load<int64_t>(data, i));
+  case SPMD_I32:
+    return load<int32_t>(data, i);
+  case SPMD_I1:
+    return load<uint8_t>(data, i);
+  default:
+    return std::numeric_limits<double>::quiet_NaN();
+  }
+}
+
+/// Element i of `data` (of an integer dtype or i1) as an int64.
+int64_t loadInt(const void *data, int32_t dtype, int64_t i) {
+  switch (dtype) {
+  case SPMD_I64:
+    return load<int64_t>(data, i);
+  case SPMD_I32:
+    return load<int32_t>(data, i);
+  case SPMD_I1:
+    return load<uint8_t>(data, i);
+  default:
+    return 0;
+  }
+}
+
+/// Stores `value` converted to `dtype` (i1: nonzero is 1).
+void storeDouble(void *data, int32_t dtype, int64_t i, double value) {
+  switch (dtype) {
+  case SPMD_F32:
+    return store<float>(data, i, static_cast<float>(value));
+  case SPMD_F64:
+    return store<double>(data, i, value);
+  case SPMD_I64:
+    return store<int64_t>(data, i, static_cast<int64_t>(value));
+  case SPMD_I32:
+    return store<int32_t>(data, i, static_cast<int32_t>(value));
+  case SPMD_I1:
+    return store<uint8_t>(data, i, value != 0 ? 1 : 0);
+  default:
+    ADD_FAILURE() << "cannot store into dtype " << spmd_rt_dtype_name(dtype);
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Tensors on both backends
+//===----------------------------------------------------------------------===//
+
+struct DeviceDeleter {
+  void operator()(SpmdBuffer *buffer) const { spmd_rt_free(buffer); }
+};
+using DeviceBuffer = std::unique_ptr<SpmdBuffer, DeviceDeleter>;
+
+/// Every byte of a fresh device buffer: f32 3.4e38, i1 127, so an element a
+/// CUDA kernel leaves unwritten never matches the CPU's.
+constexpr uint8_t kPoison = 0x7F;
+
+/// One tensor twice: a host descriptor over a std::vector (what the CPU
+/// kernel gets) and a device buffer from spmd_rt_alloc (what the CUDA kernel
+/// gets). A fresh tensor has zeroed host data and poisoned device data.
+class Tensor {
+public:
+  Tensor(int32_t dtype, const Shape &shape) {
+    desc.dtype = dtype;
+    desc.rank = static_cast<int32_t>(shape.size());
+    desc.numel = 1;
+    for (size_t d = 0; d < shape.size() && d < SPMD_MAX_RANK; ++d) {
+      desc.shape[d] = shape[d];
+      desc.numel *= shape[d];
+    }
+    // uint64_t storage: aligned for every dtype; never empty.
+    hostStorage.assign(bytes() / 8 + 1, 0);
+    desc.data = hostStorage.data();
+    desc.storage = nullptr;
+    dev.reset(spmd_rt_alloc(dtype, desc.rank, shape.data()));
+    if (bytes() > 0) {
+      std::vector<uint8_t> poison(bytes(), kPoison);
+      spmd_rt_write(dev.get(), poison.data());
+    }
+  }
+  Tensor(Tensor &&) = default;
+  Tensor &operator=(Tensor &&) = default;
+
+  SpmdBuffer *host() { return &desc; }
+  SpmdBuffer *device() { return dev.get(); }
+  int32_t dtype() const { return desc.dtype; }
+  int64_t numel() const { return desc.numel; }
+  Shape shape() const { return Shape(desc.shape, desc.shape + desc.rank); }
+  size_t bytes() const {
+    return static_cast<size_t>(desc.numel) * spmd_rt_dtype_size(desc.dtype);
+  }
+  void *hostData() { return hostStorage.data(); }
+  const void *hostData() const { return hostStorage.data(); }
+  double get(int64_t i) const { return loadDouble(hostData(), dtype(), i); }
+  void set(int64_t i, double value) {
+    storeDouble(hostData(), dtype(), i, value);
+  }
+
+  /// Copies the host values to the device buffer.
+  void upload() {
+    if (bytes() > 0)
+      spmd_rt_write(dev.get(), hostStorage.data());
+  }
+  /// The device values (spmd_rt_read: waits for the producing kernels and
+  /// reports device-side errors).
+  std::vector<uint64_t> download() const {
+    std::vector<uint64_t> values(bytes() / 8 + 1, 0);
+    if (bytes() > 0)
+      spmd_rt_read(dev.get(), values.data());
+    return values;
+  }
+
+private:
+  std::vector<uint64_t> hostStorage;
+  SpmdBuffer desc{};
+  DeviceBuffer dev;
+};
+
+/// A tensor of the given values, uploaded.
+template <typename T>
+Tensor tensor(const Shape &shape, const std::vector<T> &values) {
+  Tensor t(dtypeOf<T>(), shape);
+  EXPECT_EQ(static_cast<int64_t>(values.size()), t.numel());
+  size_t count = std::min(values.size(), static_cast<size_t>(t.numel()));
+  if (count > 0)
+    std::memcpy(t.hostData(), values.data(), count * sizeof(T));
+  t.upload();
+  return t;
+}
+
+/// A tensor with element i = fn(i), uploaded.
+template <typename Fn>
+Tensor generate(int32_t dtype, const Shape &shape, Fn &&fn) {
+  Tensor t(dtype, shape);
+  for (int64_t i = 0; i < t.numel(); ++i)
+    t.set(i, fn(i));
+  t.upload();
+  return t;
+}
+
+/// Uniform values in [lo, hi) for float dtypes, integers in [lo, hi]
+/// otherwise (i1: 0 or 1), uploaded.
+Tensor random(int32_t dtype, const Shape &shape, double lo, double hi) {
+  if (isFloat(dtype)) {
+    std::uniform_real_distribution<double> uniform(lo, hi);
+    return generate(dtype, shape, [&](int64_t) { return uniform(gRng); });
+  }
+  if (dtype == SPMD_I1)
+    lo = 0, hi = 1;
+  std::uniform_int_distribution<int64_t> uniform(std::llround(lo),
+                                                 std::llround(hi));
+  return generate(dtype, shape,
+                  [&](int64_t) { return static_cast<double>(uniform(gRng)); });
+}
+
+/// Magnitudes uniform in [lo, hi) with random signs (divisors).
+Tensor randomSigned(int32_t dtype, const Shape &shape, double lo, double hi) {
+  std::uniform_real_distribution<double> uniform(lo, hi);
+  std::bernoulli_distribution negative(0.5);
+  return generate(dtype, shape, [&](int64_t) {
+    double v = uniform(gRng);
+    return negative(gRng) ? -v : v;
+  });
+}
+
+/// A new input holding `source`'s host values (a CPU result fed to the next
+/// kernel on both backends).
+Tensor sameValues(const Tensor &source) {
+  Tensor t(source.dtype(), source.shape());
+  std::memcpy(t.hostData(), source.hostData(), source.bytes());
+  t.upload();
+  return t;
+}
+
+/// The `cat` inputs of both backends.
+class TensorList {
+public:
+  TensorList(std::initializer_list<Tensor *> tensors) {
+    for (Tensor *t : tensors) {
+      hosts.push_back(t->host());
+      devices.push_back(t->device());
+    }
+  }
+  const SpmdBuffer *const *host() const { return hosts.data(); }
+  const SpmdBuffer *const *device() const { return devices.data(); }
+
+private:
+  std::vector<const SpmdBuffer *> hosts, devices;
+};
+
+//===----------------------------------------------------------------------===//
+// Running a kernel on both backends
+//===----------------------------------------------------------------------===//
+
+// Each argument of a kernel call maps to its CPU and its CUDA form: a
+// Tensor to its host descriptor or device buffer, a Tensor * (optional
+// operand) likewise or NULL, scalars and host tables to themselves.
+SpmdBuffer *hostArg(Tensor &t) { return t.host(); }
+SpmdBuffer *hostArg(Tensor *t) { return t ? t->host() : nullptr; }
+const SpmdBuffer *const *hostArg(TensorList &list) { return list.host(); }
+std::nullptr_t hostArg(std::nullptr_t) { return nullptr; }
+template <typename T, std::enable_if_t<std::is_arithmetic_v<T> ||
+                                           std::is_pointer_v<T>,
+                                       int> = 0>
+T hostArg(T value) {
+  return value;
+}
+
+SpmdBuffer *deviceArg(Tensor &t) { return t.device(); }
+SpmdBuffer *deviceArg(Tensor *t) { return t ? t->device() : nullptr; }
+const SpmdBuffer *const *deviceArg(TensorList &list) { return list.device(); }
+std::nullptr_t deviceArg(std::nullptr_t) { return nullptr; }
+template <typename T, std::enable_if_t<std::is_arithmetic_v<T> ||
+                                           std::is_pointer_v<T>,
+                                       int> = 0>
+T deviceArg(T value) {
+  return value;
+}
+
+/// The kernels run so far (KernelList.def names), for the coverage test.
+std::set<std::string> &exercisedKernels() {
+  static std::set<std::string> names;
+  return names;
+}
+
+template <typename CpuKernel, typename CudaKernel, typename... Args>
+void runBoth(const char *name, CpuKernel cpuKernel, CudaKernel cudaKernel,
+             Args &&...args) {
+  exercisedKernels().insert(name);
+  cpuKernel(hostArg(args)...);
+  cudaKernel(deviceArg(args)...);
+}
+
+/// Runs kernel `name` with the CPU implementation on the host descriptors
+/// and with the C entry point (the CUDA backend) on the device buffers.
+#define RUN_BOTH(name, ...)                                                    \
+  runBoth(#name, &spmd::rt::cpu::spmd_rt_##name, &::spmd_rt_##name,           \
+          __VA_ARGS__)
+
+//===----------------------------------------------------------------------===//
+// Comparison
+//===----------------------------------------------------------------------===//
+
+struct Tol {
+  double rtol, atol;
+};
+
+/// f64 results are held to the f32 tolerances scaled by this.
+constexpr double kF64Scale = 1e-6;
+
+constexpr Tol kExact{0, 0};
+constexpr Tol kElementwise{1e-5, 1e-6};
+/// gelu: the CPU's vectorised erf is accurate to 1.5e-7 absolute.
+constexpr Tol kGelu{1e-5, 2e-6};
+/// Softmax family, losses.
+constexpr Tol kReduction{1e-4, 1e-6};
+/// Layer norm: the row statistics' rounding reaches every element.
+constexpr Tol kNorm{1e-4, 1e-5};
+
+/// A sum of about `n` terms of magnitude up to `scale` may cancel to near
+/// zero; its rounding grows like sqrt(n).
+Tol sumTol(double n, double scale = 1) {
+  return {1e-4, 1e-5 * std::sqrt(n) * scale};
+}
+
+/// A product with inner dim k of values in [-1, 1] scaled by alpha.
+Tol matmulTol(int64_t k, double alpha = 1) {
+  return sumTol(static_cast<double>(k), std::max(1.0, std::fabs(alpha)));
+}
+
+std::string shapeString(const Shape &shape) {
+  std::string s = "[";
+  for (size_t d = 0; d < shape.size(); ++d)
+    s += (d ? ", " : "") + std::to_string(shape[d]);
+  return s + "]";
+}
+
+/// The multi-index of flat index `i` in `shape`.
+std::string indexString(const Shape &shape, int64_t i) {
+  Shape index(shape.size(), 0);
+  for (size_t d = shape.size(); d-- > 0;) {
+    index[d] = shape[d] ? i % shape[d] : 0;
+    i = shape[d] ? i / shape[d] : 0;
+  }
+  return shapeString(index);
+}
+
+bool withinTol(double got, double want, Tol tol) {
+  if (std::isnan(want))
+    return std::isnan(got);
+  if (std::isinf(want))
+    return got == want;
+  if (!std::isfinite(got))
+    return false;
+  return std::fabs(got - want) <= tol.atol + tol.rtol * std::fabs(want);
+}
+
+/// Compares the device values of `t` (CUDA) with its host values (CPU):
+/// floats within `tol` (NaN matches NaN), integers and i1 exactly. Reports
+/// the number of mismatches and the first one.
+void expectMatch(const Tensor &t, Tol tol) {
+  const int32_t dtype = t.dtype();
+  if (dtype == SPMD_F64)
+    tol = {tol.rtol * kF64Scale, tol.atol * kF64Scale};
+  std::vector<uint64_t> device = t.download();
+  const void *got = device.data();
+  const void *want = t.hostData();
+  int64_t mismatches = 0, first = -1;
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    bool ok = isFloat(dtype)
+                  ? withinTol(loadDouble(got, dtype, i),
+                              loadDouble(want, dtype, i), tol)
+                  : loadInt(got, dtype, i) == loadInt(want, dtype, i);
+    if (!ok && mismatches++ == 0)
+      first = i;
+  }
+  if (mismatches == 0)
+    return;
+  std::ostringstream message;
+  message << std::setprecision(dtype == SPMD_F64 ? 17 : 9)
+          << spmd_rt_dtype_name(dtype) << shapeString(t.shape()) << ": "
+          << mismatches << " of " << t.numel()
+          << " elements differ; first at " << indexString(t.shape(), first)
+          << " (flat " << first << "): cuda ";
+  if (isFloat(dtype))
+    message << loadDouble(got, dtype, first) << ", cpu "
+            << loadDouble(want, dtype, first) << " (rtol " << tol.rtol
+            << ", atol " << tol.atol << ")";
+  else
+    message << loadInt(got, dtype, first) << ", cpu "
+            << loadInt(want, dtype, first);
+  ADD_FAILURE() << message.str();
+}
+
+/// expectMatch, traced to the line that calls it.
+#define EXPECT_MATCH(tensor, tol)                                              \
+  do {                                                                         \
+    SCOPED_TRACE("cuda vs cpu: " #tensor);                                     \
+    expectMatch(tensor, tol);                                                  \
+  } while (false)
+
+/// Runs single-output kernel `name` on both backends into `out` (a fresh
+/// Tensor expression) and compares the results within `tol`.
+#define CHECK_KERNEL(tol, name, out, ...)                                      \
+  do {                                                                         \
+    SCOPED_TRACE("spmd_rt_" #name "(" #out ", " #__VA_ARGS__ ")");             \
+    Tensor result_ = out;                                                      \
+    RUN_BOTH(name, result_, __VA_ARGS__);                                      \
+    expectMatch(result_, tol);                                                 \
+  } while (false)
+
+/// The device values of `t` equal `want`'s host values, byte for byte.
+void expectDeviceBytes(const Tensor &t, const Tensor &want) {
+  ASSERT_EQ(t.bytes(), want.bytes());
+  std::vector<uint64_t> got = t.download();
+  const auto *g = reinterpret_cast<const uint8_t *>(got.data());
+  const auto *w = static_cast<const uint8_t *>(want.hostData());
+  for (size_t i = 0; i < t.bytes(); ++i)
+    if (g[i] != w[i]) {
+      ADD_FAILURE() << "byte " << i << " of " << t.bytes() << " differs: "
+                    << int(g[i]) << " on the device, " << int(w[i])
+                    << " expected";
+      return;
+    }
+}
+
+//===----------------------------------------------------------------------===//
+// Fixtures
+//===----------------------------------------------------------------------===//
+
+class CudaTest : public ::testing::Test {
+protected:
+  void SetUp() override {
+    if (!gHaveGpu)
+      GTEST_SKIP() << "no CUDA GPU visible";
+    gRng.seed(0x5EED5EEDu);
+  }
+};
+
+/// The kernels of KernelList.def, CUDA against CPU.
+class CudaKernels : public CudaTest {};
+
+/// Device-side errors; each death test re-executes this binary
+/// (death_test_style "threadsafe": CUDA does not survive fork).
+class CudaKernelsDeathTest : public CudaTest {};
+
+/// The buffer ABI and the allocator of the cuda backend.
+class CudaRuntime : public CudaTest {};
+
+/// NCCL collectives on the default 1-D mesh of a 1-rank job.
+class CudaCollectives : public CudaTest {
+protected:
+  void SetUp() override {
+    CudaTest::SetUp();
+    if (IsSkipped())
+      return;
+    if (spmd_rt_world_size() != 1)
+      GTEST_SKIP() << "written for a 1-rank job";
+  }
+};
+
+/// The default mesh's only dim: collectives over the 1-rank group.
+constexpr int64_t kMeshDim0[] = {0};
+
+//===----------------------------------------------------------------------===//
+// Buffers
+//===----------------------------------------------------------------------===//
+
+TEST_F(CudaRuntime, BackendBufferCopiesViewsAndConstants) {
+  EXPECT_STREQ(spmd_rt_backend(), "cuda");
+  // Choosing the running backend again is a no-op.
+  EXPECT_EQ(spmd_rt_set_backend("cuda"), 0);
+
+  // spmd_rt_write then spmd_rt_read gives the bytes back, for every dtype.
+  for (int32_t dtype : {SPMD_F32, SPMD_F64, SPMD_F16, SPMD_BF16, SPMD_I64,
+                        SPMD_I32, SPMD_I1}) {
+    SCOPED_TRACE(spmd_rt_dtype_name(dtype));
+    Tensor t(dtype, {3, 5, 7});
+    auto *bytes = static_cast<uint8_t *>(t.hostData());
+    for (size_t i = 0; i < t.bytes(); ++i)
+      bytes[i] = static_cast<uint8_t>(gRng());
+    t.upload();
+    expectDeviceBytes(t, t);
+  }
+
+  // A view shares the device data, and kernels read it under its shape.
+  Tensor x = random(SPMD_F32, {3, 5, 7}, -1, 1);
+  const int64_t viewShape[] = {15, 7};
+  SpmdBuffer *view = spmd_rt_view(x.device(), 2, viewShape);
+  ASSERT_NE(view, nullptr);
+  EXPECT_EQ(view->data, x.device()->data);
+  EXPECT_EQ(view->rank, 2);
+  EXPECT_EQ(view->numel, 105);
+  std::vector<float> viewed(105);
+  spmd_rt_read(view, viewed.data());
+  EXPECT_EQ(0, std::memcmp(viewed.data(), x.hostData(), x.bytes()));
+  SpmdBuffer hostView = *x.host();
+  hostView.rank = 2;
+  hostView.shape[0] = 15;
+  hostView.shape[1] = 7;
+  Tensor negated(SPMD_F32, {15, 7});
+  spmd::rt::cpu::spmd_rt_neg(negated.host(), &hostView);
+  spmd_rt_neg(negated.device(), view);
+  EXPECT_MATCH(negated, kElementwise);
+  const int64_t live = spmd_rt_live_bytes();
+  spmd_rt_free(view); // x still holds the data
+  EXPECT_EQ(spmd_rt_live_bytes(), live);
+  expectDeviceBytes(x, x);
+
+  // spmd_rt_constant fills a device buffer.
+  const int64_t constant[] = {1, -2, 3, int64_t(1) << 40};
+  Tensor c = tensor<int64_t>({4}, {1, -2, 3, int64_t(1) << 40});
+  Tensor d(SPMD_I64, {4});
+  spmd_rt_constant(d.device(), constant, sizeof constant);
+  expectDeviceBytes(d, c);
+  spmd_rt_synchronize();
+}
+
+TEST_F(CudaRuntime, AllocatorAccountsAndReusesMemory) {
+  spmd_rt_synchronize();
+  const int64_t base = spmd_rt_live_bytes();
+  const Shape shape = {16, 1024, 1024}; // 64 MiB of f32
+  const int64_t bytes = int64_t(64) << 20;
+
+  SpmdBuffer *first = spmd_rt_alloc(SPMD_F32, 3, shape.data());
+  ASSERT_NE(first, nullptr);
+  const int64_t one = spmd_rt_live_bytes() - base;
+  EXPECT_GE(one, bytes);
+  spmd_rt_free(first);
+  EXPECT_EQ(spmd_rt_live_bytes(), base);
+
+  // Shared data is counted once and goes with its last buffer.
+  SpmdBuffer *owner = spmd_rt_alloc(SPMD_F32, 3, shape.data());
+  const int64_t flat[] = {16 * 1024 * 1024};
+  SpmdBuffer *view = spmd_rt_view(owner, 1, flat);
+  EXPECT_EQ(spmd_rt_live_bytes() - base, one);
+  spmd_rt_free(owner);
+  EXPECT_EQ(spmd_rt_live_bytes() - base, one);
+  spmd_rt_free(view);
+  EXPECT_EQ(spmd_rt_live_bytes(), base);
+
+  // 100 rounds of alloc, use, free: the peak stays at one buffer, and the
+  // device memory is reused (without reuse they would take 6.4 GiB).
+  spmd_rt_synchronize();
+  size_t freeBefore = 0, total = 0;
+  ASSERT_EQ(cudaMemGetInfo(&freeBefore, &total), cudaSuccess);
+  spmd_rt_reset_peak();
+  for (int i = 0; i < 100; ++i) {
+    SpmdBuffer *b = spmd_rt_alloc(SPMD_F32, 3, shape.data());
+    spmd_rt_fill(b, i);
+    spmd_rt_free(b);
+  }
+  spmd_rt_synchronize();
+  EXPECT_EQ(spmd_rt_live_bytes(), base);
+  EXPECT_LE(spmd_rt_peak_bytes() - base, one);
+  size_t freeAfter = 0;
+  ASSERT_EQ(cudaMemGetInfo(&freeAfter, &total), cudaSuccess);
+  const int64_t grown =
+      static_cast<int64_t>(freeBefore) - static_cast<int64_t>(freeAfter);
+  EXPECT_LT(grown, 2 * bytes + (int64_t(64) << 20))
+      << "device memory shrank by " << grown << " bytes over 100 rounds";
+}
+
+//===----------------------------------------------------------------------===//
+// Broadcasting elementwise ops
+//===----------------------------------------------------------------------===//
+
+TEST_F(CudaKernels, BinaryArithmetic) {
+  for (int32_t dt : kFloatTypes) {
+    SCOPED_TRACE(spmd_rt_dtype_name(dt));
+    Tensor a = random(dt, {3, 5, 7}, -1, 1);
+    Tensor b = random(dt, {3, 5, 7}, -1, 1);
+    Tensor row = random(dt, {7}, -1, 1);     // rank below out's
+    Tensor col = random(dt, {3, 1, 7}, -1, 1); // a size-1 dim
+    Tensor mid = random(dt, {5, 1}, -1, 1);  // both
+    Tensor scalar = random(dt, {}, -1, 1);   // 0-D
+    Tensor den = randomSigned(dt, {3, 5, 7}, 0.5, 2);
+    Tensor denMid = randomSigned(dt, {5, 1}, 0.5, 2);
+    const Shape out = {3, 5, 7};
+    CHECK_KERNEL(kElementwise, add_tensor, Tensor(dt, out), a, b, 2.0);
+    CHECK_KERNEL(kElementwise, add_tensor, Tensor(dt, out), a, row, -0.5);
+    CHECK_KERNEL(kElementwise, add_tensor, Tensor(dt, out), col, mid, 1.0);
+    CHECK_KERNEL(kElementwise, sub_tensor, Tensor(dt, out), a, scalar, 3.0);
+    CHECK_KERNEL(kElementwise, sub_tensor, Tensor(dt, out), row, col, 1.0);
+    CHECK_KERNEL(kElementwise, mul_tensor, Tensor(dt, out), a, b);
+    CHECK_KERNEL(kElementwise, mul_tensor, Tensor(dt, out), col, mid);
+    CHECK_KERNEL(kElementwise, mul_tensor, Tensor(dt, out), scalar, a);
+    CHECK_KERNEL(kElementwise, div_tensor, Tensor(dt, out), a, den);
+    CHECK_KERNEL(kElementwise, div_tensor, Tensor(dt, out), row, denMid);
+    // Rank 4, size-1 dims on both sides.
+    Tensor p = random(dt, {2, 1, 4, 1}, -1, 1);
+    Tensor q = random(dt, {3, 1, 5}, -1, 1);
+    CHECK_KERNEL(kElementwise, add_tensor, Tensor(dt, {2, 3, 4, 5}), p, q,
+                 1.0);
+  }
+
+  // Integers compute exactly in their own type.
+  Tensor ia = random(SPMD_I64, {3, 5, 7}, -1000, 1000);
+  Tensor ib = random(SPMD_I64, {5, 7}, -1000, 1000);
+  CHECK_KERNEL(kExact, add_tensor, Tensor(SPMD_I64, {3, 5, 7}), ia, ib, 3.0);
+  CHECK_KERNEL(kExact, sub_tensor, Tensor(SPMD_I64, {3, 5, 7}), ib, ia, 2.0);
+  CHECK_KERNEL(kExact, mul_tensor, Tensor(SPMD_I64, {3, 5, 7}), ia, ib);
+  // 2^53 + 1 is not a double: an int64 path is needed.
+  Tensor big = tensor<int64_t>({2}, {9007199254740993LL, -9007199254740993LL});
+  Tensor one = tensor<int64_t>({1}, {1});
+  CHECK_KERNEL(kExact, add_tensor, Tensor(SPMD_I64, {2}), big, one, 1.0);
+  Tensor ja = random(SPMD_I32, {3, 1, 7}, -100, 100);
+  Tensor jb = random(SPMD_I32, {5, 1}, -100, 100);
+  CHECK_KERNEL(kExact, mul_tensor, Tensor(SPMD_I32, {3, 5, 7}), ja, jb);
+
+  // Mixed dtypes: inputs are converted to out's dtype first.
+  Tensor f = random(SPMD_F32, {3, 5, 7}, -1, 1);
+  Tensor ic = random(SPMD_I64, {5, 7}, -50, 50);
+  CHECK_KERNEL(kElementwise, add_tensor, Tensor(SPMD_F32, {3, 5, 7}), f, ic,
+               0.5);
+  Tensor mask = random(SPMD_I1, {3, 5, 7}, 0, 1);
+  CHECK_KERNEL(kElementwise, mul_tensor, Tensor(SPMD_F32, {3, 5, 7}), mask, f);
+  Tensor num = random(SPMD_I64, {3, 5, 7}, -100, 100);
+  Tensor divisor = random(SPMD_I32, {7}, 1, 9);
+  CHECK_KERNEL(kElementwise, div_tensor, Tensor(SPMD_F32, {3, 5, 7}), num,
+               divisor);
+  Tensor d = random(SPMD_F64, {5, 7}, -1, 1);
+  CHECK_KERNEL(kElementwise, sub_tensor, Tensor(SPMD_F64, {3, 5, 7}), f, d,
+               1.0);
+
+  // Large: grid-stride loops and their tails.
+  Tensor x = random(SPMD_F32, {1000003}, -1, 1);
+  Tensor s = random(SPMD_F32, {1}, -1, 1);
+  CHECK_KERNEL(kElementwise, add_tensor, Tensor(SPMD_F32, {1000003}), x, s,
+               1.0);
+  Tensor wide = random(SPMD_F32, {1000, 1001}, -1, 1);
+  Tensor wideRow = random(SPMD_F32, {1001}, -1, 1);
+  Tensor wideCol = randomSigned(SPMD_F32, {1000, 1}, 0.5, 2);
+  CHECK_KERNEL(kElementwise, mul_tensor, Tensor(SPMD_F32, {1000, 1001}), wide,
+               wideRow);
+  CHECK_KERNEL(kElementwise, div_tensor, Tensor(SPMD_F32, {1000, 1001}), wide,
+               wideCol);
+}
+
+TEST_F(CudaKernels, TernaryArithmetic) {
+  for (int32_t dt : kFloatTypes) {
+    SCOPED_TRACE(spmd_rt_dtype_name(dt));
+    Tensor self = random(dt, {3, 5, 7}, -1, 1);
+    Tensor t1 = random(dt, {5, 1}, -1, 1);
+    Tensor t2 = random(dt, {3, 1, 7}, -1, 1);
+    Tensor den = randomSigned(dt, {3, 1, 7}, 0.5, 2);
+    const Shape out = {3, 5, 7};
+    CHECK_KERNEL(kElementwise, addcmul, Tensor(dt, out), self, t1, t2, 0.5);
+    CHECK_KERNEL(kElementwise, addcmul, Tensor(dt, out), t1, self, t2, -2.0);
+    CHECK_KERNEL(kElementwise, addcdiv, Tensor(dt, out), self, t1, den, -1.5);
+    CHECK_KERNEL(kElementwise, addcdiv, Tensor(dt, out), t2, self, den, 1.0);
+    // Values on the threshold: self <= threshold gives 0.
+    Tensor grad = random(dt, {3, 5, 7}, -1, 1);
+    Tensor steps = generate(dt, {5, 7}, [](int64_t i) { return i % 5 - 2; });
+    CHECK_KERNEL(kElementwise, threshold_backward, Tensor(dt, out), grad,
+                 steps, 0.0);
+    CHECK_KERNEL(kElementwise, threshold_backward, Tensor(dt, out), grad,
+                 steps, 1.0);
+    CHECK_KERNEL(kElementwise, threshold_backward, Tensor(dt, out), grad, self,
+                 -0.25);
+  }
+  Tensor is = random(SPMD_I64, {3, 5, 7}, -100, 100);
+  Tensor i1 = random(SPMD_I64, {7}, -100, 100);
+  Tensor i2 = random(SPMD_I64, {5, 1}, -100, 100);
+  CHECK_KERNEL(kExact, addcmul, Tensor(SPMD_I64, {3, 5, 7}), is, i1, i2, 3.0);
+  CHECK_KERNEL(kExact, threshold_backward, Tensor(SPMD_I64, {3, 5, 7}), is, i2,
+               0.0);
+  // Mixed: an i64 factor in a f32 addcmul.
+  Tensor f = random(SPMD_F32, {3, 5, 7}, -1, 1);
+  CHECK_KERNEL(kElementwise, addcmul, Tensor(SPMD_F32, {3, 5, 7}), f, i1, f,
+               0.25);
+}
+
+//===----------------------------------------------------------------------===//
+// Tensor-scalar and unary ops
+//===----------------------------------------------------------------------===//
+
+TEST_F(CudaKernels, ScalarArithmetic) {
+  for (int32_t dt : kFloatTypes) {
+    SCOPED_TRACE(spmd_rt_dtype_name(dt));
+    Tensor x = random(dt, {3, 5, 7}, -1, 1);
+    const Shape out = {3, 5, 7};
+    CHECK_KERNEL(kElementwise, add_scalar, Tensor(dt, out), x, 0.25, -2.0);
+    CHECK_KERNEL(kElementwise, mul_scalar, Tensor(dt, out), x, 1.5);
+    CHECK_KERNEL(kElementwise, div_scalar, Tensor(dt, out), x, 3.0);
+    CHECK_KERNEL(kElementwise, div_scalar, Tensor(dt, out), x, -0.1);
+    CHECK_KERNEL(kElementwise, rsub_scalar, Tensor(dt, out), x, 10.0, 2.0);
+    Tensor e = random(dt, {3, 5, 7}, -3, 3);
+    CHECK_KERNEL(kElementwise, pow_scalar, Tensor(dt, out), 2.0, e);
+    CHECK_KERNEL(kElementwise, pow_scalar, Tensor(dt, out), 0.5, e);
+    // A negative base: integer exponents are real, the others NaN.
+    Tensor ints = generate(dt, {3, 5, 7}, [](int64_t i) {
+      return i % 3 == 2 ? 0.5 + (i % 4) : double(i % 9 - 4);
+    });
+    CHECK_KERNEL(kElementwise, pow_scalar, Tensor(dt, out), -2.0, ints);
+  }
+  Tensor xi = random(SPMD_I64, {3, 5, 7}, -1000, 1000);
+  const Shape out = {3, 5, 7};
+  CHECK_KERNEL(kExact, add_scalar, Tensor(SPMD_I64, out), xi, 3.0, 2.0);
+  CHECK_KERNEL(kExact, rsub_scalar, Tensor(SPMD_I64, out), xi, 7.0, 3.0);
+  Tensor xj = random(SPMD_I32, {3, 5, 7}, -1000, 1000);
+  CHECK_KERNEL(kExact, mul_scalar, Tensor(SPMD_I32, out), xj, 3.0);
+  // Integer selves into float results.
+  CHECK_KERNEL(kElementwise, add_scalar, Tensor(SPMD_F32, out), xi, 0.5, 1.0);
+  CHECK_KERNEL(kElementwise, div_scalar, Tensor(SPMD_F32, out), xi, 7.0);
+  // Exact integer powers, with ATen's rules for negative exponents.
+  Tensor exps = random(SPMD_I64, {3, 5, 7}, -2, 30);
+  CHECK_KERNEL(kExact, pow_scalar, Tensor(SPMD_I64, out), 3.0, exps);
+  CHECK_KERNEL(kExact, pow_scalar, Tensor(SPMD_I64, out), -1.0, exps);
+  CHECK_KERNEL(kExact, pow_scalar, Tensor(SPMD_I64, out), 1.0, exps);
+  Tensor small = random(SPMD_I32, {3, 5, 7}, -1, 12);
+  CHECK_KERNEL(kExact, pow_scalar, Tensor(SPMD_I32, out), -3.0, small);
+  // Large.
+  Tensor x = random(SPMD_F32, {1000003}, -1, 1);
+  CHECK_KERNEL(kElementwise, rsub_scalar, Tensor(SPMD_F32, {1000003}), x, 1.0,
+               0.5);
+}
+
+TEST_F(CudaKernels, UnaryOps) {
+  const double inf = std::numeric_limits<double>::infinity();
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  for (int32_t dt : kFloatTypes) {
+    SCOPED_TRACE(spmd_rt_dtype_name(dt));
+    const Shape out = {3, 5, 7};
+    Tensor x = random(dt, out, -1, 1);
+    Tensor away = randomSigned(dt, out, 0.25, 4);
+    Tensor positive = random(dt, out, 0, 4);
+    CHECK_KERNEL(kElementwise, neg, Tensor(dt, out), x);
+    CHECK_KERNEL(kElementwise, reciprocal, Tensor(dt, out), away);
+    CHECK_KERNEL(kElementwise, sqrt, Tensor(dt, out), positive);
+    // sqrt of a negative value is NaN on both.
+    CHECK_KERNEL(kElementwise, sqrt, Tensor(dt, out), x);
+    CHECK_KERNEL(kElementwise, relu, Tensor(dt, out), x);
+    // relu propagates NaN and keeps infinities' rules.
+    Tensor special = generate(dt, {6}, [&](int64_t i) {
+      const double v[] = {nan, inf, -inf, -0.0, 0.0, -1e-30};
+      return v[i];
+    });
+    CHECK_KERNEL(kElementwise, relu, Tensor(dt, {6}), special);
+    CHECK_KERNEL(kElementwise, neg, Tensor(dt, {6}), special);
+  }
+  Tensor xi = random(SPMD_I64, {3, 5, 7}, -1000, 1000);
+  CHECK_KERNEL(kExact, neg, Tensor(SPMD_I64, {3, 5, 7}), xi);
+  CHECK_KERNEL(kExact, relu, Tensor(SPMD_I64, {3, 5, 7}), xi);
+  Tensor xj = random(SPMD_I32, {3, 5, 7}, -1000, 1000);
+  CHECK_KERNEL(kExact, neg, Tensor(SPMD_I32, {3, 5, 7}), xj);
+  CHECK_KERNEL(kExact, relu, Tensor(SPMD_I32, {3, 5, 7}), xj);
+  // Integer inputs of float results.
+  Tensor nonzero = generate(SPMD_I64, {3, 5, 7}, [](int64_t i) {
+    return (i % 2 ? 1 : -1) * (1 + i % 13);
+  });
+  CHECK_KERNEL(kElementwise, reciprocal, Tensor(SPMD_F32, {3, 5, 7}), nonzero);
+  CHECK_KERNEL(kElementwise, sqrt, Tensor(SPMD_F32, {3, 5, 7}), nonzero);
+  Tensor big = random(SPMD_F32, {1000003}, -1, 1);
+  CHECK_KERNEL(kElementwise, relu, Tensor(SPMD_F32, {1000003}), big);
+}
+
+TEST_F(CudaKernels, Gelu) {
+  for (int32_t dt : kFloatTypes) {
+    SCOPED_TRACE(spmd_rt_dtype_name(dt));
+    // -5, -4.995, ..., 5, and random values of an odd shape.
+    Tensor range = generate(dt, {2001}, [](int64_t i) {
+      return static_cast<double>(i - 1000) / 200;
+    });
+    Tensor x = random(dt, {3, 5, 67}, -5, 5);
+    Tensor dyRange = random(dt, {2001}, -1, 1);
+    Tensor dy = random(dt, {3, 5, 67}, -1, 1);
+    for (int64_t approximate : {0, 1}) {
+      SCOPED_TRACE("approximate " + std::to_string(approximate));
+      CHECK_KERNEL(kGelu, gelu, Tensor(dt, {2001}), range, approximate);
+      CHECK_KERNEL(kGelu, gelu, Tensor(dt, {3, 5, 67}), x, approximate);
+      CHECK_KERNEL(kGelu, gelu_backward, Tensor(dt, {2001}), dyRange, range,
+                   approximate);
+      CHECK_KERNEL(kGelu, gelu_backward, Tensor(dt, {3, 5, 67}), dy, x,
+                   approximate);
+    }
+  }
+  // grad_output broadcast against self.
+  Tensor x = random(SPMD_F32, {3, 5, 7}, -4, 4);
+  Tensor dy = random(SPMD_F32, {7}, -1, 1);
+  CHECK_KERNEL(kGelu, gelu_backward, Tensor(SPMD_F32, {3, 5, 7}), dy, x, 0);
+}
+
+//===----------------------------------------------------------------------===//
+// Copies, expand, permute, cat, slice, local_take, triu, factories
+//===----------------------------------------------------------------------===//
+
+TEST_F(CudaKernels, CopyConvertsAndReshapes) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  Tensor f = random(SPMD_F32, {3, 5, 7}, -100, 100);
+  CHECK_KERNEL(kExact, copy, Tensor(SPMD_F32, {7, 15}), f);
+  CHECK_KERNEL(kExact, copy, Tensor(SPMD_F32, {105}), f);
+  CHECK_KERNEL(kExact, copy, Tensor(SPMD_I64, {3, 5, 7}), f); // truncates
+  CHECK_KERNEL(kExact, copy, Tensor(SPMD_I32, {3, 35}), f);
+  CHECK_KERNEL(kExact, copy, Tensor(SPMD_F64, {3, 5, 7}), f);
+  // To i1: nonzero is true (NaN included, -0 not).
+  Tensor special = generate(SPMD_F32, {8}, [&](int64_t i) {
+    const double v[] = {0.0, -0.0, 0.5, -2.0, nan, 1e-30, 1.0, 0.0};
+    return v[i];
+  });
+  CHECK_KERNEL(kExact, copy, Tensor(SPMD_I1, {8}), special);
+  CHECK_KERNEL(kExact, copy, Tensor(SPMD_I1, {2, 4}), special);
+  Tensor sparse = generate(SPMD_F32, {3, 5, 7},
+                           [](int64_t i) { return i % 3 ? 0.0 : 0.25 * i; });
+  CHECK_KERNEL(kExact, copy, Tensor(SPMD_I1, {3, 5, 7}), sparse);
+  Tensor i = random(SPMD_I64, {3, 5, 7}, -100000, 100000);
+  CHECK_KERNEL(kExact, copy, Tensor(SPMD_F32, {3, 5, 7}), i);
+  CHECK_KERNEL(kExact, copy, Tensor(SPMD_I32, {35, 3}), i);
+  CHECK_KERNEL(kExact, copy, Tensor(SPMD_I64, {5, 21}), i);
+  Tensor j = random(SPMD_I32, {3, 5, 7}, -100000, 100000);
+  CHECK_KERNEL(kExact, copy, Tensor(SPMD_I64, {3, 5, 7}), j);
+  Tensor mask = random(SPMD_I1, {3, 5, 7}, 0, 1);
+  CHECK_KERNEL(kExact, copy, Tensor(SPMD_F32, {3, 5, 7}), mask);
+  CHECK_KERNEL(kExact, copy, Tensor(SPMD_I64, {3, 5, 7}), mask);
+  CHECK_KERNEL(kExact, copy, Tensor(SPMD_I1, {105}), mask);
+  Tensor d = random(SPMD_F64, {3, 5, 7}, -1, 1);
+  CHECK_KERNEL(kExact, copy, Tensor(SPMD_F32, {3, 5, 7}), d); // rounds
+  Tensor large = random(SPMD_F32, {1000003}, -1, 1);
+  CHECK_KERNEL(kExact, copy, Tensor(SPMD_F32, {1000003}), large);
+}
+
+TEST_F(CudaKernels, Expand) {
+  Tensor row = random(SPMD_F32, {7}, -1, 1);
+  CHECK_KERNEL(kExact, expand, Tensor(SPMD_F32, {3, 5, 7}), row);
+  Tensor col = random(SPMD_F32, {3, 1, 7}, -1, 1);
+  CHECK_KERNEL(kExact, expand, Tensor(SPMD_F32, {3, 5, 7}), col);
+  Tensor scalar = random(SPMD_F64, {}, -1, 1);
+  CHECK_KERNEL(kExact, expand, Tensor(SPMD_F64, {3, 5, 7}), scalar);
+  Tensor one = random(SPMD_I64, {1}, -9, 9);
+  CHECK_KERNEL(kExact, expand, Tensor(SPMD_I64, {4, 4}), one);
+  Tensor inner = random(SPMD_I64, {5, 1}, -9, 9);
+  CHECK_KERNEL(kExact, expand, Tensor(SPMD_I64, {2, 3, 5, 4}), inner);
+  Tensor mask = random(SPMD_I1, {1, 7}, 0, 1);
+  CHECK_KERNEL(kExact, expand, Tensor(SPMD_I1, {3, 7}), mask);
+  Tensor sparse = random(SPMD_F32, {2, 1, 4, 1}, -1, 1);
+  CHECK_KERNEL(kExact, expand, Tensor(SPMD_F32, {2, 3, 4, 5}), sparse);
+  // An i64 input expanded into f32.
+  CHECK_KERNEL(kExact, expand, Tensor(SPMD_F32, {3, 5, 4}), inner);
+  Tensor bigRow = random(SPMD_F32, {1030}, -1, 1);
+  CHECK_KERNEL(kExact, expand, Tensor(SPMD_F32, {2048, 1030}), bigRow);
+}
+
+TEST_F(CudaKernels, Permute) {
+  static constexpr int64_t kHeads[] = {0, 2, 1, 3};
+  static constexpr int64_t kMix4[] = {3, 1, 0, 2};
+  static constexpr int64_t kRotate3[] = {2, 0, 1};
+  static constexpr int64_t kCycle3[] = {1, 2, 0};
+  static constexpr int64_t kSwap3[] = {0, 2, 1};
+  static constexpr int64_t kTranspose[] = {1, 0};
+  static constexpr int64_t kIdentity[] = {0, 1, 2};
+  Tensor x4 = random(SPMD_F32, {2, 3, 4, 5}, -1, 1);
+  CHECK_KERNEL(kExact, permute, Tensor(SPMD_F32, {2, 4, 3, 5}), x4, 4, kHeads);
+  CHECK_KERNEL(kExact, permute, Tensor(SPMD_F32, {5, 3, 2, 4}), x4, 4, kMix4);
+  Tensor i3 = random(SPMD_I64, {3, 5, 7}, -1000, 1000);
+  CHECK_KERNEL(kExact, permute, Tensor(SPMD_I64, {7, 3, 5}), i3, 3, kRotate3);
+  CHECK_KERNEL(kExact, permute, Tensor(SPMD_I64, {3, 5, 7}), i3, 3, kIdentity);
+  Tensor d3 = random(SPMD_F64, {4, 1, 3}, -1, 1);
+  CHECK_KERNEL(kExact, permute, Tensor(SPMD_F64, {1, 3, 4}), d3, 3, kCycle3);
+  Tensor mask = random(SPMD_I1, {5, 7}, 0, 1);
+  CHECK_KERNEL(kExact, permute, Tensor(SPMD_I1, {7, 5}), mask, 2, kTranspose);
+  // Transposes larger than a tile in both dims, odd sizes.
+  Tensor t = random(SPMD_F32, {70, 45}, -1, 1);
+  CHECK_KERNEL(kExact, permute, Tensor(SPMD_F32, {45, 70}), t, 2, kTranspose);
+  Tensor wide = random(SPMD_F32, {1030, 257}, -1, 1);
+  CHECK_KERNEL(kExact, permute, Tensor(SPMD_F32, {257, 1030}), wide, 2,
+               kTranspose);
+  Tensor batched = random(SPMD_F32, {3, 40, 33}, -1, 1);
+  CHECK_KERNEL(kExact, permute, Tensor(SPMD_F32, {3, 33, 40}), batched, 3,
+               kSwap3);
+  // An i32 input permuted into i64.
+  Tensor j3 = random(SPMD_I32, {3, 5, 7}, -1000, 1000);
+  CHECK_KERNEL(kExact, permute, Tensor(SPMD_I64, {5, 7, 3}), j3, 3, kCycle3);
+}
+
+TEST_F(CudaKernels, CatAndSlice) {
+  // Three inputs on a middle dim.
+  for (int32_t dt : {SPMD_F32, SPMD_F64, SPMD_I64, SPMD_I1}) {
+    SCOPED_TRACE(spmd_rt_dtype_name(dt));
+    Tensor a = random(dt, {2, 3, 4}, -100, 100);
+    Tensor b = random(dt, {2, 1, 4}, -100, 100);
+    Tensor c = random(dt, {2, 5, 4}, -100, 100);
+    TensorList inputs = {&a, &b, &c};
+    CHECK_KERNEL(kExact, cat, Tensor(dt, {2, 9, 4}), 3, inputs, 1);
+  }
+  // The first and the last dim; an i32 input converted into i64.
+  Tensor a = random(SPMD_F32, {1, 5}, -1, 1);
+  Tensor b = random(SPMD_F32, {3, 5}, -1, 1);
+  Tensor c = random(SPMD_F32, {2, 5}, -1, 1);
+  TensorList rows = {&a, &b, &c};
+  CHECK_KERNEL(kExact, cat, Tensor(SPMD_F32, {6, 5}), 3, rows, 0);
+  Tensor e = random(SPMD_I64, {3, 2}, -100, 100);
+  Tensor f = random(SPMD_I32, {3, 1}, -100, 100);
+  Tensor g = random(SPMD_I64, {3, 4}, -100, 100);
+  TensorList cols = {&e, &f, &g};
+  CHECK_KERNEL(kExact, cat, Tensor(SPMD_I64, {3, 7}), 3, cols, 1);
+  // Large pieces.
+  Tensor h = random(SPMD_F32, {64, 1000, 3}, -1, 1);
+  Tensor k = random(SPMD_F32, {64, 7, 3}, -1, 1);
+  TensorList large = {&h, &k, &h};
+  CHECK_KERNEL(kExact, cat, Tensor(SPMD_F32, {64, 2007, 3}), 3, large, 1);
+
+  Tensor self = random(SPMD_F32, {3, 10, 7}, -1, 1);
+  CHECK_KERNEL(kExact, slice, Tensor(SPMD_F32, {3, 5, 7}), self, 1, 2);
+  CHECK_KERNEL(kExact, slice, Tensor(SPMD_F32, {2, 10, 7}), self, 0, 1);
+  CHECK_KERNEL(kExact, slice, Tensor(SPMD_F32, {3, 10, 1}), self, 2, 6);
+  CHECK_KERNEL(kExact, slice, Tensor(SPMD_F32, {3, 10, 3}), self, 2, 0);
+  Tensor ints = random(SPMD_I64, {4, 6}, -100, 100);
+  CHECK_KERNEL(kExact, slice, Tensor(SPMD_I64, {4, 3}), ints, 1, 3);
+  Tensor mask = random(SPMD_I1, {4, 6}, 0, 1);
+  CHECK_KERNEL(kExact, slice, Tensor(SPMD_I1, {1, 6}), mask, 0, 3);
+  // An i32 input sliced into i64.
+  Tensor j = random(SPMD_I32, {4, 6}, -100, 100);
+  CHECK_KERNEL(kExact, slice, Tensor(SPMD_I64, {4, 2}), j, 1, 4);
+  Tensor big = random(SPMD_F32, {2048, 1030}, -1, 1);
+  CHECK_KERNEL(kExact, slice, Tensor(SPMD_F32, {2048, 515}), big, 1, 515);
+}
+
+// Tables of spmd.local_take (one row per rank; this job has 1 rank). The
+// CUDA backend caches host tables by address, as the lowering passes
+// constants: they must be constants here too.
+constexpr int64_t kTakeMiddle[] = {4, -1, 0, 5, 2};
+constexpr int64_t kTakeFirst[] = {5, 5, -1, 1};
+constexpr int64_t kTakeLast[] = {-1, 2, 0};
+constexpr int64_t kTakeGrow[] = {1, 0, -1, -1, 1};
+constexpr int64_t kRunStart1[] = {1};
+constexpr int64_t kRunCount3[] = {3};
+constexpr int64_t kRunStart2[] = {2};
+constexpr int64_t kRunCount4[] = {4};
+constexpr int64_t kRunStart0[] = {0};
+constexpr int64_t kRunCount0[] = {0};
+
+TEST_F(CudaKernels, LocalTake) {
+  if (spmd_rt_world_size() != 1)
+    GTEST_SKIP() << "the tables are written for a 1-rank job";
+  Tensor self = random(SPMD_F32, {3, 6, 4}, -1, 1);
+  CHECK_KERNEL(kExact, local_take, Tensor(SPMD_F32, {3, 5, 4}), self, 1,
+               kTakeMiddle, 0.5);
+  Tensor ints = random(SPMD_I64, {6, 3}, -100, 100);
+  CHECK_KERNEL(kExact, local_take, Tensor(SPMD_I64, {4, 3}), ints, 0,
+               kTakeFirst, -7.0);
+  Tensor last = random(SPMD_F64, {2, 3, 6}, -1, 1);
+  CHECK_KERNEL(kExact, local_take, Tensor(SPMD_F64, {2, 3, 3}), last, 2,
+               kTakeLast, 0.0);
+  Tensor narrow = random(SPMD_F32, {3, 2, 4}, -1, 1);
+  CHECK_KERNEL(kExact, local_take, Tensor(SPMD_F32, {3, 5, 4}), narrow, 1,
+               kTakeGrow, -1.25);
+  Tensor mask = random(SPMD_I1, {4, 6}, 0, 1);
+  CHECK_KERNEL(kExact, local_take, Tensor(SPMD_I1, {4, 3}), mask, 1, kTakeLast,
+               1.0);
+
+  CHECK_KERNEL(kExact, local_take_runs, Tensor(SPMD_F32, {3, 5, 4}), self, 1,
+               kRunStart1, kRunCount3, -1.5);
+  Tensor rows = random(SPMD_I64, {7, 5}, -100, 100);
+  CHECK_KERNEL(kExact, local_take_runs, Tensor(SPMD_I64, {4, 5}), rows, 0,
+               kRunStart2, kRunCount4, 0.0);
+  CHECK_KERNEL(kExact, local_take_runs, Tensor(SPMD_F64, {2, 3, 2}), last, 2,
+               kRunStart0, kRunCount0, 3.0);
+  Tensor big = random(SPMD_F32, {64, 1000, 3}, -1, 1);
+  CHECK_KERNEL(kExact, local_take_runs, Tensor(SPMD_F32, {64, 5, 3}), big, 1,
+               kRunStart1, kRunCount3, 0.0);
+}
+
+TEST_F(CudaKernels, TriuFillArange) {
+  for (int32_t dt : {SPMD_F32, SPMD_F64, SPMD_I64, SPMD_I1}) {
+    SCOPED_TRACE(spmd_rt_dtype_name(dt));
+    Tensor x = random(dt, {3, 5, 7}, -100, 100);
+    for (int64_t diagonal : {0, 2, -1, -3, 10, -10}) {
+      SCOPED_TRACE("diagonal " + std::to_string(diagonal));
+      CHECK_KERNEL(kExact, triu, Tensor(dt, {3, 5, 7}), x, diagonal);
+    }
+  }
+  Tensor square = random(SPMD_F32, {2, 2, 65, 65}, -1, 1);
+  CHECK_KERNEL(kExact, triu, Tensor(SPMD_F32, {2, 2, 65, 65}), square, 1);
+  CHECK_KERNEL(kExact, triu, Tensor(SPMD_F32, {2, 2, 65, 65}), square, -7);
+  // An i64 input into f32.
+  Tensor ints = random(SPMD_I64, {6, 4}, -100, 100);
+  CHECK_KERNEL(kExact, triu, Tensor(SPMD_F32, {6, 4}), ints, -2);
+
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  CHECK_KERNEL(kExact, fill, Tensor(SPMD_F32, {3, 5, 7}), 2.5);
+  CHECK_KERNEL(kExact, fill, Tensor(SPMD_F32, {3, 5, 7}), 0.1);
+  CHECK_KERNEL(kExact, fill, Tensor(SPMD_F32, {4}), nan);
+  CHECK_KERNEL(kExact, fill, Tensor(SPMD_F64, {3, 5, 7}), 0.1);
+  CHECK_KERNEL(kExact, fill, Tensor(SPMD_I64, {3, 5, 7}), -7.0);
+  CHECK_KERNEL(kExact, fill, Tensor(SPMD_I32, {3, 5, 7}), 123.0);
+  CHECK_KERNEL(kExact, fill, Tensor(SPMD_I1, {3, 5, 7}), 1.0);
+  CHECK_KERNEL(kExact, fill, Tensor(SPMD_I1, {3, 5, 7}), 0.0);
+  CHECK_KERNEL(kExact, fill, Tensor(SPMD_I1, {3, 5, 7}), 2.5);
+  CHECK_KERNEL(kExact, fill, Tensor(SPMD_F32, {}), -3.25);
+  CHECK_KERNEL(kExact, fill, Tensor(SPMD_F32, {1000003}), -3.25);
+
+  for (int32_t dt : {SPMD_F32, SPMD_F64, SPMD_I64, SPMD_I32}) {
+    SCOPED_TRACE(spmd_rt_dtype_name(dt));
+    Tensor small(dt, {3, 5, 7});
+    RUN_BOTH(arange, small);
+    EXPECT_MATCH(small, kExact);
+    Tensor large(dt, {1000003}); // below 2^24: exact in f32
+    RUN_BOTH(arange, large);
+    EXPECT_MATCH(large, kExact);
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Random kernels: the same draws on both backends
+//===----------------------------------------------------------------------===//
+
+// Global shapes and offsets of the local pieces (constants, as the lowering
+// passes them).
+constexpr int64_t kGlobal2[] = {100, 300};
+constexpr int64_t kOffset2[] = {13, 50};
+constexpr int64_t kGlobal3[] = {4, 10, 33};
+constexpr int64_t kOffset3[] = {1, 2, 3};
+constexpr int64_t kZero3[] = {0, 0, 0};
+constexpr int64_t kGlobal1[] = {2000000};
+constexpr int64_t kOffset1[] = {999997};
+
+TEST_F(CudaKernels, BernoulliDrawsMatchExactly) {
+  spmd_rt_set_seed(20240611);
+  for (uint64_t step : {3, 4}) {
+    spmd_rt_set_step(step);
+    SCOPED_TRACE("step " + std::to_string(step));
+    for (int32_t dt : {SPMD_F32, SPMD_F64, SPMD_I64, SPMD_I1}) {
+      SCOPED_TRACE(spmd_rt_dtype_name(dt));
+      CHECK_KERNEL(kExact, bernoulli_p, Tensor(dt, {37, 129}), 0.3, 11,
+                   kGlobal2, kOffset2);
+      CHECK_KERNEL(kExact, bernoulli_p, Tensor(dt, {2, 5, 17}), 0.5, 12,
+                   kGlobal3, kOffset3);
+    }
+    CHECK_KERNEL(kExact, bernoulli_p, Tensor(SPMD_F32, {4, 10, 33}), 0.9, 12,
+                 kGlobal3, kZero3);
+    CHECK_KERNEL(kExact, bernoulli_p, Tensor(SPMD_F32, {37, 129}), 0.0, 11,
+                 kGlobal2, kOffset2);
+    CHECK_KERNEL(kExact, bernoulli_p, Tensor(SPMD_F32, {37, 129}), 1.0, 11,
+                 kGlobal2, kOffset2);
+  }
+  // A large piece: the draws are not degenerate, and match bit for bit.
+  Tensor large(SPMD_F32, {1000003});
+  RUN_BOTH(bernoulli_p, large, 0.3, 7, kGlobal1, kOffset1);
+  EXPECT_MATCH(large, kExact);
+  int64_t ones = 0;
+  for (int64_t i = 0; i < large.numel(); ++i)
+    ones += large.get(i) == 1.0;
+  EXPECT_NEAR(static_cast<double>(ones) / large.numel(), 0.3, 0.01);
+}
+
+TEST_F(CudaKernels, NativeDropoutMatchesExactly) {
+  spmd_rt_set_seed(77);
+  spmd_rt_set_step(5);
+  for (int32_t dt : kFloatTypes) {
+    SCOPED_TRACE(spmd_rt_dtype_name(dt));
+    Tensor input = random(dt, {37, 129}, -1, 1);
+    for (double p : {0.3, 0.0, 1.0}) {
+      for (int64_t train : {1, 0}) {
+        SCOPED_TRACE("p " + std::to_string(p) + " train " +
+                     std::to_string(train));
+        Tensor output(dt, {37, 129});
+        Tensor mask(SPMD_I1, {37, 129});
+        RUN_BOTH(native_dropout, output, mask, input, p, train, 5, kGlobal2,
+                 kOffset2);
+        // Both compute input * keep * scale in dt: equal values.
+        EXPECT_MATCH(output, kExact);
+        EXPECT_MATCH(mask, kExact);
+      }
+    }
+    Tensor input3 = random(dt, {2, 5, 17}, -1, 1);
+    Tensor output(dt, {2, 5, 17});
+    Tensor mask(SPMD_I1, {2, 5, 17});
+    RUN_BOTH(native_dropout, output, mask, input3, 0.5, 1, 6, kGlobal3,
+             kOffset3);
+    EXPECT_MATCH(output, kExact);
+    EXPECT_MATCH(mask, kExact);
+
+    // The backward, on the CPU's mask.
+    Tensor keep = sameValues(mask);
+    Tensor grad = random(dt, {2, 5, 17}, -1, 1);
+    CHECK_KERNEL(kElementwise, native_dropout_backward, Tensor(dt, {2, 5, 17}),
+                 grad, keep, 2.0);
+    Tensor fractional = random(dt, {2, 5, 17}, 0, 1);
+    CHECK_KERNEL(kElementwise, native_dropout_backward, Tensor(dt, {2, 5, 17}),
+                 grad, fractional, 1.0 / 0.7);
+  }
+  Tensor large = random(SPMD_F32, {1000003}, -1, 1);
+  Tensor output(SPMD_F32, {1000003});
+  Tensor mask(SPMD_I1, {1000003});
+  RUN_BOTH(native_dropout, output, mask, large, 0.1, 1, 8, kGlobal1, kOffset1);
+  EXPECT_MATCH(output, kExact);
+  EXPECT_MATCH(mask, kExact);
+}
+
+//===----------------------------------------------------------------------===//
+// Matrix products
+//===----------------------------------------------------------------------===//
+
+TEST_F(CudaKernels, MmAddmmBmmBaddbmm) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  for (int32_t dt : kFloatTypes) {
+    SCOPED_TRACE(spmd_rt_dtype_name(dt));
+    Tensor a = random(dt, {37, 53}, -1, 1);
+    Tensor b = random(dt, {53, 29}, -1, 1);
+    CHECK_KERNEL(matmulTol(53), mm, Tensor(dt, {37, 29}), a, b);
+    Tensor bias = random(dt, {29}, -1, 1);
+    Tensor col = random(dt, {37, 1}, -1, 1);
+    Tensor full = random(dt, {37, 29}, -1, 1);
+    Tensor nanSelf = generate(dt, {1}, [&](int64_t) { return nan; });
+    CHECK_KERNEL(matmulTol(53, 2), addmm, Tensor(dt, {37, 29}), bias, a, b,
+                 0.5, 2.0);
+    CHECK_KERNEL(matmulTol(53), addmm, Tensor(dt, {37, 29}), col, a, b, 1.0,
+                 1.0);
+    CHECK_KERNEL(matmulTol(53), addmm, Tensor(dt, {37, 29}), full, a, b, -1.0,
+                 0.5);
+    // beta == 0 ignores self, NaN included (ATen).
+    CHECK_KERNEL(matmulTol(53), addmm, Tensor(dt, {37, 29}), nanSelf, a, b,
+                 0.0, 1.0);
+
+    Tensor ba = random(dt, {3, 17, 23}, -1, 1);
+    Tensor bb = random(dt, {3, 23, 11}, -1, 1);
+    CHECK_KERNEL(matmulTol(23), bmm, Tensor(dt, {3, 17, 11}), ba, bb);
+    Tensor shared = random(dt, {17, 11}, -1, 1); // broadcast over the batch
+    Tensor perBatch = random(dt, {3, 17, 11}, -1, 1);
+    Tensor rowBias = random(dt, {3, 1, 11}, -1, 1);
+    CHECK_KERNEL(matmulTol(23, 0.5), baddbmm, Tensor(dt, {3, 17, 11}), shared,
+                 ba, bb, 2.0, 0.5);
+    CHECK_KERNEL(matmulTol(23), baddbmm, Tensor(dt, {3, 17, 11}), perBatch, ba,
+                 bb, 1.0, 1.0);
+    CHECK_KERNEL(matmulTol(23, 3), baddbmm, Tensor(dt, {3, 17, 11}), rowBias,
+                 ba, bb, -0.5, 3.0);
+    CHECK_KERNEL(matmulTol(23), baddbmm, Tensor(dt, {3, 17, 11}), nanSelf, ba,
+                 bb, 0.0, 1.0);
+  }
+  // Larger, odd sizes (several cuBLAS tiles, ragged edges).
+  Tensor a = random(SPMD_F32, {130, 300}, -1, 1);
+  Tensor b = random(SPMD_F32, {300, 257}, -1, 1);
+  CHECK_KERNEL(matmulTol(300), mm, Tensor(SPMD_F32, {130, 257}), a, b);
+  Tensor ba = random(SPMD_F32, {5, 64, 300}, -1, 1);
+  Tensor bb = random(SPMD_F32, {5, 300, 65}, -1, 1);
+  CHECK_KERNEL(matmulTol(300), bmm, Tensor(SPMD_F32, {5, 64, 65}), ba, bb);
+}
+
+/// A [batch?, n, k] (stored [batch?, k, n] with transA) times
+/// B [batch?, k, m] (stored [batch?, m, k] with transB).
+Shape matmulOperand(int64_t batch, int64_t rows, int64_t cols, bool trans) {
+  Shape shape = trans ? Shape{cols, rows} : Shape{rows, cols};
+  if (batch > 0)
+    shape.insert(shape.begin(), batch);
+  return shape;
+}
+
+TEST_F(CudaKernels, MatmulTransposedOperands) {
+  struct Dims {
+    int64_t batch, n, k, m;
+  };
+  for (int32_t dt : kFloatTypes) {
+    SCOPED_TRACE(spmd_rt_dtype_name(dt));
+    for (Dims dims : {Dims{0, 37, 53, 29}, Dims{3, 17, 23, 11}}) {
+      SCOPED_TRACE("batch " + std::to_string(dims.batch));
+      Shape out = matmulOperand(dims.batch, dims.n, dims.m, false);
+      Tensor bias = random(dt, {dims.m}, -1, 1);
+      Tensor full = random(dt, out, -1, 1);
+      for (int64_t transA : {0, 1}) {
+        for (int64_t transB : {0, 1}) {
+          SCOPED_TRACE("trans_a " + std::to_string(transA) + " trans_b " +
+                       std::to_string(transB));
+          Tensor a = random(
+              dt, matmulOperand(dims.batch, dims.n, dims.k, transA), -1, 1);
+          Tensor b = random(
+              dt, matmulOperand(dims.batch, dims.k, dims.m, transB), -1, 1);
+          Tol tol = matmulTol(dims.k, 2);
+          CHECK_KERNEL(tol, matmul, Tensor(dt, out), nullptr, a, b, 0.0, 1.0,
+                       transA, transB);
+          // self NULL: beta is ignored.
+          CHECK_KERNEL(tol, matmul, Tensor(dt, out), nullptr, a, b, 3.0, -2.0,
+                       transA, transB);
+          CHECK_KERNEL(tol, matmul, Tensor(dt, out), bias, a, b, 0.5, 2.0,
+                       transA, transB);
+          CHECK_KERNEL(tol, matmul, Tensor(dt, out), full, a, b, -1.0, 1.0,
+                       transA, transB);
+        }
+      }
+    }
+  }
+  // Attention-like shapes: q @ k^T, batched.
+  Tensor q = random(SPMD_F32, {8, 128, 64}, -1, 1);
+  Tensor k = random(SPMD_F32, {8, 130, 64}, -1, 1);
+  CHECK_KERNEL(matmulTol(64, 0.125), matmul, Tensor(SPMD_F32, {8, 128, 130}),
+               nullptr, q, k, 0.0, 0.125, 0, 1);
+}
+
+//===----------------------------------------------------------------------===//
+// Sum
+//===----------------------------------------------------------------------===//
+
+constexpr int64_t kDim0[] = {0};
+constexpr int64_t kDim1[] = {1};
+constexpr int64_t kDim2[] = {2};
+constexpr int64_t kDims02[] = {0, 2};
+constexpr int64_t kDims201[] = {2, 0, 1};
+
+TEST_F(CudaKernels, SumOverDims) {
+  for (int32_t dt : {SPMD_F32, SPMD_F64, SPMD_I64, SPMD_I32}) {
+    SCOPED_TRACE(spmd_rt_dtype_name(dt));
+    Tensor x = random(dt, {3, 5, 7}, -100, 100);
+    Tol tol = isFloat(dt) ? sumTol(105, 100) : kExact;
+    CHECK_KERNEL(tol, sum, Tensor(dt, {5, 7}), x, 1, kDim0);
+    CHECK_KERNEL(tol, sum, Tensor(dt, {1, 5, 7}), x, 1, kDim0);
+    CHECK_KERNEL(tol, sum, Tensor(dt, {3, 7}), x, 1, kDim1);
+    CHECK_KERNEL(tol, sum, Tensor(dt, {3, 1, 7}), x, 1, kDim1);
+    CHECK_KERNEL(tol, sum, Tensor(dt, {3, 5}), x, 1, kDim2);
+    CHECK_KERNEL(tol, sum, Tensor(dt, {3, 5, 1}), x, 1, kDim2);
+    CHECK_KERNEL(tol, sum, Tensor(dt, {5}), x, 2, kDims02);
+    CHECK_KERNEL(tol, sum, Tensor(dt, {1, 5, 1}), x, 2, kDims02);
+    CHECK_KERNEL(tol, sum, Tensor(dt, {}), x, 3, kDims201);
+    CHECK_KERNEL(tol, sum, Tensor(dt, {1, 1, 1}), x, 3, kDims201);
+    // No dims and a 0-D out: everything; no dims otherwise: a copy.
+    CHECK_KERNEL(tol, sum, Tensor(dt, {}), x, 0, nullptr);
+    CHECK_KERNEL(tol, sum, Tensor(dt, {3, 5, 7}), x, 0, nullptr);
+  }
+  // ATen's integer promotion: i32 and i1 sum into i64; f32 into f64.
+  Tensor j = random(SPMD_I32, {3, 5, 7}, -1000, 1000);
+  CHECK_KERNEL(kExact, sum, Tensor(SPMD_I64, {}), j, 0, nullptr);
+  CHECK_KERNEL(kExact, sum, Tensor(SPMD_I64, {3, 7}), j, 1, kDim1);
+  Tensor mask = random(SPMD_I1, {3, 5, 7}, 0, 1);
+  CHECK_KERNEL(kExact, sum, Tensor(SPMD_I64, {}), mask, 0, nullptr);
+  CHECK_KERNEL(kExact, sum, Tensor(SPMD_I64, {5, 7}), mask, 1, kDim0);
+  Tensor f = random(SPMD_F32, {3, 5, 7}, -1, 1);
+  CHECK_KERNEL(sumTol(105), sum, Tensor(SPMD_F64, {3, 5}), f, 1, kDim2);
+  // A 1-element tensor into 0-D.
+  Tensor one = random(SPMD_F32, {1}, -1, 1);
+  CHECK_KERNEL(kExact, sum, Tensor(SPMD_F32, {}), one, 0, nullptr);
+}
+
+TEST_F(CudaKernels, SumLarge) {
+  const int64_t n = 1000003;
+  // Small integers in f32: every partial sum is exact (below 2^24), so any
+  // summation order gives the CPU's result.
+  Tensor counts = random(SPMD_I64, {n}, 0, 3);
+  Tensor integral(SPMD_F32, {n});
+  for (int64_t i = 0; i < n; ++i)
+    integral.set(i, counts.get(i));
+  integral.upload();
+  CHECK_KERNEL(kExact, sum, Tensor(SPMD_F32, {}), integral, 0, nullptr);
+  CHECK_KERNEL(kExact, sum, Tensor(SPMD_F32, {}), integral, 1, kDim0);
+  CHECK_KERNEL(kExact, sum, Tensor(SPMD_I64, {}), counts, 0, nullptr);
+  Tensor ints = random(SPMD_I64, {n}, -1000000, 1000000);
+  CHECK_KERNEL(kExact, sum, Tensor(SPMD_I64, {}), ints, 0, nullptr);
+  for (int32_t dt : kFloatTypes) {
+    SCOPED_TRACE(spmd_rt_dtype_name(dt));
+    Tensor x = random(dt, {n}, 0, 1);
+    CHECK_KERNEL(kReduction, sum, Tensor(dt, {}), x, 0, nullptr);
+    Tensor signedX = random(dt, {n}, -1, 1);
+    CHECK_KERNEL(sumTol(n), sum, Tensor(dt, {}), signedX, 0, nullptr);
+  }
+  // Rows and columns of a [2048, 1030] matrix, the middle dim of a 3-D one.
+  Tensor m = random(SPMD_F32, {2048, 1030}, -1, 1);
+  CHECK_KERNEL(sumTol(2048), sum, Tensor(SPMD_F32, {1030}), m, 1, kDim0);
+  CHECK_KERNEL(sumTol(1030), sum, Tensor(SPMD_F32, {2048}), m, 1, kDim1);
+  CHECK_KERNEL(sumTol(2048 * 1030), sum, Tensor(SPMD_F32, {}), m, 0, nullptr);
+  Tensor t = random(SPMD_F32, {64, 1000, 17}, -1, 1);
+  CHECK_KERNEL(sumTol(1000), sum, Tensor(SPMD_F32, {64, 17}), t, 1, kDim1);
+  CHECK_KERNEL(sumTol(64 * 17), sum, Tensor(SPMD_F32, {1000}), t, 2, kDims02);
+}
+
+//===----------------------------------------------------------------------===//
+// Softmax family
+//===----------------------------------------------------------------------===//
+
+/// softmax and log_softmax of `x` over `dim`, then their backwards on the
+/// CPU's outputs.
+void checkSoftmaxFamily(Tensor &x, int64_t dim) {
+  const int32_t dt = x.dtype();
+  const Shape shape = x.shape();
+  SCOPED_TRACE(std::string(spmd_rt_dtype_name(dt)) + shapeString(shape) +
+               " dim " + std::to_string(dim));
+  Tensor grad = random(dt, shape, -1, 1);
+
+  Tensor y(dt, shape);
+  RUN_BOTH(softmax, y, x, dim);
+  EXPECT_MATCH(y, kReduction);
+  Tensor yIn = sameValues(y);
+  CHECK_KERNEL(kReduction, softmax_backward_data, Tensor(dt, shape), grad, yIn,
+               dim);
+
+  Tensor logY(dt, shape);
+  RUN_BOTH(log_softmax, logY, x, dim);
+  EXPECT_MATCH(logY, kReduction);
+  Tensor logYIn = sameValues(logY);
+  CHECK_KERNEL(kReduction, log_softmax_backward_data, Tensor(dt, shape), grad,
+               logYIn, dim);
+}
+
+TEST_F(CudaKernels, SoftmaxFamily) {
+  // [2048, 1030] rows over the last dim; every 97th row is shifted by 1000
+  // (stability: the max must be subtracted).
+  Tensor rows = generate(SPMD_F32, {2048, 1030}, [](int64_t i) {
+    double v = std::uniform_real_distribution<double>(-8, 8)(gRng);
+    return (i / 1030) % 97 == 3 ? v + 1000 : v;
+  });
+  checkSoftmaxFamily(rows, 1);
+  // Non-last dims.
+  Tensor x3 = random(SPMD_F32, {3, 257, 5}, -8, 8);
+  checkSoftmaxFamily(x3, 1);
+  checkSoftmaxFamily(x3, 0);
+  checkSoftmaxFamily(x3, 2);
+  Tensor x2 = random(SPMD_F32, {1030, 6}, -8, 8);
+  checkSoftmaxFamily(x2, 0);
+  Tensor x4 = random(SPMD_F32, {4, 3, 129, 2}, -8, 8);
+  checkSoftmaxFamily(x4, 2);
+  Tensor vec = random(SPMD_F32, {7}, -8, 8);
+  checkSoftmaxFamily(vec, 0);
+  Tensor d2 = random(SPMD_F64, {64, 1030}, -8, 8);
+  checkSoftmaxFamily(d2, 1);
+  Tensor d3 = random(SPMD_F64, {5, 33, 7}, -8, 8);
+  checkSoftmaxFamily(d3, 1);
+
+  // Masked entries (-inf) and a fully masked row (NaN on both, as ATen).
+  const double inf = std::numeric_limits<double>::infinity();
+  Tensor masked = generate(SPMD_F32, {4, 9}, [&](int64_t i) {
+    if (i / 9 == 2 || i % 4 == 1)
+      return -inf;
+    return static_cast<double>(i % 7) - 3;
+  });
+  Tensor y(SPMD_F32, {4, 9});
+  RUN_BOTH(softmax, y, masked, 1);
+  EXPECT_MATCH(y, kReduction);
+  Tensor logY(SPMD_F32, {4, 9});
+  RUN_BOTH(log_softmax, logY, masked, 1);
+  EXPECT_MATCH(logY, kReduction);
+}
+
+//===----------------------------------------------------------------------===//
+// Layer norm
+//===----------------------------------------------------------------------===//
+
+/// input's shape with the trailing `normalizedRank` dims set to 1.
+Shape statShape(const Shape &input, int64_t normalizedRank) {
+  Shape shape = input;
+  for (size_t d = shape.size() - normalizedRank; d < shape.size(); ++d)
+    shape[d] = 1;
+  return shape;
+}
+
+Shape normalizedShape(const Shape &input, int64_t normalizedRank) {
+  return Shape(input.end() - normalizedRank, input.end());
+}
+
+/// native_layer_norm of `x` (with or without weight and bias), then its
+/// backward on the CPU's mean and rstd with every subset of the gradients.
+void checkLayerNorm(int32_t dt, const Shape &shape, int64_t normalizedRank) {
+  SCOPED_TRACE(std::string(spmd_rt_dtype_name(dt)) + shapeString(shape) +
+               " normalized_rank " + std::to_string(normalizedRank));
+  const Shape stats = statShape(shape, normalizedRank);
+  const Shape normalized = normalizedShape(shape, normalizedRank);
+  int64_t n = 1;
+  for (int64_t size : normalized)
+    n *= size;
+  // Rows with different offsets, so the mean matters.
+  std::uniform_real_distribution<double> uniform(-1, 1);
+  Tensor x = generate(dt, shape, [&](int64_t i) {
+    return uniform(gRng) + 0.5 * ((i / n) % 5);
+  });
+  Tensor weight = random(dt, normalized, 0.5, 1.5);
+  Tensor bias = random(dt, normalized, -0.5, 0.5);
+  const double eps = 1e-5;
+
+  for (bool withWeight : {true, false}) {
+    for (bool withBias : {true, false}) {
+      SCOPED_TRACE(std::string(withWeight ? "weight" : "no weight") + ", " +
+                   (withBias ? "bias" : "no bias"));
+      Tensor output(dt, shape), mean(dt, stats), rstd(dt, stats);
+      RUN_BOTH(native_layer_norm, output, mean, rstd, x,
+               withWeight ? &weight : nullptr, withBias ? &bias : nullptr,
+               normalizedRank, eps);
+      EXPECT_MATCH(output, kNorm);
+      EXPECT_MATCH(mean, kNorm);
+      EXPECT_MATCH(rstd, kNorm);
+    }
+  }
+
+  // The backward on the CPU's statistics.
+  Tensor output(dt, shape), mean(dt, stats), rstd(dt, stats);
+  RUN_BOTH(native_layer_norm, output, mean, rstd, x, &weight, &bias,
+           normalizedRank, eps);
+  Tensor meanIn = sameValues(mean), rstdIn = sameValues(rstd);
+  Tensor gradOut = random(dt, shape, -1, 1);
+  const int64_t rows = x.numel() / std::max<int64_t>(n, 1);
+  // grad_weight and grad_bias sum over the rows.
+  const Tol rowSum = sumTol(static_cast<double>(rows), 2);
+  for (bool withWeight : {true, false}) {
+    for (int subset = 1; subset < 8; ++subset) {
+      const bool wantInput = subset & 1, wantWeight = subset & 2,
+                 wantBias = subset & 4;
+      SCOPED_TRACE(std::string(withWeight ? "weight" : "no weight") +
+                   ", grads:" + (wantInput ? " input" : "") +
+                   (wantWeight ? " weight" : "") + (wantBias ? " bias" : ""));
+      Tensor gradInput(dt, shape), gradWeight(dt, normalized),
+          gradBias(dt, normalized);
+      RUN_BOTH(native_layer_norm_backward, wantInput ? &gradInput : nullptr,
+               wantWeight ? &gradWeight : nullptr,
+               wantBias ? &gradBias : nullptr, gradOut, x, meanIn, rstdIn,
+               withWeight ? &weight : nullptr, &bias, normalizedRank);
+      if (wantInput)
+        EXPECT_MATCH(gradInput, kNorm);
+      if (wantWeight)
+        EXPECT_MATCH(gradWeight, rowSum);
+      if (wantBias)
+        EXPECT_MATCH(gradBias, rowSum);
+    }
+  }
+}
+
+TEST_F(CudaKernels, LayerNorm) {
+  checkLayerNorm(SPMD_F32, {2048, 1030}, 1);
+  checkLayerNorm(SPMD_F32, {4, 6, 10}, 2);
+  checkLayerNorm(SPMD_F32, {3, 5, 7}, 3);
+  checkLayerNorm(SPMD_F32, {2, 3, 4097}, 1);
+  checkLayerNorm(SPMD_F64, {64, 257}, 1);
+  checkLayerNorm(SPMD_F64, {4, 6, 10}, 2);
+}
+
+//===----------------------------------------------------------------------===//
+// Embedding
+//===----------------------------------------------------------------------===//
+
+// {begin, count, vocab}: this rank holds global rows [10, 30) of 50.
+constexpr int64_t kRows10to30[] = {10, 20, 50};
+// The whole vocabulary.
+constexpr int64_t kRowsAll[] = {0, 50, 50};
+
+TEST_F(CudaKernels, Embedding) {
+  for (int32_t dt : kFloatTypes) {
+    SCOPED_TRACE(spmd_rt_dtype_name(dt));
+    Tensor weight = random(dt, {50, 17}, -1, 1);
+    Tensor indices = random(SPMD_I64, {3, 7}, 0, 49);
+    Tensor indices32 = random(SPMD_I32, {21}, 0, 49);
+    CHECK_KERNEL(kExact, embedding, Tensor(dt, {3, 7, 17}), weight, indices,
+                 -1);
+    CHECK_KERNEL(kExact, embedding, Tensor(dt, {21, 17}), weight, indices32,
+                 4);
+    Tensor scalarIndex = tensor<int64_t>({}, {49});
+    CHECK_KERNEL(kExact, embedding, Tensor(dt, {17}), weight, scalarIndex, -1);
+
+    // Repeated indices: the backward adds several rows into one.
+    Tensor repeated = random(SPMD_I64, {3, 7}, 0, 9);
+    Tensor grad = random(dt, {3, 7, 17}, -1, 1);
+    for (int64_t paddingIdx : {int64_t(-1), int64_t(3)}) {
+      for (int64_t scale : {0, 1}) {
+        SCOPED_TRACE("padding_idx " + std::to_string(paddingIdx) +
+                     " scale_grad_by_freq " + std::to_string(scale));
+        CHECK_KERNEL(sumTol(21), embedding_dense_backward, Tensor(dt, {50, 17}),
+                     grad, repeated, paddingIdx, scale);
+      }
+    }
+
+    // Vocabulary-sharded: indices outside the held rows give zero; weight
+    // and out may have padding rows past the held ones.
+    Tensor shard = random(dt, {20, 17}, -1, 1);
+    Tensor paddedShard = random(dt, {24, 17}, -1, 1);
+    CHECK_KERNEL(kExact, embedding_rows, Tensor(dt, {3, 7, 17}), shard,
+                 indices, kRows10to30);
+    CHECK_KERNEL(kExact, embedding_rows, Tensor(dt, {21, 17}), paddedShard,
+                 indices32, kRows10to30);
+    CHECK_KERNEL(kExact, embedding_rows, Tensor(dt, {3, 7, 17}), weight,
+                 indices, kRowsAll);
+    Tensor near = random(SPMD_I64, {3, 7}, 8, 32);
+    for (int64_t paddingIdx : {int64_t(-1), int64_t(15)}) {
+      for (int64_t scale : {0, 1}) {
+        SCOPED_TRACE("rows, padding_idx " + std::to_string(paddingIdx) +
+                     " scale_grad_by_freq " + std::to_string(scale));
+        CHECK_KERNEL(sumTol(21), embedding_dense_backward_rows,
+                     Tensor(dt, {24, 17}), grad, near, paddingIdx, scale,
+                     kRows10to30);
+        CHECK_KERNEL(sumTol(21), embedding_dense_backward_rows,
+                     Tensor(dt, {20, 17}), grad, indices, paddingIdx, scale,
+                     kRows10to30);
+      }
+    }
+  }
+  // A large table and many repeats (contended adds).
+  Tensor weight = random(SPMD_F32, {1000, 64}, -1, 1);
+  Tensor indices = random(SPMD_I64, {4096}, 0, 999);
+  CHECK_KERNEL(kExact, embedding, Tensor(SPMD_F32, {4096, 64}), weight,
+               indices, -1);
+  Tensor hot = random(SPMD_I32, {4096}, 0, 19);
+  Tensor grad = random(SPMD_F32, {4096, 64}, -1, 1);
+  CHECK_KERNEL(sumTol(400), embedding_dense_backward,
+               Tensor(SPMD_F32, {1000, 64}), grad, hot, 0, 0);
+  CHECK_KERNEL(sumTol(400), embedding_dense_backward,
+               Tensor(SPMD_F32, {1000, 64}), grad, hot, -1, 1);
+}
+
+//===----------------------------------------------------------------------===//
+// NLL loss
+//===----------------------------------------------------------------------===//
+
+TEST_F(CudaKernels, NllLoss) {
+  const int64_t batch = 64, classes = 10;
+  for (int32_t dt : kFloatTypes) {
+    SCOPED_TRACE(spmd_rt_dtype_name(dt));
+    Tensor self = random(dt, {batch, classes}, -5, 0);
+    Tensor weight = random(dt, {classes}, 0.1, 2);
+    // Targets with ignored samples (-100), and targets all in range.
+    Tensor withIgnored = generate(SPMD_I64, {batch}, [](int64_t i) {
+      return i % 7 == 3 ? -100.0 : static_cast<double>((i * 3) % 10);
+    });
+    Tensor inRange = random(SPMD_I32, {batch}, 0, classes - 1);
+    Tensor allIgnored =
+        generate(SPMD_I64, {batch}, [](int64_t) { return -100.0; });
+    struct Case {
+      Tensor *target;
+      int64_t ignoreIndex;
+    };
+    for (Case c : {Case{&withIgnored, -100}, Case{&inRange, -100},
+                   Case{&inRange, 3}, Case{&allIgnored, -100}}) {
+      for (bool weighted : {false, true}) {
+        for (int64_t reduction : {0, 1, 2}) {
+          SCOPED_TRACE("ignore_index " + std::to_string(c.ignoreIndex) +
+                       (weighted ? " weighted" : "") + " reduction " +
+                       std::to_string(reduction));
+          Tensor *w = weighted ? &weight : nullptr;
+          Shape outShape = reduction == 0 ? Shape{batch} : Shape{};
+          Tensor output(dt, outShape), totalWeight(dt, {});
+          RUN_BOTH(nll_loss_forward, output, totalWeight, self, *c.target, w,
+                   reduction, c.ignoreIndex);
+          EXPECT_MATCH(output, kReduction);
+          EXPECT_MATCH(totalWeight, kReduction);
+
+          Tensor total = sameValues(totalWeight);
+          Tensor gradOut = random(dt, outShape, -2, 2);
+          CHECK_KERNEL(kReduction, nll_loss_backward,
+                       Tensor(dt, {batch, classes}), gradOut, self, *c.target,
+                       w, total, reduction, c.ignoreIndex);
+        }
+      }
+    }
+    // Unbatched: self [C], target [].
+    Tensor one = random(dt, {classes}, -5, 0);
+    Tensor target = tensor<int64_t>({}, {7});
+    for (int64_t reduction : {0, 1, 2}) {
+      SCOPED_TRACE("unbatched, reduction " + std::to_string(reduction));
+      Tensor output(dt, {}), totalWeight(dt, {});
+      RUN_BOTH(nll_loss_forward, output, totalWeight, one, target, &weight,
+               reduction, -100);
+      EXPECT_MATCH(output, kReduction);
+      EXPECT_MATCH(totalWeight, kReduction);
+      Tensor total = sameValues(totalWeight);
+      Tensor gradOut = random(dt, {}, -2, 2);
+      CHECK_KERNEL(kReduction, nll_loss_backward, Tensor(dt, {classes}),
+                   gradOut, one, target, &weight, total, reduction, -100);
+    }
+  }
+  // A large batch: the mean's sums.
+  Tensor self = random(SPMD_F32, {4096, 1000}, -8, 0);
+  Tensor target = random(SPMD_I64, {4096}, 0, 999);
+  for (int64_t reduction : {1, 2}) {
+    SCOPED_TRACE("large, reduction " + std::to_string(reduction));
+    Tensor output(SPMD_F32, {}), totalWeight(SPMD_F32, {});
+    RUN_BOTH(nll_loss_forward, output, totalWeight, self, target, nullptr,
+             reduction, -100);
+    EXPECT_MATCH(output, kReduction);
+    EXPECT_MATCH(totalWeight, kExact);
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Device-side errors
+//===----------------------------------------------------------------------===//
+
+/// Reads `t` back: where the CUDA backend reports device-side errors.
+void readBack(const Tensor &t) { (void)t.download(); }
+
+// The regexes match the CPU kernels' messages too ("spmd_rt_embedding:
+// index 7 at position 2 is out of range [0, 5)").
+TEST_F(CudaKernelsDeathTest, IndexErrorsAreReportedOnRead) {
+  Tensor weight = random(SPMD_F32, {5, 3}, -1, 1);
+  Tensor indices = tensor<int64_t>({4}, {1, 0, 7, 2});
+  Tensor negative = tensor<int32_t>({2}, {0, -3});
+  Tensor out(SPMD_F32, {4, 3});
+  Tensor out2(SPMD_F32, {2, 3});
+  Tensor grad = random(SPMD_F32, {4, 3}, -1, 1);
+  Tensor gradWeight(SPMD_F32, {5, 3});
+  Tensor self = random(SPMD_F32, {4, 10}, -5, 0);
+  Tensor target = tensor<int64_t>({4}, {1, 12, 0, 2});
+  Tensor loss(SPMD_F32, {}), totalWeight(SPMD_F32, {});
+  Tensor gradSelf(SPMD_F32, {4, 10});
+  Tensor gradLoss = tensor<float>({}, {1.0f});
+  Tensor one = tensor<float>({}, {4.0f});
+  Tensor shard = random(SPMD_F32, {20, 3}, -1, 1);
+  Tensor beyondVocab = tensor<int64_t>({2}, {12, 60});
+  Tensor out3(SPMD_F32, {2, 3});
+
+  StartupEnvironment startup; // the children start their own 1-rank job
+  EXPECT_DEATH(
+      {
+        spmd_rt_embedding(out.device(), weight.device(), indices.device(), -1);
+        readBack(out);
+      },
+      "spmd_rt_embedding: .*index 7");
+  EXPECT_DEATH(
+      {
+        spmd_rt_embedding(out2.device(), weight.device(), negative.device(),
+                          -1);
+        readBack(out2);
+      },
+      "spmd_rt_embedding: .*index -3");
+  EXPECT_DEATH(
+      {
+        spmd_rt_embedding_dense_backward(gradWeight.device(), grad.device(),
+                                         indices.device(), -1, 0);
+        readBack(gradWeight);
+      },
+      "spmd_rt_embedding_dense_backward: .*index 7");
+  EXPECT_DEATH(
+      {
+        spmd_rt_embedding_rows(out3.device(), shard.device(),
+                               beyondVocab.device(), kRows10to30);
+        readBack(out3);
+      },
+      "spmd_rt_embedding_rows: .*index 60");
+  EXPECT_DEATH(
+      {
+        spmd_rt_nll_loss_forward(loss.device(), totalWeight.device(),
+                                 self.device(), target.device(), nullptr, 1,
+                                 -100);
+        readBack(loss);
+      },
+      "spmd_rt_nll_loss_forward: .*target 12");
+  EXPECT_DEATH(
+      {
+        spmd_rt_nll_loss_backward(gradSelf.device(), gradLoss.device(),
+                                  self.device(), target.device(), nullptr,
+                                  one.device(), 1, -100);
+        readBack(gradSelf);
+      },
+      "spmd_rt_nll_loss_backward: .*target 12");
+}
+
+//===----------------------------------------------------------------------===//
+// Collectives (NCCL, 1-rank groups)
+//===----------------------------------------------------------------------===//
+
+TEST_F(CudaCollectives, OneRankGroupsGiveTheirInput) {
+  for (int32_t dt : {SPMD_F32, SPMD_F64, SPMD_I64, SPMD_I32}) {
+    SCOPED_TRACE(spmd_rt_dtype_name(dt));
+    const Shape shape = {6, 10, 4};
+    Tensor in = random(dt, shape, -1000, 1000);
+    for (int32_t reduce : {SPMD_REDUCE_SUM, SPMD_REDUCE_AVG, SPMD_REDUCE_MAX,
+                           SPMD_REDUCE_MIN}) {
+      if (reduce == SPMD_REDUCE_AVG && !isFloat(dt))
+        continue; // avg of integers is not supported
+      SCOPED_TRACE("reduce " + std::to_string(reduce));
+      Tensor out(dt, shape);
+      spmd_rt_all_reduce(out.device(), in.device(), 1, kMeshDim0, reduce);
+      expectDeviceBytes(out, in);
+      Tensor scattered(dt, shape);
+      spmd_rt_reduce_scatter(scattered.device(), in.device(), 1, kMeshDim0, 1,
+                             reduce);
+      expectDeviceBytes(scattered, in);
+    }
+    for (int64_t dim : {0, 1, 2}) {
+      SCOPED_TRACE("dim " + std::to_string(dim));
+      Tensor gathered(dt, shape);
+      spmd_rt_all_gather(gathered.device(), in.device(), 1, kMeshDim0, dim);
+      expectDeviceBytes(gathered, in);
+      Tensor exchanged(dt, shape);
+      spmd_rt_all_to_all(exchanged.device(), in.device(), 1, kMeshDim0, dim,
+                         2 - dim);
+      expectDeviceBytes(exchanged, in);
+    }
+    Tensor broadcast(dt, shape);
+    spmd_rt_broadcast(broadcast.device(), in.device(), 1, kMeshDim0, 0);
+    expectDeviceBytes(broadcast, in);
+  }
+  // Masks move as bytes.
+  Tensor mask = random(SPMD_I1, {6, 10, 4}, 0, 1);
+  Tensor gathered(SPMD_I1, {6, 10, 4});
+  spmd_rt_all_gather(gathered.device(), mask.device(), 1, kMeshDim0, 1);
+  expectDeviceBytes(gathered, mask);
+  Tensor broadcast(SPMD_I1, {6, 10, 4});
+  spmd_rt_broadcast(broadcast.device(), mask.device(), 1, kMeshDim0, 0);
+  expectDeviceBytes(broadcast, mask);
+}
+
+// Kernel -> collective -> kernel: the collective (communication stream)
+// must wait for the slow kernel that produced its input, and each consumer
+// kernel (compute stream) for the collective's result. A fresh collective
+// output holds poison, so a consumer that runs early reads 3.4e38.
+TEST_F(CudaCollectives, KernelsAndCollectivesAreOrdered) {
+  const int64_t n = 2048;
+  // Small integers: the product is exact whatever the summation order.
+  Tensor a = random(SPMD_I64, {n, n}, -2, 2);
+  Tensor b = random(SPMD_I64, {n, n}, -2, 2);
+  Tensor af(SPMD_F32, {n, n}), bf(SPMD_F32, {n, n});
+  for (int64_t i = 0; i < n * n; ++i) {
+    af.set(i, a.get(i));
+    bf.set(i, b.get(i));
+  }
+  af.upload();
+  bf.upload();
+  Tensor product(SPMD_F32, {n, n});
+  RUN_BOTH(mm, product, af, bf);
+  EXPECT_MATCH(product, kExact);
+
+  Tensor narrow = random(SPMD_F32, {n, 16}, -2, 2);
+  Tensor picks = random(SPMD_I64, {64}, 0, n - 1);
+  Tensor weight = random(SPMD_F32, {n}, 0.5, 1.5);
+  Tensor bias = random(SPMD_F32, {n}, -0.5, 0.5);
+  static constexpr int64_t kTranspose[] = {1, 0};
+
+  // Each consumer reads `shared` (the collective's result) on both backends.
+  using Consumer = std::function<void(Tensor &shared)>;
+  const std::vector<std::pair<const char *, Consumer>> consumers = {
+      {"add_scalar",
+       [&](Tensor &s) {
+         CHECK_KERNEL(kExact, add_scalar, Tensor(SPMD_F32, {n, n}), s, 1.0,
+                      1.0);
+       }},
+      {"mm",
+       [&](Tensor &s) {
+         CHECK_KERNEL(matmulTol(n, 8), mm, Tensor(SPMD_F32, {n, 16}), s,
+                      narrow);
+       }},
+      {"sum",
+       [&](Tensor &s) {
+         CHECK_KERNEL(kExact, sum, Tensor(SPMD_F32, {n}), s, 1, kDim0);
+       }},
+      {"softmax",
+       [&](Tensor &s) {
+         CHECK_KERNEL(kReduction, softmax, Tensor(SPMD_F32, {n, n}), s, 1);
+       }},
+      {"copy",
+       [&](Tensor &s) {
+         CHECK_KERNEL(kExact, copy, Tensor(SPMD_F32, {2 * n, n / 2}), s);
+       }},
+      {"permute",
+       [&](Tensor &s) {
+         CHECK_KERNEL(kExact, permute, Tensor(SPMD_F32, {n, n}), s, 2,
+                      kTranspose);
+       }},
+      {"embedding",
+       [&](Tensor &s) {
+         CHECK_KERNEL(kExact, embedding, Tensor(SPMD_F32, {64, n}), s, picks,
+                      -1);
+       }},
+      {"native_layer_norm",
+       [&](Tensor &s) {
+         Tensor output(SPMD_F32, {n, n}), mean(SPMD_F32, {n, 1}),
+             rstd(SPMD_F32, {n, 1});
+         RUN_BOTH(native_layer_norm, output, mean, rstd, s, &weight, &bias, 1,
+                  1e-5);
+         EXPECT_MATCH(output, kNorm);
+         EXPECT_MATCH(mean, kNorm);
+       }},
+      {"all_gather then add_scalar",
+       [&](Tensor &s) {
+         Tensor gathered(SPMD_F32, {n, n});
+         spmd_rt_all_gather(gathered.device(), s.device(), 1, kMeshDim0, 0);
+         std::memcpy(gathered.hostData(), s.hostData(), s.bytes());
+         CHECK_KERNEL(kExact, add_scalar, Tensor(SPMD_F32, {n, n}), gathered,
+                      -1.0, 1.0);
+       }},
+  };
+  for (const auto &[name, consume] : consumers) {
+    SCOPED_TRACE(std::string("consumer ") + name);
+    Tensor produced(SPMD_F32, {n, n});
+    spmd_rt_mm(produced.device(), af.device(), bf.device()); // slow
+    Tensor shared(SPMD_F32, {n, n});
+    spmd_rt_all_reduce(shared.device(), produced.device(), 1, kMeshDim0,
+                       SPMD_REDUCE_SUM);
+    std::memcpy(shared.hostData(), product.hostData(), product.bytes());
+    consume(shared);
+  }
+
+  // Several steps in flight before anything is read back: each collective
+  // waits for its producer, each consumer for its collective.
+  const int64_t big = int64_t(1) << 24;
+  Tensor x = random(SPMD_I64, {big}, 0, 1000);
+  Tensor xf(SPMD_F32, {big});
+  for (int64_t i = 0; i < big; ++i)
+    xf.set(i, x.get(i));
+  xf.upload();
+  std::vector<Tensor> results;
+  std::vector<Tensor> keep;
+  for (int step = 1; step <= 4; ++step) {
+    Tensor scaled(SPMD_F32, {big});
+    spmd_rt_mul_scalar(scaled.device(), xf.device(), step);
+    Tensor reduced(SPMD_F32, {big});
+    spmd_rt_all_reduce(reduced.device(), scaled.device(), 1, kMeshDim0,
+                       SPMD_REDUCE_SUM);
+    Tensor result(SPMD_F32, {big});
+    spmd_rt_add_scalar(result.device(), reduced.device(), step, 1.0);
+    for (int64_t i = 0; i < big; ++i)
+      result.set(i, x.get(i) * step + step);
+    results.push_back(std::move(result));
+    keep.push_back(std::move(scaled));
+    keep.push_back(std::move(reduced));
+  }
+  for (size_t k = 0; k < results.size(); ++k) {
+    SCOPED_TRACE("step " + std::to_string(k + 1));
+    EXPECT_MATCH(results[k], kExact);
+  }
+}
+
+// A collective's input freed right after the call: the allocator must not
+// hand its block to a later kernel before the collective has read it.
+TEST_F(CudaCollectives, FreedCollectiveInputsAreNotReusedEarly) {
+  const int64_t n = int64_t(1) << 24;
+  const Shape shape = {n};
+  Tensor x = random(SPMD_I64, shape, 0, 1000);
+  Tensor xf(SPMD_F32, shape);
+  for (int64_t i = 0; i < n; ++i)
+    xf.set(i, x.get(i));
+  xf.upload();
+  std::vector<Tensor> reduced;
+  std::vector<DeviceBuffer> overwriters;
+  for (int step = 1; step <= 4; ++step) {
+    SpmdBuffer *input = spmd_rt_alloc(SPMD_F32, 1, shape.data());
+    spmd_rt_mul_scalar(input, xf.device(), step);
+    Tensor out(SPMD_F32, shape);
+    spmd_rt_all_reduce(out.device(), input, 1, kMeshDim0, SPMD_REDUCE_SUM);
+    spmd_rt_free(input);
+    // Same size: the block `input` had is the allocator's first choice.
+    DeviceBuffer next(spmd_rt_alloc(SPMD_F32, 1, shape.data()));
+    spmd_rt_fill(next.get(), -1.0);
+    for (int64_t i = 0; i < n; ++i)
+      out.set(i, x.get(i) * step);
+    reduced.push_back(std::move(out));
+    overwriters.push_back(std::move(next));
+  }
+  for (size_t k = 0; k < reduced.size(); ++k) {
+    SCOPED_TRACE("step " + std::to_string(k + 1));
+    EXPECT_MATCH(reduced[k], kExact);
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Coverage (defined last: runs after the kernel tests)
+//===----------------------------------------------------------------------===//
+
+TEST_F(CudaKernels, ZzEveryKernelOfKernelListRan) {
+  if (GTEST_FLAG_GET(filter) != "*" || GTEST_FLAG_GET(shuffle) ||
+      spmd_rt_world_size() != 1)
+    GTEST_SKIP() << "needs the whole suite, in order, in a 1-rank job";
+  const char *const kernels[] = {
+#define SPMD_RT_KERNEL(name, params, args) #name,
+#include "KernelList.def"
+  };
+  EXPECT_EQ(sizeof kernels / sizeof kernels[0], 49u);
+  for (const char *name : kernels)
+    EXPECT_TRUE(exercisedKernels().count(name))
+        << "spmd_rt_" << name << " is never compared";
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  // CUDA does not survive fork: death tests re-execute this binary.
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  snapshotEnvironment();
+  ::testing::InitGoogleTest(&argc, argv);
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    std::printf(
+        "SPMDRuntimeCudaTests: no CUDA GPU visible; every test skipped\n");
+    std::fflush(stdout);
+    return RUN_ALL_TESTS();
+  }
+  gHaveGpu = true;
+  spmd_rt_set_backend("cuda");
+  spmd_rt_init(&argc, &argv);
+  int result = RUN_ALL_TESTS();
+  spmd_rt_finalize();
+  return result;
+}
