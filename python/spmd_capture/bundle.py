@@ -121,26 +121,33 @@ def _entry(index, fqn, role, tensor, file):
 
 
 def write_bundle(directory, step, reference, reference64, meta):
-    """Writes the .npy files and manifest.json into `directory` (must exist)."""
+    """Writes the .npy files and manifest.json into `directory` (must exist).
+    Without `reference` (capture --no-reference) results have no files."""
     manifest = dict(meta, format="spmd-bundle", version=1, function="train_step",
                     random_ops=random_ops(step))
     manifest["args"], manifest["results"] = [], []
     os.makedirs(os.path.join(directory, "args"))
-    os.makedirs(os.path.join(directory, "results"))
-    os.makedirs(os.path.join(directory, "results64"))
+    if reference is not None:
+        os.makedirs(os.path.join(directory, "results"))
+        os.makedirs(os.path.join(directory, "results64"))
     names = _file_names([a.fqn for a in step.args])
     for i, (arg, name) in enumerate(zip(step.args, names)):
         _save(os.path.join(directory, "args", name), arg.value)
         manifest["args"].append(_entry(i, arg.fqn, arg.role, arg.value, "args/" + name))
     names = _file_names([r.fqn for r in step.results])
-    for i, (res, value, value64, name) in enumerate(
-            zip(step.results, reference, reference64, names)):
-        _save(os.path.join(directory, "results", name), value)
-        np.save(os.path.join(directory, "results64", name), value64.contiguous().numpy())
-        entry = _entry(i, res.fqn, "loss" if res.updates is None else "update", value,
-                       "results/" + name)
+    for i, (res, name) in enumerate(zip(step.results, names)):
+        role = "loss" if res.updates is None else "update"
+        if reference is None:
+            # The traced graph's own outputs give the dtype and shape.
+            entry = _entry(i, res.fqn, role, step.outputs[i], None)
+            del entry["file"]
+        else:
+            _save(os.path.join(directory, "results", name), reference[i])
+            np.save(os.path.join(directory, "results64", name),
+                    reference64[i].contiguous().numpy())
+            entry = _entry(i, res.fqn, role, reference[i], "results/" + name)
+            entry["file_fp64"] = "results64/" + name
         entry["updates"] = res.updates
-        entry["file_fp64"] = "results64/" + name
         manifest["results"].append(entry)
     with open(os.path.join(directory, "manifest.json"), "w") as f:
         json.dump(manifest, f, indent=1)

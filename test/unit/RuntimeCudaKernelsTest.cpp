@@ -101,10 +101,8 @@ private:
 
 template <typename T> constexpr int32_t dtypeOf();
 template <> constexpr int32_t dtypeOf<float>() { return SPMD_F32; }
-template <> constexpr int32_t dtypeOf<double>() { return SPMD_F64; }
 template <> constexpr int32_t dtypeOf<int64_t>() { return SPMD_I64; }
 template <> constexpr int32_t dtypeOf<int32_t>() { return SPMD_I32; }
-template <> constexpr int32_t dtypeOf<uint8_t>() { return SPMD_I1; }
 
 bool isFloat(int32_t dtype) { return dtype == SPMD_F32 || dtype == SPMD_F64; }
 
@@ -326,9 +324,9 @@ SpmdBuffer *hostArg(Tensor &t) { return t.host(); }
 SpmdBuffer *hostArg(Tensor *t) { return t ? t->host() : nullptr; }
 const SpmdBuffer *const *hostArg(TensorList &list) { return list.host(); }
 std::nullptr_t hostArg(std::nullptr_t) { return nullptr; }
-template <typename T, std::enable_if_t<std::is_arithmetic_v<T> ||
-                                           std::is_pointer_v<T>,
-                                       int> = 0>
+template <
+    typename T,
+    std::enable_if_t<std::is_arithmetic_v<T> || std::is_pointer_v<T>, int> = 0>
 T hostArg(T value) {
   return value;
 }
@@ -337,9 +335,9 @@ SpmdBuffer *deviceArg(Tensor &t) { return t.device(); }
 SpmdBuffer *deviceArg(Tensor *t) { return t ? t->device() : nullptr; }
 const SpmdBuffer *const *deviceArg(TensorList &list) { return list.device(); }
 std::nullptr_t deviceArg(std::nullptr_t) { return nullptr; }
-template <typename T, std::enable_if_t<std::is_arithmetic_v<T> ||
-                                           std::is_pointer_v<T>,
-                                       int> = 0>
+template <
+    typename T,
+    std::enable_if_t<std::is_arithmetic_v<T> || std::is_pointer_v<T>, int> = 0>
 T deviceArg(T value) {
   return value;
 }
@@ -361,8 +359,7 @@ void runBoth(const char *name, CpuKernel cpuKernel, CudaKernel cudaKernel,
 /// Runs kernel `name` with the CPU implementation on the host descriptors
 /// and with the C entry point (the CUDA backend) on the device buffers.
 #define RUN_BOTH(name, ...)                                                    \
-  runBoth(#name, &spmd::rt::cpu::spmd_rt_##name, &::spmd_rt_##name,           \
-          __VA_ARGS__)
+  runBoth(#name, &spmd::rt::cpu::spmd_rt_##name, &::spmd_rt_##name, __VA_ARGS__)
 
 //===----------------------------------------------------------------------===//
 // Comparison
@@ -446,9 +443,8 @@ void expectMatch(const Tensor &t, Tol tol) {
   std::ostringstream message;
   message << std::setprecision(dtype == SPMD_F64 ? 17 : 9)
           << spmd_rt_dtype_name(dtype) << shapeString(t.shape()) << ": "
-          << mismatches << " of " << t.numel()
-          << " elements differ; first at " << indexString(t.shape(), first)
-          << " (flat " << first << "): cuda ";
+          << mismatches << " of " << t.numel() << " elements differ; first at "
+          << indexString(t.shape(), first) << " (flat " << first << "): cuda ";
   if (isFloat(dtype))
     message << loadDouble(got, dtype, first) << ", cpu "
             << loadDouble(want, dtype, first) << " (rtol " << tol.rtol
@@ -484,9 +480,9 @@ void expectDeviceBytes(const Tensor &t, const Tensor &want) {
   const auto *w = static_cast<const uint8_t *>(want.hostData());
   for (size_t i = 0; i < t.bytes(); ++i)
     if (g[i] != w[i]) {
-      ADD_FAILURE() << "byte " << i << " of " << t.bytes() << " differs: "
-                    << int(g[i]) << " on the device, " << int(w[i])
-                    << " expected";
+      ADD_FAILURE() << "byte " << i << " of " << t.bytes()
+                    << " differs: " << int(g[i]) << " on the device, "
+                    << int(w[i]) << " expected";
       return;
     }
 }
@@ -539,8 +535,8 @@ TEST_F(CudaRuntime, BackendBufferCopiesViewsAndConstants) {
   EXPECT_EQ(spmd_rt_set_backend("cuda"), 0);
 
   // spmd_rt_write then spmd_rt_read gives the bytes back, for every dtype.
-  for (int32_t dtype : {SPMD_F32, SPMD_F64, SPMD_F16, SPMD_BF16, SPMD_I64,
-                        SPMD_I32, SPMD_I1}) {
+  for (int32_t dtype :
+       {SPMD_F32, SPMD_F64, SPMD_F16, SPMD_BF16, SPMD_I64, SPMD_I32, SPMD_I1}) {
     SCOPED_TRACE(spmd_rt_dtype_name(dtype));
     Tensor t(dtype, {3, 5, 7});
     auto *bytes = static_cast<uint8_t *>(t.hostData());
@@ -637,10 +633,10 @@ TEST_F(CudaKernels, BinaryArithmetic) {
     SCOPED_TRACE(spmd_rt_dtype_name(dt));
     Tensor a = random(dt, {3, 5, 7}, -1, 1);
     Tensor b = random(dt, {3, 5, 7}, -1, 1);
-    Tensor row = random(dt, {7}, -1, 1);     // rank below out's
+    Tensor row = random(dt, {7}, -1, 1);       // rank below out's
     Tensor col = random(dt, {3, 1, 7}, -1, 1); // a size-1 dim
-    Tensor mid = random(dt, {5, 1}, -1, 1);  // both
-    Tensor scalar = random(dt, {}, -1, 1);   // 0-D
+    Tensor mid = random(dt, {5, 1}, -1, 1);    // both
+    Tensor scalar = random(dt, {}, -1, 1);     // 0-D
     Tensor den = randomSigned(dt, {3, 5, 7}, 0.5, 2);
     Tensor denMid = randomSigned(dt, {5, 1}, 0.5, 2);
     const Shape out = {3, 5, 7};
@@ -657,8 +653,7 @@ TEST_F(CudaKernels, BinaryArithmetic) {
     // Rank 4, size-1 dims on both sides.
     Tensor p = random(dt, {2, 1, 4, 1}, -1, 1);
     Tensor q = random(dt, {3, 1, 5}, -1, 1);
-    CHECK_KERNEL(kElementwise, add_tensor, Tensor(dt, {2, 3, 4, 5}), p, q,
-                 1.0);
+    CHECK_KERNEL(kElementwise, add_tensor, Tensor(dt, {2, 3, 4, 5}), p, q, 1.0);
   }
 
   // Integers compute exactly in their own type.
@@ -719,10 +714,10 @@ TEST_F(CudaKernels, TernaryArithmetic) {
     // Values on the threshold: self <= threshold gives 0.
     Tensor grad = random(dt, {3, 5, 7}, -1, 1);
     Tensor steps = generate(dt, {5, 7}, [](int64_t i) { return i % 5 - 2; });
-    CHECK_KERNEL(kElementwise, threshold_backward, Tensor(dt, out), grad,
-                 steps, 0.0);
-    CHECK_KERNEL(kElementwise, threshold_backward, Tensor(dt, out), grad,
-                 steps, 1.0);
+    CHECK_KERNEL(kElementwise, threshold_backward, Tensor(dt, out), grad, steps,
+                 0.0);
+    CHECK_KERNEL(kElementwise, threshold_backward, Tensor(dt, out), grad, steps,
+                 1.0);
     CHECK_KERNEL(kElementwise, threshold_backward, Tensor(dt, out), grad, self,
                  -0.25);
   }
@@ -1169,15 +1164,15 @@ TEST_F(CudaKernels, MmAddmmBmmBaddbmm) {
     Tensor col = random(dt, {37, 1}, -1, 1);
     Tensor full = random(dt, {37, 29}, -1, 1);
     Tensor nanSelf = generate(dt, {1}, [&](int64_t) { return nan; });
-    CHECK_KERNEL(matmulTol(53, 2), addmm, Tensor(dt, {37, 29}), bias, a, b,
-                 0.5, 2.0);
+    CHECK_KERNEL(matmulTol(53, 2), addmm, Tensor(dt, {37, 29}), bias, a, b, 0.5,
+                 2.0);
     CHECK_KERNEL(matmulTol(53), addmm, Tensor(dt, {37, 29}), col, a, b, 1.0,
                  1.0);
     CHECK_KERNEL(matmulTol(53), addmm, Tensor(dt, {37, 29}), full, a, b, -1.0,
                  0.5);
     // beta == 0 ignores self, NaN included (ATen).
-    CHECK_KERNEL(matmulTol(53), addmm, Tensor(dt, {37, 29}), nanSelf, a, b,
-                 0.0, 1.0);
+    CHECK_KERNEL(matmulTol(53), addmm, Tensor(dt, {37, 29}), nanSelf, a, b, 0.0,
+                 1.0);
 
     Tensor ba = random(dt, {3, 17, 23}, -1, 1);
     Tensor bb = random(dt, {3, 23, 11}, -1, 1);
@@ -1500,8 +1495,7 @@ TEST_F(CudaKernels, Embedding) {
     Tensor indices32 = random(SPMD_I32, {21}, 0, 49);
     CHECK_KERNEL(kExact, embedding, Tensor(dt, {3, 7, 17}), weight, indices,
                  -1);
-    CHECK_KERNEL(kExact, embedding, Tensor(dt, {21, 17}), weight, indices32,
-                 4);
+    CHECK_KERNEL(kExact, embedding, Tensor(dt, {21, 17}), weight, indices32, 4);
     Tensor scalarIndex = tensor<int64_t>({}, {49});
     CHECK_KERNEL(kExact, embedding, Tensor(dt, {17}), weight, scalarIndex, -1);
 
@@ -1521,8 +1515,8 @@ TEST_F(CudaKernels, Embedding) {
     // and out may have padding rows past the held ones.
     Tensor shard = random(dt, {20, 17}, -1, 1);
     Tensor paddedShard = random(dt, {24, 17}, -1, 1);
-    CHECK_KERNEL(kExact, embedding_rows, Tensor(dt, {3, 7, 17}), shard,
-                 indices, kRows10to30);
+    CHECK_KERNEL(kExact, embedding_rows, Tensor(dt, {3, 7, 17}), shard, indices,
+                 kRows10to30);
     CHECK_KERNEL(kExact, embedding_rows, Tensor(dt, {21, 17}), paddedShard,
                  indices32, kRows10to30);
     CHECK_KERNEL(kExact, embedding_rows, Tensor(dt, {3, 7, 17}), weight,
@@ -1544,8 +1538,8 @@ TEST_F(CudaKernels, Embedding) {
   // A large table and many repeats (contended adds).
   Tensor weight = random(SPMD_F32, {1000, 64}, -1, 1);
   Tensor indices = random(SPMD_I64, {4096}, 0, 999);
-  CHECK_KERNEL(kExact, embedding, Tensor(SPMD_F32, {4096, 64}), weight,
-               indices, -1);
+  CHECK_KERNEL(kExact, embedding, Tensor(SPMD_F32, {4096, 64}), weight, indices,
+               -1);
   Tensor hot = random(SPMD_I32, {4096}, 0, 19);
   Tensor grad = random(SPMD_F32, {4096, 64}, -1, 1);
   CHECK_KERNEL(sumTol(400), embedding_dense_backward,
@@ -1709,8 +1703,8 @@ TEST_F(CudaCollectives, OneRankGroupsGiveTheirInput) {
     SCOPED_TRACE(spmd_rt_dtype_name(dt));
     const Shape shape = {6, 10, 4};
     Tensor in = random(dt, shape, -1000, 1000);
-    for (int32_t reduce : {SPMD_REDUCE_SUM, SPMD_REDUCE_AVG, SPMD_REDUCE_MAX,
-                           SPMD_REDUCE_MIN}) {
+    for (int32_t reduce :
+         {SPMD_REDUCE_SUM, SPMD_REDUCE_AVG, SPMD_REDUCE_MAX, SPMD_REDUCE_MIN}) {
       if (reduce == SPMD_REDUCE_AVG && !isFloat(dt))
         continue; // avg of integers is not supported
       SCOPED_TRACE("reduce " + std::to_string(reduce));
@@ -1773,7 +1767,7 @@ TEST_F(CudaCollectives, KernelsAndCollectivesAreOrdered) {
   static constexpr int64_t kTranspose[] = {1, 0};
 
   // Each consumer reads `shared` (the collective's result) on both backends.
-  using Consumer = std::function<void(Tensor &shared)>;
+  using Consumer = std::function<void(Tensor & shared)>;
   const std::vector<std::pair<const char *, Consumer>> consumers = {
       {"add_scalar",
        [&](Tensor &s) {

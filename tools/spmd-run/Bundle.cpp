@@ -208,12 +208,14 @@ llvm::Expected<Manifest> spmd::run::readManifest(const std::string &dir) {
       auto file = e ? e->getString("file") : std::nullopt;
       auto dtype = e ? e->getString("dtype") : std::nullopt;
       const llvm::json::Array *shape = e ? e->getArray("shape") : nullptr;
-      if (!index || !fqn || !file || !dtype || !shape)
+      // Results have no file in a bundle captured with --no-reference.
+      bool needsFile = list == &manifest.args;
+      if (!index || !fqn || (needsFile && !file) || !dtype || !shape)
         return fail(llvm::Twine(key) + "[" + llvm::Twine(list->size()) +
                     "] lacks index, fqn, dtype, shape or file");
       entry.index = *index;
       entry.fqn = fqn->str();
-      entry.file = file->str();
+      entry.file = file ? file->str() : "";
       entry.dtype = dtype->str();
       entry.role = e->getString("role").value_or("").str();
       entry.fileFp64 = e->getString("file_fp64").value_or("").str();

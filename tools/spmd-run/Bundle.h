@@ -40,7 +40,8 @@ llvm::Error writeNpy(const std::string &path, const Array &array);
 /// One manifest entry (an argument or a result of @train_step).
 struct Entry {
   int64_t index = 0;
-  std::string fqn, role, dtype, file;
+  std::string fqn, role, dtype;
+  std::string file; // empty for results of a --no-reference bundle
   std::string fileFp64; // results: the float64 reference, if recorded
   std::vector<int64_t> shape;
   int64_t updates = -1; // results: the argument it updates, or -1

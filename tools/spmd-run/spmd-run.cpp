@@ -444,6 +444,12 @@ int main(int argc, char **argv) {
           funcName.c_str(), argSlots.size(), resultSlots.size(),
           manifest->args.size(), manifest->results.size());
   spmd_rt_set_seed(manifest->seed);
+  if (check)
+    for (const Entry &entry : manifest->results)
+      if (entry.file.empty())
+        FATAL("--check: the bundle has no reference result for '%s' (it was "
+              "captured with --no-reference)",
+              entry.fqn.c_str());
 
   // Each rank's local piece of every argument.
   std::vector<SpmdBuffer *> args;

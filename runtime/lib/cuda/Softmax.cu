@@ -58,45 +58,89 @@ template <typename V, typename Op> __device__ V warpReduce(V v, Op op) {
   return __shfl_sync(0xffffffffu, v, 0);
 }
 
-/// The elements of one row, shared by the kGroup threads of a warp
-/// (kGroup == 32) or a block (kGroup == blockDim.x).
-template <int kGroup> struct RowAxis {
+/// Whether kind K reads a second input (the forward's output).
+template <Kind K>
+constexpr bool kTwoInputs =
+    K == Kind::SoftmaxBackward || K == Kind::LogSoftmaxBackward;
+
+/// Combines the partial folds of a row's kGroup threads (a warp, or the
+/// block when kGroup > 32); every thread gets the result.
+template <int kGroup, typename V, typename Op>
+__device__ V combineRow(V v, Op op) {
+  v = warpReduce(v, op);
+  if constexpr (kGroup > 32) {
+    __shared__ V partial[kGroup / 32];
+    if (threadIdx.x % 32 == 0)
+      partial[threadIdx.x / 32] = v;
+    __syncthreads();
+    v = partial[0];
+    for (int w = 1; w < kGroup / 32; ++w)
+      v = op(v, partial[w]);
+    // `partial` is reused by the next combine.
+    __syncthreads();
+  }
+  return v;
+}
+
+/// One row of n elements shared by kGroup threads: thread `lane` holds
+/// elements lane, lane + kGroup, ...; `forEach(f)` calls f(index, a[index],
+/// b[index]) for them (b[index] only with kTwo). With kCache > 0 the row
+/// (at most kGroup * kCache elements) is read into registers once, so that
+/// the passes read memory once; else every pass reads it.
+template <typename T, bool kTwo, int kGroup, int kCache> struct RowAxis {
+  static constexpr int kSlots = kCache > 0 ? kCache : 1;
+  const T *__restrict__ a;
+  const T *__restrict__ b;
   int64_t base, n;
   int lane;
+  T va[kSlots], vb[kSlots];
 
-  template <typename F> __device__ void forEach(F f) const {
-#pragma unroll 4
-    for (int64_t j = lane; j < n; j += kGroup)
-      f(base + j);
+  __device__ RowAxis(const T *a, const T *b, int64_t base, int64_t n, int lane)
+      : a(a), b(b), base(base), n(n), lane(lane) {
+    if constexpr (kCache > 0) {
+#pragma unroll
+      for (int k = 0; k < kCache; ++k) {
+        const int64_t j = lane + int64_t(k) * kGroup;
+        va[k] = j < n ? a[base + j] : T(0);
+        if constexpr (kTwo)
+          vb[k] = j < n ? b[base + j] : T(0);
+      }
+    }
   }
 
-  /// Combines the group's partial folds; every thread gets the result.
-  template <typename V, typename Op> __device__ V combine(V v, Op op) const {
-    v = warpReduce(v, op);
-    if constexpr (kGroup > 32) {
-      __shared__ V partial[kGroup / 32];
-      if (lane % 32 == 0)
-        partial[lane / 32] = v;
-      __syncthreads();
-      v = partial[0];
-      for (int w = 1; w < kGroup / 32; ++w)
-        v = op(v, partial[w]);
-      // `partial` is reused by the next combine.
-      __syncthreads();
+  template <typename F> __device__ void forEach(F f) const {
+    if constexpr (kCache > 0) {
+#pragma unroll
+      for (int k = 0; k < kCache; ++k) {
+        const int64_t j = lane + int64_t(k) * kGroup;
+        if (j < n)
+          f(base + j, va[k], kTwo ? vb[k] : T(0));
+      }
+    } else {
+#pragma unroll 4
+      for (int64_t j = lane; j < n; j += kGroup)
+        f(base + j, a[base + j], kTwo ? b[base + j] : T(0));
     }
-    return v;
+  }
+
+  template <typename V, typename Op> __device__ V combine(V v, Op op) const {
+    return combineRow<kGroup>(v, op);
   }
 };
 
 /// The elements of one (outer, inner) column, split over the blockDim.y
 /// threads of a block column: thread y walks d = y, y + blockDim.y, ...
-struct ColumnAxis {
+template <typename T, bool kTwo> struct ColumnAxis {
+  const T *__restrict__ a;
+  const T *__restrict__ b;
   int64_t base, size, inner;
 
   template <typename F> __device__ void forEach(F f) const {
 #pragma unroll 4
-    for (int64_t d = threadIdx.y; d < size; d += blockDim.y)
-      f(base + d * inner);
+    for (int64_t d = threadIdx.y; d < size; d += blockDim.y) {
+      const int64_t i = base + d * inner;
+      f(i, a[i], kTwo ? b[i] : T(0));
+    }
   }
 
   /// Combines the block column's partial folds (a tree over y in shared
@@ -118,48 +162,48 @@ struct ColumnAxis {
   }
 };
 
-/// One line along `dim` of a kernel of kind K. `a` is self (forward) or
-/// grad_output (backward), `b` the forward's output (backward only).
+/// One line along `dim` of a kernel of kind K, whose elements `axis` gives
+/// as (index, a, b): a is self (forward) or grad_output (backward), b the
+/// forward's output (backward only).
 template <Kind K, typename T, typename Axis>
-__device__ void softmaxLine(const Axis &axis, T *__restrict__ out,
-                            const T *__restrict__ a, const T *__restrict__ b) {
+__device__ void softmaxLine(const Axis &axis, T *__restrict__ out) {
   if constexpr (K == Kind::Softmax || K == Kind::LogSoftmax) {
     T max = -std::numeric_limits<T>::infinity();
-    axis.forEach([&](int64_t i) { max = MaxOp()(max, a[i]); });
+    axis.forEach([&](int64_t, T x, T) { max = MaxOp()(max, x); });
     max = axis.combine(max, MaxOp());
     T sum = 0;
-    axis.forEach([&](int64_t i) { sum += expOf(a[i] - max); });
+    axis.forEach([&](int64_t, T x, T) { sum += expOf(x - max); });
     sum = axis.combine(sum, AddOp());
     if constexpr (K == Kind::Softmax) {
       // ATen: exp(x - max) * (1 / sum).
       const T r = T(1) / sum;
-      axis.forEach([&](int64_t i) { out[i] = expOf(a[i] - max) * r; });
+      axis.forEach([&](int64_t i, T x, T) { out[i] = expOf(x - max) * r; });
     } else {
       // ATen: (x - max) - log(sum); subtracting max + log(sum) at once would
       // lose the small differences of large logits.
       const T c = logOf(sum);
-      axis.forEach([&](int64_t i) { out[i] = (a[i] - max) - c; });
+      axis.forEach([&](int64_t i, T x, T) { out[i] = (x - max) - c; });
     }
   } else if constexpr (K == Kind::SoftmaxBackward) {
     // ATen: output * (grad - sum(grad * output)).
     T sum = 0;
-    axis.forEach([&](int64_t i) { sum += a[i] * b[i]; });
+    axis.forEach([&](int64_t, T g, T y) { sum += g * y; });
     sum = axis.combine(sum, AddOp());
-    axis.forEach([&](int64_t i) { out[i] = b[i] * (a[i] - sum); });
+    axis.forEach([&](int64_t i, T g, T y) { out[i] = y * (g - sum); });
   } else {
     // ATen: grad - exp(output) * sum(grad).
     T sum = 0;
-    axis.forEach([&](int64_t i) { sum += a[i]; });
+    axis.forEach([&](int64_t, T g, T) { sum += g; });
     sum = axis.combine(sum, AddOp());
-    axis.forEach([&](int64_t i) { out[i] = a[i] - expOf(b[i]) * sum; });
+    axis.forEach([&](int64_t i, T g, T y) { out[i] = g - expOf(y) * sum; });
   }
 }
 
 /// Threads of a block: kGroup, or several warps of a row each.
 template <int kGroup> constexpr int kRowThreads = std::max(kGroup, kBlock);
 
-/// inner == 1: kGroup threads per row of n elements.
-template <Kind K, typename T, int kGroup>
+/// inner == 1: kGroup threads per row of n elements (see RowAxis).
+template <Kind K, typename T, int kGroup, int kCache>
 __global__ void __launch_bounds__(kRowThreads<kGroup>)
     softmaxRows(T *__restrict__ out, const T *__restrict__ a,
                 const T *__restrict__ b, int64_t rows, int64_t n) {
@@ -168,7 +212,8 @@ __global__ void __launch_bounds__(kRowThreads<kGroup>)
   // With kGroup > 32 a block owns one row, so the loop is block-uniform.
   for (int64_t row = blockIdx.x * int64_t(kRowsPerBlock) + threadIdx.x / kGroup;
        row < rows; row += int64_t(gridDim.x) * kRowsPerBlock)
-    softmaxLine<K>(RowAxis<kGroup>{row * n, n, lane}, out, a, b);
+    softmaxLine<K>(
+        RowAxis<T, kTwoInputs<K>, kGroup, kCache>(a, b, row * n, n, lane), out);
 }
 
 /// inner > 1: a block owns blockDim.x (a power of two up to 32) consecutive
@@ -182,9 +227,9 @@ __global__ void __launch_bounds__(kBlock)
   // Block-uniform: every thread takes part in the combines.
   for (int64_t t = blockIdx.x; t < outer * tiles; t += gridDim.x) {
     const int64_t o = t / tiles, i = t % tiles * blockDim.x + threadIdx.x;
-    softmaxLine<K>(
-        ColumnAxis{o * size * inner + i, i < inner ? size : 0, inner}, out, a,
-        b);
+    softmaxLine<K>(ColumnAxis<T, kTwoInputs<K>>{a, b, o * size * inner + i,
+                                                i < inner ? size : 0, inner},
+                   out);
   }
 }
 
@@ -205,14 +250,33 @@ void launchColumns(T *out, const T *a, const T *b, const DimLayout &l) {
           out, a, b, l.outer, l.size, l.inner);
 }
 
-template <Kind K, typename T, int kGroup>
+template <Kind K, typename T, int kGroup, int kCache>
 void launchRows(T *out, const T *a, const T *b, int64_t rows, int64_t n) {
   constexpr int kRowsPerBlock = kRowThreads<kGroup> / kGroup;
   const int64_t blocks = std::min<int64_t>(
       (rows + kRowsPerBlock - 1) / kRowsPerBlock, int64_t(1) << 30);
-  softmaxRows<K, T, kGroup>
+  softmaxRows<K, T, kGroup, kCache>
       <<<static_cast<unsigned>(blocks), kRowThreads<kGroup>, 0,
          computeStream()>>>(out, a, b, rows, n);
+}
+
+/// The row launch: a warp per row up to 1024 elements, else a block; rows
+/// of up to 16 elements a thread stay in registers. (f64 rows keep 256
+/// threads: 1024-thread blocks would spill its math.)
+template <Kind K, typename T>
+void launchRows(T *out, const T *a, const T *b, int64_t rows, int64_t n) {
+  if (n <= 32 * 16)
+    launchRows<K, T, 32, 16>(out, a, b, rows, n);
+  else if (n <= 1024)
+    launchRows<K, T, 32, 0>(out, a, b, rows, n);
+  else if (n <= 256 * 16)
+    launchRows<K, T, 256, 16>(out, a, b, rows, n);
+  else if (n <= 8192 || sizeof(T) == 8)
+    launchRows<K, T, 256, 0>(out, a, b, rows, n);
+  else if (n <= 1024 * 16)
+    launchRows<K, T, 1024, 16>(out, a, b, rows, n);
+  else
+    launchRows<K, T, 1024, 0>(out, a, b, rows, n);
 }
 
 /// Checks the operands of a softmax-family kernel (all shaped like out,
@@ -239,16 +303,10 @@ void softmaxKernel(const char *kernel, SpmdBuffer *out,
     for (size_t k = 0; k < N; ++k)
       in[k] = dataAs<T>(ins[k], storage[k], kernel);
     T *o = dataOf<T>(out);
-    // A warp per row up to 1024 elements, else a block (f64 rows keep 256
-    // threads: 1024-thread blocks would spill its math).
     if (l.inner != 1)
       launchColumns<K, T>(o, in[0], in[1], l);
-    else if (l.size <= 1024)
-      launchRows<K, T, 32>(o, in[0], in[1], l.outer, l.size);
-    else if (l.size <= 8192 || sizeof(T) == 8)
-      launchRows<K, T, 256>(o, in[0], in[1], l.outer, l.size);
     else
-      launchRows<K, T, 1024>(o, in[0], in[1], l.outer, l.size);
+      launchRows<K, T>(o, in[0], in[1], l.outer, l.size);
     checkLaunch(kernel);
   });
 }
