@@ -65,6 +65,8 @@ void synchronize();
 /// Called by spmd_rt_finalize after the collective backend stopped: waits,
 /// then frees the cached blocks, the streams and the library handles.
 void shutdown();
+/// Prints the GEMM statistics SPMD_RT_GEMM_STATS=1 asked for (Linalg.cu).
+void reportGemmStats();
 /// The CUDA device the rank uses (chosen when the backend started).
 int currentDevice();
 

@@ -11,6 +11,11 @@
 // default; f64 in f64. Shapes are checked with the CPU kernels' rules and
 // messages (Checks.h checkMatmul).
 //
+// With SPMD_RT_GEMM_STATS=1 in the environment, each GEMM is bracketed by
+// CUDA events and spmd_rt_finalize prints, per rank, the GEMMs' count,
+// floating-point operations (2 n k m per product), GPU time and throughput:
+// the "achieved TFLOP/s" of bench/cuda_step_time.py.
+//
 // Reference: cuBLAS documentation, cublasGemmStridedBatchedEx and
 // cublasComputeType_t.
 //
@@ -19,6 +24,11 @@
 #include "Cuda.h"
 
 #include <cublas_v2.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
 
 using namespace spmd::rt;
 using namespace spmd::rt::cuda;
@@ -42,6 +52,31 @@ cublasHandle_t handle() {
   }();
   return h;
 }
+
+/// SPMD_RT_GEMM_STATS: events around every GEMM, read at finalize.
+struct GemmStats {
+  bool enabled = false;
+  int64_t calls = 0;
+  double flops = 0;
+  std::vector<std::pair<cudaEvent_t, cudaEvent_t>> events;
+
+  static GemmStats &get() {
+    static GemmStats stats = [] {
+      GemmStats s;
+      const char *env = std::getenv("SPMD_RT_GEMM_STATS");
+      s.enabled = env && *env && std::string(env) != "0";
+      return s;
+    }();
+    return stats;
+  }
+
+  cudaEvent_t record(const char *what) {
+    cudaEvent_t event = nullptr;
+    check(cudaEventCreate(&event), what);
+    check(cudaEventRecord(event, computeStream()), what);
+    return event;
+  }
+};
 
 /// out = beta * self (broadcast) + alpha * (a @ b) per batch.
 void matmul(const char *kernel, SpmdBuffer *out, const SpmdBuffer *self,
@@ -82,6 +117,8 @@ void matmul(const char *kernel, SpmdBuffer *out, const SpmdBuffer *self,
         isFloat ? CUBLAS_COMPUTE_32F : CUBLAS_COMPUTE_64F;
     const T alphaT = static_cast<T>(alpha), betaT = static_cast<T>(beta);
     // Column-major C^T[m, n] = op(B)^T[m, k] op(A)^T[k, n].
+    GemmStats &stats = GemmStats::get();
+    cudaEvent_t start = stats.enabled ? stats.record(kernel) : nullptr;
     int lda = static_cast<int>(transA ? n : k);
     int ldb = static_cast<int>(transB ? k : m);
     checkCublas(cublasGemmStridedBatchedEx(
@@ -92,10 +129,39 @@ void matmul(const char *kernel, SpmdBuffer *out, const SpmdBuffer *self,
                     static_cast<int>(m), n * m, static_cast<int>(batch),
                     compute, CUBLAS_GEMM_DEFAULT),
                 kernel);
+    if (stats.enabled) {
+      stats.events.emplace_back(start, stats.record(kernel));
+      stats.calls += 1;
+      stats.flops += 2.0 * double(batch) * double(n) * double(k) * double(m);
+    }
   });
 }
 
 } // namespace
+
+void spmd::rt::cuda::reportGemmStats() {
+  GemmStats &stats = GemmStats::get();
+  if (!stats.enabled || stats.calls == 0)
+    return;
+  double seconds = 0;
+  for (auto [start, stop] : stats.events) {
+    float ms = 0;
+    check(cudaEventSynchronize(stop), "SPMD_RT_GEMM_STATS");
+    check(cudaEventElapsedTime(&ms, start, stop), "SPMD_RT_GEMM_STATS");
+    seconds += ms / 1e3;
+    (void)cudaEventDestroy(start);
+    (void)cudaEventDestroy(stop);
+  }
+  std::printf("spmd-run: rank %d: cuBLAS GEMMs: %lld calls, %.4f TFLOP in "
+              "%.3f ms: %.2f TFLOP/s\n",
+              spmd_rt_rank(), static_cast<long long>(stats.calls),
+              stats.flops / 1e12, seconds * 1e3,
+              seconds > 0 ? stats.flops / seconds / 1e12 : 0.0);
+  std::fflush(stdout);
+  stats.events.clear();
+  stats.calls = 0;
+  stats.flops = 0;
+}
 
 namespace spmd::rt::cuda {
 

@@ -84,11 +84,13 @@ __device__ V combineRow(V v, Op op) {
 
 /// One row of n elements shared by kGroup threads: thread `lane` holds
 /// elements lane, lane + kGroup, ...; `forEach(f)` calls f(index, a[index],
-/// b[index]) for them (b[index] only with kTwo). With kCache > 0 the row
-/// (at most kGroup * kCache elements) is read into registers once, so that
-/// the passes read memory once; else every pass reads it.
+/// b[index]) for them (b[index] only with kTwo). With kCache > 0 (kCached)
+/// the row (at most kGroup * kCache elements) is read into registers once,
+/// so that the passes read memory once, and `apply(f)` replaces the cached
+/// a[index] by f(a[index]); else every pass reads memory.
 template <typename T, bool kTwo, int kGroup, int kCache> struct RowAxis {
-  static constexpr int kSlots = kCache > 0 ? kCache : 1;
+  static constexpr bool kCached = kCache > 0;
+  static constexpr int kSlots = kCached ? kCache : 1;
   const T *__restrict__ a;
   const T *__restrict__ b;
   int64_t base, n;
@@ -97,23 +99,23 @@ template <typename T, bool kTwo, int kGroup, int kCache> struct RowAxis {
 
   __device__ RowAxis(const T *a, const T *b, int64_t base, int64_t n, int lane)
       : a(a), b(b), base(base), n(n), lane(lane) {
-    if constexpr (kCache > 0) {
+    if constexpr (kCached) {
 #pragma unroll
       for (int k = 0; k < kCache; ++k) {
-        const int64_t j = lane + int64_t(k) * kGroup;
-        va[k] = j < n ? a[base + j] : T(0);
+        const int j = lane + k * kGroup;
+        va[k] = j < int(n) ? a[base + j] : T(0);
         if constexpr (kTwo)
-          vb[k] = j < n ? b[base + j] : T(0);
+          vb[k] = j < int(n) ? b[base + j] : T(0);
       }
     }
   }
 
   template <typename F> __device__ void forEach(F f) const {
-    if constexpr (kCache > 0) {
+    if constexpr (kCached) {
 #pragma unroll
       for (int k = 0; k < kCache; ++k) {
-        const int64_t j = lane + int64_t(k) * kGroup;
-        if (j < n)
+        const int j = lane + k * kGroup;
+        if (j < int(n))
           f(base + j, va[k], kTwo ? vb[k] : T(0));
       }
     } else {
@@ -121,6 +123,13 @@ template <typename T, bool kTwo, int kGroup, int kCache> struct RowAxis {
       for (int64_t j = lane; j < n; j += kGroup)
         f(base + j, a[base + j], kTwo ? b[base + j] : T(0));
     }
+  }
+
+  template <typename F> __device__ void apply(F f) {
+    static_assert(kCached, "only a cached row can be updated");
+#pragma unroll
+    for (int k = 0; k < kCache; ++k)
+      va[k] = f(va[k]);
   }
 
   template <typename V, typename Op> __device__ V combine(V v, Op op) const {
@@ -131,6 +140,7 @@ template <typename T, bool kTwo, int kGroup, int kCache> struct RowAxis {
 /// The elements of one (outer, inner) column, split over the blockDim.y
 /// threads of a block column: thread y walks d = y, y + blockDim.y, ...
 template <typename T, bool kTwo> struct ColumnAxis {
+  static constexpr bool kCached = false;
   const T *__restrict__ a;
   const T *__restrict__ b;
   int64_t base, size, inner;
@@ -166,18 +176,24 @@ template <typename T, bool kTwo> struct ColumnAxis {
 /// as (index, a, b): a is self (forward) or grad_output (backward), b the
 /// forward's output (backward only).
 template <Kind K, typename T, typename Axis>
-__device__ void softmaxLine(const Axis &axis, T *__restrict__ out) {
+__device__ void softmaxLine(Axis axis, T *__restrict__ out) {
   if constexpr (K == Kind::Softmax || K == Kind::LogSoftmax) {
     T max = -std::numeric_limits<T>::infinity();
     axis.forEach([&](int64_t, T x, T) { max = MaxOp()(max, x); });
     max = axis.combine(max, MaxOp());
+    // softmax keeps exp(x - max) in a cached row (as the CPU keeps it in
+    // out); other rows compute it again in the last pass.
+    constexpr bool kKeepExp = K == Kind::Softmax && Axis::kCached;
+    if constexpr (kKeepExp)
+      axis.apply([&](T x) { return expOf(x - max); });
+    auto e = [&](T v) { return kKeepExp ? v : expOf(v - max); };
     T sum = 0;
-    axis.forEach([&](int64_t, T x, T) { sum += expOf(x - max); });
+    axis.forEach([&](int64_t, T x, T) { sum += e(x); });
     sum = axis.combine(sum, AddOp());
     if constexpr (K == Kind::Softmax) {
       // ATen: exp(x - max) * (1 / sum).
       const T r = T(1) / sum;
-      axis.forEach([&](int64_t i, T x, T) { out[i] = expOf(x - max) * r; });
+      axis.forEach([&](int64_t i, T x, T) { out[i] = e(x) * r; });
     } else {
       // ATen: (x - max) - log(sum); subtracting max + log(sum) at once would
       // lose the small differences of large logits.
@@ -271,7 +287,7 @@ void launchRows(T *out, const T *a, const T *b, int64_t rows, int64_t n) {
     launchRows<K, T, 32, 0>(out, a, b, rows, n);
   else if (n <= 256 * 16)
     launchRows<K, T, 256, 16>(out, a, b, rows, n);
-  else if (n <= 8192 || sizeof(T) == 8)
+  else if constexpr (sizeof(T) == 8)
     launchRows<K, T, 256, 0>(out, a, b, rows, n);
   else if (n <= 1024 * 16)
     launchRows<K, T, 1024, 16>(out, a, b, rows, n);
