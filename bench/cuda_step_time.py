@@ -12,17 +12,19 @@ Two phases, because spmd-capture needs the PyTorch it was written for
 
   capture  traces each CONFIG (a model spec as spmd-capture takes it; the
            default set is the encoder and GPT examples at sizes that fill an
-           H100: d_model 1024, 8192 tokens a step) with spmd-capture
+           H100: d_model 1024, 8192 tokens a step, fp32; a bf16 config adds
+           dtype="bfloat16" to the spec, but tracing it runs bf16 matmuls on
+           the CPU, which takes long at these sizes) with spmd-capture
            --no-reference into DIR. No GPU needed. The argument values are
            dropped: `run` writes its own.
   run      on the GPU machine, for each config: builds the model with the
            factory (seed 0), writes it, its optimizer state and its inputs as
            the bundle's arguments, runs K steps under spmd-run --backend cuda
            with SPMD_RT_GEMM_STATS=1, then K steps of the same model in
-           PyTorch eager on the GPU (fp32, TF32 off on both sides: PyTorch's
-           default for matmuls), and prints both medians, their ratio, the
-           GEMMs' TFLOP/s and the peak of an 8192^3 fp32 cuBLAS GEMM
-           (torch.mm, TF32 off).
+           PyTorch eager on the GPU (fp32 with TF32 off on both sides,
+           PyTorch's default for matmuls; bf16 with fp32 accumulation), and
+           prints both medians, their ratio, the GEMMs' TFLOP/s and its share
+           of the peak of an 8192^3 cuBLAS GEMM of the same dtype (torch.mm).
 
 Medians are wall-clock per step after a warm-up, with the GPU synchronised
 at the end of each step on both sides."""
@@ -44,11 +46,10 @@ import torch  # noqa: E402
 
 from spmd_capture.trace import Optimizer, default_loss, load_factory, step_args  # noqa: E402
 
-DEFAULT = [
-    "examples/encoder.py:encoder(batch=8, seq=1024, d_model=1024, heads=16, ffn=4096)",
-    "examples/gpt.py:gpt(batch=8, seq=1024, vocab=8192, d_model=1024, heads=16, ffn=4096, "
-    "layers=2)",
-]
+ENCODER = "examples/encoder.py:encoder(batch=8, seq=1024, d_model=1024, heads=16, ffn=4096%s)"
+GPT = ("examples/gpt.py:gpt(batch=8, seq=1024, vocab=8192, d_model=1024, heads=16, ffn=4096, "
+       "layers=2%s)")
+DEFAULT = [ENCODER % "", GPT % ""]
 LR = {"sgd": 0.1, "adam": 1e-3}
 
 
@@ -80,9 +81,12 @@ def write_args(bundle, factory, optimizer):
 
 
 def spmd_median(spmd_run, module, bundle, steps):
-    out = subprocess.run([spmd_run, "--backend", "cuda", module, "--bundle", bundle,
-                          "--steps", str(steps), "--timing"], check=True, capture_output=True,
-                         text=True, env=dict(os.environ, SPMD_RT_GEMM_STATS="1")).stdout
+    done = subprocess.run([spmd_run, "--backend", "cuda", module, "--bundle", bundle,
+                           "--steps", str(steps), "--timing"], capture_output=True, text=True,
+                          env=dict(os.environ, SPMD_RT_GEMM_STATS="1"))
+    if done.returncode:
+        raise SystemExit("spmd-run failed:\n" + done.stdout + done.stderr)
+    out = done.stdout
     step = re.search(r"median step time ([0-9.]+) ms, peak memory ([0-9.]+) MiB", out)
     gemm = re.search(r"cuBLAS GEMMs: ([0-9]+) calls, ([0-9.]+) TFLOP in ([0-9.]+) ms: "
                      r"([0-9.]+) TFLOP/s", out)
@@ -111,9 +115,10 @@ def eager_median(factory, optimizer, steps):
     return statistics.median(times)
 
 
-def cublas_peak(n=8192, repeats=10):
-    """TFLOP/s of an n^3 fp32 torch.mm (cuBLAS, TF32 off)."""
-    a, b = torch.randn(n, n, device="cuda"), torch.randn(n, n, device="cuda")
+def cublas_peak(dtype, n=8192, repeats=10):
+    """TFLOP/s of an n^3 torch.mm (cuBLAS; fp32 with TF32 off)."""
+    a = torch.randn(n, n, device="cuda", dtype=dtype)
+    b = torch.randn(n, n, device="cuda", dtype=dtype)
     times = []
     for i in range(repeats + 2):
         torch.cuda.synchronize()
@@ -130,11 +135,12 @@ def run(args):
     torch.backends.cudnn.allow_tf32 = False
     with open(os.path.join(args.dir, "configs.json")) as f:
         configs = json.load(f)
-    peak = cublas_peak()
-    print("GPU: %s; torch %s; cuBLAS fp32 peak (8192^3 torch.mm, TF32 off): %.1f TFLOP/s"
-          % (torch.cuda.get_device_name(), torch.__version__, peak))
+    peaks = {"float32": cublas_peak(torch.float32), "bfloat16": cublas_peak(torch.bfloat16)}
+    print("GPU: %s; torch %s; cuBLAS peak (8192^3 torch.mm): fp32 (TF32 off) %.1f, bf16 "
+          "%.1f TFLOP/s" % (torch.cuda.get_device_name(), torch.__version__,
+                            peaks["float32"], peaks["bfloat16"]))
     print("%-100s %9s %9s %7s %6s %8s %9s %9s %9s" % (
-        "model (1 rank, fp32)", "spmd ms", "torch ms", "ratio", "GEMMs", "TFLOP", "GEMM TF/s",
+        "model (1 rank) [optimizer, dtype]", "spmd ms", "torch ms", "ratio", "GEMMs", "TFLOP", "GEMM TF/s",
         "of peak", "peak MiB"))
     for c in configs:
         optimizer = Optimizer(c["optimizer"], LR[c["optimizer"]])
@@ -142,12 +148,13 @@ def run(args):
         factory = load_factory(os.path.join(ROOT, c["spec"]))
         bundle = os.path.join(args.dir, c["bundle"])
         write_args(bundle, factory, optimizer)
+        dtype = str(next(factory.model.parameters()).dtype)[6:]
         spmd, memory, gemms, tflop, gemm_rate = spmd_median(
             args.spmd_run, os.path.join(args.dir, c["module"]), bundle, args.steps)
         eager = eager_median(factory, optimizer, args.steps)
         print("%-100s %9.2f %9.2f %6.2fx %6d %8.3f %9.1f %8.0f%% %9.0f" % (
-            "%s [%s]" % (c["spec"], c["optimizer"]), spmd * 1e3, eager * 1e3, spmd / eager,
-            gemms, tflop, gemm_rate, 100 * gemm_rate / peak, memory))
+            "%s [%s, %s]" % (c["spec"], c["optimizer"], dtype), spmd * 1e3, eager * 1e3,
+            spmd / eager, gemms, tflop, gemm_rate, 100 * gemm_rate / peaks[dtype], memory))
         sys.stdout.flush()
 
 

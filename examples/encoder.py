@@ -24,8 +24,11 @@ def weighted_sum(output, weight):
 
 
 def encoder(batch=4, seq=8, d_model=64, heads=4, ffn=128, dropout=0.0, norm_first=False,
-            activation="relu", causal=False):
+            activation="relu", causal=False, dtype="float32"):
+    """`dtype` ("float32" or "bfloat16") is the parameters' and activations' type."""
+    dt = getattr(torch, dtype)
     layer = nn.TransformerEncoderLayer(d_model, heads, ffn, dropout, activation,
-                                       batch_first=True, norm_first=norm_first)
+                                       batch_first=True, norm_first=norm_first).to(dt)
     inputs = (torch.randn(batch, seq, d_model),) + ((causal_mask(seq),) if causal else ())
-    return layer, inputs, weighted_sum, (torch.randn(batch, seq, d_model),)
+    return (layer, tuple(t.to(dt) for t in inputs), weighted_sum,
+            (torch.randn(batch, seq, d_model).to(dt),))

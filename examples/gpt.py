@@ -21,8 +21,8 @@ class GPT(nn.Module):
 
     def forward(self, idx):
         seq = idx.shape[1]
-        h = self.tok_emb(idx) + self.pos_emb(torch.arange(seq))
-        mask = torch.triu(torch.full((seq, seq), float("-inf")), 1)
+        h = self.tok_emb(idx) + self.pos_emb(torch.arange(seq, device=idx.device))
+        mask = torch.triu(torch.full((seq, seq), float("-inf"), dtype=h.dtype, device=h.device), 1)
         for layer in self.layers:
             h = layer(h, src_mask=mask)
         return self.head(self.ln_f(h))
@@ -39,7 +39,9 @@ class NextTokenLoss(nn.Module):
         return self.ce(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
 
 
-def gpt(batch=2, seq=8, vocab=96, d_model=64, heads=4, ffn=128, layers=2, dropout=0.0):
+def gpt(batch=2, seq=8, vocab=96, d_model=64, heads=4, ffn=128, layers=2, dropout=0.0,
+        dtype="float32"):
+    """`dtype` ("float32" or "bfloat16") is the parameters' and activations' type."""
     idx = torch.randint(0, vocab, (batch, seq + 1))
-    return (GPT(vocab, seq, d_model, heads, ffn, layers, dropout), (idx[:, :-1],),
-            NextTokenLoss(), (idx[:, 1:],))
+    model = GPT(vocab, seq, d_model, heads, ffn, layers, dropout).to(getattr(torch, dtype))
+    return model, (idx[:, :-1],), NextTokenLoss(), (idx[:, 1:],)

@@ -16,5 +16,7 @@ class MLP(nn.Module):
         return self.fc2(self.relu(self.fc1(x)))
 
 
-def mlp(batch=8, d_in=16, hidden=32, d_out=8):
-    return MLP(d_in, hidden, d_out), (torch.randn(batch, d_in),)
+def mlp(batch=8, d_in=16, hidden=32, d_out=8, dtype="float32"):
+    """`dtype` ("float32" or "bfloat16") is the parameters' and activations' type."""
+    dt = getattr(torch, dtype)
+    return MLP(d_in, hidden, d_out).to(dt), (torch.randn(batch, d_in).to(dt),)

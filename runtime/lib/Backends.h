@@ -1,11 +1,12 @@
-//===- Backends.h - the CPU and CUDA implementations of the kernels -*- C++ -*-===//
+//===- Backends.h - the CPU and CUDA implementations of the kernels -*- C++
+//-*-===//
 //
-// Every kernel of KernelList.def exists twice, as `spmd::rt::cpu::spmd_rt_<name>`
-// (runtime/lib/cpu/) and, when the runtime is built with CUDA
-// (SPMD_HAVE_CUDA), as `spmd::rt::cuda::spmd_rt_<name>` (runtime/lib/cuda/).
-// The C entry points (Dispatch.cpp) call the one of the backend chosen by
-// spmd_rt_set_backend. Inside a backend, an unqualified spmd_rt_<name> call
-// names the same backend's kernel.
+// Every kernel of KernelList.def exists twice, as
+// `spmd::rt::cpu::spmd_rt_<name>` (runtime/lib/cpu/) and, when the runtime is
+// built with CUDA (SPMD_HAVE_CUDA), as `spmd::rt::cuda::spmd_rt_<name>`
+// (runtime/lib/cuda/). The C entry points (Dispatch.cpp) call the one of the
+// backend chosen by spmd_rt_set_backend. Inside a backend, an unqualified
+// spmd_rt_<name> call names the same backend's kernel.
 //
 //===----------------------------------------------------------------------===//
 
@@ -65,7 +66,8 @@ void synchronize();
 /// Called by spmd_rt_finalize after the collective backend stopped: waits,
 /// then frees the cached blocks, the streams and the library handles.
 void shutdown();
-/// Prints the GEMM statistics SPMD_RT_GEMM_STATS=1 asked for (Linalg.cu).
+/// Prints the GEMM statistics SPMD_RT_GEMM_STATS=1 asked for (Linalg.cu);
+/// spmd_rt_finalize calls it while the runtime still runs.
 void reportGemmStats();
 /// The CUDA device the rank uses (chosen when the backend started).
 int currentDevice();

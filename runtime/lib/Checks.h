@@ -51,6 +51,9 @@ enum DTypeSet : unsigned {
   kBool = 4,  // i1
   kNumeric = kFloat | kInt,
   kAll = kNumeric | kBool,
+  // bf16: the CUDA kernels only (cuda/Cuda.h dispatchDevice); `dispatch`
+  // ignores this bit, so a CPU kernel given bf16 reports it unsupported.
+  kBFloat16 = 8,
 };
 
 

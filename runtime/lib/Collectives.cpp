@@ -630,8 +630,10 @@ void spmd_rt_finalize(void) {
   // Device errors are reported while MPI can still end the job; the streams
   // outlive the communicators that use them.
   bool cuda = spmd::rt::cudaBackendActive() && s.backend;
-  if (cuda)
+  if (cuda) {
     spmd::rt::cuda::synchronize();
+    spmd::rt::cuda::reportGemmStats();
+  }
 #endif
   s.meshShape.clear();
   s.meshCoords.clear();

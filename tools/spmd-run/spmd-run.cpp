@@ -10,10 +10,10 @@
 // K steps, feeding each updated value (`spmd.updates`) back as the argument
 // of the next step. `--backend cuda` keeps every buffer on the rank's GPU
 // (CUDA kernels, cuBLAS, NCCL): arguments are copied to the device once,
-// results back only to be checked or written. `--check` gathers the results of the first step to full
-// size on rank 0 and compares them with PyTorch's. `--np N` starts the N
-// ranks under mpirun itself; `mpirun -np N spmd-run ...` works too. Any
-// failure on any rank ends every rank with a message naming the rank.
+// results back only to be checked or written. `--check` gathers the results of
+// the first step to full size on rank 0 and compares them with PyTorch's. `--np
+// N` starts the N ranks under mpirun itself; `mpirun -np N spmd-run ...` works
+// too. Any failure on any rank ends every rank with a message naming the rank.
 //
 //===----------------------------------------------------------------------===//
 
@@ -86,6 +86,11 @@ static cl::opt<double> rtol("rtol",
                                      "its largest magnitude (default 1e-4; "
                                      "see docs/lowering.md)"),
                             cl::init(1e-4));
+static cl::opt<double>
+    rtolBF16("rtol-bf16",
+             cl::desc("--rtol for bf16 results (default 2e-2: bf16 keeps 8 "
+                      "significant bits)"),
+             cl::init(2e-2));
 static cl::opt<std::string> funcName("function", cl::desc("entry function"),
                                      cl::init("train_step"));
 
@@ -157,6 +162,8 @@ std::optional<int32_t> dtypeOf(Type type) {
     return SPMD_F32;
   if (type.isF64())
     return SPMD_F64;
+  if (type.isBF16())
+    return SPMD_BF16;
   if (type.isInteger(64))
     return SPMD_I64;
   if (type.isInteger(32))
@@ -358,7 +365,8 @@ int compare(const std::vector<Array> &results, const Manifest &manifest,
     }
     bool integer =
         got.dtype == SPMD_I64 || got.dtype == SPMD_I32 || got.dtype == SPMD_I1;
-    double tolerance = integer ? 0 : rtol * maxRef + 2 * noise;
+    double relative = got.dtype == SPMD_BF16 ? rtolBF16 : rtol;
+    double tolerance = integer ? 0 : relative * maxRef + 2 * noise;
     bool ok = sameShape && maxExact <= tolerance, byAdam = false;
     if (sameShape && !ok && !integer) {
       std::vector<double> allowance = adamAllowance(i);
@@ -460,6 +468,10 @@ int main(int argc, char **argv) {
       FATAL("argument %zu is '%s' in the module but '%s' in the bundle", i,
             slot.fqn.c_str(), entry.fqn.c_str());
     Array global = readBundleArray(entry.file);
+    // bf16 values arrive widened to f32 (.npy has no bf16).
+    if (*dtypeOf(slot.type.getElementType()) == SPMD_BF16 &&
+        global.dtype == SPMD_F32)
+      global = convertFloat(global, SPMD_BF16);
     if (global.dtype != *dtypeOf(slot.type.getElementType()))
       FATAL("argument '%s': %s holds dtype %s, the module wants %s",
             entry.fqn.c_str(), entry.file.c_str(), entry.dtype.c_str(),

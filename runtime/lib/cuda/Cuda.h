@@ -29,13 +29,94 @@
 #include "../Backends.h"
 #include "../Checks.h"
 
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <memory>
+#include <type_traits>
+
+namespace spmd::rt {
+template <> struct DTypeOf<__nv_bfloat16> {
+  static constexpr int32_t value = SPMD_BF16;
+};
+} // namespace spmd::rt
 
 namespace spmd::rt::cuda {
+
+//===----------------------------------------------------------------------===//
+// bf16
+//===----------------------------------------------------------------------===//
+
+/// The C++ type of SPMD_BF16 on the device.
+using BFloat16 = __nv_bfloat16;
+
+/// The type a kernel computes in: float for bf16 (ATen's `opmath_type`: bf16
+/// is a storage format, arithmetic and accumulation are fp32), else T.
+template <typename T> struct OpMath {
+  using type = T;
+};
+template <> struct OpMath<BFloat16> {
+  using type = float;
+};
+template <typename T> using OpMathT = typename OpMath<T>::type;
+
+/// ATen's conversion of a value to `To` (to bool: nonzero), on the host or
+/// the device. bf16 converts through float both ways, as c10::BFloat16 does
+/// (its only constructor takes a float), rounding to nearest even.
+template <typename To, typename From>
+__host__ __device__ inline To convertValue(From v) {
+  if constexpr (std::is_same_v<To, From>)
+    return v;
+  else if constexpr (std::is_same_v<From, BFloat16>)
+    return convertValue<To>(__bfloat162float(v));
+  else if constexpr (std::is_same_v<To, BFloat16>)
+    return __float2bfloat16(static_cast<float>(v));
+  else if constexpr (std::is_same_v<To, Bool8>)
+    return v != From(0);
+  else
+    return static_cast<To>(v);
+}
+
+/// The type sums accumulate in: double for f32 and f64 (as the CPU kernels),
+/// float for bf16 (ATen's CUDA acc_type), int64 for the integers.
+template <typename T>
+using AccT = std::conditional_t<
+    std::is_same_v<T, BFloat16>, float,
+    std::conditional_t<std::is_floating_point_v<T>, double, int64_t>>;
+
+/// `v` in the type kernels compute in: bf16 widened (exactly) to float, any
+/// other type unchanged. Device code converts explicitly rather than rely on
+/// __nv_bfloat16's operators, which round every intermediate to bf16.
+template <typename T> __host__ __device__ inline OpMathT<T> toOpMath(T v) {
+  if constexpr (std::is_same_v<T, BFloat16>)
+    return __bfloat162float(v);
+  else
+    return v;
+}
+
+/// `v` (an OpMathT<T> or AccT<T>) stored as T: rounded once to the nearest
+/// even bf16, any other type by static_cast.
+template <typename T, typename V> __host__ __device__ inline T toStorage(V v) {
+  if constexpr (std::is_same_v<T, BFloat16>) {
+    static_assert(std::is_same_v<V, float>, "bf16 is rounded from float");
+    return __float2bfloat16(v);
+  } else {
+    return static_cast<T>(v);
+  }
+}
+
+/// `dispatch<Set>` (Checks.h), plus SPMD_BF16 -> BFloat16 when `Set` has
+/// kBFloat16.
+template <unsigned Set, typename Fn>
+void dispatchDevice(int32_t dtype, const char *kernel, Fn &&fn,
+                    const char *what = "") {
+  if constexpr ((Set & kBFloat16) != 0)
+    if (dtype == SPMD_BF16)
+      return fn(BFloat16{});
+  dispatch<Set>(dtype, kernel, fn, what);
+}
 
 //===----------------------------------------------------------------------===//
 // Errors and streams

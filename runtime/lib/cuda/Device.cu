@@ -348,7 +348,6 @@ void spmd::rt::cuda::shutdown() {
   Context &c = *globalContext;
   const char *what = "spmd_rt_finalize";
   checkDeviceErrors();
-  reportGemmStats();
   c.emptyCache(what);
   for (auto &[key, data] : c.tables)
     check(cudaFree(data), what);

@@ -6,6 +6,10 @@
 // number on any rank, mesh and backend. Each thread computes g from i and
 // draws independently; nothing is read back to the host.
 //
+// bf16 (CUDA only) draws the same numbers; native_dropout computes
+// input * keep * scale in float and rounds it to bf16 once (ATen's
+// opmath_type).
+//
 //===----------------------------------------------------------------------===//
 
 #include "../Philox.h"
@@ -98,18 +102,20 @@ __global__ void bernoulliKernel(T *out, int64_t n, DrawSpace s, DrawKey key,
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x)
     // The float draw is compared in double, like the CPU's `u < p`.
-    out[i] = static_cast<double>(draw(key, s, i)) < p ? T(1) : T(0);
+    out[i] = convertValue<T>(static_cast<double>(draw(key, s, i)) < p ? 1 : 0);
 }
 
+/// out = x * keep * scale in M = OpMathT<T>, rounded to T once.
 template <typename T>
 __global__ void dropoutKernel(T *out, Bool8 *mask, const T *x, int64_t n,
                               DrawSpace s, DrawKey key, double keepProbability,
-                              T scale) {
+                              OpMathT<T> scale) {
+  using M = OpMathT<T>;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x) {
     const bool keep = static_cast<double>(draw(key, s, i)) < keepProbability;
     mask[i] = keep;
-    out[i] = x[i] * T(keep) * scale;
+    out[i] = convertValue<T>(convertValue<M>(x[i]) * M(keep) * scale);
   }
 }
 
@@ -120,7 +126,7 @@ void spmd_rt_bernoulli_p(SpmdBuffer *out, double p, int64_t op_id,
                          const int64_t *global_shape,
                          const int64_t *global_offset) {
   const char *kernel = "spmd_rt_bernoulli_p";
-  dispatch<kAll>(out->dtype, kernel, [&](auto tag) {
+  dispatchDevice<kAll | kBFloat16>(out->dtype, kernel, [&](auto tag) {
     using T = decltype(tag);
     const DrawSpace s = drawSpace(kernel, out, global_shape, global_offset);
     const int64_t n = out->numel;
@@ -152,7 +158,7 @@ void spmd_rt_native_dropout(SpmdBuffer *output, SpmdBuffer *mask,
   }
   const double keepProbability = 1.0 - p;
   const double scale = keepProbability == 0.0 ? 0.0 : 1.0 / keepProbability;
-  dispatch<kFloat>(output->dtype, kernel, [&](auto tag) {
+  dispatchDevice<kFloat | kBFloat16>(output->dtype, kernel, [&](auto tag) {
     using T = decltype(tag);
     std::unique_ptr<Scratch> storage;
     const T *x = dataAs<T>(input, storage, kernel);
@@ -160,7 +166,7 @@ void spmd_rt_native_dropout(SpmdBuffer *output, SpmdBuffer *mask,
     const int64_t n = output->numel;
     dropoutKernel<T><<<gridFor(n), kBlock, 0, computeStream()>>>(
         dataOf<T>(output), dataOf<Bool8>(mask), x, n, s, drawKey(op_id),
-        keepProbability, static_cast<T>(scale));
+        keepProbability, static_cast<OpMathT<T>>(scale));
     checkLaunch(kernel);
   });
 }

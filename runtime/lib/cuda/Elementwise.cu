@@ -7,6 +7,11 @@
 // promotion), scalars are converted to out's dtype, with the CPU kernels'
 // formulas and order of operations, so results agree to float rounding.
 //
+// bf16 (CUDA only) is a storage format, as in ATen's CUDA kernels: an op
+// loads bf16 inputs as float, computes and takes its scalars in float
+// (ATen's opmath_type, OpMathT) and rounds to bf16 once, on the store.
+// Copies (copy, expand, permute) move bf16 as a 2-byte payload.
+//
 // The engine: the host checks that every input broadcasts to out's shape
 // (Checks.h broadcastStrides, the CPU's message), merges dims that every
 // operand walks contiguously, and launches a grid-stride kernel; operands
@@ -37,37 +42,28 @@ template <int N> struct Indexing {
   int64_t strides[N > 0 ? N : 1][SPMD_MAX_RANK] = {};
 };
 
-template <typename T, int N> struct Inputs {
-  const T *ptr[N > 0 ? N : 1];
-};
+template <typename T, int N> struct Inputs { const T *ptr[N > 0 ? N : 1]; };
 
-/// ATen's conversion of a value to `To` (to bool: nonzero), on the device.
-template <typename To, typename From>
-__host__ __device__ inline To convertValue(From v) {
-  if constexpr (std::is_same_v<To, Bool8>)
-    return v != From(0);
-  else
-    return static_cast<To>(v);
-}
-
-template <typename T, int N, typename Op, size_t... I>
+/// `op` over the inputs at `offsets`, computed in M: each input is loaded
+/// as M and the result stored as T (for bf16, one rounding, on the store).
+template <typename T, typename M, int N, typename Op, size_t... I>
 __device__ inline T applyAt(const Op &op, const Inputs<T, N> &in,
                             const int64_t *offsets, std::index_sequence<I...>) {
-  return op(in.ptr[I][offsets[I]]...);
+  return convertValue<T>(op(convertValue<M>(in.ptr[I][offsets[I]])...));
 }
 
-template <typename T, int N, typename Op>
+template <typename T, typename M, int N, typename Op>
 __global__ void mapContiguous(T *out, Inputs<T, N> in, int64_t numel, Op op) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < numel;
        i += int64_t(gridDim.x) * blockDim.x) {
     int64_t offsets[N > 0 ? N : 1];
     for (int k = 0; k < N; ++k)
       offsets[k] = i;
-    out[i] = applyAt<T, N>(op, in, offsets, std::make_index_sequence<N>());
+    out[i] = applyAt<T, M, N>(op, in, offsets, std::make_index_sequence<N>());
   }
 }
 
-template <typename T, int N, typename Op>
+template <typename T, typename M, int N, typename Op>
 __global__ void mapStrided(T *out, Inputs<T, N> in, int64_t numel,
                            Indexing<N> ix, Op op) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < numel;
@@ -80,7 +76,7 @@ __global__ void mapStrided(T *out, Inputs<T, N> in, int64_t numel,
       for (int k = 0; k < N; ++k)
         offsets[k] += coord * ix.strides[k][d];
     }
-    out[i] = applyAt<T, N>(op, in, offsets, std::make_index_sequence<N>());
+    out[i] = applyAt<T, M, N>(op, in, offsets, std::make_index_sequence<N>());
   }
 }
 
@@ -109,9 +105,9 @@ template <int N> void coalesce(Indexing<N> &ix) {
   ix = merged;
 }
 
-/// out[i] = op(inputs at i), the inputs (already of type T) broadcast to
-/// out's shape with the given strides.
-template <typename T, int N, typename Op>
+/// out[i] = op(inputs at i) computed in M, the inputs (already of type T)
+/// broadcast to out's shape with the given strides.
+template <typename T, typename M, int N, typename Op>
 void launchMap(const char *kernel, SpmdBuffer *out, Inputs<T, N> in,
                Indexing<N> ix, Op op) {
   if (out->numel == 0)
@@ -121,29 +117,33 @@ void launchMap(const char *kernel, SpmdBuffer *out, Inputs<T, N> in,
   contiguousStrides(ix.rank, ix.shape, outStrides);
   for (int k = 0; k < N; ++k)
     for (int32_t d = 0; d < ix.rank; ++d)
-      contiguous = contiguous && (ix.shape[d] == 1 ||
-                                  ix.strides[k][d] == outStrides[d]);
+      contiguous =
+          contiguous && (ix.shape[d] == 1 || ix.strides[k][d] == outStrides[d]);
   T *o = static_cast<T *>(out->data);
   unsigned grid = gridFor(out->numel);
   if (contiguous) {
-    mapContiguous<T, N><<<grid, kBlock, 0, computeStream()>>>(o, in, out->numel,
-                                                               op);
+    mapContiguous<T, M, N>
+        <<<grid, kBlock, 0, computeStream()>>>(o, in, out->numel, op);
   } else {
     coalesce(ix);
-    mapStrided<T, N><<<grid, kBlock, 0, computeStream()>>>(o, in, out->numel,
-                                                            ix, op);
+    mapStrided<T, M, N>
+        <<<grid, kBlock, 0, computeStream()>>>(o, in, out->numel, ix, op);
   }
   checkLaunch(kernel);
 }
 
-/// The CPU's `elementwise`: dispatches on out's dtype within `Set`, converts
-/// inputs to it, checks broadcasting and maps `makeOp(T{})` over out.
+/// The CPU's `elementwise`: dispatches on out's dtype T within `Set` (or
+/// bf16: every op here takes floats), converts inputs to T, checks
+/// broadcasting and maps `makeOp(M{})` over out, M = OpMathT<T>: the op and
+/// its scalars are in float for bf16.
 template <unsigned Set, int N, typename MakeOp>
 void elementwise(const char *kernel, SpmdBuffer *out,
                  const std::array<const SpmdBuffer *, N> &ins,
                  MakeOp &&makeOp) {
-  dispatch<Set>(out->dtype, kernel, [&](auto tag) {
+  static_assert((Set & kFloat) != 0, "bf16 is added to float sets only");
+  dispatchDevice<Set | kBFloat16>(out->dtype, kernel, [&](auto tag) {
     using T = decltype(tag);
+    using M = OpMathT<T>;
     Indexing<N> ix;
     ix.rank = out->rank;
     std::copy(out->shape, out->shape + out->rank, ix.shape);
@@ -153,7 +153,26 @@ void elementwise(const char *kernel, SpmdBuffer *out,
       broadcastStrides(kernel, ins[k], out->rank, out->shape, ix.strides[k]);
       in.ptr[k] = dataAs<T>(ins[k], converted[k], kernel);
     }
-    launchMap<T, N>(kernel, out, in, ix, makeOp(tag));
+    launchMap<T, M, N>(kernel, out, in, ix, makeOp(M{}));
+  });
+}
+
+template <typename T> struct Identity {
+  __device__ T operator()(T x) const { return x; }
+};
+
+/// out = self read at the strides `makeIndexing()` gives over out's shape
+/// (expand, permute): a copy in out's dtype, with no arithmetic, so bf16
+/// keeps its bits (NaN payloads included).
+template <typename MakeIndexing>
+void copyStrided(const char *kernel, SpmdBuffer *out, const SpmdBuffer *self,
+                 MakeIndexing &&makeIndexing) {
+  dispatchDevice<kAll | kBFloat16>(out->dtype, kernel, [&](auto tag) {
+    using T = decltype(tag);
+    const Indexing<1> ix = makeIndexing();
+    std::unique_ptr<Scratch> converted;
+    Inputs<T, 1> in{{dataAs<T>(self, converted, kernel)}};
+    launchMap<T, T, 1>(kernel, out, in, ix, Identity<T>{});
   });
 }
 
@@ -190,9 +209,6 @@ template <typename T> __device__ T intPow(T base, T exp) {
 constexpr double kGeluBeta = M_SQRT2 * M_2_SQRTPI * 0.5;
 constexpr double kGeluKappa = 0.044715;
 
-template <typename T> struct Identity {
-  __device__ T operator()(T x) const { return x; }
-};
 template <typename T> struct AddTensor {
   T a;
   __device__ T operator()(T x, T y) const { return x + a * y; }
@@ -312,9 +328,9 @@ void spmd::rt::cuda::convert(void *dst, int32_t dtype, const SpmdBuffer *b,
                              const char *kernel) {
   if (b->numel == 0)
     return;
-  dispatch<kAll>(dtype, kernel, [&](auto toTag) {
+  dispatchDevice<kAll | kBFloat16>(dtype, kernel, [&](auto toTag) {
     using To = decltype(toTag);
-    dispatch<kAll>(b->dtype, kernel, [&](auto fromTag) {
+    dispatchDevice<kAll | kBFloat16>(b->dtype, kernel, [&](auto fromTag) {
       using From = decltype(fromTag);
       convertKernel<To, From>
           <<<gridFor(b->numel), kBlock, 0, computeStream()>>>(
@@ -352,9 +368,7 @@ void spmd_rt_sub_tensor(SpmdBuffer *out, const SpmdBuffer *self,
 void spmd_rt_mul_tensor(SpmdBuffer *out, const SpmdBuffer *self,
                         const SpmdBuffer *other) {
   elementwise<kNumeric, 2>("spmd_rt_mul_tensor", out, {self, other},
-                           [](auto tag) {
-                             return MulTensor<decltype(tag)>{};
-                           });
+                           [](auto tag) { return MulTensor<decltype(tag)>{}; });
 }
 
 void spmd_rt_div_tensor(SpmdBuffer *out, const SpmdBuffer *self,
@@ -382,11 +396,16 @@ void spmd_rt_addcdiv(SpmdBuffer *out, const SpmdBuffer *self,
 
 void spmd_rt_threshold_backward(SpmdBuffer *out, const SpmdBuffer *grad_output,
                                 const SpmdBuffer *self, double threshold) {
-  elementwise<kNumeric, 2>(
-      "spmd_rt_threshold_backward", out, {grad_output, self}, [&](auto tag) {
-        using T = decltype(tag);
-        return ThresholdBackward<T>{convertValue<T>(threshold)};
-      });
+  // Unlike the opmath ops, ATen's threshold kernel takes the threshold in
+  // scalar_t: for bf16 it is rounded to bf16 (then compared in float).
+  const double t = out->dtype == SPMD_BF16
+                       ? convertValue<float>(convertValue<BFloat16>(threshold))
+                       : threshold;
+  elementwise<kNumeric, 2>("spmd_rt_threshold_backward", out,
+                           {grad_output, self}, [&](auto tag) {
+                             using T = decltype(tag);
+                             return ThresholdBackward<T>{convertValue<T>(t)};
+                           });
 }
 
 void spmd_rt_add_scalar(SpmdBuffer *out, const SpmdBuffer *self, double other,
@@ -497,8 +516,14 @@ void spmd_rt_copy(SpmdBuffer *out, const SpmdBuffer *self) {
 }
 
 void spmd_rt_expand(SpmdBuffer *out, const SpmdBuffer *self) {
-  elementwise<kAll, 1>("spmd_rt_expand", out, {self},
-                       [](auto tag) { return Identity<decltype(tag)>{}; });
+  const char *kernel = "spmd_rt_expand";
+  copyStrided(kernel, out, self, [&] {
+    Indexing<1> ix;
+    ix.rank = out->rank;
+    std::copy(out->shape, out->shape + out->rank, ix.shape);
+    broadcastStrides(kernel, self, out->rank, out->shape, ix.strides[0]);
+    return ix;
+  });
 }
 
 void spmd_rt_permute(SpmdBuffer *out, const SpmdBuffer *self, int32_t n,
@@ -516,10 +541,7 @@ void spmd_rt_permute(SpmdBuffer *out, const SpmdBuffer *self, int32_t n,
       spmd_rt_fatal("%s: out %s is not self %s permuted", kernel,
                     shapeStr(out).c_str(), shapeStr(self).c_str());
   }
-  dispatch<kAll>(out->dtype, kernel, [&](auto tag) {
-    using T = decltype(tag);
-    std::unique_ptr<Scratch> converted;
-    Inputs<T, 1> in{{dataAs<T>(self, converted, kernel)}};
+  copyStrided(kernel, out, self, [&] {
     Indexing<1> ix;
     ix.rank = n;
     int64_t selfStrides[SPMD_MAX_RANK];
@@ -528,7 +550,7 @@ void spmd_rt_permute(SpmdBuffer *out, const SpmdBuffer *self, int32_t n,
       ix.shape[k] = out->shape[k];
       ix.strides[0][k] = selfStrides[dims[k]];
     }
-    launchMap<T, 1>(kernel, out, in, ix, Identity<T>{});
+    return ix;
   });
 }
 

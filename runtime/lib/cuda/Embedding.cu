@@ -6,6 +6,10 @@
 // recorded in the device error slot and its row skipped; the host reports
 // it at the next synchronisation.
 //
+// bf16 (CUDA only): the forward copies rows as payload; the backward sums in
+// float (ATen's opmath_type, as its embedding backward accumulates in
+// acc_type) and rounds the sums to bf16 once.
+//
 //===----------------------------------------------------------------------===//
 
 #include "Cuda.h"
@@ -77,7 +81,7 @@ void embedding(const char *kernel, SpmdBuffer *out, const SpmdBuffer *weight,
                   static_cast<long long>(rows.count),
                   static_cast<long long>(weight->shape[0]));
   const int64_t d = checkRows(kernel, "out", out, indices, weight->shape[1]);
-  dispatch<kFloat>(out->dtype, kernel, [&](auto tag) {
+  dispatchDevice<kFloat | kBFloat16>(out->dtype, kernel, [&](auto tag) {
     using T = decltype(tag);
     std::unique_ptr<Scratch> storage;
     const T *w = dataAs<T>(weight, storage, kernel);
@@ -125,15 +129,17 @@ __global__ void countKernel(unsigned long long *counts, const I *indices,
   }
 }
 
-/// out row (indices[i] - rows.begin) += grad row i, scaled by 1 / count
-/// when `counts` is given; padding_idx and rows held elsewhere get nothing.
-/// Rows named by several indices are summed with atomics, in no fixed order.
+/// sums row (indices[i] - rows.begin) += grad row i, in M = OpMathT<T>,
+/// scaled by 1 / count when `counts` is given; padding_idx and rows held
+/// elsewhere get nothing. Rows named by several indices are summed with
+/// atomics, in no fixed order.
 template <typename T, typename I>
-__global__ void embeddingBackwardKernel(T *out, const T *grad, const I *indices,
-                                        int64_t n, int64_t d, Rows rows,
-                                        int64_t paddingIdx,
+__global__ void embeddingBackwardKernel(OpMathT<T> *sums, const T *grad,
+                                        const I *indices, int64_t n, int64_t d,
+                                        Rows rows, int64_t paddingIdx,
                                         const unsigned long long *counts,
                                         DeviceError *error, int kernel) {
+  using M = OpMathT<T>;
   for (int64_t i = blockIdx.x * int64_t(blockDim.y) + threadIdx.y; i < n;
        i += int64_t(gridDim.x) * blockDim.y) {
     const int64_t row = indices[i];
@@ -146,17 +152,17 @@ __global__ void embeddingBackwardKernel(T *out, const T *grad, const I *indices,
     const int64_t local = row - rows.begin;
     if (row == paddingIdx || local < 0 || local >= rows.count)
       continue;
-    T *dst = out + local * d;
+    M *dst = sums + local * d;
     const T *src = grad + i * d;
     if (!counts) {
       for (int64_t j = threadIdx.x; j < d; j += blockDim.x)
-        atomicAdd(dst + j, src[j]);
+        atomicAdd(dst + j, convertValue<M>(src[j]));
       continue;
     }
     // ATen: grad_weight[row].add_(grad[i], 1.0 / count).
-    const T scale = static_cast<T>(1.0 / static_cast<double>(counts[local]));
+    const M scale = static_cast<M>(1.0 / static_cast<double>(counts[local]));
     for (int64_t j = threadIdx.x; j < d; j += blockDim.x)
-      atomicAdd(dst + j, scale * src[j]);
+      atomicAdd(dst + j, scale * convertValue<M>(src[j]));
   }
 }
 
@@ -195,12 +201,23 @@ void embeddingBackward(const char *kernel, SpmdBuffer *out,
           checkLaunch(kernel);
         },
         "indices");
-  dispatch<kFloat>(out->dtype, kernel, [&](auto tag) {
+  dispatchDevice<kFloat | kBFloat16>(out->dtype, kernel, [&](auto tag) {
     using T = decltype(tag);
+    using M = OpMathT<T>;
     std::unique_ptr<Scratch> storage;
     const T *g = dataAs<T>(grad_output, storage, kernel);
-    T *o = dataOf<T>(out);
-    check(cudaMemsetAsync(o, 0, static_cast<size_t>(out->numel) * sizeof(T),
+    // The sums: out itself, or for bf16 a float buffer rounded into out at
+    // the end (atomics on bf16 would round every partial sum).
+    std::unique_ptr<Scratch> sumsStorage;
+    M *sums;
+    if constexpr (std::is_same_v<T, M>) {
+      sums = dataOf<T>(out);
+    } else {
+      sumsStorage =
+          std::make_unique<Scratch>(out->numel * int64_t(sizeof(M)), kernel);
+      sums = sumsStorage->as<M>();
+    }
+    check(cudaMemsetAsync(sums, 0, static_cast<size_t>(out->numel) * sizeof(M),
                           computeStream()),
           kernel);
     dispatch<kInt>(
@@ -210,12 +227,19 @@ void embeddingBackward(const char *kernel, SpmdBuffer *out,
           const RowLaunch l = rowLaunch(n, d);
           embeddingBackwardKernel<T, I>
               <<<l.grid, l.block, 0, computeStream()>>>(
-                  o, g, dataOf<I>(indices), n, d, rows, padding_idx,
+                  sums, g, dataOf<I>(indices), n, d, rows, padding_idx,
                   counts ? counts->as<unsigned long long>() : nullptr,
                   deviceErrorSlot(), kernelId(kernel));
           checkLaunch(kernel);
         },
         "indices");
+    if constexpr (!std::is_same_v<T, M>) {
+      // The sums as a buffer of out's shape, for `convert` to round.
+      SpmdBuffer sumsBuffer = *out;
+      sumsBuffer.data = sums;
+      sumsBuffer.dtype = DTypeOf<M>::value;
+      convert(out->data, out->dtype, &sumsBuffer, kernel);
+    }
   });
 }
 

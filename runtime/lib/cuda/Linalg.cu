@@ -8,8 +8,11 @@
 //
 // f32 computes in f32 (CUBLAS_COMPUTE_32F, default math mode: no TF32), as
 // PyTorch does with torch.backends.cuda.matmul.allow_tf32 = False, its
-// default; f64 in f64. Shapes are checked with the CPU kernels' rules and
-// messages (Checks.h checkMatmul).
+// default; f64 in f64. bf16 (CUDA only) is read and written as bf16 but
+// multiplies and accumulates in f32 with f32 alpha and beta
+// (CUBLAS_COMPUTE_32F, ATen's opmath_type and its bf16 cuBLAS calls), so C
+// is rounded to bf16 once. Shapes are checked with the CPU kernels' rules
+// and messages (Checks.h checkMatmul).
 //
 // With SPMD_RT_GEMM_STATS=1 in the environment, each GEMM is bracketed by
 // CUDA events and spmd_rt_finalize prints, per rank, the GEMMs' count,
@@ -53,6 +56,21 @@ cublasHandle_t handle() {
   return h;
 }
 
+/// cuBLAS's type of T's storage, and the type T multiplies in.
+template <typename T> struct GemmTypes;
+template <> struct GemmTypes<float> {
+  static constexpr cudaDataType_t data = CUDA_R_32F;
+  static constexpr cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
+};
+template <> struct GemmTypes<double> {
+  static constexpr cudaDataType_t data = CUDA_R_64F;
+  static constexpr cublasComputeType_t compute = CUBLAS_COMPUTE_64F;
+};
+template <> struct GemmTypes<BFloat16> {
+  static constexpr cudaDataType_t data = CUDA_R_16BF;
+  static constexpr cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
+};
+
 /// SPMD_RT_GEMM_STATS: events around every GEMM, read at finalize.
 struct GemmStats {
   bool enabled = false;
@@ -89,7 +107,7 @@ void matmul(const char *kernel, SpmdBuffer *out, const SpmdBuffer *self,
   // ATen ignores self when beta == 0, NaNs included.
   if (!self || beta == 0.0)
     beta = 0.0;
-  dispatch<kFloat>(out->dtype, kernel, [&](auto tag) {
+  dispatchDevice<kFloat | kBFloat16>(out->dtype, kernel, [&](auto tag) {
     using T = decltype(tag);
     if (beta != 0.0) {
       int64_t strides[SPMD_MAX_RANK];
@@ -111,11 +129,11 @@ void matmul(const char *kernel, SpmdBuffer *out, const SpmdBuffer *self,
     std::unique_ptr<Scratch> aStorage, bStorage;
     const T *x = dataAs<T>(a, aStorage, kernel);
     const T *y = dataAs<T>(b, bStorage, kernel);
-    constexpr bool isFloat = std::is_same_v<T, float>;
-    const cudaDataType_t type = isFloat ? CUDA_R_32F : CUDA_R_64F;
-    const cublasComputeType_t compute =
-        isFloat ? CUBLAS_COMPUTE_32F : CUBLAS_COMPUTE_64F;
-    const T alphaT = static_cast<T>(alpha), betaT = static_cast<T>(beta);
+    const cudaDataType_t type = GemmTypes<T>::data;
+    const cublasComputeType_t compute = GemmTypes<T>::compute;
+    // cuBLAS takes alpha and beta in the compute type: float for bf16.
+    using M = OpMathT<T>;
+    const M alphaT = static_cast<M>(alpha), betaT = static_cast<M>(beta);
     // Column-major C^T[m, n] = op(B)^T[m, k] op(A)^T[k, n].
     GemmStats &stats = GemmStats::get();
     cudaEvent_t start = stats.enabled ? stats.record(kernel) : nullptr;

@@ -5,11 +5,12 @@
 // target [N] (or []) class indices, weight an optional [C]; reduction 0
 // none, 1 mean, 2 sum.
 //
-// A thread per sample. The reduced forward sums in double, per block and
-// then over the blocks' partial sums in a fixed order (deterministic). A
-// target outside [0, C) other than ignore_index is recorded in the device
-// error slot and its sample skipped; the host reports it at the next
-// synchronisation (the CPU fails at once).
+// A thread per sample. The reduced forward sums in double (in float for bf16,
+// ATen's CUDA acc type), per block and then over the blocks' partial sums in
+// a fixed order (deterministic). bf16 values (CUDA only) are computed in
+// float and rounded to bf16 once on store. A target outside [0, C) other than
+// ignore_index is recorded in the device error slot and its sample skipped;
+// the host reports it at the next synchronisation (the CPU fails at once).
 //
 //===----------------------------------------------------------------------===//
 
@@ -94,22 +95,30 @@ Targets<I> targetsOf(const char *kernel, const SpmdBuffer *target,
           kernelId(kernel)};
 }
 
+/// weight[c] in OpMathT<T>, 1 without weight.
+template <typename T>
+__device__ OpMathT<T> weightAt(const T *__restrict__ w, int64_t c) {
+  return w ? toOpMath(w[c]) : OpMathT<T>(1);
+}
+
 /// reduction none over a batch: out[i] = -x[i, t] * weight[t], 0 for ignored
 /// (and invalid) targets.
 template <typename T, typename I>
 __global__ void nllPerSample(T *out, const T *__restrict__ x,
                              const T *__restrict__ w, Targets<I> targets,
                              int64_t batch) {
+  using A = OpMathT<T>;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < batch;
        i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t c = targets[i];
-    out[i] = c < 0 ? T(0) : -x[i * targets.classes + c] * (w ? w[c] : T(1));
+    out[i] = toStorage<T>(
+        c < 0 ? A(0) : -toOpMath(x[i * targets.classes + c]) * weightAt(w, c));
   }
 }
 
 /// Sum over the block (kBlock threads); thread 0 has the result.
-__device__ double blockSum(double v) {
-  __shared__ double partial[kBlock / 32];
+template <typename Acc> __device__ Acc blockSum(Acc v) {
+  __shared__ Acc partial[kBlock / 32];
   for (int offset = 16; offset > 0; offset /= 2)
     v += __shfl_xor_sync(0xffffffffu, v, offset);
   if (threadIdx.x % 32 == 0)
@@ -124,19 +133,21 @@ __device__ double blockSum(double v) {
 }
 
 /// The reduced forward's first pass: block k writes its samples' loss
-/// (-sum of x[i, t] * weight[t]) and weight sums to partial[2k], [2k + 1].
+/// (-sum of x[i, t] * weight[t]) and weight sums, in AccT<T>, to
+/// partial[2k], [2k + 1].
 template <typename T, typename I>
 __global__ void __launch_bounds__(kBlock)
-    nllPartialSums(double *partial, const T *__restrict__ x,
+    nllPartialSums(AccT<T> *partial, const T *__restrict__ x,
                    const T *__restrict__ w, Targets<I> targets, int64_t batch) {
-  double loss = 0, weightSum = 0;
+  using Acc = AccT<T>;
+  Acc loss = 0, weightSum = 0;
   for (int64_t i = blockIdx.x * int64_t(kBlock) + threadIdx.x; i < batch;
        i += int64_t(gridDim.x) * kBlock) {
     const int64_t c = targets[i];
     if (c < 0)
       continue;
-    const double wc = w ? static_cast<double>(w[c]) : 1.0;
-    loss -= static_cast<double>(x[i * targets.classes + c]) * wc;
+    const Acc wc = static_cast<Acc>(weightAt(w, c));
+    loss -= static_cast<Acc>(toOpMath(x[i * targets.classes + c])) * wc;
     weightSum += wc;
   }
   loss = blockSum(loss);
@@ -148,13 +159,15 @@ __global__ void __launch_bounds__(kBlock)
 }
 
 /// The reduced forward's second pass (one block): out = loss, divided by
-/// total_weight for mean. With no samples (`empty`) mean is NaN and the
-/// other reductions 0, as in ATen.
+/// total_weight for mean (in OpMathT<T>: for bf16 the float quotient is
+/// rounded once, as ATen's CUDA kernel). With no samples (`empty`) mean is
+/// NaN and the other reductions 0, as in ATen.
 template <typename T>
 __global__ void __launch_bounds__(kBlock)
-    nllTotal(T *out, T *totalWeight, const double *partial, int64_t blocks,
+    nllTotal(T *out, T *totalWeight, const AccT<T> *partial, int64_t blocks,
              bool mean, bool empty) {
-  double loss = 0, weightSum = 0;
+  using A = OpMathT<T>;
+  AccT<T> loss = 0, weightSum = 0;
   for (int64_t k = threadIdx.x; k < blocks; k += kBlock) {
     loss += partial[2 * k];
     weightSum += partial[2 * k + 1];
@@ -163,32 +176,35 @@ __global__ void __launch_bounds__(kBlock)
   weightSum = blockSum(weightSum);
   if (threadIdx.x != 0)
     return;
-  const T total = static_cast<T>(weightSum);
-  T result = static_cast<T>(loss);
+  const A total = static_cast<A>(weightSum);
+  A result = static_cast<A>(loss);
   if (mean)
-    result = empty ? std::numeric_limits<T>::quiet_NaN() : result / total;
-  *out = result;
-  *totalWeight = total;
+    result = empty ? std::numeric_limits<A>::quiet_NaN() : result / total;
+  *out = toStorage<T>(result);
+  *totalWeight = toStorage<T>(total);
 }
 
 /// The gradient at (i, target[i]) of non-ignored samples: -weight[t] *
 /// grad[i] (reduction none over a batch, `perSample`), else -weight[t] *
-/// grad (grad / total_weight for mean).
+/// grad (grad / total_weight for mean); computed in OpMathT<T>.
 template <typename T, typename I>
 __global__ void
 nllBackward(T *out, const T *__restrict__ grad, const T *__restrict__ w,
             const T *__restrict__ totalWeight, Targets<I> targets,
             int64_t batch, bool perSample, bool mean) {
-  const T scalarGrad =
-      perSample ? T(0) : -(mean ? grad[0] / *totalWeight : grad[0]);
+  using A = OpMathT<T>;
+  const A scalarGrad = perSample
+                           ? A(0)
+                           : -(mean ? toOpMath(grad[0]) / toOpMath(*totalWeight)
+                                    : toOpMath(grad[0]));
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < batch;
        i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t c = targets[i];
     if (c < 0)
       continue;
-    out[i * targets.classes + c] = perSample
-                                       ? -(w ? w[c] : T(1)) * grad[i]
-                                       : (w ? w[c] * scalarGrad : scalarGrad);
+    out[i * targets.classes + c] = toStorage<T>(
+        perSample ? -weightAt(w, c) * toOpMath(grad[i])
+                  : (w ? toOpMath(w[c]) * scalarGrad : scalarGrad));
   }
 }
 
@@ -213,7 +229,7 @@ void spmd_rt_nll_loss_forward(SpmdBuffer *output, SpmdBuffer *total_weight,
     spmd_rt_fatal("%s: output %s must be 0-D", kernel,
                   shapeStr(output).c_str());
   }
-  dispatch<kFloat>(output->dtype, kernel, [&](auto tag) {
+  dispatchDevice<kFloat | kBFloat16>(output->dtype, kernel, [&](auto tag) {
     using T = decltype(tag);
     if (total_weight->dtype != output->dtype)
       spmd_rt_fatal("%s: total_weight must be %s like output", kernel,
@@ -243,16 +259,17 @@ void spmd_rt_nll_loss_forward(SpmdBuffer *output, SpmdBuffer *total_weight,
       checkLaunch(kernel);
       return;
     }
+    using Acc = AccT<T>;
     const unsigned blocks = std::min(gridFor(s.batch), 1024u);
-    Scratch partial(2 * int64_t(blocks) * int64_t(sizeof(double)), kernel);
+    Scratch partial(2 * int64_t(blocks) * int64_t(sizeof(Acc)), kernel);
     dispatchTarget(kernel, target, [&](auto targetTag) {
       using I = decltype(targetTag);
       nllPartialSums<T, I><<<blocks, kBlock, 0, stream>>>(
-          partial.as<double>(), x, w,
+          partial.as<Acc>(), x, w,
           targetsOf<I>(kernel, target, s, ignore_index), s.batch);
       checkLaunch(kernel);
     });
-    nllTotal<T><<<1, kBlock, 0, stream>>>(o, tw, partial.as<double>(), blocks,
+    nllTotal<T><<<1, kBlock, 0, stream>>>(o, tw, partial.as<Acc>(), blocks,
                                           mean, false);
     checkLaunch(kernel);
   });
@@ -277,7 +294,7 @@ void spmd_rt_nll_loss_backward(SpmdBuffer *out, const SpmdBuffer *grad_output,
   } else {
     checkScalar(kernel, "grad_output", grad_output);
   }
-  dispatch<kFloat>(out->dtype, kernel, [&](auto tag) {
+  dispatchDevice<kFloat | kBFloat16>(out->dtype, kernel, [&](auto tag) {
     using T = decltype(tag);
     std::unique_ptr<Scratch> gS, wS, twS;
     const T *g = dataAs<T>(grad_output, gS, kernel);

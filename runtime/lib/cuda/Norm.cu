@@ -3,13 +3,18 @@
 // cpu/Norm.cpp on the device. The input is viewed as [M, N] rows, N the
 // product of the trailing `normalized_rank` dims. A group of threads owns a
 // row (a warp for rows of up to 1024 elements, a block above), reads it
-// coalesced and combines its sums with warp shuffles; row statistics
+// coalesced (into registers, when it has at most 16 elements a thread, so
+// that the passes read memory once) and combines its sums with warp
+// shuffles and shared memory; row statistics
 // accumulate in double and the per element math is ATen's LayerNormKernel
-// in the input's float type, as on the CPU.
+// in the input's float type, as on the CPU. bf16 (CUDA only) follows ATen's
+// CUDA kernels: statistics and math in float, each result rounded to bf16
+// once on store; its mean and rstd are bf16 or f32 buffers (PyTorch's CPU
+// and CUDA kernels differ; the captured program decides).
 //
 // The weight and bias gradients are column sums over the rows: blocks of
 // 32 columns by 8 rows walk a chunk of rows each (coalesced along the
-// columns), and a second pass adds up the chunks' double partial sums in a
+// columns), and a second pass adds up the chunks' partial sums (AccT) in a
 // fixed order, so the results are deterministic.
 //
 //===----------------------------------------------------------------------===//
@@ -77,10 +82,25 @@ const T *optionalData(const SpmdBuffer *b, std::unique_ptr<Scratch> &storage,
   return b ? dataAs<T>(b, storage, kernel) : nullptr;
 }
 
+/// Calls `fn(S{})` with the C++ type of the mean and rstd buffers of float
+/// type T: T itself for f32 and f64, as on the CPU. For bf16, bf16 when
+/// `mean` holds bf16 (PyTorch's CPU kernel) and float otherwise (its CUDA
+/// kernel; a backward reads other dtypes converted, as mixed inputs).
+template <typename T, typename Fn>
+void dispatchStats(const SpmdBuffer *mean, Fn &&fn) {
+  if constexpr (std::is_same_v<T, BFloat16>) {
+    if (mean->dtype == SPMD_BF16)
+      return fn(BFloat16{});
+    fn(float{});
+  } else {
+    fn(T{});
+  }
+}
+
 constexpr int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 /// Sum over the 32 lanes of a warp; every lane gets lane 0's result.
-__device__ double warpSum(double v) {
+template <typename V> __device__ V warpSum(V v) {
   for (int offset = 16; offset > 0; offset /= 2)
     v += __shfl_xor_sync(0xffffffffu, v, offset);
   return __shfl_sync(0xffffffffu, v, 0);
@@ -88,10 +108,10 @@ __device__ double warpSum(double v) {
 
 /// Sum over the kGroup threads of a row: a warp (kGroup == 32) or the block
 /// (kGroup == blockDim.x); every thread gets the result.
-template <int kGroup> __device__ double groupSum(double v) {
+template <int kGroup, typename V> __device__ V groupSum(V v) {
   v = warpSum(v);
   if constexpr (kGroup > 32) {
-    __shared__ double partial[kGroup / 32];
+    __shared__ V partial[kGroup / 32];
     if (threadIdx.x % 32 == 0)
       partial[threadIdx.x / 32] = v;
     __syncthreads();
@@ -124,78 +144,163 @@ template <int kGroup> unsigned rowBlocks(int64_t rows) {
       ceilDiv(rows, RowCursor<kGroup>::kRowsPerBlock), int64_t(1) << 30));
 }
 
+/// This thread's elements j = lane, lane + kGroup, ... of a row of n.
+/// With kCache > 0 (rows of at most kGroup * kCache elements) `forEach`
+/// unrolls over kCache slots k, so that the kernels keep their rows in
+/// registers (slot k) and read memory once; else it loops (k is 0).
+template <int kGroup, int kCache> struct Lanes {
+  static constexpr int kSlots = kCache > 0 ? kCache : 1;
+  int64_t n;
+  int lane;
+
+  template <typename F> __device__ void forEach(F f) const {
+    if constexpr (kCache > 0) {
+#pragma unroll
+      for (int k = 0; k < kCache; ++k) {
+        const int j = lane + k * kGroup;
+        if (j < int(n))
+          f(int64_t(j), k);
+      }
+    } else {
+#pragma unroll 4
+      for (int64_t j = lane; j < n; j += kGroup)
+        f(j, 0);
+    }
+  }
+
+  /// Element j (slot k) of a row `p` whose elements this thread cached in
+  /// `cache`.
+  template <typename T>
+  __device__ T at(const T *p, const T *cache, int64_t j, int k) const {
+    if constexpr (kCache > 0)
+      return cache[k];
+    else
+      return p[j];
+  }
+
+  /// Fills `cache` with this thread's elements of row `p` (if cached).
+  template <typename T> __device__ void load(const T *p, T *cache) const {
+    if constexpr (kCache > 0)
+      forEach([&](int64_t j, int k) { cache[k] = p[j]; });
+  }
+};
+
+/// `p[j]` in OpMathT<T>, or `absent` when p is NULL (an absent weight reads
+/// as 1, an absent bias as 0).
+template <typename T>
+__device__ OpMathT<T> optionalAt(const T *p, int64_t j, OpMathT<T> absent) {
+  return p ? toOpMath(p[j]) : absent;
+}
+
 /// The forward, per row: mean, then the biased variance around it (two
-/// passes, sums in double, so the float results match ATen's Welford
-/// moments to rounding), then y = (x * rstd - rstd * mean) * gamma + beta.
-template <typename T, int kGroup>
+/// passes, sums in AccT<T>: double, so the float results match ATen's
+/// Welford moments to rounding; float for bf16, as ATen's CUDA kernel), then
+/// y = (x * rstd - rstd * mean) * gamma + beta in A = OpMathT<T>. mean and
+/// rstd are stored as S.
+template <typename T, typename S, int kGroup, int kCache>
 __global__ void __launch_bounds__(kRowThreads<kGroup>)
-    layerNormRows(T *__restrict__ y, T *__restrict__ meanOut,
-                  T *__restrict__ rstdOut, const T *__restrict__ x,
+    layerNormRows(T *__restrict__ y, S *__restrict__ meanOut,
+                  S *__restrict__ rstdOut, const T *__restrict__ x,
                   const T *__restrict__ gamma, const T *__restrict__ beta,
                   int64_t m, int64_t n, double eps) {
+  using A = OpMathT<T>;
+  using Acc = AccT<T>;
   const RowCursor<kGroup> cursor;
-  const int lane = cursor.lane();
+  const Lanes<kGroup, kCache> lanes{n, cursor.lane()};
   for (int64_t row = cursor.first(); row < m; row += cursor.step()) {
     const T *xr = x + row * n;
-    double sum = 0;
-#pragma unroll 4
-    for (int64_t j = lane; j < n; j += kGroup)
-      sum += xr[j];
-    const T mean = static_cast<T>(groupSum<kGroup>(sum) / double(n));
-    // Deviations from the mean rounded to T, as in ATen's float moments.
-    double squares = 0;
-#pragma unroll 4
-    for (int64_t j = lane; j < n; j += kGroup) {
-      const T dev = xr[j] - mean;
+    T xc[lanes.kSlots];
+    lanes.load(xr, xc);
+    auto xAt = [&](int64_t j, int k) {
+      return toOpMath(lanes.at(xr, xc, j, k));
+    };
+    Acc sum = 0;
+    lanes.forEach([&](int64_t j, int k) { sum += xAt(j, k); });
+    const A mean = static_cast<A>(groupSum<kGroup>(sum) / Acc(n));
+    // Deviations from the mean rounded to A, as in ATen's float moments.
+    Acc squares = 0;
+    lanes.forEach([&](int64_t j, int k) {
+      const A dev = xAt(j, k) - mean;
       squares += dev * dev;
-    }
-    const double var = groupSum<kGroup>(squares) / double(n);
-    const T rstd = static_cast<T>(1.0 / sqrt(var + eps));
-    const T shift = -rstd * mean;
+    });
+    const Acc var = groupSum<kGroup>(squares) / Acc(n);
+    const A rstd = static_cast<A>(Acc(1) / sqrt(var + static_cast<Acc>(eps)));
+    const A shift = -rstd * mean;
     T *yr = y + row * n;
-#pragma unroll 4
-    for (int64_t j = lane; j < n; j += kGroup)
-      yr[j] = (xr[j] * rstd + shift) * (gamma ? gamma[j] : T(1)) +
-              (beta ? beta[j] : T(0));
-    if (lane == 0) {
-      meanOut[row] = mean;
-      rstdOut[row] = rstd;
+    lanes.forEach([&](int64_t j, int k) {
+      yr[j] =
+          toStorage<T>((xAt(j, k) * rstd + shift) * optionalAt(gamma, j, A(1)) +
+                       optionalAt(beta, j, A(0)));
+    });
+    if (lanes.lane == 0) {
+      meanOut[row] = toStorage<S>(mean);
+      rstdOut[row] = toStorage<S>(rstd);
     }
   }
 }
 
 /// The input gradient, per row (ATen's formula, see
-/// spmd_rt_native_layer_norm_backward).
-template <typename T, int kGroup>
+/// spmd_rt_native_layer_norm_backward): sums in AccT<T>, math in OpMathT<T>,
+/// mean and rstd read as S.
+template <typename T, typename S, int kGroup, int kCache>
 __global__ void __launch_bounds__(kRowThreads<kGroup>)
     layerNormBackwardRows(T *__restrict__ dx, const T *__restrict__ dy,
-                          const T *__restrict__ x, const T *__restrict__ mean,
-                          const T *__restrict__ rstd,
+                          const T *__restrict__ x, const S *__restrict__ mean,
+                          const S *__restrict__ rstd,
                           const T *__restrict__ gamma, int64_t m, int64_t n,
-                          T scale) {
+                          OpMathT<T> scale) {
+  using A = OpMathT<T>;
+  using Acc = AccT<T>;
   const RowCursor<kGroup> cursor;
-  const int lane = cursor.lane();
+  const Lanes<kGroup, kCache> lanes{n, cursor.lane()};
   for (int64_t row = cursor.first(); row < m; row += cursor.step()) {
     const T *dyr = dy + row * n;
     const T *xr = x + row * n;
-    double dsSum = 0, dbSum = 0;
-#pragma unroll 4
-    for (int64_t j = lane; j < n; j += kGroup) {
-      const T g = gamma ? gamma[j] : T(1);
-      dsSum += dyr[j] * xr[j] * g;
-      dbSum += dyr[j] * g;
-    }
-    const T ds = static_cast<T>(groupSum<kGroup>(dsSum));
-    const T db = static_cast<T>(groupSum<kGroup>(dbSum));
-    const T mu = mean[row];
-    const T a = rstd[row];
-    const T b = (db * mu - ds) * a * a * a * scale;
-    const T c = -b * mu - db * a * scale;
+    T dyc[lanes.kSlots], xc[lanes.kSlots];
+    lanes.load(dyr, dyc);
+    lanes.load(xr, xc);
+    auto dyAt = [&](int64_t j, int k) {
+      return toOpMath(lanes.at(dyr, dyc, j, k));
+    };
+    auto xAt = [&](int64_t j, int k) {
+      return toOpMath(lanes.at(xr, xc, j, k));
+    };
+    Acc dsSum = 0, dbSum = 0;
+    lanes.forEach([&](int64_t j, int k) {
+      const A g = optionalAt(gamma, j, A(1));
+      dsSum += dyAt(j, k) * xAt(j, k) * g;
+      dbSum += dyAt(j, k) * g;
+    });
+    const A ds = static_cast<A>(groupSum<kGroup>(dsSum));
+    const A db = static_cast<A>(groupSum<kGroup>(dbSum));
+    const A mu = toOpMath(mean[row]);
+    const A a = toOpMath(rstd[row]);
+    const A b = (db * mu - ds) * a * a * a * scale;
+    const A c = -b * mu - db * a * scale;
     T *dxr = dx + row * n;
-#pragma unroll 4
-    for (int64_t j = lane; j < n; j += kGroup)
-      dxr[j] = a * dyr[j] * (gamma ? gamma[j] : T(1)) + b * xr[j] + c;
+    lanes.forEach([&](int64_t j, int k) {
+      dxr[j] = toStorage<T>(a * dyAt(j, k) * optionalAt(gamma, j, A(1)) +
+                            b * xAt(j, k) + c);
+    });
   }
+}
+
+/// Calls `launch(kGroup, kCache)` (as integral constants) for rows of n:
+/// a warp per row up to 1024 elements, else a block; rows of up to 16
+/// elements a thread stay in registers.
+template <typename Launch> void forRowShape(int64_t n, Launch &&launch) {
+  auto run = [&](auto group, auto cache) { launch(group, cache); };
+  using std::integral_constant;
+  if (n <= 32 * 16)
+    run(integral_constant<int, 32>(), integral_constant<int, 16>());
+  else if (n <= 1024)
+    run(integral_constant<int, 32>(), integral_constant<int, 0>());
+  else if (n <= 256 * 16)
+    run(integral_constant<int, 256>(), integral_constant<int, 16>());
+  else if (n <= 512 * 16)
+    run(integral_constant<int, 512>(), integral_constant<int, 16>());
+  else
+    run(integral_constant<int, 256>(), integral_constant<int, 0>());
 }
 
 /// Tile of the column sums: kTileCols columns (a warp, coalesced) by
@@ -205,35 +310,36 @@ constexpr int kTileRows = kBlock / kTileCols;
 
 /// Column sums over rows [chunk * rowsPerChunk, + rowsPerChunk) of
 ///   dgamma: dy * (rstd * x - rstd * mean), dbeta: dy,
-/// each in double. With one chunk the sums are the results (`dgamma`,
-/// `dbeta`); else they go to `*Part[chunk * n + column]`. A NULL result
-/// (both pointers NULL) is not computed.
-template <typename T>
+/// each in Acc = AccT<T> (the terms in OpMathT<T>). With one chunk the sums
+/// are the results (`dgamma`, `dbeta`, rounded to T once); else they go to
+/// `*Part[chunk * n + column]`. A NULL result (both pointers NULL) is not
+/// computed.
+template <typename T, typename S, typename Acc>
 __global__ void __launch_bounds__(kBlock)
-    layerNormParamGrads(T *dgamma, T *dbeta, double *dgammaPart,
-                        double *dbetaPart, const T *__restrict__ dy,
-                        const T *__restrict__ x, const T *__restrict__ mean,
-                        const T *__restrict__ rstd, int64_t m, int64_t n,
-                        int64_t rowsPerChunk) {
+    layerNormParamGrads(T *dgamma, T *dbeta, Acc *dgammaPart, Acc *dbetaPart,
+                        const T *__restrict__ dy, const T *__restrict__ x,
+                        const S *__restrict__ mean, const S *__restrict__ rstd,
+                        int64_t m, int64_t n, int64_t rowsPerChunk) {
+  using A = OpMathT<T>;
   const bool weight = dgamma || dgammaPart;
   const bool bias = dbeta || dbetaPart;
   const int64_t col = blockIdx.x * int64_t(kTileCols) + threadIdx.x;
   const int64_t begin = blockIdx.y * rowsPerChunk;
   const int64_t end = std::min(m, begin + rowsPerChunk);
-  double gammaSum = 0, betaSum = 0;
+  Acc gammaSum = 0, betaSum = 0;
   if (col < n) {
 #pragma unroll 4
     for (int64_t r = begin + threadIdx.y; r < end; r += kTileRows) {
-      const T d = dy[r * n + col];
+      const A d = toOpMath(dy[r * n + col]);
       if (weight) {
-        const T a = rstd[r];
-        gammaSum += d * (a * x[r * n + col] + -a * mean[r]);
+        const A a = toOpMath(rstd[r]);
+        gammaSum += d * (a * toOpMath(x[r * n + col]) + -a * toOpMath(mean[r]));
       }
       betaSum += d;
     }
   }
-  __shared__ double gammaTile[kTileRows][kTileCols];
-  __shared__ double betaTile[kTileRows][kTileCols];
+  __shared__ Acc gammaTile[kTileRows][kTileCols];
+  __shared__ Acc betaTile[kTileRows][kTileCols];
   gammaTile[threadIdx.y][threadIdx.x] = gammaSum;
   betaTile[threadIdx.y][threadIdx.x] = betaSum;
   __syncthreads();
@@ -245,33 +351,32 @@ __global__ void __launch_bounds__(kBlock)
   }
   if (weight) {
     if (dgamma)
-      dgamma[col] = static_cast<T>(gammaSum);
+      dgamma[col] = toStorage<T>(gammaSum);
     else
       dgammaPart[blockIdx.y * n + col] = gammaSum;
   }
   if (bias) {
     if (dbeta)
-      dbeta[col] = static_cast<T>(betaSum);
+      dbeta[col] = toStorage<T>(betaSum);
     else
       dbetaPart[blockIdx.y * n + col] = betaSum;
   }
 }
 
-/// out[col] = sum over the chunks of part[chunk * n + col]: a warp per
-/// column.
-template <typename T>
-__global__ void sumChunks(T *out, const double *part, int64_t n,
-                          int64_t chunks) {
+/// out[col] = sum over the chunks of part[chunk * n + col], rounded to T
+/// once: a warp per column.
+template <typename T, typename Acc>
+__global__ void sumChunks(T *out, const Acc *part, int64_t n, int64_t chunks) {
   const int lane = threadIdx.x % 32;
   const int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32);
   for (int64_t col = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) / 32;
        col < n; col += warps) {
-    double sum = 0;
+    Acc sum = 0;
     for (int64_t k = lane; k < chunks; k += 32)
       sum += part[k * n + col];
     sum = warpSum(sum);
     if (lane == 0)
-      out[col] = static_cast<T>(sum);
+      out[col] = toStorage<T>(sum);
   }
 }
 
@@ -281,10 +386,11 @@ constexpr int64_t kTargetBlocks = 2048;
 constexpr int64_t kMinChunkRows = 8 * kTileRows;
 
 /// grad_weight and grad_bias (either may be NULL) of rows.m rows.
-template <typename T>
+template <typename T, typename S>
 void paramGrads(const char *kernel, SpmdBuffer *gradWeight,
-                SpmdBuffer *gradBias, const T *dy, const T *x, const T *mean,
-                const T *rstd, Rows rows) {
+                SpmdBuffer *gradBias, const T *dy, const T *x, const S *mean,
+                const S *rstd, Rows rows) {
+  using Acc = AccT<T>;
   const int64_t tiles = ceilDiv(rows.n, kTileCols);
   int64_t chunks = std::max<int64_t>(
       1, std::min({ceilDiv(kTargetBlocks, tiles),
@@ -296,32 +402,32 @@ void paramGrads(const char *kernel, SpmdBuffer *gradWeight,
   const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(chunks));
   const dim3 block(kTileCols, kTileRows);
   if (chunks == 1) {
-    layerNormParamGrads<T><<<grid, block, 0, computeStream()>>>(
+    layerNormParamGrads<T, S, Acc><<<grid, block, 0, computeStream()>>>(
         dgamma, dbeta, nullptr, nullptr, dy, x, mean, rstd, rows.m, rows.n,
         rowsPerChunk);
     checkLaunch(kernel);
     return;
   }
-  const int64_t partBytes = chunks * rows.n * int64_t(sizeof(double));
+  const int64_t partBytes = chunks * rows.n * int64_t(sizeof(Acc));
   std::unique_ptr<Scratch> gammaPart, betaPart;
   if (dgamma)
     gammaPart = std::make_unique<Scratch>(partBytes, kernel);
   if (dbeta)
     betaPart = std::make_unique<Scratch>(partBytes, kernel);
-  layerNormParamGrads<T><<<grid, block, 0, computeStream()>>>(
-      nullptr, nullptr, gammaPart ? gammaPart->as<double>() : nullptr,
-      betaPart ? betaPart->as<double>() : nullptr, dy, x, mean, rstd, rows.m,
+  layerNormParamGrads<T, S, Acc><<<grid, block, 0, computeStream()>>>(
+      nullptr, nullptr, gammaPart ? gammaPart->as<Acc>() : nullptr,
+      betaPart ? betaPart->as<Acc>() : nullptr, dy, x, mean, rstd, rows.m,
       rows.n, rowsPerChunk);
   checkLaunch(kernel);
   const unsigned blocks = gridFor(rows.n * 32);
   if (dgamma) {
     sumChunks<T><<<blocks, kBlock, 0, computeStream()>>>(
-        dgamma, gammaPart->as<double>(), rows.n, chunks);
+        dgamma, gammaPart->as<Acc>(), rows.n, chunks);
     checkLaunch(kernel);
   }
   if (dbeta) {
     sumChunks<T><<<blocks, kBlock, 0, computeStream()>>>(
-        dbeta, betaPart->as<double>(), rows.n, chunks);
+        dbeta, betaPart->as<Acc>(), rows.n, chunks);
     checkLaunch(kernel);
   }
 }
@@ -343,11 +449,20 @@ void spmd_rt_native_layer_norm(SpmdBuffer *output, SpmdBuffer *mean,
     checkNormalizedShape(kernel, "weight", weight, input, normalized_rank);
   if (bias)
     checkNormalizedShape(kernel, "bias", bias, input, normalized_rank);
-  dispatch<kFloat>(output->dtype, kernel, [&](auto tag) {
+  dispatchDevice<kFloat | kBFloat16>(output->dtype, kernel, [&](auto tag) {
     using T = decltype(tag);
-    if (mean->dtype != output->dtype || rstd->dtype != output->dtype)
+    // The kernel writes mean and rstd in their own dtype (dispatchStats), so
+    // no conversion can take a stray one.
+    if constexpr (std::is_same_v<T, BFloat16>) {
+      if (rstd->dtype != mean->dtype ||
+          (mean->dtype != SPMD_BF16 && mean->dtype != SPMD_F32))
+        spmd_rt_fatal("%s: mean and rstd must both be bf16 or both f32 for "
+                      "bf16 output",
+                      kernel);
+    } else if (mean->dtype != output->dtype || rstd->dtype != output->dtype) {
       spmd_rt_fatal("%s: mean and rstd must be %s like output", kernel,
                     spmd_rt_dtype_name(output->dtype));
+    }
     // No rows, nothing to write (rows of no elements do get their NaN
     // statistics, as on the CPU).
     if (rows.m == 0)
@@ -357,19 +472,19 @@ void spmd_rt_native_layer_norm(SpmdBuffer *output, SpmdBuffer *mean,
     const T *gamma = optionalData<T>(weight, gammaS, kernel);
     const T *beta = optionalData<T>(bias, betaS, kernel);
     T *y = dataOf<T>(output);
-    T *meanOut = dataOf<T>(mean);
-    T *rstdOut = dataOf<T>(rstd);
-    auto launch = [&](auto group) {
-      constexpr int kGroup = decltype(group)::value;
-      layerNormRows<T, kGroup><<<rowBlocks<kGroup>(rows.m), kRowThreads<kGroup>,
-                                 0, computeStream()>>>(
-          y, meanOut, rstdOut, x, gamma, beta, rows.m, rows.n, eps);
-      checkLaunch(kernel);
-    };
-    if (rows.n <= 1024)
-      launch(std::integral_constant<int, 32>());
-    else
-      launch(std::integral_constant<int, 256>());
+    dispatchStats<T>(mean, [&](auto statTag) {
+      using S = decltype(statTag);
+      S *meanOut = dataOf<S>(mean);
+      S *rstdOut = dataOf<S>(rstd);
+      forRowShape(rows.n, [&](auto group, auto cache) {
+        constexpr int kGroup = decltype(group)::value;
+        layerNormRows<T, S, kGroup, decltype(cache)::value>
+            <<<rowBlocks<kGroup>(rows.m), kRowThreads<kGroup>, 0,
+               computeStream()>>>(y, meanOut, rstdOut, x, gamma, beta, rows.m,
+                                  rows.n, eps);
+        checkLaunch(kernel);
+      });
+    });
   });
 }
 
@@ -405,38 +520,40 @@ void spmd_rt_native_layer_norm_backward(
                                           : grad_bias;
   if (!typed)
     return;
-  dispatch<kFloat>(typed->dtype, kernel, [&](auto tag) {
+  dispatchDevice<kFloat | kBFloat16>(typed->dtype, kernel, [&](auto tag) {
     using T = decltype(tag);
+    using A = OpMathT<T>;
     for (const SpmdBuffer *result : {grad_input, grad_weight, grad_bias})
       if (result && result->dtype != typed->dtype)
         spmd_rt_fatal("%s: the gradients must share one dtype", kernel);
     // Without rows only grad_weight and grad_bias have elements (zeros).
     if (rows.n == 0 || (rows.m == 0 && !grad_weight && !grad_bias))
       return;
-    std::unique_ptr<Scratch> dyS, xS, meanS, rstdS, gammaS;
+    std::unique_ptr<Scratch> dyS, xS, gammaS;
     const T *dy = dataAs<T>(grad_out, dyS, kernel);
     const T *x = dataAs<T>(input, xS, kernel);
-    const T *meanV = dataAs<T>(mean, meanS, kernel);
-    const T *rstdV = dataAs<T>(rstd, rstdS, kernel);
     const T *gamma = optionalData<T>(weight, gammaS, kernel);
-    if (grad_input && rows.m > 0) {
-      const T scale = T(1) / static_cast<T>(rows.n);
-      T *dx = dataOf<T>(grad_input);
-      auto launch = [&](auto group) {
-        constexpr int kGroup = decltype(group)::value;
-        layerNormBackwardRows<T, kGroup>
-            <<<rowBlocks<kGroup>(rows.m), kRowThreads<kGroup>, 0,
-               computeStream()>>>(dx, dy, x, meanV, rstdV, gamma, rows.m,
-                                  rows.n, scale);
-        checkLaunch(kernel);
-      };
-      if (rows.n <= 1024)
-        launch(std::integral_constant<int, 32>());
-      else
-        launch(std::integral_constant<int, 256>());
-    }
-    if (grad_weight || grad_bias)
-      paramGrads<T>(kernel, grad_weight, grad_bias, dy, x, meanV, rstdV, rows);
+    dispatchStats<T>(mean, [&](auto statTag) {
+      using S = decltype(statTag);
+      std::unique_ptr<Scratch> meanS, rstdS;
+      const S *meanV = dataAs<S>(mean, meanS, kernel);
+      const S *rstdV = dataAs<S>(rstd, rstdS, kernel);
+      if (grad_input && rows.m > 0) {
+        const A scale = A(1) / static_cast<A>(rows.n);
+        T *dx = dataOf<T>(grad_input);
+        forRowShape(rows.n, [&](auto group, auto cache) {
+          constexpr int kGroup = decltype(group)::value;
+          layerNormBackwardRows<T, S, kGroup, decltype(cache)::value>
+              <<<rowBlocks<kGroup>(rows.m), kRowThreads<kGroup>, 0,
+                 computeStream()>>>(dx, dy, x, meanV, rstdV, gamma, rows.m,
+                                    rows.n, scale);
+          checkLaunch(kernel);
+        });
+      }
+      if (grad_weight || grad_bias)
+        paramGrads<T, S>(kernel, grad_weight, grad_bias, dy, x, meanV, rstdV,
+                         rows);
+    });
   });
 }
 

@@ -14,23 +14,18 @@
 // result is deterministic). Short rows take a warp each, and the other
 // layouts a thread per output element.
 //
-// Sums accumulate as the CPU's: in double for floats, in int64 for integers.
+// Sums accumulate as the CPU's: in double for floats, in int64 for integers;
+// bf16 (CUDA only) accumulates in float, ATen's CUDA acc type, and is rounded
+// to bf16 once on store.
 //
 //===----------------------------------------------------------------------===//
 
 #include "Cuda.h"
 
-#include <type_traits>
-
 using namespace spmd::rt;
 
 namespace spmd::rt::cuda {
 namespace {
-
-/// Accumulator type of a sum (as on the CPU): double for floats, int64 for
-/// integers.
-template <typename T>
-using SumAcc = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
 
 constexpr int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
@@ -64,7 +59,7 @@ __global__ void __launch_bounds__(kBlock)
       const T *p = in + b * rows * cols + c;
 #pragma unroll 4
       for (int64_t r = begin + ty; r < end; r += h)
-        acc += p[r * cols];
+        acc += toOpMath(p[r * cols]);
     }
     tile[ty * w + tx] = acc;
     __syncthreads();
@@ -78,7 +73,7 @@ __global__ void __launch_bounds__(kBlock)
       if (partial)
         partial[blockIdx.y * batch * cols + b * cols + c] = tile[tx];
       else
-        out[b * cols + c] = static_cast<T>(tile[tx]);
+        out[b * cols + c] = toStorage<T>(tile[tx]);
     }
   }
 }
@@ -97,7 +92,7 @@ __global__ void sumChunks(T *out, const Acc *partial, int64_t outputs,
       acc += partial[k * outputs + o];
     acc = warpSum(acc);
     if (lane == 0)
-      out[o] = static_cast<T>(acc);
+      out[o] = toStorage<T>(acc);
   }
 }
 
@@ -113,10 +108,10 @@ __global__ void sumRowsWarp(T *out, const T *__restrict__ in, int64_t batch,
     Acc acc = 0;
 #pragma unroll 4
     for (int64_t j = lane; j < n; j += 32)
-      acc += p[j];
+      acc += toOpMath(p[j]);
     acc = warpSum(acc);
     if (lane == 0)
-      out[b] = static_cast<T>(acc);
+      out[b] = toStorage<T>(acc);
   }
 }
 
@@ -153,9 +148,9 @@ __global__ void sumGeneral(T *out, const T *__restrict__ in, int64_t outputs,
       const T *p =
           base + offsetOf(r, v.reducedRank, v.reducedShape, v.reducedStride);
       for (int64_t i = 0; i < v.innerLen; ++i)
-        acc += p[i * v.innerStride];
+        acc += toOpMath(p[i * v.innerStride]);
     }
-    out[o] = static_cast<T>(acc);
+    out[o] = toStorage<T>(acc);
   }
 }
 
@@ -288,9 +283,9 @@ void spmd_rt_sum(SpmdBuffer *out, const SpmdBuffer *self, int32_t n,
     spmd_rt_fatal("%s: out %s is not self %s summed over %d dims", kernel,
                   shapeStr(out).c_str(), shapeStr(self).c_str(), count);
 
-  dispatch<kNumeric>(out->dtype, kernel, [&](auto tag) {
+  dispatchDevice<kNumeric | kBFloat16>(out->dtype, kernel, [&](auto tag) {
     using T = decltype(tag);
-    using Acc = SumAcc<T>;
+    using Acc = AccT<T>;
     if (out->numel == 0)
       return;
     T *o = dataOf<T>(out);

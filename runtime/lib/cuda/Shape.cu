@@ -4,7 +4,9 @@
 // device (copy, expand and permute live in another file). cat and slice are
 // 2-D copies (cudaMemcpy2DAsync): rows are the dims before `dim`, a row is
 // the bytes of `dim` and the dims after it. Like the CPU kernels they
-// support every dtype but f16/bf16; an input of another dtype than out is
+// support every dtype but f16, and bf16 too (CUDA only: values are moved as
+// 2-byte payloads, and fill values and arange's indices are rounded to it
+// via float, as c10::BFloat16 does); an input of another dtype than out is
 // converted to out's dtype first.
 //
 //===----------------------------------------------------------------------===//
@@ -42,7 +44,7 @@ void copyRows(void *dst, int64_t dstPitch, const void *src, int64_t srcPitch,
 template <typename Fn>
 void withInputAs(const char *kernel, SpmdBuffer *out, const SpmdBuffer *self,
                  Fn &&fn) {
-  dispatch<kAll>(out->dtype, kernel, [&](auto tag) {
+  dispatchDevice<kAll | kBFloat16>(out->dtype, kernel, [&](auto tag) {
     using T = decltype(tag);
     std::unique_ptr<Scratch> storage;
     fn(tag, dataAs<T>(self, storage, kernel));
@@ -109,9 +111,11 @@ void localTake(const char *kernel, SpmdBuffer *out, const SpmdBuffer *self,
     if (out->numel == 0)
       return;
     const RowLaunch l = rowLaunch(outer * size, inner);
+    // The CPU's static_cast<T>(fill); bf16 rounds the float value.
+    const T value = convertValue<T>(static_cast<OpMathT<T>>(fill));
     localTakeKernel<<<l.grid, l.block, 0, computeStream()>>>(
         dataOf<T>(out), in, outer, size, self->shape[dim], inner, makeSource(),
-        static_cast<T>(fill));
+        value);
     checkLaunch(kernel);
   });
 }
@@ -128,7 +132,7 @@ __global__ void triuKernel(T *out, const T *in, int64_t n, int64_t rows,
     const int64_t zeros = below < 0 ? 0 : below > cols ? cols : below;
     const int64_t row = r * cols;
     for (int64_t j = threadIdx.x; j < cols; j += blockDim.x)
-      out[row + j] = j < zeros ? T(0) : in[row + j];
+      out[row + j] = j < zeros ? T{} : in[row + j];
   }
 }
 
@@ -141,7 +145,7 @@ template <typename T> __global__ void fillKernel(T *out, int64_t n, T value) {
 template <typename T> __global__ void arangeKernel(T *out, int64_t n) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x)
-    out[i] = static_cast<T>(i);
+    out[i] = convertValue<T>(i);
 }
 
 } // namespace
@@ -172,7 +176,7 @@ void spmd_rt_cat(SpmdBuffer *out, int32_t n, const SpmdBuffer *const *inputs,
                   shapeStr(out).c_str());
   const int64_t outer = product(out->shape, 0, dim);
   const int64_t inner = product(out->shape, dim + 1, out->rank);
-  dispatch<kAll>(out->dtype, kernel, [&](auto tag) {
+  dispatchDevice<kAll | kBFloat16>(out->dtype, kernel, [&](auto tag) {
     using T = decltype(tag);
     const int64_t outRow = out->shape[dim] * inner * int64_t(sizeof(T));
     char *o = static_cast<char *>(out->data);
@@ -258,18 +262,18 @@ void spmd_rt_triu(SpmdBuffer *out, const SpmdBuffer *self, int64_t diagonal) {
 
 void spmd_rt_fill(SpmdBuffer *out, double value) {
   const char *kernel = "spmd_rt_fill";
-  dispatch<kAll>(out->dtype, kernel, [&](auto tag) {
+  dispatchDevice<kAll | kBFloat16>(out->dtype, kernel, [&](auto tag) {
     using T = decltype(tag);
     const int64_t n = out->numel;
     fillKernel<T><<<gridFor(n), kBlock, 0, computeStream()>>>(
-        dataOf<T>(out), n, convertElem<T>(value));
+        dataOf<T>(out), n, convertValue<T>(value));
     checkLaunch(kernel);
   });
 }
 
 void spmd_rt_arange(SpmdBuffer *out) {
   const char *kernel = "spmd_rt_arange";
-  dispatch<kNumeric>(out->dtype, kernel, [&](auto tag) {
+  dispatchDevice<kNumeric | kBFloat16>(out->dtype, kernel, [&](auto tag) {
     using T = decltype(tag);
     const int64_t n = out->numel;
     arangeKernel<T>

@@ -2,16 +2,20 @@
 //
 // cpu/Softmax.cpp on the device, with the same [outer, size, inner] view
 // around `dim` and the same passes: folds over `dim` (max, sum) and maps that
-// use them, all in the tensor's float type.
+// use them, all in the tensor's float type. bf16 tensors (CUDA only) are
+// computed in float, ATen's opmath type, and rounded to bf16 once on store.
 //
 // With inner == 1 (the last dim) a group of threads owns a row: a warp for
 // rows of up to 1024 elements, a whole block above. Consecutive threads read
 // consecutive elements (coalesced), and the group combines its partial folds
-// with warp shuffles (and shared memory across the warps of a block). With
-// inner > 1 the threads of a block row hold consecutive inner lanes of one
-// outer index (coalesced too) and walk `dim` down their columns, each column
-// split over the block's rows when outer * inner alone would not fill the
-// GPU; a column's partial folds combine in shared memory.
+// with warp shuffles (and shared memory across the warps of a block). Rows
+// of up to 16 elements a thread (32 in the forward's 1024-thread blocks)
+// are read into registers once, so the passes read memory once; longer rows
+// are read again by every pass. With inner > 1 the threads of a block row hold
+// consecutive inner lanes of one outer index (coalesced too) and walk `dim`
+// down their columns, each column split over the block's rows when outer *
+// inner alone would not fill the GPU; a column's partial folds combine in
+// shared memory.
 //
 // Every fold combines in a fixed order, so results are deterministic.
 //
@@ -84,49 +88,65 @@ __device__ V combineRow(V v, Op op) {
 
 /// One row of n elements shared by kGroup threads: thread `lane` holds
 /// elements lane, lane + kGroup, ...; `forEach(f)` calls f(index, a[index],
-/// b[index]) for them (b[index] only with kTwo). With kCache > 0 (kCached)
-/// the row (at most kGroup * kCache elements) is read into registers once,
-/// so that the passes read memory once, and `apply(f)` replaces the cached
-/// a[index] by f(a[index]); else every pass reads memory.
+/// b[index]) for them (b[index] only with kTwo) and `fold(f)` calls
+/// f(a[index], b[index]), the values in OpMathT<T>.
+///
+/// With kCache > 0 the row (at most kGroup * kCache elements) is read into
+/// registers once, so that the passes read memory once; `apply(f)` replaces
+/// the cached a[index] by f(a[index]). The slots past the row's end hold
+/// `pad` (and 0 for b), a value that leaves the kernel's folds unchanged, so
+/// that folds need no bounds checks. Without a cache every pass reads
+/// memory.
 template <typename T, bool kTwo, int kGroup, int kCache> struct RowAxis {
-  static constexpr bool kCached = kCache > 0;
-  static constexpr int kSlots = kCached ? kCache : 1;
+  using A = OpMathT<T>;
+  static constexpr int kSlots = kCache > 0 ? kCache : 1;
   const T *__restrict__ a;
   const T *__restrict__ b;
   int64_t base, n;
   int lane;
-  T va[kSlots], vb[kSlots];
+  // In OpMathT<T>: softmax keeps its exponentials here (`apply`).
+  A va[kSlots], vb[kSlots];
 
-  __device__ RowAxis(const T *a, const T *b, int64_t base, int64_t n, int lane)
+  __device__ RowAxis(const T *a, const T *b, int64_t base, int64_t n, int lane,
+                     A pad)
       : a(a), b(b), base(base), n(n), lane(lane) {
-    if constexpr (kCached) {
+    if constexpr (kCache > 0) {
 #pragma unroll
       for (int k = 0; k < kCache; ++k) {
         const int j = lane + k * kGroup;
-        va[k] = j < int(n) ? a[base + j] : T(0);
+        va[k] = j < int(n) ? toOpMath(a[base + j]) : pad;
         if constexpr (kTwo)
-          vb[k] = j < int(n) ? b[base + j] : T(0);
+          vb[k] = j < int(n) ? toOpMath(b[base + j]) : A(0);
       }
     }
   }
 
   template <typename F> __device__ void forEach(F f) const {
-    if constexpr (kCached) {
+    if constexpr (kCache > 0) {
 #pragma unroll
       for (int k = 0; k < kCache; ++k) {
         const int j = lane + k * kGroup;
         if (j < int(n))
-          f(base + j, va[k], kTwo ? vb[k] : T(0));
+          f(base + j, va[k], kTwo ? vb[k] : A(0));
       }
     } else {
 #pragma unroll 4
       for (int64_t j = lane; j < n; j += kGroup)
-        f(base + j, a[base + j], kTwo ? b[base + j] : T(0));
+        f(base + j, toOpMath(a[base + j]), kTwo ? toOpMath(b[base + j]) : A(0));
+    }
+  }
+
+  template <typename F> __device__ void fold(F f) const {
+    if constexpr (kCache > 0) {
+#pragma unroll
+      for (int k = 0; k < kCache; ++k)
+        f(va[k], kTwo ? vb[k] : A(0));
+    } else {
+      forEach([&](int64_t, A x, A y) { f(x, y); });
     }
   }
 
   template <typename F> __device__ void apply(F f) {
-    static_assert(kCached, "only a cached row can be updated");
 #pragma unroll
     for (int k = 0; k < kCache; ++k)
       va[k] = f(va[k]);
@@ -137,10 +157,16 @@ template <typename T, bool kTwo, int kGroup, int kCache> struct RowAxis {
   }
 };
 
+/// Whether `Axis` is a RowAxis with its row in registers.
+template <typename Axis> constexpr bool kCachedRow = false;
+template <typename T, bool kTwo, int kGroup, int kCache>
+constexpr bool kCachedRow<RowAxis<T, kTwo, kGroup, kCache>> = kCache > 0;
+
 /// The elements of one (outer, inner) column, split over the blockDim.y
 /// threads of a block column: thread y walks d = y, y + blockDim.y, ...
+/// The values are given in OpMathT<T>, as by RowAxis.
 template <typename T, bool kTwo> struct ColumnAxis {
-  static constexpr bool kCached = false;
+  using A = OpMathT<T>;
   const T *__restrict__ a;
   const T *__restrict__ b;
   int64_t base, size, inner;
@@ -149,8 +175,12 @@ template <typename T, bool kTwo> struct ColumnAxis {
 #pragma unroll 4
     for (int64_t d = threadIdx.y; d < size; d += blockDim.y) {
       const int64_t i = base + d * inner;
-      f(i, a[i], kTwo ? b[i] : T(0));
+      f(i, toOpMath(a[i]), kTwo ? toOpMath(b[i]) : A(0));
     }
+  }
+
+  template <typename F> __device__ void fold(F f) const {
+    forEach([&](int64_t, A x, A y) { f(x, y); });
   }
 
   /// Combines the block column's partial folds (a tree over y in shared
@@ -174,44 +204,50 @@ template <typename T, bool kTwo> struct ColumnAxis {
 
 /// One line along `dim` of a kernel of kind K, whose elements `axis` gives
 /// as (index, a, b): a is self (forward) or grad_output (backward), b the
-/// forward's output (backward only).
+/// forward's output (backward only). The math runs in A = OpMathT<T>; each
+/// result is rounded to T once, on store.
 template <Kind K, typename T, typename Axis>
 __device__ void softmaxLine(Axis axis, T *__restrict__ out) {
+  using A = OpMathT<T>;
   if constexpr (K == Kind::Softmax || K == Kind::LogSoftmax) {
-    T max = -std::numeric_limits<T>::infinity();
-    axis.forEach([&](int64_t, T x, T) { max = MaxOp()(max, x); });
+    A max = -std::numeric_limits<A>::infinity();
+    axis.fold([&](A x, A) { max = MaxOp()(max, x); });
     max = axis.combine(max, MaxOp());
     // softmax keeps exp(x - max) in a cached row (as the CPU keeps it in
     // out); other rows compute it again in the last pass.
-    constexpr bool kKeepExp = K == Kind::Softmax && Axis::kCached;
+    constexpr bool kKeepExp = K == Kind::Softmax && kCachedRow<Axis>;
     if constexpr (kKeepExp)
-      axis.apply([&](T x) { return expOf(x - max); });
-    auto e = [&](T v) { return kKeepExp ? v : expOf(v - max); };
-    T sum = 0;
-    axis.forEach([&](int64_t, T x, T) { sum += e(x); });
+      axis.apply([&](A x) { return expOf(x - max); });
+    auto e = [&](A v) { return kKeepExp ? v : expOf(v - max); };
+    A sum = 0;
+    axis.fold([&](A x, A) { sum += e(x); });
     sum = axis.combine(sum, AddOp());
     if constexpr (K == Kind::Softmax) {
       // ATen: exp(x - max) * (1 / sum).
-      const T r = T(1) / sum;
-      axis.forEach([&](int64_t i, T x, T) { out[i] = e(x) * r; });
+      const A r = A(1) / sum;
+      axis.forEach([&](int64_t i, A x, A) { out[i] = toStorage<T>(e(x) * r); });
     } else {
       // ATen: (x - max) - log(sum); subtracting max + log(sum) at once would
       // lose the small differences of large logits.
-      const T c = logOf(sum);
-      axis.forEach([&](int64_t i, T x, T) { out[i] = (x - max) - c; });
+      const A c = logOf(sum);
+      axis.forEach(
+          [&](int64_t i, A x, A) { out[i] = toStorage<T>((x - max) - c); });
     }
   } else if constexpr (K == Kind::SoftmaxBackward) {
     // ATen: output * (grad - sum(grad * output)).
-    T sum = 0;
-    axis.forEach([&](int64_t, T g, T y) { sum += g * y; });
+    A sum = 0;
+    axis.fold([&](A g, A y) { sum += g * y; });
     sum = axis.combine(sum, AddOp());
-    axis.forEach([&](int64_t i, T g, T y) { out[i] = y * (g - sum); });
+    axis.forEach(
+        [&](int64_t i, A g, A y) { out[i] = toStorage<T>(y * (g - sum)); });
   } else {
     // ATen: grad - exp(output) * sum(grad).
-    T sum = 0;
-    axis.forEach([&](int64_t, T g, T) { sum += g; });
+    A sum = 0;
+    axis.fold([&](A g, A) { sum += g; });
     sum = axis.combine(sum, AddOp());
-    axis.forEach([&](int64_t i, T g, T y) { out[i] = g - expOf(y) * sum; });
+    axis.forEach([&](int64_t i, A g, A y) {
+      out[i] = toStorage<T>(g - expOf(y) * sum);
+    });
   }
 }
 
@@ -224,12 +260,17 @@ __global__ void __launch_bounds__(kRowThreads<kGroup>)
     softmaxRows(T *__restrict__ out, const T *__restrict__ a,
                 const T *__restrict__ b, int64_t rows, int64_t n) {
   constexpr int kRowsPerBlock = kRowThreads<kGroup> / kGroup;
+  // What the folds ignore: exp(-inf - max) is 0 for the forward's sum (and
+  // -inf the max's identity), 0 adds nothing to the backward's sums.
+  using A = OpMathT<T>;
+  constexpr A kPad = kTwoInputs<K> ? A(0) : -std::numeric_limits<A>::infinity();
   const int lane = threadIdx.x % kGroup;
   // With kGroup > 32 a block owns one row, so the loop is block-uniform.
   for (int64_t row = blockIdx.x * int64_t(kRowsPerBlock) + threadIdx.x / kGroup;
        row < rows; row += int64_t(gridDim.x) * kRowsPerBlock)
     softmaxLine<K>(
-        RowAxis<T, kTwoInputs<K>, kGroup, kCache>(a, b, row * n, n, lane), out);
+        RowAxis<T, kTwoInputs<K>, kGroup, kCache>(a, b, row * n, n, lane, kPad),
+        out);
 }
 
 /// inner > 1: a block owns blockDim.x (a power of two up to 32) consecutive
@@ -277,27 +318,33 @@ void launchRows(T *out, const T *a, const T *b, int64_t rows, int64_t n) {
 }
 
 /// The row launch: a warp per row up to 1024 elements, else a block; rows
-/// of up to 16 elements a thread stay in registers. (f64 rows keep 256
-/// threads: 1024-thread blocks would spill its math.)
+/// of up to 16 elements a thread (32 for the forward's 1024-thread blocks)
+/// stay in registers (in OpMathT<T>: bf16 rows take f32's registers). f64
+/// rows keep 256 threads: 1024-thread blocks (64 registers a thread) would
+/// spill its math.
 template <Kind K, typename T>
 void launchRows(T *out, const T *a, const T *b, int64_t rows, int64_t n) {
   if (n <= 32 * 16)
-    launchRows<K, T, 32, 16>(out, a, b, rows, n);
-  else if (n <= 1024)
-    launchRows<K, T, 32, 0>(out, a, b, rows, n);
-  else if (n <= 256 * 16)
-    launchRows<K, T, 256, 16>(out, a, b, rows, n);
-  else if constexpr (sizeof(T) == 8)
+    return launchRows<K, T, 32, 16>(out, a, b, rows, n);
+  if (n <= 1024)
+    return launchRows<K, T, 32, 0>(out, a, b, rows, n);
+  if (n <= 256 * 16)
+    return launchRows<K, T, 256, 16>(out, a, b, rows, n);
+  if constexpr (sizeof(OpMathT<T>) == 8) {
     launchRows<K, T, 256, 0>(out, a, b, rows, n);
-  else if (n <= 1024 * 16)
-    launchRows<K, T, 1024, 16>(out, a, b, rows, n);
-  else
+  } else {
+    if (n <= 1024 * 16)
+      return launchRows<K, T, 1024, 16>(out, a, b, rows, n);
+    if constexpr (!kTwoInputs<K>)
+      if (n <= 1024 * 32)
+        return launchRows<K, T, 1024, 32>(out, a, b, rows, n);
     launchRows<K, T, 1024, 0>(out, a, b, rows, n);
+  }
 }
 
 /// Checks the operands of a softmax-family kernel (all shaped like out,
-/// `dim` in range), converts the inputs to out's float type and launches
-/// kind K.
+/// `dim` in range), converts the inputs to out's float type (f32, f64 or
+/// bf16) and launches kind K.
 template <Kind K, size_t N>
 void softmaxKernel(const char *kernel, SpmdBuffer *out,
                    const std::array<const SpmdBuffer *, N> &ins, int64_t dim) {
@@ -310,7 +357,7 @@ void softmaxKernel(const char *kernel, SpmdBuffer *out,
   if (out->rank > 0)
     l = {product(out->shape, 0, dim), out->shape[dim],
          product(out->shape, dim + 1, out->rank)};
-  dispatch<kFloat>(out->dtype, kernel, [&](auto tag) {
+  dispatchDevice<kFloat | kBFloat16>(out->dtype, kernel, [&](auto tag) {
     using T = decltype(tag);
     if (out->numel == 0)
       return;

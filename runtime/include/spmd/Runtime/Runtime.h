@@ -14,9 +14,10 @@
 //   - optional tensors (layer-norm weight/bias, nll-loss weight) are NULL
 //     when absent.
 //
-// Element types: SPMD_F32 everywhere (the API carries the dtype for bf16
-// and f16 to come), SPMD_I64/I32 for indices and integer arithmetic, SPMD_I1
-// (one byte per element, 0 or 1) for masks. A kernel given a dtype it does
+// Element types: SPMD_F32 and SPMD_F64 on both backends, SPMD_BF16 on the
+// CUDA backend (fp32 arithmetic and accumulation, one rounding per stored
+// value), SPMD_I64/I32 for indices and integer arithmetic, SPMD_I1 (one byte
+// per element, 0 or 1) for masks. A kernel given a dtype it does
 // not support, or shapes that break its op's rule, calls `spmd_rt_fatal`.
 //
 // Errors: `spmd_rt_fatal` prints `spmd-run: rank R: error: <message>` on
@@ -138,8 +139,14 @@ void spmd_rt_set_step(uint64_t step);
 float spmd_rt_uniform(uint64_t op_id, uint64_t index);
 
 /*===----------------------------------------------------------------------===*/
-/* CPU kernels, one per aten op (runtime/lib/cpu/)                            */
+/* Kernels, one per aten op (runtime/lib/cpu/, runtime/lib/cuda/)             */
 /*===----------------------------------------------------------------------===*/
+
+/* Each kernel below runs on the backend spmd_rt_set_backend chose, with the
+   same semantics and messages on both. On "cuda" a kernel is queued on the
+   compute stream and returns at once; host tables it takes (local_take's
+   indices, random offsets) are constants of the program: the backend keeps
+   a device copy per address. */
 
 /* Elementwise with numpy/ATen broadcasting of the inputs to out's shape. */
 void spmd_rt_add_tensor(SpmdBuffer *out, const SpmdBuffer *self,
@@ -349,7 +356,11 @@ int64_t spmd_rt_mesh_coord(int32_t dim);
 
 /* Collectives over the group of ranks that differ only in the listed mesh
    dims (ordered as listed, row-major); every piece has the same size. Each
-   is complete when it returns (NCCL: the stream is synchronised). */
+   is complete when it returns (MPI; NCCL chosen with
+   spmd_rt_set_collective_backend: the stream is synchronised), except on
+   the "cuda" backend: there it is queued on the communication stream after
+   the kernels issued before it, and the first kernel that uses `out` waits
+   for it (spmd_rt_read and spmd_rt_synchronize too). */
 void spmd_rt_all_reduce(SpmdBuffer *out, const SpmdBuffer *in, int32_t n,
                         const int64_t *mesh_dims, int32_t reduce);
 void spmd_rt_all_gather(SpmdBuffer *out, const SpmdBuffer *in, int32_t n,
