@@ -12,15 +12,15 @@ Two phases, because spmd-capture needs the PyTorch it was written for
 
   capture  traces each CONFIG (a model spec as spmd-capture takes it; the
            default set is the encoder and GPT examples at sizes that fill an
-           H100: d_model 1024, 8192 tokens a step, fp32; a bf16 config adds
-           dtype="bfloat16" to the spec, but tracing it runs bf16 matmuls on
-           the CPU, which takes long at these sizes) with spmd-capture
+           H100: d_model 1024, 8192 tokens a step, in fp32 and in bf16) with
+           spmd-capture
            --no-reference into DIR. No GPU needed. The argument values are
            dropped: `run` writes its own.
   run      on the GPU machine, for each config: builds the model with the
            factory (seed 0), writes it, its optimizer state and its inputs as
            the bundle's arguments, runs K steps under spmd-run --backend cuda
-           with SPMD_RT_GEMM_STATS=1, then K steps of the same model in
+           (then 3 more with SPMD_RT_GEMM_STATS=1 for the GEMM figures), then
+           K steps of the same model in
            PyTorch eager on the GPU (fp32 with TF32 off on both sides,
            PyTorch's default for matmuls; bf16 with fp32 accumulation), and
            prints both medians, their ratio, the GEMMs' TFLOP/s and its share
@@ -49,7 +49,8 @@ from spmd_capture.trace import Optimizer, default_loss, load_factory, step_args 
 ENCODER = "examples/encoder.py:encoder(batch=8, seq=1024, d_model=1024, heads=16, ffn=4096%s)"
 GPT = ("examples/gpt.py:gpt(batch=8, seq=1024, vocab=8192, d_model=1024, heads=16, ffn=4096, "
        "layers=2%s)")
-DEFAULT = [ENCODER % "", GPT % ""]
+BF16 = ', dtype="bfloat16"'
+DEFAULT = [ENCODER % "", GPT % "", ENCODER % BF16, GPT % BF16]
 LR = {"sgd": 0.1, "adam": 1e-3}
 
 
@@ -77,23 +78,36 @@ def write_args(bundle, factory, optimizer):
         raise SystemExit("the factory's arguments do not match %s/manifest.json" % bundle)
     os.makedirs(os.path.join(bundle, "args"), exist_ok=True)
     for arg, entry in zip(values, manifest["args"]):
-        np.save(os.path.join(bundle, entry["file"]), arg.value.contiguous().numpy())
+        # .npy has no bf16: the exact f32 widening, as spmd-capture writes it.
+        value = arg.value.float() if arg.value.dtype == torch.bfloat16 else arg.value
+        np.save(os.path.join(bundle, entry["file"]), value.contiguous().numpy())
+
+
+def spmd_run_output(spmd_run, module, bundle, steps, env):
+    done = subprocess.run([spmd_run, "--backend", "cuda", module, "--bundle", bundle,
+                           "--steps", str(steps), "--timing"], capture_output=True, text=True,
+                          env=dict(os.environ, **env))
+    if done.returncode:
+        raise SystemExit("spmd-run failed:\n" + done.stdout + done.stderr)
+    return done.stdout
 
 
 def spmd_median(spmd_run, module, bundle, steps):
-    done = subprocess.run([spmd_run, "--backend", "cuda", module, "--bundle", bundle,
-                           "--steps", str(steps), "--timing"], capture_output=True, text=True,
-                          env=dict(os.environ, SPMD_RT_GEMM_STATS="1"))
-    if done.returncode:
-        raise SystemExit("spmd-run failed:\n" + done.stdout + done.stderr)
-    out = done.stdout
+    """(median step seconds, peak MiB) of a plain run, then (GEMMs, TFLOP per
+    step, GEMM TFLOP/s) of a second run with SPMD_RT_GEMM_STATS=1, whose
+    events would otherwise add host time to the steps (the statistics skip
+    step 0, the warm-up)."""
+    out = spmd_run_output(spmd_run, module, bundle, steps, {})
     step = re.search(r"median step time ([0-9.]+) ms, peak memory ([0-9.]+) MiB", out)
-    gemm = re.search(r"cuBLAS GEMMs: ([0-9]+) calls, ([0-9.]+) TFLOP in ([0-9.]+) ms: "
-                     r"([0-9.]+) TFLOP/s", out)
+    stats_steps = 3
+    out += spmd_run_output(spmd_run, module, bundle, stats_steps, {"SPMD_RT_GEMM_STATS": "1"})
+    gemm = re.search(r"cuBLAS GEMMs from step 1: ([0-9]+) calls, ([0-9.]+) TFLOP in "
+                     r"([0-9.]+) ms: ([0-9.]+) TFLOP/s", out)
     if not step or not gemm:
         raise SystemExit("unexpected spmd-run output:\n" + out)
-    return (float(step.group(1)) / 1e3, float(step.group(2)), int(gemm.group(1)) // steps,
-            float(gemm.group(2)) / steps, float(gemm.group(4)))
+    timed = stats_steps - 1
+    return (float(step.group(1)) / 1e3, float(step.group(2)), int(gemm.group(1)) // timed,
+            float(gemm.group(2)) / timed, float(gemm.group(4)))
 
 
 def eager_median(factory, optimizer, steps):

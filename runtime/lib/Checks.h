@@ -15,6 +15,7 @@
 #include "spmd/Runtime/Runtime.h"
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <type_traits>
@@ -55,7 +56,6 @@ enum DTypeSet : unsigned {
   // ignores this bit, so a CPU kernel given bf16 reports it unsupported.
   kBFloat16 = 8,
 };
-
 
 /// Ends the job: `<kernel>: unsupported dtype <dtype>`.
 [[noreturn]] void fatalDType(const char *kernel, int32_t dtype,
@@ -166,6 +166,219 @@ void contiguousStrides(int32_t rank, const int64_t *shape, int64_t *strides);
 /// 1 or lacks the dim. Fatal when `in` does not broadcast to `shape`.
 void broadcastStrides(const char *kernel, const SpmdBuffer *in, int32_t rank,
                       const int64_t *shape, int64_t *strides);
+
+//===----------------------------------------------------------------------===//
+// Kernel checks
+//===----------------------------------------------------------------------===//
+
+// The host-side checks of the kernels that the CPU and CUDA backends share,
+// so both accept the same operands and fail with the same message. Each
+// runs the checks in the order given and ends the job (spmd_rt_fatal) at the
+// first that fails; `<kernel>` in a message is the `kernel` argument.
+
+/// A tensor viewed as [outer, size, inner] around one of its dims.
+struct DimLayout {
+  int64_t outer, size, inner;
+};
+/// `b` as [product of the dims before `dim`, dim's size, product of the
+/// dims after it]; `dim` must be a dim of `b`.
+DimLayout layoutAround(const SpmdBuffer *b, int64_t dim);
+
+/// Elementwise: fatal unless gelu's `approximate` is 0 (none) or 1 (tanh):
+/// `<kernel>: approximate must be 0 (none) or 1 (tanh), got <a>`.
+void checkApproximate(const char *kernel, int64_t approximate);
+
+/// permute: fatal unless `n` is the rank of self and out (`<kernel>: <n>
+/// dims for self <shape> and out <shape>`), then for each k in turn unless
+/// dims[k] is a new dim of [0, n) (`dims is not a permutation of [0, <n>)`)
+/// and out dim k has self dim dims[k]'s size (`out <shape> is not self
+/// <shape> permuted`).
+void checkPermute(const char *kernel, const SpmdBuffer *out,
+                  const SpmdBuffer *self, int32_t n, const int64_t *dims);
+
+/// cat: ATen's legacy rule skips 1-D empty inputs whatever out's rank.
+inline bool catSkips(const SpmdBuffer *input) {
+  return input->rank == 1 && input->numel == 0;
+}
+/// cat: checkDim(out, dim), then each input not skipped (`catSkips`) must
+/// be out's shape outside `dim` (`<kernel>: input <k> of shape <shape> does
+/// not fit out <shape> along dim <dim>`), then their sizes along `dim` must
+/// add up to out's (`inputs sum to <total> along dim <dim>, out <shape>`).
+/// Returns out's layout around `dim`.
+DimLayout checkCat(const char *kernel, const SpmdBuffer *out, int32_t n,
+                   const SpmdBuffer *const *inputs, int64_t dim);
+
+/// slice: checkDim(self, dim), then out must be self's elements [start,
+/// start + out's size) along `dim` (`<kernel>: out <shape> is not a slice
+/// of self <shape> at <start> along dim <dim>`). Returns self's layout
+/// around `dim`.
+DimLayout checkSlice(const char *kernel, const SpmdBuffer *out,
+                     const SpmdBuffer *self, int64_t dim, int64_t start);
+
+/// local_take and local_take_runs: checkDim(self, dim), then out must be
+/// self's shape outside `dim` (`<kernel>: out <shape> and self <shape>
+/// differ outside dim <dim>`). Returns self's layout around `dim`.
+DimLayout checkLocalTake(const char *kernel, const SpmdBuffer *out,
+                         const SpmdBuffer *self, int64_t dim);
+
+/// A stack of `matrices` matrices of [rows, cols]: a tensor's last two dims.
+struct MatrixStack {
+  int64_t matrices, rows, cols;
+};
+/// triu: self must have at least 2 dims (`<kernel>: self must have at least
+/// 2 dims, got <shape>`), then checkSameShape(out, self). Returns self as a
+/// stack of matrices.
+MatrixStack checkTriu(const char *kernel, const SpmdBuffer *out,
+                      const SpmdBuffer *self);
+
+/// sum: the dims of self to reduce, or `copy` when out is to be a copy of
+/// self (no dims and out not a one-element 0-D tensor).
+struct SumDims {
+  bool copy;
+  bool reduce[SPMD_MAX_RANK];
+};
+/// sum (ATen's sum / sum.dim_IntList): with n == 0, a copy when out is not
+/// 0-D with one element (nothing is checked), else every dim. Otherwise
+/// checkDim each of `dims` in turn and fails on a repeat (`<kernel>: dim
+/// <d> is listed twice`). Then out must be self with the reduced dims
+/// removed, or kept as 1 (`out <shape> is not self <shape> summed over
+/// <count> dims`).
+SumDims checkSum(const char *kernel, const SpmdBuffer *out,
+                 const SpmdBuffer *self, int32_t n, const int64_t *dims);
+
+/// matmul: fatal unless out is 2-D (mm) or 3-D (bmm) (`<kernel>: rank-<r>
+/// out; expected 2 (mm) or 3 (bmm)`); returns out's rank.
+int32_t checkMatmulRank(const char *kernel, const SpmdBuffer *out);
+
+/// softmax, log_softmax and their backwards: each of the `n` inputs must be
+/// out's shape (checkSameShape "out", "input"), then `dim` must be a dim of
+/// out (checkDim; ATen treats a 0-D out as one element along dim 0).
+/// Returns out's layout around `dim` ({1, 1, 1} for a 0-D out).
+DimLayout checkSoftmax(const char *kernel, const SpmdBuffer *out,
+                       const SpmdBuffer *const *ins, size_t n, int64_t dim);
+
+/// A layer norm's input viewed as m rows of n elements, n the product of
+/// the trailing `normalized_rank` dims.
+struct NormRows {
+  int64_t m, n;
+};
+/// native_layer_norm: normalized_rank must lie in [0, input's rank]
+/// (`<kernel>: normalized_rank <r> is out of range for input <shape>`);
+/// then checkSameShape(output, input); mean, then rstd, must be input's
+/// shape with the normalized dims set to 1 (`<name> <shape> does not match
+/// input <shape> with the last <r> dims set to 1`); weight, then bias (when
+/// given), the normalized dims (`<name> <shape> does not match the last <r>
+/// dims of input <shape>`). Returns the row view.
+NormRows checkLayerNorm(const char *kernel, const SpmdBuffer *output,
+                        const SpmdBuffer *mean, const SpmdBuffer *rstd,
+                        const SpmdBuffer *input, const SpmdBuffer *weight,
+                        const SpmdBuffer *bias, int64_t normalizedRank);
+/// native_layer_norm_backward, with checkLayerNorm's messages: the
+/// normalized_rank, checkSameShape(grad_out, input), mean, rstd, then when
+/// given checkSameShape(grad_input, input), weight, grad_weight and
+/// grad_bias. Returns the row view.
+NormRows
+checkLayerNormBackward(const char *kernel, const SpmdBuffer *gradInput,
+                       const SpmdBuffer *gradWeight, const SpmdBuffer *gradBias,
+                       const SpmdBuffer *gradOut, const SpmdBuffer *input,
+                       const SpmdBuffer *mean, const SpmdBuffer *rstd,
+                       const SpmdBuffer *weight, int64_t normalizedRank);
+
+/// native_layer_norm, once output's dtype is known to be supported: fatal
+/// unless mean and rstd have it (`<kernel>: mean and rstd must be <dtype>
+/// like output`).
+void checkLayerNormStatDTypes(const char *kernel, const SpmdBuffer *output,
+                              const SpmdBuffer *mean, const SpmdBuffer *rstd);
+/// native_layer_norm_backward: the gradient whose dtype all share, the first
+/// of grad_input, grad_weight and grad_bias given (NULL when none is).
+const SpmdBuffer *layerNormGradTyped(const SpmdBuffer *gradInput,
+                                     const SpmdBuffer *gradWeight,
+                                     const SpmdBuffer *gradBias);
+/// native_layer_norm_backward, once layerNormGradTyped's dtype is known to
+/// be supported: fatal unless every gradient given has it (`<kernel>: the
+/// gradients must share one dtype`).
+void checkLayerNormGradDTypes(const char *kernel, const SpmdBuffer *gradInput,
+                              const SpmdBuffer *gradWeight,
+                              const SpmdBuffer *gradBias);
+
+/// nll_loss's reduction argument.
+enum NllReduction : int64_t {
+  kReductionNone = 0,
+  kReductionMean = 1,
+  kReductionSum = 2,
+};
+/// The layout of nll_loss's self: [batch, classes] (or [classes], batch 1).
+struct NllShape {
+  int64_t batch, classes;
+  /// reduction none over a batch: one loss per sample, no total weight.
+  bool perSample;
+};
+/// nll_loss_forward: the reduction must be 0, 1 or 2 (`<kernel>: reduction
+/// must be 0 (none), 1 (mean) or 2 (sum), got <r>`); self [N, C] or [C]
+/// (`self must be [N, C] or [C], got <shape>`); target [N] or []
+/// (`target <shape> does not match self <shape>`); weight, when given, of
+/// C elements (`weight <shape> does not have <C> elements (the classes)`);
+/// total_weight one element (`total_weight must hold a single element, got
+/// <shape>`); output [N] for reduction none over a batch (`output <shape>
+/// must be [<N>] for reduction none`), else 0-D (`output <shape> must be
+/// 0-D`). Returns self's layout.
+NllShape checkNllLoss(const char *kernel, const SpmdBuffer *output,
+                      const SpmdBuffer *totalWeight, const SpmdBuffer *self,
+                      const SpmdBuffer *target, const SpmdBuffer *weight,
+                      int64_t reduction);
+/// nll_loss_forward, once output's dtype is known to be supported: fatal
+/// unless total_weight has it (`<kernel>: total_weight must be <dtype> like
+/// output`).
+void checkTotalWeightDType(const char *kernel, const SpmdBuffer *output,
+                           const SpmdBuffer *totalWeight);
+/// nll_loss_backward, with checkNllLoss's messages: the reduction, self,
+/// target and weight; checkSameShape(out, self); total_weight; grad_output
+/// [N] for reduction none over a batch (`grad_output <shape> must be [<N>]
+/// for reduction none`), else one element (`grad_output must hold a single
+/// element, got <shape>`). Returns self's layout.
+NllShape checkNllLossBackward(const char *kernel, const SpmdBuffer *out,
+                              const SpmdBuffer *gradOutput,
+                              const SpmdBuffer *self, const SpmdBuffer *target,
+                              const SpmdBuffer *weight,
+                              const SpmdBuffer *totalWeight, int64_t reduction);
+
+/// The rows of an embedding table a rank holds: global rows [begin, begin +
+/// count) of a table of `vocab` rows (the whole table when unsharded).
+struct EmbeddingRows {
+  int64_t begin, count, vocab;
+};
+/// The rows `held` ({begin, count, vocab}: the _rows kernels' argument), or
+/// with `held` NULL the whole of `table` (none when it is not 2-D: the
+/// checks then report its rank).
+EmbeddingRows embeddingRows(const SpmdBuffer *table, const int64_t *held);
+/// embedding: checkRank(weight, 2), the held rows must fit in weight
+/// (`<kernel>: <count> rows held in a weight of <rows> rows`), and out must
+/// be indices' shape + [D], D weight's columns (`out <shape> is not indices
+/// <shape> + [<D>]`). Returns D.
+int64_t checkEmbedding(const char *kernel, const SpmdBuffer *out,
+                       const SpmdBuffer *weight, const SpmdBuffer *indices,
+                       EmbeddingRows rows);
+/// embedding_dense_backward: checkRank(out, 2), the held rows must fit in
+/// out (`<kernel>: <count> rows held in an out of <rows> rows`), and
+/// grad_output must be indices' shape + [D], D out's columns (`grad_output
+/// <shape> is not indices <shape> + [<D>]`). Returns D.
+int64_t checkEmbeddingBackward(const char *kernel, const SpmdBuffer *out,
+                               const SpmdBuffer *gradOutput,
+                               const SpmdBuffer *indices, EmbeddingRows rows);
+
+/// native_dropout: checkSameShape(output, input), checkSameShape(mask,
+/// input), and mask must be i1 (fatalDType "mask (expected i1)").
+void checkNativeDropout(const char *kernel, const SpmdBuffer *output,
+                        const SpmdBuffer *mask, const SpmdBuffer *input);
+/// The random kernels: the local buffer `local` lies at `globalOffset` in a
+/// global tensor of `globalShape` (local->rank dims each). Fatal at the
+/// first dim d where it does not fit (`<kernel>: local <shape> at offset
+/// <o> of dim <d> exceeds the global size <n>`). Writes the global tensor's
+/// row-major strides to `globalStrides` and returns the global index of
+/// local element 0.
+int64_t checkGlobalOffset(const char *kernel, const SpmdBuffer *local,
+                          const int64_t *globalShape,
+                          const int64_t *globalOffset, int64_t *globalStrides);
 
 } // namespace spmd::rt
 

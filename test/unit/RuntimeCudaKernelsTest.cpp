@@ -11,6 +11,15 @@
 // exactly, and the random kernels (bernoulli_p, native_dropout) exactly, as
 // both draw the same Philox numbers.
 //
+// bf16 (CUDA only: the CPU kernels have no bf16) is checked against the CPU
+// kernels run in f32 on the same, bf16-exact, values: a kBF16 tensor is bf16
+// on the device and f32 on the host. The CUDA kernels compute in f32 and
+// round each stored value once to bf16 (ATen's opmath_type), so conversions,
+// data movement, factories and dropout must give the CPU's f32 result
+// rounded to bf16 (nearest, ties to even) exactly, elementwise math must be
+// within half a bf16 ulp (2^-8 relative) of it, and sums (reductions,
+// softmax, layer norm, matrix products, losses) within rtol 1e-2.
+//
 // Also checked: the buffer ABI of the backend (host copies, views,
 // constants), device-side index errors reported when a result is read back
 // (death tests), the NCCL collectives of a 1-rank job (out == in) and their
@@ -168,8 +177,51 @@ void storeDouble(void *data, int32_t dtype, int64_t i, double value) {
 }
 
 //===----------------------------------------------------------------------===//
+// bf16 on the host
+//===----------------------------------------------------------------------===//
+
+/// The bf16 nearest to `v`, ties to even (c10::BFloat16's rounding and
+/// __float2bfloat16's), as its bits: the top 16 bits of an f32. NaN stays a
+/// (quiet) NaN; values past the largest bf16 round to infinity.
+uint16_t bf16Bits(float v) {
+  uint32_t bits;
+  std::memcpy(&bits, &v, sizeof bits);
+  if (std::isnan(v))
+    return static_cast<uint16_t>((bits >> 16) | 0x0040u);
+  bits += 0x7FFFu + ((bits >> 16) & 1u);
+  return static_cast<uint16_t>(bits >> 16);
+}
+
+/// The value of bf16 `bits` as an f32 (exact).
+float bf16Value(uint16_t bits) {
+  const uint32_t wide = static_cast<uint32_t>(bits) << 16;
+  float v;
+  std::memcpy(&v, &wide, sizeof v);
+  return v;
+}
+
+/// `v` rounded to bf16 (nearest, ties to even).
+float roundBf16(float v) { return bf16Value(bf16Bits(v)); }
+
+//===----------------------------------------------------------------------===//
 // Tensors on both backends
 //===----------------------------------------------------------------------===//
+
+/// A Tensor's dtype on the host (what the CPU kernel gets) and on the device
+/// (what the CUDA kernel gets): the same, but for kBF16.
+struct DType {
+  int32_t host, device;
+  /// A runtime dtype, on both sides (implicit: a dtype argument is one).
+  constexpr DType(int32_t dtype) : host(dtype), device(dtype) {}
+  constexpr DType(int32_t onHost, int32_t onDevice)
+      : host(onHost), device(onDevice) {}
+};
+
+/// bf16 on the device, f32 on the host: the CPU kernels have no bf16, so
+/// they compute the reference in f32 on the same values. Such a tensor holds
+/// bf16 values on both sides: `set` rounds to bf16, and so does sameValues
+/// (a CPU result fed to the next kernel, as the CUDA kernel stored it).
+constexpr DType kBF16{SPMD_F32, SPMD_BF16};
 
 struct DeviceDeleter {
   void operator()(SpmdBuffer *buffer) const { spmd_rt_free(buffer); }
@@ -182,11 +234,14 @@ constexpr uint8_t kPoison = 0x7F;
 
 /// One tensor twice: a host descriptor over a std::vector (what the CPU
 /// kernel gets) and a device buffer from spmd_rt_alloc (what the CUDA kernel
-/// gets). A fresh tensor has zeroed host data and poisoned device data.
+/// gets). A fresh tensor has zeroed host data and poisoned device data. A
+/// kBF16 tensor has f32 host data and bf16 device data: it converts on
+/// upload and download, so that its host and downloaded values compare as
+/// f32.
 class Tensor {
 public:
-  Tensor(int32_t dtype, const Shape &shape) {
-    desc.dtype = dtype;
+  Tensor(DType dtype, const Shape &shape) : devDtype(dtype.device) {
+    desc.dtype = dtype.host;
     desc.rank = static_cast<int32_t>(shape.size());
     desc.numel = 1;
     for (size_t d = 0; d < shape.size() && d < SPMD_MAX_RANK; ++d) {
@@ -197,9 +252,9 @@ public:
     hostStorage.assign(bytes() / 8 + 1, 0);
     desc.data = hostStorage.data();
     desc.storage = nullptr;
-    dev.reset(spmd_rt_alloc(dtype, desc.rank, shape.data()));
-    if (bytes() > 0) {
-      std::vector<uint8_t> poison(bytes(), kPoison);
+    dev.reset(spmd_rt_alloc(devDtype, desc.rank, shape.data()));
+    if (deviceBytes() > 0) {
+      std::vector<uint8_t> poison(deviceBytes(), kPoison);
       spmd_rt_write(dev.get(), poison.data());
     }
   }
@@ -208,34 +263,71 @@ public:
 
   SpmdBuffer *host() { return &desc; }
   SpmdBuffer *device() { return dev.get(); }
+  /// The host dtype (of hostData, the CPU's values and download's).
   int32_t dtype() const { return desc.dtype; }
+  int32_t deviceDtype() const { return devDtype; }
+  DType type() const { return {desc.dtype, devDtype}; }
+  /// Whether this is a kBF16 tensor (a plain SPMD_BF16 one holds bf16 on
+  /// both sides).
+  bool isBF16() const {
+    return devDtype == SPMD_BF16 && desc.dtype == SPMD_F32;
+  }
   int64_t numel() const { return desc.numel; }
   Shape shape() const { return Shape(desc.shape, desc.shape + desc.rank); }
+  /// The host data's bytes.
   size_t bytes() const {
     return static_cast<size_t>(desc.numel) * spmd_rt_dtype_size(desc.dtype);
+  }
+  size_t deviceBytes() const {
+    return static_cast<size_t>(desc.numel) * spmd_rt_dtype_size(devDtype);
   }
   void *hostData() { return hostStorage.data(); }
   const void *hostData() const { return hostStorage.data(); }
   double get(int64_t i) const { return loadDouble(hostData(), dtype(), i); }
+  /// Sets host element i (kBF16: to `value` rounded to bf16).
   void set(int64_t i, double value) {
+    if (isBF16())
+      value = roundBf16(static_cast<float>(value));
     storeDouble(hostData(), dtype(), i, value);
   }
-
-  /// Copies the host values to the device buffer.
-  void upload() {
-    if (bytes() > 0)
-      spmd_rt_write(dev.get(), hostStorage.data());
+  /// Rounds the host values of a kBF16 tensor to bf16.
+  void roundHostToBf16() {
+    if (isBF16())
+      for (int64_t i = 0; i < numel(); ++i)
+        store<float>(hostData(), i, roundBf16(load<float>(hostData(), i)));
   }
-  /// The device values (spmd_rt_read: waits for the producing kernels and
-  /// reports device-side errors).
+
+  /// Copies the host values to the device buffer (kBF16: rounded to bf16).
+  void upload() {
+    if (deviceBytes() == 0)
+      return;
+    if (!isBF16())
+      return spmd_rt_write(dev.get(), hostStorage.data());
+    std::vector<uint16_t> bits(static_cast<size_t>(numel()));
+    for (int64_t i = 0; i < numel(); ++i)
+      bits[i] = bf16Bits(load<float>(hostData(), i));
+    spmd_rt_write(dev.get(), bits.data());
+  }
+  /// The device values, laid out as the host data (kBF16: widened to f32).
+  /// spmd_rt_read waits for the producing kernels and reports device-side
+  /// errors.
   std::vector<uint64_t> download() const {
     std::vector<uint64_t> values(bytes() / 8 + 1, 0);
-    if (bytes() > 0)
+    if (deviceBytes() == 0)
+      return values;
+    if (!isBF16()) {
       spmd_rt_read(dev.get(), values.data());
+      return values;
+    }
+    std::vector<uint16_t> bits(static_cast<size_t>(numel()));
+    spmd_rt_read(dev.get(), bits.data());
+    for (int64_t i = 0; i < numel(); ++i)
+      store<float>(values.data(), i, bf16Value(bits[i]));
     return values;
   }
 
 private:
+  int32_t devDtype;
   std::vector<uint64_t> hostStorage;
   SpmdBuffer desc{};
   DeviceBuffer dev;
@@ -255,7 +347,7 @@ Tensor tensor(const Shape &shape, const std::vector<T> &values) {
 
 /// A tensor with element i = fn(i), uploaded.
 template <typename Fn>
-Tensor generate(int32_t dtype, const Shape &shape, Fn &&fn) {
+Tensor generate(DType dtype, const Shape &shape, Fn &&fn) {
   Tensor t(dtype, shape);
   for (int64_t i = 0; i < t.numel(); ++i)
     t.set(i, fn(i));
@@ -264,13 +356,13 @@ Tensor generate(int32_t dtype, const Shape &shape, Fn &&fn) {
 }
 
 /// Uniform values in [lo, hi) for float dtypes, integers in [lo, hi]
-/// otherwise (i1: 0 or 1), uploaded.
-Tensor random(int32_t dtype, const Shape &shape, double lo, double hi) {
-  if (isFloat(dtype)) {
+/// otherwise (i1: 0 or 1), uploaded (kBF16: rounded to bf16).
+Tensor random(DType dtype, const Shape &shape, double lo, double hi) {
+  if (isFloat(dtype.host)) {
     std::uniform_real_distribution<double> uniform(lo, hi);
     return generate(dtype, shape, [&](int64_t) { return uniform(gRng); });
   }
-  if (dtype == SPMD_I1)
+  if (dtype.host == SPMD_I1)
     lo = 0, hi = 1;
   std::uniform_int_distribution<int64_t> uniform(std::llround(lo),
                                                  std::llround(hi));
@@ -279,7 +371,7 @@ Tensor random(int32_t dtype, const Shape &shape, double lo, double hi) {
 }
 
 /// Magnitudes uniform in [lo, hi) with random signs (divisors).
-Tensor randomSigned(int32_t dtype, const Shape &shape, double lo, double hi) {
+Tensor randomSigned(DType dtype, const Shape &shape, double lo, double hi) {
   std::uniform_real_distribution<double> uniform(lo, hi);
   std::bernoulli_distribution negative(0.5);
   return generate(dtype, shape, [&](int64_t) {
@@ -289,10 +381,12 @@ Tensor randomSigned(int32_t dtype, const Shape &shape, double lo, double hi) {
 }
 
 /// A new input holding `source`'s host values (a CPU result fed to the next
-/// kernel on both backends).
+/// kernel on both backends; kBF16: rounded to bf16, as the CUDA kernel
+/// stores it).
 Tensor sameValues(const Tensor &source) {
-  Tensor t(source.dtype(), source.shape());
+  Tensor t(source.type(), source.shape());
   std::memcpy(t.hostData(), source.hostData(), source.bytes());
+  t.roundHostToBf16();
   t.upload();
   return t;
 }
@@ -304,13 +398,17 @@ public:
     for (Tensor *t : tensors) {
       hosts.push_back(t->host());
       devices.push_back(t->device());
+      bf16 = bf16 || t->deviceDtype() == SPMD_BF16;
     }
   }
   const SpmdBuffer *const *host() const { return hosts.data(); }
   const SpmdBuffer *const *device() const { return devices.data(); }
+  /// Whether an input has bf16 device data.
+  bool hasBf16() const { return bf16; }
 
 private:
   std::vector<const SpmdBuffer *> hosts, devices;
+  bool bf16 = false;
 };
 
 //===----------------------------------------------------------------------===//
@@ -342,8 +440,25 @@ T deviceArg(T value) {
   return value;
 }
 
-/// The kernels run so far (KernelList.def names), for the coverage test.
+// Whether an argument has bf16 device data.
+bool bf16Arg(Tensor &t) { return t.deviceDtype() == SPMD_BF16; }
+bool bf16Arg(Tensor *t) { return t && bf16Arg(*t); }
+bool bf16Arg(TensorList &list) { return list.hasBf16(); }
+bool bf16Arg(std::nullptr_t) { return false; }
+template <
+    typename T,
+    std::enable_if_t<std::is_arithmetic_v<T> || std::is_pointer_v<T>, int> = 0>
+bool bf16Arg(T) {
+  return false;
+}
+
+/// The kernels run so far (KernelList.def names), for the coverage tests:
+/// all, and those run with a bf16 operand.
 std::set<std::string> &exercisedKernels() {
+  static std::set<std::string> names;
+  return names;
+}
+std::set<std::string> &exercisedBf16Kernels() {
   static std::set<std::string> names;
   return names;
 }
@@ -352,6 +467,8 @@ template <typename CpuKernel, typename CudaKernel, typename... Args>
 void runBoth(const char *name, CpuKernel cpuKernel, CudaKernel cudaKernel,
              Args &&...args) {
   exercisedKernels().insert(name);
+  if ((bf16Arg(args) || ...))
+    exercisedBf16Kernels().insert(name);
   cpuKernel(hostArg(args)...);
   cudaKernel(deviceArg(args)...);
 }
@@ -367,6 +484,8 @@ void runBoth(const char *name, CpuKernel cpuKernel, CudaKernel cudaKernel,
 
 struct Tol {
   double rtol, atol;
+  /// kBF16 results: compare with the CPU's f32 result rounded to bf16.
+  bool roundedToBf16 = false;
 };
 
 /// f64 results are held to the f32 tolerances scaled by this.
@@ -390,6 +509,35 @@ Tol sumTol(double n, double scale = 1) {
 /// A product with inner dim k of values in [-1, 1] scaled by alpha.
 Tol matmulTol(int64_t k, double alpha = 1) {
   return sumTol(static_cast<double>(k), std::max(1.0, std::fabs(alpha)));
+}
+
+// bf16 results (kBF16 tensors) against the CPU's f32 results on the same,
+// bf16-exact, inputs: the CUDA kernel's f32 math, rounded once to bf16.
+
+/// Exactly the CPU's f32 result rounded to bf16: conversions, data
+/// movement, factories, dropout (no arithmetic, or the same f32 arithmetic).
+constexpr Tol kBf16Rounded{0, 0, true};
+/// Elementwise math: rounding to bf16 moves a value by at most half a bf16
+/// ulp, 2^-8 of it; kElementwise's tolerance covers the f32 math's own
+/// differences.
+constexpr Tol kBf16Elementwise{1.0 / 256 + 1e-5, 1e-6};
+/// gelu: as kGelu (the CPU's vectorised erf) for the f32 part.
+constexpr Tol kBf16Gelu{1.0 / 256 + 1e-5, 2e-6};
+/// Softmax family, losses: f32 math and sums, one rounding (2^-9).
+constexpr Tol kBf16Reduction{1e-2, 1e-5};
+/// Layer norm outputs and bf16 statistics.
+constexpr Tol kBf16Norm{1e-2, 1e-4};
+
+/// A bf16 sum of about `n` terms of magnitude up to `scale`, accumulated in
+/// f32 (the CPU's f32 kernels accumulate in double): the final rounding is
+/// relative; the f32 accumulation's error grows like sqrt(n).
+Tol bf16SumTol(double n, double scale = 1) {
+  return {1e-2, 1e-4 * std::sqrt(n) * scale};
+}
+
+/// A bf16 product with inner dim k of values in [-1, 1] scaled by alpha.
+Tol bf16MatmulTol(int64_t k, double alpha = 1) {
+  return bf16SumTol(static_cast<double>(k), std::max(1.0, std::fabs(alpha)));
 }
 
 std::string shapeString(const Shape &shape) {
@@ -426,14 +574,21 @@ void expectMatch(const Tensor &t, Tol tol) {
   const int32_t dtype = t.dtype();
   if (dtype == SPMD_F64)
     tol = {tol.rtol * kF64Scale, tol.atol * kF64Scale};
+  if (tol.roundedToBf16 && !t.isBF16()) {
+    ADD_FAILURE() << "kBf16Rounded compares kBF16 tensors only";
+    return;
+  }
   std::vector<uint64_t> device = t.download();
   const void *got = device.data();
   const void *want = t.hostData();
+  auto wantAt = [&](int64_t i) {
+    const double value = loadDouble(want, dtype, i);
+    return tol.roundedToBf16 ? roundBf16(static_cast<float>(value)) : value;
+  };
   int64_t mismatches = 0, first = -1;
   for (int64_t i = 0; i < t.numel(); ++i) {
     bool ok = isFloat(dtype)
-                  ? withinTol(loadDouble(got, dtype, i),
-                              loadDouble(want, dtype, i), tol)
+                  ? withinTol(loadDouble(got, dtype, i), wantAt(i), tol)
                   : loadInt(got, dtype, i) == loadInt(want, dtype, i);
     if (!ok && mismatches++ == 0)
       first = i;
@@ -442,16 +597,22 @@ void expectMatch(const Tensor &t, Tol tol) {
     return;
   std::ostringstream message;
   message << std::setprecision(dtype == SPMD_F64 ? 17 : 9)
-          << spmd_rt_dtype_name(dtype) << shapeString(t.shape()) << ": "
-          << mismatches << " of " << t.numel() << " elements differ; first at "
-          << indexString(t.shape(), first) << " (flat " << first << "): cuda ";
-  if (isFloat(dtype))
+          << spmd_rt_dtype_name(t.deviceDtype())
+          << (t.isBF16() ? " (f32 on the cpu)" : "") << shapeString(t.shape())
+          << ": " << mismatches << " of " << t.numel()
+          << " elements differ; first at " << indexString(t.shape(), first)
+          << " (flat " << first << "): cuda ";
+  if (isFloat(dtype)) {
     message << loadDouble(got, dtype, first) << ", cpu "
-            << loadDouble(want, dtype, first) << " (rtol " << tol.rtol
-            << ", atol " << tol.atol << ")";
-  else
+            << loadDouble(want, dtype, first);
+    if (tol.roundedToBf16)
+      message << " (" << wantAt(first) << " in bf16)";
+    else
+      message << " (rtol " << tol.rtol << ", atol " << tol.atol << ")";
+  } else {
     message << loadInt(got, dtype, first) << ", cpu "
             << loadInt(want, dtype, first);
+  }
   ADD_FAILURE() << message.str();
 }
 
@@ -502,6 +663,10 @@ protected:
 
 /// The kernels of KernelList.def, CUDA against CPU.
 class CudaKernels : public CudaTest {};
+
+/// The kernels of KernelList.def on bf16 (CUDA only), against the CPU
+/// kernels in f32.
+class CudaKernelsBf16 : public CudaTest {};
 
 /// Device-side errors; each death test re-executes this binary
 /// (death_test_style "threadsafe": CUDA does not survive fork).
@@ -1326,27 +1491,27 @@ TEST_F(CudaKernels, SumLarge) {
 //===----------------------------------------------------------------------===//
 
 /// softmax and log_softmax of `x` over `dim`, then their backwards on the
-/// CPU's outputs.
+/// CPU's outputs (kBF16: rounded to bf16, as the CUDA kernel stores them).
 void checkSoftmaxFamily(Tensor &x, int64_t dim) {
-  const int32_t dt = x.dtype();
+  const DType dt = x.type();
+  const Tol tol = x.isBF16() ? kBf16Reduction : kReduction;
   const Shape shape = x.shape();
-  SCOPED_TRACE(std::string(spmd_rt_dtype_name(dt)) + shapeString(shape) +
-               " dim " + std::to_string(dim));
+  SCOPED_TRACE(std::string(spmd_rt_dtype_name(x.deviceDtype())) +
+               shapeString(shape) + " dim " + std::to_string(dim));
   Tensor grad = random(dt, shape, -1, 1);
 
   Tensor y(dt, shape);
   RUN_BOTH(softmax, y, x, dim);
-  EXPECT_MATCH(y, kReduction);
+  EXPECT_MATCH(y, tol);
   Tensor yIn = sameValues(y);
-  CHECK_KERNEL(kReduction, softmax_backward_data, Tensor(dt, shape), grad, yIn,
-               dim);
+  CHECK_KERNEL(tol, softmax_backward_data, Tensor(dt, shape), grad, yIn, dim);
 
   Tensor logY(dt, shape);
   RUN_BOTH(log_softmax, logY, x, dim);
-  EXPECT_MATCH(logY, kReduction);
+  EXPECT_MATCH(logY, tol);
   Tensor logYIn = sameValues(logY);
-  CHECK_KERNEL(kReduction, log_softmax_backward_data, Tensor(dt, shape), grad,
-               logYIn, dim);
+  CHECK_KERNEL(tol, log_softmax_backward_data, Tensor(dt, shape), grad, logYIn,
+               dim);
 }
 
 TEST_F(CudaKernels, SoftmaxFamily) {
@@ -1404,11 +1569,18 @@ Shape normalizedShape(const Shape &input, int64_t normalizedRank) {
   return Shape(input.end() - normalizedRank, input.end());
 }
 
-/// native_layer_norm of `x` (with or without weight and bias), then its
-/// backward on the CPU's mean and rstd with every subset of the gradients.
-void checkLayerNorm(int32_t dt, const Shape &shape, int64_t normalizedRank) {
-  SCOPED_TRACE(std::string(spmd_rt_dtype_name(dt)) + shapeString(shape) +
-               " normalized_rank " + std::to_string(normalizedRank));
+/// native_layer_norm of `x` (with or without weight and bias), with mean
+/// and rstd of `statDt`, then its backward on the CPU's mean and rstd
+/// (kBF16: rounded to bf16, as the CUDA kernel stores them) with every
+/// subset of the gradients.
+void checkLayerNorm(DType dt, const Shape &shape, int64_t normalizedRank,
+                    DType statDt) {
+  SCOPED_TRACE(std::string(spmd_rt_dtype_name(dt.device)) + shapeString(shape) +
+               " normalized_rank " + std::to_string(normalizedRank) +
+               " statistics " + spmd_rt_dtype_name(statDt.device));
+  const bool bf16 = dt.device == SPMD_BF16;
+  const Tol norm = bf16 ? kBf16Norm : kNorm;
+  const Tol statTol = statDt.device == SPMD_BF16 ? kBf16Norm : kNorm;
   const Shape stats = statShape(shape, normalizedRank);
   const Shape normalized = normalizedShape(shape, normalizedRank);
   int64_t n = 1;
@@ -1427,25 +1599,26 @@ void checkLayerNorm(int32_t dt, const Shape &shape, int64_t normalizedRank) {
     for (bool withBias : {true, false}) {
       SCOPED_TRACE(std::string(withWeight ? "weight" : "no weight") + ", " +
                    (withBias ? "bias" : "no bias"));
-      Tensor output(dt, shape), mean(dt, stats), rstd(dt, stats);
+      Tensor output(dt, shape), mean(statDt, stats), rstd(statDt, stats);
       RUN_BOTH(native_layer_norm, output, mean, rstd, x,
                withWeight ? &weight : nullptr, withBias ? &bias : nullptr,
                normalizedRank, eps);
-      EXPECT_MATCH(output, kNorm);
-      EXPECT_MATCH(mean, kNorm);
-      EXPECT_MATCH(rstd, kNorm);
+      EXPECT_MATCH(output, norm);
+      EXPECT_MATCH(mean, statTol);
+      EXPECT_MATCH(rstd, statTol);
     }
   }
 
   // The backward on the CPU's statistics.
-  Tensor output(dt, shape), mean(dt, stats), rstd(dt, stats);
+  Tensor output(dt, shape), mean(statDt, stats), rstd(statDt, stats);
   RUN_BOTH(native_layer_norm, output, mean, rstd, x, &weight, &bias,
            normalizedRank, eps);
   Tensor meanIn = sameValues(mean), rstdIn = sameValues(rstd);
   Tensor gradOut = random(dt, shape, -1, 1);
   const int64_t rows = x.numel() / std::max<int64_t>(n, 1);
   // grad_weight and grad_bias sum over the rows.
-  const Tol rowSum = sumTol(static_cast<double>(rows), 2);
+  const Tol rowSum = bf16 ? bf16SumTol(static_cast<double>(rows), 2)
+                          : sumTol(static_cast<double>(rows), 2);
   for (bool withWeight : {true, false}) {
     for (int subset = 1; subset < 8; ++subset) {
       const bool wantInput = subset & 1, wantWeight = subset & 2,
@@ -1460,13 +1633,17 @@ void checkLayerNorm(int32_t dt, const Shape &shape, int64_t normalizedRank) {
                wantBias ? &gradBias : nullptr, gradOut, x, meanIn, rstdIn,
                withWeight ? &weight : nullptr, &bias, normalizedRank);
       if (wantInput)
-        EXPECT_MATCH(gradInput, kNorm);
+        EXPECT_MATCH(gradInput, norm);
       if (wantWeight)
         EXPECT_MATCH(gradWeight, rowSum);
       if (wantBias)
         EXPECT_MATCH(gradBias, rowSum);
     }
   }
+}
+
+void checkLayerNorm(DType dt, const Shape &shape, int64_t normalizedRank) {
+  checkLayerNorm(dt, shape, normalizedRank, dt);
 }
 
 TEST_F(CudaKernels, LayerNorm) {
@@ -1617,6 +1794,785 @@ TEST_F(CudaKernels, NllLoss) {
     RUN_BOTH(nll_loss_forward, output, totalWeight, self, target, nullptr,
              reduction, -100);
     EXPECT_MATCH(output, kReduction);
+    EXPECT_MATCH(totalWeight, kExact);
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// bf16 (CUDA only), against the CPU kernels in f32
+//===----------------------------------------------------------------------===//
+
+// Each test runs the CUDA kernels on kBF16 tensors (bf16 device buffers) and
+// the CPU kernels on their f32 host values, which are bf16-exact: the CPU's
+// f32 result is what the CUDA kernel's f32 math gives before it rounds the
+// result to bf16 once (see the tolerances kBf16*).
+
+/// The device values of `t` as doubles (kBF16: widened).
+std::vector<double> deviceValues(const Tensor &t) {
+  std::vector<uint64_t> raw = t.download();
+  std::vector<double> values(static_cast<size_t>(t.numel()));
+  for (int64_t i = 0; i < t.numel(); ++i)
+    values[i] = loadDouble(raw.data(), t.dtype(), i);
+  return values;
+}
+
+TEST_F(CudaKernelsBf16, ConversionToBf16RoundsToNearestEven) {
+  // The host rounding, on ties (halfway between two bf16 values) and near
+  // them. In [1, 2) bf16 values are 2^-7 apart.
+  const float e8 = std::ldexp(1.0f, -8);
+  const float flMax = std::numeric_limits<float>::max();
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_EQ(bf16Bits(1.0f), 0x3F80);
+  EXPECT_EQ(bf16Bits(1 + e8), 0x3F80);     // down to the even 1
+  EXPECT_EQ(bf16Bits(1 + 3 * e8), 0x3F82); // up to the even 1 + 2^-6
+  EXPECT_EQ(bf16Bits(std::nextafter(1 + e8, 2.0f)), 0x3F81);
+  EXPECT_EQ(bf16Bits(-(1 + e8)), 0xBF80);
+  EXPECT_EQ(bf16Bits(-0.0f), 0x8000);
+  EXPECT_EQ(bf16Bits(flMax), 0x7F80); // past the largest bf16: infinity
+  EXPECT_TRUE(std::isnan(bf16Value(bf16Bits(nan))));
+
+  // f32 -> bf16 on the device, against the values rounding must give.
+  struct Case {
+    float in, out;
+  };
+  const float largest = bf16Value(0x7F7F);
+  const Case cases[] = {
+      {1 + e8, 1},                                    // tie: to even, down
+      {1 + 3 * e8, 1 + 4 * e8},                       // tie: to even, up
+      {std::nextafter(1 + e8, 2.0f), 1 + 2 * e8},     // above a tie
+      {std::nextafter(1 + 3 * e8, 0.0f), 1 + 2 * e8}, // below a tie
+      {-(1 + e8), -1},
+      {-(1 + 3 * e8), -(1 + 4 * e8)},
+      {257, 256}, // bf16 has the even integers in [256, 512)
+      {259, 260},
+      {-257, -256},
+      {0.1f, bf16Value(0x3DCD)},
+      {0, 0},
+      {-0.0f, -0.0f},
+      {largest, largest},
+      {flMax, inf},
+      {-flMax, -inf},
+      {inf, inf},
+      {-inf, -inf},
+      {nan, nan},
+  };
+  const int64_t n = sizeof cases / sizeof cases[0];
+  Tensor in = generate(SPMD_F32, {n}, [&](int64_t i) { return cases[i].in; });
+  Tensor out(kBF16, {n});
+  RUN_BOTH(copy, out, in);
+  EXPECT_MATCH(out, kBf16Rounded);
+  std::vector<double> got = deviceValues(out);
+  for (int64_t i = 0; i < n; ++i) {
+    SCOPED_TRACE("case " + std::to_string(i));
+    if (std::isnan(cases[i].out)) {
+      EXPECT_TRUE(std::isnan(roundBf16(cases[i].in)));
+      EXPECT_TRUE(std::isnan(got[i]));
+    } else {
+      EXPECT_EQ(roundBf16(cases[i].in), cases[i].out) << cases[i].in;
+      EXPECT_EQ(got[i], cases[i].out) << cases[i].in;
+    }
+  }
+
+  // Every dtype into bf16, reshaping on the way: rounded once. f64 goes
+  // through f32 (c10::BFloat16's only constructor takes a float), as the
+  // CPU's f64 -> f32 copy does before kBf16Rounded rounds it.
+  Tensor f = random(SPMD_F32, {3, 5, 7}, -100, 100);
+  CHECK_KERNEL(kBf16Rounded, copy, Tensor(kBF16, {3, 5, 7}), f);
+  CHECK_KERNEL(kBf16Rounded, copy, Tensor(kBF16, {7, 15}), f);
+  Tensor d = random(SPMD_F64, {3, 5, 7}, -100, 100);
+  CHECK_KERNEL(kBf16Rounded, copy, Tensor(kBF16, {105}), d);
+  Tensor i = random(SPMD_I64, {3, 5, 7}, -100000, 100000);
+  CHECK_KERNEL(kBf16Rounded, copy, Tensor(kBF16, {3, 5, 7}), i);
+  Tensor j = random(SPMD_I32, {3, 5, 7}, -1000, 1000);
+  CHECK_KERNEL(kBf16Rounded, copy, Tensor(kBF16, {3, 35}), j);
+  Tensor mask = random(SPMD_I1, {3, 5, 7}, 0, 1);
+  CHECK_KERNEL(kBf16Rounded, copy, Tensor(kBF16, {3, 5, 7}), mask);
+  Tensor large = random(SPMD_F32, {1000003}, -1, 1);
+  CHECK_KERNEL(kBf16Rounded, copy, Tensor(kBF16, {1000003}), large);
+}
+
+TEST_F(CudaKernelsBf16, ConversionFromBf16) {
+  // Exact into the float types and into bf16 (a reshape moves the bits).
+  Tensor b = random(kBF16, {3, 5, 7}, -300, 300);
+  CHECK_KERNEL(kExact, copy, Tensor(kBF16, {7, 15}), b);
+  CHECK_KERNEL(kExact, copy, Tensor(SPMD_F32, {3, 5, 7}), b);
+  CHECK_KERNEL(kExact, copy, Tensor(SPMD_F64, {105}), b);
+  // Into the integers: truncated toward zero.
+  CHECK_KERNEL(kExact, copy, Tensor(SPMD_I64, {3, 5, 7}), b);
+  CHECK_KERNEL(kExact, copy, Tensor(SPMD_I32, {35, 3}), b);
+  const double truncations[][2] = {
+      {2.5, 2},   {-2.5, -2},      {-0.75, 0}, {0.99609375, 0},
+      {-1.5, -1}, {-3.984375, -3}, {255, 255}, {-384, -384}};
+  const int64_t n = sizeof truncations / sizeof truncations[0];
+  Tensor values =
+      generate(kBF16, {n}, [&](int64_t k) { return truncations[k][0]; });
+  Tensor ints(SPMD_I64, {n});
+  RUN_BOTH(copy, ints, values);
+  EXPECT_MATCH(ints, kExact);
+  std::vector<double> got = deviceValues(ints);
+  for (int64_t k = 0; k < n; ++k)
+    EXPECT_EQ(got[k], truncations[k][1]) << truncations[k][0];
+  // Into i1: nonzero is true (NaN included, -0 not).
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  Tensor special = generate(kBF16, {8}, [&](int64_t k) {
+    const double v[] = {0.0, -0.0, 0.5, -2.0, nan, 1e-30, 1.0, 0.0};
+    return v[k];
+  });
+  CHECK_KERNEL(kExact, copy, Tensor(SPMD_I1, {8}), special);
+  CHECK_KERNEL(kExact, copy, Tensor(SPMD_I1, {2, 4}), special);
+  Tensor large = random(kBF16, {1000003}, -1000, 1000);
+  CHECK_KERNEL(kExact, copy, Tensor(SPMD_F32, {1000003}), large);
+  CHECK_KERNEL(kExact, copy, Tensor(SPMD_I64, {1000003}), large);
+}
+
+TEST_F(CudaKernelsBf16, BroadcastingArithmetic) {
+  const DType dt = kBF16;
+  const Tol tol = kBf16Elementwise;
+  const Shape out = {3, 5, 7};
+  Tensor a = random(dt, out, -1, 1);
+  Tensor b = random(dt, out, -1, 1);
+  Tensor row = random(dt, {7}, -1, 1);
+  Tensor col = random(dt, {3, 1, 7}, -1, 1);
+  Tensor mid = random(dt, {5, 1}, -1, 1);
+  Tensor scalar = random(dt, {}, -1, 1);
+  Tensor den = randomSigned(dt, out, 0.5, 2);
+  Tensor denMid = randomSigned(dt, {5, 1}, 0.5, 2);
+  CHECK_KERNEL(tol, add_tensor, Tensor(dt, out), a, b, 2.0);
+  CHECK_KERNEL(tol, add_tensor, Tensor(dt, out), a, row, -0.5);
+  CHECK_KERNEL(tol, add_tensor, Tensor(dt, out), col, mid, 0.1);
+  CHECK_KERNEL(tol, sub_tensor, Tensor(dt, out), a, scalar, 3.0);
+  CHECK_KERNEL(tol, sub_tensor, Tensor(dt, out), row, col, 1.0);
+  CHECK_KERNEL(tol, mul_tensor, Tensor(dt, out), a, b);
+  CHECK_KERNEL(tol, mul_tensor, Tensor(dt, out), col, mid);
+  CHECK_KERNEL(tol, mul_tensor, Tensor(dt, out), scalar, a);
+  CHECK_KERNEL(tol, div_tensor, Tensor(dt, out), a, den);
+  CHECK_KERNEL(tol, div_tensor, Tensor(dt, out), row, denMid);
+  Tensor p = random(dt, {2, 1, 4, 1}, -1, 1);
+  Tensor q = random(dt, {3, 1, 5}, -1, 1);
+  CHECK_KERNEL(tol, add_tensor, Tensor(dt, {2, 3, 4, 5}), p, q, 1.0);
+
+  // Ternary ops.
+  Tensor t1 = random(dt, {5, 1}, -1, 1);
+  Tensor t2 = random(dt, {3, 1, 7}, -1, 1);
+  Tensor den2 = randomSigned(dt, {3, 1, 7}, 0.5, 2);
+  CHECK_KERNEL(tol, addcmul, Tensor(dt, out), a, t1, t2, 0.5);
+  CHECK_KERNEL(tol, addcmul, Tensor(dt, out), t1, a, t2, -2.0);
+  CHECK_KERNEL(tol, addcdiv, Tensor(dt, out), a, t1, den2, -1.5);
+  CHECK_KERNEL(tol, addcdiv, Tensor(dt, out), t2, a, den2, 0.3);
+  Tensor steps = generate(dt, {5, 7}, [](int64_t i) { return i % 5 - 2; });
+  CHECK_KERNEL(tol, threshold_backward, Tensor(dt, out), b, steps, 0.0);
+  CHECK_KERNEL(tol, threshold_backward, Tensor(dt, out), b, steps, 1.0);
+  CHECK_KERNEL(tol, threshold_backward, Tensor(dt, out), b, a, -0.25);
+  // Unlike the other scalars, the threshold is rounded to bf16 (ATen takes
+  // it as scalar_t): 0.1 is 0.10009765625, so self = that bf16 is at the
+  // threshold. The CPU gets the rounded threshold.
+  const float threshold = roundBf16(0.1f);
+  const uint16_t thresholdBits = bf16Bits(threshold);
+  const double near[] = {bf16Value(static_cast<uint16_t>(thresholdBits - 1)),
+                         threshold,
+                         bf16Value(static_cast<uint16_t>(thresholdBits + 1))};
+  Tensor self3 = generate(dt, {3}, [&](int64_t i) { return near[i]; });
+  Tensor grad3 = generate(dt, {3}, [](int64_t i) { return i + 1.0; });
+  Tensor thresholded(dt, {3});
+  spmd::rt::cpu::spmd_rt_threshold_backward(thresholded.host(), grad3.host(),
+                                            self3.host(), threshold);
+  spmd_rt_threshold_backward(thresholded.device(), grad3.device(),
+                             self3.device(), 0.1);
+  EXPECT_MATCH(thresholded, kExact);
+  EXPECT_EQ(deviceValues(thresholded), (std::vector<double>{0, 0, 3}));
+
+  // Inputs of other dtypes are converted to bf16 first (exact here: bf16
+  // values, integers up to 256); a bf16 input of an f32 result is widened.
+  Tensor ints = random(SPMD_I64, {5, 7}, -256, 256);
+  CHECK_KERNEL(tol, add_tensor, Tensor(dt, out), a, ints, 0.5);
+  Tensor mask = random(SPMD_I1, out, 0, 1);
+  CHECK_KERNEL(tol, mul_tensor, Tensor(dt, out), mask, a);
+  Tensor bValues = generate(SPMD_F32, out, [&](int64_t i) { return b.get(i); });
+  CHECK_KERNEL(tol, sub_tensor, Tensor(dt, out), bValues, a, 1.0);
+  Tensor num = random(SPMD_I64, out, -100, 100);
+  Tensor divisor = random(SPMD_I32, {7}, 1, 9);
+  CHECK_KERNEL(tol, div_tensor, Tensor(dt, out), num, divisor);
+  Tensor f = random(SPMD_F32, out, -1, 1);
+  CHECK_KERNEL(kElementwise, add_tensor, Tensor(SPMD_F32, out), f, a, 0.5);
+  CHECK_KERNEL(kElementwise, addcmul, Tensor(SPMD_F32, out), f, a, row, 0.25);
+
+  // Large: grid-stride loops and their tails.
+  Tensor x = random(dt, {1000003}, -1, 1);
+  Tensor s = random(dt, {1}, -1, 1);
+  CHECK_KERNEL(tol, add_tensor, Tensor(dt, {1000003}), x, s, 1.0);
+  Tensor wide = random(dt, {1000, 1001}, -1, 1);
+  Tensor wideRow = random(dt, {1001}, -1, 1);
+  Tensor wideCol = randomSigned(dt, {1000, 1}, 0.5, 2);
+  CHECK_KERNEL(tol, mul_tensor, Tensor(dt, {1000, 1001}), wide, wideRow);
+  CHECK_KERNEL(tol, div_tensor, Tensor(dt, {1000, 1001}), wide, wideCol);
+}
+
+TEST_F(CudaKernelsBf16, ScalarAndUnaryOps) {
+  const DType dt = kBF16;
+  const Tol tol = kBf16Elementwise;
+  const Shape out = {3, 5, 7};
+  Tensor x = random(dt, out, -1, 1);
+  // Scalars are taken in f32 (0.1 is not rounded to bf16).
+  CHECK_KERNEL(tol, add_scalar, Tensor(dt, out), x, 0.25, -2.0);
+  CHECK_KERNEL(tol, add_scalar, Tensor(dt, out), x, 0.1, 3.0);
+  CHECK_KERNEL(tol, mul_scalar, Tensor(dt, out), x, 1.5);
+  CHECK_KERNEL(tol, mul_scalar, Tensor(dt, out), x, 0.1);
+  CHECK_KERNEL(tol, div_scalar, Tensor(dt, out), x, 3.0);
+  CHECK_KERNEL(tol, div_scalar, Tensor(dt, out), x, -0.1);
+  CHECK_KERNEL(tol, rsub_scalar, Tensor(dt, out), x, 10.0, 2.0);
+  Tensor e = random(dt, out, -3, 3);
+  CHECK_KERNEL(tol, pow_scalar, Tensor(dt, out), 2.0, e);
+  CHECK_KERNEL(tol, pow_scalar, Tensor(dt, out), 0.5, e);
+  // A negative base: integer exponents are real, the others NaN.
+  Tensor ints = generate(dt, out, [](int64_t i) {
+    return i % 3 == 2 ? 0.5 + (i % 4) : double(i % 9 - 4);
+  });
+  CHECK_KERNEL(tol, pow_scalar, Tensor(dt, out), -2.0, ints);
+
+  Tensor away = randomSigned(dt, out, 0.25, 4);
+  Tensor positive = random(dt, out, 0, 4);
+  CHECK_KERNEL(tol, neg, Tensor(dt, out), x);
+  CHECK_KERNEL(tol, reciprocal, Tensor(dt, out), away);
+  CHECK_KERNEL(tol, sqrt, Tensor(dt, out), positive);
+  CHECK_KERNEL(tol, sqrt, Tensor(dt, out), x); // NaN for x < 0
+  CHECK_KERNEL(tol, relu, Tensor(dt, out), x);
+  const double inf = std::numeric_limits<double>::infinity();
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  Tensor special = generate(dt, {6}, [&](int64_t i) {
+    const double v[] = {nan, inf, -inf, -0.0, 0.0, -1e-30};
+    return v[i];
+  });
+  CHECK_KERNEL(tol, relu, Tensor(dt, {6}), special);
+  CHECK_KERNEL(tol, neg, Tensor(dt, {6}), special);
+
+  // Integer selves: converted to bf16 first, so integers past 256 are
+  // rounded before the op (here one that keeps the value).
+  Tensor small = random(SPMD_I64, out, -256, 256);
+  CHECK_KERNEL(tol, add_scalar, Tensor(dt, out), small, 0.5, 1.0);
+  CHECK_KERNEL(tol, div_scalar, Tensor(dt, out), small, 7.0);
+  Tensor big = random(SPMD_I64, out, -100000, 100000);
+  CHECK_KERNEL(kBf16Rounded, mul_scalar, Tensor(dt, out), big, 1.0);
+  Tensor nonzero = generate(
+      SPMD_I32, out, [](int64_t i) { return (i % 2 ? 1 : -1) * (1 + i % 13); });
+  CHECK_KERNEL(tol, reciprocal, Tensor(dt, out), nonzero);
+  CHECK_KERNEL(tol, sqrt, Tensor(dt, out), nonzero);
+
+  Tensor large = random(dt, {1000003}, -1, 1);
+  CHECK_KERNEL(tol, rsub_scalar, Tensor(dt, {1000003}), large, 1.0, 0.5);
+  CHECK_KERNEL(tol, relu, Tensor(dt, {1000003}), large);
+}
+
+TEST_F(CudaKernelsBf16, Gelu) {
+  const DType dt = kBF16;
+  // -5 to 5 in steps of 1/200 (rounded to bf16), and random values.
+  Tensor range = generate(dt, {2001}, [](int64_t i) {
+    return static_cast<double>(i - 1000) / 200;
+  });
+  Tensor x = random(dt, {3, 5, 67}, -5, 5);
+  Tensor dyRange = random(dt, {2001}, -1, 1);
+  Tensor dy = random(dt, {3, 5, 67}, -1, 1);
+  for (int64_t approximate : {0, 1}) {
+    SCOPED_TRACE("approximate " + std::to_string(approximate));
+    CHECK_KERNEL(kBf16Gelu, gelu, Tensor(dt, {2001}), range, approximate);
+    CHECK_KERNEL(kBf16Gelu, gelu, Tensor(dt, {3, 5, 67}), x, approximate);
+    CHECK_KERNEL(kBf16Gelu, gelu_backward, Tensor(dt, {2001}), dyRange, range,
+                 approximate);
+    CHECK_KERNEL(kBf16Gelu, gelu_backward, Tensor(dt, {3, 5, 67}), dy, x,
+                 approximate);
+  }
+  // grad_output broadcast against self.
+  Tensor dyRow = random(dt, {67}, -1, 1);
+  CHECK_KERNEL(kBf16Gelu, gelu_backward, Tensor(dt, {3, 5, 67}), dyRow, x, 1);
+}
+
+TEST_F(CudaKernelsBf16, ExpandPermuteCatSlice) {
+  // bf16 inputs move exactly; inputs of other dtypes are rounded to bf16
+  // (kBf16Rounded).
+  const DType dt = kBF16;
+  static constexpr int64_t kHeads[] = {0, 2, 1, 3};
+  static constexpr int64_t kRotate3[] = {2, 0, 1};
+  static constexpr int64_t kSwap3[] = {0, 2, 1};
+  static constexpr int64_t kTranspose[] = {1, 0};
+  Tensor row = random(dt, {7}, -1, 1);
+  CHECK_KERNEL(kExact, expand, Tensor(dt, {3, 5, 7}), row);
+  Tensor col = random(dt, {3, 1, 7}, -1, 1);
+  CHECK_KERNEL(kExact, expand, Tensor(dt, {3, 5, 7}), col);
+  Tensor scalar = random(dt, {}, -1, 1);
+  CHECK_KERNEL(kExact, expand, Tensor(dt, {3, 5, 7}), scalar);
+  Tensor sparse = random(dt, {2, 1, 4, 1}, -1, 1);
+  CHECK_KERNEL(kExact, expand, Tensor(dt, {2, 3, 4, 5}), sparse);
+  Tensor bigRow = random(dt, {1030}, -1, 1);
+  CHECK_KERNEL(kExact, expand, Tensor(dt, {2048, 1030}), bigRow);
+  Tensor f32Row = random(SPMD_F32, {7}, -1, 1);
+  CHECK_KERNEL(kBf16Rounded, expand, Tensor(dt, {3, 5, 7}), f32Row);
+  Tensor inner = random(SPMD_I64, {5, 1}, -1000, 1000);
+  CHECK_KERNEL(kBf16Rounded, expand, Tensor(dt, {2, 3, 5, 4}), inner);
+
+  Tensor x4 = random(dt, {2, 3, 4, 5}, -1, 1);
+  CHECK_KERNEL(kExact, permute, Tensor(dt, {2, 4, 3, 5}), x4, 4, kHeads);
+  Tensor x3 = random(dt, {3, 5, 7}, -1, 1);
+  CHECK_KERNEL(kExact, permute, Tensor(dt, {7, 3, 5}), x3, 3, kRotate3);
+  Tensor t = random(dt, {70, 45}, -1, 1);
+  CHECK_KERNEL(kExact, permute, Tensor(dt, {45, 70}), t, 2, kTranspose);
+  Tensor wide = random(dt, {1030, 257}, -1, 1);
+  CHECK_KERNEL(kExact, permute, Tensor(dt, {257, 1030}), wide, 2, kTranspose);
+  Tensor batched = random(dt, {3, 40, 33}, -1, 1);
+  CHECK_KERNEL(kExact, permute, Tensor(dt, {3, 33, 40}), batched, 3, kSwap3);
+  Tensor f32Batched = random(SPMD_F32, {3, 40, 33}, -1, 1);
+  CHECK_KERNEL(kBf16Rounded, permute, Tensor(dt, {3, 33, 40}), f32Batched, 3,
+               kSwap3);
+
+  Tensor a = random(dt, {2, 3, 4}, -100, 100);
+  Tensor b = random(dt, {2, 1, 4}, -100, 100);
+  Tensor c = random(dt, {2, 5, 4}, -100, 100);
+  TensorList middle = {&a, &b, &c};
+  CHECK_KERNEL(kExact, cat, Tensor(dt, {2, 9, 4}), 3, middle, 1);
+  Tensor r1 = random(dt, {1, 5}, -1, 1);
+  Tensor r3 = random(dt, {3, 5}, -1, 1);
+  TensorList rows = {&r1, &r3, &r1};
+  CHECK_KERNEL(kExact, cat, Tensor(dt, {5, 5}), 3, rows, 0);
+  Tensor f = random(SPMD_F32, {2, 2, 4}, -100, 100);
+  Tensor k = random(SPMD_I64, {2, 1, 4}, -1000, 1000);
+  TensorList mixed = {&a, &f, &k};
+  CHECK_KERNEL(kBf16Rounded, cat, Tensor(dt, {2, 6, 4}), 3, mixed, 1);
+  Tensor h = random(dt, {64, 1000, 3}, -1, 1);
+  Tensor g = random(dt, {64, 7, 3}, -1, 1);
+  TensorList large = {&h, &g, &h};
+  CHECK_KERNEL(kExact, cat, Tensor(dt, {64, 2007, 3}), 3, large, 1);
+
+  Tensor self = random(dt, {3, 10, 7}, -1, 1);
+  CHECK_KERNEL(kExact, slice, Tensor(dt, {3, 5, 7}), self, 1, 2);
+  CHECK_KERNEL(kExact, slice, Tensor(dt, {2, 10, 7}), self, 0, 1);
+  CHECK_KERNEL(kExact, slice, Tensor(dt, {3, 10, 1}), self, 2, 6);
+  CHECK_KERNEL(kExact, slice, Tensor(dt, {3, 10, 3}), self, 2, 0);
+  Tensor f32Self = random(SPMD_F32, {4, 6}, -1, 1);
+  CHECK_KERNEL(kBf16Rounded, slice, Tensor(dt, {4, 3}), f32Self, 1, 3);
+  Tensor big = random(dt, {2048, 1030}, -1, 1);
+  CHECK_KERNEL(kExact, slice, Tensor(dt, {2048, 515}), big, 1, 515);
+}
+
+TEST_F(CudaKernelsBf16, LocalTake) {
+  if (spmd_rt_world_size() != 1)
+    GTEST_SKIP() << "the tables are written for a 1-rank job";
+  // The fill value is rounded to bf16 via f32, as the CPU's f32 fill is by
+  // kBf16Rounded.
+  const DType dt = kBF16;
+  Tensor self = random(dt, {3, 6, 4}, -1, 1);
+  CHECK_KERNEL(kBf16Rounded, local_take, Tensor(dt, {3, 5, 4}), self, 1,
+               kTakeMiddle, 0.5);
+  Tensor narrow = random(dt, {3, 2, 4}, -1, 1);
+  CHECK_KERNEL(kBf16Rounded, local_take, Tensor(dt, {3, 5, 4}), narrow, 1,
+               kTakeGrow, 0.1);
+  Tensor last = random(dt, {2, 3, 6}, -1, 1);
+  CHECK_KERNEL(kBf16Rounded, local_take, Tensor(dt, {2, 3, 3}), last, 2,
+               kTakeLast, -1.25);
+  Tensor f32Rows = random(SPMD_F32, {6, 3}, -1, 1);
+  CHECK_KERNEL(kBf16Rounded, local_take, Tensor(dt, {4, 3}), f32Rows, 0,
+               kTakeFirst, -7.0);
+
+  CHECK_KERNEL(kBf16Rounded, local_take_runs, Tensor(dt, {3, 5, 4}), self, 1,
+               kRunStart1, kRunCount3, -1.5);
+  Tensor rows = random(dt, {7, 5}, -100, 100);
+  CHECK_KERNEL(kBf16Rounded, local_take_runs, Tensor(dt, {4, 5}), rows, 0,
+               kRunStart2, kRunCount4, 0.0);
+  CHECK_KERNEL(kBf16Rounded, local_take_runs, Tensor(dt, {2, 3, 2}), last, 2,
+               kRunStart0, kRunCount0, 0.3);
+  Tensor big = random(dt, {64, 1000, 3}, -1, 1);
+  CHECK_KERNEL(kBf16Rounded, local_take_runs, Tensor(dt, {64, 5, 3}), big, 1,
+               kRunStart1, kRunCount3, 0.0);
+}
+
+TEST_F(CudaKernelsBf16, TriuFillArange) {
+  const DType dt = kBF16;
+  Tensor x = random(dt, {3, 5, 7}, -100, 100);
+  for (int64_t diagonal : {0, 2, -1, -3, 10, -10}) {
+    SCOPED_TRACE("diagonal " + std::to_string(diagonal));
+    CHECK_KERNEL(kExact, triu, Tensor(dt, {3, 5, 7}), x, diagonal);
+  }
+  Tensor square = random(dt, {2, 2, 65, 65}, -1, 1);
+  CHECK_KERNEL(kExact, triu, Tensor(dt, {2, 2, 65, 65}), square, 1);
+  CHECK_KERNEL(kExact, triu, Tensor(dt, {2, 2, 65, 65}), square, -7);
+  Tensor f32 = random(SPMD_F32, {6, 4}, -100, 100);
+  CHECK_KERNEL(kBf16Rounded, triu, Tensor(dt, {6, 4}), f32, -2);
+  Tensor ints = random(SPMD_I64, {6, 4}, -1000, 1000);
+  CHECK_KERNEL(kBf16Rounded, triu, Tensor(dt, {6, 4}), ints, 1);
+
+  // fill rounds its value to bf16 via f32 (257 is a tie: to 256).
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  for (double value : {2.5, 0.1, -3.25, 257.0, 259.0, 1e30, nan}) {
+    SCOPED_TRACE("fill " + std::to_string(value));
+    CHECK_KERNEL(kBf16Rounded, fill, Tensor(dt, {3, 5, 7}), value);
+  }
+  CHECK_KERNEL(kBf16Rounded, fill, Tensor(dt, {}), -3.25);
+  CHECK_KERNEL(kBf16Rounded, fill, Tensor(dt, {1000003}), 0.1);
+
+  // arange: past 256 bf16 holds only some integers, the others round to
+  // even.
+  Tensor small(dt, {3, 5, 7});
+  RUN_BOTH(arange, small);
+  EXPECT_MATCH(small, kExact);
+  Tensor large(dt, {1000003});
+  RUN_BOTH(arange, large);
+  EXPECT_MATCH(large, kBf16Rounded);
+}
+
+TEST_F(CudaKernelsBf16, BernoulliAndDropoutDrawTheSameNumbers) {
+  const DType dt = kBF16;
+  spmd_rt_set_seed(20240611);
+  for (uint64_t step : {3, 4}) {
+    spmd_rt_set_step(step);
+    SCOPED_TRACE("step " + std::to_string(step));
+    CHECK_KERNEL(kExact, bernoulli_p, Tensor(dt, {37, 129}), 0.3, 11, kGlobal2,
+                 kOffset2);
+    CHECK_KERNEL(kExact, bernoulli_p, Tensor(dt, {2, 5, 17}), 0.5, 12, kGlobal3,
+                 kOffset3);
+    CHECK_KERNEL(kExact, bernoulli_p, Tensor(dt, {4, 10, 33}), 0.9, 12,
+                 kGlobal3, kZero3);
+  }
+  Tensor draws(dt, {1000003});
+  RUN_BOTH(bernoulli_p, draws, 0.3, 7, kGlobal1, kOffset1);
+  EXPECT_MATCH(draws, kExact);
+
+  // native_dropout: the same mask; the output is input * keep * scale in
+  // f32 (the CPU's f32 output), rounded to bf16 once.
+  spmd_rt_set_seed(77);
+  spmd_rt_set_step(5);
+  Tensor input = random(dt, {37, 129}, -1, 1);
+  for (double p : {0.3, 0.0, 1.0}) {
+    for (int64_t train : {1, 0}) {
+      SCOPED_TRACE("p " + std::to_string(p) + " train " +
+                   std::to_string(train));
+      Tensor output(dt, {37, 129});
+      Tensor mask(SPMD_I1, {37, 129});
+      RUN_BOTH(native_dropout, output, mask, input, p, train, 5, kGlobal2,
+               kOffset2);
+      EXPECT_MATCH(output, kBf16Rounded);
+      EXPECT_MATCH(mask, kExact);
+    }
+  }
+  Tensor input3 = random(dt, {2, 5, 17}, -1, 1);
+  Tensor output(dt, {2, 5, 17});
+  Tensor mask(SPMD_I1, {2, 5, 17});
+  RUN_BOTH(native_dropout, output, mask, input3, 0.5, 1, 6, kGlobal3, kOffset3);
+  EXPECT_MATCH(output, kBf16Rounded);
+  EXPECT_MATCH(mask, kExact);
+
+  // The backward, on the CPU's mask.
+  Tensor keep = sameValues(mask);
+  Tensor grad = random(dt, {2, 5, 17}, -1, 1);
+  CHECK_KERNEL(kBf16Elementwise, native_dropout_backward,
+               Tensor(dt, {2, 5, 17}), grad, keep, 2.0);
+  CHECK_KERNEL(kBf16Elementwise, native_dropout_backward,
+               Tensor(dt, {2, 5, 17}), grad, keep, 1.0 / 0.7);
+  Tensor fractional = random(dt, {2, 5, 17}, 0, 1);
+  CHECK_KERNEL(kBf16Elementwise, native_dropout_backward,
+               Tensor(dt, {2, 5, 17}), grad, fractional, 1.0 / 0.7);
+
+  Tensor large = random(dt, {1000003}, -1, 1);
+  Tensor largeOutput(dt, {1000003});
+  Tensor largeMask(SPMD_I1, {1000003});
+  RUN_BOTH(native_dropout, largeOutput, largeMask, large, 0.1, 1, 8, kGlobal1,
+           kOffset1);
+  EXPECT_MATCH(largeOutput, kBf16Rounded);
+  EXPECT_MATCH(largeMask, kExact);
+}
+
+TEST_F(CudaKernelsBf16, MatrixProducts) {
+  const DType dt = kBF16;
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  Tensor a = random(dt, {37, 53}, -1, 1);
+  Tensor b = random(dt, {53, 29}, -1, 1);
+  CHECK_KERNEL(bf16MatmulTol(53), mm, Tensor(dt, {37, 29}), a, b);
+  Tensor bias = random(dt, {29}, -1, 1);
+  Tensor col = random(dt, {37, 1}, -1, 1);
+  Tensor full = random(dt, {37, 29}, -1, 1);
+  Tensor nanSelf = generate(dt, {1}, [&](int64_t) { return nan; });
+  CHECK_KERNEL(bf16MatmulTol(53, 2), addmm, Tensor(dt, {37, 29}), bias, a, b,
+               0.5, 2.0);
+  CHECK_KERNEL(bf16MatmulTol(53), addmm, Tensor(dt, {37, 29}), col, a, b, 1.0,
+               1.0);
+  CHECK_KERNEL(bf16MatmulTol(53), addmm, Tensor(dt, {37, 29}), full, a, b, -1.0,
+               0.3);
+  CHECK_KERNEL(bf16MatmulTol(53), addmm, Tensor(dt, {37, 29}), nanSelf, a, b,
+               0.0, 1.0);
+
+  Tensor ba = random(dt, {3, 17, 23}, -1, 1);
+  Tensor bb = random(dt, {3, 23, 11}, -1, 1);
+  CHECK_KERNEL(bf16MatmulTol(23), bmm, Tensor(dt, {3, 17, 11}), ba, bb);
+  Tensor shared = random(dt, {17, 11}, -1, 1);
+  Tensor perBatch = random(dt, {3, 17, 11}, -1, 1);
+  Tensor rowBias = random(dt, {3, 1, 11}, -1, 1);
+  CHECK_KERNEL(bf16MatmulTol(23, 0.5), baddbmm, Tensor(dt, {3, 17, 11}), shared,
+               ba, bb, 2.0, 0.5);
+  CHECK_KERNEL(bf16MatmulTol(23), baddbmm, Tensor(dt, {3, 17, 11}), perBatch,
+               ba, bb, 1.0, 1.0);
+  CHECK_KERNEL(bf16MatmulTol(23, 3), baddbmm, Tensor(dt, {3, 17, 11}), rowBias,
+               ba, bb, -0.5, 3.0);
+  CHECK_KERNEL(bf16MatmulTol(23), baddbmm, Tensor(dt, {3, 17, 11}), nanSelf, ba,
+               bb, 0.0, 1.0);
+
+  struct Dims {
+    int64_t batch, n, k, m;
+  };
+  for (Dims dims : {Dims{0, 37, 53, 29}, Dims{3, 17, 23, 11}}) {
+    SCOPED_TRACE("batch " + std::to_string(dims.batch));
+    Shape out = matmulOperand(dims.batch, dims.n, dims.m, false);
+    Tensor mBias = random(dt, {dims.m}, -1, 1);
+    Tensor mFull = random(dt, out, -1, 1);
+    for (int64_t transA : {0, 1}) {
+      for (int64_t transB : {0, 1}) {
+        SCOPED_TRACE("trans_a " + std::to_string(transA) + " trans_b " +
+                     std::to_string(transB));
+        Tensor ma = random(
+            dt, matmulOperand(dims.batch, dims.n, dims.k, transA), -1, 1);
+        Tensor mb = random(
+            dt, matmulOperand(dims.batch, dims.k, dims.m, transB), -1, 1);
+        Tol tol = bf16MatmulTol(dims.k, 2);
+        CHECK_KERNEL(tol, matmul, Tensor(dt, out), nullptr, ma, mb, 0.0, 1.0,
+                     transA, transB);
+        CHECK_KERNEL(tol, matmul, Tensor(dt, out), mBias, ma, mb, 0.5, 2.0,
+                     transA, transB);
+        CHECK_KERNEL(tol, matmul, Tensor(dt, out), mFull, ma, mb, -1.0, 1.0,
+                     transA, transB);
+      }
+    }
+  }
+
+  // Larger, odd sizes; attention-like q @ k^T.
+  Tensor la = random(dt, {130, 300}, -1, 1);
+  Tensor lb = random(dt, {300, 257}, -1, 1);
+  CHECK_KERNEL(bf16MatmulTol(300), mm, Tensor(dt, {130, 257}), la, lb);
+  Tensor lba = random(dt, {5, 64, 300}, -1, 1);
+  Tensor lbb = random(dt, {5, 300, 65}, -1, 1);
+  CHECK_KERNEL(bf16MatmulTol(300), bmm, Tensor(dt, {5, 64, 65}), lba, lbb);
+  Tensor q = random(dt, {8, 128, 64}, -1, 1);
+  Tensor k = random(dt, {8, 130, 64}, -1, 1);
+  CHECK_KERNEL(bf16MatmulTol(64, 0.125), matmul, Tensor(dt, {8, 128, 130}),
+               nullptr, q, k, 0.0, 0.125, 0, 1);
+
+  // Sums of 2048 positive products (about 512): accumulated in bf16 they
+  // would stall (past 256 bf16 cannot add a product below 1) and end far
+  // below. f32 accumulation is within the final rounding; 2e-2 leaves room
+  // for cuBLAS's split-K partial sums, which it may round to bf16 (as ATen
+  // allows by default).
+  Tensor pa = random(dt, {64, 2048}, 0, 1);
+  Tensor pb = random(dt, {2048, 48}, 0, 1);
+  CHECK_KERNEL((Tol{2e-2, 0}), mm, Tensor(dt, {64, 48}), pa, pb);
+}
+
+TEST_F(CudaKernelsBf16, Sum) {
+  const DType dt = kBF16;
+  Tensor x = random(dt, {3, 5, 7}, -100, 100);
+  const Tol tol = bf16SumTol(105, 100);
+  CHECK_KERNEL(tol, sum, Tensor(dt, {5, 7}), x, 1, kDim0);
+  CHECK_KERNEL(tol, sum, Tensor(dt, {1, 5, 7}), x, 1, kDim0);
+  CHECK_KERNEL(tol, sum, Tensor(dt, {3, 7}), x, 1, kDim1);
+  CHECK_KERNEL(tol, sum, Tensor(dt, {3, 5}), x, 1, kDim2);
+  CHECK_KERNEL(tol, sum, Tensor(dt, {5}), x, 2, kDims02);
+  CHECK_KERNEL(tol, sum, Tensor(dt, {}), x, 3, kDims201);
+  CHECK_KERNEL(tol, sum, Tensor(dt, {}), x, 0, nullptr);
+  CHECK_KERNEL(kExact, sum, Tensor(dt, {3, 5, 7}), x, 0, nullptr); // a copy
+  Tensor one = random(dt, {1}, -1, 1);
+  CHECK_KERNEL(kExact, sum, Tensor(dt, {}), one, 0, nullptr);
+  // bf16 summed into f32 (ATen's sum(dtype=float32)): the f32 kernel.
+  CHECK_KERNEL(sumTol(105, 100), sum, Tensor(SPMD_F32, {3, 5}), x, 1, kDim2);
+
+  // Small integers: every partial sum is exact in f32, so the result is the
+  // exact sum rounded to bf16 once, for every summation path (summing in
+  // bf16 would drop ones past 256).
+  const int64_t n = 1000003;
+  std::uniform_int_distribution<int> count(0, 3);
+  auto counts = [&](int64_t) { return static_cast<double>(count(gRng)); };
+  Tensor flat = generate(dt, {n}, counts);
+  CHECK_KERNEL(kBf16Rounded, sum, Tensor(dt, {}), flat, 0, nullptr);
+  CHECK_KERNEL(kBf16Rounded, sum, Tensor(dt, {}), flat, 1, kDim0);
+  Tensor grid = generate(dt, {2048, 1030}, counts);
+  CHECK_KERNEL(kBf16Rounded, sum, Tensor(dt, {1030}), grid, 1, kDim0);
+  CHECK_KERNEL(kBf16Rounded, sum, Tensor(dt, {2048}), grid, 1, kDim1);
+  Tensor cube = generate(dt, {64, 1000, 17}, counts);
+  CHECK_KERNEL(kBf16Rounded, sum, Tensor(dt, {64, 17}), cube, 1, kDim1);
+  CHECK_KERNEL(kBf16Rounded, sum, Tensor(dt, {1000}), cube, 2, kDims02);
+
+  Tensor positive = random(dt, {n}, 0, 1);
+  CHECK_KERNEL(kBf16Reduction, sum, Tensor(dt, {}), positive, 0, nullptr);
+  Tensor signedX = random(dt, {n}, -1, 1);
+  CHECK_KERNEL(bf16SumTol(n), sum, Tensor(dt, {}), signedX, 0, nullptr);
+  Tensor m = random(dt, {2048, 1030}, -1, 1);
+  CHECK_KERNEL(bf16SumTol(2048), sum, Tensor(dt, {1030}), m, 1, kDim0);
+  CHECK_KERNEL(bf16SumTol(1030), sum, Tensor(dt, {2048}), m, 1, kDim1);
+  CHECK_KERNEL(bf16SumTol(2048 * 1030), sum, Tensor(dt, {}), m, 0, nullptr);
+  Tensor t = random(dt, {64, 1000, 17}, -1, 1);
+  CHECK_KERNEL(bf16SumTol(1000), sum, Tensor(dt, {64, 17}), t, 1, kDim1);
+  CHECK_KERNEL(bf16SumTol(64 * 17), sum, Tensor(dt, {1000}), t, 2, kDims02);
+}
+
+TEST_F(CudaKernelsBf16, SoftmaxFamily) {
+  const DType dt = kBF16;
+  // Every 97th row shifted by 1000 (bf16 holds multiples of 4 there).
+  Tensor rows = generate(dt, {2048, 1030}, [](int64_t i) {
+    double v = std::uniform_real_distribution<double>(-8, 8)(gRng);
+    return (i / 1030) % 97 == 3 ? v + 1000 : v;
+  });
+  checkSoftmaxFamily(rows, 1);
+  Tensor x3 = random(dt, {3, 257, 5}, -8, 8);
+  checkSoftmaxFamily(x3, 1);
+  checkSoftmaxFamily(x3, 0);
+  checkSoftmaxFamily(x3, 2);
+  Tensor x2 = random(dt, {1030, 6}, -8, 8);
+  checkSoftmaxFamily(x2, 0);
+  Tensor x4 = random(dt, {4, 3, 129, 2}, -8, 8);
+  checkSoftmaxFamily(x4, 2);
+  Tensor vec = random(dt, {7}, -8, 8);
+  checkSoftmaxFamily(vec, 0);
+  // Rows too long to stay in registers.
+  Tensor longRows = random(dt, {3, 40000}, -8, 8);
+  checkSoftmaxFamily(longRows, 1);
+
+  const double inf = std::numeric_limits<double>::infinity();
+  Tensor masked = generate(dt, {4, 9}, [&](int64_t i) {
+    if (i / 9 == 2 || i % 4 == 1)
+      return -inf;
+    return static_cast<double>(i % 7) - 3;
+  });
+  Tensor y(dt, {4, 9});
+  RUN_BOTH(softmax, y, masked, 1);
+  EXPECT_MATCH(y, kBf16Reduction);
+  Tensor logY(dt, {4, 9});
+  RUN_BOTH(log_softmax, logY, masked, 1);
+  EXPECT_MATCH(logY, kBf16Reduction);
+}
+
+TEST_F(CudaKernelsBf16, LayerNorm) {
+  // Statistics in bf16 (PyTorch's CPU kernel) and in f32 (its CUDA kernel).
+  for (DType stats : {kBF16, DType(SPMD_F32)}) {
+    checkLayerNorm(kBF16, {2048, 1030}, 1, stats);
+    checkLayerNorm(kBF16, {4, 6, 10}, 2, stats);
+    checkLayerNorm(kBF16, {3, 5, 7}, 3, stats);
+    checkLayerNorm(kBF16, {2, 3, 4097}, 1, stats);
+    checkLayerNorm(kBF16, {4, 8200}, 1, stats); // rows not in registers
+  }
+}
+
+TEST_F(CudaKernelsBf16, Embedding) {
+  const DType dt = kBF16;
+  Tensor weight = random(dt, {50, 17}, -1, 1);
+  Tensor indices = random(SPMD_I64, {3, 7}, 0, 49);
+  Tensor indices32 = random(SPMD_I32, {21}, 0, 49);
+  CHECK_KERNEL(kExact, embedding, Tensor(dt, {3, 7, 17}), weight, indices, -1);
+  CHECK_KERNEL(kExact, embedding, Tensor(dt, {21, 17}), weight, indices32, 4);
+  Tensor scalarIndex = tensor<int64_t>({}, {49});
+  CHECK_KERNEL(kExact, embedding, Tensor(dt, {17}), weight, scalarIndex, -1);
+
+  // The backward sums in f32 and rounds each sum once.
+  Tensor repeated = random(SPMD_I64, {3, 7}, 0, 9);
+  Tensor grad = random(dt, {3, 7, 17}, -1, 1);
+  for (int64_t paddingIdx : {int64_t(-1), int64_t(3)}) {
+    for (int64_t scale : {0, 1}) {
+      SCOPED_TRACE("padding_idx " + std::to_string(paddingIdx) +
+                   " scale_grad_by_freq " + std::to_string(scale));
+      CHECK_KERNEL(bf16SumTol(21), embedding_dense_backward,
+                   Tensor(dt, {50, 17}), grad, repeated, paddingIdx, scale);
+    }
+  }
+
+  Tensor shard = random(dt, {20, 17}, -1, 1);
+  Tensor paddedShard = random(dt, {24, 17}, -1, 1);
+  CHECK_KERNEL(kExact, embedding_rows, Tensor(dt, {3, 7, 17}), shard, indices,
+               kRows10to30);
+  CHECK_KERNEL(kExact, embedding_rows, Tensor(dt, {21, 17}), paddedShard,
+               indices32, kRows10to30);
+  Tensor near = random(SPMD_I64, {3, 7}, 8, 32);
+  for (int64_t paddingIdx : {int64_t(-1), int64_t(15)}) {
+    for (int64_t scale : {0, 1}) {
+      SCOPED_TRACE("rows, padding_idx " + std::to_string(paddingIdx) +
+                   " scale_grad_by_freq " + std::to_string(scale));
+      CHECK_KERNEL(bf16SumTol(21), embedding_dense_backward_rows,
+                   Tensor(dt, {24, 17}), grad, near, paddingIdx, scale,
+                   kRows10to30);
+      CHECK_KERNEL(bf16SumTol(21), embedding_dense_backward_rows,
+                   Tensor(dt, {20, 17}), grad, indices, paddingIdx, scale,
+                   kRows10to30);
+    }
+  }
+
+  // A large table and many repeats (contended f32 adds, about 200 a row).
+  Tensor bigWeight = random(dt, {1000, 64}, -1, 1);
+  Tensor bigIndices = random(SPMD_I64, {4096}, 0, 999);
+  CHECK_KERNEL(kExact, embedding, Tensor(dt, {4096, 64}), bigWeight, bigIndices,
+               -1);
+  Tensor hot = random(SPMD_I32, {4096}, 0, 19);
+  Tensor bigGrad = random(dt, {4096, 64}, -1, 1);
+  CHECK_KERNEL(bf16SumTol(400), embedding_dense_backward,
+               Tensor(dt, {1000, 64}), bigGrad, hot, 0, 0);
+  CHECK_KERNEL(bf16SumTol(400), embedding_dense_backward,
+               Tensor(dt, {1000, 64}), bigGrad, hot, -1, 1);
+}
+
+TEST_F(CudaKernelsBf16, NllLoss) {
+  const DType dt = kBF16;
+  const Tol tol = kBf16Reduction;
+  const int64_t batch = 64, classes = 10;
+  Tensor self = random(dt, {batch, classes}, -5, 0);
+  Tensor weight = random(dt, {classes}, 0.1, 2);
+  Tensor withIgnored = generate(SPMD_I64, {batch}, [](int64_t i) {
+    return i % 7 == 3 ? -100.0 : static_cast<double>((i * 3) % 10);
+  });
+  Tensor inRange = random(SPMD_I32, {batch}, 0, classes - 1);
+  Tensor allIgnored =
+      generate(SPMD_I64, {batch}, [](int64_t) { return -100.0; });
+  struct Case {
+    Tensor *target;
+    int64_t ignoreIndex;
+  };
+  for (Case c : {Case{&withIgnored, -100}, Case{&inRange, -100},
+                 Case{&inRange, 3}, Case{&allIgnored, -100}}) {
+    for (bool weighted : {false, true}) {
+      for (int64_t reduction : {0, 1, 2}) {
+        SCOPED_TRACE("ignore_index " + std::to_string(c.ignoreIndex) +
+                     (weighted ? " weighted" : "") + " reduction " +
+                     std::to_string(reduction));
+        Tensor *w = weighted ? &weight : nullptr;
+        Shape outShape = reduction == 0 ? Shape{batch} : Shape{};
+        Tensor output(dt, outShape), totalWeight(dt, {});
+        RUN_BOTH(nll_loss_forward, output, totalWeight, self, *c.target, w,
+                 reduction, c.ignoreIndex);
+        EXPECT_MATCH(output, tol);
+        EXPECT_MATCH(totalWeight, tol);
+
+        // The backward on the CPU's total weight, rounded to bf16.
+        Tensor total = sameValues(totalWeight);
+        Tensor gradOut = random(dt, outShape, -2, 2);
+        CHECK_KERNEL(tol, nll_loss_backward, Tensor(dt, {batch, classes}),
+                     gradOut, self, *c.target, w, total, reduction,
+                     c.ignoreIndex);
+      }
+    }
+  }
+  // Unbatched: self [C], target [].
+  Tensor one = random(dt, {classes}, -5, 0);
+  Tensor target = tensor<int64_t>({}, {7});
+  for (int64_t reduction : {0, 1, 2}) {
+    SCOPED_TRACE("unbatched, reduction " + std::to_string(reduction));
+    Tensor output(dt, {}), totalWeight(dt, {});
+    RUN_BOTH(nll_loss_forward, output, totalWeight, one, target, &weight,
+             reduction, -100);
+    EXPECT_MATCH(output, tol);
+    EXPECT_MATCH(totalWeight, tol);
+    Tensor total = sameValues(totalWeight);
+    Tensor gradOut = random(dt, {}, -2, 2);
+    CHECK_KERNEL(tol, nll_loss_backward, Tensor(dt, {classes}), gradOut, one,
+                 target, &weight, total, reduction, -100);
+  }
+  // A large batch: the sums accumulate in f32. 4096 ones are exact.
+  Tensor large = random(dt, {4096, 1000}, -8, 0);
+  Tensor largeTarget = random(SPMD_I64, {4096}, 0, 999);
+  for (int64_t reduction : {1, 2}) {
+    SCOPED_TRACE("large, reduction " + std::to_string(reduction));
+    Tensor output(dt, {}), totalWeight(dt, {});
+    RUN_BOTH(nll_loss_forward, output, totalWeight, large, largeTarget, nullptr,
+             reduction, -100);
+    EXPECT_MATCH(output, tol);
     EXPECT_MATCH(totalWeight, kExact);
   }
 }
@@ -1909,6 +2865,20 @@ TEST_F(CudaKernels, ZzEveryKernelOfKernelListRan) {
   for (const char *name : kernels)
     EXPECT_TRUE(exercisedKernels().count(name))
         << "spmd_rt_" << name << " is never compared";
+}
+
+// Every kernel takes bf16 on the CUDA backend.
+TEST_F(CudaKernelsBf16, ZzEveryKernelOfKernelListRanOnBf16) {
+  if (GTEST_FLAG_GET(filter) != "*" || GTEST_FLAG_GET(shuffle) ||
+      spmd_rt_world_size() != 1)
+    GTEST_SKIP() << "needs the whole suite, in order, in a 1-rank job";
+  const char *const kernels[] = {
+#define SPMD_RT_KERNEL(name, params, args) #name,
+#include "KernelList.def"
+  };
+  for (const char *name : kernels)
+    EXPECT_TRUE(exercisedBf16Kernels().count(name))
+        << "spmd_rt_" << name << " is never compared on bf16 data";
 }
 
 } // namespace

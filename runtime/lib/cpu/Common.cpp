@@ -1,8 +1,13 @@
 //===- Common.cpp - dtype errors, shape checks, broadcast strides ---------===//
+//
+// The definitions of Checks.h, shared by the CPU and the CUDA kernels.
+//
+//===----------------------------------------------------------------------===//
 
 #include "Kernels.h"
 
 #include <climits>
+#include <initializer_list>
 
 namespace spmd::rt {
 
@@ -121,6 +126,408 @@ std::array<int64_t, 4> checkMatmul(const char *kernel, const SpmdBuffer *out,
   if (n > INT_MAX || k > INT_MAX || m > INT_MAX)
     spmd_rt_fatal("%s: matrix dims exceed the BLAS integer range", kernel);
   return {batch, n, k, m};
+}
+
+DimLayout layoutAround(const SpmdBuffer *b, int64_t dim) {
+  return {product(b->shape, 0, dim), b->shape[dim],
+          product(b->shape, dim + 1, b->rank)};
+}
+
+//===----------------------------------------------------------------------===//
+// Kernel checks
+//===----------------------------------------------------------------------===//
+
+void checkApproximate(const char *kernel, int64_t approximate) {
+  if (approximate != 0 && approximate != 1)
+    spmd_rt_fatal("%s: approximate must be 0 (none) or 1 (tanh), got %lld",
+                  kernel, static_cast<long long>(approximate));
+}
+
+void checkPermute(const char *kernel, const SpmdBuffer *out,
+                  const SpmdBuffer *self, int32_t n, const int64_t *dims) {
+  if (n != self->rank || n != out->rank)
+    spmd_rt_fatal("%s: %d dims for self %s and out %s", kernel, n,
+                  shapeStr(self).c_str(), shapeStr(out).c_str());
+  bool seen[SPMD_MAX_RANK] = {};
+  for (int32_t k = 0; k < n; ++k) {
+    if (dims[k] < 0 || dims[k] >= n || seen[dims[k]])
+      spmd_rt_fatal("%s: dims is not a permutation of [0, %d)", kernel, n);
+    seen[dims[k]] = true;
+    if (out->shape[k] != self->shape[dims[k]])
+      spmd_rt_fatal("%s: out %s is not self %s permuted", kernel,
+                    shapeStr(out).c_str(), shapeStr(self).c_str());
+  }
+}
+
+/// Whether `a` and `b` have the same rank and sizes outside `dim`.
+static bool sameOutsideDim(const SpmdBuffer *a, const SpmdBuffer *b,
+                           int64_t dim) {
+  bool ok = a->rank == b->rank;
+  for (int32_t d = 0; d < b->rank && ok; ++d)
+    ok = d == dim || a->shape[d] == b->shape[d];
+  return ok;
+}
+
+DimLayout checkCat(const char *kernel, const SpmdBuffer *out, int32_t n,
+                   const SpmdBuffer *const *inputs, int64_t dim) {
+  checkDim(kernel, out, dim);
+  int64_t total = 0;
+  for (int32_t k = 0; k < n; ++k) {
+    const SpmdBuffer *in = inputs[k];
+    if (catSkips(in))
+      continue;
+    if (!sameOutsideDim(in, out, dim))
+      spmd_rt_fatal("%s: input %d of shape %s does not fit out %s along dim "
+                    "%lld",
+                    kernel, k, shapeStr(in).c_str(), shapeStr(out).c_str(),
+                    static_cast<long long>(dim));
+    total += in->shape[dim];
+  }
+  if (total != out->shape[dim])
+    spmd_rt_fatal("%s: inputs sum to %lld along dim %lld, out %s", kernel,
+                  static_cast<long long>(total), static_cast<long long>(dim),
+                  shapeStr(out).c_str());
+  return layoutAround(out, dim);
+}
+
+DimLayout checkSlice(const char *kernel, const SpmdBuffer *out,
+                     const SpmdBuffer *self, int64_t dim, int64_t start) {
+  checkDim(kernel, self, dim);
+  bool ok = out->rank == self->rank && start >= 0 &&
+            start + out->shape[dim] <= self->shape[dim];
+  if (!ok || !sameOutsideDim(out, self, dim))
+    spmd_rt_fatal("%s: out %s is not a slice of self %s at %lld along dim "
+                  "%lld",
+                  kernel, shapeStr(out).c_str(), shapeStr(self).c_str(),
+                  static_cast<long long>(start), static_cast<long long>(dim));
+  return layoutAround(self, dim);
+}
+
+DimLayout checkLocalTake(const char *kernel, const SpmdBuffer *out,
+                         const SpmdBuffer *self, int64_t dim) {
+  checkDim(kernel, self, dim);
+  if (!sameOutsideDim(out, self, dim))
+    spmd_rt_fatal("%s: out %s and self %s differ outside dim %lld", kernel,
+                  shapeStr(out).c_str(), shapeStr(self).c_str(),
+                  static_cast<long long>(dim));
+  return layoutAround(self, dim);
+}
+
+MatrixStack checkTriu(const char *kernel, const SpmdBuffer *out,
+                      const SpmdBuffer *self) {
+  if (self->rank < 2)
+    spmd_rt_fatal("%s: self must have at least 2 dims, got %s", kernel,
+                  shapeStr(self).c_str());
+  checkSameShape(kernel, "out", out, "self", self);
+  return {product(self->shape, 0, self->rank - 2), self->shape[self->rank - 2],
+          self->shape[self->rank - 1]};
+}
+
+SumDims checkSum(const char *kernel, const SpmdBuffer *out,
+                 const SpmdBuffer *self, int32_t n, const int64_t *dims) {
+  const int32_t rank = self->rank;
+  SumDims s = {};
+  int32_t count = 0;
+  if (n == 0) {
+    if (!(out->rank == 0 && out->numel == 1)) {
+      s.copy = true;
+      return s;
+    }
+    for (int32_t d = 0; d < rank; ++d)
+      s.reduce[d] = true;
+    count = rank;
+  }
+  for (int32_t k = 0; k < n; ++k) {
+    checkDim(kernel, self, dims[k]);
+    if (s.reduce[dims[k]])
+      spmd_rt_fatal("%s: dim %lld is listed twice", kernel,
+                    static_cast<long long>(dims[k]));
+    s.reduce[dims[k]] = true;
+    ++count;
+  }
+  // out is self's shape with the reduced dims removed, or kept as 1.
+  bool keepdim = out->rank == rank && count > 0;
+  bool ok = keepdim || out->rank == rank - count;
+  for (int32_t d = 0, o = 0; d < rank && ok; ++d) {
+    if (s.reduce[d] && !keepdim)
+      continue;
+    ok = out->shape[o++] == (s.reduce[d] ? 1 : self->shape[d]);
+  }
+  if (!ok)
+    spmd_rt_fatal("%s: out %s is not self %s summed over %d dims", kernel,
+                  shapeStr(out).c_str(), shapeStr(self).c_str(), count);
+  return s;
+}
+
+int32_t checkMatmulRank(const char *kernel, const SpmdBuffer *out) {
+  if (out->rank != 2 && out->rank != 3)
+    spmd_rt_fatal("%s: rank-%d out; expected 2 (mm) or 3 (bmm)", kernel,
+                  out->rank);
+  return out->rank;
+}
+
+DimLayout checkSoftmax(const char *kernel, const SpmdBuffer *out,
+                       const SpmdBuffer *const *ins, size_t n, int64_t dim) {
+  for (size_t k = 0; k < n; ++k)
+    checkSameShape(kernel, "out", out, "input", ins[k]);
+  // ATen treats a 0-D tensor as one element along dim 0.
+  if (out->rank > 0 || dim != 0)
+    checkDim(kernel, out, dim);
+  if (out->rank == 0)
+    return {1, 1, 1};
+  return layoutAround(out, dim);
+}
+
+/// Checks `input` against normalized_rank and returns its [M, N] view.
+static NormRows normRows(const char *kernel, const SpmdBuffer *input,
+                         int64_t normalizedRank) {
+  if (normalizedRank < 0 || normalizedRank > input->rank)
+    spmd_rt_fatal("%s: normalized_rank %lld is out of range for input %s",
+                  kernel, static_cast<long long>(normalizedRank),
+                  shapeStr(input).c_str());
+  int64_t split = input->rank - normalizedRank;
+  return {product(input->shape, 0, split),
+          product(input->shape, split, input->rank)};
+}
+
+/// Fatal unless `b` is shaped like the normalized dims (weight, bias,
+/// their gradients); nothing for a NULL `b`.
+static void checkNormalizedShape(const char *kernel, const char *name,
+                                 const SpmdBuffer *b, const SpmdBuffer *input,
+                                 int64_t normalizedRank) {
+  if (!b)
+    return;
+  bool ok = b->rank == normalizedRank;
+  for (int32_t d = 0; d < b->rank && ok; ++d)
+    ok = b->shape[d] == input->shape[input->rank - normalizedRank + d];
+  if (!ok)
+    spmd_rt_fatal("%s: %s %s does not match the last %lld dims of input %s",
+                  kernel, name, shapeStr(b).c_str(),
+                  static_cast<long long>(normalizedRank),
+                  shapeStr(input).c_str());
+}
+
+/// Fatal unless `b` is input's shape with the normalized dims set to 1
+/// (mean, rstd).
+static void checkStatShape(const char *kernel, const char *name,
+                           const SpmdBuffer *b, const SpmdBuffer *input,
+                           int64_t normalizedRank) {
+  bool ok = b->rank == input->rank;
+  for (int32_t d = 0; d < b->rank && ok; ++d)
+    ok = b->shape[d] ==
+         (d >= input->rank - normalizedRank ? 1 : input->shape[d]);
+  if (!ok)
+    spmd_rt_fatal("%s: %s %s does not match input %s with the last %lld dims "
+                  "set to 1",
+                  kernel, name, shapeStr(b).c_str(), shapeStr(input).c_str(),
+                  static_cast<long long>(normalizedRank));
+}
+
+NormRows checkLayerNorm(const char *kernel, const SpmdBuffer *output,
+                        const SpmdBuffer *mean, const SpmdBuffer *rstd,
+                        const SpmdBuffer *input, const SpmdBuffer *weight,
+                        const SpmdBuffer *bias, int64_t normalizedRank) {
+  NormRows rows = normRows(kernel, input, normalizedRank);
+  checkSameShape(kernel, "output", output, "input", input);
+  checkStatShape(kernel, "mean", mean, input, normalizedRank);
+  checkStatShape(kernel, "rstd", rstd, input, normalizedRank);
+  checkNormalizedShape(kernel, "weight", weight, input, normalizedRank);
+  checkNormalizedShape(kernel, "bias", bias, input, normalizedRank);
+  return rows;
+}
+
+NormRows
+checkLayerNormBackward(const char *kernel, const SpmdBuffer *gradInput,
+                       const SpmdBuffer *gradWeight, const SpmdBuffer *gradBias,
+                       const SpmdBuffer *gradOut, const SpmdBuffer *input,
+                       const SpmdBuffer *mean, const SpmdBuffer *rstd,
+                       const SpmdBuffer *weight, int64_t normalizedRank) {
+  NormRows rows = normRows(kernel, input, normalizedRank);
+  checkSameShape(kernel, "grad_out", gradOut, "input", input);
+  checkStatShape(kernel, "mean", mean, input, normalizedRank);
+  checkStatShape(kernel, "rstd", rstd, input, normalizedRank);
+  if (gradInput)
+    checkSameShape(kernel, "grad_input", gradInput, "input", input);
+  checkNormalizedShape(kernel, "weight", weight, input, normalizedRank);
+  checkNormalizedShape(kernel, "grad_weight", gradWeight, input,
+                       normalizedRank);
+  checkNormalizedShape(kernel, "grad_bias", gradBias, input, normalizedRank);
+  return rows;
+}
+
+void checkLayerNormStatDTypes(const char *kernel, const SpmdBuffer *output,
+                              const SpmdBuffer *mean, const SpmdBuffer *rstd) {
+  if (mean->dtype != output->dtype || rstd->dtype != output->dtype)
+    spmd_rt_fatal("%s: mean and rstd must be %s like output", kernel,
+                  spmd_rt_dtype_name(output->dtype));
+}
+
+const SpmdBuffer *layerNormGradTyped(const SpmdBuffer *gradInput,
+                                     const SpmdBuffer *gradWeight,
+                                     const SpmdBuffer *gradBias) {
+  return gradInput ? gradInput : gradWeight ? gradWeight : gradBias;
+}
+
+void checkLayerNormGradDTypes(const char *kernel, const SpmdBuffer *gradInput,
+                              const SpmdBuffer *gradWeight,
+                              const SpmdBuffer *gradBias) {
+  const SpmdBuffer *typed = layerNormGradTyped(gradInput, gradWeight, gradBias);
+  for (const SpmdBuffer *result : {gradInput, gradWeight, gradBias})
+    if (result && result->dtype != typed->dtype)
+      spmd_rt_fatal("%s: the gradients must share one dtype", kernel);
+}
+
+/// Checks nll_loss's self, target, weight and reduction; returns the layout.
+static NllShape checkNll(const char *kernel, const SpmdBuffer *self,
+                         const SpmdBuffer *target, const SpmdBuffer *weight,
+                         int64_t reduction) {
+  if (reduction != kReductionNone && reduction != kReductionMean &&
+      reduction != kReductionSum)
+    spmd_rt_fatal("%s: reduction must be 0 (none), 1 (mean) or 2 (sum), got "
+                  "%lld",
+                  kernel, static_cast<long long>(reduction));
+  if (self->rank != 1 && self->rank != 2)
+    spmd_rt_fatal("%s: self must be [N, C] or [C], got %s", kernel,
+                  shapeStr(self).c_str());
+  const bool batched = self->rank == 2;
+  const int64_t batch = batched ? self->shape[0] : 1;
+  const int64_t classes = self->shape[self->rank - 1];
+  if (target->rank != self->rank - 1 || (batched && target->shape[0] != batch))
+    spmd_rt_fatal("%s: target %s does not match self %s", kernel,
+                  shapeStr(target).c_str(), shapeStr(self).c_str());
+  if (weight && weight->numel != classes)
+    spmd_rt_fatal("%s: weight %s does not have %lld elements (the classes)",
+                  kernel, shapeStr(weight).c_str(),
+                  static_cast<long long>(classes));
+  return {batch, classes, reduction == kReductionNone && batched};
+}
+
+static void checkScalar(const char *kernel, const char *name,
+                        const SpmdBuffer *b) {
+  if (b->numel != 1 || b->rank > 1)
+    spmd_rt_fatal("%s: %s must hold a single element, got %s", kernel, name,
+                  shapeStr(b).c_str());
+}
+
+/// Fatal unless `b` is [batch] (`<kernel>: <name> <shape> must be [<batch>]
+/// for reduction none`).
+static void checkPerSample(const char *kernel, const char *name,
+                           const SpmdBuffer *b, int64_t batch) {
+  if (b->rank != 1 || b->shape[0] != batch)
+    spmd_rt_fatal("%s: %s %s must be [%lld] for reduction none", kernel, name,
+                  shapeStr(b).c_str(), static_cast<long long>(batch));
+}
+
+NllShape checkNllLoss(const char *kernel, const SpmdBuffer *output,
+                      const SpmdBuffer *totalWeight, const SpmdBuffer *self,
+                      const SpmdBuffer *target, const SpmdBuffer *weight,
+                      int64_t reduction) {
+  NllShape s = checkNll(kernel, self, target, weight, reduction);
+  checkScalar(kernel, "total_weight", totalWeight);
+  if (s.perSample)
+    checkPerSample(kernel, "output", output, s.batch);
+  else if (output->rank != 0)
+    spmd_rt_fatal("%s: output %s must be 0-D", kernel,
+                  shapeStr(output).c_str());
+  return s;
+}
+
+void checkTotalWeightDType(const char *kernel, const SpmdBuffer *output,
+                           const SpmdBuffer *totalWeight) {
+  if (totalWeight->dtype != output->dtype)
+    spmd_rt_fatal("%s: total_weight must be %s like output", kernel,
+                  spmd_rt_dtype_name(output->dtype));
+}
+
+NllShape checkNllLossBackward(const char *kernel, const SpmdBuffer *out,
+                              const SpmdBuffer *gradOutput,
+                              const SpmdBuffer *self, const SpmdBuffer *target,
+                              const SpmdBuffer *weight,
+                              const SpmdBuffer *totalWeight,
+                              int64_t reduction) {
+  NllShape s = checkNll(kernel, self, target, weight, reduction);
+  checkSameShape(kernel, "out", out, "self", self);
+  checkScalar(kernel, "total_weight", totalWeight);
+  if (s.perSample)
+    checkPerSample(kernel, "grad_output", gradOutput, s.batch);
+  else
+    checkScalar(kernel, "grad_output", gradOutput);
+  return s;
+}
+
+EmbeddingRows embeddingRows(const SpmdBuffer *table, const int64_t *held) {
+  if (held)
+    return {held[0], held[1], held[2]};
+  const int64_t rows = table->rank == 2 ? table->shape[0] : 0;
+  return {0, rows, rows};
+}
+
+/// Checks that `rows` [indices..., D] matches `indices` and returns D.
+static int64_t checkRows(const char *kernel, const char *name,
+                         const SpmdBuffer *rows, const SpmdBuffer *indices,
+                         int64_t d) {
+  bool ok = rows->rank == indices->rank + 1 && rows->shape[indices->rank] == d;
+  for (int32_t k = 0; k < indices->rank && ok; ++k)
+    ok = rows->shape[k] == indices->shape[k];
+  if (!ok)
+    spmd_rt_fatal("%s: %s %s is not indices %s + [%lld]", kernel, name,
+                  shapeStr(rows).c_str(), shapeStr(indices).c_str(),
+                  static_cast<long long>(d));
+  return d;
+}
+
+/// Checks an embedding table `table` (named `name`, with its article) that
+/// holds rows.count rows, and `rowsBuffer` (named `rowsName`): indices'
+/// shape + [D], D the table's columns. Returns D.
+static int64_t checkTable(const char *kernel, const char *article,
+                          const char *name, const SpmdBuffer *table,
+                          const char *rowsName, const SpmdBuffer *rowsBuffer,
+                          const SpmdBuffer *indices, EmbeddingRows rows) {
+  checkRank(kernel, name, table, 2);
+  if (rows.count > table->shape[0])
+    spmd_rt_fatal("%s: %lld rows held in %s %s of %lld rows", kernel,
+                  static_cast<long long>(rows.count), article, name,
+                  static_cast<long long>(table->shape[0]));
+  return checkRows(kernel, rowsName, rowsBuffer, indices, table->shape[1]);
+}
+
+int64_t checkEmbedding(const char *kernel, const SpmdBuffer *out,
+                       const SpmdBuffer *weight, const SpmdBuffer *indices,
+                       EmbeddingRows rows) {
+  return checkTable(kernel, "a", "weight", weight, "out", out, indices, rows);
+}
+
+int64_t checkEmbeddingBackward(const char *kernel, const SpmdBuffer *out,
+                               const SpmdBuffer *gradOutput,
+                               const SpmdBuffer *indices, EmbeddingRows rows) {
+  return checkTable(kernel, "an", "out", out, "grad_output", gradOutput,
+                    indices, rows);
+}
+
+void checkNativeDropout(const char *kernel, const SpmdBuffer *output,
+                        const SpmdBuffer *mask, const SpmdBuffer *input) {
+  checkSameShape(kernel, "output", output, "input", input);
+  checkSameShape(kernel, "mask", mask, "input", input);
+  if (mask->dtype != SPMD_I1)
+    fatalDType(kernel, mask->dtype, "mask (expected i1)");
+}
+
+int64_t checkGlobalOffset(const char *kernel, const SpmdBuffer *local,
+                          const int64_t *globalShape,
+                          const int64_t *globalOffset, int64_t *globalStrides) {
+  contiguousStrides(local->rank, globalShape, globalStrides);
+  int64_t base = 0;
+  for (int32_t d = 0; d < local->rank; ++d) {
+    if (globalOffset[d] < 0 ||
+        globalOffset[d] + local->shape[d] > globalShape[d])
+      spmd_rt_fatal("%s: local %s at offset %lld of dim %d exceeds the global "
+                    "size %lld",
+                    kernel, shapeStr(local).c_str(),
+                    static_cast<long long>(globalOffset[d]), d,
+                    static_cast<long long>(globalShape[d]));
+    base += globalOffset[d] * globalStrides[d];
+  }
+  return base;
 }
 
 } // namespace spmd::rt

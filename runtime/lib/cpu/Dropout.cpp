@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "../Math.h"
 #include "Kernels.h"
 
 #include <algorithm>
@@ -23,20 +24,11 @@ void forEachDraw(const char *kernel, const SpmdBuffer *local, int64_t opId,
                  Fn &&fn) {
   StridedSpace<2> s;
   s.rank = local->rank;
-  int64_t base = 0;
   contiguousStrides(local->rank, local->shape, s.strides[0]);
-  contiguousStrides(local->rank, globalShape, s.strides[1]);
-  for (int32_t d = 0; d < local->rank; ++d) {
-    if (globalOffset[d] < 0 ||
-        globalOffset[d] + local->shape[d] > globalShape[d])
-      spmd_rt_fatal("%s: local %s at offset %lld of dim %d exceeds the global "
-                    "size %lld",
-                    kernel, shapeStr(local).c_str(),
-                    static_cast<long long>(globalOffset[d]), d,
-                    static_cast<long long>(globalShape[d]));
+  const int64_t base =
+      checkGlobalOffset(kernel, local, globalShape, globalOffset, s.strides[1]);
+  for (int32_t d = 0; d < local->rank; ++d)
     s.shape[d] = local->shape[d];
-    base += globalOffset[d] * s.strides[1][d];
-  }
   s.coalesce();
   const auto id = static_cast<uint64_t>(opId);
   forEachRow(s, [&](const int64_t *off, int64_t n, const int64_t *step) {
@@ -72,10 +64,7 @@ void spmd_rt_native_dropout(SpmdBuffer *output, SpmdBuffer *mask,
                             int64_t op_id, const int64_t *global_shape,
                             const int64_t *global_offset) {
   const char *kernel = "spmd_rt_native_dropout";
-  checkSameShape(kernel, "output", output, "input", input);
-  checkSameShape(kernel, "mask", mask, "input", input);
-  if (mask->dtype != SPMD_I1)
-    fatalDType(kernel, mask->dtype, "mask (expected i1)");
+  checkNativeDropout(kernel, output, mask, input);
   Bool8 *m = dataOf<Bool8>(mask);
   if (!train) {
     cpu::spmd_rt_copy(output, input);
@@ -83,7 +72,7 @@ void spmd_rt_native_dropout(SpmdBuffer *output, SpmdBuffer *mask,
     return;
   }
   const double keepProbability = 1.0 - p;
-  const double scale = keepProbability == 0.0 ? 0.0 : 1.0 / keepProbability;
+  const double scale = dropoutScale(keepProbability);
   dispatch<kFloat>(output->dtype, kernel, [&](auto tag) {
     using T = decltype(tag);
     std::vector<T> storage;
@@ -104,11 +93,7 @@ void spmd_rt_native_dropout_backward(SpmdBuffer *out,
                                      const SpmdBuffer *grad_output,
                                      const SpmdBuffer *mask, double scale) {
   elementwise<kFloat, 2>("spmd_rt_native_dropout_backward", out,
-                         {grad_output, mask}, [&](auto tag) {
-                           using T = decltype(tag);
-                           const T s = static_cast<T>(scale);
-                           return [s](T g, T m) -> T { return g * m * s; };
-                         });
+                         {grad_output, mask}, DropoutBackward{scale});
 }
 
 } // namespace spmd::rt::cpu

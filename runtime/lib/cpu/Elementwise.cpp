@@ -6,45 +6,12 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "../Math.h"
 #include "Kernels.h"
 
 #include <cmath>
 
 using namespace spmd::rt;
-
-namespace {
-
-/// ATen's integer power (powi): exact, with 1/x rules for negative exponents;
-/// products wrap like ATen's (unsigned arithmetic: no undefined overflow).
-template <typename T> T intPow(T base, T exp) {
-  if (exp < 0) {
-    if (base == 1)
-      return 1;
-    if (base == -1)
-      return (exp % 2) ? -1 : 1;
-    return 0;
-  }
-  using U = std::make_unsigned_t<T>;
-  U result = 1, factor = static_cast<U>(base);
-  for (; exp; exp /= 2) {
-    if (exp & 1)
-      result *= factor;
-    factor *= factor;
-  }
-  return static_cast<T>(result);
-}
-
-/// Constants of gelu's tanh approximation: sqrt(2 / pi) and 0.044715.
-constexpr double kGeluBeta = M_SQRT2 * M_2_SQRTPI * 0.5;
-constexpr double kGeluKappa = 0.044715;
-
-void checkApproximate(const char *kernel, int64_t approximate) {
-  if (approximate != 0 && approximate != 1)
-    spmd_rt_fatal("%s: approximate must be 0 (none) or 1 (tanh), got %lld",
-                  kernel, static_cast<long long>(approximate));
-}
-
-} // namespace
 
 namespace spmd::rt::cpu {
 

@@ -9,19 +9,6 @@ using namespace spmd::rt;
 
 namespace {
 
-/// Checks that `rows` [indices..., D] matches `indices` and returns D.
-int64_t checkRows(const char *kernel, const char *name, const SpmdBuffer *rows,
-                  const SpmdBuffer *indices, int64_t d) {
-  bool ok = rows->rank == indices->rank + 1 && rows->shape[indices->rank] == d;
-  for (int32_t k = 0; k < indices->rank && ok; ++k)
-    ok = rows->shape[k] == indices->shape[k];
-  if (!ok)
-    spmd_rt_fatal("%s: %s %s is not indices %s + [%lld]", kernel, name,
-                  shapeStr(rows).c_str(), shapeStr(indices).c_str(),
-                  static_cast<long long>(d));
-  return d;
-}
-
 /// Calls `fn(i, row)` for each index i of `indices` (i64 or i32) with its
 /// value, fatal unless it lies in [0, numRows).
 template <typename Fn>
@@ -46,20 +33,9 @@ void forEachIndex(const char *kernel, const SpmdBuffer *indices,
       "indices");
 }
 
-/// The rows of the table this rank holds: global rows [begin, begin +
-/// count) of a table of `vocab` rows (the whole table when unsharded).
-struct Rows {
-  int64_t begin, count, vocab;
-};
-
 void embedding(const char *kernel, SpmdBuffer *out, const SpmdBuffer *weight,
-               const SpmdBuffer *indices, Rows rows) {
-  checkRank(kernel, "weight", weight, 2);
-  if (rows.count > weight->shape[0])
-    spmd_rt_fatal("%s: %lld rows held in a weight of %lld rows", kernel,
-                  static_cast<long long>(rows.count),
-                  static_cast<long long>(weight->shape[0]));
-  const int64_t d = checkRows(kernel, "out", out, indices, weight->shape[1]);
+               const SpmdBuffer *indices, EmbeddingRows rows) {
+  const int64_t d = checkEmbedding(kernel, out, weight, indices, rows);
   dispatch<kFloat>(out->dtype, kernel, [&](auto tag) {
     using T = decltype(tag);
     std::vector<T> storage;
@@ -84,14 +60,9 @@ void embedding(const char *kernel, SpmdBuffer *out, const SpmdBuffer *weight,
 void embeddingBackward(const char *kernel, SpmdBuffer *out,
                        const SpmdBuffer *grad_output, const SpmdBuffer *indices,
                        int64_t padding_idx, int64_t scale_grad_by_freq,
-                       Rows rows) {
-  checkRank(kernel, "out", out, 2);
-  if (rows.count > out->shape[0])
-    spmd_rt_fatal("%s: %lld rows held in an out of %lld rows", kernel,
-                  static_cast<long long>(rows.count),
-                  static_cast<long long>(out->shape[0]));
+                       EmbeddingRows rows) {
   const int64_t d =
-      checkRows(kernel, "grad_output", grad_output, indices, out->shape[1]);
+      checkEmbeddingBackward(kernel, out, grad_output, indices, rows);
   std::vector<int64_t> counts;
   if (scale_grad_by_freq) {
     counts.assign(static_cast<size_t>(rows.vocab), 0);
@@ -131,13 +102,13 @@ void spmd_rt_embedding(SpmdBuffer *out, const SpmdBuffer *weight,
                        const SpmdBuffer *indices, int64_t padding_idx) {
   (void)padding_idx; // Only the backward skips padding rows.
   embedding("spmd_rt_embedding", out, weight, indices,
-            {0, weight->shape[0], weight->rank == 2 ? weight->shape[0] : 0});
+            embeddingRows(weight, nullptr));
 }
 
 void spmd_rt_embedding_rows(SpmdBuffer *out, const SpmdBuffer *weight,
                             const SpmdBuffer *indices, const int64_t *rows) {
   embedding("spmd_rt_embedding_rows", out, weight, indices,
-            {rows[0], rows[1], rows[2]});
+            embeddingRows(weight, rows));
 }
 
 void spmd_rt_embedding_dense_backward(SpmdBuffer *out,
@@ -145,10 +116,9 @@ void spmd_rt_embedding_dense_backward(SpmdBuffer *out,
                                       const SpmdBuffer *indices,
                                       int64_t padding_idx,
                                       int64_t scale_grad_by_freq) {
-  int64_t numWeights = out->rank == 2 ? out->shape[0] : 0;
   embeddingBackward("spmd_rt_embedding_dense_backward", out, grad_output,
                     indices, padding_idx, scale_grad_by_freq,
-                    {0, numWeights, numWeights});
+                    embeddingRows(out, nullptr));
 }
 
 void spmd_rt_embedding_dense_backward_rows(
@@ -156,7 +126,7 @@ void spmd_rt_embedding_dense_backward_rows(
     int64_t padding_idx, int64_t scale_grad_by_freq, const int64_t *rows) {
   embeddingBackward("spmd_rt_embedding_dense_backward_rows", out, grad_output,
                     indices, padding_idx, scale_grad_by_freq,
-                    {rows[0], rows[1], rows[2]});
+                    embeddingRows(out, rows));
 }
 
 } // namespace spmd::rt::cpu

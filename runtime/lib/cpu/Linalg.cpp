@@ -95,10 +95,8 @@ void spmd_rt_baddbmm(SpmdBuffer *out, const SpmdBuffer *self,
 void spmd_rt_matmul(SpmdBuffer *out, const SpmdBuffer *self,
                     const SpmdBuffer *a, const SpmdBuffer *b, double beta,
                     double alpha, int64_t trans_a, int64_t trans_b) {
-  if (out->rank != 2 && out->rank != 3)
-    spmd_rt_fatal("spmd_rt_matmul: rank-%d out; expected 2 (mm) or 3 (bmm)",
-                  out->rank);
-  matmul("spmd_rt_matmul", out, self, a, b, beta, alpha, out->rank,
+  const char *kernel = "spmd_rt_matmul";
+  matmul(kernel, out, self, a, b, beta, alpha, checkMatmulRank(kernel, out),
          trans_a != 0, trans_b != 0);
 }
 

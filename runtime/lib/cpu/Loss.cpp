@@ -15,38 +15,6 @@ using namespace spmd::rt;
 
 namespace {
 
-enum Reduction : int64_t { kNone = 0, kMean = 1, kSum = 2 };
-
-struct NllShape {
-  int64_t batch, classes;
-  /// reduction none over a batch: one loss per sample, no total weight.
-  bool perSample;
-};
-
-/// Checks self, target, weight and the reduction; returns the layout.
-NllShape checkNll(const char *kernel, const SpmdBuffer *self,
-                  const SpmdBuffer *target, const SpmdBuffer *weight,
-                  int64_t reduction) {
-  if (reduction != kNone && reduction != kMean && reduction != kSum)
-    spmd_rt_fatal("%s: reduction must be 0 (none), 1 (mean) or 2 (sum), got "
-                  "%lld",
-                  kernel, static_cast<long long>(reduction));
-  if (self->rank != 1 && self->rank != 2)
-    spmd_rt_fatal("%s: self must be [N, C] or [C], got %s", kernel,
-                  shapeStr(self).c_str());
-  const bool batched = self->rank == 2;
-  const int64_t batch = batched ? self->shape[0] : 1;
-  const int64_t classes = self->shape[self->rank - 1];
-  if (target->rank != self->rank - 1 || (batched && target->shape[0] != batch))
-    spmd_rt_fatal("%s: target %s does not match self %s", kernel,
-                  shapeStr(target).c_str(), shapeStr(self).c_str());
-  if (weight && weight->numel != classes)
-    spmd_rt_fatal("%s: weight %s does not have %lld elements (the classes)",
-                  kernel, shapeStr(weight).c_str(),
-                  static_cast<long long>(classes));
-  return {batch, classes, reduction == kNone && batched};
-}
-
 /// Calls `fn(i, t)` for each sample i whose target t is not ignore_index;
 /// fatal when t is outside [0, classes).
 template <typename Fn>
@@ -73,12 +41,6 @@ void forEachTarget(const char *kernel, const SpmdBuffer *target,
       "target");
 }
 
-void checkScalar(const char *kernel, const char *name, const SpmdBuffer *b) {
-  if (b->numel != 1 || b->rank > 1)
-    spmd_rt_fatal("%s: %s must hold a single element, got %s", kernel, name,
-                  shapeStr(b).c_str());
-}
-
 } // namespace
 
 namespace spmd::rt::cpu {
@@ -92,21 +54,11 @@ void spmd_rt_nll_loss_forward(SpmdBuffer *output, SpmdBuffer *total_weight,
                               const SpmdBuffer *weight, int64_t reduction,
                               int64_t ignore_index) {
   const char *kernel = "spmd_rt_nll_loss_forward";
-  NllShape s = checkNll(kernel, self, target, weight, reduction);
-  checkScalar(kernel, "total_weight", total_weight);
-  if (s.perSample) {
-    if (output->rank != 1 || output->shape[0] != s.batch)
-      spmd_rt_fatal("%s: output %s must be [%lld] for reduction none", kernel,
-                    shapeStr(output).c_str(), static_cast<long long>(s.batch));
-  } else if (output->rank != 0) {
-    spmd_rt_fatal("%s: output %s must be 0-D", kernel,
-                  shapeStr(output).c_str());
-  }
+  const NllShape s = checkNllLoss(kernel, output, total_weight, self, target,
+                                  weight, reduction);
   dispatch<kFloat>(output->dtype, kernel, [&](auto tag) {
     using T = decltype(tag);
-    if (total_weight->dtype != output->dtype)
-      spmd_rt_fatal("%s: total_weight must be %s like output", kernel,
-                    spmd_rt_dtype_name(output->dtype));
+    checkTotalWeightDType(kernel, output, total_weight);
     std::vector<T> xS, wS;
     const T *x = dataAs<T>(self, xS, kernel);
     const T *w = weight ? dataAs<T>(weight, wS, kernel) : nullptr;
@@ -122,7 +74,8 @@ void spmd_rt_nll_loss_forward(SpmdBuffer *output, SpmdBuffer *total_weight,
     }
     if (s.batch == 0) {
       // ATen: mean over nothing is NaN, the other reductions 0.
-      *o = reduction == kMean ? std::numeric_limits<T>::quiet_NaN() : T(0);
+      *o = reduction == kReductionMean ? std::numeric_limits<T>::quiet_NaN()
+                                       : T(0);
       return;
     }
     // Double sums (ATen uses a float cascade sum: same to rounding).
@@ -134,7 +87,7 @@ void spmd_rt_nll_loss_forward(SpmdBuffer *output, SpmdBuffer *total_weight,
     });
     const T total = static_cast<T>(weightSum);
     T result = static_cast<T>(loss);
-    if (reduction == kMean)
+    if (reduction == kReductionMean)
       result /= total;
     *o = result;
     *tw = total;
@@ -149,17 +102,8 @@ void spmd_rt_nll_loss_backward(SpmdBuffer *out, const SpmdBuffer *grad_output,
                                const SpmdBuffer *total_weight,
                                int64_t reduction, int64_t ignore_index) {
   const char *kernel = "spmd_rt_nll_loss_backward";
-  NllShape s = checkNll(kernel, self, target, weight, reduction);
-  checkSameShape(kernel, "out", out, "self", self);
-  checkScalar(kernel, "total_weight", total_weight);
-  if (s.perSample) {
-    if (grad_output->rank != 1 || grad_output->shape[0] != s.batch)
-      spmd_rt_fatal("%s: grad_output %s must be [%lld] for reduction none",
-                    kernel, shapeStr(grad_output).c_str(),
-                    static_cast<long long>(s.batch));
-  } else {
-    checkScalar(kernel, "grad_output", grad_output);
-  }
+  const NllShape s = checkNllLossBackward(
+      kernel, out, grad_output, self, target, weight, total_weight, reduction);
   dispatch<kFloat>(out->dtype, kernel, [&](auto tag) {
     using T = decltype(tag);
     std::vector<T> gS, wS, twS;
@@ -174,7 +118,7 @@ void spmd_rt_nll_loss_backward(SpmdBuffer *out, const SpmdBuffer *grad_output,
       return;
     }
     const T tw = *dataAs<T>(total_weight, twS, kernel);
-    const T grad = -(reduction == kMean ? g[0] / tw : g[0]);
+    const T grad = -(reduction == kReductionMean ? g[0] / tw : g[0]);
     forEachTarget(kernel, target, s, ignore_index, [&](int64_t i, int64_t c) {
       o[i * s.classes + c] = w ? w[c] * grad : grad;
     });

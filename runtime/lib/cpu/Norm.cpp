@@ -14,52 +14,6 @@ using namespace spmd::rt;
 
 namespace {
 
-struct Rows {
-  int64_t m, n;
-};
-
-/// Checks `input` against normalized_rank and returns its [M, N] view.
-Rows normRows(const char *kernel, const SpmdBuffer *input,
-              int64_t normalizedRank) {
-  if (normalizedRank < 0 || normalizedRank > input->rank)
-    spmd_rt_fatal("%s: normalized_rank %lld is out of range for input %s",
-                  kernel, static_cast<long long>(normalizedRank),
-                  shapeStr(input).c_str());
-  int64_t split = input->rank - normalizedRank;
-  return {product(input->shape, 0, split),
-          product(input->shape, split, input->rank)};
-}
-
-/// Fatal unless `b` is shaped like the normalized dims (weight, bias,
-/// their gradients).
-void checkNormalizedShape(const char *kernel, const char *name,
-                          const SpmdBuffer *b, const SpmdBuffer *input,
-                          int64_t normalizedRank) {
-  bool ok = b->rank == normalizedRank;
-  for (int32_t d = 0; d < b->rank && ok; ++d)
-    ok = b->shape[d] == input->shape[input->rank - normalizedRank + d];
-  if (!ok)
-    spmd_rt_fatal("%s: %s %s does not match the last %lld dims of input %s",
-                  kernel, name, shapeStr(b).c_str(),
-                  static_cast<long long>(normalizedRank),
-                  shapeStr(input).c_str());
-}
-
-/// Fatal unless `b` is input's shape with the normalized dims set to 1
-/// (mean, rstd).
-void checkStatShape(const char *kernel, const char *name, const SpmdBuffer *b,
-                    const SpmdBuffer *input, int64_t normalizedRank) {
-  bool ok = b->rank == input->rank;
-  for (int32_t d = 0; d < b->rank && ok; ++d)
-    ok = b->shape[d] ==
-         (d >= input->rank - normalizedRank ? 1 : input->shape[d]);
-  if (!ok)
-    spmd_rt_fatal("%s: %s %s does not match input %s with the last %lld dims "
-                  "set to 1",
-                  kernel, name, shapeStr(b).c_str(), shapeStr(input).c_str(),
-                  static_cast<long long>(normalizedRank));
-}
-
 /// `b`'s data as T, or `fallback` repeated n times when `b` is NULL (an
 /// absent weight is 1, an absent bias 0: one loop serves all cases).
 template <typename T>
@@ -134,19 +88,11 @@ void spmd_rt_native_layer_norm(SpmdBuffer *output, SpmdBuffer *mean,
                                const SpmdBuffer *weight, const SpmdBuffer *bias,
                                int64_t normalized_rank, double eps) {
   const char *kernel = "spmd_rt_native_layer_norm";
-  Rows rows = normRows(kernel, input, normalized_rank);
-  checkSameShape(kernel, "output", output, "input", input);
-  checkStatShape(kernel, "mean", mean, input, normalized_rank);
-  checkStatShape(kernel, "rstd", rstd, input, normalized_rank);
-  if (weight)
-    checkNormalizedShape(kernel, "weight", weight, input, normalized_rank);
-  if (bias)
-    checkNormalizedShape(kernel, "bias", bias, input, normalized_rank);
+  const NormRows rows = checkLayerNorm(kernel, output, mean, rstd, input,
+                                       weight, bias, normalized_rank);
   dispatch<kFloat>(output->dtype, kernel, [&](auto tag) {
     using T = decltype(tag);
-    if (mean->dtype != output->dtype || rstd->dtype != output->dtype)
-      spmd_rt_fatal("%s: mean and rstd must be %s like output", kernel,
-                    spmd_rt_dtype_name(output->dtype));
+    checkLayerNormStatDTypes(kernel, output, mean, rstd);
     std::vector<T> xStorage, gammaStorage, betaStorage;
     const T *x = dataAs<T>(input, xStorage, kernel);
     const T *gamma =
@@ -173,31 +119,17 @@ void spmd_rt_native_layer_norm_backward(
     int64_t normalized_rank) {
   (void)bias; // The bias does not enter any gradient.
   const char *kernel = "spmd_rt_native_layer_norm_backward";
-  Rows rows = normRows(kernel, input, normalized_rank);
-  checkSameShape(kernel, "grad_out", grad_out, "input", input);
-  checkStatShape(kernel, "mean", mean, input, normalized_rank);
-  checkStatShape(kernel, "rstd", rstd, input, normalized_rank);
-  if (grad_input)
-    checkSameShape(kernel, "grad_input", grad_input, "input", input);
-  if (weight)
-    checkNormalizedShape(kernel, "weight", weight, input, normalized_rank);
-  if (grad_weight)
-    checkNormalizedShape(kernel, "grad_weight", grad_weight, input,
-                         normalized_rank);
-  if (grad_bias)
-    checkNormalizedShape(kernel, "grad_bias", grad_bias, input,
-                         normalized_rank);
+  const NormRows rows = checkLayerNormBackward(kernel, grad_input, grad_weight,
+                                               grad_bias, grad_out, input, mean,
+                                               rstd, weight, normalized_rank);
   // The first non-NULL result fixes the float type.
-  const SpmdBuffer *typed = grad_input    ? grad_input
-                            : grad_weight ? grad_weight
-                                          : grad_bias;
+  const SpmdBuffer *typed =
+      layerNormGradTyped(grad_input, grad_weight, grad_bias);
   if (!typed)
     return;
   dispatch<kFloat>(typed->dtype, kernel, [&](auto tag) {
     using T = decltype(tag);
-    for (const SpmdBuffer *result : {grad_input, grad_weight, grad_bias})
-      if (result && result->dtype != typed->dtype)
-        spmd_rt_fatal("%s: the gradients must share one dtype", kernel);
+    checkLayerNormGradDTypes(kernel, grad_input, grad_weight, grad_bias);
     std::vector<T> dyS, xS, meanS, rstdS, gammaS;
     const T *dy = dataAs<T>(grad_out, dyS, kernel);
     const T *x = dataAs<T>(input, xS, kernel);

@@ -37,36 +37,11 @@ namespace spmd::rt::cpu {
 void spmd_rt_sum(SpmdBuffer *out, const SpmdBuffer *self, int32_t n,
                  const int64_t *dims) {
   const char *kernel = "spmd_rt_sum";
+  const SumDims sum = checkSum(kernel, out, self, n, dims);
+  if (sum.copy)
+    return cpu::spmd_rt_copy(out, self);
   const int32_t rank = self->rank;
-  bool reduce[SPMD_MAX_RANK] = {};
-  int32_t count = 0;
-  if (n == 0) {
-    if (!(out->rank == 0 && out->numel == 1))
-      return cpu::spmd_rt_copy(out, self);
-    for (int32_t d = 0; d < rank; ++d)
-      reduce[d] = true;
-    count = rank;
-  }
-  for (int32_t k = 0; k < n; ++k) {
-    checkDim(kernel, self, dims[k]);
-    if (reduce[dims[k]])
-      spmd_rt_fatal("%s: dim %lld is listed twice", kernel,
-                    static_cast<long long>(dims[k]));
-    reduce[dims[k]] = true;
-    ++count;
-  }
-  // out is self's shape with the reduced dims removed, or kept as 1.
-  bool keepdim = out->rank == rank && count > 0;
-  bool ok = keepdim || out->rank == rank - count;
-  for (int32_t d = 0, o = 0; d < rank && ok; ++d) {
-    if (reduce[d] && !keepdim)
-      continue;
-    ok = out->shape[o++] == (reduce[d] ? 1 : self->shape[d]);
-  }
-  if (!ok)
-    spmd_rt_fatal("%s: out %s is not self %s summed over %d dims", kernel,
-                  shapeStr(out).c_str(), shapeStr(self).c_str(), count);
-
+  const bool *reduce = sum.reduce;
   dispatch<kNumeric>(out->dtype, kernel, [&](auto tag) {
     using T = decltype(tag);
     using Acc = SumAcc<T>;

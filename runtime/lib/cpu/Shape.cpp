@@ -94,18 +94,7 @@ void spmd_rt_expand(SpmdBuffer *out, const SpmdBuffer *self) {
 void spmd_rt_permute(SpmdBuffer *out, const SpmdBuffer *self, int32_t n,
                      const int64_t *dims) {
   const char *kernel = "spmd_rt_permute";
-  if (n != self->rank || n != out->rank)
-    spmd_rt_fatal("%s: %d dims for self %s and out %s", kernel, n,
-                  shapeStr(self).c_str(), shapeStr(out).c_str());
-  bool seen[SPMD_MAX_RANK] = {};
-  for (int32_t k = 0; k < n; ++k) {
-    if (dims[k] < 0 || dims[k] >= n || seen[dims[k]])
-      spmd_rt_fatal("%s: dims is not a permutation of [0, %d)", kernel, n);
-    seen[dims[k]] = true;
-    if (out->shape[k] != self->shape[dims[k]])
-      spmd_rt_fatal("%s: out %s is not self %s permuted", kernel,
-                    shapeStr(out).c_str(), shapeStr(self).c_str());
-  }
+  checkPermute(kernel, out, self, n, dims);
   withInputAs(kernel, out, self, [&](auto tag, const auto *in) {
     using T = decltype(tag);
     StridedSpace<2> s;
@@ -124,29 +113,8 @@ void spmd_rt_permute(SpmdBuffer *out, const SpmdBuffer *self, int32_t n,
 void spmd_rt_cat(SpmdBuffer *out, int32_t n, const SpmdBuffer *const *inputs,
                  int64_t dim) {
   const char *kernel = "spmd_rt_cat";
-  checkDim(kernel, out, dim);
-  int64_t total = 0;
-  for (int32_t k = 0; k < n; ++k) {
-    const SpmdBuffer *in = inputs[k];
-    // ATen's legacy rule: 1-D empty tensors are skipped whatever their rank.
-    if (in->rank == 1 && in->numel == 0)
-      continue;
-    bool ok = in->rank == out->rank;
-    for (int32_t d = 0; d < out->rank && ok; ++d)
-      ok = d == dim || in->shape[d] == out->shape[d];
-    if (!ok)
-      spmd_rt_fatal("%s: input %d of shape %s does not fit out %s along dim "
-                    "%lld",
-                    kernel, k, shapeStr(in).c_str(), shapeStr(out).c_str(),
-                    static_cast<long long>(dim));
-    total += in->shape[dim];
-  }
-  if (total != out->shape[dim])
-    spmd_rt_fatal("%s: inputs sum to %lld along dim %lld, out %s", kernel,
-                  static_cast<long long>(total), static_cast<long long>(dim),
-                  shapeStr(out).c_str());
-  const int64_t outer = product(out->shape, 0, dim);
-  const int64_t inner = product(out->shape, dim + 1, out->rank);
+  const DimLayout l = checkCat(kernel, out, n, inputs, dim);
+  const int64_t outer = l.outer, inner = l.inner;
   const int64_t outRow = out->shape[dim] * inner;
   dispatch<kAll>(out->dtype, kernel, [&](auto tag) {
     using T = decltype(tag);
@@ -155,7 +123,7 @@ void spmd_rt_cat(SpmdBuffer *out, int32_t n, const SpmdBuffer *const *inputs,
     std::vector<T> storage;
     for (int32_t k = 0; k < n; ++k) {
       const SpmdBuffer *input = inputs[k];
-      if (input->rank == 1 && input->numel == 0)
+      if (catSkips(input))
         continue;
       const T *in = dataAs<T>(input, storage, kernel);
       const int64_t chunk = input->shape[dim] * inner;
@@ -170,18 +138,8 @@ void spmd_rt_cat(SpmdBuffer *out, int32_t n, const SpmdBuffer *const *inputs,
 void spmd_rt_slice(SpmdBuffer *out, const SpmdBuffer *self, int64_t dim,
                    int64_t start) {
   const char *kernel = "spmd_rt_slice";
-  checkDim(kernel, self, dim);
-  bool ok = out->rank == self->rank && start >= 0 &&
-            start + out->shape[dim] <= self->shape[dim];
-  for (int32_t d = 0; d < out->rank && ok; ++d)
-    ok = d == dim || out->shape[d] == self->shape[d];
-  if (!ok)
-    spmd_rt_fatal("%s: out %s is not a slice of self %s at %lld along dim "
-                  "%lld",
-                  kernel, shapeStr(out).c_str(), shapeStr(self).c_str(),
-                  static_cast<long long>(start), static_cast<long long>(dim));
-  const int64_t outer = product(self->shape, 0, dim);
-  const int64_t inner = product(self->shape, dim + 1, self->rank);
+  const DimLayout l = checkSlice(kernel, out, self, dim, start);
+  const int64_t outer = l.outer, inner = l.inner;
   const int64_t inRow = self->shape[dim] * inner;
   const int64_t outRow = out->shape[dim] * inner;
   withInputAs(kernel, out, self, [&](auto tag, const auto *in) {
@@ -201,17 +159,8 @@ namespace {
 template <typename SourceFn>
 void localTake(const char *kernel, SpmdBuffer *out, const SpmdBuffer *self,
                int64_t dim, double fill, SourceFn source) {
-  checkDim(kernel, self, dim);
-  bool ok = out->rank == self->rank;
-  for (int32_t d = 0; d < out->rank && ok; ++d)
-    ok = d == dim || out->shape[d] == self->shape[d];
-  if (!ok)
-    spmd_rt_fatal("%s: out %s and self %s differ outside dim %lld", kernel,
-                  shapeStr(out).c_str(), shapeStr(self).c_str(),
-                  static_cast<long long>(dim));
-  const int64_t size = out->shape[dim];
-  const int64_t outer = product(self->shape, 0, dim);
-  const int64_t inner = product(self->shape, dim + 1, self->rank);
+  const DimLayout l = checkLocalTake(kernel, out, self, dim);
+  const int64_t size = out->shape[dim], outer = l.outer, inner = l.inner;
   const int64_t inRow = self->shape[dim] * inner;
   withInputAs(kernel, out, self, [&](auto tag, const auto *in) {
     using T = decltype(tag);
@@ -252,13 +201,8 @@ void spmd_rt_local_take_runs(SpmdBuffer *out, const SpmdBuffer *self,
 /// Keeps (.., i, j) with j - i >= diagonal, zeroes the rest (ATen's triu).
 void spmd_rt_triu(SpmdBuffer *out, const SpmdBuffer *self, int64_t diagonal) {
   const char *kernel = "spmd_rt_triu";
-  if (self->rank < 2)
-    spmd_rt_fatal("%s: self must have at least 2 dims, got %s", kernel,
-                  shapeStr(self).c_str());
-  checkSameShape(kernel, "out", out, "self", self);
-  const int64_t rows = self->shape[self->rank - 2];
-  const int64_t cols = self->shape[self->rank - 1];
-  const int64_t matrices = product(self->shape, 0, self->rank - 2);
+  const MatrixStack stack = checkTriu(kernel, out, self);
+  const int64_t matrices = stack.matrices, rows = stack.rows, cols = stack.cols;
   withInputAs(kernel, out, self, [&](auto tag, const auto *in) {
     using T = decltype(tag);
     T *o = dataOf<T>(out);

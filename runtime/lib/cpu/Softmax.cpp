@@ -18,10 +18,6 @@ using namespace spmd::rt;
 
 namespace {
 
-struct DimLayout {
-  int64_t outer, size, inner;
-};
-
 /// acc[l] = fold of `op` over d of the terms `term(lanes, d * inner + l)`
 /// (see foldRow) for the lanes of one block; acc must hold op's identity.
 template <typename Acc, typename Term, typename Op>
@@ -63,15 +59,7 @@ template <size_t N, typename Body>
 void softmaxKernel(const char *kernel, SpmdBuffer *out,
                    const std::array<const SpmdBuffer *, N> &ins, int64_t dim,
                    Body &&body) {
-  for (const SpmdBuffer *in : ins)
-    checkSameShape(kernel, "out", out, "input", in);
-  // ATen treats a 0-D tensor as one element along dim 0.
-  if (out->rank > 0 || dim != 0)
-    checkDim(kernel, out, dim);
-  DimLayout l{1, 1, 1};
-  if (out->rank > 0)
-    l = {product(out->shape, 0, dim), out->shape[dim],
-         product(out->shape, dim + 1, out->rank)};
+  const DimLayout l = checkSoftmax(kernel, out, ins.data(), N, dim);
   dispatch<kFloat>(out->dtype, kernel, [&](auto tag) {
     using T = decltype(tag);
     std::vector<T> storage[N];

@@ -54,12 +54,8 @@ using BFloat16 = __nv_bfloat16;
 
 /// The type a kernel computes in: float for bf16 (ATen's `opmath_type`: bf16
 /// is a storage format, arithmetic and accumulation are fp32), else T.
-template <typename T> struct OpMath {
-  using type = T;
-};
-template <> struct OpMath<BFloat16> {
-  using type = float;
-};
+template <typename T> struct OpMath { using type = T; };
+template <> struct OpMath<BFloat16> { using type = float; };
 template <typename T> using OpMathT = typename OpMath<T>::type;
 
 /// ATen's conversion of a value to `To` (to bool: nonzero), on the host or
@@ -129,7 +125,9 @@ inline void check(cudaError_t rc, const char *what) {
     fail(rc, what);
 }
 /// Checks that the last kernel launch was accepted (cudaGetLastError).
-inline void checkLaunch(const char *kernel) { check(cudaGetLastError(), kernel); }
+inline void checkLaunch(const char *kernel) {
+  check(cudaGetLastError(), kernel);
+}
 
 /// The stream every kernel of this backend runs on, and the one NCCL runs
 /// on (NcclBackend).
@@ -138,11 +136,18 @@ cudaStream_t commStream();
 
 /// Threads per block of the 1-D kernels.
 constexpr int kBlock = 256;
+
+/// a / b rounded up, for a >= 0 and b > 0.
+__host__ __device__ constexpr int64_t ceilDiv(int64_t a, int64_t b) {
+  return (a + b - 1) / b;
+}
+
 /// Blocks of a grid-stride loop over `n` items (at least 1, at most enough
 /// to fill the GPU several times over).
 inline unsigned gridFor(int64_t n) {
-  int64_t blocks = (n + kBlock - 1) / kBlock;
-  return static_cast<unsigned>(std::max<int64_t>(1, std::min<int64_t>(blocks, 65536)));
+  int64_t blocks = ceilDiv(n, kBlock);
+  return static_cast<unsigned>(
+      std::max<int64_t>(1, std::min<int64_t>(blocks, 65536)));
 }
 
 /// A launch over `n` rows of `width` items: blockDim.x threads (the smallest
@@ -159,9 +164,121 @@ inline RowLaunch rowLaunch(int64_t n, int64_t width) {
   while (x < unsigned(kBlock) && x < width)
     x *= 2;
   const unsigned y = kBlock / x;
-  const int64_t blocks = std::clamp<int64_t>((n + y - 1) / y, 1, 65536);
+  const int64_t blocks = std::clamp<int64_t>(ceilDiv(n, y), 1, 65536);
   return {dim3(static_cast<unsigned>(blocks)), dim3(x, y)};
 }
+
+/// Threads of a block of a kernel that gives each row kGroup threads: kGroup
+/// (a block a row), or several rows of a warp each.
+template <int kGroup> constexpr int kRowThreads = std::max(kGroup, kBlock);
+
+/// In a kernel of kRowThreads<kGroup> threads a block and kGroup a row: the
+/// first row of this thread's group, the grid's row step and the thread's
+/// lane in its row. With kGroup > 32 a block owns one row, so loops over
+/// rows are block-uniform.
+template <int kGroup> struct RowCursor {
+  static constexpr int kRowsPerBlock = kRowThreads<kGroup> / kGroup;
+  __device__ int64_t first() const {
+    return blockIdx.x * int64_t(kRowsPerBlock) + threadIdx.x / kGroup;
+  }
+  __device__ int64_t step() const { return int64_t(gridDim.x) * kRowsPerBlock; }
+  __device__ int lane() const { return threadIdx.x % kGroup; }
+};
+
+/// Blocks for `rows` rows of kGroup threads each (RowCursor), at most 2^30.
+template <int kGroup> unsigned rowBlocks(int64_t rows) {
+  return static_cast<unsigned>(std::min<int64_t>(
+      ceilDiv(rows, RowCursor<kGroup>::kRowsPerBlock), int64_t(1) << 30));
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions across threads
+//===----------------------------------------------------------------------===//
+
+/// How a sum over `rows` rows splits into chunks of rows, whose blocks write
+/// partial sums that a second pass (sumChunks) adds up.
+struct RowChunks {
+  int64_t count, rowsPerChunk;
+};
+
+/// The split of `rows` rows (both results at least 1) when `blocksPerChunk`
+/// blocks walk a chunk: enough chunks for a few waves of an H100's 132 SMs
+/// (2048 blocks), chunks of at least `minRows` rows, at most 65535 chunks
+/// (the grid's y).
+inline RowChunks chunkRows(int64_t rows, int64_t blocksPerChunk,
+                           int64_t minRows) {
+  constexpr int64_t kTargetBlocks = 2048;
+  const int64_t chunks =
+      std::max<int64_t>(1, std::min({ceilDiv(kTargetBlocks, blocksPerChunk),
+                                     ceilDiv(rows, minRows), int64_t(65535)}));
+  const int64_t rowsPerChunk = std::max<int64_t>(1, ceilDiv(rows, chunks));
+  return {std::max<int64_t>(1, ceilDiv(rows, rowsPerChunk)), rowsPerChunk};
+}
+
+/// Function objects of the reductions.
+struct AddOp {
+  template <typename V> __device__ V operator()(V a, V b) const {
+    return a + b;
+  }
+};
+/// NaN propagates, as in the CPU kernels' MaxOp (ATen's vectorised maximum).
+struct MaxOp {
+  template <typename V> __device__ V operator()(V a, V b) const {
+    return (a > b) || (a != a) ? a : b;
+  }
+};
+
+#ifdef __CUDACC__
+/// `op` over the 32 lanes of a warp; every lane gets lane 0's result (the
+/// butterfly can leave the lanes with sums rounded differently, or with +0
+/// and -0 maxima).
+template <typename V, typename Op = AddOp>
+__device__ V warpReduce(V v, Op op = {}) {
+  for (int offset = 16; offset > 0; offset /= 2)
+    v = op(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  return __shfl_sync(0xffffffffu, v, 0);
+}
+
+/// `op` over the kGroup threads of a row: a warp (kGroup == 32), or the
+/// whole 1-D block (kGroup == blockDim.x, a multiple of 32, where every
+/// thread of the block must call it); the warps' results combine in order
+/// and every thread gets the result.
+template <int kGroup, typename V, typename Op = AddOp>
+__device__ V groupReduce(V v, Op op = {}) {
+  v = warpReduce(v, op);
+  if constexpr (kGroup > 32) {
+    __shared__ V partial[kGroup / 32];
+    if (threadIdx.x % 32 == 0)
+      partial[threadIdx.x / 32] = v;
+    __syncthreads();
+    v = partial[0];
+    for (int w = 1; w < kGroup / 32; ++w)
+      v = op(v, partial[w]);
+    // `partial` is reused by the next reduction.
+    __syncthreads();
+  }
+  return v;
+}
+
+/// out[o] = the sum over the chunks of partial[chunk * outputs + o], rounded
+/// to T once: the second pass of sums split over chunks of blocks, adding
+/// the chunks in a fixed order (deterministic). A warp per output.
+template <typename T, typename Acc>
+__global__ void sumChunks(T *out, const Acc *partial, int64_t outputs,
+                          int64_t chunks) {
+  const int lane = threadIdx.x % 32;
+  const int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32);
+  for (int64_t o = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) / 32;
+       o < outputs; o += warps) {
+    Acc acc = 0;
+    for (int64_t k = lane; k < chunks; k += 32)
+      acc += partial[k * outputs + o];
+    acc = warpReduce(acc, AddOp());
+    if (lane == 0)
+      out[o] = toStorage<T>(acc);
+  }
+}
+#endif
 
 //===----------------------------------------------------------------------===//
 // Memory
@@ -189,7 +306,8 @@ private:
 /// constant tables the lowering passes (local_take indices, random offsets).
 /// Cached by (address, count) for the life of the process, since those
 /// tables are constants of the program.
-const int64_t *deviceTable(const int64_t *host, int64_t count, const char *what);
+const int64_t *deviceTable(const int64_t *host, int64_t count,
+                           const char *what);
 
 /// Writes `b`'s elements converted to out dtype `dtype` into `dst` (device),
 /// on the compute stream (ATen's type promotion of mixed-dtype inputs).
@@ -237,8 +355,8 @@ void checkDeviceErrors();
 #ifdef __CUDACC__
 /// Records the first error; later ones are dropped.
 __device__ inline void raiseError(DeviceError *slot, DeviceErrorKind kind,
-                                  int kernel, long long value,
-                                  long long bound, long long position = -1) {
+                                  int kernel, long long value, long long bound,
+                                  long long position = -1) {
   if (atomicCAS(&slot->kind, 0, static_cast<int>(kind)) == 0) {
     slot->kernel = kernel;
     slot->value = value;

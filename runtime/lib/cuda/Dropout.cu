@@ -12,6 +12,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "../Math.h"
 #include "../Philox.h"
 #include "Cuda.h"
 
@@ -31,22 +32,14 @@ struct DrawSpace {
   Dims size, globalStride;
 };
 
-/// Host side of cpu/Dropout.cpp's forEachDraw: the same offset check and
-/// message, then the coalesced space.
+/// Host side of cpu/Dropout.cpp's forEachDraw: the same offset check
+/// (checkGlobalOffset), then the coalesced space.
 DrawSpace drawSpace(const char *kernel, const SpmdBuffer *local,
                     const int64_t *globalShape, const int64_t *globalOffset) {
   int64_t strides[SPMD_MAX_RANK];
-  contiguousStrides(local->rank, globalShape, strides);
   DrawSpace s{};
+  s.base = checkGlobalOffset(kernel, local, globalShape, globalOffset, strides);
   for (int32_t d = 0; d < local->rank; ++d) {
-    if (globalOffset[d] < 0 ||
-        globalOffset[d] + local->shape[d] > globalShape[d])
-      spmd_rt_fatal("%s: local %s at offset %lld of dim %d exceeds the global "
-                    "size %lld",
-                    kernel, shapeStr(local).c_str(),
-                    static_cast<long long>(globalOffset[d]), d,
-                    static_cast<long long>(globalShape[d]));
-    s.base += globalOffset[d] * strides[d];
     const int64_t size = local->shape[d];
     if (size == 1)
       continue;
@@ -144,10 +137,7 @@ void spmd_rt_native_dropout(SpmdBuffer *output, SpmdBuffer *mask,
                             int64_t op_id, const int64_t *global_shape,
                             const int64_t *global_offset) {
   const char *kernel = "spmd_rt_native_dropout";
-  checkSameShape(kernel, "output", output, "input", input);
-  checkSameShape(kernel, "mask", mask, "input", input);
-  if (mask->dtype != SPMD_I1)
-    fatalDType(kernel, mask->dtype, "mask (expected i1)");
+  checkNativeDropout(kernel, output, mask, input);
   if (!train) {
     // Qualified: ADL on SpmdBuffer would also find the C entry point.
     cuda::spmd_rt_copy(output, input);
@@ -157,7 +147,7 @@ void spmd_rt_native_dropout(SpmdBuffer *output, SpmdBuffer *mask,
     return;
   }
   const double keepProbability = 1.0 - p;
-  const double scale = keepProbability == 0.0 ? 0.0 : 1.0 / keepProbability;
+  const double scale = dropoutScale(keepProbability);
   dispatchDevice<kFloat | kBFloat16>(output->dtype, kernel, [&](auto tag) {
     using T = decltype(tag);
     std::unique_ptr<Scratch> storage;

@@ -19,6 +19,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "../Math.h"
 #include "Cuda.h"
 
 #include <array>
@@ -187,28 +188,6 @@ __global__ void convertKernel(To *out, const From *in, int64_t numel) {
 // Op functors (device code; the lambdas of cpu/Elementwise.cpp)
 //===----------------------------------------------------------------------===//
 
-/// ATen's integer power (powi), as cpu/Elementwise.cpp's intPow.
-template <typename T> __device__ T intPow(T base, T exp) {
-  if (exp < 0) {
-    if (base == 1)
-      return 1;
-    if (base == -1)
-      return (exp % 2) ? -1 : 1;
-    return 0;
-  }
-  using U = std::make_unsigned_t<T>;
-  U result = 1, factor = static_cast<U>(base);
-  for (; exp; exp /= 2) {
-    if (exp & 1)
-      result *= factor;
-    factor *= factor;
-  }
-  return static_cast<T>(result);
-}
-
-constexpr double kGeluBeta = M_SQRT2 * M_2_SQRTPI * 0.5;
-constexpr double kGeluKappa = 0.044715;
-
 template <typename T> struct AddTensor {
   T a;
   __device__ T operator()(T x, T y) const { return x + a * y; }
@@ -307,17 +286,6 @@ template <typename T> struct GeluErfBackward {
     return dy * (cdf + x * pdf);
   }
 };
-template <typename T> struct DropoutBackward {
-  T s;
-  __device__ T operator()(T g, T m) const { return g * m * s; }
-};
-
-void checkApproximate(const char *kernel, int64_t approximate) {
-  if (approximate != 0 && approximate != 1)
-    spmd_rt_fatal("%s: approximate must be 0 (none) or 1 (tanh), got %lld",
-                  kernel, static_cast<long long>(approximate));
-}
-
 } // namespace
 
 //===----------------------------------------------------------------------===//
@@ -496,10 +464,7 @@ void spmd_rt_native_dropout_backward(SpmdBuffer *out,
                                      const SpmdBuffer *grad_output,
                                      const SpmdBuffer *mask, double scale) {
   elementwise<kFloat, 2>("spmd_rt_native_dropout_backward", out,
-                         {grad_output, mask}, [&](auto tag) {
-                           using T = decltype(tag);
-                           return DropoutBackward<T>{static_cast<T>(scale)};
-                         });
+                         {grad_output, mask}, DropoutBackward{scale});
 }
 
 void spmd_rt_copy(SpmdBuffer *out, const SpmdBuffer *self) {
@@ -529,18 +494,7 @@ void spmd_rt_expand(SpmdBuffer *out, const SpmdBuffer *self) {
 void spmd_rt_permute(SpmdBuffer *out, const SpmdBuffer *self, int32_t n,
                      const int64_t *dims) {
   const char *kernel = "spmd_rt_permute";
-  if (n != self->rank || n != out->rank)
-    spmd_rt_fatal("%s: %d dims for self %s and out %s", kernel, n,
-                  shapeStr(self).c_str(), shapeStr(out).c_str());
-  bool seen[SPMD_MAX_RANK] = {};
-  for (int32_t k = 0; k < n; ++k) {
-    if (dims[k] < 0 || dims[k] >= n || seen[dims[k]])
-      spmd_rt_fatal("%s: dims is not a permutation of [0, %d)", kernel, n);
-    seen[dims[k]] = true;
-    if (out->shape[k] != self->shape[dims[k]])
-      spmd_rt_fatal("%s: out %s is not self %s permuted", kernel,
-                    shapeStr(out).c_str(), shapeStr(self).c_str());
-  }
+  checkPermute(kernel, out, self, n, dims);
   copyStrided(kernel, out, self, [&] {
     Indexing<1> ix;
     ix.rank = n;

@@ -19,49 +19,58 @@ using namespace spmd::rt;
 namespace spmd::rt::cuda {
 namespace {
 
-/// Checks that `rows` [indices..., D] matches `indices` and returns D.
-int64_t checkRows(const char *kernel, const char *name, const SpmdBuffer *rows,
-                  const SpmdBuffer *indices, int64_t d) {
-  bool ok = rows->rank == indices->rank + 1 && rows->shape[indices->rank] == d;
-  for (int32_t k = 0; k < indices->rank && ok; ++k)
-    ok = rows->shape[k] == indices->shape[k];
-  if (!ok)
-    spmd_rt_fatal("%s: %s %s is not indices %s + [%lld]", kernel, name,
-                  shapeStr(rows).c_str(), shapeStr(indices).c_str(),
-                  static_cast<long long>(d));
-  return d;
-}
-
-/// The rows of the table this rank holds: global rows [begin, begin +
-/// count) of a table of `vocab` rows (the whole table when unsharded).
-struct Rows {
-  int64_t begin, count, vocab;
-};
-
 /// Whether `p` may be read as 16-byte vectors.
 bool aligned16(const void *p) {
   return reinterpret_cast<uintptr_t>(p) % 16 == 0;
+}
+
+/// What the kernels need to read index i: the indices, the rows this rank
+/// holds, and where an index outside [0, vocab) is recorded.
+template <typename I> struct Indices {
+  const I *data;
+  EmbeddingRows rows;
+  DeviceError *error;
+  int kernel;
+
+  /// The global row of index i, or -1 when it lies outside [0, vocab); then
+  /// the error is recorded if `report` (by one of the threads of index i).
+  __device__ int64_t row(int64_t i, bool report) const {
+    const int64_t row = data[i];
+    if (row >= 0 && row < rows.vocab)
+      return row;
+    if (report)
+      raiseError(error, DeviceErrorKind::EmbeddingIndex, kernel, row,
+                 rows.vocab, i);
+    return -1;
+  }
+
+  /// Global row `row` among the held rows, or -1 when held elsewhere.
+  __device__ int64_t held(int64_t row) const {
+    const int64_t local = row - rows.begin;
+    return local >= 0 && local < rows.count ? local : -1;
+  }
+};
+
+template <typename I>
+Indices<I> indicesOf(const char *kernel, const SpmdBuffer *indices,
+                     EmbeddingRows rows) {
+  return {dataOf<I>(indices), rows, deviceErrorSlot(), kernelId(kernel)};
 }
 
 /// out row i = weight row indices[i] - rows.begin, or zeros when that row is
 /// held elsewhere. Rows are copied as `units` items of U: a 16-byte vector
 /// when the rows allow it, else the element type.
 template <typename I, typename U>
-__global__ void embeddingKernel(U *out, const U *weight, const I *indices,
-                                int64_t n, int64_t units, Rows rows,
-                                DeviceError *error, int kernel) {
+__global__ void embeddingKernel(U *out, const U *weight, Indices<I> indices,
+                                int64_t n, int64_t units) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.y) + threadIdx.y; i < n;
        i += int64_t(gridDim.x) * blockDim.y) {
-    const int64_t row = indices[i];
-    if (row < 0 || row >= rows.vocab) {
-      if (threadIdx.x == 0)
-        raiseError(error, DeviceErrorKind::EmbeddingIndex, kernel, row,
-                   rows.vocab, i);
+    const int64_t row = indices.row(i, threadIdx.x == 0);
+    if (row < 0)
       continue;
-    }
-    const int64_t local = row - rows.begin;
+    const int64_t local = indices.held(row);
     U *dst = out + i * units;
-    if (local < 0 || local >= rows.count) {
+    if (local < 0) {
       // A row held elsewhere contributes zero here (a masked Partial).
       for (int64_t j = threadIdx.x; j < units; j += blockDim.x)
         dst[j] = U{};
@@ -74,13 +83,8 @@ __global__ void embeddingKernel(U *out, const U *weight, const I *indices,
 }
 
 void embedding(const char *kernel, SpmdBuffer *out, const SpmdBuffer *weight,
-               const SpmdBuffer *indices, Rows rows) {
-  checkRank(kernel, "weight", weight, 2);
-  if (rows.count > weight->shape[0])
-    spmd_rt_fatal("%s: %lld rows held in a weight of %lld rows", kernel,
-                  static_cast<long long>(rows.count),
-                  static_cast<long long>(weight->shape[0]));
-  const int64_t d = checkRows(kernel, "out", out, indices, weight->shape[1]);
+               const SpmdBuffer *indices, EmbeddingRows rows) {
+  const int64_t d = checkEmbedding(kernel, out, weight, indices, rows);
   dispatchDevice<kFloat | kBFloat16>(out->dtype, kernel, [&](auto tag) {
     using T = decltype(tag);
     std::unique_ptr<Scratch> storage;
@@ -96,8 +100,7 @@ void embedding(const char *kernel, SpmdBuffer *out, const SpmdBuffer *weight,
             const RowLaunch l = rowLaunch(n, units);
             embeddingKernel<I, U><<<l.grid, l.block, 0, computeStream()>>>(
                 reinterpret_cast<U *>(o), reinterpret_cast<const U *>(w),
-                dataOf<I>(indices), n, units, rows, deviceErrorSlot(),
-                kernelId(kernel));
+                indicesOf<I>(kernel, indices, rows), n, units);
             checkLaunch(kernel);
           };
           const int64_t rowBytes = d * int64_t(sizeof(T));
@@ -112,19 +115,15 @@ void embedding(const char *kernel, SpmdBuffer *out, const SpmdBuffer *weight,
 
 /// Counts, for each held row, the indices naming it (scale_grad_by_freq).
 template <typename I>
-__global__ void countKernel(unsigned long long *counts, const I *indices,
-                            int64_t n, Rows rows, DeviceError *error,
-                            int kernel) {
+__global__ void countKernel(unsigned long long *counts, Indices<I> indices,
+                            int64_t n) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t row = indices[i];
-    if (row < 0 || row >= rows.vocab) {
-      raiseError(error, DeviceErrorKind::EmbeddingIndex, kernel, row,
-                 rows.vocab, i);
+    const int64_t row = indices.row(i, true);
+    if (row < 0)
       continue;
-    }
-    const int64_t local = row - rows.begin;
-    if (local >= 0 && local < rows.count)
+    const int64_t local = indices.held(row);
+    if (local >= 0)
       atomicAdd(&counts[local], 1ull);
   }
 }
@@ -135,22 +134,17 @@ __global__ void countKernel(unsigned long long *counts, const I *indices,
 /// atomics, in no fixed order.
 template <typename T, typename I>
 __global__ void embeddingBackwardKernel(OpMathT<T> *sums, const T *grad,
-                                        const I *indices, int64_t n, int64_t d,
-                                        Rows rows, int64_t paddingIdx,
-                                        const unsigned long long *counts,
-                                        DeviceError *error, int kernel) {
+                                        Indices<I> indices, int64_t n,
+                                        int64_t d, int64_t paddingIdx,
+                                        const unsigned long long *counts) {
   using M = OpMathT<T>;
   for (int64_t i = blockIdx.x * int64_t(blockDim.y) + threadIdx.y; i < n;
        i += int64_t(gridDim.x) * blockDim.y) {
-    const int64_t row = indices[i];
-    if (row < 0 || row >= rows.vocab) {
-      if (threadIdx.x == 0)
-        raiseError(error, DeviceErrorKind::EmbeddingIndex, kernel, row,
-                   rows.vocab, i);
+    const int64_t row = indices.row(i, threadIdx.x == 0);
+    if (row < 0)
       continue;
-    }
-    const int64_t local = row - rows.begin;
-    if (row == paddingIdx || local < 0 || local >= rows.count)
+    const int64_t local = indices.held(row);
+    if (row == paddingIdx || local < 0)
       continue;
     M *dst = sums + local * d;
     const T *src = grad + i * d;
@@ -173,14 +167,9 @@ __global__ void embeddingBackwardKernel(OpMathT<T> *sums, const T *grad,
 void embeddingBackward(const char *kernel, SpmdBuffer *out,
                        const SpmdBuffer *grad_output, const SpmdBuffer *indices,
                        int64_t padding_idx, int64_t scale_grad_by_freq,
-                       Rows rows) {
-  checkRank(kernel, "out", out, 2);
-  if (rows.count > out->shape[0])
-    spmd_rt_fatal("%s: %lld rows held in an out of %lld rows", kernel,
-                  static_cast<long long>(rows.count),
-                  static_cast<long long>(out->shape[0]));
+                       EmbeddingRows rows) {
   const int64_t d =
-      checkRows(kernel, "grad_output", grad_output, indices, out->shape[1]);
+      checkEmbeddingBackward(kernel, out, grad_output, indices, rows);
   const int64_t n = indices->numel;
   // Only held rows use their count, so only those are counted.
   std::unique_ptr<Scratch> counts;
@@ -196,8 +185,8 @@ void embeddingBackward(const char *kernel, SpmdBuffer *out,
                                 computeStream()),
                 kernel);
           countKernel<I><<<gridFor(n), kBlock, 0, computeStream()>>>(
-              counts->as<unsigned long long>(), dataOf<I>(indices), n, rows,
-              deviceErrorSlot(), kernelId(kernel));
+              counts->as<unsigned long long>(),
+              indicesOf<I>(kernel, indices, rows), n);
           checkLaunch(kernel);
         },
         "indices");
@@ -227,9 +216,9 @@ void embeddingBackward(const char *kernel, SpmdBuffer *out,
           const RowLaunch l = rowLaunch(n, d);
           embeddingBackwardKernel<T, I>
               <<<l.grid, l.block, 0, computeStream()>>>(
-                  sums, g, dataOf<I>(indices), n, d, rows, padding_idx,
-                  counts ? counts->as<unsigned long long>() : nullptr,
-                  deviceErrorSlot(), kernelId(kernel));
+                  sums, g, indicesOf<I>(kernel, indices, rows), n, d,
+                  padding_idx,
+                  counts ? counts->as<unsigned long long>() : nullptr);
           checkLaunch(kernel);
         },
         "indices");
@@ -249,13 +238,13 @@ void spmd_rt_embedding(SpmdBuffer *out, const SpmdBuffer *weight,
                        const SpmdBuffer *indices, int64_t padding_idx) {
   (void)padding_idx; // Only the backward skips padding rows.
   embedding("spmd_rt_embedding", out, weight, indices,
-            {0, weight->shape[0], weight->rank == 2 ? weight->shape[0] : 0});
+            embeddingRows(weight, nullptr));
 }
 
 void spmd_rt_embedding_rows(SpmdBuffer *out, const SpmdBuffer *weight,
                             const SpmdBuffer *indices, const int64_t *rows) {
   embedding("spmd_rt_embedding_rows", out, weight, indices,
-            {rows[0], rows[1], rows[2]});
+            embeddingRows(weight, rows));
 }
 
 void spmd_rt_embedding_dense_backward(SpmdBuffer *out,
@@ -263,10 +252,9 @@ void spmd_rt_embedding_dense_backward(SpmdBuffer *out,
                                       const SpmdBuffer *indices,
                                       int64_t padding_idx,
                                       int64_t scale_grad_by_freq) {
-  int64_t numWeights = out->rank == 2 ? out->shape[0] : 0;
   embeddingBackward("spmd_rt_embedding_dense_backward", out, grad_output,
                     indices, padding_idx, scale_grad_by_freq,
-                    {0, numWeights, numWeights});
+                    embeddingRows(out, nullptr));
 }
 
 void spmd_rt_embedding_dense_backward_rows(
@@ -274,7 +262,7 @@ void spmd_rt_embedding_dense_backward_rows(
     int64_t padding_idx, int64_t scale_grad_by_freq, const int64_t *rows) {
   embeddingBackward("spmd_rt_embedding_dense_backward_rows", out, grad_output,
                     indices, padding_idx, scale_grad_by_freq,
-                    {rows[0], rows[1], rows[2]});
+                    embeddingRows(out, rows));
 }
 
 } // namespace spmd::rt::cuda

@@ -14,10 +14,12 @@
 // is rounded to bf16 once. Shapes are checked with the CPU kernels' rules
 // and messages (Checks.h checkMatmul).
 //
-// With SPMD_RT_GEMM_STATS=1 in the environment, each GEMM is bracketed by
-// CUDA events and spmd_rt_finalize prints, per rank, the GEMMs' count,
-// floating-point operations (2 n k m per product), GPU time and throughput:
-// the "achieved TFLOP/s" of bench/cuda_step_time.py.
+// With SPMD_RT_GEMM_STATS=1 in the environment, each GEMM of step 1 on
+// (spmd_rt_set_step; step 0 is the warm-up, where cuBLAS picks kernels and
+// CUDA loads them) is bracketed by CUDA events, and spmd_rt_finalize prints,
+// per rank, the GEMMs' count, floating-point operations (2 n k m per
+// product), GPU time and throughput: the "achieved TFLOP/s" of
+// bench/cuda_step_time.py. The events cost host time: time steps without.
 //
 // Reference: cuBLAS documentation, cublasGemmStridedBatchedEx and
 // cublasComputeType_t.
@@ -136,7 +138,8 @@ void matmul(const char *kernel, SpmdBuffer *out, const SpmdBuffer *self,
     const M alphaT = static_cast<M>(alpha), betaT = static_cast<M>(beta);
     // Column-major C^T[m, n] = op(B)^T[m, k] op(A)^T[k, n].
     GemmStats &stats = GemmStats::get();
-    cudaEvent_t start = stats.enabled ? stats.record(kernel) : nullptr;
+    const bool timed = stats.enabled && randomStep() >= 1;
+    cudaEvent_t start = timed ? stats.record(kernel) : nullptr;
     int lda = static_cast<int>(transA ? n : k);
     int ldb = static_cast<int>(transB ? k : m);
     checkCublas(cublasGemmStridedBatchedEx(
@@ -147,7 +150,7 @@ void matmul(const char *kernel, SpmdBuffer *out, const SpmdBuffer *self,
                     static_cast<int>(m), n * m, static_cast<int>(batch),
                     compute, CUBLAS_GEMM_DEFAULT),
                 kernel);
-    if (stats.enabled) {
+    if (timed) {
       stats.events.emplace_back(start, stats.record(kernel));
       stats.calls += 1;
       stats.flops += 2.0 * double(batch) * double(n) * double(k) * double(m);
@@ -170,7 +173,8 @@ void spmd::rt::cuda::reportGemmStats() {
     (void)cudaEventDestroy(start);
     (void)cudaEventDestroy(stop);
   }
-  std::printf("spmd-run: rank %d: cuBLAS GEMMs: %lld calls, %.4f TFLOP in "
+  std::printf("spmd-run: rank %d: cuBLAS GEMMs from step 1: %lld calls, "
+              "%.4f TFLOP in "
               "%.3f ms: %.2f TFLOP/s\n",
               spmd_rt_rank(), static_cast<long long>(stats.calls),
               stats.flops / 1e12, seconds * 1e3,
@@ -208,10 +212,8 @@ void spmd_rt_baddbmm(SpmdBuffer *out, const SpmdBuffer *self,
 void spmd_rt_matmul(SpmdBuffer *out, const SpmdBuffer *self,
                     const SpmdBuffer *a, const SpmdBuffer *b, double beta,
                     double alpha, int64_t trans_a, int64_t trans_b) {
-  if (out->rank != 2 && out->rank != 3)
-    spmd_rt_fatal("spmd_rt_matmul: rank-%d out; expected 2 (mm) or 3 (bmm)",
-                  out->rank);
-  matmul("spmd_rt_matmul", out, self, a, b, beta, alpha, out->rank,
+  const char *kernel = "spmd_rt_matmul";
+  matmul(kernel, out, self, a, b, beta, alpha, checkMatmulRank(kernel, out),
          trans_a != 0, trans_b != 0);
 }
 

@@ -23,44 +23,6 @@ using namespace spmd::rt;
 namespace spmd::rt::cuda {
 namespace {
 
-enum Reduction : int64_t { kNone = 0, kMean = 1, kSum = 2 };
-
-struct NllShape {
-  int64_t batch, classes;
-  /// reduction none over a batch: one loss per sample, no total weight.
-  bool perSample;
-};
-
-/// Checks self, target, weight and the reduction; returns the layout.
-NllShape checkNll(const char *kernel, const SpmdBuffer *self,
-                  const SpmdBuffer *target, const SpmdBuffer *weight,
-                  int64_t reduction) {
-  if (reduction != kNone && reduction != kMean && reduction != kSum)
-    spmd_rt_fatal("%s: reduction must be 0 (none), 1 (mean) or 2 (sum), got "
-                  "%lld",
-                  kernel, static_cast<long long>(reduction));
-  if (self->rank != 1 && self->rank != 2)
-    spmd_rt_fatal("%s: self must be [N, C] or [C], got %s", kernel,
-                  shapeStr(self).c_str());
-  const bool batched = self->rank == 2;
-  const int64_t batch = batched ? self->shape[0] : 1;
-  const int64_t classes = self->shape[self->rank - 1];
-  if (target->rank != self->rank - 1 || (batched && target->shape[0] != batch))
-    spmd_rt_fatal("%s: target %s does not match self %s", kernel,
-                  shapeStr(target).c_str(), shapeStr(self).c_str());
-  if (weight && weight->numel != classes)
-    spmd_rt_fatal("%s: weight %s does not have %lld elements (the classes)",
-                  kernel, shapeStr(weight).c_str(),
-                  static_cast<long long>(classes));
-  return {batch, classes, reduction == kNone && batched};
-}
-
-void checkScalar(const char *kernel, const char *name, const SpmdBuffer *b) {
-  if (b->numel != 1 || b->rank > 1)
-    spmd_rt_fatal("%s: %s must hold a single element, got %s", kernel, name,
-                  shapeStr(b).c_str());
-}
-
 /// Calls `fn(I{})` with the C++ type of target's dtype (as the CPU, which
 /// reads targets as i64 or i32).
 template <typename Fn>
@@ -116,22 +78,6 @@ __global__ void nllPerSample(T *out, const T *__restrict__ x,
   }
 }
 
-/// Sum over the block (kBlock threads); thread 0 has the result.
-template <typename Acc> __device__ Acc blockSum(Acc v) {
-  __shared__ Acc partial[kBlock / 32];
-  for (int offset = 16; offset > 0; offset /= 2)
-    v += __shfl_xor_sync(0xffffffffu, v, offset);
-  if (threadIdx.x % 32 == 0)
-    partial[threadIdx.x / 32] = v;
-  __syncthreads();
-  v = partial[0];
-  for (int k = 1; k < kBlock / 32; ++k)
-    v += partial[k];
-  // `partial` is reused by the next sum.
-  __syncthreads();
-  return v;
-}
-
 /// The reduced forward's first pass: block k writes its samples' loss
 /// (-sum of x[i, t] * weight[t]) and weight sums, in AccT<T>, to
 /// partial[2k], [2k + 1].
@@ -150,8 +96,8 @@ __global__ void __launch_bounds__(kBlock)
     loss -= static_cast<Acc>(toOpMath(x[i * targets.classes + c])) * wc;
     weightSum += wc;
   }
-  loss = blockSum(loss);
-  weightSum = blockSum(weightSum);
+  loss = groupReduce<kBlock>(loss);
+  weightSum = groupReduce<kBlock>(weightSum);
   if (threadIdx.x == 0) {
     partial[2 * blockIdx.x] = loss;
     partial[2 * blockIdx.x + 1] = weightSum;
@@ -172,8 +118,8 @@ __global__ void __launch_bounds__(kBlock)
     loss += partial[2 * k];
     weightSum += partial[2 * k + 1];
   }
-  loss = blockSum(loss);
-  weightSum = blockSum(weightSum);
+  loss = groupReduce<kBlock>(loss);
+  weightSum = groupReduce<kBlock>(weightSum);
   if (threadIdx.x != 0)
     return;
   const A total = static_cast<A>(weightSum);
@@ -219,21 +165,11 @@ void spmd_rt_nll_loss_forward(SpmdBuffer *output, SpmdBuffer *total_weight,
                               const SpmdBuffer *weight, int64_t reduction,
                               int64_t ignore_index) {
   const char *kernel = "spmd_rt_nll_loss_forward";
-  NllShape s = checkNll(kernel, self, target, weight, reduction);
-  checkScalar(kernel, "total_weight", total_weight);
-  if (s.perSample) {
-    if (output->rank != 1 || output->shape[0] != s.batch)
-      spmd_rt_fatal("%s: output %s must be [%lld] for reduction none", kernel,
-                    shapeStr(output).c_str(), static_cast<long long>(s.batch));
-  } else if (output->rank != 0) {
-    spmd_rt_fatal("%s: output %s must be 0-D", kernel,
-                  shapeStr(output).c_str());
-  }
+  const NllShape s = checkNllLoss(kernel, output, total_weight, self, target,
+                                  weight, reduction);
   dispatchDevice<kFloat | kBFloat16>(output->dtype, kernel, [&](auto tag) {
     using T = decltype(tag);
-    if (total_weight->dtype != output->dtype)
-      spmd_rt_fatal("%s: total_weight must be %s like output", kernel,
-                    spmd_rt_dtype_name(output->dtype));
+    checkTotalWeightDType(kernel, output, total_weight);
     std::unique_ptr<Scratch> xS, wS;
     const T *x = dataAs<T>(self, xS, kernel);
     const T *w = weight ? dataAs<T>(weight, wS, kernel) : nullptr;
@@ -252,7 +188,7 @@ void spmd_rt_nll_loss_forward(SpmdBuffer *output, SpmdBuffer *total_weight,
       });
       return;
     }
-    const bool mean = reduction == kMean;
+    const bool mean = reduction == kReductionMean;
     if (s.batch == 0) {
       // The CPU reads no target here, so neither is its dtype checked.
       nllTotal<T><<<1, kBlock, 0, stream>>>(o, tw, nullptr, 0, mean, true);
@@ -283,17 +219,8 @@ void spmd_rt_nll_loss_backward(SpmdBuffer *out, const SpmdBuffer *grad_output,
                                const SpmdBuffer *total_weight,
                                int64_t reduction, int64_t ignore_index) {
   const char *kernel = "spmd_rt_nll_loss_backward";
-  NllShape s = checkNll(kernel, self, target, weight, reduction);
-  checkSameShape(kernel, "out", out, "self", self);
-  checkScalar(kernel, "total_weight", total_weight);
-  if (s.perSample) {
-    if (grad_output->rank != 1 || grad_output->shape[0] != s.batch)
-      spmd_rt_fatal("%s: grad_output %s must be [%lld] for reduction none",
-                    kernel, shapeStr(grad_output).c_str(),
-                    static_cast<long long>(s.batch));
-  } else {
-    checkScalar(kernel, "grad_output", grad_output);
-  }
+  const NllShape s = checkNllLossBackward(
+      kernel, out, grad_output, self, target, weight, total_weight, reduction);
   dispatchDevice<kFloat | kBFloat16>(out->dtype, kernel, [&](auto tag) {
     using T = decltype(tag);
     std::unique_ptr<Scratch> gS, wS, twS;
@@ -310,7 +237,7 @@ void spmd_rt_nll_loss_backward(SpmdBuffer *out, const SpmdBuffer *grad_output,
         return;
       nllBackward<T, I><<<gridFor(s.batch), kBlock, 0, stream>>>(
           o, g, w, tw, targetsOf<I>(kernel, target, s, ignore_index), s.batch,
-          s.perSample, reduction == kMean);
+          s.perSample, reduction == kReductionMean);
       checkLaunch(kernel);
     });
   });

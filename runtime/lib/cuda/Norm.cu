@@ -28,52 +28,6 @@ using namespace spmd::rt;
 namespace spmd::rt::cuda {
 namespace {
 
-struct Rows {
-  int64_t m, n;
-};
-
-/// Checks `input` against normalized_rank and returns its [M, N] view.
-Rows normRows(const char *kernel, const SpmdBuffer *input,
-              int64_t normalizedRank) {
-  if (normalizedRank < 0 || normalizedRank > input->rank)
-    spmd_rt_fatal("%s: normalized_rank %lld is out of range for input %s",
-                  kernel, static_cast<long long>(normalizedRank),
-                  shapeStr(input).c_str());
-  int64_t split = input->rank - normalizedRank;
-  return {product(input->shape, 0, split),
-          product(input->shape, split, input->rank)};
-}
-
-/// Fatal unless `b` is shaped like the normalized dims (weight, bias,
-/// their gradients).
-void checkNormalizedShape(const char *kernel, const char *name,
-                          const SpmdBuffer *b, const SpmdBuffer *input,
-                          int64_t normalizedRank) {
-  bool ok = b->rank == normalizedRank;
-  for (int32_t d = 0; d < b->rank && ok; ++d)
-    ok = b->shape[d] == input->shape[input->rank - normalizedRank + d];
-  if (!ok)
-    spmd_rt_fatal("%s: %s %s does not match the last %lld dims of input %s",
-                  kernel, name, shapeStr(b).c_str(),
-                  static_cast<long long>(normalizedRank),
-                  shapeStr(input).c_str());
-}
-
-/// Fatal unless `b` is input's shape with the normalized dims set to 1
-/// (mean, rstd).
-void checkStatShape(const char *kernel, const char *name, const SpmdBuffer *b,
-                    const SpmdBuffer *input, int64_t normalizedRank) {
-  bool ok = b->rank == input->rank;
-  for (int32_t d = 0; d < b->rank && ok; ++d)
-    ok = b->shape[d] ==
-         (d >= input->rank - normalizedRank ? 1 : input->shape[d]);
-  if (!ok)
-    spmd_rt_fatal("%s: %s %s does not match input %s with the last %lld dims "
-                  "set to 1",
-                  kernel, name, shapeStr(b).c_str(), shapeStr(input).c_str(),
-                  static_cast<long long>(normalizedRank));
-}
-
 /// `b`'s data as T, or NULL when `b` is NULL (the kernels read an absent
 /// weight as 1 and an absent bias as 0).
 template <typename T>
@@ -95,53 +49,6 @@ void dispatchStats(const SpmdBuffer *mean, Fn &&fn) {
   } else {
     fn(T{});
   }
-}
-
-constexpr int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
-/// Sum over the 32 lanes of a warp; every lane gets lane 0's result.
-template <typename V> __device__ V warpSum(V v) {
-  for (int offset = 16; offset > 0; offset /= 2)
-    v += __shfl_xor_sync(0xffffffffu, v, offset);
-  return __shfl_sync(0xffffffffu, v, 0);
-}
-
-/// Sum over the kGroup threads of a row: a warp (kGroup == 32) or the block
-/// (kGroup == blockDim.x); every thread gets the result.
-template <int kGroup, typename V> __device__ V groupSum(V v) {
-  v = warpSum(v);
-  if constexpr (kGroup > 32) {
-    __shared__ V partial[kGroup / 32];
-    if (threadIdx.x % 32 == 0)
-      partial[threadIdx.x / 32] = v;
-    __syncthreads();
-    v = partial[0];
-    for (int w = 1; w < kGroup / 32; ++w)
-      v += partial[w];
-    // `partial` is reused by the next sum.
-    __syncthreads();
-  }
-  return v;
-}
-
-/// Threads of a block: kGroup, or several warps of a row each.
-template <int kGroup> constexpr int kRowThreads = std::max(kGroup, kBlock);
-
-/// The row of this thread's group, its lane, and the grid's row step. With
-/// kGroup > 32 a block owns one row, so loops over rows are block-uniform.
-template <int kGroup> struct RowCursor {
-  static constexpr int kRowsPerBlock = kRowThreads<kGroup> / kGroup;
-  __device__ int64_t first() const {
-    return blockIdx.x * int64_t(kRowsPerBlock) + threadIdx.x / kGroup;
-  }
-  __device__ int64_t step() const { return int64_t(gridDim.x) * kRowsPerBlock; }
-  __device__ int lane() const { return threadIdx.x % kGroup; }
-};
-
-/// Blocks for `rows` rows of kGroup threads each.
-template <int kGroup> unsigned rowBlocks(int64_t rows) {
-  return static_cast<unsigned>(std::min<int64_t>(
-      ceilDiv(rows, RowCursor<kGroup>::kRowsPerBlock), int64_t(1) << 30));
 }
 
 /// This thread's elements j = lane, lane + kGroup, ... of a row of n.
@@ -216,14 +123,14 @@ __global__ void __launch_bounds__(kRowThreads<kGroup>)
     };
     Acc sum = 0;
     lanes.forEach([&](int64_t j, int k) { sum += xAt(j, k); });
-    const A mean = static_cast<A>(groupSum<kGroup>(sum) / Acc(n));
+    const A mean = static_cast<A>(groupReduce<kGroup>(sum) / Acc(n));
     // Deviations from the mean rounded to A, as in ATen's float moments.
     Acc squares = 0;
     lanes.forEach([&](int64_t j, int k) {
       const A dev = xAt(j, k) - mean;
       squares += dev * dev;
     });
-    const Acc var = groupSum<kGroup>(squares) / Acc(n);
+    const Acc var = groupReduce<kGroup>(squares) / Acc(n);
     const A rstd = static_cast<A>(Acc(1) / sqrt(var + static_cast<Acc>(eps)));
     const A shift = -rstd * mean;
     T *yr = y + row * n;
@@ -271,8 +178,8 @@ __global__ void __launch_bounds__(kRowThreads<kGroup>)
       dsSum += dyAt(j, k) * xAt(j, k) * g;
       dbSum += dyAt(j, k) * g;
     });
-    const A ds = static_cast<A>(groupSum<kGroup>(dsSum));
-    const A db = static_cast<A>(groupSum<kGroup>(dbSum));
+    const A ds = static_cast<A>(groupReduce<kGroup>(dsSum));
+    const A db = static_cast<A>(groupReduce<kGroup>(dbSum));
     const A mu = toOpMath(mean[row]);
     const A a = toOpMath(rstd[row]);
     const A b = (db * mu - ds) * a * a * a * scale;
@@ -285,19 +192,26 @@ __global__ void __launch_bounds__(kRowThreads<kGroup>)
   }
 }
 
-/// Calls `launch(kGroup, kCache)` (as integral constants) for rows of n:
-/// a warp per row up to 1024 elements, else a block; rows of up to 16
-/// elements a thread stay in registers.
-template <typename Launch> void forRowShape(int64_t n, Launch &&launch) {
-  auto run = [&](auto group, auto cache) { launch(group, cache); };
+/// Launches over the rows.m rows of rows.n elements the row kernel that
+/// `pick(kGroup, kCache)` (integral constants) returns, with `args`: a warp
+/// per row up to 1024 elements, else a block; rows of up to 16 elements a
+/// thread stay in registers.
+template <typename Pick, typename... Args>
+void launchRows(const char *kernel, NormRows rows, Pick pick, Args... args) {
+  auto run = [&](auto group, auto cache) {
+    constexpr int kGroup = decltype(group)::value;
+    pick(group, cache)<<<rowBlocks<kGroup>(rows.m), kRowThreads<kGroup>, 0,
+                         computeStream()>>>(args...);
+    checkLaunch(kernel);
+  };
   using std::integral_constant;
-  if (n <= 32 * 16)
+  if (rows.n <= 32 * 16)
     run(integral_constant<int, 32>(), integral_constant<int, 16>());
-  else if (n <= 1024)
+  else if (rows.n <= 1024)
     run(integral_constant<int, 32>(), integral_constant<int, 0>());
-  else if (n <= 256 * 16)
+  else if (rows.n <= 256 * 16)
     run(integral_constant<int, 256>(), integral_constant<int, 16>());
-  else if (n <= 512 * 16)
+  else if (rows.n <= 512 * 16)
     run(integral_constant<int, 512>(), integral_constant<int, 16>());
   else
     run(integral_constant<int, 256>(), integral_constant<int, 0>());
@@ -363,40 +277,18 @@ __global__ void __launch_bounds__(kBlock)
   }
 }
 
-/// out[col] = sum over the chunks of part[chunk * n + col], rounded to T
-/// once: a warp per column.
-template <typename T, typename Acc>
-__global__ void sumChunks(T *out, const Acc *part, int64_t n, int64_t chunks) {
-  const int lane = threadIdx.x % 32;
-  const int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32);
-  for (int64_t col = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) / 32;
-       col < n; col += warps) {
-    Acc sum = 0;
-    for (int64_t k = lane; k < chunks; k += 32)
-      sum += part[k * n + col];
-    sum = warpSum(sum);
-    if (lane == 0)
-      out[col] = toStorage<T>(sum);
-  }
-}
-
-/// Blocks the column sums aim at (a few waves of an H100's 132 SMs), and the
-/// fewest rows a chunk gets (8 per thread).
-constexpr int64_t kTargetBlocks = 2048;
+/// The fewest rows a chunk of the column sums gets (8 per thread).
 constexpr int64_t kMinChunkRows = 8 * kTileRows;
 
 /// grad_weight and grad_bias (either may be NULL) of rows.m rows.
 template <typename T, typename S>
 void paramGrads(const char *kernel, SpmdBuffer *gradWeight,
                 SpmdBuffer *gradBias, const T *dy, const T *x, const S *mean,
-                const S *rstd, Rows rows) {
+                const S *rstd, NormRows rows) {
   using Acc = AccT<T>;
   const int64_t tiles = ceilDiv(rows.n, kTileCols);
-  int64_t chunks = std::max<int64_t>(
-      1, std::min({ceilDiv(kTargetBlocks, tiles),
-                   ceilDiv(rows.m, kMinChunkRows), int64_t(65535)}));
-  const int64_t rowsPerChunk = std::max<int64_t>(1, ceilDiv(rows.m, chunks));
-  chunks = std::max<int64_t>(1, ceilDiv(rows.m, rowsPerChunk));
+  const RowChunks split = chunkRows(rows.m, tiles, kMinChunkRows);
+  const int64_t chunks = split.count, rowsPerChunk = split.rowsPerChunk;
   T *dgamma = gradWeight ? dataOf<T>(gradWeight) : nullptr;
   T *dbeta = gradBias ? dataOf<T>(gradBias) : nullptr;
   const dim3 grid(static_cast<unsigned>(tiles), static_cast<unsigned>(chunks));
@@ -419,17 +311,15 @@ void paramGrads(const char *kernel, SpmdBuffer *gradWeight,
       betaPart ? betaPart->as<Acc>() : nullptr, dy, x, mean, rstd, rows.m,
       rows.n, rowsPerChunk);
   checkLaunch(kernel);
-  const unsigned blocks = gridFor(rows.n * 32);
-  if (dgamma) {
-    sumChunks<T><<<blocks, kBlock, 0, computeStream()>>>(
-        dgamma, gammaPart->as<Acc>(), rows.n, chunks);
+  auto addChunks = [&](T *result, const Scratch &part) {
+    sumChunks<<<gridFor(rows.n * 32), kBlock, 0, computeStream()>>>(
+        result, part.as<Acc>(), rows.n, chunks);
     checkLaunch(kernel);
-  }
-  if (dbeta) {
-    sumChunks<T><<<blocks, kBlock, 0, computeStream()>>>(
-        dbeta, betaPart->as<Acc>(), rows.n, chunks);
-    checkLaunch(kernel);
-  }
+  };
+  if (dgamma)
+    addChunks(dgamma, *gammaPart);
+  if (dbeta)
+    addChunks(dbeta, *betaPart);
 }
 
 } // namespace
@@ -441,14 +331,8 @@ void spmd_rt_native_layer_norm(SpmdBuffer *output, SpmdBuffer *mean,
                                const SpmdBuffer *weight, const SpmdBuffer *bias,
                                int64_t normalized_rank, double eps) {
   const char *kernel = "spmd_rt_native_layer_norm";
-  Rows rows = normRows(kernel, input, normalized_rank);
-  checkSameShape(kernel, "output", output, "input", input);
-  checkStatShape(kernel, "mean", mean, input, normalized_rank);
-  checkStatShape(kernel, "rstd", rstd, input, normalized_rank);
-  if (weight)
-    checkNormalizedShape(kernel, "weight", weight, input, normalized_rank);
-  if (bias)
-    checkNormalizedShape(kernel, "bias", bias, input, normalized_rank);
+  const NormRows rows = checkLayerNorm(kernel, output, mean, rstd, input,
+                                       weight, bias, normalized_rank);
   dispatchDevice<kFloat | kBFloat16>(output->dtype, kernel, [&](auto tag) {
     using T = decltype(tag);
     // The kernel writes mean and rstd in their own dtype (dispatchStats), so
@@ -459,9 +343,8 @@ void spmd_rt_native_layer_norm(SpmdBuffer *output, SpmdBuffer *mean,
         spmd_rt_fatal("%s: mean and rstd must both be bf16 or both f32 for "
                       "bf16 output",
                       kernel);
-    } else if (mean->dtype != output->dtype || rstd->dtype != output->dtype) {
-      spmd_rt_fatal("%s: mean and rstd must be %s like output", kernel,
-                    spmd_rt_dtype_name(output->dtype));
+    } else {
+      checkLayerNormStatDTypes(kernel, output, mean, rstd);
     }
     // No rows, nothing to write (rows of no elements do get their NaN
     // statistics, as on the CPU).
@@ -476,14 +359,12 @@ void spmd_rt_native_layer_norm(SpmdBuffer *output, SpmdBuffer *mean,
       using S = decltype(statTag);
       S *meanOut = dataOf<S>(mean);
       S *rstdOut = dataOf<S>(rstd);
-      forRowShape(rows.n, [&](auto group, auto cache) {
-        constexpr int kGroup = decltype(group)::value;
-        layerNormRows<T, S, kGroup, decltype(cache)::value>
-            <<<rowBlocks<kGroup>(rows.m), kRowThreads<kGroup>, 0,
-               computeStream()>>>(y, meanOut, rstdOut, x, gamma, beta, rows.m,
-                                  rows.n, eps);
-        checkLaunch(kernel);
-      });
+      launchRows(
+          kernel, rows,
+          [](auto group, auto cache) {
+            return layerNormRows<T, S, group, cache>;
+          },
+          y, meanOut, rstdOut, x, gamma, beta, rows.m, rows.n, eps);
     });
   });
 }
@@ -500,32 +381,18 @@ void spmd_rt_native_layer_norm_backward(
     int64_t normalized_rank) {
   (void)bias; // The bias does not enter any gradient.
   const char *kernel = "spmd_rt_native_layer_norm_backward";
-  Rows rows = normRows(kernel, input, normalized_rank);
-  checkSameShape(kernel, "grad_out", grad_out, "input", input);
-  checkStatShape(kernel, "mean", mean, input, normalized_rank);
-  checkStatShape(kernel, "rstd", rstd, input, normalized_rank);
-  if (grad_input)
-    checkSameShape(kernel, "grad_input", grad_input, "input", input);
-  if (weight)
-    checkNormalizedShape(kernel, "weight", weight, input, normalized_rank);
-  if (grad_weight)
-    checkNormalizedShape(kernel, "grad_weight", grad_weight, input,
-                         normalized_rank);
-  if (grad_bias)
-    checkNormalizedShape(kernel, "grad_bias", grad_bias, input,
-                         normalized_rank);
+  const NormRows rows = checkLayerNormBackward(kernel, grad_input, grad_weight,
+                                               grad_bias, grad_out, input, mean,
+                                               rstd, weight, normalized_rank);
   // The first non-NULL result fixes the float type.
-  const SpmdBuffer *typed = grad_input    ? grad_input
-                            : grad_weight ? grad_weight
-                                          : grad_bias;
+  const SpmdBuffer *typed =
+      layerNormGradTyped(grad_input, grad_weight, grad_bias);
   if (!typed)
     return;
   dispatchDevice<kFloat | kBFloat16>(typed->dtype, kernel, [&](auto tag) {
     using T = decltype(tag);
     using A = OpMathT<T>;
-    for (const SpmdBuffer *result : {grad_input, grad_weight, grad_bias})
-      if (result && result->dtype != typed->dtype)
-        spmd_rt_fatal("%s: the gradients must share one dtype", kernel);
+    checkLayerNormGradDTypes(kernel, grad_input, grad_weight, grad_bias);
     // Without rows only grad_weight and grad_bias have elements (zeros).
     if (rows.n == 0 || (rows.m == 0 && !grad_weight && !grad_bias))
       return;
@@ -541,14 +408,12 @@ void spmd_rt_native_layer_norm_backward(
       if (grad_input && rows.m > 0) {
         const A scale = A(1) / static_cast<A>(rows.n);
         T *dx = dataOf<T>(grad_input);
-        forRowShape(rows.n, [&](auto group, auto cache) {
-          constexpr int kGroup = decltype(group)::value;
-          layerNormBackwardRows<T, S, kGroup, decltype(cache)::value>
-              <<<rowBlocks<kGroup>(rows.m), kRowThreads<kGroup>, 0,
-                 computeStream()>>>(dx, dy, x, meanV, rstdV, gamma, rows.m,
-                                    rows.n, scale);
-          checkLaunch(kernel);
-        });
+        launchRows(
+            kernel, rows,
+            [](auto group, auto cache) {
+              return layerNormBackwardRows<T, S, group, cache>;
+            },
+            dx, dy, x, meanV, rstdV, gamma, rows.m, rows.n, scale);
       }
       if (grad_weight || grad_bias)
         paramGrads<T, S>(kernel, grad_weight, grad_bias, dy, x, meanV, rstdV,

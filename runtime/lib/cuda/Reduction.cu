@@ -27,15 +27,6 @@ using namespace spmd::rt;
 namespace spmd::rt::cuda {
 namespace {
 
-constexpr int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
-/// Sum over the 32 lanes of a warp (lane 0 has the result).
-template <typename Acc> __device__ Acc warpSum(Acc v) {
-  for (int offset = 16; offset > 0; offset /= 2)
-    v += __shfl_xor_sync(0xffffffffu, v, offset);
-  return v;
-}
-
 /// [B, R, C] summed over R: blockDim.x (a power of two up to 32) columns by
 /// blockDim.y rows per block; blockIdx.x walks the (b, column tile) pairs,
 /// blockIdx.y picks the chunk of rows [chunk * rowsPerChunk, +rowsPerChunk).
@@ -78,24 +69,6 @@ __global__ void __launch_bounds__(kBlock)
   }
 }
 
-/// out[o] = sum over the chunks of partial[chunk * outputs + o]: a warp per
-/// output.
-template <typename T, typename Acc>
-__global__ void sumChunks(T *out, const Acc *partial, int64_t outputs,
-                          int64_t chunks) {
-  const int lane = threadIdx.x % 32;
-  const int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32);
-  for (int64_t o = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) / 32;
-       o < outputs; o += warps) {
-    Acc acc = 0;
-    for (int64_t k = lane; k < chunks; k += 32)
-      acc += partial[k * outputs + o];
-    acc = warpSum(acc);
-    if (lane == 0)
-      out[o] = toStorage<T>(acc);
-  }
-}
-
 /// [B, R] summed over R, R of at most a few warps' loads: a warp per row.
 template <typename T, typename Acc>
 __global__ void sumRowsWarp(T *out, const T *__restrict__ in, int64_t batch,
@@ -109,7 +82,7 @@ __global__ void sumRowsWarp(T *out, const T *__restrict__ in, int64_t batch,
 #pragma unroll 4
     for (int64_t j = lane; j < n; j += 32)
       acc += toOpMath(p[j]);
-    acc = warpSum(acc);
+    acc = warpReduce(acc, AddOp());
     if (lane == 0)
       out[b] = toStorage<T>(acc);
   }
@@ -160,10 +133,8 @@ struct Run {
   bool reduced;
 };
 
-/// Blocks the chunked sums aim at (a few waves of an H100's 132 SMs), the
-/// fewest loads a thread of a chunk gets, the reductions short enough for a
-/// thread per output, and the rows short enough for a warp each.
-constexpr int64_t kTargetBlocks = 2048;
+/// The fewest loads a thread of a chunk gets, the reductions short enough
+/// for a thread per output, and the rows short enough for a warp each.
 constexpr int64_t kMinLoadsPerThread = 8;
 constexpr int64_t kThreadMax = 16;
 constexpr int64_t kWarpMax = 1024;
@@ -183,11 +154,8 @@ void sumBRC(const char *kernel, T *out, const T *in, int64_t b, int64_t r,
     w *= 2;
   const int h = kBlock / w;
   const int64_t blocks = b * ceilDiv(c, w);
-  int64_t chunks = std::max<int64_t>(
-      1, std::min({ceilDiv(kTargetBlocks, blocks),
-                   ceilDiv(r, h * kMinLoadsPerThread), int64_t(65535)}));
-  const int64_t rowsPerChunk = ceilDiv(r, chunks);
-  chunks = ceilDiv(r, rowsPerChunk);
+  const RowChunks split = chunkRows(r, blocks, h * kMinLoadsPerThread);
+  const int64_t chunks = split.count, rowsPerChunk = split.rowsPerChunk;
   const dim3 grid(static_cast<unsigned>(std::min<int64_t>(blocks, 1 << 30)),
                   static_cast<unsigned>(chunks));
   const dim3 block(w, h);
@@ -252,37 +220,12 @@ void sumRuns(const char *kernel, T *out, int64_t outputs, const T *in,
 void spmd_rt_sum(SpmdBuffer *out, const SpmdBuffer *self, int32_t n,
                  const int64_t *dims) {
   const char *kernel = "spmd_rt_sum";
+  const SumDims sum = checkSum(kernel, out, self, n, dims);
+  // cuda:: because argument-dependent lookup also finds the C entry point.
+  if (sum.copy)
+    return cuda::spmd_rt_copy(out, self);
   const int32_t rank = self->rank;
-  bool reduce[SPMD_MAX_RANK] = {};
-  int32_t count = 0;
-  if (n == 0) {
-    // cuda:: because argument-dependent lookup also finds the C entry point.
-    if (!(out->rank == 0 && out->numel == 1))
-      return cuda::spmd_rt_copy(out, self);
-    for (int32_t d = 0; d < rank; ++d)
-      reduce[d] = true;
-    count = rank;
-  }
-  for (int32_t k = 0; k < n; ++k) {
-    checkDim(kernel, self, dims[k]);
-    if (reduce[dims[k]])
-      spmd_rt_fatal("%s: dim %lld is listed twice", kernel,
-                    static_cast<long long>(dims[k]));
-    reduce[dims[k]] = true;
-    ++count;
-  }
-  // out is self's shape with the reduced dims removed, or kept as 1.
-  bool keepdim = out->rank == rank && count > 0;
-  bool ok = keepdim || out->rank == rank - count;
-  for (int32_t d = 0, o = 0; d < rank && ok; ++d) {
-    if (reduce[d] && !keepdim)
-      continue;
-    ok = out->shape[o++] == (reduce[d] ? 1 : self->shape[d]);
-  }
-  if (!ok)
-    spmd_rt_fatal("%s: out %s is not self %s summed over %d dims", kernel,
-                  shapeStr(out).c_str(), shapeStr(self).c_str(), count);
-
+  const bool *reduce = sum.reduce;
   dispatchDevice<kNumeric | kBFloat16>(out->dtype, kernel, [&](auto tag) {
     using T = decltype(tag);
     using Acc = AccT<T>;

@@ -33,58 +33,15 @@ namespace {
 
 enum class Kind { Softmax, LogSoftmax, SoftmaxBackward, LogSoftmaxBackward };
 
-struct DimLayout {
-  int64_t outer, size, inner;
-};
-
 __device__ inline float expOf(float x) { return expf(x); }
 __device__ inline double expOf(double x) { return exp(x); }
 __device__ inline float logOf(float x) { return logf(x); }
 __device__ inline double logOf(double x) { return log(x); }
 
-struct AddOp {
-  template <typename V> __device__ V operator()(V a, V b) const {
-    return a + b;
-  }
-};
-/// NaN propagates, as in the CPU kernels' MaxOp (ATen's vectorised maximum).
-struct MaxOp {
-  template <typename V> __device__ V operator()(V a, V b) const {
-    return (a > b) || (a != a) ? a : b;
-  }
-};
-
-/// `op` over the 32 lanes of a warp; every lane gets lane 0's result (the
-/// butterfly can leave lanes with +0 and -0 maxima).
-template <typename V, typename Op> __device__ V warpReduce(V v, Op op) {
-  for (int offset = 16; offset > 0; offset /= 2)
-    v = op(v, __shfl_xor_sync(0xffffffffu, v, offset));
-  return __shfl_sync(0xffffffffu, v, 0);
-}
-
 /// Whether kind K reads a second input (the forward's output).
 template <Kind K>
 constexpr bool kTwoInputs =
     K == Kind::SoftmaxBackward || K == Kind::LogSoftmaxBackward;
-
-/// Combines the partial folds of a row's kGroup threads (a warp, or the
-/// block when kGroup > 32); every thread gets the result.
-template <int kGroup, typename V, typename Op>
-__device__ V combineRow(V v, Op op) {
-  v = warpReduce(v, op);
-  if constexpr (kGroup > 32) {
-    __shared__ V partial[kGroup / 32];
-    if (threadIdx.x % 32 == 0)
-      partial[threadIdx.x / 32] = v;
-    __syncthreads();
-    v = partial[0];
-    for (int w = 1; w < kGroup / 32; ++w)
-      v = op(v, partial[w]);
-    // `partial` is reused by the next combine.
-    __syncthreads();
-  }
-  return v;
-}
 
 /// One row of n elements shared by kGroup threads: thread `lane` holds
 /// elements lane, lane + kGroup, ...; `forEach(f)` calls f(index, a[index],
@@ -153,7 +110,7 @@ template <typename T, bool kTwo, int kGroup, int kCache> struct RowAxis {
   }
 
   template <typename V, typename Op> __device__ V combine(V v, Op op) const {
-    return combineRow<kGroup>(v, op);
+    return groupReduce<kGroup>(v, op);
   }
 };
 
@@ -251,26 +208,21 @@ __device__ void softmaxLine(Axis axis, T *__restrict__ out) {
   }
 }
 
-/// Threads of a block: kGroup, or several warps of a row each.
-template <int kGroup> constexpr int kRowThreads = std::max(kGroup, kBlock);
-
 /// inner == 1: kGroup threads per row of n elements (see RowAxis).
 template <Kind K, typename T, int kGroup, int kCache>
 __global__ void __launch_bounds__(kRowThreads<kGroup>)
     softmaxRows(T *__restrict__ out, const T *__restrict__ a,
                 const T *__restrict__ b, int64_t rows, int64_t n) {
-  constexpr int kRowsPerBlock = kRowThreads<kGroup> / kGroup;
   // What the folds ignore: exp(-inf - max) is 0 for the forward's sum (and
   // -inf the max's identity), 0 adds nothing to the backward's sums.
   using A = OpMathT<T>;
   constexpr A kPad = kTwoInputs<K> ? A(0) : -std::numeric_limits<A>::infinity();
-  const int lane = threadIdx.x % kGroup;
   // With kGroup > 32 a block owns one row, so the loop is block-uniform.
-  for (int64_t row = blockIdx.x * int64_t(kRowsPerBlock) + threadIdx.x / kGroup;
-       row < rows; row += int64_t(gridDim.x) * kRowsPerBlock)
-    softmaxLine<K>(
-        RowAxis<T, kTwoInputs<K>, kGroup, kCache>(a, b, row * n, n, lane, kPad),
-        out);
+  const RowCursor<kGroup> cursor;
+  for (int64_t row = cursor.first(); row < rows; row += cursor.step())
+    softmaxLine<K>(RowAxis<T, kTwoInputs<K>, kGroup, kCache>(
+                       a, b, row * n, n, cursor.lane(), kPad),
+                   out);
 }
 
 /// inner > 1: a block owns blockDim.x (a power of two up to 32) consecutive
@@ -280,7 +232,7 @@ __global__ void __launch_bounds__(kBlock)
     softmaxColumns(T *__restrict__ out, const T *__restrict__ a,
                    const T *__restrict__ b, int64_t outer, int64_t size,
                    int64_t inner) {
-  const int64_t tiles = (inner + blockDim.x - 1) / blockDim.x;
+  const int64_t tiles = ceilDiv(inner, blockDim.x);
   // Block-uniform: every thread takes part in the combines.
   for (int64_t t = blockIdx.x; t < outer * tiles; t += gridDim.x) {
     const int64_t o = t / tiles, i = t % tiles * blockDim.x + threadIdx.x;
@@ -301,7 +253,7 @@ void launchColumns(T *out, const T *a, const T *b, const DimLayout &l) {
   while (w * h < unsigned(kBlock) && h < l.size)
     h *= 2;
   const int64_t blocks =
-      std::min<int64_t>(l.outer * ((l.inner + w - 1) / w), int64_t(1) << 30);
+      std::min<int64_t>(l.outer * ceilDiv(l.inner, w), int64_t(1) << 30);
   softmaxColumns<K, T>
       <<<static_cast<unsigned>(blocks), dim3(w, h), 0, computeStream()>>>(
           out, a, b, l.outer, l.size, l.inner);
@@ -309,12 +261,9 @@ void launchColumns(T *out, const T *a, const T *b, const DimLayout &l) {
 
 template <Kind K, typename T, int kGroup, int kCache>
 void launchRows(T *out, const T *a, const T *b, int64_t rows, int64_t n) {
-  constexpr int kRowsPerBlock = kRowThreads<kGroup> / kGroup;
-  const int64_t blocks = std::min<int64_t>(
-      (rows + kRowsPerBlock - 1) / kRowsPerBlock, int64_t(1) << 30);
   softmaxRows<K, T, kGroup, kCache>
-      <<<static_cast<unsigned>(blocks), kRowThreads<kGroup>, 0,
-         computeStream()>>>(out, a, b, rows, n);
+      <<<rowBlocks<kGroup>(rows), kRowThreads<kGroup>, 0, computeStream()>>>(
+          out, a, b, rows, n);
 }
 
 /// The row launch: a warp per row up to 1024 elements, else a block; rows
@@ -348,15 +297,7 @@ void launchRows(T *out, const T *a, const T *b, int64_t rows, int64_t n) {
 template <Kind K, size_t N>
 void softmaxKernel(const char *kernel, SpmdBuffer *out,
                    const std::array<const SpmdBuffer *, N> &ins, int64_t dim) {
-  for (const SpmdBuffer *in : ins)
-    checkSameShape(kernel, "out", out, "input", in);
-  // ATen treats a 0-D tensor as one element along dim 0.
-  if (out->rank > 0 || dim != 0)
-    checkDim(kernel, out, dim);
-  DimLayout l{1, 1, 1};
-  if (out->rank > 0)
-    l = {product(out->shape, 0, dim), out->shape[dim],
-         product(out->shape, dim + 1, out->rank)};
+  const DimLayout l = checkSoftmax(kernel, out, ins.data(), N, dim);
   dispatchDevice<kFloat | kBFloat16>(out->dtype, kernel, [&](auto tag) {
     using T = decltype(tag);
     if (out->numel == 0)

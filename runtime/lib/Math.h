@@ -1,0 +1,74 @@
+//===- Math.h - element math shared by the CPU and CUDA kernels -*- C++ -*-===//
+//
+// Scalar math that the CPU kernels (runtime/lib/cpu/) and the CUDA kernels
+// (runtime/lib/cuda/) run alike, so that both compute the same values with
+// the same code. Every function is inline and, under nvcc, `__host__
+// __device__` (like Philox.h), so it runs in host loops and in kernels.
+//
+// Private to the runtime: plain C++17, no dependencies.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SPMD_RUNTIME_MATH_H
+#define SPMD_RUNTIME_MATH_H
+
+#include <cmath>
+#include <type_traits>
+
+#if defined(__CUDACC__)
+#define SPMD_RT_HOST_DEVICE __host__ __device__
+#else
+#define SPMD_RT_HOST_DEVICE
+#endif
+
+namespace spmd::rt {
+
+/// ATen's integer power (powi): exact, with 1/x rules for negative exponents;
+/// products wrap like ATen's (unsigned arithmetic: no undefined overflow).
+template <typename T> SPMD_RT_HOST_DEVICE inline T intPow(T base, T exp) {
+  if (exp < 0) {
+    if (base == 1)
+      return 1;
+    if (base == -1)
+      return (exp % 2) ? -1 : 1;
+    return 0;
+  }
+  using U = std::make_unsigned_t<T>;
+  U result = 1, factor = static_cast<U>(base);
+  for (; exp; exp /= 2) {
+    if (exp & 1)
+      result *= factor;
+    factor *= factor;
+  }
+  return static_cast<T>(result);
+}
+
+/// Constants of gelu's tanh approximation: sqrt(2 / pi) and 0.044715.
+constexpr double kGeluBeta = M_SQRT2 * M_2_SQRTPI * 0.5;
+constexpr double kGeluKappa = 0.044715;
+
+/// native_dropout_backward's op, ATen's grad_output * mask * scale.
+template <typename T> struct DropoutBackwardOp {
+  T scale;
+  SPMD_RT_HOST_DEVICE T operator()(T grad, T mask) const {
+    return grad * mask * scale;
+  }
+};
+/// The `makeOp` of a backend's `elementwise` for native_dropout_backward:
+/// `makeOp(T{})` is its op in element type T, the scale converted to T.
+struct DropoutBackward {
+  double scale;
+  template <typename T> DropoutBackwardOp<T> operator()(T) const {
+    return {static_cast<T>(scale)};
+  }
+};
+
+/// The scale of the elements native_dropout keeps with probability
+/// `keepProbability`: 1 / keepProbability, 0 when it is 0 (p == 1).
+SPMD_RT_HOST_DEVICE inline double dropoutScale(double keepProbability) {
+  return keepProbability == 0.0 ? 0.0 : 1.0 / keepProbability;
+}
+
+} // namespace spmd::rt
+
+#endif // SPMD_RUNTIME_MATH_H
