@@ -66,9 +66,18 @@ void synchronize();
 /// Called by spmd_rt_finalize after the collective backend stopped: waits,
 /// then frees the cached blocks, the streams and the library handles.
 void shutdown();
-/// Prints the GEMM statistics SPMD_RT_GEMM_STATS=1 asked for (Linalg.cu);
-/// spmd_rt_finalize calls it while the runtime still runs.
+/// Prints the GEMM statistics SPMD_RT_GEMM_STATS=1 asked for (Linalg.cu)
+/// and the kernel profile SPMD_RT_PROFILE=1 asked for (Device.cu);
+/// spmd_rt_finalize calls them while the runtime still runs.
 void reportGemmStats();
+void reportProfile();
+/// SPMD_RT_PROFILE=1: the GPU time of every kernel call from step 1 on
+/// (spmd_rt_set_step; step 0 is the warm-up), by kernel, bracketed by CUDA
+/// events on the compute stream (Dispatch.cpp calls these around each call).
+/// Where the GPU waits for the host, a call's time includes the wait.
+bool profiling();
+void profileBegin();
+void profileEnd(const char *kernel);
 /// The CUDA device the rank uses (chosen when the backend started).
 int currentDevice();
 

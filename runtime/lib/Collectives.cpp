@@ -633,6 +633,7 @@ void spmd_rt_finalize(void) {
   if (cuda) {
     spmd::rt::cuda::synchronize();
     spmd::rt::cuda::reportGemmStats();
+    spmd::rt::cuda::reportProfile();
   }
 #endif
   s.meshShape.clear();

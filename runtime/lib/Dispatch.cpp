@@ -12,7 +12,11 @@
   void spmd_rt_##name params {                                                 \
     if (spmd::rt::cudaBackendActive()) {                                       \
       spmd::rt::cuda::acquireAll args;                                         \
-      return spmd::rt::cuda::spmd_rt_##name args;                              \
+      if (!spmd::rt::cuda::profiling())                                        \
+        return spmd::rt::cuda::spmd_rt_##name args;                            \
+      spmd::rt::cuda::profileBegin();                                          \
+      spmd::rt::cuda::spmd_rt_##name args;                                     \
+      return spmd::rt::cuda::profileEnd("spmd_rt_" #name);                     \
     }                                                                          \
     return spmd::rt::cpu::spmd_rt_##name args;                                 \
   }

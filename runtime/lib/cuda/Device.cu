@@ -18,7 +18,9 @@
 //     only after that collective's event completed (PyTorch's
 //     record_stream);
 //   - the device error slot, the kernel-name table for its messages, and the
-//     cache of constant host tables copied to the device.
+//     cache of constant host tables copied to the device;
+//   - SPMD_RT_PROFILE=1: events around every kernel call from step 1 on, and
+//     a table of GPU time per kernel printed by spmd_rt_finalize.
 //
 // The runtime is driven from one thread (the SPMD program); a mutex guards
 // the state anyway, so a misbehaving caller cannot corrupt it.
@@ -27,7 +29,9 @@
 
 #include "Cuda.h"
 
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <string>
@@ -176,6 +180,34 @@ struct Context {
   }
 };
 
+/// SPMD_RT_PROFILE=1: (kernel, start, stop) of every timed call.
+struct Profile {
+  bool enabled = false;
+  cudaEvent_t start = nullptr;
+  struct Call {
+    const char *kernel;
+    cudaEvent_t start, stop;
+  };
+  std::vector<Call> calls;
+
+  static Profile &get() {
+    static Profile profile = [] {
+      Profile p;
+      const char *env = std::getenv("SPMD_RT_PROFILE");
+      p.enabled = env && *env && std::string(env) != "0";
+      return p;
+    }();
+    return profile;
+  }
+};
+
+cudaEvent_t recordTimingEvent(cudaStream_t stream, const char *what) {
+  cudaEvent_t event = nullptr;
+  check(cudaEventCreate(&event), what);
+  check(cudaEventRecord(event, stream), what);
+  return event;
+}
+
 Context *globalContext = nullptr;
 
 Context &context() {
@@ -221,8 +253,8 @@ const int64_t *spmd::rt::cuda::deviceTable(const int64_t *host, int64_t count,
   if (found != c.tables.end())
     return static_cast<const int64_t *>(found->second);
   void *data = nullptr;
-  size_t bytes = static_cast<size_t>(std::max<int64_t>(count, 1)) *
-                 sizeof(int64_t);
+  size_t bytes =
+      static_cast<size_t>(std::max<int64_t>(count, 1)) * sizeof(int64_t);
   check(cudaMalloc(&data, bytes), what);
   if (count > 0)
     check(cudaMemcpy(data, host, static_cast<size_t>(count) * sizeof(int64_t),
@@ -312,8 +344,8 @@ void spmd::rt::cuda::afterCollective(SpmdBuffer *out, const SpmdBuffer *in,
 
 void spmd::rt::cuda::write(SpmdBuffer *buffer, const void *host,
                            const char *what) {
-  size_t bytes = static_cast<size_t>(buffer->numel) *
-                 spmd_rt_dtype_size(buffer->dtype);
+  size_t bytes =
+      static_cast<size_t>(buffer->numel) * spmd_rt_dtype_size(buffer->dtype);
   if (bytes == 0)
     return;
   cudaStream_t stream = context().compute;
@@ -327,8 +359,8 @@ void spmd::rt::cuda::write(SpmdBuffer *buffer, const void *host,
 void spmd::rt::cuda::read(const SpmdBuffer *buffer, void *host,
                           const char *what) {
   acquire(buffer);
-  size_t bytes = static_cast<size_t>(buffer->numel) *
-                 spmd_rt_dtype_size(buffer->dtype);
+  size_t bytes =
+      static_cast<size_t>(buffer->numel) * spmd_rt_dtype_size(buffer->dtype);
   cudaStream_t stream = context().compute;
   if (bytes > 0)
     check(cudaMemcpyAsync(host, buffer->data, bytes, cudaMemcpyDeviceToHost,
@@ -339,6 +371,59 @@ void spmd::rt::cuda::read(const SpmdBuffer *buffer, void *host,
 }
 
 void spmd::rt::cuda::synchronize() { checkDeviceErrors(); }
+
+bool spmd::rt::cuda::profiling() {
+  return Profile::get().enabled && randomStep() >= 1;
+}
+
+void spmd::rt::cuda::profileBegin() {
+  Profile::get().start =
+      recordTimingEvent(context().compute, "SPMD_RT_PROFILE");
+}
+
+void spmd::rt::cuda::profileEnd(const char *kernel) {
+  Profile &p = Profile::get();
+  p.calls.push_back({kernel, p.start,
+                     recordTimingEvent(context().compute, "SPMD_RT_PROFILE")});
+}
+
+void spmd::rt::cuda::reportProfile() {
+  Profile &p = Profile::get();
+  if (p.calls.empty())
+    return;
+  struct Total {
+    int64_t calls = 0;
+    double ms = 0;
+  };
+  std::map<std::string, Total> totals;
+  double all = 0;
+  for (const Profile::Call &call : p.calls) {
+    float ms = 0;
+    check(cudaEventSynchronize(call.stop), "SPMD_RT_PROFILE");
+    check(cudaEventElapsedTime(&ms, call.start, call.stop), "SPMD_RT_PROFILE");
+    Total &t = totals[call.kernel];
+    t.calls += 1;
+    t.ms += ms;
+    all += ms;
+    (void)cudaEventDestroy(call.start);
+    (void)cudaEventDestroy(call.stop);
+  }
+  p.calls.clear();
+  std::vector<std::pair<std::string, Total>> sorted(totals.begin(),
+                                                    totals.end());
+  std::sort(sorted.begin(), sorted.end(), [](const auto &a, const auto &b) {
+    return a.second.ms > b.second.ms;
+  });
+  int rank = spmd_rt_rank();
+  std::printf("spmd-run: rank %d: kernel profile from step 1: %.3f ms in "
+              "kernels\n",
+              rank, all);
+  for (const auto &[kernel, t] : sorted)
+    std::printf("spmd-run: rank %d:   %-40s %8lld calls %10.3f ms %5.1f%%\n",
+                rank, kernel.c_str(), static_cast<long long>(t.calls), t.ms,
+                all > 0 ? 100 * t.ms / all : 0.0);
+  std::fflush(stdout);
+}
 
 int spmd::rt::cuda::currentDevice() { return context().device; }
 
