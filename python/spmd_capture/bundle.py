@@ -21,7 +21,7 @@ import torch
 
 from . import CaptureError
 from .emit import op_name
-from .trace import default_loss
+from .trace import default_loss, micro_steps
 
 # Tolerance of the trace check: both sides are fp32 on the same CPU; only
 # the order of a few reductions and the optimizer's scalar math differ.
@@ -29,20 +29,29 @@ TRACE_RTOL, TRACE_ATOL = 1e-4, 1e-6
 RANDOM_OPS = {"aten.bernoulli.p", "aten.native_dropout"}
 
 
-def eager_step(factory, optimizer, step, seed, float64=False):
+def eager_step(factory, optimizer, step, seed, float64=False, accumulate=1):
     """One eager training step; returns the tensors of step.results, in order.
     The factory's model takes the step, or with `float64` a float64 copy of
-    it on float64 copies of the floating-point inputs and targets."""
-    model, inputs, targets = factory.model, factory.inputs, factory.targets
+    it on float64 copies of the floating-point inputs and targets. With
+    `accumulate` K: K backward passes of loss / K on the micro-batches of
+    step.args, then one optimizer step (PyTorch's gradient accumulation)."""
+    model = factory.model
+    wide = lambda t: t.double() if float64 and t.is_floating_point() else t
     if float64:
-        wide = lambda ts: tuple(t.double() if t.is_floating_point() else t for t in ts)
-        model, inputs, targets = copy.deepcopy(model).double(), wide(inputs), wide(targets)
+        model = copy.deepcopy(model).double()
     params, buffers = dict(model.named_parameters()), dict(model.named_buffers())
     opt = optimizer.eager([p for p in params.values() if p.requires_grad])
     torch.manual_seed(seed)
-    loss = (factory.loss_fn or default_loss)(model(*inputs), *targets)
     opt.zero_grad()
-    loss.backward()
+    loss = None
+    for inputs, targets in micro_steps(step.args, accumulate):
+        micro = (factory.loss_fn or default_loss)(
+            model(*(wide(step.args[i].value) for i in inputs)),
+            *(wide(step.args[i].value) for i in targets))
+        if accumulate > 1:
+            micro = micro / accumulate
+        micro.backward()
+        loss = micro.detach() if loss is None else loss + micro.detach()
     opt.step()
     values = []
     for result in step.results:

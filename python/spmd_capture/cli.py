@@ -35,6 +35,10 @@ def parse_args(argv):
     parser.add_argument("--bundle", required=True, metavar="DIR",
                         help="directory for the argument values, PyTorch's results and "
                              "manifest.json (replaced if it exists)")
+    parser.add_argument("--accumulate", type=int, default=1, metavar="K",
+                        help="gradient accumulation (DDP's no_sync): K forward/backward "
+                             "micro-steps on K micro-batches of the batch, each loss divided "
+                             "by K, then one optimizer update")
     parser.add_argument("--no-reference", action="store_true",
                         help="record no results (no eager reference steps, so large models "
                              "capture quickly): the bundle runs but cannot be --check'ed")
@@ -65,19 +69,24 @@ def capture(args, spmd_opt, workdir):
     optimizer = Optimizer(args.optimizer, args.lr, args.momentum, args.weight_decay)
     torch.manual_seed(args.seed)
     factory = load_factory(args.model)
-    step = trace(factory, optimizer, step_args(factory, optimizer), args.seed)
+    if args.accumulate < 1:
+        raise CaptureError("--accumulate must be at least 1, got %d" % args.accumulate)
+    step = trace(factory, optimizer, step_args(factory, optimizer, args.accumulate), args.seed,
+                 args.accumulate)
     generic, pretty = os.path.join(workdir, "generic.mlir"), os.path.join(workdir, "out.mlir")
     with open(generic, "w") as f:
         f.write(emit_module(step, dialect_ops(spmd_opt)))
     verify(spmd_opt, generic, pretty)
     reference = reference64 = None
     if not args.no_reference:
-        reference64 = eager_step(factory, optimizer, step, args.seed, float64=True)
-        reference = eager_step(factory, optimizer, step, args.seed)
+        reference64 = eager_step(factory, optimizer, step, args.seed, float64=True,
+                                 accumulate=args.accumulate)
+        reference = eager_step(factory, optimizer, step, args.seed, accumulate=args.accumulate)
         check_trace(step, reference, reference64)
     bundle = os.path.join(workdir, "bundle")
     write_bundle(bundle, step, reference, reference64, {
         "model": args.model, "optimizer": optimizer.describe(), "seed": args.seed,
+        "accumulate": args.accumulate,
         "torch": torch.__version__})
     return pretty, bundle
 

@@ -37,10 +37,15 @@ aten = torch.ops.aten
 
 @dataclasses.dataclass
 class Arg:
-    """An argument of @train_step: role is param|buffer|optim_state|input|target."""
+    """An argument of @train_step: role is param|buffer|optim_state|input|target.
+    Inputs and targets record which of the factory's tensors they are (`slot`)
+    and, with gradient accumulation, which micro-batch (`micro`; None for a
+    tensor every micro-step shares)."""
     fqn: str
     role: str
     value: torch.Tensor
+    slot: Optional[int] = None
+    micro: Optional[int] = None
 
 
 @dataclasses.dataclass
@@ -328,48 +333,110 @@ def default_loss(output):
     return output.sum()
 
 
-def step_args(factory, optimizer):
+def batch_size(factory):
+    """The batch size: dim 0 of the first input."""
+    first = factory.inputs[0] if factory.inputs else None
+    return first.shape[0] if first is not None and first.dim() > 0 else None
+
+
+def is_batched(tensor, batch):
+    return batch is not None and tensor.dim() > 0 and tensor.shape[0] == batch
+
+
+def step_args(factory, optimizer, accumulate=1):
     """The arguments of @train_step, in order: parameters, buffers, optimizer
-    state (per parameter, per state key), inputs, targets."""
+    state (per parameter, per state key), inputs, targets.
+
+    With `accumulate` K > 1 the step runs K micro-steps (gradient
+    accumulation, DDP's no_sync): every input and target whose dim 0 is the
+    batch size (dim 0 of the first input) is split into K equal micro-batches,
+    `micro<k>.input.<i>` / `micro<k>.target.<i>`, micro-batch by micro-batch;
+    the others are shared by every micro-step."""
     params = [(n, p) for n, p in factory.model.named_parameters()]
     args = [Arg(n, "param", p.detach().clone()) for n, p in params]
     args += [Arg(n, "buffer", b.detach().clone()) for n, b in factory.model.named_buffers()]
     args += [Arg("%s.%s" % (n, key), "optim_state", optimizer.initial_state(key, p))
              for n, p in params if p.requires_grad for key in optimizer.state_keys]
-    args += [Arg("input.%d" % i, "input", t.detach().clone()) for i, t in enumerate(factory.inputs)]
-    args += [Arg("target.%d" % i, "target", t.detach().clone())
-             for i, t in enumerate(factory.targets)]
+    tensors = [("input", i, t) for i, t in enumerate(factory.inputs)] + \
+        [("target", i, t) for i, t in enumerate(factory.targets)]
+    if accumulate == 1:
+        return args + [Arg("%s.%d" % (role, i), role, t.detach().clone(), i)
+                       for role, i, t in tensors]
+    batch = batch_size(factory)
+    if batch is None or batch % accumulate:
+        raise CaptureError("--accumulate %d needs a batch (dim 0 of the first input) that "
+                           "divides into %d micro-batches, got %s" % (
+                               accumulate, accumulate, batch))
+    shared = [(role, i, t) for role, i, t in tensors if not is_batched(t, batch)]
+    args += [Arg("%s.%d" % (role, i), role, t.detach().clone(), i) for role, i, t in shared]
+    for k in range(accumulate):
+        args += [Arg("micro%d.%s.%d" % (k, role, i), role,
+                     t.detach().chunk(accumulate)[k].clone(), i, k)
+                 for role, i, t in tensors if is_batched(t, batch)]
     return args
 
 
-def trace(factory, optimizer, args, seed):
+def micro_steps(args, accumulate):
+    """Per micro-step, the argument indices of the factory's inputs and
+    targets (in factory order): ([input indices], [target indices])."""
+    steps = []
+    for k in range(accumulate):
+        picks = {}
+        for j, a in enumerate(args):
+            if a.role in ("input", "target") and a.micro in (None, k):
+                picks[(a.role, a.slot)] = j
+        steps.append(tuple([picks[key] for key in sorted(picks) if key[0] == role]
+                           for role in ("input", "target")))
+    return steps
+
+
+def trace(factory, optimizer, args, seed, accumulate=1):
     """Traces one training step into a functional FX graph of ATen ops and
-    runs it once after torch.manual_seed(seed).
+    runs it once after torch.manual_seed(seed). With `accumulate` K, the step
+    is K forward/backward micro-steps on the micro-batches of `args`
+    (step_args), each loss divided by K, the gradients summed, then one
+    optimizer update: PyTorch's gradient accumulation. The loss result is the
+    sum of the divided losses.
 
     Raises CaptureError for a non-scalar loss, data-dependent control flow
     and in-place updates of anything but buffers, naming the module."""
     model, scope = factory.model, _Scope()
     loss_fn = factory.loss_fn or default_loss
     index = {(a.role, a.fqn): i for i, a in enumerate(args)}
-    by_role = {r: [i for i, a in enumerate(args) if a.role == r]
-               for r in ("param", "buffer", "input", "target")}
+    by_role = {r: [i for i, a in enumerate(args) if a.role == r] for r in ("param", "buffer")}
     requires_grad = {n: p.requires_grad for n, p in model.named_parameters()}
     trainable = [i for i in by_role["param"] if requires_grad[args[i].fqn]]
     results = [Result("loss", None)]
 
-    def step(*flat):
+    def micro_step(flat, inputs, targets):
         scope.set("", "forward")
         tensors = {args[i].fqn: flat[i] for i in by_role["param"] + by_role["buffer"]}
-        out = functional_call(model, tensors, tuple(flat[i] for i in by_role["input"]))
+        out = functional_call(model, tensors, tuple(flat[i] for i in inputs))
         scope.set("", "loss")
-        loss = loss_fn(out, *(flat[i] for i in by_role["target"]))
+        loss = loss_fn(out, *(flat[i] for i in targets))
         if not isinstance(loss, torch.Tensor) or loss.dim() != 0 or \
                 not loss.is_floating_point():
             raise CaptureError("the loss must be a 0-dim floating-point tensor, got %s" % (
                 "a %s tensor of shape %s" % (loss.dtype, tuple(loss.shape))
                 if isinstance(loss, torch.Tensor) else "a " + type(loss).__name__))
+        if accumulate > 1:
+            loss = loss / accumulate
         scope.set("", "backward")
-        grads = torch.autograd.grad(loss, [flat[i] for i in trainable], allow_unused=True)
+        return loss, torch.autograd.grad(loss, [flat[i] for i in trainable],
+                                         allow_unused=True)
+
+    def step(*flat):
+        loss, grads = None, None
+        for inputs, targets in micro_steps(args, accumulate):
+            micro_loss, micro_grads = micro_step(flat, inputs, targets)
+            if grads is None:
+                loss, grads = micro_loss, list(micro_grads)
+                continue
+            # As autograd accumulates into .grad: the first gradient as is,
+            # later ones added.
+            loss = loss + micro_loss
+            grads = [g if m is None else m if g is None else g + m
+                     for g, m in zip(grads, micro_grads)]
         new_params, new_state = [], []
         with torch.no_grad():
             for i, grad in zip(trainable, grads):

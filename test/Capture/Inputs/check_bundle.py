@@ -65,6 +65,17 @@ def main(module_path, bundle):
     initial = dict(model.named_parameters(), **dict(model.named_buffers()))
     initial.update(("input.%d" % i, t) for i, t in enumerate(factory.inputs))
     initial.update(("target.%d" % i, t) for i, t in enumerate(factory.targets))
+    # --accumulate K: micro-batch k of every tensor batched like input 0.
+    accumulate = manifest.get("accumulate", 1)
+    batch = factory.inputs[0].shape[0]
+    micro = [([], []) for _ in range(accumulate)]
+    for role, tensors, lists in (("input", factory.inputs, 0), ("target", factory.targets, 1)):
+        for i, t in enumerate(tensors):
+            batched = accumulate > 1 and t.dim() > 0 and t.shape[0] == batch
+            for k, chunk in enumerate(t.chunk(accumulate) if batched else [t] * accumulate):
+                micro[k][lists].append(chunk)
+                if batched:
+                    initial["micro%d.%s.%d" % (k, role, i)] = chunk
     for i, e in enumerate(args):
         want = torch.zeros(e["shape"]) if e["role"] == "optim_state" else initial[e["fqn"]]
         if not torch.equal(values["args", i], want.detach()):
@@ -79,9 +90,13 @@ def main(module_path, bundle):
         optimizer = torch.optim.Adam(trainable, lr=opt["lr"], betas=tuple(opt["betas"]),
                                      eps=opt["eps"], weight_decay=opt["weight_decay"])
     torch.manual_seed(manifest["seed"])
-    output = model(*factory.inputs)
-    loss = factory.loss_fn(output, *factory.targets) if factory.loss_fn else output.sum()
-    loss.backward()
+    loss = 0
+    for inputs, targets in micro:
+        output = model(*inputs)
+        part = factory.loss_fn(output, *targets) if factory.loss_fn else output.sum()
+        part = part / accumulate if accumulate > 1 else part
+        part.backward()
+        loss = part.detach() if isinstance(loss, int) else loss + part.detach()
     optimizer.step()
     params = dict(model.named_parameters())
     after = dict(params, **dict(model.named_buffers()), loss=loss)
