@@ -313,6 +313,7 @@ FailureOr<KernelCall> describe(Operation *op, ValueRange operands,
                                operands[0]}};
       })
       .Case([&](aten::NegOp) { return simple("spmd_rt_neg"); })
+      .Case([&](aten::ToCopyOp) { return simple("spmd_rt_copy"); })
       .Case([&](aten::ReciprocalOp) { return simple("spmd_rt_reciprocal"); })
       .Case([&](aten::SqrtOp) { return simple("spmd_rt_sqrt"); })
       .Case([&](aten::ReluOp) { return simple("spmd_rt_relu"); })

@@ -69,8 +69,8 @@ spmd::parseDataParallelConfig(ModuleOp module, const ParallelOptions &options,
 namespace {
 
 /// One bucket's all_reduces (in the order their gradients are computed)
-/// become a flat one after the last gradient.
-void fuse(MutableArrayRef<AllReduceOp> bucket, unsigned index) {
+/// become a flat one after the last gradient, which is returned.
+AllReduceOp fuse(MutableArrayRef<AllReduceOp> bucket, unsigned index) {
   AllReduceOp first = bucket.front();
   Operation *last = bucket.back().getInput().getDefiningOp();
   int64_t total = 0, bytes = 0;
@@ -115,14 +115,35 @@ void fuse(MutableArrayRef<AllReduceOp> bucket, unsigned index) {
     r.getResult().replaceAllUsesWith(whole);
     r->erase();
   }
+  return reduced;
+}
+
+/// The bf16 communication hook on one gradient all_reduce: cast to bf16,
+/// reduce, cast back.
+void compressToBf16(AllReduceOp r) {
+  auto type = cast<RankedTensorType>(r.getType());
+  OpBuilder b(r);
+  Location loc = r.getLoc();
+  Type bf16 = b.getBF16Type();
+  auto narrow = RankedTensorType::get(type.getShape(), bf16);
+  Value cast =
+      aten::ToCopyOp::create(b, loc, narrow, r.getInput(), TypeAttr::get(bf16));
+  auto reduced = AllReduceOp::create(b, loc, narrow, cast, r.getMeshAttr(),
+                                     r.getMeshDimsAttr(), r.getReduceAttr());
+  auto reason = r->getAttrOfType<StringAttr>("spmd.reason");
+  reduced->setAttr("spmd.reason",
+                   b.getStringAttr((reason ? reason.str() + " " : "") +
+                                   "(bf16 compression hook)"));
+  Value back = aten::ToCopyOp::create(b, loc, type, reduced.getResult(),
+                                      TypeAttr::get(type.getElementType()));
+  r.getResult().replaceAllUsesWith(back);
+  r->erase();
 }
 
 } // namespace
 
-LogicalResult spmd::bucketGradientAllReduces(ModuleOp module,
-                                             int64_t capBytes) {
-  if (capBytes == 0)
-    return success();
+LogicalResult spmd::bucketGradientAllReduces(ModuleOp module, int64_t capBytes,
+                                             bool compressBf16) {
   for (auto fn : module.getOps<func::FuncOp>()) {
     if (fn.isExternal())
       continue;
@@ -139,10 +160,13 @@ LogicalResult spmd::bucketGradientAllReduces(ModuleOp module,
           b.getInput().getDefiningOp());
     });
     SmallVector<SmallVector<AllReduceOp>> buckets;
+    if (capBytes == 0)
+      for (AllReduceOp r : grads)
+        buckets.push_back({r});
     int64_t bytes = 0;
     // The earliest use of a result of the open bucket.
     Operation *firstUse = nullptr;
-    for (AllReduceOp r : grads) {
+    for (AllReduceOp r : capBytes == 0 ? ArrayRef<AllReduceOp>() : grads) {
       // The bucket is reduced after its last gradient, `def`: it holds one
       // kind of reduction, up to the cap, and may only grow while every
       // result it gives is used after `def`.
@@ -172,9 +196,13 @@ LogicalResult spmd::bucketGradientAllReduces(ModuleOp module,
         firstUse = use;
     }
     unsigned index = 0;
-    for (auto &bucket : buckets)
-      if (bucket.size() > 1)
-        fuse(bucket, index++);
+    for (auto &bucket : buckets) {
+      AllReduceOp reduced =
+          bucket.size() > 1 ? fuse(bucket, index++) : bucket.front();
+      auto element = cast<RankedTensorType>(reduced.getType()).getElementType();
+      if (compressBf16 && (element.isF32() || element.isF64()))
+        compressToBf16(reduced);
+    }
   }
   return success();
 }

@@ -13,7 +13,9 @@
 // its own, as torch.distributed's ignored states do.
 //
 // transformAndCompile buckets the gradient all_reduces (bucket_cap_mb,
-// default 25), in backward order, into few flat all_reduces.
+// default 25), in backward order, into few flat all_reduces, and with
+// `comm-hook=bf16` (seed 004's communication hook, PyTorch's
+// bf16_compress_hook) runs them in bf16.
 //
 //===----------------------------------------------------------------------===//
 
@@ -30,8 +32,8 @@ class DDPMode : public ParallelMode {
 public:
   LogicalResult partition(ModuleOp module,
                           const ParallelOptions &options) override {
-    FailureOr<DataParallelConfig> config =
-        parseDataParallelConfig(module, options, "ddp", {"ignored"});
+    FailureOr<DataParallelConfig> config = parseDataParallelConfig(
+        module, options, "ddp", {"ignored", "comm-hook"});
     if (failed(config))
       return failure();
     return annotateAndPartition(
@@ -158,8 +160,16 @@ public:
       return module.emitError("ddp: bucket-cap-mb must be a non-negative "
                               "number, got '")
              << it->second << "'";
-    return bucketGradientAllReduces(module,
-                                    static_cast<int64_t>(capMb * 1024 * 1024));
+    bool bf16 = false;
+    auto hook = options.options.find("comm-hook");
+    if (hook != options.options.end()) {
+      if (hook->second != "bf16" && hook->second != "none")
+        return module.emitError("ddp: comm-hook must be bf16 or none, got '")
+               << hook->second << "'";
+      bf16 = hook->second == "bf16";
+    }
+    return bucketGradientAllReduces(
+        module, static_cast<int64_t>(capMb * 1024 * 1024), bf16);
   }
 };
 

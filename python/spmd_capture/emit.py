@@ -27,7 +27,7 @@ aten = torch.ops.aten
 DTYPES = {torch.float32: "f32", torch.float64: "f64", torch.float16: "f16",
           torch.bfloat16: "bf16", torch.int64: "i64", torch.int32: "i32", torch.bool: "i1"}
 # Schema arguments with no meaning in value semantics on one device.
-DROPPED_ARGS = {"layout", "device", "pin_memory", "memory_format", "generator"}
+DROPPED_ARGS = {"layout", "device", "pin_memory", "memory_format", "generator", "non_blocking"}
 # Scalars the dialect stores as f64 whatever their Python type (Aten_ScaleAttr).
 SCALE_ARGS = {"alpha", "beta", "value"}
 SCALAR_OVERLOADS = {getattr(aten, op).Tensor: getattr(aten, op).Scalar
@@ -104,7 +104,7 @@ def _attribute(arg, value, where):
 
 def _filled(name, arg, node):
     """A value for an omitted optional argument the dialect requires."""
-    if arg.name == "dtype" and name in ("aten.full", "aten.arange"):
+    if arg.name == "dtype" and name in ("aten.full", "aten.arange", "aten._to_copy"):
         return meta(node).dtype
     if arg.name == "train" and name == "aten.native_dropout":
         return True  # ATen: train=None means training

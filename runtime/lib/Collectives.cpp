@@ -35,6 +35,7 @@
 #include "Collectives.h"
 
 #include "Backends.h"
+#include "Math.h"
 #ifdef SPMD_HAVE_NCCL
 #include "NcclBackend.h"
 #endif
@@ -371,22 +372,63 @@ MPI_Datatype mpiType(int32_t dtype, const char *what) {
     return MPI_INT64_T;
   case SPMD_I32:
     return MPI_INT32_T;
+  case SPMD_BF16: // its bits; reduced by the bf16 operators below
+    return MPI_UINT16_T;
   }
   spmd_rt_fatal("%s: dtype %s cannot be reduced", what,
                 spmd_rt_dtype_name(dtype));
 }
 
-MPI_Op mpiOp(int32_t reduce, const char *what) {
+/// MPI has no bf16: inout = in (op) inout element by element, each pair
+/// computed in float and rounded once to bf16, as NCCL reduces bf16.
+template <typename Combine>
+void bf16Reduce(void *in, void *inout, int *len, MPI_Datatype *) {
+  const auto *a = static_cast<const uint16_t *>(in);
+  auto *b = static_cast<uint16_t *>(inout);
+  for (int i = 0; i < *len; ++i)
+    b[i] = spmd::rt::floatToBf16(
+        Combine()(spmd::rt::bf16ToFloat(a[i]), spmd::rt::bf16ToFloat(b[i])));
+}
+struct Plus {
+  float operator()(float a, float b) const { return a + b; }
+};
+struct Max {
+  float operator()(float a, float b) const {
+    return std::isnan(a) || a > b ? a : b;
+  }
+};
+struct Min {
+  float operator()(float a, float b) const {
+    return std::isnan(a) || a < b ? a : b;
+  }
+};
+
+/// The bf16 operators, created on first use (they outlive every
+/// communicator; MPI frees them at MPI_Finalize).
+MPI_Op bf16Op(int32_t reduce, const char *what) {
+  static MPI_Op ops[3] = {MPI_OP_NULL, MPI_OP_NULL, MPI_OP_NULL};
+  static MPI_User_function *const fns[3] = {bf16Reduce<Plus>, bf16Reduce<Max>,
+                                            bf16Reduce<Min>};
+  int k = reduce == SPMD_REDUCE_MAX ? 1 : reduce == SPMD_REDUCE_MIN ? 2 : 0;
+  if (ops[k] == MPI_OP_NULL)
+    checkMpi(MPI_Op_create(fns[k], /*commute=*/1, &ops[k]), what,
+             "MPI_Op_create");
+  return ops[k];
+}
+
+MPI_Op mpiOp(int32_t reduce, int32_t dtype, const char *what) {
+  if (reduce < SPMD_REDUCE_SUM || reduce > SPMD_REDUCE_MIN)
+    spmd_rt_fatal("%s: unknown reduce kind %d", what, reduce);
+  if (dtype == SPMD_BF16)
+    return bf16Op(reduce, what);
   switch (reduce) {
-  case SPMD_REDUCE_SUM:
-  case SPMD_REDUCE_AVG: // MPI has no average: sum, then divide.
-    return MPI_SUM;
   case SPMD_REDUCE_MAX:
     return MPI_MAX;
   case SPMD_REDUCE_MIN:
     return MPI_MIN;
+  default: // MPI has no average: sum, then divide.
+    return MPI_SUM;
   }
-  spmd_rt_fatal("%s: unknown reduce kind %d", what, reduce);
 }
 
 template <typename T> void divideAll(void *data, int64_t count, int divisor) {
@@ -406,6 +448,13 @@ void finishAverage(void *data, int64_t count, int32_t dtype, int size) {
     return divideAll<int64_t>(data, count, size);
   case SPMD_I32:
     return divideAll<int32_t>(data, count, size);
+  case SPMD_BF16: {
+    auto *bits = static_cast<uint16_t *>(data);
+    for (int64_t i = 0; i < count; ++i)
+      bits[i] = spmd::rt::floatToBf16(spmd::rt::bf16ToFloat(bits[i]) /
+                                      static_cast<float>(size));
+    return;
+  }
   }
 }
 
@@ -425,7 +474,7 @@ std::pair<MPI_Datatype, int> byteBlock(int64_t bytes, const char *what) {
 
 bool CollectiveBackend::canReduce(int32_t dtype) const {
   return dtype == SPMD_F32 || dtype == SPMD_F64 || dtype == SPMD_I64 ||
-         dtype == SPMD_I32;
+         dtype == SPMD_I32 || dtype == SPMD_BF16;
 }
 
 //===----------------------------------------------------------------------===//
@@ -521,7 +570,8 @@ void MpiBackend::allReduce(void *out, const void *in, int64_t count,
   MPI_Comm comm = communicator(group, what);
   const void *send = out == in ? MPI_IN_PLACE : in;
   checkMpi(MPI_Allreduce(send, out, toMpiCount(count, what),
-                         mpiType(dtype, what), mpiOp(reduce, what), comm),
+                         mpiType(dtype, what), mpiOp(reduce, dtype, what),
+                         comm),
            what, "MPI_Allreduce");
   if (reduce == SPMD_REDUCE_AVG)
     finishAverage(out, count, dtype, group.size);
@@ -540,8 +590,8 @@ void MpiBackend::reduceScatter(void *out, const void *in, int64_t count,
                                const CollectiveGroup &group, const char *what) {
   MPI_Comm comm = communicator(group, what);
   checkMpi(MPI_Reduce_scatter_block(in, out, toMpiCount(count, what),
-                                    mpiType(dtype, what), mpiOp(reduce, what),
-                                    comm),
+                                    mpiType(dtype, what),
+                                    mpiOp(reduce, dtype, what), comm),
            what, "MPI_Reduce_scatter_block");
   if (reduce == SPMD_REDUCE_AVG)
     finishAverage(out, count, dtype, group.size);

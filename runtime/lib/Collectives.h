@@ -86,7 +86,8 @@ public:
   virtual void resetGroups() = 0;
 
   /// Whether `allReduce` and `reduceScatter` take `dtype`: SPMD_F32/F64/I64/
-  /// I32 everywhere; a device backend may add SPMD_F16/BF16.
+  /// I32/BF16 everywhere (MPI: bf16 through the runtime's own operators,
+  /// each pair summed in float and rounded); NCCL adds SPMD_F16.
   virtual bool canReduce(int32_t dtype) const;
 
   /// `bytes` bytes of scratch memory where the backend's buffers live (used

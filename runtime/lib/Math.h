@@ -13,6 +13,8 @@
 #define SPMD_RUNTIME_MATH_H
 
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <type_traits>
 
 #if defined(__CUDACC__)
@@ -22,6 +24,25 @@
 #endif
 
 namespace spmd::rt {
+
+/// A bf16 value (its 16 bits) widened to float: exact. Host code only: the
+/// CUDA kernels use __nv_bfloat16's intrinsics.
+inline float bf16ToFloat(uint16_t bits) {
+  uint32_t wide = static_cast<uint32_t>(bits) << 16;
+  float value;
+  std::memcpy(&value, &wide, sizeof value);
+  return value;
+}
+
+/// `value` rounded to bf16 (nearest even, as c10::BFloat16 and
+/// __float2bfloat16 do); a NaN stays a quiet NaN.
+inline uint16_t floatToBf16(float value) {
+  if (std::isnan(value))
+    return 0x7fc0;
+  uint32_t bits;
+  std::memcpy(&bits, &value, sizeof bits);
+  return static_cast<uint16_t>((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
+}
 
 /// ATen's integer power (powi): exact, with 1/x rules for negative exponents;
 /// products wrap like ATen's (unsigned arithmetic: no undefined overflow).

@@ -54,8 +54,16 @@ parseDataParallelConfig(mlir::ModuleOp module, const ParallelOptions &options,
 /// flattened, concatenated gradients, placed after the last of them and
 /// split back (aten.view, aten.cat, aten.split_with_sizes). capBytes 0
 /// leaves every all_reduce alone.
+///
+/// With `compressBf16` (seed 004's communication hook, PyTorch's
+/// bf16_compress_hook), every f32/f64 gradient all_reduce (bucketed or not)
+/// then runs on bf16: `aten._to_copy` to bf16, the all_reduce in bf16, and
+/// `aten._to_copy` back, halving (f32) the bytes on the wire. PyTorch's hook
+/// divides by the world size before the sum because DDP averages; here the
+/// gradients are already partial sums of the global loss, so no division.
 mlir::LogicalResult bucketGradientAllReduces(mlir::ModuleOp module,
-                                             int64_t capBytes);
+                                             int64_t capBytes,
+                                             bool compressBf16 = false);
 
 /// FSDP's parameter gathers (ZeRO-3) on mesh dim `meshDim`: before every
 /// forward and backward use of a parameter sharded on that mesh dim, a

@@ -22,8 +22,9 @@ def ParallelizePass : Pass<"spmd-parallelize", "mlir::ModuleOp"> {
     Mode options: `bucket-cap-mb` (ddp), `plan` (tp, fsdp-tp: the TP
     plan file, docs/parallel-modes.md), `placements` (per-argument layout
     overrides, `fqn-glob=placements` separated by `;`, e.g.
-    `placements=fc1.*=shard<0>`), and `options` for modes from plugins
-    (`key=value` pairs separated by `;`).
+    `placements=fc1.*=shard<0>`), and `options` for further mode options
+    and modes from plugins (`key=value` pairs separated by `;`; ddp takes
+    `ignored=glob,glob` and `comm-hook=bf16|none`).
 
     Errors: no mode or an unknown one (the message lists the registered
     modes), a malformed mesh or option, and whatever the mode reports.

@@ -407,6 +407,15 @@ LogicalResult OnesLikeOp::inferResultTypes(Adaptor adaptor,
   return success();
 }
 
+LogicalResult ToCopyOp::inferResultTypes(Adaptor adaptor, EmitErrorFn emitError,
+                                         SmallVectorImpl<Type> &types) {
+  if (failed(expectElementType(adaptor.getDtype(), emitError)))
+    return failure();
+  auto self = cast<RankedTensorType>(adaptor.getSelf().getType());
+  types.push_back(RankedTensorType::get(self.getShape(), adaptor.getDtype()));
+  return success();
+}
+
 LogicalResult FullOp::inferResultTypes(Adaptor adaptor, EmitErrorFn emitError,
                                        SmallVectorImpl<Type> &types) {
   for (int64_t d : adaptor.getSize())

@@ -346,9 +346,11 @@ std::optional<EinsumRule> aten::detail::shardingRule(Operation *op) {
       // random ops draw by global element index, so any shard of the result
       // gets the numbers of the unsharded op (the partitioner passes each
       // rank's offset).
+      // A cast rounds each value, so a Partial is reduced first (exact,
+      // where casting the partial sums would round them once more).
       .Case<AddScalarOp, RsubScalarOp, PowScalarOp, ReciprocalOp, SqrtOp,
-            ReluOp, GeluOp, OnesLikeOp, FullOp, BernoulliPOp, NativeDropoutOp>(
-          [&](Operation *) { return elementwise({}); })
+            ReluOp, GeluOp, OnesLikeOp, FullOp, BernoulliPOp, NativeDropoutOp,
+            ToCopyOp>([&](Operation *) { return elementwise({}); })
       // Values are global positions.
       .Case(
           [&](ArangeOp) -> Rule { return keepWhole(broadcastRule(op, {}), 0); })

@@ -124,3 +124,18 @@ def not_a_module():
 
 def not_tensors():
     return Pair(), ([1.0, 2.0],)
+
+
+class Mixed(nn.Module):
+    """Rounds its input to bf16 and back (Tensor.to: aten._to_copy)."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 4)
+
+    def forward(self, x):
+        return self.fc(x.to(torch.bfloat16).to(x.dtype))
+
+
+def mixed():
+    return Mixed(), (torch.randn(6, 8),)

@@ -527,6 +527,22 @@ func.func @ones_like_unsupported_dtype(%x: tensor<8x2x192xf32>) {
 
 // -----
 
+func.func @to_copy_wrong_result(%x: tensor<8x4xf32>) {
+  // expected-error @+1 {{'aten._to_copy' op expected result type 'tensor<8x4xbf16>', got 'tensor<8x4xf32>'}}
+  %0 = aten._to_copy %x {dtype = bf16} : (tensor<8x4xf32>) -> tensor<8x4xf32>
+  return
+}
+
+// -----
+
+func.func @to_copy_unsupported_dtype(%x: tensor<8x4xf32>) {
+  // expected-error @+1 {{'aten._to_copy' op unsupported dtype 'f8E5M2'}}
+  %0 = aten._to_copy %x {dtype = f8E5M2} : (tensor<8x4xf32>) -> tensor<8x4xf32>
+  return
+}
+
+// -----
+
 func.func @full_negative_size() {
   // expected-error @+1 {{'aten.full' op size must be non-negative, got -1}}
   %0 = aten.full {size = array<i64: 8, -1>, fill_value = 0.0 : f64, dtype = f32} : () -> tensor<8x1xf32>

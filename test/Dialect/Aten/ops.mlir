@@ -44,6 +44,9 @@ func.func @elementwise(%x: tensor<8x2x192xf32>, %b: tensor<192xf32>,
   %11 = aten.clone %x : (tensor<8x2x192xf32>) -> tensor<8x2x192xf32>
   // CHECK: aten.detach %[[M]] : (tensor<8x2x192xi1>) -> tensor<8x2x192xi1>
   %12 = aten.detach %mask : (tensor<8x2x192xi1>) -> tensor<8x2x192xi1>
+  // Tensor.to(dtype): the cast of the bf16 communication hook.
+  // CHECK: aten._to_copy %[[X]] {dtype = bf16} : (tensor<8x2x192xf32>) -> tensor<8x2x192xbf16>
+  %cast = aten._to_copy %x {dtype = bf16} : (tensor<8x2x192xf32>) -> tensor<8x2x192xbf16>
   // CHECK: %[[GELU:.*]] = aten.gelu %[[X]] {approximate = "tanh"} : (tensor<8x2x192xf32>) -> tensor<8x2x192xf32>
   %13 = aten.gelu %x {approximate = "tanh"} : (tensor<8x2x192xf32>) -> tensor<8x2x192xf32>
   // The default approximate = "none" is elided.

@@ -8,6 +8,9 @@ func.func @rules(%a: tensor<4x8xf32>, %b: tensor<8x6xf32>, %bias: tensor<6xf32>,
   %0 = aten.addmm %bias, %a, %b : (tensor<6xf32>, tensor<4x8xf32>, tensor<8x6xf32>) -> tensor<4x6xf32>
   // expected-remark @+1 {{bmk,bkn->bmn: [replicate, replicate -> replicate] [shard<0>, shard<0> -> shard<0>] [shard<1>, replicate -> shard<1>] [replicate, shard<2> -> shard<2>] [shard<2>, shard<1> -> partial<sum>] [partial<sum>, replicate -> partial<sum>] [replicate, partial<sum> -> partial<sum>]}}
   %1 = aten.bmm %x, %y : (tensor<2x4x8xf32>, tensor<2x8x3xf32>) -> tensor<2x4x3xf32>
+  // A cast rounds each value: Partial is reduced before it.
+  // expected-remark @+1 {{ab->ab: [replicate -> replicate] [shard<0> -> shard<0>] [shard<1> -> shard<1>]}}
+  %cast = aten._to_copy %a {dtype = bf16} : (tensor<4x8xf32>) -> tensor<4x8xbf16>
   // A broadcast dim is never sharded; a sum of partials stays partial.
   // expected-remark @+1 {{ab,1b->ab: [replicate, replicate -> replicate] [shard<0>, replicate -> shard<0>] [shard<1>, shard<1> -> shard<1>] [partial<sum>, partial<sum> -> partial<sum>]}}
   %2 = aten.add.Tensor %a, %row : (tensor<4x8xf32>, tensor<1x8xf32>) -> tensor<4x8xf32>

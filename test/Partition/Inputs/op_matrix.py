@@ -163,6 +163,8 @@ def build_cases(z):
         C("relu", self=f(B, S, D)),
         C("clone", self=f(B, D)),
         C("detach", self=f(B, D)),
+        C("_to_copy", self=f(B, D), dtype=Dt("i64")),
+        C("_to_copy", self=idx(K, B, S, D), dtype=Dt("f32")),
         C("gelu", self=f(B, S, D), approximate="tanh"),
         C("gelu", self=f(B, D)),
         C("gelu_backward", grad_output=f(B, S, D), self=f(B, S, D), approximate="tanh"),

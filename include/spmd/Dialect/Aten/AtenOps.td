@@ -243,6 +243,19 @@ def Aten_DetachOp : Aten_UnaryOp<"detach", "aten::detach(Tensor(a) self) -> Tens
   let description = "Identity on values (detach / detach_copy).";
 }
 
+def Aten_ToCopyOp : Aten_Op<"_to_copy"> {
+  let summary = "aten::_to_copy(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, bool non_blocking=False, MemoryFormat? memory_format=None) -> Tensor";
+  let description = [{
+    `self` converted to element type `dtype` (`Tensor.to(dtype)`), with
+    ATen's casts: to a float type rounds to nearest even, a float to an
+    integer truncates toward zero, to `i1` is "nonzero". Layout, device,
+    pinning and memory format mean nothing in value semantics and are not
+    kept. Also the casts of ddp's bf16 communication hook.
+  }];
+  let arguments = (ins Aten_Tensor:$self, TypeAttr:$dtype);
+  let results = (outs Aten_Tensor:$result);
+}
+
 def Aten_GeluOp : Aten_Op<"gelu"> {
   let summary = "aten::gelu(Tensor self, *, str approximate=\"none\") -> Tensor";
   let description = "`approximate` is `none` (erf) or `tanh`.";
