@@ -133,6 +133,10 @@ inline void checkLaunch(const char *kernel) {
 /// on (NcclBackend).
 cudaStream_t computeStream();
 cudaStream_t commStream();
+/// A new timing event recorded on the compute stream (the caller destroys
+/// it): the GPU time of the work between two of them (SPMD_RT_PROFILE,
+/// SPMD_RT_GEMM_STATS).
+cudaEvent_t recordTimingEvent(const char *what);
 
 /// Threads per block of the 1-D kernels.
 constexpr int kBlock = 256;

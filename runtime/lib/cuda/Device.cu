@@ -201,13 +201,6 @@ struct Profile {
   }
 };
 
-cudaEvent_t recordTimingEvent(cudaStream_t stream, const char *what) {
-  cudaEvent_t event = nullptr;
-  check(cudaEventCreate(&event), what);
-  check(cudaEventRecord(event, stream), what);
-  return event;
-}
-
 Context *globalContext = nullptr;
 
 Context &context() {
@@ -237,6 +230,13 @@ void spmd::rt::cuda::fail(cudaError_t rc, const char *what) {
 cudaStream_t spmd::rt::cuda::computeStream() { return context().compute; }
 
 cudaStream_t spmd::rt::cuda::commStream() { return context().comm; }
+
+cudaEvent_t spmd::rt::cuda::recordTimingEvent(const char *what) {
+  cudaEvent_t event = nullptr;
+  check(cudaEventCreate(&event), what);
+  check(cudaEventRecord(event, context().compute), what);
+  return event;
+}
 
 Scratch::Scratch(int64_t bytes, const char *what) : size(bytes) {
   ptr = context().allocate(bytes, what);
@@ -377,14 +377,12 @@ bool spmd::rt::cuda::profiling() {
 }
 
 void spmd::rt::cuda::profileBegin() {
-  Profile::get().start =
-      recordTimingEvent(context().compute, "SPMD_RT_PROFILE");
+  Profile::get().start = recordTimingEvent("SPMD_RT_PROFILE");
 }
 
 void spmd::rt::cuda::profileEnd(const char *kernel) {
   Profile &p = Profile::get();
-  p.calls.push_back({kernel, p.start,
-                     recordTimingEvent(context().compute, "SPMD_RT_PROFILE")});
+  p.calls.push_back({kernel, p.start, recordTimingEvent("SPMD_RT_PROFILE")});
 }
 
 void spmd::rt::cuda::reportProfile() {

@@ -89,13 +89,6 @@ struct GemmStats {
     }();
     return stats;
   }
-
-  cudaEvent_t record(const char *what) {
-    cudaEvent_t event = nullptr;
-    check(cudaEventCreate(&event), what);
-    check(cudaEventRecord(event, computeStream()), what);
-    return event;
-  }
 };
 
 /// out = beta * self (broadcast) + alpha * (a @ b) per batch.
@@ -139,7 +132,7 @@ void matmul(const char *kernel, SpmdBuffer *out, const SpmdBuffer *self,
     // Column-major C^T[m, n] = op(B)^T[m, k] op(A)^T[k, n].
     GemmStats &stats = GemmStats::get();
     const bool timed = stats.enabled && randomStep() >= 1;
-    cudaEvent_t start = timed ? stats.record(kernel) : nullptr;
+    cudaEvent_t start = timed ? recordTimingEvent(kernel) : nullptr;
     int lda = static_cast<int>(transA ? n : k);
     int ldb = static_cast<int>(transB ? k : m);
     checkCublas(cublasGemmStridedBatchedEx(
@@ -151,7 +144,7 @@ void matmul(const char *kernel, SpmdBuffer *out, const SpmdBuffer *self,
                     compute, CUBLAS_GEMM_DEFAULT),
                 kernel);
     if (timed) {
-      stats.events.emplace_back(start, stats.record(kernel));
+      stats.events.emplace_back(start, recordTimingEvent(kernel));
       stats.calls += 1;
       stats.flops += 2.0 * double(batch) * double(n) * double(k) * double(m);
     }
