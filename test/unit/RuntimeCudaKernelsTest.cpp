@@ -540,6 +540,12 @@ Tol bf16MatmulTol(int64_t k, double alpha = 1) {
   return bf16SumTol(static_cast<double>(k), std::max(1.0, std::fabs(alpha)));
 }
 
+// The checks shared by the f32 and the bf16 tests take the tolerances of
+// their sums and products as functions: sumTol or bf16SumTol, matmulTol or
+// bf16MatmulTol.
+using SumTolFn = Tol (*)(double n, double scale);
+using MatmulTolFn = Tol (*)(int64_t k, double alpha);
+
 std::string shapeString(const Shape &shape) {
   std::string s = "[";
   for (size_t d = 0; d < shape.size(); ++d)
@@ -793,32 +799,62 @@ TEST_F(CudaRuntime, AllocatorAccountsAndReusesMemory) {
 // Broadcasting elementwise ops
 //===----------------------------------------------------------------------===//
 
+/// Operands broadcast to out's shape [3, 5, 7]: values in [-1, 1), divisors
+/// of magnitude in [0.5, 2).
+struct BroadcastOperands {
+  explicit BroadcastOperands(DType dt)
+      : a(random(dt, {3, 5, 7}, -1, 1)), b(random(dt, {3, 5, 7}, -1, 1)),
+        row(random(dt, {7}, -1, 1)), col(random(dt, {3, 1, 7}, -1, 1)),
+        mid(random(dt, {5, 1}, -1, 1)), scalar(random(dt, {}, -1, 1)),
+        den(randomSigned(dt, {3, 5, 7}, 0.5, 2)),
+        denMid(randomSigned(dt, {5, 1}, 0.5, 2)) {}
+  Tensor a, b;
+  Tensor row;    // rank below out's
+  Tensor col;    // a size-1 dim
+  Tensor mid;    // both
+  Tensor scalar; // 0-D
+  Tensor den, denMid;
+};
+
+/// add_tensor, sub_tensor, mul_tensor and div_tensor into `dt` on `x` and
+/// on rank-4 operands, within `tol`; `alpha` is that of col + alpha * mid.
+void checkBinaryArithmetic(DType dt, BroadcastOperands &x, Tol tol,
+                           double alpha) {
+  const Shape out = {3, 5, 7};
+  CHECK_KERNEL(tol, add_tensor, Tensor(dt, out), x.a, x.b, 2.0);
+  CHECK_KERNEL(tol, add_tensor, Tensor(dt, out), x.a, x.row, -0.5);
+  CHECK_KERNEL(tol, add_tensor, Tensor(dt, out), x.col, x.mid, alpha);
+  CHECK_KERNEL(tol, sub_tensor, Tensor(dt, out), x.a, x.scalar, 3.0);
+  CHECK_KERNEL(tol, sub_tensor, Tensor(dt, out), x.row, x.col, 1.0);
+  CHECK_KERNEL(tol, mul_tensor, Tensor(dt, out), x.a, x.b);
+  CHECK_KERNEL(tol, mul_tensor, Tensor(dt, out), x.col, x.mid);
+  CHECK_KERNEL(tol, mul_tensor, Tensor(dt, out), x.scalar, x.a);
+  CHECK_KERNEL(tol, div_tensor, Tensor(dt, out), x.a, x.den);
+  CHECK_KERNEL(tol, div_tensor, Tensor(dt, out), x.row, x.denMid);
+  // Rank 4, size-1 dims on both sides.
+  Tensor p = random(dt, {2, 1, 4, 1}, -1, 1);
+  Tensor q = random(dt, {3, 1, 5}, -1, 1);
+  CHECK_KERNEL(tol, add_tensor, Tensor(dt, {2, 3, 4, 5}), p, q, 1.0);
+}
+
+/// Binary ops into `dt` on a million elements and on a [1000, 1001] matrix
+/// (grid-stride loops and their tails), within `tol`.
+void checkLargeBinaryArithmetic(DType dt, Tol tol) {
+  Tensor x = random(dt, {1000003}, -1, 1);
+  Tensor s = random(dt, {1}, -1, 1);
+  CHECK_KERNEL(tol, add_tensor, Tensor(dt, {1000003}), x, s, 1.0);
+  Tensor wide = random(dt, {1000, 1001}, -1, 1);
+  Tensor wideRow = random(dt, {1001}, -1, 1);
+  Tensor wideCol = randomSigned(dt, {1000, 1}, 0.5, 2);
+  CHECK_KERNEL(tol, mul_tensor, Tensor(dt, {1000, 1001}), wide, wideRow);
+  CHECK_KERNEL(tol, div_tensor, Tensor(dt, {1000, 1001}), wide, wideCol);
+}
+
 TEST_F(CudaKernels, BinaryArithmetic) {
   for (int32_t dt : kFloatTypes) {
     SCOPED_TRACE(spmd_rt_dtype_name(dt));
-    Tensor a = random(dt, {3, 5, 7}, -1, 1);
-    Tensor b = random(dt, {3, 5, 7}, -1, 1);
-    Tensor row = random(dt, {7}, -1, 1);       // rank below out's
-    Tensor col = random(dt, {3, 1, 7}, -1, 1); // a size-1 dim
-    Tensor mid = random(dt, {5, 1}, -1, 1);    // both
-    Tensor scalar = random(dt, {}, -1, 1);     // 0-D
-    Tensor den = randomSigned(dt, {3, 5, 7}, 0.5, 2);
-    Tensor denMid = randomSigned(dt, {5, 1}, 0.5, 2);
-    const Shape out = {3, 5, 7};
-    CHECK_KERNEL(kElementwise, add_tensor, Tensor(dt, out), a, b, 2.0);
-    CHECK_KERNEL(kElementwise, add_tensor, Tensor(dt, out), a, row, -0.5);
-    CHECK_KERNEL(kElementwise, add_tensor, Tensor(dt, out), col, mid, 1.0);
-    CHECK_KERNEL(kElementwise, sub_tensor, Tensor(dt, out), a, scalar, 3.0);
-    CHECK_KERNEL(kElementwise, sub_tensor, Tensor(dt, out), row, col, 1.0);
-    CHECK_KERNEL(kElementwise, mul_tensor, Tensor(dt, out), a, b);
-    CHECK_KERNEL(kElementwise, mul_tensor, Tensor(dt, out), col, mid);
-    CHECK_KERNEL(kElementwise, mul_tensor, Tensor(dt, out), scalar, a);
-    CHECK_KERNEL(kElementwise, div_tensor, Tensor(dt, out), a, den);
-    CHECK_KERNEL(kElementwise, div_tensor, Tensor(dt, out), row, denMid);
-    // Rank 4, size-1 dims on both sides.
-    Tensor p = random(dt, {2, 1, 4, 1}, -1, 1);
-    Tensor q = random(dt, {3, 1, 5}, -1, 1);
-    CHECK_KERNEL(kElementwise, add_tensor, Tensor(dt, {2, 3, 4, 5}), p, q, 1.0);
+    BroadcastOperands operands(dt);
+    checkBinaryArithmetic(dt, operands, kElementwise, 1.0);
   }
 
   // Integers compute exactly in their own type.
@@ -850,18 +886,7 @@ TEST_F(CudaKernels, BinaryArithmetic) {
   CHECK_KERNEL(kElementwise, sub_tensor, Tensor(SPMD_F64, {3, 5, 7}), f, d,
                1.0);
 
-  // Large: grid-stride loops and their tails.
-  Tensor x = random(SPMD_F32, {1000003}, -1, 1);
-  Tensor s = random(SPMD_F32, {1}, -1, 1);
-  CHECK_KERNEL(kElementwise, add_tensor, Tensor(SPMD_F32, {1000003}), x, s,
-               1.0);
-  Tensor wide = random(SPMD_F32, {1000, 1001}, -1, 1);
-  Tensor wideRow = random(SPMD_F32, {1001}, -1, 1);
-  Tensor wideCol = randomSigned(SPMD_F32, {1000, 1}, 0.5, 2);
-  CHECK_KERNEL(kElementwise, mul_tensor, Tensor(SPMD_F32, {1000, 1001}), wide,
-               wideRow);
-  CHECK_KERNEL(kElementwise, div_tensor, Tensor(SPMD_F32, {1000, 1001}), wide,
-               wideCol);
+  checkLargeBinaryArithmetic(SPMD_F32, kElementwise);
 }
 
 TEST_F(CudaKernels, TernaryArithmetic) {
@@ -982,25 +1007,36 @@ TEST_F(CudaKernels, UnaryOps) {
   CHECK_KERNEL(kElementwise, relu, Tensor(SPMD_F32, {1000003}), big);
 }
 
+/// gelu and gelu_backward of dtype `dt`, both approximations, within `tol`:
+/// on -5, -4.995, ..., 5 (kBF16: rounded to bf16) and on random values of
+/// an odd shape; with `broadcastGrad`, also gelu_backward with grad_output
+/// broadcast against the latter.
+void checkGelu(DType dt, Tol tol, bool broadcastGrad) {
+  Tensor range = generate(dt, {2001}, [](int64_t i) {
+    return static_cast<double>(i - 1000) / 200;
+  });
+  Tensor x = random(dt, {3, 5, 67}, -5, 5);
+  Tensor dyRange = random(dt, {2001}, -1, 1);
+  Tensor dy = random(dt, {3, 5, 67}, -1, 1);
+  for (int64_t approximate : {0, 1}) {
+    SCOPED_TRACE("approximate " + std::to_string(approximate));
+    CHECK_KERNEL(tol, gelu, Tensor(dt, {2001}), range, approximate);
+    CHECK_KERNEL(tol, gelu, Tensor(dt, {3, 5, 67}), x, approximate);
+    CHECK_KERNEL(tol, gelu_backward, Tensor(dt, {2001}), dyRange, range,
+                 approximate);
+    CHECK_KERNEL(tol, gelu_backward, Tensor(dt, {3, 5, 67}), dy, x,
+                 approximate);
+  }
+  if (broadcastGrad) {
+    Tensor dyRow = random(dt, {67}, -1, 1);
+    CHECK_KERNEL(tol, gelu_backward, Tensor(dt, {3, 5, 67}), dyRow, x, 1);
+  }
+}
+
 TEST_F(CudaKernels, Gelu) {
   for (int32_t dt : kFloatTypes) {
     SCOPED_TRACE(spmd_rt_dtype_name(dt));
-    // -5, -4.995, ..., 5, and random values of an odd shape.
-    Tensor range = generate(dt, {2001}, [](int64_t i) {
-      return static_cast<double>(i - 1000) / 200;
-    });
-    Tensor x = random(dt, {3, 5, 67}, -5, 5);
-    Tensor dyRange = random(dt, {2001}, -1, 1);
-    Tensor dy = random(dt, {3, 5, 67}, -1, 1);
-    for (int64_t approximate : {0, 1}) {
-      SCOPED_TRACE("approximate " + std::to_string(approximate));
-      CHECK_KERNEL(kGelu, gelu, Tensor(dt, {2001}), range, approximate);
-      CHECK_KERNEL(kGelu, gelu, Tensor(dt, {3, 5, 67}), x, approximate);
-      CHECK_KERNEL(kGelu, gelu_backward, Tensor(dt, {2001}), dyRange, range,
-                   approximate);
-      CHECK_KERNEL(kGelu, gelu_backward, Tensor(dt, {3, 5, 67}), dy, x,
-                   approximate);
-    }
+    checkGelu(dt, kGelu, /*broadcastGrad=*/false);
   }
   // grad_output broadcast against self.
   Tensor x = random(SPMD_F32, {3, 5, 7}, -4, 4);
@@ -1099,6 +1135,24 @@ TEST_F(CudaKernels, Permute) {
   CHECK_KERNEL(kExact, permute, Tensor(SPMD_I64, {5, 7, 3}), j3, 3, kCycle3);
 }
 
+/// cat of dtype `dt` on a middle dim, of large pieces ([64, 1000, 3] on both
+/// sides of a [64, 7, 3]).
+void checkLargeCat(DType dt) {
+  Tensor h = random(dt, {64, 1000, 3}, -1, 1);
+  Tensor k = random(dt, {64, 7, 3}, -1, 1);
+  TensorList large = {&h, &k, &h};
+  CHECK_KERNEL(kExact, cat, Tensor(dt, {64, 2007, 3}), 3, large, 1);
+}
+
+/// slice of dtype `dt` on every dim of a 3-D tensor, with a size-1 piece.
+void checkSliceEveryDim(DType dt) {
+  Tensor self = random(dt, {3, 10, 7}, -1, 1);
+  CHECK_KERNEL(kExact, slice, Tensor(dt, {3, 5, 7}), self, 1, 2);
+  CHECK_KERNEL(kExact, slice, Tensor(dt, {2, 10, 7}), self, 0, 1);
+  CHECK_KERNEL(kExact, slice, Tensor(dt, {3, 10, 1}), self, 2, 6);
+  CHECK_KERNEL(kExact, slice, Tensor(dt, {3, 10, 3}), self, 2, 0);
+}
+
 TEST_F(CudaKernels, CatAndSlice) {
   // Three inputs on a middle dim.
   for (int32_t dt : {SPMD_F32, SPMD_F64, SPMD_I64, SPMD_I1}) {
@@ -1120,17 +1174,9 @@ TEST_F(CudaKernels, CatAndSlice) {
   Tensor g = random(SPMD_I64, {3, 4}, -100, 100);
   TensorList cols = {&e, &f, &g};
   CHECK_KERNEL(kExact, cat, Tensor(SPMD_I64, {3, 7}), 3, cols, 1);
-  // Large pieces.
-  Tensor h = random(SPMD_F32, {64, 1000, 3}, -1, 1);
-  Tensor k = random(SPMD_F32, {64, 7, 3}, -1, 1);
-  TensorList large = {&h, &k, &h};
-  CHECK_KERNEL(kExact, cat, Tensor(SPMD_F32, {64, 2007, 3}), 3, large, 1);
+  checkLargeCat(SPMD_F32);
 
-  Tensor self = random(SPMD_F32, {3, 10, 7}, -1, 1);
-  CHECK_KERNEL(kExact, slice, Tensor(SPMD_F32, {3, 5, 7}), self, 1, 2);
-  CHECK_KERNEL(kExact, slice, Tensor(SPMD_F32, {2, 10, 7}), self, 0, 1);
-  CHECK_KERNEL(kExact, slice, Tensor(SPMD_F32, {3, 10, 1}), self, 2, 6);
-  CHECK_KERNEL(kExact, slice, Tensor(SPMD_F32, {3, 10, 3}), self, 2, 0);
+  checkSliceEveryDim(SPMD_F32);
   Tensor ints = random(SPMD_I64, {4, 6}, -100, 100);
   CHECK_KERNEL(kExact, slice, Tensor(SPMD_I64, {4, 3}), ints, 1, 3);
   Tensor mask = random(SPMD_I1, {4, 6}, 0, 1);
@@ -1187,18 +1233,40 @@ TEST_F(CudaKernels, LocalTake) {
                kRunStart1, kRunCount3, 0.0);
 }
 
+/// triu of dtype `dt` with diagonals inside and past the matrices.
+void checkTriuDiagonals(DType dt) {
+  Tensor x = random(dt, {3, 5, 7}, -100, 100);
+  for (int64_t diagonal : {0, 2, -1, -3, 10, -10}) {
+    SCOPED_TRACE("diagonal " + std::to_string(diagonal));
+    CHECK_KERNEL(kExact, triu, Tensor(dt, {3, 5, 7}), x, diagonal);
+  }
+}
+
+/// triu of dtype `dt` on a batch of 65 x 65 matrices, above and below the
+/// diagonal.
+void checkLargeTriu(DType dt) {
+  Tensor square = random(dt, {2, 2, 65, 65}, -1, 1);
+  CHECK_KERNEL(kExact, triu, Tensor(dt, {2, 2, 65, 65}), square, 1);
+  CHECK_KERNEL(kExact, triu, Tensor(dt, {2, 2, 65, 65}), square, -7);
+}
+
+/// arange into 105 elements of dtype `dt` (exact) and into 1000003, within
+/// `largeTol`.
+void checkArange(DType dt, Tol largeTol) {
+  Tensor small(dt, {3, 5, 7});
+  RUN_BOTH(arange, small);
+  EXPECT_MATCH(small, kExact);
+  Tensor large(dt, {1000003});
+  RUN_BOTH(arange, large);
+  EXPECT_MATCH(large, largeTol);
+}
+
 TEST_F(CudaKernels, TriuFillArange) {
   for (int32_t dt : {SPMD_F32, SPMD_F64, SPMD_I64, SPMD_I1}) {
     SCOPED_TRACE(spmd_rt_dtype_name(dt));
-    Tensor x = random(dt, {3, 5, 7}, -100, 100);
-    for (int64_t diagonal : {0, 2, -1, -3, 10, -10}) {
-      SCOPED_TRACE("diagonal " + std::to_string(diagonal));
-      CHECK_KERNEL(kExact, triu, Tensor(dt, {3, 5, 7}), x, diagonal);
-    }
+    checkTriuDiagonals(dt);
   }
-  Tensor square = random(SPMD_F32, {2, 2, 65, 65}, -1, 1);
-  CHECK_KERNEL(kExact, triu, Tensor(SPMD_F32, {2, 2, 65, 65}), square, 1);
-  CHECK_KERNEL(kExact, triu, Tensor(SPMD_F32, {2, 2, 65, 65}), square, -7);
+  checkLargeTriu(SPMD_F32);
   // An i64 input into f32.
   Tensor ints = random(SPMD_I64, {6, 4}, -100, 100);
   CHECK_KERNEL(kExact, triu, Tensor(SPMD_F32, {6, 4}), ints, -2);
@@ -1216,14 +1284,10 @@ TEST_F(CudaKernels, TriuFillArange) {
   CHECK_KERNEL(kExact, fill, Tensor(SPMD_F32, {}), -3.25);
   CHECK_KERNEL(kExact, fill, Tensor(SPMD_F32, {1000003}), -3.25);
 
+  // 1000003 is below 2^24: exact in f32.
   for (int32_t dt : {SPMD_F32, SPMD_F64, SPMD_I64, SPMD_I32}) {
     SCOPED_TRACE(spmd_rt_dtype_name(dt));
-    Tensor small(dt, {3, 5, 7});
-    RUN_BOTH(arange, small);
-    EXPECT_MATCH(small, kExact);
-    Tensor large(dt, {1000003}); // below 2^24: exact in f32
-    RUN_BOTH(arange, large);
-    EXPECT_MATCH(large, kExact);
+    checkArange(dt, kExact);
   }
 }
 
@@ -1270,97 +1334,126 @@ TEST_F(CudaKernels, BernoulliDrawsMatchExactly) {
   EXPECT_NEAR(static_cast<double>(ones) / large.numel(), 0.3, 0.01);
 }
 
+/// native_dropout of dtype `dt` (p 0.3, 0 and 1, in training and not; a
+/// 3-D piece) with the outputs within `outputTol` and the masks exact, then
+/// native_dropout_backward within `gradTol` on the CPU's mask, with each
+/// scale of `maskScales`, and on a fractional mask.
+void checkNativeDropout(DType dt, Tol outputTol, Tol gradTol,
+                        std::initializer_list<double> maskScales) {
+  Tensor input = random(dt, {37, 129}, -1, 1);
+  for (double p : {0.3, 0.0, 1.0}) {
+    for (int64_t train : {1, 0}) {
+      SCOPED_TRACE("p " + std::to_string(p) + " train " +
+                   std::to_string(train));
+      Tensor output(dt, {37, 129});
+      Tensor mask(SPMD_I1, {37, 129});
+      RUN_BOTH(native_dropout, output, mask, input, p, train, 5, kGlobal2,
+               kOffset2);
+      EXPECT_MATCH(output, outputTol);
+      EXPECT_MATCH(mask, kExact);
+    }
+  }
+  Tensor input3 = random(dt, {2, 5, 17}, -1, 1);
+  Tensor output(dt, {2, 5, 17});
+  Tensor mask(SPMD_I1, {2, 5, 17});
+  RUN_BOTH(native_dropout, output, mask, input3, 0.5, 1, 6, kGlobal3, kOffset3);
+  EXPECT_MATCH(output, outputTol);
+  EXPECT_MATCH(mask, kExact);
+
+  // The backward, on the CPU's mask.
+  Tensor keep = sameValues(mask);
+  Tensor grad = random(dt, {2, 5, 17}, -1, 1);
+  for (double scale : maskScales)
+    CHECK_KERNEL(gradTol, native_dropout_backward, Tensor(dt, {2, 5, 17}), grad,
+                 keep, scale);
+  Tensor fractional = random(dt, {2, 5, 17}, 0, 1);
+  CHECK_KERNEL(gradTol, native_dropout_backward, Tensor(dt, {2, 5, 17}), grad,
+               fractional, 1.0 / 0.7);
+}
+
+/// native_dropout of 1000003 elements of dtype `dt`: the output within
+/// `outputTol`, the mask exact.
+void checkLargeNativeDropout(DType dt, Tol outputTol) {
+  Tensor large = random(dt, {1000003}, -1, 1);
+  Tensor output(dt, {1000003});
+  Tensor mask(SPMD_I1, {1000003});
+  RUN_BOTH(native_dropout, output, mask, large, 0.1, 1, 8, kGlobal1, kOffset1);
+  EXPECT_MATCH(output, outputTol);
+  EXPECT_MATCH(mask, kExact);
+}
+
 TEST_F(CudaKernels, NativeDropoutMatchesExactly) {
   spmd_rt_set_seed(77);
   spmd_rt_set_step(5);
   for (int32_t dt : kFloatTypes) {
     SCOPED_TRACE(spmd_rt_dtype_name(dt));
-    Tensor input = random(dt, {37, 129}, -1, 1);
-    for (double p : {0.3, 0.0, 1.0}) {
-      for (int64_t train : {1, 0}) {
-        SCOPED_TRACE("p " + std::to_string(p) + " train " +
-                     std::to_string(train));
-        Tensor output(dt, {37, 129});
-        Tensor mask(SPMD_I1, {37, 129});
-        RUN_BOTH(native_dropout, output, mask, input, p, train, 5, kGlobal2,
-                 kOffset2);
-        // Both compute input * keep * scale in dt: equal values.
-        EXPECT_MATCH(output, kExact);
-        EXPECT_MATCH(mask, kExact);
-      }
-    }
-    Tensor input3 = random(dt, {2, 5, 17}, -1, 1);
-    Tensor output(dt, {2, 5, 17});
-    Tensor mask(SPMD_I1, {2, 5, 17});
-    RUN_BOTH(native_dropout, output, mask, input3, 0.5, 1, 6, kGlobal3,
-             kOffset3);
-    EXPECT_MATCH(output, kExact);
-    EXPECT_MATCH(mask, kExact);
-
-    // The backward, on the CPU's mask.
-    Tensor keep = sameValues(mask);
-    Tensor grad = random(dt, {2, 5, 17}, -1, 1);
-    CHECK_KERNEL(kElementwise, native_dropout_backward, Tensor(dt, {2, 5, 17}),
-                 grad, keep, 2.0);
-    Tensor fractional = random(dt, {2, 5, 17}, 0, 1);
-    CHECK_KERNEL(kElementwise, native_dropout_backward, Tensor(dt, {2, 5, 17}),
-                 grad, fractional, 1.0 / 0.7);
+    // Both compute input * keep * scale in dt: equal values.
+    checkNativeDropout(dt, kExact, kElementwise, {2.0});
   }
-  Tensor large = random(SPMD_F32, {1000003}, -1, 1);
-  Tensor output(SPMD_F32, {1000003});
-  Tensor mask(SPMD_I1, {1000003});
-  RUN_BOTH(native_dropout, output, mask, large, 0.1, 1, 8, kGlobal1, kOffset1);
-  EXPECT_MATCH(output, kExact);
-  EXPECT_MATCH(mask, kExact);
+  checkLargeNativeDropout(SPMD_F32, kExact);
 }
 
 //===----------------------------------------------------------------------===//
 // Matrix products
 //===----------------------------------------------------------------------===//
 
-TEST_F(CudaKernels, MmAddmmBmmBaddbmm) {
+/// mm, addmm (self broadcast from a row, a column, full, and NaN with beta
+/// 0), bmm and baddbmm (self broadcast over the batch, per batch, a row) of
+/// dtype `dt`, within `productTol`; `fullAlpha` is that of addmm with a
+/// full self.
+void checkMmAddmmBmmBaddbmm(DType dt, MatmulTolFn productTol,
+                            double fullAlpha) {
   const double nan = std::numeric_limits<double>::quiet_NaN();
+  Tensor a = random(dt, {37, 53}, -1, 1);
+  Tensor b = random(dt, {53, 29}, -1, 1);
+  CHECK_KERNEL(productTol(53, 1), mm, Tensor(dt, {37, 29}), a, b);
+  Tensor bias = random(dt, {29}, -1, 1);
+  Tensor col = random(dt, {37, 1}, -1, 1);
+  Tensor full = random(dt, {37, 29}, -1, 1);
+  Tensor nanSelf = generate(dt, {1}, [&](int64_t) { return nan; });
+  CHECK_KERNEL(productTol(53, 2), addmm, Tensor(dt, {37, 29}), bias, a, b, 0.5,
+               2.0);
+  CHECK_KERNEL(productTol(53, 1), addmm, Tensor(dt, {37, 29}), col, a, b, 1.0,
+               1.0);
+  CHECK_KERNEL(productTol(53, 1), addmm, Tensor(dt, {37, 29}), full, a, b, -1.0,
+               fullAlpha);
+  // beta == 0 ignores self, NaN included (ATen).
+  CHECK_KERNEL(productTol(53, 1), addmm, Tensor(dt, {37, 29}), nanSelf, a, b,
+               0.0, 1.0);
+
+  Tensor ba = random(dt, {3, 17, 23}, -1, 1);
+  Tensor bb = random(dt, {3, 23, 11}, -1, 1);
+  CHECK_KERNEL(productTol(23, 1), bmm, Tensor(dt, {3, 17, 11}), ba, bb);
+  Tensor shared = random(dt, {17, 11}, -1, 1); // broadcast over the batch
+  Tensor perBatch = random(dt, {3, 17, 11}, -1, 1);
+  Tensor rowBias = random(dt, {3, 1, 11}, -1, 1);
+  CHECK_KERNEL(productTol(23, 0.5), baddbmm, Tensor(dt, {3, 17, 11}), shared,
+               ba, bb, 2.0, 0.5);
+  CHECK_KERNEL(productTol(23, 1), baddbmm, Tensor(dt, {3, 17, 11}), perBatch,
+               ba, bb, 1.0, 1.0);
+  CHECK_KERNEL(productTol(23, 3), baddbmm, Tensor(dt, {3, 17, 11}), rowBias, ba,
+               bb, -0.5, 3.0);
+  CHECK_KERNEL(productTol(23, 1), baddbmm, Tensor(dt, {3, 17, 11}), nanSelf, ba,
+               bb, 0.0, 1.0);
+}
+
+/// mm and bmm of dtype `dt` on larger, odd sizes (several cuBLAS tiles,
+/// ragged edges), within `productTol`.
+void checkLargeMmBmm(DType dt, MatmulTolFn productTol) {
+  Tensor a = random(dt, {130, 300}, -1, 1);
+  Tensor b = random(dt, {300, 257}, -1, 1);
+  CHECK_KERNEL(productTol(300, 1), mm, Tensor(dt, {130, 257}), a, b);
+  Tensor ba = random(dt, {5, 64, 300}, -1, 1);
+  Tensor bb = random(dt, {5, 300, 65}, -1, 1);
+  CHECK_KERNEL(productTol(300, 1), bmm, Tensor(dt, {5, 64, 65}), ba, bb);
+}
+
+TEST_F(CudaKernels, MmAddmmBmmBaddbmm) {
   for (int32_t dt : kFloatTypes) {
     SCOPED_TRACE(spmd_rt_dtype_name(dt));
-    Tensor a = random(dt, {37, 53}, -1, 1);
-    Tensor b = random(dt, {53, 29}, -1, 1);
-    CHECK_KERNEL(matmulTol(53), mm, Tensor(dt, {37, 29}), a, b);
-    Tensor bias = random(dt, {29}, -1, 1);
-    Tensor col = random(dt, {37, 1}, -1, 1);
-    Tensor full = random(dt, {37, 29}, -1, 1);
-    Tensor nanSelf = generate(dt, {1}, [&](int64_t) { return nan; });
-    CHECK_KERNEL(matmulTol(53, 2), addmm, Tensor(dt, {37, 29}), bias, a, b, 0.5,
-                 2.0);
-    CHECK_KERNEL(matmulTol(53), addmm, Tensor(dt, {37, 29}), col, a, b, 1.0,
-                 1.0);
-    CHECK_KERNEL(matmulTol(53), addmm, Tensor(dt, {37, 29}), full, a, b, -1.0,
-                 0.5);
-    // beta == 0 ignores self, NaN included (ATen).
-    CHECK_KERNEL(matmulTol(53), addmm, Tensor(dt, {37, 29}), nanSelf, a, b, 0.0,
-                 1.0);
-
-    Tensor ba = random(dt, {3, 17, 23}, -1, 1);
-    Tensor bb = random(dt, {3, 23, 11}, -1, 1);
-    CHECK_KERNEL(matmulTol(23), bmm, Tensor(dt, {3, 17, 11}), ba, bb);
-    Tensor shared = random(dt, {17, 11}, -1, 1); // broadcast over the batch
-    Tensor perBatch = random(dt, {3, 17, 11}, -1, 1);
-    Tensor rowBias = random(dt, {3, 1, 11}, -1, 1);
-    CHECK_KERNEL(matmulTol(23, 0.5), baddbmm, Tensor(dt, {3, 17, 11}), shared,
-                 ba, bb, 2.0, 0.5);
-    CHECK_KERNEL(matmulTol(23), baddbmm, Tensor(dt, {3, 17, 11}), perBatch, ba,
-                 bb, 1.0, 1.0);
-    CHECK_KERNEL(matmulTol(23, 3), baddbmm, Tensor(dt, {3, 17, 11}), rowBias,
-                 ba, bb, -0.5, 3.0);
-    CHECK_KERNEL(matmulTol(23), baddbmm, Tensor(dt, {3, 17, 11}), nanSelf, ba,
-                 bb, 0.0, 1.0);
+    checkMmAddmmBmmBaddbmm(dt, matmulTol, 0.5);
   }
-  // Larger, odd sizes (several cuBLAS tiles, ragged edges).
-  Tensor a = random(SPMD_F32, {130, 300}, -1, 1);
-  Tensor b = random(SPMD_F32, {300, 257}, -1, 1);
-  CHECK_KERNEL(matmulTol(300), mm, Tensor(SPMD_F32, {130, 257}), a, b);
-  Tensor ba = random(SPMD_F32, {5, 64, 300}, -1, 1);
-  Tensor bb = random(SPMD_F32, {5, 300, 65}, -1, 1);
-  CHECK_KERNEL(matmulTol(300), bmm, Tensor(SPMD_F32, {5, 64, 65}), ba, bb);
+  checkLargeMmBmm(SPMD_F32, matmulTol);
 }
 
 /// A [batch?, n, k] (stored [batch?, k, n] with transA) times
@@ -1372,44 +1465,58 @@ Shape matmulOperand(int64_t batch, int64_t rows, int64_t cols, bool trans) {
   return shape;
 }
 
-TEST_F(CudaKernels, MatmulTransposedOperands) {
+/// matmul of dtype `dt` with each operand transposed or not, unbatched and
+/// batched, with no self, a row and a full self, within `productTol`; with
+/// `nullSelfBeta`, also a nonzero beta without self (ignored).
+void checkMatmulTransposedOperands(DType dt, MatmulTolFn productTol,
+                                   bool nullSelfBeta) {
   struct Dims {
     int64_t batch, n, k, m;
   };
-  for (int32_t dt : kFloatTypes) {
-    SCOPED_TRACE(spmd_rt_dtype_name(dt));
-    for (Dims dims : {Dims{0, 37, 53, 29}, Dims{3, 17, 23, 11}}) {
-      SCOPED_TRACE("batch " + std::to_string(dims.batch));
-      Shape out = matmulOperand(dims.batch, dims.n, dims.m, false);
-      Tensor bias = random(dt, {dims.m}, -1, 1);
-      Tensor full = random(dt, out, -1, 1);
-      for (int64_t transA : {0, 1}) {
-        for (int64_t transB : {0, 1}) {
-          SCOPED_TRACE("trans_a " + std::to_string(transA) + " trans_b " +
-                       std::to_string(transB));
-          Tensor a = random(
-              dt, matmulOperand(dims.batch, dims.n, dims.k, transA), -1, 1);
-          Tensor b = random(
-              dt, matmulOperand(dims.batch, dims.k, dims.m, transB), -1, 1);
-          Tol tol = matmulTol(dims.k, 2);
-          CHECK_KERNEL(tol, matmul, Tensor(dt, out), nullptr, a, b, 0.0, 1.0,
-                       transA, transB);
-          // self NULL: beta is ignored.
+  for (Dims dims : {Dims{0, 37, 53, 29}, Dims{3, 17, 23, 11}}) {
+    SCOPED_TRACE("batch " + std::to_string(dims.batch));
+    Shape out = matmulOperand(dims.batch, dims.n, dims.m, false);
+    Tensor bias = random(dt, {dims.m}, -1, 1);
+    Tensor full = random(dt, out, -1, 1);
+    for (int64_t transA : {0, 1}) {
+      for (int64_t transB : {0, 1}) {
+        SCOPED_TRACE("trans_a " + std::to_string(transA) + " trans_b " +
+                     std::to_string(transB));
+        Tensor a = random(dt, matmulOperand(dims.batch, dims.n, dims.k, transA),
+                          -1, 1);
+        Tensor b = random(dt, matmulOperand(dims.batch, dims.k, dims.m, transB),
+                          -1, 1);
+        Tol tol = productTol(dims.k, 2);
+        CHECK_KERNEL(tol, matmul, Tensor(dt, out), nullptr, a, b, 0.0, 1.0,
+                     transA, transB);
+        // self NULL: beta is ignored.
+        if (nullSelfBeta)
           CHECK_KERNEL(tol, matmul, Tensor(dt, out), nullptr, a, b, 3.0, -2.0,
                        transA, transB);
-          CHECK_KERNEL(tol, matmul, Tensor(dt, out), bias, a, b, 0.5, 2.0,
-                       transA, transB);
-          CHECK_KERNEL(tol, matmul, Tensor(dt, out), full, a, b, -1.0, 1.0,
-                       transA, transB);
-        }
+        CHECK_KERNEL(tol, matmul, Tensor(dt, out), bias, a, b, 0.5, 2.0, transA,
+                     transB);
+        CHECK_KERNEL(tol, matmul, Tensor(dt, out), full, a, b, -1.0, 1.0,
+                     transA, transB);
       }
     }
   }
-  // Attention-like shapes: q @ k^T, batched.
-  Tensor q = random(SPMD_F32, {8, 128, 64}, -1, 1);
-  Tensor k = random(SPMD_F32, {8, 130, 64}, -1, 1);
-  CHECK_KERNEL(matmulTol(64, 0.125), matmul, Tensor(SPMD_F32, {8, 128, 130}),
+}
+
+/// Attention-like scores of dtype `dt`, within `productTol`: q @ k^T,
+/// batched, scaled.
+void checkAttentionScores(DType dt, MatmulTolFn productTol) {
+  Tensor q = random(dt, {8, 128, 64}, -1, 1);
+  Tensor k = random(dt, {8, 130, 64}, -1, 1);
+  CHECK_KERNEL(productTol(64, 0.125), matmul, Tensor(dt, {8, 128, 130}),
                nullptr, q, k, 0.0, 0.125, 0, 1);
+}
+
+TEST_F(CudaKernels, MatmulTransposedOperands) {
+  for (int32_t dt : kFloatTypes) {
+    SCOPED_TRACE(spmd_rt_dtype_name(dt));
+    checkMatmulTransposedOperands(dt, matmulTol, /*nullSelfBeta=*/true);
+  }
+  checkAttentionScores(SPMD_F32, matmulTol);
 }
 
 //===----------------------------------------------------------------------===//
@@ -1455,6 +1562,29 @@ TEST_F(CudaKernels, SumOverDims) {
   CHECK_KERNEL(kExact, sum, Tensor(SPMD_F32, {}), one, 0, nullptr);
 }
 
+/// sum of 1000003 elements of dtype `dt`: positive ones within
+/// `positiveTol`, signed ones (which may cancel) within `sumTolOf`.
+void checkLongSums(DType dt, Tol positiveTol, SumTolFn sumTolOf) {
+  const int64_t n = 1000003;
+  Tensor positive = random(dt, {n}, 0, 1);
+  CHECK_KERNEL(positiveTol, sum, Tensor(dt, {}), positive, 0, nullptr);
+  Tensor signedX = random(dt, {n}, -1, 1);
+  CHECK_KERNEL(sumTolOf(n, 1), sum, Tensor(dt, {}), signedX, 0, nullptr);
+}
+
+/// sum of dtype `dt` over the rows, the columns and all of a [2048, 1030]
+/// matrix, and over the middle and the outer dims of a 3-D tensor, within
+/// `sumTolOf`.
+void checkSumsOverLargeDims(DType dt, SumTolFn sumTolOf) {
+  Tensor m = random(dt, {2048, 1030}, -1, 1);
+  CHECK_KERNEL(sumTolOf(2048, 1), sum, Tensor(dt, {1030}), m, 1, kDim0);
+  CHECK_KERNEL(sumTolOf(1030, 1), sum, Tensor(dt, {2048}), m, 1, kDim1);
+  CHECK_KERNEL(sumTolOf(2048 * 1030, 1), sum, Tensor(dt, {}), m, 0, nullptr);
+  Tensor t = random(dt, {64, 1000, 17}, -1, 1);
+  CHECK_KERNEL(sumTolOf(1000, 1), sum, Tensor(dt, {64, 17}), t, 1, kDim1);
+  CHECK_KERNEL(sumTolOf(64 * 17, 1), sum, Tensor(dt, {1000}), t, 2, kDims02);
+}
+
 TEST_F(CudaKernels, SumLarge) {
   const int64_t n = 1000003;
   // Small integers in f32: every partial sum is exact (below 2^24), so any
@@ -1471,19 +1601,9 @@ TEST_F(CudaKernels, SumLarge) {
   CHECK_KERNEL(kExact, sum, Tensor(SPMD_I64, {}), ints, 0, nullptr);
   for (int32_t dt : kFloatTypes) {
     SCOPED_TRACE(spmd_rt_dtype_name(dt));
-    Tensor x = random(dt, {n}, 0, 1);
-    CHECK_KERNEL(kReduction, sum, Tensor(dt, {}), x, 0, nullptr);
-    Tensor signedX = random(dt, {n}, -1, 1);
-    CHECK_KERNEL(sumTol(n), sum, Tensor(dt, {}), signedX, 0, nullptr);
+    checkLongSums(dt, kReduction, sumTol);
   }
-  // Rows and columns of a [2048, 1030] matrix, the middle dim of a 3-D one.
-  Tensor m = random(SPMD_F32, {2048, 1030}, -1, 1);
-  CHECK_KERNEL(sumTol(2048), sum, Tensor(SPMD_F32, {1030}), m, 1, kDim0);
-  CHECK_KERNEL(sumTol(1030), sum, Tensor(SPMD_F32, {2048}), m, 1, kDim1);
-  CHECK_KERNEL(sumTol(2048 * 1030), sum, Tensor(SPMD_F32, {}), m, 0, nullptr);
-  Tensor t = random(SPMD_F32, {64, 1000, 17}, -1, 1);
-  CHECK_KERNEL(sumTol(1000), sum, Tensor(SPMD_F32, {64, 17}), t, 1, kDim1);
-  CHECK_KERNEL(sumTol(64 * 17), sum, Tensor(SPMD_F32, {1000}), t, 2, kDims02);
+  checkSumsOverLargeDims(SPMD_F32, sumTol);
 }
 
 //===----------------------------------------------------------------------===//
@@ -1514,43 +1634,52 @@ void checkSoftmaxFamily(Tensor &x, int64_t dim) {
                dim);
 }
 
-TEST_F(CudaKernels, SoftmaxFamily) {
-  // [2048, 1030] rows over the last dim; every 97th row is shifted by 1000
-  // (stability: the max must be subtracted).
-  Tensor rows = generate(SPMD_F32, {2048, 1030}, [](int64_t i) {
+/// checkSoftmaxFamily on dtype `dt`: over the last dim of [2048, 1030]
+/// rows, every 97th shifted by 1000 (stability: the max must be
+/// subtracted), then over non-last dims and a vector.
+void checkSoftmaxFamilyShapes(DType dt) {
+  Tensor rows = generate(dt, {2048, 1030}, [](int64_t i) {
     double v = std::uniform_real_distribution<double>(-8, 8)(gRng);
     return (i / 1030) % 97 == 3 ? v + 1000 : v;
   });
   checkSoftmaxFamily(rows, 1);
-  // Non-last dims.
-  Tensor x3 = random(SPMD_F32, {3, 257, 5}, -8, 8);
+  Tensor x3 = random(dt, {3, 257, 5}, -8, 8);
   checkSoftmaxFamily(x3, 1);
   checkSoftmaxFamily(x3, 0);
   checkSoftmaxFamily(x3, 2);
-  Tensor x2 = random(SPMD_F32, {1030, 6}, -8, 8);
+  Tensor x2 = random(dt, {1030, 6}, -8, 8);
   checkSoftmaxFamily(x2, 0);
-  Tensor x4 = random(SPMD_F32, {4, 3, 129, 2}, -8, 8);
+  Tensor x4 = random(dt, {4, 3, 129, 2}, -8, 8);
   checkSoftmaxFamily(x4, 2);
-  Tensor vec = random(SPMD_F32, {7}, -8, 8);
+  Tensor vec = random(dt, {7}, -8, 8);
   checkSoftmaxFamily(vec, 0);
-  Tensor d2 = random(SPMD_F64, {64, 1030}, -8, 8);
-  checkSoftmaxFamily(d2, 1);
-  Tensor d3 = random(SPMD_F64, {5, 33, 7}, -8, 8);
-  checkSoftmaxFamily(d3, 1);
+}
 
-  // Masked entries (-inf) and a fully masked row (NaN on both, as ATen).
+/// softmax and log_softmax of dtype `dt` within `tol`, with masked entries
+/// (-inf) and a fully masked row (NaN on both, as ATen).
+void checkMaskedSoftmax(DType dt, Tol tol) {
   const double inf = std::numeric_limits<double>::infinity();
-  Tensor masked = generate(SPMD_F32, {4, 9}, [&](int64_t i) {
+  Tensor masked = generate(dt, {4, 9}, [&](int64_t i) {
     if (i / 9 == 2 || i % 4 == 1)
       return -inf;
     return static_cast<double>(i % 7) - 3;
   });
-  Tensor y(SPMD_F32, {4, 9});
+  Tensor y(dt, {4, 9});
   RUN_BOTH(softmax, y, masked, 1);
-  EXPECT_MATCH(y, kReduction);
-  Tensor logY(SPMD_F32, {4, 9});
+  EXPECT_MATCH(y, tol);
+  Tensor logY(dt, {4, 9});
   RUN_BOTH(log_softmax, logY, masked, 1);
-  EXPECT_MATCH(logY, kReduction);
+  EXPECT_MATCH(logY, tol);
+}
+
+TEST_F(CudaKernels, SoftmaxFamily) {
+  checkSoftmaxFamilyShapes(SPMD_F32);
+  // f64.
+  Tensor d2 = random(SPMD_F64, {64, 1030}, -8, 8);
+  checkSoftmaxFamily(d2, 1);
+  Tensor d3 = random(SPMD_F64, {5, 33, 7}, -8, 8);
+  checkSoftmaxFamily(d3, 1);
+  checkMaskedSoftmax(SPMD_F32, kReduction);
 }
 
 //===----------------------------------------------------------------------===//
@@ -1664,138 +1793,163 @@ constexpr int64_t kRows10to30[] = {10, 20, 50};
 // The whole vocabulary.
 constexpr int64_t kRowsAll[] = {0, 50, 50};
 
+/// embedding of dtype `dt` (i64 and i32 indices, a 0-D index) and its
+/// backward (repeated indices, padding_idx, scale_grad_by_freq) within
+/// `sumTolOf`; then the vocabulary-sharded embedding_rows and its backward,
+/// and with `wholeVocabulary` embedding_rows holding every row as well.
+void checkEmbedding(DType dt, SumTolFn sumTolOf, bool wholeVocabulary) {
+  Tensor weight = random(dt, {50, 17}, -1, 1);
+  Tensor indices = random(SPMD_I64, {3, 7}, 0, 49);
+  Tensor indices32 = random(SPMD_I32, {21}, 0, 49);
+  CHECK_KERNEL(kExact, embedding, Tensor(dt, {3, 7, 17}), weight, indices, -1);
+  CHECK_KERNEL(kExact, embedding, Tensor(dt, {21, 17}), weight, indices32, 4);
+  Tensor scalarIndex = tensor<int64_t>({}, {49});
+  CHECK_KERNEL(kExact, embedding, Tensor(dt, {17}), weight, scalarIndex, -1);
+
+  // Repeated indices: the backward adds several rows into one (kBF16: sums
+  // in f32, rounded once).
+  Tensor repeated = random(SPMD_I64, {3, 7}, 0, 9);
+  Tensor grad = random(dt, {3, 7, 17}, -1, 1);
+  for (int64_t paddingIdx : {int64_t(-1), int64_t(3)}) {
+    for (int64_t scale : {0, 1}) {
+      SCOPED_TRACE("padding_idx " + std::to_string(paddingIdx) +
+                   " scale_grad_by_freq " + std::to_string(scale));
+      CHECK_KERNEL(sumTolOf(21, 1), embedding_dense_backward,
+                   Tensor(dt, {50, 17}), grad, repeated, paddingIdx, scale);
+    }
+  }
+
+  // Vocabulary-sharded: indices outside the held rows give zero; weight
+  // and out may have padding rows past the held ones.
+  Tensor shard = random(dt, {20, 17}, -1, 1);
+  Tensor paddedShard = random(dt, {24, 17}, -1, 1);
+  CHECK_KERNEL(kExact, embedding_rows, Tensor(dt, {3, 7, 17}), shard, indices,
+               kRows10to30);
+  CHECK_KERNEL(kExact, embedding_rows, Tensor(dt, {21, 17}), paddedShard,
+               indices32, kRows10to30);
+  if (wholeVocabulary)
+    CHECK_KERNEL(kExact, embedding_rows, Tensor(dt, {3, 7, 17}), weight,
+                 indices, kRowsAll);
+  Tensor near = random(SPMD_I64, {3, 7}, 8, 32);
+  for (int64_t paddingIdx : {int64_t(-1), int64_t(15)}) {
+    for (int64_t scale : {0, 1}) {
+      SCOPED_TRACE("rows, padding_idx " + std::to_string(paddingIdx) +
+                   " scale_grad_by_freq " + std::to_string(scale));
+      CHECK_KERNEL(sumTolOf(21, 1), embedding_dense_backward_rows,
+                   Tensor(dt, {24, 17}), grad, near, paddingIdx, scale,
+                   kRows10to30);
+      CHECK_KERNEL(sumTolOf(21, 1), embedding_dense_backward_rows,
+                   Tensor(dt, {20, 17}), grad, indices, paddingIdx, scale,
+                   kRows10to30);
+    }
+  }
+}
+
+/// embedding of dtype `dt` on a large table, and its backward with many
+/// repeats (contended adds, about 200 a row) within `sumTolOf`.
+void checkLargeEmbedding(DType dt, SumTolFn sumTolOf) {
+  Tensor weight = random(dt, {1000, 64}, -1, 1);
+  Tensor indices = random(SPMD_I64, {4096}, 0, 999);
+  CHECK_KERNEL(kExact, embedding, Tensor(dt, {4096, 64}), weight, indices, -1);
+  Tensor hot = random(SPMD_I32, {4096}, 0, 19);
+  Tensor grad = random(dt, {4096, 64}, -1, 1);
+  CHECK_KERNEL(sumTolOf(400, 1), embedding_dense_backward,
+               Tensor(dt, {1000, 64}), grad, hot, 0, 0);
+  CHECK_KERNEL(sumTolOf(400, 1), embedding_dense_backward,
+               Tensor(dt, {1000, 64}), grad, hot, -1, 1);
+}
+
 TEST_F(CudaKernels, Embedding) {
   for (int32_t dt : kFloatTypes) {
     SCOPED_TRACE(spmd_rt_dtype_name(dt));
-    Tensor weight = random(dt, {50, 17}, -1, 1);
-    Tensor indices = random(SPMD_I64, {3, 7}, 0, 49);
-    Tensor indices32 = random(SPMD_I32, {21}, 0, 49);
-    CHECK_KERNEL(kExact, embedding, Tensor(dt, {3, 7, 17}), weight, indices,
-                 -1);
-    CHECK_KERNEL(kExact, embedding, Tensor(dt, {21, 17}), weight, indices32, 4);
-    Tensor scalarIndex = tensor<int64_t>({}, {49});
-    CHECK_KERNEL(kExact, embedding, Tensor(dt, {17}), weight, scalarIndex, -1);
-
-    // Repeated indices: the backward adds several rows into one.
-    Tensor repeated = random(SPMD_I64, {3, 7}, 0, 9);
-    Tensor grad = random(dt, {3, 7, 17}, -1, 1);
-    for (int64_t paddingIdx : {int64_t(-1), int64_t(3)}) {
-      for (int64_t scale : {0, 1}) {
-        SCOPED_TRACE("padding_idx " + std::to_string(paddingIdx) +
-                     " scale_grad_by_freq " + std::to_string(scale));
-        CHECK_KERNEL(sumTol(21), embedding_dense_backward, Tensor(dt, {50, 17}),
-                     grad, repeated, paddingIdx, scale);
-      }
-    }
-
-    // Vocabulary-sharded: indices outside the held rows give zero; weight
-    // and out may have padding rows past the held ones.
-    Tensor shard = random(dt, {20, 17}, -1, 1);
-    Tensor paddedShard = random(dt, {24, 17}, -1, 1);
-    CHECK_KERNEL(kExact, embedding_rows, Tensor(dt, {3, 7, 17}), shard, indices,
-                 kRows10to30);
-    CHECK_KERNEL(kExact, embedding_rows, Tensor(dt, {21, 17}), paddedShard,
-                 indices32, kRows10to30);
-    CHECK_KERNEL(kExact, embedding_rows, Tensor(dt, {3, 7, 17}), weight,
-                 indices, kRowsAll);
-    Tensor near = random(SPMD_I64, {3, 7}, 8, 32);
-    for (int64_t paddingIdx : {int64_t(-1), int64_t(15)}) {
-      for (int64_t scale : {0, 1}) {
-        SCOPED_TRACE("rows, padding_idx " + std::to_string(paddingIdx) +
-                     " scale_grad_by_freq " + std::to_string(scale));
-        CHECK_KERNEL(sumTol(21), embedding_dense_backward_rows,
-                     Tensor(dt, {24, 17}), grad, near, paddingIdx, scale,
-                     kRows10to30);
-        CHECK_KERNEL(sumTol(21), embedding_dense_backward_rows,
-                     Tensor(dt, {20, 17}), grad, indices, paddingIdx, scale,
-                     kRows10to30);
-      }
-    }
+    checkEmbedding(dt, sumTol, /*wholeVocabulary=*/true);
   }
-  // A large table and many repeats (contended adds).
-  Tensor weight = random(SPMD_F32, {1000, 64}, -1, 1);
-  Tensor indices = random(SPMD_I64, {4096}, 0, 999);
-  CHECK_KERNEL(kExact, embedding, Tensor(SPMD_F32, {4096, 64}), weight, indices,
-               -1);
-  Tensor hot = random(SPMD_I32, {4096}, 0, 19);
-  Tensor grad = random(SPMD_F32, {4096, 64}, -1, 1);
-  CHECK_KERNEL(sumTol(400), embedding_dense_backward,
-               Tensor(SPMD_F32, {1000, 64}), grad, hot, 0, 0);
-  CHECK_KERNEL(sumTol(400), embedding_dense_backward,
-               Tensor(SPMD_F32, {1000, 64}), grad, hot, -1, 1);
+  checkLargeEmbedding(SPMD_F32, sumTol);
 }
 
 //===----------------------------------------------------------------------===//
 // NLL loss
 //===----------------------------------------------------------------------===//
 
-TEST_F(CudaKernels, NllLoss) {
+/// nll_loss_forward of dtype `dt` (ignored targets, weights, every
+/// reduction; batched and not) and nll_loss_backward on the CPU's total
+/// weight (kBF16: rounded to bf16), within `tol`.
+void checkNllLoss(DType dt, Tol tol) {
   const int64_t batch = 64, classes = 10;
-  for (int32_t dt : kFloatTypes) {
-    SCOPED_TRACE(spmd_rt_dtype_name(dt));
-    Tensor self = random(dt, {batch, classes}, -5, 0);
-    Tensor weight = random(dt, {classes}, 0.1, 2);
-    // Targets with ignored samples (-100), and targets all in range.
-    Tensor withIgnored = generate(SPMD_I64, {batch}, [](int64_t i) {
-      return i % 7 == 3 ? -100.0 : static_cast<double>((i * 3) % 10);
-    });
-    Tensor inRange = random(SPMD_I32, {batch}, 0, classes - 1);
-    Tensor allIgnored =
-        generate(SPMD_I64, {batch}, [](int64_t) { return -100.0; });
-    struct Case {
-      Tensor *target;
-      int64_t ignoreIndex;
-    };
-    for (Case c : {Case{&withIgnored, -100}, Case{&inRange, -100},
-                   Case{&inRange, 3}, Case{&allIgnored, -100}}) {
-      for (bool weighted : {false, true}) {
-        for (int64_t reduction : {0, 1, 2}) {
-          SCOPED_TRACE("ignore_index " + std::to_string(c.ignoreIndex) +
-                       (weighted ? " weighted" : "") + " reduction " +
-                       std::to_string(reduction));
-          Tensor *w = weighted ? &weight : nullptr;
-          Shape outShape = reduction == 0 ? Shape{batch} : Shape{};
-          Tensor output(dt, outShape), totalWeight(dt, {});
-          RUN_BOTH(nll_loss_forward, output, totalWeight, self, *c.target, w,
-                   reduction, c.ignoreIndex);
-          EXPECT_MATCH(output, kReduction);
-          EXPECT_MATCH(totalWeight, kReduction);
+  Tensor self = random(dt, {batch, classes}, -5, 0);
+  Tensor weight = random(dt, {classes}, 0.1, 2);
+  // Targets with ignored samples (-100), and targets all in range.
+  Tensor withIgnored = generate(SPMD_I64, {batch}, [](int64_t i) {
+    return i % 7 == 3 ? -100.0 : static_cast<double>((i * 3) % 10);
+  });
+  Tensor inRange = random(SPMD_I32, {batch}, 0, classes - 1);
+  Tensor allIgnored =
+      generate(SPMD_I64, {batch}, [](int64_t) { return -100.0; });
+  struct Case {
+    Tensor *target;
+    int64_t ignoreIndex;
+  };
+  for (Case c : {Case{&withIgnored, -100}, Case{&inRange, -100},
+                 Case{&inRange, 3}, Case{&allIgnored, -100}}) {
+    for (bool weighted : {false, true}) {
+      for (int64_t reduction : {0, 1, 2}) {
+        SCOPED_TRACE("ignore_index " + std::to_string(c.ignoreIndex) +
+                     (weighted ? " weighted" : "") + " reduction " +
+                     std::to_string(reduction));
+        Tensor *w = weighted ? &weight : nullptr;
+        Shape outShape = reduction == 0 ? Shape{batch} : Shape{};
+        Tensor output(dt, outShape), totalWeight(dt, {});
+        RUN_BOTH(nll_loss_forward, output, totalWeight, self, *c.target, w,
+                 reduction, c.ignoreIndex);
+        EXPECT_MATCH(output, tol);
+        EXPECT_MATCH(totalWeight, tol);
 
-          Tensor total = sameValues(totalWeight);
-          Tensor gradOut = random(dt, outShape, -2, 2);
-          CHECK_KERNEL(kReduction, nll_loss_backward,
-                       Tensor(dt, {batch, classes}), gradOut, self, *c.target,
-                       w, total, reduction, c.ignoreIndex);
-        }
+        Tensor total = sameValues(totalWeight);
+        Tensor gradOut = random(dt, outShape, -2, 2);
+        CHECK_KERNEL(tol, nll_loss_backward, Tensor(dt, {batch, classes}),
+                     gradOut, self, *c.target, w, total, reduction,
+                     c.ignoreIndex);
       }
     }
-    // Unbatched: self [C], target [].
-    Tensor one = random(dt, {classes}, -5, 0);
-    Tensor target = tensor<int64_t>({}, {7});
-    for (int64_t reduction : {0, 1, 2}) {
-      SCOPED_TRACE("unbatched, reduction " + std::to_string(reduction));
-      Tensor output(dt, {}), totalWeight(dt, {});
-      RUN_BOTH(nll_loss_forward, output, totalWeight, one, target, &weight,
-               reduction, -100);
-      EXPECT_MATCH(output, kReduction);
-      EXPECT_MATCH(totalWeight, kReduction);
-      Tensor total = sameValues(totalWeight);
-      Tensor gradOut = random(dt, {}, -2, 2);
-      CHECK_KERNEL(kReduction, nll_loss_backward, Tensor(dt, {classes}),
-                   gradOut, one, target, &weight, total, reduction, -100);
-    }
   }
-  // A large batch: the mean's sums.
-  Tensor self = random(SPMD_F32, {4096, 1000}, -8, 0);
+  // Unbatched: self [C], target [].
+  Tensor one = random(dt, {classes}, -5, 0);
+  Tensor target = tensor<int64_t>({}, {7});
+  for (int64_t reduction : {0, 1, 2}) {
+    SCOPED_TRACE("unbatched, reduction " + std::to_string(reduction));
+    Tensor output(dt, {}), totalWeight(dt, {});
+    RUN_BOTH(nll_loss_forward, output, totalWeight, one, target, &weight,
+             reduction, -100);
+    EXPECT_MATCH(output, tol);
+    EXPECT_MATCH(totalWeight, tol);
+    Tensor total = sameValues(totalWeight);
+    Tensor gradOut = random(dt, {}, -2, 2);
+    CHECK_KERNEL(tol, nll_loss_backward, Tensor(dt, {classes}), gradOut, one,
+                 target, &weight, total, reduction, -100);
+  }
+}
+
+/// nll_loss_forward of dtype `dt` on a large batch, mean and sum: the
+/// loss within `tol`; the total weight, 4096 ones, exact.
+void checkLargeNllLoss(DType dt, Tol tol) {
+  Tensor self = random(dt, {4096, 1000}, -8, 0);
   Tensor target = random(SPMD_I64, {4096}, 0, 999);
   for (int64_t reduction : {1, 2}) {
     SCOPED_TRACE("large, reduction " + std::to_string(reduction));
-    Tensor output(SPMD_F32, {}), totalWeight(SPMD_F32, {});
+    Tensor output(dt, {}), totalWeight(dt, {});
     RUN_BOTH(nll_loss_forward, output, totalWeight, self, target, nullptr,
              reduction, -100);
-    EXPECT_MATCH(output, kReduction);
+    EXPECT_MATCH(output, tol);
     EXPECT_MATCH(totalWeight, kExact);
   }
+}
+
+TEST_F(CudaKernels, NllLoss) {
+  for (int32_t dt : kFloatTypes) {
+    SCOPED_TRACE(spmd_rt_dtype_name(dt));
+    checkNllLoss(dt, kReduction);
+  }
+  checkLargeNllLoss(SPMD_F32, kReduction);
 }
 
 //===----------------------------------------------------------------------===//
@@ -1930,27 +2084,11 @@ TEST_F(CudaKernelsBf16, BroadcastingArithmetic) {
   const DType dt = kBF16;
   const Tol tol = kBf16Elementwise;
   const Shape out = {3, 5, 7};
-  Tensor a = random(dt, out, -1, 1);
-  Tensor b = random(dt, out, -1, 1);
-  Tensor row = random(dt, {7}, -1, 1);
-  Tensor col = random(dt, {3, 1, 7}, -1, 1);
-  Tensor mid = random(dt, {5, 1}, -1, 1);
-  Tensor scalar = random(dt, {}, -1, 1);
-  Tensor den = randomSigned(dt, out, 0.5, 2);
-  Tensor denMid = randomSigned(dt, {5, 1}, 0.5, 2);
-  CHECK_KERNEL(tol, add_tensor, Tensor(dt, out), a, b, 2.0);
-  CHECK_KERNEL(tol, add_tensor, Tensor(dt, out), a, row, -0.5);
-  CHECK_KERNEL(tol, add_tensor, Tensor(dt, out), col, mid, 0.1);
-  CHECK_KERNEL(tol, sub_tensor, Tensor(dt, out), a, scalar, 3.0);
-  CHECK_KERNEL(tol, sub_tensor, Tensor(dt, out), row, col, 1.0);
-  CHECK_KERNEL(tol, mul_tensor, Tensor(dt, out), a, b);
-  CHECK_KERNEL(tol, mul_tensor, Tensor(dt, out), col, mid);
-  CHECK_KERNEL(tol, mul_tensor, Tensor(dt, out), scalar, a);
-  CHECK_KERNEL(tol, div_tensor, Tensor(dt, out), a, den);
-  CHECK_KERNEL(tol, div_tensor, Tensor(dt, out), row, denMid);
-  Tensor p = random(dt, {2, 1, 4, 1}, -1, 1);
-  Tensor q = random(dt, {3, 1, 5}, -1, 1);
-  CHECK_KERNEL(tol, add_tensor, Tensor(dt, {2, 3, 4, 5}), p, q, 1.0);
+  BroadcastOperands operands(dt);
+  // alpha 0.1: scalars are taken in f32, not rounded to bf16.
+  checkBinaryArithmetic(dt, operands, tol, 0.1);
+  // The checks below reuse some of the operands.
+  Tensor &a = operands.a, &b = operands.b, &row = operands.row;
 
   // Ternary ops.
   Tensor t1 = random(dt, {5, 1}, -1, 1);
@@ -1997,15 +2135,7 @@ TEST_F(CudaKernelsBf16, BroadcastingArithmetic) {
   CHECK_KERNEL(kElementwise, add_tensor, Tensor(SPMD_F32, out), f, a, 0.5);
   CHECK_KERNEL(kElementwise, addcmul, Tensor(SPMD_F32, out), f, a, row, 0.25);
 
-  // Large: grid-stride loops and their tails.
-  Tensor x = random(dt, {1000003}, -1, 1);
-  Tensor s = random(dt, {1}, -1, 1);
-  CHECK_KERNEL(tol, add_tensor, Tensor(dt, {1000003}), x, s, 1.0);
-  Tensor wide = random(dt, {1000, 1001}, -1, 1);
-  Tensor wideRow = random(dt, {1001}, -1, 1);
-  Tensor wideCol = randomSigned(dt, {1000, 1}, 0.5, 2);
-  CHECK_KERNEL(tol, mul_tensor, Tensor(dt, {1000, 1001}), wide, wideRow);
-  CHECK_KERNEL(tol, div_tensor, Tensor(dt, {1000, 1001}), wide, wideCol);
+  checkLargeBinaryArithmetic(dt, tol);
 }
 
 TEST_F(CudaKernelsBf16, ScalarAndUnaryOps) {
@@ -2064,26 +2194,7 @@ TEST_F(CudaKernelsBf16, ScalarAndUnaryOps) {
 }
 
 TEST_F(CudaKernelsBf16, Gelu) {
-  const DType dt = kBF16;
-  // -5 to 5 in steps of 1/200 (rounded to bf16), and random values.
-  Tensor range = generate(dt, {2001}, [](int64_t i) {
-    return static_cast<double>(i - 1000) / 200;
-  });
-  Tensor x = random(dt, {3, 5, 67}, -5, 5);
-  Tensor dyRange = random(dt, {2001}, -1, 1);
-  Tensor dy = random(dt, {3, 5, 67}, -1, 1);
-  for (int64_t approximate : {0, 1}) {
-    SCOPED_TRACE("approximate " + std::to_string(approximate));
-    CHECK_KERNEL(kBf16Gelu, gelu, Tensor(dt, {2001}), range, approximate);
-    CHECK_KERNEL(kBf16Gelu, gelu, Tensor(dt, {3, 5, 67}), x, approximate);
-    CHECK_KERNEL(kBf16Gelu, gelu_backward, Tensor(dt, {2001}), dyRange, range,
-                 approximate);
-    CHECK_KERNEL(kBf16Gelu, gelu_backward, Tensor(dt, {3, 5, 67}), dy, x,
-                 approximate);
-  }
-  // grad_output broadcast against self.
-  Tensor dyRow = random(dt, {67}, -1, 1);
-  CHECK_KERNEL(kBf16Gelu, gelu_backward, Tensor(dt, {3, 5, 67}), dyRow, x, 1);
+  checkGelu(kBF16, kBf16Gelu, /*broadcastGrad=*/true);
 }
 
 TEST_F(CudaKernelsBf16, ExpandPermuteCatSlice) {
@@ -2136,16 +2247,9 @@ TEST_F(CudaKernelsBf16, ExpandPermuteCatSlice) {
   Tensor k = random(SPMD_I64, {2, 1, 4}, -1000, 1000);
   TensorList mixed = {&a, &f, &k};
   CHECK_KERNEL(kBf16Rounded, cat, Tensor(dt, {2, 6, 4}), 3, mixed, 1);
-  Tensor h = random(dt, {64, 1000, 3}, -1, 1);
-  Tensor g = random(dt, {64, 7, 3}, -1, 1);
-  TensorList large = {&h, &g, &h};
-  CHECK_KERNEL(kExact, cat, Tensor(dt, {64, 2007, 3}), 3, large, 1);
+  checkLargeCat(dt);
 
-  Tensor self = random(dt, {3, 10, 7}, -1, 1);
-  CHECK_KERNEL(kExact, slice, Tensor(dt, {3, 5, 7}), self, 1, 2);
-  CHECK_KERNEL(kExact, slice, Tensor(dt, {2, 10, 7}), self, 0, 1);
-  CHECK_KERNEL(kExact, slice, Tensor(dt, {3, 10, 1}), self, 2, 6);
-  CHECK_KERNEL(kExact, slice, Tensor(dt, {3, 10, 3}), self, 2, 0);
+  checkSliceEveryDim(dt);
   Tensor f32Self = random(SPMD_F32, {4, 6}, -1, 1);
   CHECK_KERNEL(kBf16Rounded, slice, Tensor(dt, {4, 3}), f32Self, 1, 3);
   Tensor big = random(dt, {2048, 1030}, -1, 1);
@@ -2185,14 +2289,8 @@ TEST_F(CudaKernelsBf16, LocalTake) {
 
 TEST_F(CudaKernelsBf16, TriuFillArange) {
   const DType dt = kBF16;
-  Tensor x = random(dt, {3, 5, 7}, -100, 100);
-  for (int64_t diagonal : {0, 2, -1, -3, 10, -10}) {
-    SCOPED_TRACE("diagonal " + std::to_string(diagonal));
-    CHECK_KERNEL(kExact, triu, Tensor(dt, {3, 5, 7}), x, diagonal);
-  }
-  Tensor square = random(dt, {2, 2, 65, 65}, -1, 1);
-  CHECK_KERNEL(kExact, triu, Tensor(dt, {2, 2, 65, 65}), square, 1);
-  CHECK_KERNEL(kExact, triu, Tensor(dt, {2, 2, 65, 65}), square, -7);
+  checkTriuDiagonals(dt);
+  checkLargeTriu(dt);
   Tensor f32 = random(SPMD_F32, {6, 4}, -100, 100);
   CHECK_KERNEL(kBf16Rounded, triu, Tensor(dt, {6, 4}), f32, -2);
   Tensor ints = random(SPMD_I64, {6, 4}, -1000, 1000);
@@ -2209,12 +2307,7 @@ TEST_F(CudaKernelsBf16, TriuFillArange) {
 
   // arange: past 256 bf16 holds only some integers, the others round to
   // even.
-  Tensor small(dt, {3, 5, 7});
-  RUN_BOTH(arange, small);
-  EXPECT_MATCH(small, kExact);
-  Tensor large(dt, {1000003});
-  RUN_BOTH(arange, large);
-  EXPECT_MATCH(large, kBf16Rounded);
+  checkArange(dt, kBf16Rounded);
 }
 
 TEST_F(CudaKernelsBf16, BernoulliAndDropoutDrawTheSameNumbers) {
@@ -2238,118 +2331,17 @@ TEST_F(CudaKernelsBf16, BernoulliAndDropoutDrawTheSameNumbers) {
   // f32 (the CPU's f32 output), rounded to bf16 once.
   spmd_rt_set_seed(77);
   spmd_rt_set_step(5);
-  Tensor input = random(dt, {37, 129}, -1, 1);
-  for (double p : {0.3, 0.0, 1.0}) {
-    for (int64_t train : {1, 0}) {
-      SCOPED_TRACE("p " + std::to_string(p) + " train " +
-                   std::to_string(train));
-      Tensor output(dt, {37, 129});
-      Tensor mask(SPMD_I1, {37, 129});
-      RUN_BOTH(native_dropout, output, mask, input, p, train, 5, kGlobal2,
-               kOffset2);
-      EXPECT_MATCH(output, kBf16Rounded);
-      EXPECT_MATCH(mask, kExact);
-    }
-  }
-  Tensor input3 = random(dt, {2, 5, 17}, -1, 1);
-  Tensor output(dt, {2, 5, 17});
-  Tensor mask(SPMD_I1, {2, 5, 17});
-  RUN_BOTH(native_dropout, output, mask, input3, 0.5, 1, 6, kGlobal3, kOffset3);
-  EXPECT_MATCH(output, kBf16Rounded);
-  EXPECT_MATCH(mask, kExact);
-
-  // The backward, on the CPU's mask.
-  Tensor keep = sameValues(mask);
-  Tensor grad = random(dt, {2, 5, 17}, -1, 1);
-  CHECK_KERNEL(kBf16Elementwise, native_dropout_backward,
-               Tensor(dt, {2, 5, 17}), grad, keep, 2.0);
-  CHECK_KERNEL(kBf16Elementwise, native_dropout_backward,
-               Tensor(dt, {2, 5, 17}), grad, keep, 1.0 / 0.7);
-  Tensor fractional = random(dt, {2, 5, 17}, 0, 1);
-  CHECK_KERNEL(kBf16Elementwise, native_dropout_backward,
-               Tensor(dt, {2, 5, 17}), grad, fractional, 1.0 / 0.7);
-
-  Tensor large = random(dt, {1000003}, -1, 1);
-  Tensor largeOutput(dt, {1000003});
-  Tensor largeMask(SPMD_I1, {1000003});
-  RUN_BOTH(native_dropout, largeOutput, largeMask, large, 0.1, 1, 8, kGlobal1,
-           kOffset1);
-  EXPECT_MATCH(largeOutput, kBf16Rounded);
-  EXPECT_MATCH(largeMask, kExact);
+  checkNativeDropout(dt, kBf16Rounded, kBf16Elementwise, {2.0, 1.0 / 0.7});
+  checkLargeNativeDropout(dt, kBf16Rounded);
 }
 
 TEST_F(CudaKernelsBf16, MatrixProducts) {
   const DType dt = kBF16;
-  const double nan = std::numeric_limits<double>::quiet_NaN();
-  Tensor a = random(dt, {37, 53}, -1, 1);
-  Tensor b = random(dt, {53, 29}, -1, 1);
-  CHECK_KERNEL(bf16MatmulTol(53), mm, Tensor(dt, {37, 29}), a, b);
-  Tensor bias = random(dt, {29}, -1, 1);
-  Tensor col = random(dt, {37, 1}, -1, 1);
-  Tensor full = random(dt, {37, 29}, -1, 1);
-  Tensor nanSelf = generate(dt, {1}, [&](int64_t) { return nan; });
-  CHECK_KERNEL(bf16MatmulTol(53, 2), addmm, Tensor(dt, {37, 29}), bias, a, b,
-               0.5, 2.0);
-  CHECK_KERNEL(bf16MatmulTol(53), addmm, Tensor(dt, {37, 29}), col, a, b, 1.0,
-               1.0);
-  CHECK_KERNEL(bf16MatmulTol(53), addmm, Tensor(dt, {37, 29}), full, a, b, -1.0,
-               0.3);
-  CHECK_KERNEL(bf16MatmulTol(53), addmm, Tensor(dt, {37, 29}), nanSelf, a, b,
-               0.0, 1.0);
-
-  Tensor ba = random(dt, {3, 17, 23}, -1, 1);
-  Tensor bb = random(dt, {3, 23, 11}, -1, 1);
-  CHECK_KERNEL(bf16MatmulTol(23), bmm, Tensor(dt, {3, 17, 11}), ba, bb);
-  Tensor shared = random(dt, {17, 11}, -1, 1);
-  Tensor perBatch = random(dt, {3, 17, 11}, -1, 1);
-  Tensor rowBias = random(dt, {3, 1, 11}, -1, 1);
-  CHECK_KERNEL(bf16MatmulTol(23, 0.5), baddbmm, Tensor(dt, {3, 17, 11}), shared,
-               ba, bb, 2.0, 0.5);
-  CHECK_KERNEL(bf16MatmulTol(23), baddbmm, Tensor(dt, {3, 17, 11}), perBatch,
-               ba, bb, 1.0, 1.0);
-  CHECK_KERNEL(bf16MatmulTol(23, 3), baddbmm, Tensor(dt, {3, 17, 11}), rowBias,
-               ba, bb, -0.5, 3.0);
-  CHECK_KERNEL(bf16MatmulTol(23), baddbmm, Tensor(dt, {3, 17, 11}), nanSelf, ba,
-               bb, 0.0, 1.0);
-
-  struct Dims {
-    int64_t batch, n, k, m;
-  };
-  for (Dims dims : {Dims{0, 37, 53, 29}, Dims{3, 17, 23, 11}}) {
-    SCOPED_TRACE("batch " + std::to_string(dims.batch));
-    Shape out = matmulOperand(dims.batch, dims.n, dims.m, false);
-    Tensor mBias = random(dt, {dims.m}, -1, 1);
-    Tensor mFull = random(dt, out, -1, 1);
-    for (int64_t transA : {0, 1}) {
-      for (int64_t transB : {0, 1}) {
-        SCOPED_TRACE("trans_a " + std::to_string(transA) + " trans_b " +
-                     std::to_string(transB));
-        Tensor ma = random(
-            dt, matmulOperand(dims.batch, dims.n, dims.k, transA), -1, 1);
-        Tensor mb = random(
-            dt, matmulOperand(dims.batch, dims.k, dims.m, transB), -1, 1);
-        Tol tol = bf16MatmulTol(dims.k, 2);
-        CHECK_KERNEL(tol, matmul, Tensor(dt, out), nullptr, ma, mb, 0.0, 1.0,
-                     transA, transB);
-        CHECK_KERNEL(tol, matmul, Tensor(dt, out), mBias, ma, mb, 0.5, 2.0,
-                     transA, transB);
-        CHECK_KERNEL(tol, matmul, Tensor(dt, out), mFull, ma, mb, -1.0, 1.0,
-                     transA, transB);
-      }
-    }
-  }
-
-  // Larger, odd sizes; attention-like q @ k^T.
-  Tensor la = random(dt, {130, 300}, -1, 1);
-  Tensor lb = random(dt, {300, 257}, -1, 1);
-  CHECK_KERNEL(bf16MatmulTol(300), mm, Tensor(dt, {130, 257}), la, lb);
-  Tensor lba = random(dt, {5, 64, 300}, -1, 1);
-  Tensor lbb = random(dt, {5, 300, 65}, -1, 1);
-  CHECK_KERNEL(bf16MatmulTol(300), bmm, Tensor(dt, {5, 64, 65}), lba, lbb);
-  Tensor q = random(dt, {8, 128, 64}, -1, 1);
-  Tensor k = random(dt, {8, 130, 64}, -1, 1);
-  CHECK_KERNEL(bf16MatmulTol(64, 0.125), matmul, Tensor(dt, {8, 128, 130}),
-               nullptr, q, k, 0.0, 0.125, 0, 1);
+  // alpha 0.3: scalars are taken in f32, not rounded to bf16.
+  checkMmAddmmBmmBaddbmm(dt, bf16MatmulTol, 0.3);
+  checkMatmulTransposedOperands(dt, bf16MatmulTol, /*nullSelfBeta=*/false);
+  checkLargeMmBmm(dt, bf16MatmulTol);
+  checkAttentionScores(dt, bf16MatmulTol);
 
   // Sums of 2048 positive products (about 512): accumulated in bf16 they
   // would stall (past 256 bf16 cannot add a product below 1) and end far
@@ -2394,53 +2386,17 @@ TEST_F(CudaKernelsBf16, Sum) {
   CHECK_KERNEL(kBf16Rounded, sum, Tensor(dt, {64, 17}), cube, 1, kDim1);
   CHECK_KERNEL(kBf16Rounded, sum, Tensor(dt, {1000}), cube, 2, kDims02);
 
-  Tensor positive = random(dt, {n}, 0, 1);
-  CHECK_KERNEL(kBf16Reduction, sum, Tensor(dt, {}), positive, 0, nullptr);
-  Tensor signedX = random(dt, {n}, -1, 1);
-  CHECK_KERNEL(bf16SumTol(n), sum, Tensor(dt, {}), signedX, 0, nullptr);
-  Tensor m = random(dt, {2048, 1030}, -1, 1);
-  CHECK_KERNEL(bf16SumTol(2048), sum, Tensor(dt, {1030}), m, 1, kDim0);
-  CHECK_KERNEL(bf16SumTol(1030), sum, Tensor(dt, {2048}), m, 1, kDim1);
-  CHECK_KERNEL(bf16SumTol(2048 * 1030), sum, Tensor(dt, {}), m, 0, nullptr);
-  Tensor t = random(dt, {64, 1000, 17}, -1, 1);
-  CHECK_KERNEL(bf16SumTol(1000), sum, Tensor(dt, {64, 17}), t, 1, kDim1);
-  CHECK_KERNEL(bf16SumTol(64 * 17), sum, Tensor(dt, {1000}), t, 2, kDims02);
+  checkLongSums(dt, kBf16Reduction, bf16SumTol);
+  checkSumsOverLargeDims(dt, bf16SumTol);
 }
 
 TEST_F(CudaKernelsBf16, SoftmaxFamily) {
-  const DType dt = kBF16;
-  // Every 97th row shifted by 1000 (bf16 holds multiples of 4 there).
-  Tensor rows = generate(dt, {2048, 1030}, [](int64_t i) {
-    double v = std::uniform_real_distribution<double>(-8, 8)(gRng);
-    return (i / 1030) % 97 == 3 ? v + 1000 : v;
-  });
-  checkSoftmaxFamily(rows, 1);
-  Tensor x3 = random(dt, {3, 257, 5}, -8, 8);
-  checkSoftmaxFamily(x3, 1);
-  checkSoftmaxFamily(x3, 0);
-  checkSoftmaxFamily(x3, 2);
-  Tensor x2 = random(dt, {1030, 6}, -8, 8);
-  checkSoftmaxFamily(x2, 0);
-  Tensor x4 = random(dt, {4, 3, 129, 2}, -8, 8);
-  checkSoftmaxFamily(x4, 2);
-  Tensor vec = random(dt, {7}, -8, 8);
-  checkSoftmaxFamily(vec, 0);
+  // The shifted rows: bf16 holds multiples of 4 there.
+  checkSoftmaxFamilyShapes(kBF16);
   // Rows too long to stay in registers.
-  Tensor longRows = random(dt, {3, 40000}, -8, 8);
+  Tensor longRows = random(kBF16, {3, 40000}, -8, 8);
   checkSoftmaxFamily(longRows, 1);
-
-  const double inf = std::numeric_limits<double>::infinity();
-  Tensor masked = generate(dt, {4, 9}, [&](int64_t i) {
-    if (i / 9 == 2 || i % 4 == 1)
-      return -inf;
-    return static_cast<double>(i % 7) - 3;
-  });
-  Tensor y(dt, {4, 9});
-  RUN_BOTH(softmax, y, masked, 1);
-  EXPECT_MATCH(y, kBf16Reduction);
-  Tensor logY(dt, {4, 9});
-  RUN_BOTH(log_softmax, logY, masked, 1);
-  EXPECT_MATCH(logY, kBf16Reduction);
+  checkMaskedSoftmax(kBF16, kBf16Reduction);
 }
 
 TEST_F(CudaKernelsBf16, LayerNorm) {
@@ -2455,126 +2411,14 @@ TEST_F(CudaKernelsBf16, LayerNorm) {
 }
 
 TEST_F(CudaKernelsBf16, Embedding) {
-  const DType dt = kBF16;
-  Tensor weight = random(dt, {50, 17}, -1, 1);
-  Tensor indices = random(SPMD_I64, {3, 7}, 0, 49);
-  Tensor indices32 = random(SPMD_I32, {21}, 0, 49);
-  CHECK_KERNEL(kExact, embedding, Tensor(dt, {3, 7, 17}), weight, indices, -1);
-  CHECK_KERNEL(kExact, embedding, Tensor(dt, {21, 17}), weight, indices32, 4);
-  Tensor scalarIndex = tensor<int64_t>({}, {49});
-  CHECK_KERNEL(kExact, embedding, Tensor(dt, {17}), weight, scalarIndex, -1);
-
-  // The backward sums in f32 and rounds each sum once.
-  Tensor repeated = random(SPMD_I64, {3, 7}, 0, 9);
-  Tensor grad = random(dt, {3, 7, 17}, -1, 1);
-  for (int64_t paddingIdx : {int64_t(-1), int64_t(3)}) {
-    for (int64_t scale : {0, 1}) {
-      SCOPED_TRACE("padding_idx " + std::to_string(paddingIdx) +
-                   " scale_grad_by_freq " + std::to_string(scale));
-      CHECK_KERNEL(bf16SumTol(21), embedding_dense_backward,
-                   Tensor(dt, {50, 17}), grad, repeated, paddingIdx, scale);
-    }
-  }
-
-  Tensor shard = random(dt, {20, 17}, -1, 1);
-  Tensor paddedShard = random(dt, {24, 17}, -1, 1);
-  CHECK_KERNEL(kExact, embedding_rows, Tensor(dt, {3, 7, 17}), shard, indices,
-               kRows10to30);
-  CHECK_KERNEL(kExact, embedding_rows, Tensor(dt, {21, 17}), paddedShard,
-               indices32, kRows10to30);
-  Tensor near = random(SPMD_I64, {3, 7}, 8, 32);
-  for (int64_t paddingIdx : {int64_t(-1), int64_t(15)}) {
-    for (int64_t scale : {0, 1}) {
-      SCOPED_TRACE("rows, padding_idx " + std::to_string(paddingIdx) +
-                   " scale_grad_by_freq " + std::to_string(scale));
-      CHECK_KERNEL(bf16SumTol(21), embedding_dense_backward_rows,
-                   Tensor(dt, {24, 17}), grad, near, paddingIdx, scale,
-                   kRows10to30);
-      CHECK_KERNEL(bf16SumTol(21), embedding_dense_backward_rows,
-                   Tensor(dt, {20, 17}), grad, indices, paddingIdx, scale,
-                   kRows10to30);
-    }
-  }
-
-  // A large table and many repeats (contended f32 adds, about 200 a row).
-  Tensor bigWeight = random(dt, {1000, 64}, -1, 1);
-  Tensor bigIndices = random(SPMD_I64, {4096}, 0, 999);
-  CHECK_KERNEL(kExact, embedding, Tensor(dt, {4096, 64}), bigWeight, bigIndices,
-               -1);
-  Tensor hot = random(SPMD_I32, {4096}, 0, 19);
-  Tensor bigGrad = random(dt, {4096, 64}, -1, 1);
-  CHECK_KERNEL(bf16SumTol(400), embedding_dense_backward,
-               Tensor(dt, {1000, 64}), bigGrad, hot, 0, 0);
-  CHECK_KERNEL(bf16SumTol(400), embedding_dense_backward,
-               Tensor(dt, {1000, 64}), bigGrad, hot, -1, 1);
+  checkEmbedding(kBF16, bf16SumTol, /*wholeVocabulary=*/false);
+  checkLargeEmbedding(kBF16, bf16SumTol);
 }
 
 TEST_F(CudaKernelsBf16, NllLoss) {
-  const DType dt = kBF16;
-  const Tol tol = kBf16Reduction;
-  const int64_t batch = 64, classes = 10;
-  Tensor self = random(dt, {batch, classes}, -5, 0);
-  Tensor weight = random(dt, {classes}, 0.1, 2);
-  Tensor withIgnored = generate(SPMD_I64, {batch}, [](int64_t i) {
-    return i % 7 == 3 ? -100.0 : static_cast<double>((i * 3) % 10);
-  });
-  Tensor inRange = random(SPMD_I32, {batch}, 0, classes - 1);
-  Tensor allIgnored =
-      generate(SPMD_I64, {batch}, [](int64_t) { return -100.0; });
-  struct Case {
-    Tensor *target;
-    int64_t ignoreIndex;
-  };
-  for (Case c : {Case{&withIgnored, -100}, Case{&inRange, -100},
-                 Case{&inRange, 3}, Case{&allIgnored, -100}}) {
-    for (bool weighted : {false, true}) {
-      for (int64_t reduction : {0, 1, 2}) {
-        SCOPED_TRACE("ignore_index " + std::to_string(c.ignoreIndex) +
-                     (weighted ? " weighted" : "") + " reduction " +
-                     std::to_string(reduction));
-        Tensor *w = weighted ? &weight : nullptr;
-        Shape outShape = reduction == 0 ? Shape{batch} : Shape{};
-        Tensor output(dt, outShape), totalWeight(dt, {});
-        RUN_BOTH(nll_loss_forward, output, totalWeight, self, *c.target, w,
-                 reduction, c.ignoreIndex);
-        EXPECT_MATCH(output, tol);
-        EXPECT_MATCH(totalWeight, tol);
-
-        // The backward on the CPU's total weight, rounded to bf16.
-        Tensor total = sameValues(totalWeight);
-        Tensor gradOut = random(dt, outShape, -2, 2);
-        CHECK_KERNEL(tol, nll_loss_backward, Tensor(dt, {batch, classes}),
-                     gradOut, self, *c.target, w, total, reduction,
-                     c.ignoreIndex);
-      }
-    }
-  }
-  // Unbatched: self [C], target [].
-  Tensor one = random(dt, {classes}, -5, 0);
-  Tensor target = tensor<int64_t>({}, {7});
-  for (int64_t reduction : {0, 1, 2}) {
-    SCOPED_TRACE("unbatched, reduction " + std::to_string(reduction));
-    Tensor output(dt, {}), totalWeight(dt, {});
-    RUN_BOTH(nll_loss_forward, output, totalWeight, one, target, &weight,
-             reduction, -100);
-    EXPECT_MATCH(output, tol);
-    EXPECT_MATCH(totalWeight, tol);
-    Tensor total = sameValues(totalWeight);
-    Tensor gradOut = random(dt, {}, -2, 2);
-    CHECK_KERNEL(tol, nll_loss_backward, Tensor(dt, {classes}), gradOut, one,
-                 target, &weight, total, reduction, -100);
-  }
-  // A large batch: the sums accumulate in f32. 4096 ones are exact.
-  Tensor large = random(dt, {4096, 1000}, -8, 0);
-  Tensor largeTarget = random(SPMD_I64, {4096}, 0, 999);
-  for (int64_t reduction : {1, 2}) {
-    SCOPED_TRACE("large, reduction " + std::to_string(reduction));
-    Tensor output(dt, {}), totalWeight(dt, {});
-    RUN_BOTH(nll_loss_forward, output, totalWeight, large, largeTarget, nullptr,
-             reduction, -100);
-    EXPECT_MATCH(output, tol);
-    EXPECT_MATCH(totalWeight, kExact);
-  }
+  checkNllLoss(kBF16, kBf16Reduction);
+  // The sums accumulate in f32.
+  checkLargeNllLoss(kBF16, kBf16Reduction);
 }
 
 //===----------------------------------------------------------------------===//
@@ -2853,30 +2697,36 @@ TEST_F(CudaCollectives, FreedCollectiveInputsAreNotReusedEarly) {
 // Coverage (defined last: runs after the kernel tests)
 //===----------------------------------------------------------------------===//
 
-TEST_F(CudaKernels, ZzEveryKernelOfKernelListRan) {
-  if (GTEST_FLAG_GET(filter) != "*" || GTEST_FLAG_GET(shuffle) ||
-      spmd_rt_world_size() != 1)
-    GTEST_SKIP() << "needs the whole suite, in order, in a 1-rank job";
-  const char *const kernels[] = {
+/// The kernels of KernelList.def.
+const std::vector<std::string> &kernelListNames() {
+  static const std::vector<std::string> names = {
 #define SPMD_RT_KERNEL(name, params, args) #name,
 #include "KernelList.def"
   };
-  EXPECT_EQ(sizeof kernels / sizeof kernels[0], 49u);
-  for (const char *name : kernels)
+  return names;
+}
+
+/// Whether the whole suite runs, in order, in a 1-rank job: what the
+/// coverage tests need to have seen every kernel test.
+bool runsWholeSuite() {
+  return GTEST_FLAG_GET(filter) == "*" && !GTEST_FLAG_GET(shuffle) &&
+         spmd_rt_world_size() == 1;
+}
+
+TEST_F(CudaKernels, ZzEveryKernelOfKernelListRan) {
+  if (!runsWholeSuite())
+    GTEST_SKIP() << "needs the whole suite, in order, in a 1-rank job";
+  EXPECT_EQ(kernelListNames().size(), 49u);
+  for (const std::string &name : kernelListNames())
     EXPECT_TRUE(exercisedKernels().count(name))
         << "spmd_rt_" << name << " is never compared";
 }
 
 // Every kernel takes bf16 on the CUDA backend.
 TEST_F(CudaKernelsBf16, ZzEveryKernelOfKernelListRanOnBf16) {
-  if (GTEST_FLAG_GET(filter) != "*" || GTEST_FLAG_GET(shuffle) ||
-      spmd_rt_world_size() != 1)
+  if (!runsWholeSuite())
     GTEST_SKIP() << "needs the whole suite, in order, in a 1-rank job";
-  const char *const kernels[] = {
-#define SPMD_RT_KERNEL(name, params, args) #name,
-#include "KernelList.def"
-  };
-  for (const char *name : kernels)
+  for (const std::string &name : kernelListNames())
     EXPECT_TRUE(exercisedBf16Kernels().count(name))
         << "spmd_rt_" << name << " is never compared on bf16 data";
 }
