@@ -16,9 +16,10 @@
 //
 // Element types: SPMD_F32 and SPMD_F64 on both backends, SPMD_BF16 on the
 // CUDA backend (fp32 arithmetic and accumulation, one rounding per stored
-// value; the CPU backend only casts and reduces bf16), SPMD_I64/I32 for indices and integer arithmetic, SPMD_I1 (one byte
-// per element, 0 or 1) for masks. A kernel given a dtype it does
-// not support, or shapes that break its op's rule, calls `spmd_rt_fatal`.
+// value; the CPU backend only casts and reduces bf16), SPMD_I64/I32 for
+// indices and integer arithmetic, SPMD_I1 (one byte per element, 0 or 1)
+// for masks. A kernel given a dtype it does not support, or shapes that
+// break its op's rule, calls `spmd_rt_fatal`.
 //
 // Errors: `spmd_rt_fatal` prints `spmd-run: rank R: error: <message>` on
 // stderr and ends the whole job (MPI_Abort when MPI is running, exit(1)
