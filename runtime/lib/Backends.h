@@ -18,6 +18,40 @@
 #include <atomic>
 #include <memory>
 
+/// Defines mm, addmm, bmm, baddbmm and matmul in a backend's namespace, each
+/// one call of that backend's `matmul(kernel, out, self, a, b, beta, alpha,
+/// rank, transA, transB)` (self NULL: no addend), so both backends give the
+/// same entry points the same ranks, defaults and kernel names.
+#define SPMD_RT_MATMUL_KERNELS(matmul)                                         \
+  void spmd_rt_mm(SpmdBuffer *out, const SpmdBuffer *self,                     \
+                  const SpmdBuffer *mat2) {                                    \
+    matmul("spmd_rt_mm", out, nullptr, self, mat2, 0.0, 1.0, 2, false, false); \
+  }                                                                            \
+  void spmd_rt_addmm(SpmdBuffer *out, const SpmdBuffer *self,                  \
+                     const SpmdBuffer *mat1, const SpmdBuffer *mat2,           \
+                     double beta, double alpha) {                              \
+    matmul("spmd_rt_addmm", out, self, mat1, mat2, beta, alpha, 2, false,      \
+           false);                                                             \
+  }                                                                            \
+  void spmd_rt_bmm(SpmdBuffer *out, const SpmdBuffer *self,                    \
+                   const SpmdBuffer *mat2) {                                   \
+    matmul("spmd_rt_bmm", out, nullptr, self, mat2, 0.0, 1.0, 3, false,        \
+           false);                                                             \
+  }                                                                            \
+  void spmd_rt_baddbmm(SpmdBuffer *out, const SpmdBuffer *self,                \
+                       const SpmdBuffer *batch1, const SpmdBuffer *batch2,     \
+                       double beta, double alpha) {                            \
+    matmul("spmd_rt_baddbmm", out, self, batch1, batch2, beta, alpha, 3,       \
+           false, false);                                                      \
+  }                                                                            \
+  void spmd_rt_matmul(SpmdBuffer *out, const SpmdBuffer *self,                 \
+                      const SpmdBuffer *a, const SpmdBuffer *b, double beta,   \
+                      double alpha, int64_t trans_a, int64_t trans_b) {        \
+    matmul("spmd_rt_matmul", out, self, a, b, beta, alpha,                     \
+           checkMatmulRank("spmd_rt_matmul", out), trans_a != 0,               \
+           trans_b != 0);                                                      \
+  }
+
 namespace spmd::rt {
 
 /// The data of one or more buffers (`SpmdBuffer::storage`; spmd_rt_view
@@ -78,8 +112,6 @@ void reportProfile();
 bool profiling();
 void profileBegin();
 void profileEnd(const char *kernel);
-/// The CUDA device the rank uses (chosen when the backend started).
-int currentDevice();
 
 /// The compute stream waits for pending collective results among a kernel's
 /// buffer arguments (every SpmdBuffer, and cat's list of `n` inputs).

@@ -44,7 +44,7 @@ void gemm(int64_t n, int64_t m, int64_t k, T alpha, const T *a, bool transA,
 /// common body of mm, addmm, bmm and baddbmm (`self` NULL: mm/bmm).
 void matmul(const char *kernel, SpmdBuffer *out, const SpmdBuffer *self,
             const SpmdBuffer *a, const SpmdBuffer *b, double beta, double alpha,
-            int32_t rank, bool transA = false, bool transB = false) {
+            int32_t rank, bool transA, bool transB) {
   auto [batch, n, k, m] = checkMatmul(kernel, out, a, b, rank, transA, transB);
   // ATen ignores self when beta == 0, NaNs included.
   if (!self || beta == 0.0)
@@ -70,34 +70,6 @@ void matmul(const char *kernel, SpmdBuffer *out, const SpmdBuffer *self,
 
 namespace spmd::rt::cpu {
 
-void spmd_rt_mm(SpmdBuffer *out, const SpmdBuffer *self,
-                const SpmdBuffer *mat2) {
-  matmul("spmd_rt_mm", out, nullptr, self, mat2, 0.0, 1.0, 2);
-}
-
-void spmd_rt_addmm(SpmdBuffer *out, const SpmdBuffer *self,
-                   const SpmdBuffer *mat1, const SpmdBuffer *mat2, double beta,
-                   double alpha) {
-  matmul("spmd_rt_addmm", out, self, mat1, mat2, beta, alpha, 2);
-}
-
-void spmd_rt_bmm(SpmdBuffer *out, const SpmdBuffer *self,
-                 const SpmdBuffer *mat2) {
-  matmul("spmd_rt_bmm", out, nullptr, self, mat2, 0.0, 1.0, 3);
-}
-
-void spmd_rt_baddbmm(SpmdBuffer *out, const SpmdBuffer *self,
-                     const SpmdBuffer *batch1, const SpmdBuffer *batch2,
-                     double beta, double alpha) {
-  matmul("spmd_rt_baddbmm", out, self, batch1, batch2, beta, alpha, 3);
-}
-
-void spmd_rt_matmul(SpmdBuffer *out, const SpmdBuffer *self,
-                    const SpmdBuffer *a, const SpmdBuffer *b, double beta,
-                    double alpha, int64_t trans_a, int64_t trans_b) {
-  const char *kernel = "spmd_rt_matmul";
-  matmul(kernel, out, self, a, b, beta, alpha, checkMatmulRank(kernel, out),
-         trans_a != 0, trans_b != 0);
-}
+SPMD_RT_MATMUL_KERNELS(matmul)
 
 } // namespace spmd::rt::cpu

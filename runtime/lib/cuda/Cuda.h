@@ -34,8 +34,11 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <string>
 #include <type_traits>
+#include <vector>
 
 namespace spmd::rt {
 template <> struct DTypeOf<__nv_bfloat16> {
@@ -133,10 +136,38 @@ inline void checkLaunch(const char *kernel) {
 /// on (NcclBackend).
 cudaStream_t computeStream();
 cudaStream_t commStream();
-/// A new timing event recorded on the compute stream (the caller destroys
-/// it): the GPU time of the work between two of them (SPMD_RT_PROFILE,
-/// SPMD_RT_GEMM_STATS).
-cudaEvent_t recordTimingEvent(const char *what);
+
+/// GPU time of labelled intervals on the compute stream, kept while the
+/// environment variable `env` is set (and not "0") and the step
+/// (spmd_rt_set_step) is 1 or later, step 0 being the warm-up:
+/// SPMD_RT_PROFILE (Device.cu) and SPMD_RT_GEMM_STATS (Linalg.cu). The
+/// events cost host time, so steps are not timed with them on.
+class IntervalTimer {
+public:
+  explicit IntervalTimer(const char *env);
+  /// Whether the current step is timed.
+  bool active() const;
+  /// Brackets one interval; `work` counts what it did (e.g. FLOP).
+  void begin();
+  void end(const char *label, double work = 0);
+  struct Total {
+    int64_t calls = 0;
+    double ms = 0, work = 0;
+  };
+  /// The totals by label (waiting for the last interval); forgets them.
+  std::map<std::string, Total> collect();
+
+private:
+  struct Interval {
+    const char *label;
+    cudaEvent_t start, stop;
+    double work;
+  };
+  const char *env;
+  bool enabled;
+  cudaEvent_t start = nullptr;
+  std::vector<Interval> intervals;
+};
 
 /// Threads per block of the 1-D kernels.
 constexpr int kBlock = 256;
@@ -378,14 +409,6 @@ __device__ inline void raiseError(DeviceError *slot, DeviceErrorKind kind,
 struct Dims {
   int64_t v[SPMD_MAX_RANK];
 };
-
-/// The product of a buffer's dims [begin, end).
-inline int64_t productOf(const SpmdBuffer *b, int32_t begin, int32_t end) {
-  int64_t p = 1;
-  for (int32_t d = begin; d < end; ++d)
-    p *= b->shape[d];
-  return p;
-}
 
 } // namespace spmd::rt::cuda
 

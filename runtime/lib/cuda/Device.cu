@@ -19,8 +19,9 @@
 //     record_stream);
 //   - the device error slot, the kernel-name table for its messages, and the
 //     cache of constant host tables copied to the device;
-//   - SPMD_RT_PROFILE=1: events around every kernel call from step 1 on, and
-//     a table of GPU time per kernel printed by spmd_rt_finalize.
+//   - IntervalTimer, and with it SPMD_RT_PROFILE=1: events around every
+//     kernel call from step 1 on, and a table of GPU time per kernel printed
+//     by spmd_rt_finalize.
 //
 // The runtime is driven from one thread (the SPMD program); a mutex guards
 // the state anyway, so a misbehaving caller cannot corrupt it.
@@ -180,27 +181,6 @@ struct Context {
   }
 };
 
-/// SPMD_RT_PROFILE=1: (kernel, start, stop) of every timed call.
-struct Profile {
-  bool enabled = false;
-  cudaEvent_t start = nullptr;
-  struct Call {
-    const char *kernel;
-    cudaEvent_t start, stop;
-  };
-  std::vector<Call> calls;
-
-  static Profile &get() {
-    static Profile profile = [] {
-      Profile p;
-      const char *env = std::getenv("SPMD_RT_PROFILE");
-      p.enabled = env && *env && std::string(env) != "0";
-      return p;
-    }();
-    return profile;
-  }
-};
-
 Context *globalContext = nullptr;
 
 Context &context() {
@@ -214,6 +194,14 @@ Context &context() {
 
 Storage *storageOf(const SpmdBuffer *buffer) {
   return static_cast<Storage *>(buffer->storage);
+}
+
+/// A new timing event recorded on the compute stream.
+cudaEvent_t recordTimingEvent(const char *what) {
+  cudaEvent_t event = nullptr;
+  check(cudaEventCreate(&event), what);
+  check(cudaEventRecord(event, context().compute), what);
+  return event;
 }
 
 } // namespace
@@ -231,11 +219,34 @@ cudaStream_t spmd::rt::cuda::computeStream() { return context().compute; }
 
 cudaStream_t spmd::rt::cuda::commStream() { return context().comm; }
 
-cudaEvent_t spmd::rt::cuda::recordTimingEvent(const char *what) {
-  cudaEvent_t event = nullptr;
-  check(cudaEventCreate(&event), what);
-  check(cudaEventRecord(event, context().compute), what);
-  return event;
+IntervalTimer::IntervalTimer(const char *env) : env(env) {
+  const char *value = std::getenv(env);
+  enabled = value && *value && std::string(value) != "0";
+}
+
+bool IntervalTimer::active() const { return enabled && randomStep() >= 1; }
+
+void IntervalTimer::begin() { start = recordTimingEvent(env); }
+
+void IntervalTimer::end(const char *label, double work) {
+  intervals.push_back({label, start, recordTimingEvent(env), work});
+}
+
+std::map<std::string, IntervalTimer::Total> IntervalTimer::collect() {
+  std::map<std::string, Total> totals;
+  for (const Interval &i : intervals) {
+    float ms = 0;
+    check(cudaEventSynchronize(i.stop), env);
+    check(cudaEventElapsedTime(&ms, i.start, i.stop), env);
+    Total &t = totals[i.label];
+    t.calls += 1;
+    t.ms += ms;
+    t.work += i.work;
+    (void)cudaEventDestroy(i.start);
+    (void)cudaEventDestroy(i.stop);
+  }
+  intervals.clear();
+  return totals;
 }
 
 Scratch::Scratch(int64_t bytes, const char *what) : size(bytes) {
@@ -372,43 +383,30 @@ void spmd::rt::cuda::read(const SpmdBuffer *buffer, void *host,
 
 void spmd::rt::cuda::synchronize() { checkDeviceErrors(); }
 
-bool spmd::rt::cuda::profiling() {
-  return Profile::get().enabled && randomStep() >= 1;
+namespace {
+IntervalTimer &kernelTimer() {
+  static IntervalTimer timer("SPMD_RT_PROFILE");
+  return timer;
 }
+} // namespace
 
-void spmd::rt::cuda::profileBegin() {
-  Profile::get().start = recordTimingEvent("SPMD_RT_PROFILE");
-}
+bool spmd::rt::cuda::profiling() { return kernelTimer().active(); }
+
+void spmd::rt::cuda::profileBegin() { kernelTimer().begin(); }
 
 void spmd::rt::cuda::profileEnd(const char *kernel) {
-  Profile &p = Profile::get();
-  p.calls.push_back({kernel, p.start, recordTimingEvent("SPMD_RT_PROFILE")});
+  kernelTimer().end(kernel);
 }
 
 void spmd::rt::cuda::reportProfile() {
-  Profile &p = Profile::get();
-  if (p.calls.empty())
+  std::map<std::string, IntervalTimer::Total> totals = kernelTimer().collect();
+  if (totals.empty())
     return;
-  struct Total {
-    int64_t calls = 0;
-    double ms = 0;
-  };
-  std::map<std::string, Total> totals;
   double all = 0;
-  for (const Profile::Call &call : p.calls) {
-    float ms = 0;
-    check(cudaEventSynchronize(call.stop), "SPMD_RT_PROFILE");
-    check(cudaEventElapsedTime(&ms, call.start, call.stop), "SPMD_RT_PROFILE");
-    Total &t = totals[call.kernel];
-    t.calls += 1;
-    t.ms += ms;
-    all += ms;
-    (void)cudaEventDestroy(call.start);
-    (void)cudaEventDestroy(call.stop);
-  }
-  p.calls.clear();
-  std::vector<std::pair<std::string, Total>> sorted(totals.begin(),
-                                                    totals.end());
+  for (const auto &entry : totals)
+    all += entry.second.ms;
+  std::vector<std::pair<std::string, IntervalTimer::Total>> sorted(
+      totals.begin(), totals.end());
   std::sort(sorted.begin(), sorted.end(), [](const auto &a, const auto &b) {
     return a.second.ms > b.second.ms;
   });
@@ -422,8 +420,6 @@ void spmd::rt::cuda::reportProfile() {
                 all > 0 ? 100 * t.ms / all : 0.0);
   std::fflush(stdout);
 }
-
-int spmd::rt::cuda::currentDevice() { return context().device; }
 
 void spmd::rt::cuda::shutdown() {
   if (!globalContext)

@@ -31,9 +31,6 @@
 #include <cublas_v2.h>
 
 #include <cstdio>
-#include <cstdlib>
-#include <string>
-#include <vector>
 
 using namespace spmd::rt;
 using namespace spmd::rt::cuda;
@@ -73,28 +70,16 @@ template <> struct GemmTypes<BFloat16> {
   static constexpr cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
 };
 
-/// SPMD_RT_GEMM_STATS: events around every GEMM, read at finalize.
-struct GemmStats {
-  bool enabled = false;
-  int64_t calls = 0;
-  double flops = 0;
-  std::vector<std::pair<cudaEvent_t, cudaEvent_t>> events;
-
-  static GemmStats &get() {
-    static GemmStats stats = [] {
-      GemmStats s;
-      const char *env = std::getenv("SPMD_RT_GEMM_STATS");
-      s.enabled = env && *env && std::string(env) != "0";
-      return s;
-    }();
-    return stats;
-  }
-};
+/// SPMD_RT_GEMM_STATS: the GPU time of every GEMM, read at finalize.
+IntervalTimer &gemmTimer() {
+  static IntervalTimer timer("SPMD_RT_GEMM_STATS");
+  return timer;
+}
 
 /// out = beta * self (broadcast) + alpha * (a @ b) per batch.
 void matmul(const char *kernel, SpmdBuffer *out, const SpmdBuffer *self,
             const SpmdBuffer *a, const SpmdBuffer *b, double beta, double alpha,
-            int32_t rank, bool transA = false, bool transB = false) {
+            int32_t rank, bool transA, bool transB) {
   // Named copies: lambdas cannot capture structured bindings in C++17.
   const std::array<int64_t, 4> dims =
       checkMatmul(kernel, out, a, b, rank, transA, transB);
@@ -130,9 +115,9 @@ void matmul(const char *kernel, SpmdBuffer *out, const SpmdBuffer *self,
     using M = OpMathT<T>;
     const M alphaT = static_cast<M>(alpha), betaT = static_cast<M>(beta);
     // Column-major C^T[m, n] = op(B)^T[m, k] op(A)^T[k, n].
-    GemmStats &stats = GemmStats::get();
-    const bool timed = stats.enabled && randomStep() >= 1;
-    cudaEvent_t start = timed ? recordTimingEvent(kernel) : nullptr;
+    const bool timed = gemmTimer().active();
+    if (timed)
+      gemmTimer().begin();
     int lda = static_cast<int>(transA ? n : k);
     int ldb = static_cast<int>(transB ? k : m);
     checkCublas(cublasGemmStridedBatchedEx(
@@ -143,71 +128,33 @@ void matmul(const char *kernel, SpmdBuffer *out, const SpmdBuffer *self,
                     static_cast<int>(m), n * m, static_cast<int>(batch),
                     compute, CUBLAS_GEMM_DEFAULT),
                 kernel);
-    if (timed) {
-      stats.events.emplace_back(start, recordTimingEvent(kernel));
-      stats.calls += 1;
-      stats.flops += 2.0 * double(batch) * double(n) * double(k) * double(m);
-    }
+    if (timed)
+      gemmTimer().end(kernel,
+                      2.0 * double(batch) * double(n) * double(k) * double(m));
   });
 }
 
 } // namespace
 
 void spmd::rt::cuda::reportGemmStats() {
-  GemmStats &stats = GemmStats::get();
-  if (!stats.enabled || stats.calls == 0)
-    return;
-  double seconds = 0;
-  for (auto [start, stop] : stats.events) {
-    float ms = 0;
-    check(cudaEventSynchronize(stop), "SPMD_RT_GEMM_STATS");
-    check(cudaEventElapsedTime(&ms, start, stop), "SPMD_RT_GEMM_STATS");
-    seconds += ms / 1e3;
-    (void)cudaEventDestroy(start);
-    (void)cudaEventDestroy(stop);
+  IntervalTimer::Total all;
+  for (const auto &entry : gemmTimer().collect()) {
+    all.calls += entry.second.calls;
+    all.ms += entry.second.ms;
+    all.work += entry.second.work;
   }
+  if (all.calls == 0)
+    return;
   std::printf("spmd-run: rank %d: cuBLAS GEMMs from step 1: %lld calls, "
-              "%.4f TFLOP in "
-              "%.3f ms: %.2f TFLOP/s\n",
-              spmd_rt_rank(), static_cast<long long>(stats.calls),
-              stats.flops / 1e12, seconds * 1e3,
-              seconds > 0 ? stats.flops / seconds / 1e12 : 0.0);
+              "%.4f TFLOP in %.3f ms: %.2f TFLOP/s\n",
+              spmd_rt_rank(), static_cast<long long>(all.calls),
+              all.work / 1e12, all.ms,
+              all.ms > 0 ? all.work / (all.ms / 1e3) / 1e12 : 0.0);
   std::fflush(stdout);
-  stats.events.clear();
-  stats.calls = 0;
-  stats.flops = 0;
 }
 
 namespace spmd::rt::cuda {
 
-void spmd_rt_mm(SpmdBuffer *out, const SpmdBuffer *self,
-                const SpmdBuffer *mat2) {
-  matmul("spmd_rt_mm", out, nullptr, self, mat2, 0.0, 1.0, 2);
-}
-
-void spmd_rt_addmm(SpmdBuffer *out, const SpmdBuffer *self,
-                   const SpmdBuffer *mat1, const SpmdBuffer *mat2, double beta,
-                   double alpha) {
-  matmul("spmd_rt_addmm", out, self, mat1, mat2, beta, alpha, 2);
-}
-
-void spmd_rt_bmm(SpmdBuffer *out, const SpmdBuffer *self,
-                 const SpmdBuffer *mat2) {
-  matmul("spmd_rt_bmm", out, nullptr, self, mat2, 0.0, 1.0, 3);
-}
-
-void spmd_rt_baddbmm(SpmdBuffer *out, const SpmdBuffer *self,
-                     const SpmdBuffer *batch1, const SpmdBuffer *batch2,
-                     double beta, double alpha) {
-  matmul("spmd_rt_baddbmm", out, self, batch1, batch2, beta, alpha, 3);
-}
-
-void spmd_rt_matmul(SpmdBuffer *out, const SpmdBuffer *self,
-                    const SpmdBuffer *a, const SpmdBuffer *b, double beta,
-                    double alpha, int64_t trans_a, int64_t trans_b) {
-  const char *kernel = "spmd_rt_matmul";
-  matmul(kernel, out, self, a, b, beta, alpha, checkMatmulRank(kernel, out),
-         trans_a != 0, trans_b != 0);
-}
+SPMD_RT_MATMUL_KERNELS(matmul)
 
 } // namespace spmd::rt::cuda
