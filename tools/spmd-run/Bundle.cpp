@@ -11,7 +11,6 @@
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 
-#include <cmath>
 #include <cstring>
 
 using namespace spmd::run;
@@ -29,14 +28,6 @@ size_t Array::elementSize() const { return spmd_rt_dtype_size(dtype); }
 double Array::at(int64_t i) const {
   const char *p = data.data() + i * elementSize();
   switch (dtype) {
-  case SPMD_BF16: {
-    uint16_t bits;
-    std::memcpy(&bits, p, 2);
-    uint32_t wide = static_cast<uint32_t>(bits) << 16;
-    float v;
-    std::memcpy(&v, &wide, 4);
-    return v;
-  }
   case SPMD_F32: {
     float v;
     std::memcpy(&v, p, 4);
@@ -142,35 +133,7 @@ llvm::Expected<Array> spmd::run::readNpy(const std::string &path) {
   return array;
 }
 
-Array spmd::run::convertFloat(const Array &array, int32_t dtype) {
-  if (array.dtype == dtype)
-    return array;
-  Array out;
-  out.dtype = dtype;
-  out.shape = array.shape;
-  out.data.resize(out.numel() * out.elementSize());
-  for (int64_t i = 0, e = array.numel(); i < e; ++i) {
-    float v = static_cast<float>(array.at(i));
-    if (dtype == SPMD_F32) {
-      std::memcpy(out.data.data() + 4 * i, &v, 4);
-      continue;
-    }
-    // bf16: the top half of the float, rounded to nearest even (NaN kept).
-    uint32_t bits;
-    std::memcpy(&bits, &v, 4);
-    uint16_t half = std::isnan(v)
-                        ? uint16_t(0x7fc0)
-                        : static_cast<uint16_t>(
-                              (bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
-    std::memcpy(out.data.data() + 2 * i, &half, 2);
-  }
-  return out;
-}
-
-llvm::Error spmd::run::writeNpy(const std::string &path, const Array &input) {
-  // .npy has no bf16: write the (exact) float32 widening, as spmd-capture.
-  const Array &array =
-      input.dtype == SPMD_BF16 ? convertFloat(input, SPMD_F32) : input;
+llvm::Error spmd::run::writeNpy(const std::string &path, const Array &array) {
   const char *descr = nullptr;
   for (const NpyType &t : npyTypes)
     if (t.dtype == array.dtype)

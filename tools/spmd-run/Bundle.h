@@ -34,10 +34,7 @@ struct Array {
 /// Reads a NumPy .npy file (format 1.0-3.0, little-endian, C order) of
 /// float32/float64/int64/int32/bool. Errors name the file and the reason.
 llvm::Expected<Array> readNpy(const std::string &path);
-/// `array` (f32 or bf16) converted to `dtype` (SPMD_F32 or SPMD_BF16): bf16
-/// rounds to nearest even. The bundle stores bf16 values widened to f32.
-Array convertFloat(const Array &array, int32_t dtype);
-/// Writes `array` as a .npy file (format 1.0); bf16 as its f32 widening.
+/// Writes `array` as a .npy file (format 1.0).
 llvm::Error writeNpy(const std::string &path, const Array &array);
 
 /// One manifest entry (an argument or a result of @train_step).

@@ -211,7 +211,16 @@ std::vector<std::vector<int64_t>> mapsFor(const Slot &slot,
   return localIndexMaps(global, mesh, placements, coords);
 }
 
+/// A buffer's values; bf16 widened to f32 by the runtime's cast (.npy and
+/// Array have no bf16).
 Array fromBuffer(const SpmdBuffer *buffer) {
+  if (buffer->dtype == SPMD_BF16) {
+    SpmdBuffer *wide = spmd_rt_alloc(SPMD_F32, buffer->rank, buffer->shape);
+    spmd_rt_copy(wide, buffer);
+    Array a = fromBuffer(wide);
+    spmd_rt_free(wide);
+    return a;
+  }
   Array a;
   a.dtype = buffer->dtype;
   a.shape.assign(buffer->shape, buffer->shape + buffer->rank);
@@ -220,10 +229,17 @@ Array fromBuffer(const SpmdBuffer *buffer) {
   return a;
 }
 
-SpmdBuffer *toBuffer(const Array &a) {
+/// A buffer of `dtype` holding `a`: the same dtype, or bf16 from the f32
+/// values the bundle keeps for it, rounded by the runtime's cast.
+SpmdBuffer *toBuffer(const Array &a, int32_t dtype) {
   SpmdBuffer *b = spmd_rt_alloc(a.dtype, a.shape.size(), a.shape.data());
   spmd_rt_write(b, a.data.data());
-  return b;
+  if (dtype == a.dtype)
+    return b;
+  SpmdBuffer *narrow = spmd_rt_alloc(dtype, b->rank, b->shape);
+  spmd_rt_copy(narrow, b);
+  spmd_rt_free(b);
+  return narrow;
 }
 
 /// Assembles a result on rank 0 from every rank's local piece.
@@ -365,7 +381,8 @@ int compare(const std::vector<Array> &results, const Manifest &manifest,
     }
     bool integer =
         got.dtype == SPMD_I64 || got.dtype == SPMD_I32 || got.dtype == SPMD_I1;
-    double relative = got.dtype == SPMD_BF16 ? rtolBF16 : rtol;
+    bool bf16 = slots[i].type.getElementType().isBF16();
+    double relative = bf16 ? rtolBF16 : rtol;
     double tolerance = integer ? 0 : relative * maxRef + 2 * noise;
     bool ok = sameShape && maxExact <= tolerance, byAdam = false;
     if (sameShape && !ok && !integer) {
@@ -468,11 +485,10 @@ int main(int argc, char **argv) {
       FATAL("argument %zu is '%s' in the module but '%s' in the bundle", i,
             slot.fqn.c_str(), entry.fqn.c_str());
     Array global = readBundleArray(entry.file);
+    int32_t dtype = *dtypeOf(slot.type.getElementType());
     // bf16 values arrive widened to f32 (.npy has no bf16).
-    if (*dtypeOf(slot.type.getElementType()) == SPMD_BF16 &&
-        global.dtype == SPMD_F32)
-      global = convertFloat(global, SPMD_BF16);
-    if (global.dtype != *dtypeOf(slot.type.getElementType()))
+    bool widened = dtype == SPMD_BF16 && global.dtype == SPMD_F32;
+    if (global.dtype != dtype && !widened)
       FATAL("argument '%s': %s holds dtype %s, the module wants %s",
             entry.fqn.c_str(), entry.file.c_str(), entry.dtype.c_str(),
             typeString(slot.type.getElementType()).c_str());
@@ -489,7 +505,7 @@ int main(int argc, char **argv) {
               entry.fqn.c_str(), maps[d].size(), d,
               typeString(slot.type).c_str(),
               static_cast<long long>(localShape[d]));
-    args.push_back(toBuffer(extractPiece(global, maps, localShape)));
+    args.push_back(toBuffer(extractPiece(global, maps, localShape), dtype));
   }
 
   // Lower and JIT-compile against the runtime library.
