@@ -160,13 +160,10 @@ LogicalResult spmd::bucketGradientAllReduces(ModuleOp module, int64_t capBytes,
           b.getInput().getDefiningOp());
     });
     SmallVector<SmallVector<AllReduceOp>> buckets;
-    if (capBytes == 0)
-      for (AllReduceOp r : grads)
-        buckets.push_back({r});
     int64_t bytes = 0;
     // The earliest use of a result of the open bucket.
     Operation *firstUse = nullptr;
-    for (AllReduceOp r : capBytes == 0 ? ArrayRef<AllReduceOp>() : grads) {
+    for (AllReduceOp r : grads) {
       // The bucket is reduced after its last gradient, `def`: it holds one
       // kind of reduction, up to the cap, and may only grow while every
       // result it gives is used after `def`.
@@ -178,8 +175,10 @@ LogicalResult spmd::bucketGradientAllReduces(ModuleOp module, int64_t capBytes,
       auto after = [&](Operation *u) { return !u || def->isBeforeInBlock(u); };
       SmallVector<AllReduceOp> *open =
           buckets.empty() ? nullptr : &buckets.back();
+      // A cap of 0 disables bucketing: every gradient alone.
       bool fits =
-          open && open->front().getMeshDims() == r.getMeshDims() &&
+          capBytes > 0 && open &&
+          open->front().getMeshDims() == r.getMeshDims() &&
           open->front().getReduce() == r.getReduce() &&
           cast<RankedTensorType>(open->front().getType()).getElementType() ==
               cast<RankedTensorType>(r.getType()).getElementType() &&

@@ -367,12 +367,13 @@ def step_args(factory, optimizer, accumulate=1):
         raise CaptureError("--accumulate %d needs a batch (dim 0 of the first input) that "
                            "divides into %d micro-batches, got %s" % (
                                accumulate, accumulate, batch))
-    shared = [(role, i, t) for role, i, t in tensors if not is_batched(t, batch)]
-    args += [Arg("%s.%d" % (role, i), role, t.detach().clone(), i) for role, i, t in shared]
+    args += [Arg("%s.%d" % (role, i), role, t.detach().clone(), i)
+             for role, i, t in tensors if not is_batched(t, batch)]
+    chunks = [(role, i, t.detach().chunk(accumulate))
+              for role, i, t in tensors if is_batched(t, batch)]
     for k in range(accumulate):
-        args += [Arg("micro%d.%s.%d" % (k, role, i), role,
-                     t.detach().chunk(accumulate)[k].clone(), i, k)
-                 for role, i, t in tensors if is_batched(t, batch)]
+        args += [Arg("micro%d.%s.%d" % (k, role, i), role, pieces[k].clone(), i, k)
+                 for role, i, pieces in chunks]
     return args
 
 

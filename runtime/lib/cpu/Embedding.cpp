@@ -98,35 +98,6 @@ void embeddingBackward(const char *kernel, SpmdBuffer *out,
 
 namespace spmd::rt::cpu {
 
-void spmd_rt_embedding(SpmdBuffer *out, const SpmdBuffer *weight,
-                       const SpmdBuffer *indices, int64_t padding_idx) {
-  (void)padding_idx; // Only the backward skips padding rows.
-  embedding("spmd_rt_embedding", out, weight, indices,
-            embeddingRows(weight, nullptr));
-}
-
-void spmd_rt_embedding_rows(SpmdBuffer *out, const SpmdBuffer *weight,
-                            const SpmdBuffer *indices, const int64_t *rows) {
-  embedding("spmd_rt_embedding_rows", out, weight, indices,
-            embeddingRows(weight, rows));
-}
-
-void spmd_rt_embedding_dense_backward(SpmdBuffer *out,
-                                      const SpmdBuffer *grad_output,
-                                      const SpmdBuffer *indices,
-                                      int64_t padding_idx,
-                                      int64_t scale_grad_by_freq) {
-  embeddingBackward("spmd_rt_embedding_dense_backward", out, grad_output,
-                    indices, padding_idx, scale_grad_by_freq,
-                    embeddingRows(out, nullptr));
-}
-
-void spmd_rt_embedding_dense_backward_rows(
-    SpmdBuffer *out, const SpmdBuffer *grad_output, const SpmdBuffer *indices,
-    int64_t padding_idx, int64_t scale_grad_by_freq, const int64_t *rows) {
-  embeddingBackward("spmd_rt_embedding_dense_backward_rows", out, grad_output,
-                    indices, padding_idx, scale_grad_by_freq,
-                    embeddingRows(out, rows));
-}
+SPMD_RT_EMBEDDING_KERNELS(embedding, embeddingBackward)
 
 } // namespace spmd::rt::cpu
