@@ -204,17 +204,7 @@ void spmd_rt_gelu_backward(SpmdBuffer *out, const SpmdBuffer *grad_output,
     elementwise<kFloat, 2>(kernel, out, {grad_output, self}, [](auto tag) {
       using T = decltype(tag);
       return [](T dy, T x) -> T {
-        const T kBeta = T(kGeluBeta), kKappa = T(kGeluKappa);
-        const T xSq = x * x;
-        const T inner = kBeta * (x + kKappa * xSq * x);
-        const T tanhInner = math::tanh(inner);
-        const T left = T(0.5) * x;
-        const T right = T(1) + tanhInner;
-        const T leftDerivative = T(0.5) * right;
-        const T tanhDerivative = T(1) - tanhInner * tanhInner;
-        const T innerDerivative = kBeta * (T(1) + T(3) * kKappa * xSq);
-        const T rightDerivative = left * tanhDerivative * innerDerivative;
-        return dy * (leftDerivative + rightDerivative);
+        return geluTanhBackward(dy, x, [](T v) { return math::tanh(v); });
       };
     });
     return;

@@ -265,17 +265,7 @@ template <typename T> struct GeluErf {
 };
 template <typename T> struct GeluTanhBackward {
   __device__ T operator()(T dy, T x) const {
-    const T kBeta = T(kGeluBeta), kKappa = T(kGeluKappa);
-    const T xSq = x * x;
-    const T inner = kBeta * (x + kKappa * xSq * x);
-    const T tanhInner = tanh(inner);
-    const T left = T(0.5) * x;
-    const T right = T(1) + tanhInner;
-    const T leftDerivative = T(0.5) * right;
-    const T tanhDerivative = T(1) - tanhInner * tanhInner;
-    const T innerDerivative = kBeta * (T(1) + T(3) * kKappa * xSq);
-    const T rightDerivative = left * tanhDerivative * innerDerivative;
-    return dy * (leftDerivative + rightDerivative);
+    return geluTanhBackward(dy, x, [](T v) { return tanh(v); });
   }
 };
 template <typename T> struct GeluErfBackward {
