@@ -92,7 +92,10 @@ std::optional<Kind> stepKind(const Placement &a, const Placement &b) {
     return Kind::AllGather;
   if (a.kind == P::Partial && b.kind == P::Replicate)
     return Kind::AllReduce;
-  if (a.kind == P::Partial && b.kind == P::Shard)
+  // A StridedShard target is a reduce_scatter of blocks reordered first
+  // (the partitioner's index tables); seed 001's FSDP gradient over a TP
+  // shard needs it.
+  if (a.kind == P::Partial && b.isShardLike())
     return Kind::ReduceScatter;
   if (a.kind == P::Shard && b.kind == P::Shard)
     return Kind::AllToAll;

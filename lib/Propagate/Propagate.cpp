@@ -56,8 +56,15 @@ private:
   void chooseBackward();
   /// DTensor's own choice, in program order: each op takes the strategy
   /// that is cheapest given its operands' layouts (compute plus the
-  /// redistribution of its operands), ignoring its consumers.
-  void chooseGreedy();
+  /// redistribution of its operands), ignoring its consumers. With
+  /// `keepReplicated`, on the mesh dims that do not split the batch
+  /// (`replicatedDims`), strategies come last that change a Replicate
+  /// operand (a free slice, Replicate -> Partial) or shard a result of
+  /// Replicate operands: a Partial is then reduced where it meets a
+  /// replicated value (Megatron's backward all_reduce at a colwise input's
+  /// gradient, DTensor's from_local backward) instead of flowing on,
+  /// sharded or Partial, into the replicated parameters' gradients.
+  void chooseGreedy(bool keepReplicated);
   /// The objective: every op's compute plus every value's redistributions.
   double totalCost();
   bool sweep();
@@ -83,6 +90,9 @@ private:
   std::vector<unsigned> redistributed; // `to` of each fixed layout change
   DenseMap<Operation *, unsigned> redistributeIndex;
   unsigned replicateLayout = 0;
+  /// Mesh dims on which every input and target argument (`spmd.role`) is
+  /// Replicate: tensor parallelism's, where activations stay replicated.
+  SmallVector<bool, 4> replicatedDims;
 };
 
 unsigned FunctionPropagation::layoutOf(Value v) const {
@@ -226,7 +236,7 @@ double FunctionPropagation::operandCost(unsigned i, unsigned s) {
   return total;
 }
 
-void FunctionPropagation::chooseGreedy() {
+void FunctionPropagation::chooseGreedy(bool keepReplicated) {
   for (unsigned i = 0; i < ops.size(); ++i) {
     if (forced[i] >= 0)
       continue;
@@ -239,13 +249,31 @@ void FunctionPropagation::chooseGreedy() {
     // DTensor's order of preference: the least communication, then the
     // fewest operands to redistribute at all (a free slice of a replicated
     // operand commits its consumers to that shard), then the least compute.
-    std::tuple<double, unsigned, double> best{kInf, 0, kInf};
+    std::tuple<unsigned, double, unsigned, double> best{~0u, kInf, 0, kInf};
+    using Kind = layout::Placement::Kind;
+    auto is = [&](unsigned layout, size_t m, Kind kind) {
+      return cost.layout(layout)[m].kind == kind;
+    };
     for (unsigned s = 0; s < ids[i].size(); ++s) {
-      unsigned moved = 0;
-      for (auto [k, v] : llvm::enumerate(ops[i]->getOperands()))
-        moved += layoutOf(v) != ids[i][s].operands[k];
-      std::tuple<double, unsigned, double> key{operandCost(i, s), moved,
-                                               ids[i][s].compute};
+      unsigned moved = 0, unreplicated = 0;
+      for (auto [k, v] : llvm::enumerate(ops[i]->getOperands())) {
+        unsigned have = layoutOf(v), need = ids[i][s].operands[k];
+        moved += have != need;
+        for (size_t m = 0; keepReplicated && m < meshRank; ++m)
+          unreplicated += replicatedDims[m] && is(have, m, Kind::Replicate) &&
+                          !is(need, m, Kind::Replicate);
+      }
+      // So is a result sharded where every operand is Replicate (expand of
+      // the replicated loss gradient).
+      for (unsigned r : ids[i][s].results)
+        for (size_t m = 0; keepReplicated && m < meshRank; ++m)
+          unreplicated += replicatedDims[m] &&
+                          cost.layout(r)[m].isShardLike() &&
+                          llvm::all_of(ids[i][s].operands, [&](unsigned o) {
+                            return is(o, m, Kind::Replicate);
+                          });
+      std::tuple<unsigned, double, unsigned, double> key{
+          unreplicated, operandCost(i, s), moved, ids[i][s].compute};
       if (key < best) {
         best = key;
         choice[i] = s;
@@ -318,7 +346,9 @@ LogicalResult FunctionPropagation::run() {
   for (unsigned i = 0; i < fn.getNumArguments(); ++i)
     for (const layout::Placement &p : cost.layout(argLayouts[i]))
       addSplitFactor(p, fn.getArgumentTypes()[i], splitFactors);
-  fn.walk([&](Operation *op) { collectSplitFactors(op, splitFactors); });
+  fn.walk([&](Operation *op) {
+    collectSplitFactors(op, cost.getMeshShape(), splitFactors);
+  });
 
   WalkResult walk = fn.walk([&](Operation *op) {
     if (op == fn || isa<func::ReturnOp>(op))
@@ -373,31 +403,49 @@ LogicalResult FunctionPropagation::run() {
   for (unsigned i = 0; i < ops.size(); ++i)
     if (forced[i] >= 0)
       choice[i] = forced[i];
-  // Two starting points, the better one is refined: the whole-graph
-  // estimate, and DTensor's greedy choice (which finds the plain
-  // data-parallel plan where the estimate's double counting on a DAG can
-  // lead elsewhere).
-  std::vector<unsigned> greedy;
+  // Three starting points, the best one is refined: the whole-graph
+  // estimate, DTensor's greedy choice (which finds the plain data-parallel
+  // plan where the estimate's double counting on a DAG can lead elsewhere)
+  // and the greedy choice that keeps replicated values replicated
+  // (Megatron's tensor-parallel backward, which single-op sweeps cannot
+  // reach from a lazy Partial).
   if (search != "cost") {
-    chooseGreedy();
+    chooseGreedy(/*keepReplicated=*/false);
     if (search == "greedy")
       return success();
     // greedy-forward: the forward keeps DTensor's choice.
     for (unsigned i = 0; i < ops.size(); ++i)
       if (forced[i] < 0 && getPhase(ops[i]) == "forward")
         forced[i] = choice[i];
-    greedy = choice;
   }
   estimateForward();
   chooseBackward();
-  std::vector<unsigned> estimated = choice;
-  double estimatedCost = totalCost();
-  if (greedy.empty())
-    chooseGreedy();
-  else
-    choice = std::move(greedy);
-  if (estimatedCost <= totalCost())
-    choice = estimated;
+  std::vector<unsigned> best = choice;
+  double bestCost = totalCost();
+  bool batchArgs = false;
+  replicatedDims.assign(meshRank, true);
+  for (unsigned i = 0; i < fn.getNumArguments(); ++i) {
+    auto role = fn.getArgAttrOfType<StringAttr>(i, "spmd.role");
+    if (!role || (role.getValue() != "input" && role.getValue() != "target"))
+      continue;
+    batchArgs = true;
+    for (size_t m = 0; m < meshRank; ++m)
+      replicatedDims[m] =
+          replicatedDims[m] && cost.layout(argLayouts[i])[m].kind ==
+                                   layout::Placement::Kind::Replicate;
+  }
+  bool anyReplicated = batchArgs && llvm::is_contained(replicatedDims, true);
+  for (bool keepReplicated : {false, true}) {
+    if (keepReplicated && !anyReplicated)
+      break;
+    chooseGreedy(keepReplicated);
+    double c = totalCost();
+    if (c < bestCost) {
+      bestCost = c;
+      best = choice;
+    }
+  }
+  choice = std::move(best);
   for (unsigned n = 0; n < maxSweeps && sweep(); ++n) {
   }
   return success();

@@ -52,35 +52,40 @@ void spmd::addSplitFactor(const Placement &p, Type type,
     out.push_back(f);
 }
 
-void spmd::collectSplitFactors(Operation *op,
-                               SmallVectorImpl<SplitFactor> &out) {
-  auto ruleOp = dyn_cast<aten::ShardingRuleOpInterface>(op);
-  if (!ruleOp)
-    return;
-  std::optional<layout::EinsumRule> rule = ruleOp.getShardingRule();
-  if (!rule)
-    return;
-  auto add = [&](const std::vector<Placement> &placements, ValueRange values) {
-    for (auto [p, v] : llvm::zip(placements, values))
-      addSplitFactor(p, v.getType(), out);
+/// Nests the atom shards of one operand's or result's `placements` (one per
+/// mesh dim, each from a 1-D strategy; `divides` the atom size of each, 0
+/// where the strategy shards no atom). A view's 1-D strategy names an atom
+/// by its global position: StridedShard(d, P) with P the product of the
+/// atoms before it (Shard(d) for P = 1). Mesh dims nest left to right on the
+/// already-local size (DESIGN.md 2), so a later mesh dim's P shrinks by the
+/// size of every earlier mesh dim that shards an atom before it: dp on the
+/// batch and tp on the heads of attention's [T, B*H, hd] is
+/// [Shard(1), StridedShard(1, B/dp)]. Mesh dims sharding the same atom must
+/// together divide it. Returns false when they do not.
+static bool nestAtoms(Placements &placements, ArrayRef<int64_t> divides,
+                      ArrayRef<int64_t> mesh) {
+  auto prefix = [](const Placement &p) {
+    return p.kind == Placement::Kind::StridedShard ? p.splitFactor : 1;
   };
-  for (const layout::OpStrategy &s : rule->extra) {
-    add(s.operands, op->getOperands());
-    add(s.results, op->getResults());
+  Placements global = placements;
+  for (size_t m = 0; m < global.size(); ++m) {
+    if (!global[m].isShardLike())
+      continue;
+    int64_t local = prefix(global[m]), sameAtom = 1;
+    for (size_t e = 0; e < global.size(); ++e) {
+      if (e == m || !global[e].isShardLike() || global[e].dim != global[m].dim)
+        continue;
+      if (prefix(global[e]) == prefix(global[m]))
+        sameAtom *= mesh[e];
+      else if (e < m && prefix(global[e]) < prefix(global[m]))
+        local /= mesh[e];
+    }
+    if (divides[m] > 0 && divides[m] % (sameAtom * mesh[m]) != 0)
+      return false;
+    placements[m] = local == 1 ? Placement::shard(global[m].dim)
+                               : Placement::stridedShard(global[m].dim, local);
   }
-}
-
-/// Two 1-D strategies shard the same dim of some operand or result.
-static bool shardsSameDims(const layout::OpStrategy &a,
-                           const layout::OpStrategy &b) {
-  auto clash = [](const std::vector<Placement> &x,
-                  const std::vector<Placement> &y) {
-    for (size_t i = 0; i < x.size(); ++i)
-      if (x[i].isShardLike() && y[i].isShardLike() && x[i].dim == y[i].dim)
-        return true;
-    return false;
-  };
-  return clash(a.operands, b.operands) || clash(a.results, b.results);
+  return true;
 }
 
 FailureOr<std::vector<MeshStrategy>>
@@ -166,21 +171,20 @@ spmd::enumerateStrategies(Operation *op, ArrayRef<int64_t> meshShape,
     s.operands.assign(operandShapes.size(), Placements(mesh.size()));
     s.results.assign(resultShapes.size(), Placements(mesh.size()));
     bool even = false, ok = true;
+    std::vector<int64_t> divides(mesh.size(), 0);
     for (size_t m = 0; m < mesh.size(); ++m) {
       const layout::OpStrategy &one = oneDim[pick[m]];
       even |= one.evenShards;
-      if (one.divides > 0) {
-        // The mesh dim divides the atom, and the atom's shard does not nest
-        // with other shards of its dims.
-        ok = ok && one.divides % mesh[m] == 0;
-        for (size_t other = 0; other < mesh.size() && ok; ++other)
-          ok = other == m || !shardsSameDims(one, oneDim[pick[other]]);
-      }
+      divides[m] = one.divides;
       for (size_t i = 0; i < operandShapes.size(); ++i)
         s.operands[i][m] = one.operands[i];
       for (size_t i = 0; i < resultShapes.size(); ++i)
         s.results[i][m] = one.results[i];
     }
+    if (llvm::any_of(divides, [](int64_t d) { return d > 0; }))
+      for (auto *list : {&s.operands, &s.results})
+        for (Placements &p : *list)
+          ok = ok && nestAtoms(p, divides, mesh);
     auto check = [&](const std::vector<int64_t> &shape, const Placements &p) {
       ok = ok && layout::validate(shape, mesh, p).empty() &&
            (!even || shardsEvenly(shape, p, mesh));
@@ -211,6 +215,29 @@ spmd::enumerateStrategies(Operation *op, ArrayRef<int64_t> meshShape,
     }
   }
   return out;
+}
+
+void spmd::collectSplitFactors(Operation *op, ArrayRef<int64_t> meshShape,
+                               SmallVectorImpl<SplitFactor> &out) {
+  auto ruleOp = dyn_cast<aten::ShardingRuleOpInterface>(op);
+  if (!ruleOp)
+    return;
+  std::optional<layout::EinsumRule> rule = ruleOp.getShardingRule();
+  if (!rule || rule->extra.empty())
+    return;
+  // The mesh strategies, not the 1-D ones: nesting makes the factors local.
+  FailureOr<std::vector<MeshStrategy>> all = enumerateStrategies(op, meshShape);
+  if (failed(all))
+    return;
+  auto add = [&](ArrayRef<Placements> layouts, ValueRange values) {
+    for (auto [placements, v] : llvm::zip(layouts, values))
+      for (const Placement &p : placements)
+        addSplitFactor(p, v.getType(), out);
+  };
+  for (const MeshStrategy &s : *all) {
+    add(s.operands, op->getOperands());
+    add(s.results, op->getResults());
+  }
 }
 
 FailureOr<layout::MeshCostModel>

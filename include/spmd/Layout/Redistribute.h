@@ -36,7 +36,8 @@ struct RedistributeStep {
     AllGather,
     /// Partial -> Replicate.
     AllReduce,
-    /// Partial -> Shard(d): reduce and keep this rank's chunk of d.
+    /// Partial -> Shard/StridedShard(d): reduce and keep this rank's chunk
+    /// of d (strided: blocks reordered before the reduction).
     ReduceScatter,
     /// Shard(i) -> Shard(j): split along j, exchange, concatenate along i.
     AllToAll,
@@ -101,9 +102,10 @@ std::pair<int64_t, double> collectiveCost(RedistributeStep::Kind kind,
 /// all_to_alls, not a full gather. Seed 001's exception: StridedShard(d,
 /// k * n) on m over one later mesh dim of n ranks sharding d as Shard (k =
 /// 1) or StridedShard(d, k) keeps each piece inside the later shard, so
-/// [SS(0, 2), S0] -> [R, S0] is one all_gather on mesh dim 0. A Partial can
-/// only become Replicate or a Shard (reduce), and only a Replicate can become a
-/// Partial (so S -> P goes through R, as in DTensor).
+/// [SS(0, 2), S0] -> [R, S0] is one all_gather on mesh dim 0 (and
+/// [P, S0] -> [SS(0, 2), S0] one reduce_scatter). A Partial can only become
+/// Replicate or a Shard/StridedShard (reduce), and only a Replicate can
+/// become a Partial (so S -> P goes through R, as in DTensor).
 ///
 /// Errors (plan.error): the layouts do not fit the shape and mesh
 /// (validate()), or mismatched mesh ranks.

@@ -33,8 +33,10 @@ struct OpStrategy {
   /// dims must divide evenly by the mesh dims that shard them.
   bool evenShards = false;
   /// When positive, the strategy shards a piece (an atom of a view) of
-  /// this many elements: the mesh dim using it must divide it, and no other
-  /// mesh dim may shard the same tensor dims.
+  /// this many elements, named by its global position (StridedShard(d, P),
+  /// P the product of the atoms before it): the mesh dims sharding it must
+  /// divide it, and on an N-D mesh the factor is made local to the earlier
+  /// mesh dims' shards (spmd::enumerateStrategies).
   int64_t divides = 0;
 
   /// E.g. "shard<0>, replicate -> shard<0>" (results comma-separated).

@@ -74,8 +74,11 @@ struct SplitFactor {
 /// the pinned layout alone, Replicate on the free dims, where none does).
 ///
 /// A 1-D strategy with `divides` (a view's atom) is used on a mesh dim only
-/// when the mesh dim's size divides the atom and no other mesh dim shards
-/// the same tensor dims.
+/// when the mesh dim's size (times the sizes of the other mesh dims on the
+/// same atom) divides the atom. Atoms sharded by several mesh dims nest:
+/// a later mesh dim's StridedShard factor counts the atoms before it as the
+/// earlier mesh dims left them (dp on the batch and tp on the heads of
+/// [T, B*H, hd] is [Shard(1), StridedShard(1, B/dp)]).
 llvm::FailureOr<std::vector<MeshStrategy>>
 enumerateStrategies(mlir::Operation *op, llvm::ArrayRef<int64_t> meshShape,
                     llvm::ArrayRef<SplitFactor> splitFactors = {});
@@ -85,9 +88,10 @@ enumerateStrategies(mlir::Operation *op, llvm::ArrayRef<int64_t> meshShape,
 void addSplitFactor(const layout::Placement &p, mlir::Type type,
                     llvm::SmallVectorImpl<SplitFactor> &out);
 
-/// The StridedShards (factor > 1) that `op`'s rule can produce (views that
-/// merge or split a sharded dim), added to `out`.
-void collectSplitFactors(mlir::Operation *op,
+/// The StridedShards (factor > 1) that `op`'s strategies on a mesh of shape
+/// `meshShape` can produce (views that merge or split a sharded dim, packed
+/// splits and cats), added to `out`.
+void collectSplitFactors(mlir::Operation *op, llvm::ArrayRef<int64_t> meshShape,
                          llvm::SmallVectorImpl<SplitFactor> &out);
 
 /// The alpha-beta model of `mesh`: MeshCostModel::defaults, with the
