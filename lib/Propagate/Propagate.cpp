@@ -56,14 +56,18 @@ private:
   void chooseBackward();
   /// DTensor's own choice, in program order: each op takes the strategy
   /// that is cheapest given its operands' layouts (compute plus the
-  /// redistribution of its operands), ignoring its consumers. With
-  /// `keepReplicated`, on the mesh dims that do not split the batch
-  /// (`replicatedDims`), strategies come last that change a Replicate
-  /// operand (a free slice, Replicate -> Partial) or shard a result of
-  /// Replicate operands: a Partial is then reduced where it meets a
+  /// redistribution of its operands), ignoring its consumers.
+  ///
+  /// With `keepReplicated`, on the mesh dims that do not split the batch
+  /// (`replicatedDims`, tensor parallelism's) strategies come last that
+  /// make a Replicate operand Partial, slice one where no operand arrives
+  /// sharded (one that follows a sharded operand is free: a loss gradient
+  /// meeting a vocab-sharded head), move a shard to another tensor dim,
+  /// carry a Partial beside a Replicate operand, or shard a result where no
+  /// operand is sharded. A Partial is then reduced where it meets a
   /// replicated value (Megatron's backward all_reduce at a colwise input's
-  /// gradient, DTensor's from_local backward) instead of flowing on,
-  /// sharded or Partial, into the replicated parameters' gradients.
+  /// gradient, DTensor's from_local backward) instead of flowing on into
+  /// the replicated parameters' gradients.
   void chooseGreedy(bool keepReplicated);
   /// The objective: every op's compute plus every value's redistributions.
   double totalCost();
@@ -254,24 +258,47 @@ void FunctionPropagation::chooseGreedy(bool keepReplicated) {
     auto is = [&](unsigned layout, size_t m, Kind kind) {
       return cost.layout(layout)[m].kind == kind;
     };
+    // Mesh dims on which an operand arrives sharded: a shard to follow.
+    SmallVector<bool, 4> arrivesSharded(meshRank, false);
+    for (Value v : ops[i]->getOperands())
+      for (size_t m = 0; m < meshRank; ++m)
+        arrivesSharded[m] =
+            arrivesSharded[m] || cost.layout(layoutOf(v))[m].isShardLike();
     for (unsigned s = 0; s < ids[i].size(); ++s) {
       unsigned moved = 0, unreplicated = 0;
       for (auto [k, v] : llvm::enumerate(ops[i]->getOperands())) {
         unsigned have = layoutOf(v), need = ids[i][s].operands[k];
         moved += have != need;
-        for (size_t m = 0; keepReplicated && m < meshRank; ++m)
-          unreplicated += replicatedDims[m] && is(have, m, Kind::Replicate) &&
-                          !is(need, m, Kind::Replicate);
+        for (size_t m = 0; keepReplicated && m < meshRank; ++m) {
+          const layout::Placement &from = cost.layout(have)[m],
+                                  &to = cost.layout(need)[m];
+          if (!replicatedDims[m] || from == to)
+            continue;
+          if (from.kind == Kind::Replicate)
+            unreplicated += !to.isShardLike() || !arrivesSharded[m];
+          else
+            unreplicated += from.isShardLike() && to.isShardLike();
+        }
       }
-      // So is a result sharded where every operand is Replicate (expand of
-      // the replicated loss gradient).
-      for (unsigned r : ids[i][s].results)
-        for (size_t m = 0; keepReplicated && m < meshRank; ++m)
-          unreplicated += replicatedDims[m] &&
-                          cost.layout(r)[m].isShardLike() &&
-                          llvm::all_of(ids[i][s].operands, [&](unsigned o) {
-                            return is(o, m, Kind::Replicate);
+      for (size_t m = 0; keepReplicated && m < meshRank; ++m) {
+        if (!replicatedDims[m])
+          continue;
+        // A Partial carried beside a replicated operand (layer norm's
+        // backward): its replicated parameters' gradients turn Partial too.
+        bool partial = false, replicated = false;
+        for (unsigned o : ids[i][s].operands) {
+          partial = partial || is(o, m, Kind::Partial);
+          replicated = replicated || is(o, m, Kind::Replicate);
+        }
+        unreplicated += partial && replicated;
+        // A result sharded where no operand is (expand of the replicated
+        // loss gradient): DTensor's strategies follow their operands.
+        for (unsigned r : ids[i][s].results)
+          unreplicated += cost.layout(r)[m].isShardLike() &&
+                          llvm::none_of(ids[i][s].operands, [&](unsigned o) {
+                            return cost.layout(o)[m].isShardLike();
                           });
+      }
       std::tuple<unsigned, double, unsigned, double> key{
           unreplicated, operandCost(i, s), moved, ids[i][s].compute};
       if (key < best) {
