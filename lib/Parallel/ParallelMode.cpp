@@ -180,14 +180,23 @@ LogicalResult spmd::annotateAndPartition(
     return failure();
   auto meshRef = FlatSymbolRefAttr::get(mesh.getSymNameAttr());
 
+  // The batch: dim 0 of the first input. Data arguments without it (a
+  // causal mask) are shared by every batch shard.
+  std::optional<int64_t> batch;
+  for (unsigned i = 0; i < fn.getNumArguments() && !batch; ++i)
+    if (auto type = dyn_cast<RankedTensorType>(fn.getArgumentTypes()[i]))
+      if (getArgRole(fn, i) == "input" && type.getRank() > 0)
+        batch = type.getDimSize(0);
   std::vector<LayoutAttr> argLayouts(fn.getNumArguments());
   for (unsigned i = 0; i < fn.getNumArguments(); ++i) {
     auto type = dyn_cast<RankedTensorType>(fn.getArgumentTypes()[i]);
     if (!type || !fn.getArgAttrDict(i))
       continue;
-    StringRef fqn = getArgFqn(fn, i);
-    std::optional<std::vector<layout::Placement>> p =
-        layoutOf(getArgRole(fn, i), fqn, type);
+    StringRef fqn = getArgFqn(fn, i), role = getArgRole(fn, i);
+    if ((role == "input" || role == "target") &&
+        (type.getRank() == 0 || type.getDimSize(0) != batch))
+      role = "";
+    std::optional<std::vector<layout::Placement>> p = layoutOf(role, fqn, type);
     if (!p)
       continue;
     std::string why = layout::validate(shapeOf(type), options.meshShape, *p);

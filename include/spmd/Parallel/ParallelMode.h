@@ -111,6 +111,9 @@ bool matchFqn(llvm::StringRef pattern, llvm::StringRef fqn);
 /// The shared first half of a data-parallel mode's partition: adds the
 /// mesh `@mesh` (names from `options`), sets each `@train_step` argument's
 /// `spmd.layout` to `layoutOf(role, fqn, type)` (null: Replicate), gives
+/// an input or target that is not batched like the first input (its dim 0
+/// differs, as a causal mask's; spmd-capture --accumulate's rule) the role
+/// "" so that it stays Replicate unless an override names it, gives
 /// each result that updates an argument that argument's layout, then runs
 /// `--spmd-propagate --spmd-partition` through options.runPipeline.
 /// `beforePropagate` may constrain the global program (insert fixed

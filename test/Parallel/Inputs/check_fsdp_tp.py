@@ -1,0 +1,76 @@
+"""The collective structure fsdp-tp must have, from spmd-opt --spmd-report:
+
+  check_fsdp_tp.py CAPTURED.mlir FSDPTP.mlir TP_REPORT.txt FSDPTP_REPORT.txt
+
+TP_REPORT is the tp plan on a 1-D mesh of the tp size, FSDPTP_REPORT the
+same plan with mode=fsdp-tp on DPxTP; FSDPTP.mlir is that output (its
+parameters' layouts), CAPTURED.mlir the captured module (global shapes).
+Claims (the issue's "fsdp-tp adds only dp-dim all_gathers of parameters and
+reduce_scatters of gradients"):
+  - the tp-dim collectives are the tp plan's, kind and phase, in order;
+  - every dp-dim all_gather gathers a parameter (fsdp-tp's reason);
+  - the dp-dim reduce_scatters reduce each parameter's gradient once: as many
+    as parameters, moving the bytes of every parameter's TP-local shard (dim 0
+    padded to a multiple of dp, as the shards are);
+  - nothing else runs on dp but all_reduces of scalars (the loss and the
+    mean's total weight, 4 or 8 bytes).
+Prints one line per claim with its figures and True/False."""
+import re
+import sys
+
+ELEMENT_BYTES = {"f32": 4, "f64": 8, "bf16": 2, "f16": 2, "i64": 8, "i32": 4, "i1": 1}
+ROW = re.compile(r"\s*\d+\s+(\w+)\s+(\S+)\s+\[([\w,]+)\]\s+(\d+)\s+\S+\s+(.*)")
+
+
+def rows(report):
+    return [m.groups() for m in map(ROW.match, report.splitlines()) if m]
+
+
+def tp_local_bytes(captured, parallel):
+    """Bytes of each parameter's TP-local shard as fsdp-tp reduce-scatters it:
+    the tp-sharded dim chunked (torch.chunk sizes), dim 0 padded to a multiple
+    of dp."""
+    mesh = re.search(r"spmd\.mesh @\w+ shape = \[(\d+), (\d+)\]", parallel)
+    dp, tp = (int(mesh.group(1)), int(mesh.group(2))) if mesh else (1, 1)
+    out = {}
+    for shape, dtype, fqn in re.findall(
+            r'tensor<((?:\d+x)*)(\w+)> \{spmd\.fqn = "([^"]+)", spmd\.role = "param"\}', captured):
+        dims = [int(d) for d in shape.split("x")[:-1]] or [1]
+        layout = re.search(r'spmd\.fqn = "%s", spmd\.layout = #spmd\.layout<@\w+, \[(.*?)\]>' %
+                           re.escape(fqn), parallel)
+        sharded = re.match(r"(?:strided_)?shard<(\d+)", layout.group(1).split(">, ")[-1]) if layout else None
+        if sharded:
+            d = int(sharded.group(1))
+            dims[d] = -(-dims[d] // tp)
+        dims[0] = -(-dims[0] // dp) * dp
+        n = ELEMENT_BYTES[dtype]
+        for d in dims:
+            n *= d
+        out[fqn] = n
+    return out
+
+
+def main():
+    captured, parallel = open(sys.argv[1]).read(), open(sys.argv[2]).read()
+    tp_rows, ft_rows = rows(open(sys.argv[3]).read()), rows(open(sys.argv[4]).read())
+    tp_kinds = [(k, p) for k, p, dims, _, _ in tp_rows]
+    ft_tp = [(k, p) for k, p, dims, _, _ in ft_rows if dims == "tp"]
+    print("tp collectives: tp plan %d, fsdp-tp %d, same kinds and phases in order: %s" %
+          (len(tp_kinds), len(ft_tp), tp_kinds == ft_tp))
+    dp = [r for r in ft_rows if r[2] != "tp"]
+    gathers = [r for r in dp if r[0] == "all_gather"]
+    print("dp all_gathers: %d, all of parameters: %s" %
+          (len(gathers), all(r[4].startswith("fsdp-tp: gather parameter") for r in gathers)))
+    params = tp_local_bytes(captured, parallel)
+    scatters = [r for r in dp if r[0] == "reduce_scatter"]
+    moved = sum(int(r[3]) for r in scatters)
+    print("dp reduce_scatters: %d for %d parameters, %d bytes == TP-local parameter bytes %d: %s" %
+          (len(scatters), len(params), moved, sum(params.values()),
+           len(scatters) == len(params) and moved == sum(params.values())))
+    others = [r for r in dp if r[0] not in ("all_gather", "reduce_scatter")]
+    print("other dp collectives: %d, all scalar all_reduces: %s" %
+          (len(others), all(r[0] == "all_reduce" and int(r[3]) <= 8 for r in others)))
+
+
+if __name__ == "__main__":
+    main()
