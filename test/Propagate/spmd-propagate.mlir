@@ -83,6 +83,33 @@ func.func @fixed(%x: tensor<64x64xf32> {spmd.layout = #spmd.layout<@mesh, [shard
 
 // -----
 
+// Attention's heads-merging view on a (dp, tp) mesh: dp shards the batch B
+// and tp the heads H of [T, B, H*hd]. Both atoms of the merged [T, B*H, hd]
+// stay sharded, nested left to right: dp's Shard(1) first, then tp's
+// StridedShard(1, B/dp) on the local B/dp*H. The batched matmul keeps the
+// layout (a StridedShard twin), and the inverse view gives the input's
+// layout back: no redistribution anywhere.
+spmd.mesh @mesh shape = [2, 2] names = ["dp", "tp"]
+// CHECK-LABEL: func.func @nested_atoms
+func.func @nested_atoms(%x: tensor<8x4x64xf32> {spmd.layout = #spmd.layout<@mesh, [shard<1>, shard<2>]>})
+    -> (tensor<8x4x64xf32> {spmd.layout = #spmd.layout<@mesh, [shard<1>, shard<2>]>}) {
+  // CHECK-NOT: spmd.redistribute
+  // CHECK: aten.view {{.*}}spmd.layouts = [#spmd.layout<@mesh, [shard<1>, strided_shard<1, 2>]>]
+  %v = aten.view %x {size = array<i64: 8, 16, 16>} : (tensor<8x4x64xf32>) -> tensor<8x16x16xf32>
+  %t = aten.transpose.int %v {dim0 = 0 : i64, dim1 = 1 : i64} : (tensor<8x16x16xf32>) -> tensor<16x8x16xf32>
+  // CHECK: aten.bmm {{.*}}spmd.layouts = [#spmd.layout<@mesh, [shard<0>, strided_shard<0, 2>]>]
+  %k = aten.transpose.int %t {dim0 = 1 : i64, dim1 = 2 : i64} : (tensor<16x8x16xf32>) -> tensor<16x16x8xf32>
+  %s = aten.bmm %t, %k : (tensor<16x8x16xf32>, tensor<16x16x8xf32>) -> tensor<16x8x8xf32>
+  %o = aten.bmm %s, %t : (tensor<16x8x8xf32>, tensor<16x8x16xf32>) -> tensor<16x8x16xf32>
+  %b = aten.transpose.int %o {dim0 = 0 : i64, dim1 = 1 : i64} : (tensor<16x8x16xf32>) -> tensor<8x16x16xf32>
+  %c = aten.clone %b : (tensor<8x16x16xf32>) -> tensor<8x16x16xf32>
+  // CHECK: aten.view {{.*}}spmd.layouts = [#spmd.layout<@mesh, [shard<1>, shard<2>]>]
+  %r = aten.view %c {size = array<i64: 8, 4, 64>} : (tensor<8x16x16xf32>) -> tensor<8x4x64xf32>
+  return %r : tensor<8x4x64xf32>
+}
+
+// -----
+
 // spmd.strategy forces a strategy (the per-op test matrix uses it).
 spmd.mesh @mesh shape = [4] names = ["dp"]
 // CHECK-LABEL: func.func @forced

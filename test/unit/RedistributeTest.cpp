@@ -259,6 +259,12 @@ TEST(Redistribute, StridedShard) {
   // Packed q|k|v: StridedShard(0, 3) <-> Shard(0), uneven.
   planAndRun({9, 4}, {2}, {SS(0, 3)}, {S(0)});
   planAndRun({10, 4}, {4}, {S(0)}, {SS(0, 3)});
+  // The gradient's way back: one reduce_scatter on dp into the TP shard
+  // (fsdp-tp), and one into a packed projection's StridedShard.
+  EXPECT_EQ(kinds(planAndRun({12, 3}, {2, 2}, {P(), S(0)}, {SS(0, 2), S(0)})),
+            std::vector<Kind>{Kind::ReduceScatter});
+  EXPECT_EQ(kinds(planAndRun({9, 4}, {2}, {P()}, {SS(0, 3)})),
+            std::vector<Kind>{Kind::ReduceScatter});
 }
 
 TEST(Redistribute, PartialOnTwoDims) {
