@@ -34,9 +34,12 @@ def PropagatePass : Pass<"spmd-propagate", "mlir::ModuleOp"> {
     it) plus every op's local compute. Partial results stay Partial until a
     consumer's strategy needs Replicate or a Shard. The search is
     deterministic (docs/propagation.md): a forward pass estimates the
-    cheapest way to produce each layout of each value, a backward pass
-    picks each op's strategy given its consumers, and sweeps of
-    single-op moves then lower the total until none helps.
+    cheapest way to produce each layout of each value and a backward pass
+    picks each op's strategy given its consumers; DTensor's greedy choice,
+    and the greedy choice that keeps tensor parallelism's activations
+    replicated (Megatron's backward), are two more starts; sweeps of
+    single-op moves then lower the cheapest start's total until none
+    helps.
 
     Output: each aten op carries `spmd.layouts` (one `#spmd.layout` per
     result); each argument and result of a function carries its
