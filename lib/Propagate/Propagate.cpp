@@ -367,15 +367,39 @@ LogicalResult FunctionPropagation::run() {
     resultLayouts.push_back(
         cost.intern(placementsOf(fn.getResultAttrDict(i), meshRank)));
 
-  // StridedShard layouts in flight (arguments, merging views): the ops may
-  // take them as they are (enumerateStrategies' twins).
-  SmallVector<SplitFactor> splitFactors;
+  // StridedShard layouts in flight: the ops may take them as they are
+  // (enumerateStrategies' twins). The arguments' reach every op; those that
+  // ops produce (merging views, packed splits and cats) reach the ops
+  // downstream of them, carried by values with a dim of their size, so an
+  // op far from attention gets no twins for the heads' factors.
+  SmallVector<SplitFactor> argFactors;
   for (unsigned i = 0; i < fn.getNumArguments(); ++i)
     for (const layout::Placement &p : cost.layout(argLayouts[i]))
-      addSplitFactor(p, fn.getArgumentTypes()[i], splitFactors);
-  fn.walk([&](Operation *op) {
-    collectSplitFactors(op, cost.getMeshShape(), splitFactors);
-  });
+      addSplitFactor(p, fn.getArgumentTypes()[i], argFactors);
+  DenseMap<Value, SmallVector<SplitFactor, 2>> reaching;
+  auto incoming = [&](Operation *op) {
+    SmallVector<SplitFactor> factors = argFactors;
+    for (Value v : op->getOperands())
+      for (const SplitFactor &f : reaching.lookup(v))
+        if (!llvm::is_contained(factors, f))
+          factors.push_back(f);
+    return factors;
+  };
+  // `factors` and the StridedShards of `layouts` that fit a dim of `v`.
+  auto carry = [&](Value v, ArrayRef<SplitFactor> factors,
+                   ArrayRef<Placements> layouts) {
+    auto type = dyn_cast<RankedTensorType>(v.getType());
+    if (!type)
+      return;
+    SmallVector<SplitFactor, 2> &out = reaching[v];
+    for (const SplitFactor &f : factors)
+      if (llvm::is_contained(type.getShape(), f.size) &&
+          !llvm::is_contained(out, f))
+        out.push_back(f);
+    for (const Placements &placements : layouts)
+      for (const layout::Placement &p : placements)
+        addSplitFactor(p, type, out);
+  };
 
   WalkResult walk = fn.walk([&](Operation *op) {
     if (op == fn || isa<func::ReturnOp>(op))
@@ -383,6 +407,8 @@ LogicalResult FunctionPropagation::run() {
     if (auto fixed = getFixedLayoutChange(op)) {
       redistributeIndex[op] = redistributed.size();
       redistributed.push_back(cost.intern(fixed->second.getLayoutPlacements()));
+      carry(op->getResult(0), incoming(op),
+            {fixed->second.getLayoutPlacements()});
       return WalkResult::advance();
     }
     bool hasTensors =
@@ -391,12 +417,19 @@ LogicalResult FunctionPropagation::run() {
     if (!hasTensors ||
         (op->getNumOperands() == 0 && op->hasTrait<OpTrait::ConstantLike>()))
       return WalkResult::advance();
+    SmallVector<SplitFactor> factors = incoming(op);
     FailureOr<std::vector<MeshStrategy>> all =
-        enumerateStrategies(op, cost.getMeshShape(), splitFactors);
+        enumerateStrategies(op, cost.getMeshShape(), factors);
     if (failed(all)) {
       op->emitOpError("has no sharding rule: cannot propagate layouts "
                       "through it");
       return WalkResult::interrupt();
+    }
+    for (auto [r, v] : llvm::enumerate(op->getResults())) {
+      SmallVector<Placements> produced;
+      for (const MeshStrategy &s : *all)
+        produced.push_back(s.results[r]);
+      carry(v, factors, produced);
     }
     int force = -1;
     if (auto attr = op->getAttrOfType<IntegerAttr>("spmd.strategy")) {

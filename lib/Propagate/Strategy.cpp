@@ -217,29 +217,6 @@ spmd::enumerateStrategies(Operation *op, ArrayRef<int64_t> meshShape,
   return out;
 }
 
-void spmd::collectSplitFactors(Operation *op, ArrayRef<int64_t> meshShape,
-                               SmallVectorImpl<SplitFactor> &out) {
-  auto ruleOp = dyn_cast<aten::ShardingRuleOpInterface>(op);
-  if (!ruleOp)
-    return;
-  std::optional<layout::EinsumRule> rule = ruleOp.getShardingRule();
-  if (!rule || rule->extra.empty())
-    return;
-  // The mesh strategies, not the 1-D ones: nesting makes the factors local.
-  FailureOr<std::vector<MeshStrategy>> all = enumerateStrategies(op, meshShape);
-  if (failed(all))
-    return;
-  auto add = [&](ArrayRef<Placements> layouts, ValueRange values) {
-    for (auto [placements, v] : llvm::zip(layouts, values))
-      for (const Placement &p : placements)
-        addSplitFactor(p, v.getType(), out);
-  };
-  for (const MeshStrategy &s : *all) {
-    add(s.operands, op->getOperands());
-    add(s.results, op->getResults());
-  }
-}
-
 FailureOr<layout::MeshCostModel>
 spmd::getMeshCostModel(MeshOp mesh, ArrayRef<double> latency,
                        ArrayRef<double> bandwidth, StringRef pass) {

@@ -88,12 +88,6 @@ enumerateStrategies(mlir::Operation *op, llvm::ArrayRef<int64_t> meshShape,
 void addSplitFactor(const layout::Placement &p, mlir::Type type,
                     llvm::SmallVectorImpl<SplitFactor> &out);
 
-/// The StridedShards (factor > 1) that `op`'s strategies on a mesh of shape
-/// `meshShape` can produce (views that merge or split a sharded dim, packed
-/// splits and cats), added to `out`.
-void collectSplitFactors(mlir::Operation *op, llvm::ArrayRef<int64_t> meshShape,
-                         llvm::SmallVectorImpl<SplitFactor> &out);
-
 /// The alpha-beta model of `mesh`: MeshCostModel::defaults, with the
 /// per-mesh-dim `latency` (seconds) and `bandwidth` (bytes/second) given by
 /// a pass's options where not empty. Emits "<pass>: '<option>' has N
