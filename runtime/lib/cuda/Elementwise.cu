@@ -15,7 +15,10 @@
 // The engine: the host checks that every input broadcasts to out's shape
 // (Checks.h broadcastStrides, the CPU's message), merges dims that every
 // operand walks contiguously, and launches a grid-stride kernel; operands
-// that all have out's shape take a fast path with no index arithmetic.
+// that all have out's shape take a fast path with no index arithmetic. Both
+// index in 32 bits, with the strided kernel's divisions by dim sizes done
+// as multiplications, whenever every index fits (fitsInt32), and in 64 bits
+// otherwise: one kernel template, instantiated for both index types.
 //
 //===----------------------------------------------------------------------===//
 
@@ -45,38 +48,113 @@ template <int N> struct Indexing {
 
 template <typename T, int N> struct Inputs { const T *ptr[N > 0 ? N : 1]; };
 
-/// `op` over the inputs at `offsets`, computed in M: each input is loaded
-/// as M and the result stored as T (for bf16, one rounding, on the store).
-template <typename T, typename M, int N, typename Op, size_t... I>
-__device__ inline T applyAt(const Op &op, const Inputs<T, N> &in,
-                            const int64_t *offsets, std::index_sequence<I...>) {
-  return convertValue<T>(op(convertValue<M>(in.ptr[I][offsets[I]])...));
+/// Division by a dim's size, fixed at launch, in the kernel's index type I.
+/// 64-bit indices divide.
+template <typename I> struct DimDivider {
+  I divisor = 1;
+  DimDivider() = default;
+  explicit DimDivider(I d) : divisor(d) {}
+  __device__ I div(I n) const { return n / divisor; }
+};
+
+/// 32-bit indices multiply by a magic number instead (Granlund-Montgomery,
+/// as ATen's IntDivider): a 32-bit division is a long instruction sequence
+/// on the GPU, this is a multiply-high, an add and a shift. Exact for
+/// n < 2^31, which the host guarantees (fitsInt32).
+template <> struct DimDivider<uint32_t> {
+  uint32_t divisor = 1, magic = 0, shift = 0;
+  DimDivider() = default;
+  explicit DimDivider(uint32_t d) : divisor(d) {
+    while (shift < 32 && (uint64_t(1) << shift) < d)
+      ++shift;
+    const uint64_t one = 1;
+    magic = static_cast<uint32_t>(((one << 32) * ((one << shift) - d)) / d + 1);
+  }
+  __device__ uint32_t div(uint32_t n) const {
+    return (__umulhi(n, magic) + n) >> shift;
+  }
+};
+
+/// Indexing as the strided kernel reads it, in its index type I.
+template <int N, typename I> struct DeviceIndexing {
+  int32_t rank = 0;
+  DimDivider<I> shape[SPMD_MAX_RANK];
+  I strides[N > 0 ? N : 1][SPMD_MAX_RANK] = {};
+
+  DeviceIndexing() = default;
+  explicit DeviceIndexing(const Indexing<N> &ix) : rank(ix.rank) {
+    for (int32_t d = 0; d < rank; ++d) {
+      shape[d] = DimDivider<I>(static_cast<I>(ix.shape[d]));
+      for (int k = 0; k < N; ++k)
+        strides[k][d] = static_cast<I>(ix.strides[k][d]);
+    }
+  }
+};
+
+/// Whether out's element indices and every input's offsets stay below 2^31,
+/// so that the kernels may index in 32 bits: 64-bit integer division and
+/// multiplication cost several instructions each per element, and bound the
+/// strided copies (permute) rather than memory.
+template <int N> bool fitsInt32(int64_t numel, const Indexing<N> &ix) {
+  constexpr int64_t kLimit = int64_t(1) << 31;
+  if (numel >= kLimit)
+    return false;
+  for (int k = 0; k < N; ++k) {
+    int64_t last = 0;
+    for (int32_t d = 0; d < ix.rank; ++d)
+      last += (ix.shape[d] - 1) * ix.strides[k][d];
+    if (last >= kLimit)
+      return false;
+  }
+  return true;
 }
 
-template <typename T, typename M, int N, typename Op>
-__global__ void mapContiguous(T *out, Inputs<T, N> in, int64_t numel, Op op) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < numel;
-       i += int64_t(gridDim.x) * blockDim.x) {
-    int64_t offsets[N > 0 ? N : 1];
+/// Calls `fn(I{})` with the index type I: uint32_t when `narrow`, else
+/// int64_t. Each kernel is instantiated for both.
+template <typename Fn> void withIndexType(bool narrow, Fn &&fn) {
+  if (narrow)
+    fn(uint32_t{});
+  else
+    fn(int64_t{});
+}
+
+/// `op` over the inputs at `offsets`, computed in M: each input is loaded
+/// as M and the result stored as T (for bf16, one rounding, on the store).
+template <typename T, typename M, int N, typename I, typename Op, size_t... K>
+__device__ inline T applyAt(const Op &op, const Inputs<T, N> &in,
+                            const I *offsets, std::index_sequence<K...>) {
+  return convertValue<T>(op(convertValue<M>(in.ptr[K][offsets[K]])...));
+}
+
+template <typename T, typename M, int N, typename I, typename Op>
+__global__ void mapContiguous(T *out, Inputs<T, N> in, I numel, Op op) {
+  for (I i = blockIdx.x * I(blockDim.x) + threadIdx.x; i < numel;
+       i += I(gridDim.x) * blockDim.x) {
+    I offsets[N > 0 ? N : 1];
     for (int k = 0; k < N; ++k)
       offsets[k] = i;
     out[i] = applyAt<T, M, N>(op, in, offsets, std::make_index_sequence<N>());
   }
 }
 
-template <typename T, typename M, int N, typename Op>
-__global__ void mapStrided(T *out, Inputs<T, N> in, int64_t numel,
-                           Indexing<N> ix, Op op) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < numel;
-       i += int64_t(gridDim.x) * blockDim.x) {
-    int64_t offsets[N > 0 ? N : 1] = {};
-    int64_t rest = i;
-    for (int32_t d = ix.rank - 1; d >= 0; --d) {
-      int64_t coord = rest % ix.shape[d];
-      rest /= ix.shape[d];
+template <typename T, typename M, int N, typename I, typename Op>
+__global__ void mapStrided(T *out, Inputs<T, N> in, I numel,
+                           DeviceIndexing<N, I> ix, Op op) {
+  for (I i = blockIdx.x * I(blockDim.x) + threadIdx.x; i < numel;
+       i += I(gridDim.x) * blockDim.x) {
+    I offsets[N > 0 ? N : 1] = {};
+    I rest = i;
+    for (int32_t d = ix.rank - 1; d > 0; --d) {
+      const I next = ix.shape[d].div(rest);
+      const I coord = rest - next * ix.shape[d].divisor;
+      rest = next;
       for (int k = 0; k < N; ++k)
         offsets[k] += coord * ix.strides[k][d];
     }
+    // What is left is dim 0's coordinate, with no division (at rank 0 it
+    // is 0 and the strides are 0).
+    for (int k = 0; k < N; ++k)
+      offsets[k] += rest * ix.strides[k][0];
     out[i] = applyAt<T, M, N>(op, in, offsets, std::make_index_sequence<N>());
   }
 }
@@ -122,14 +200,18 @@ void launchMap(const char *kernel, SpmdBuffer *out, Inputs<T, N> in,
           contiguous && (ix.shape[d] == 1 || ix.strides[k][d] == outStrides[d]);
   T *o = static_cast<T *>(out->data);
   unsigned grid = gridFor(out->numel);
-  if (contiguous) {
-    mapContiguous<T, M, N>
-        <<<grid, kBlock, 0, computeStream()>>>(o, in, out->numel, op);
-  } else {
+  if (!contiguous)
     coalesce(ix);
-    mapStrided<T, M, N>
-        <<<grid, kBlock, 0, computeStream()>>>(o, in, out->numel, ix, op);
-  }
+  withIndexType(fitsInt32(out->numel, ix), [&](auto index) {
+    using I = decltype(index);
+    const I numel = static_cast<I>(out->numel);
+    if (contiguous)
+      mapContiguous<T, M, N>
+          <<<grid, kBlock, 0, computeStream()>>>(o, in, numel, op);
+    else
+      mapStrided<T, M, N><<<grid, kBlock, 0, computeStream()>>>(
+          o, in, numel, DeviceIndexing<N, I>(ix), op);
+  });
   checkLaunch(kernel);
 }
 
@@ -177,10 +259,10 @@ void copyStrided(const char *kernel, SpmdBuffer *out, const SpmdBuffer *self,
   });
 }
 
-template <typename To, typename From>
-__global__ void convertKernel(To *out, const From *in, int64_t numel) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < numel;
-       i += int64_t(gridDim.x) * blockDim.x)
+template <typename To, typename From, typename I>
+__global__ void convertKernel(To *out, const From *in, I numel) {
+  for (I i = blockIdx.x * I(blockDim.x) + threadIdx.x; i < numel;
+       i += I(gridDim.x) * blockDim.x)
     out[i] = convertValue<To>(in[i]);
 }
 
@@ -290,10 +372,13 @@ void spmd::rt::cuda::convert(void *dst, int32_t dtype, const SpmdBuffer *b,
     using To = decltype(toTag);
     dispatchDevice<kAll | kBFloat16>(b->dtype, kernel, [&](auto fromTag) {
       using From = decltype(fromTag);
-      convertKernel<To, From>
-          <<<gridFor(b->numel), kBlock, 0, computeStream()>>>(
-              static_cast<To *>(dst), static_cast<const From *>(b->data),
-              b->numel);
+      withIndexType(b->numel < (int64_t(1) << 31), [&](auto index) {
+        using I = decltype(index);
+        convertKernel<To, From>
+            <<<gridFor(b->numel), kBlock, 0, computeStream()>>>(
+                static_cast<To *>(dst), static_cast<const From *>(b->data),
+                static_cast<I>(b->numel));
+      });
       checkLaunch(kernel);
     });
   });
