@@ -1103,6 +1103,26 @@ TEST_F(CudaKernels, Expand) {
   CHECK_KERNEL(kExact, expand, Tensor(SPMD_F32, {2048, 1030}), bigRow);
 }
 
+/// permutes of dtype `dt` that take the tiled transpose (out's innermost dim
+/// is not self's): edge tiles, batch dims outside and between the two
+/// transposed dims, and a size-1 dim.
+void checkTiledTransposes(DType dt) {
+  static constexpr int64_t kSwapInner[] = {0, 1, 3, 2};
+  static constexpr int64_t kReverse4[] = {3, 1, 2, 0};
+  static constexpr int64_t kReverse3[] = {2, 1, 0};
+  static constexpr int64_t kCycle3[] = {1, 2, 0};
+  Tensor heads = random(dt, {2, 3, 50, 37}, -100, 100);
+  CHECK_KERNEL(kExact, permute, Tensor(dt, {2, 3, 37, 50}), heads, 4,
+               kSwapInner);
+  Tensor unit = random(dt, {33, 4, 1, 65}, -100, 100);
+  CHECK_KERNEL(kExact, permute, Tensor(dt, {65, 4, 1, 33}), unit, 4, kReverse4);
+  Tensor between = random(dt, {40, 3, 100}, -100, 100);
+  CHECK_KERNEL(kExact, permute, Tensor(dt, {100, 3, 40}), between, 3,
+               kReverse3);
+  Tensor merged = random(dt, {64, 9, 32}, -100, 100);
+  CHECK_KERNEL(kExact, permute, Tensor(dt, {9, 32, 64}), merged, 3, kCycle3);
+}
+
 TEST_F(CudaKernels, Permute) {
   static constexpr int64_t kHeads[] = {0, 2, 1, 3};
   static constexpr int64_t kMix4[] = {3, 1, 0, 2};
@@ -1133,6 +1153,10 @@ TEST_F(CudaKernels, Permute) {
   // An i32 input permuted into i64.
   Tensor j3 = random(SPMD_I32, {3, 5, 7}, -1000, 1000);
   CHECK_KERNEL(kExact, permute, Tensor(SPMD_I64, {5, 7, 3}), j3, 3, kCycle3);
+  for (int32_t dt : {SPMD_F32, SPMD_F64, SPMD_I64, SPMD_I1}) {
+    SCOPED_TRACE(spmd_rt_dtype_name(dt));
+    checkTiledTransposes(dt);
+  }
 }
 
 /// cat of dtype `dt` on a middle dim, of large pieces ([64, 1000, 3] on both
@@ -2233,6 +2257,7 @@ TEST_F(CudaKernelsBf16, ExpandPermuteCatSlice) {
   Tensor f32Batched = random(SPMD_F32, {3, 40, 33}, -1, 1);
   CHECK_KERNEL(kBf16Rounded, permute, Tensor(dt, {3, 33, 40}), f32Batched, 3,
                kSwap3);
+  checkTiledTransposes(dt);
 
   Tensor a = random(dt, {2, 3, 4}, -100, 100);
   Tensor b = random(dt, {2, 1, 4}, -100, 100);

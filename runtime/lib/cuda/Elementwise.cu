@@ -18,7 +18,9 @@
 // that all have out's shape take a fast path with no index arithmetic. Both
 // index in 32 bits, with the strided kernel's divisions by dim sizes done
 // as multiplications, whenever every index fits (fitsInt32), and in 64 bits
-// otherwise: one kernel template, instantiated for both index types.
+// otherwise: one kernel template, instantiated for both index types. Copies
+// that transpose out's innermost dim with the dim where self is contiguous
+// (permute's transposes of inner dims) go through shared-memory tiles.
 //
 //===----------------------------------------------------------------------===//
 
@@ -89,6 +91,22 @@ template <int N, typename I> struct DeviceIndexing {
         strides[k][d] = static_cast<I>(ix.strides[k][d]);
     }
   }
+
+  /// Adds each operand's offset of out's element i to `offsets`.
+  __device__ void addOffsets(I i, I *offsets) const {
+    I rest = i;
+    for (int32_t d = rank - 1; d > 0; --d) {
+      const I next = shape[d].div(rest);
+      const I coord = rest - next * shape[d].divisor;
+      rest = next;
+      for (int k = 0; k < N; ++k)
+        offsets[k] += coord * strides[k][d];
+    }
+    // What is left is dim 0's coordinate, with no division (at rank 0 it
+    // is 0 and the strides are 0).
+    for (int k = 0; k < N; ++k)
+      offsets[k] += rest * strides[k][0];
+  }
 };
 
 /// Whether out's element indices and every input's offsets stay below 2^31,
@@ -143,18 +161,7 @@ __global__ void mapStrided(T *out, Inputs<T, N> in, I numel,
   for (I i = blockIdx.x * I(blockDim.x) + threadIdx.x; i < numel;
        i += I(gridDim.x) * blockDim.x) {
     I offsets[N > 0 ? N : 1] = {};
-    I rest = i;
-    for (int32_t d = ix.rank - 1; d > 0; --d) {
-      const I next = ix.shape[d].div(rest);
-      const I coord = rest - next * ix.shape[d].divisor;
-      rest = next;
-      for (int k = 0; k < N; ++k)
-        offsets[k] += coord * ix.strides[k][d];
-    }
-    // What is left is dim 0's coordinate, with no division (at rank 0 it
-    // is 0 and the strides are 0).
-    for (int k = 0; k < N; ++k)
-      offsets[k] += rest * ix.strides[k][0];
+    ix.addOffsets(i, offsets);
     out[i] = applyAt<T, M, N>(op, in, offsets, std::make_index_sequence<N>());
   }
 }
@@ -240,6 +247,104 @@ void elementwise(const char *kernel, SpmdBuffer *out,
   });
 }
 
+//===----------------------------------------------------------------------===//
+// Tiled transposes
+//===----------------------------------------------------------------------===//
+
+/// Tiles of kTile x kTile elements, each moved by kTile x kTileRows threads.
+constexpr int kTile = 32;
+constexpr int kTileRows = 8;
+
+/// A copy into contiguous out that reads self contiguously along out's dim
+/// `c` rather than its innermost dim `i`: a batch of 2-D transposes of
+/// [rows = size of c, cols = size of i] over out's other dims (`batch`, with
+/// out's strides as operand 0 and self's as operand 1).
+template <typename I> struct TransposeShape {
+  I rows, cols, tilesPerRow, batches;
+  I outRowStride, inColStride;
+  DeviceIndexing<2, I> batch;
+};
+
+/// The strided kernel reads such a copy one element per 32-byte sector; this
+/// one stages a tile in shared memory so that both the reads (along c) and
+/// the writes (along i) are coalesced. The +1 column keeps the transposed
+/// reads of the tile free of bank conflicts.
+template <typename T, typename I>
+__global__ void transposeTiles(T *out, const T *in, TransposeShape<I> t) {
+  __shared__ T tile[kTile][kTile + 1];
+  const I tileRow = blockIdx.x / t.tilesPerRow;
+  const I row0 = tileRow * kTile;
+  const I col0 = (blockIdx.x - tileRow * t.tilesPerRow) * kTile;
+  for (I b = blockIdx.y; b < t.batches; b += gridDim.y) {
+    I offsets[2] = {};
+    t.batch.addOffsets(b, offsets);
+    const I row = row0 + threadIdx.x;
+    for (int k = threadIdx.y; k < kTile; k += kTileRows)
+      if (row < t.rows && col0 + k < t.cols)
+        tile[k][threadIdx.x] =
+            in[offsets[1] + row + (col0 + k) * t.inColStride];
+    __syncthreads();
+    const I col = col0 + threadIdx.x;
+    for (int k = threadIdx.y; k < kTile; k += kTileRows)
+      if (row0 + k < t.rows && col < t.cols)
+        out[offsets[0] + (row0 + k) * t.outRowStride + col] =
+            tile[threadIdx.x][k];
+    __syncthreads();
+  }
+}
+
+/// The dim of coalesced `ix` along which self is contiguous when it is not
+/// out's innermost, or -1. Dims below 8 stay with the strided kernel: its
+/// reads then share sectors, and most of a tile would idle. So do inner
+/// strides of 0 (expand), whose reads are broadcasts.
+int32_t transposedDim(const Indexing<1> &ix) {
+  constexpr int64_t kMinSize = 8;
+  const int32_t inner = ix.rank - 1;
+  if (ix.rank < 2 || ix.strides[0][inner] <= 1 || ix.shape[inner] < kMinSize)
+    return -1;
+  for (int32_t d = 0; d < inner; ++d)
+    if (ix.strides[0][d] == 1)
+      return ix.shape[d] < kMinSize ? -1 : d;
+  return -1;
+}
+
+/// out = self read at coalesced `ix`, as transposes of out's dim `c` and its
+/// innermost dim.
+template <typename T>
+void launchTranspose(SpmdBuffer *out, const T *in, const Indexing<1> &ix,
+                     int32_t c) {
+  const int32_t inner = ix.rank - 1;
+  int64_t outStrides[SPMD_MAX_RANK];
+  contiguousStrides(ix.rank, ix.shape, outStrides);
+  Indexing<2> batch;
+  for (int32_t d = 0; d < inner; ++d) {
+    if (d == c)
+      continue;
+    batch.shape[batch.rank] = ix.shape[d];
+    batch.strides[0][batch.rank] = outStrides[d];
+    batch.strides[1][batch.rank] = ix.strides[0][d];
+    ++batch.rank;
+  }
+  coalesce(batch);
+  const int64_t rows = ix.shape[c], cols = ix.shape[inner];
+  const int64_t tilesPerRow = ceilDiv(cols, kTile);
+  const int64_t batches = out->numel / (rows * cols);
+  const dim3 grid(static_cast<unsigned>(ceilDiv(rows, kTile) * tilesPerRow),
+                  static_cast<unsigned>(std::min<int64_t>(batches, 65535)));
+  withIndexType(fitsInt32(out->numel, ix), [&](auto index) {
+    using I = decltype(index);
+    TransposeShape<I> t{I(rows),
+                        I(cols),
+                        I(tilesPerRow),
+                        I(batches),
+                        I(outStrides[c]),
+                        I(ix.strides[0][inner]),
+                        DeviceIndexing<2, I>(batch)};
+    transposeTiles<<<grid, dim3(kTile, kTileRows), 0, computeStream()>>>(
+        static_cast<T *>(out->data), in, t);
+  });
+}
+
 template <typename T> struct Identity {
   __device__ T operator()(T x) const { return x; }
 };
@@ -252,10 +357,15 @@ void copyStrided(const char *kernel, SpmdBuffer *out, const SpmdBuffer *self,
                  MakeIndexing &&makeIndexing) {
   dispatchDevice<kAll | kBFloat16>(out->dtype, kernel, [&](auto tag) {
     using T = decltype(tag);
-    const Indexing<1> ix = makeIndexing();
+    Indexing<1> ix = makeIndexing();
     std::unique_ptr<Scratch> converted;
     Inputs<T, 1> in{{dataAs<T>(self, converted, kernel)}};
-    launchMap<T, T, 1>(kernel, out, in, ix, Identity<T>{});
+    coalesce(ix);
+    const int32_t c = transposedDim(ix);
+    if (c < 0 || out->numel == 0)
+      return launchMap<T, T, 1>(kernel, out, in, ix, Identity<T>{});
+    launchTranspose(out, in.ptr[0], ix, c);
+    checkLaunch(kernel);
   });
 }
 
