@@ -388,26 +388,108 @@ void Partitioner::expandMeanNllLoss(aten::NllLossForwardOp op) {
   total.replaceAllUsesExcept(all.getResult(), all);
 }
 
+/// One radix of a dim's refinement: `size` global positions, of which a rank
+/// holds [begin, begin + count).
+struct Radix {
+  int64_t size, begin, count;
+};
+
+/// `held` (a rank's global indices along a dim of `extent`, in local order)
+/// as a product of runs in a mixed radix, outer radix first: {(B, b0, nb),
+/// (H, h0, nh)} for the batch block b0.. and head chunk h0.. of a merged
+/// [B*H] dim laid out [Shard, StridedShard]. Empty when the indices are not
+/// ascending or not such a product.
+static SmallVector<Radix> refine(ArrayRef<int64_t> held, int64_t extent) {
+  int64_t n = static_cast<int64_t>(held.size());
+  if (n == 0 || held.back() - held.front() + 1 == n)
+    return {{extent, n ? held.front() : 0, n}};
+  int64_t run = 1;
+  while (run < n && held[run] == held[0] + run)
+    ++run;
+  int64_t stride = held[run] - held[0], first = held[0] % stride;
+  if (n % run != 0 || extent % stride != 0 || first + run > stride)
+    return {};
+  SmallVector<int64_t> outer;
+  for (int64_t k = 0; k < n; k += run) {
+    if (held[k] % stride != first || (k && held[k] <= held[k - 1]))
+      return {};
+    for (int64_t i = 1; i < run; ++i)
+      if (held[k + i] != held[k] + i)
+        return {};
+    outer.push_back(held[k] / stride);
+  }
+  SmallVector<Radix> radices = refine(outer, extent / stride);
+  if (radices.empty())
+    return {};
+  radices.push_back({stride, first, run});
+  return radices;
+}
+
 LogicalResult Partitioner::setRandomOffsets(Operation *op) {
   Value result = op->getResult(0);
   const Placements &p = layouts.lookup(result);
   RankedTensorType global = globals.lookup(result);
   if (llvm::all_of(p, [](const Placement &x) { return !x.isShardLike(); }))
     return success();
-  auto dims = llvm::to_vector(llvm::seq<int64_t>(0, global.getRank()));
-  std::optional<std::vector<layout::Interval>> pieces =
-      contiguousPieces(global, p, dims);
-  if (!pieces)
-    return op->emitOpError("result layout ")
-           << layout::placementsStr(p)
-           << " gives a rank non-contiguous pieces; random ops need "
-              "Shard placements to draw by global index";
-  std::vector<int64_t> offsets;
-  for (const layout::Interval &piece : *pieces)
-    offsets.push_back(piece.begin);
+  // Each dim as a product of contiguous runs, the same radices on every
+  // rank: a StridedShard piece is then a contiguous box of a finer global
+  // shape with the same element order, and draws by global index there.
+  // A dim held as one run keeps its local (padded) size, so uneven shards
+  // draw as before; a dim held as several runs must have the same radices
+  // and counts on every rank.
+  auto local = cast<RankedTensorType>(result.getType());
+  SmallVector<int64_t> shape, localShape, offsets;
+  for (int64_t r = 0; r < numRanks; ++r) {
+    SmallVector<int64_t> sizes, counts;
+    for (int64_t d = 0; d < global.getRank(); ++d) {
+      SmallVector<Radix> radices =
+          refine(positions(global, p, r, d), global.getDimSize(d));
+      if (radices.empty())
+        return op->emitOpError("result layout ")
+               << layout::placementsStr(p)
+               << " gives a rank pieces that are no product of runs; random "
+                  "ops draw by global index";
+      for (const Radix &x : radices) {
+        sizes.push_back(x.size);
+        counts.push_back(radices.size() == 1 ? local.getDimSize(d) : x.count);
+        offsets.push_back(x.begin);
+      }
+    }
+    if (r == 0) {
+      shape = sizes;
+      localShape = counts;
+    } else if (sizes != shape || counts != localShape) {
+      return op->emitOpError("result layout ")
+             << layout::placementsStr(p)
+             << " gives ranks pieces of different structure; random ops "
+                "draw by global index";
+    }
+  }
   Builder b(op->getContext());
-  op->setAttr("spmd.global_shape", b.getDenseI64ArrayAttr(global.getShape()));
+  op->setAttr("spmd.global_shape", b.getDenseI64ArrayAttr(shape));
   op->setAttr("spmd.global_offsets", b.getDenseI64ArrayAttr(offsets));
+  if (static_cast<int64_t>(shape.size()) == global.getRank())
+    return success();
+  // The op draws on the finer local shape: its tensor operand and results
+  // are viewed there and back (same elements, same order).
+  OpBuilder builder(op);
+  auto refined = [&](Value v) {
+    return cast<RankedTensorType>(v.getType()).clone(localShape);
+  };
+  auto sizeAttr = [&](Type t) {
+    return builder.getDenseI64ArrayAttr(cast<RankedTensorType>(t).getShape());
+  };
+  Value input = op->getOperand(0);
+  op->setOperand(0, aten::ViewOp::create(builder, op->getLoc(), refined(input),
+                                         input, sizeAttr(refined(input))));
+  builder.setInsertionPointAfter(op);
+  for (Value v : op->getResults()) {
+    Type local = v.getType();
+    v.setType(refined(v));
+    auto back =
+        aten::ViewOp::create(builder, op->getLoc(), local, v, sizeAttr(local));
+    v.replaceAllUsesExcept(back, back);
+  }
   return success();
 }
 
@@ -437,9 +519,6 @@ LogicalResult Partitioner::setVocabRows(Operation *op, const Placements &p,
 LogicalResult Partitioner::rewriteOp(Operation *op) {
   op->removeAttr("spmd.layouts");
   maskReducedOperands(op);
-  if (isa<aten::BernoulliPOp, aten::NativeDropoutOp>(op) &&
-      failed(setRandomOffsets(op)))
-    return failure();
   if (isa<aten::EmbeddingOp>(op)) {
     auto [p, type] = operandLayouts.lookup(op)[0];
     if (failed(setVocabRows(op, p, type)))
@@ -451,6 +530,9 @@ LogicalResult Partitioner::rewriteOp(Operation *op) {
     return failure();
   for (Value v : op->getResults())
     v.setType(localType(globals[v], layouts[v]));
+  if (isa<aten::BernoulliPOp, aten::NativeDropoutOp>(op) &&
+      failed(setRandomOffsets(op)))
+    return failure();
   Builder b(op->getContext());
   auto localShape = [&]() {
     return cast<RankedTensorType>(op->getResult(0).getType()).getShape();

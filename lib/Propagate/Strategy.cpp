@@ -103,8 +103,7 @@ spmd::enumerateStrategies(Operation *op, ArrayRef<int64_t> meshShape,
     return failure();
   std::vector<layout::OpStrategy> oneDim = rule->strategies();
   const size_t base = oneDim.size();
-  if (!isa<aten::BernoulliPOp, aten::NativeDropoutOp, aten::EmbeddingOp,
-           aten::EmbeddingDenseBackwardOp>(op)) {
+  if (!isa<aten::EmbeddingOp, aten::EmbeddingDenseBackwardOp>(op)) {
     for (auto [size, factor] : splitFactors)
       for (size_t i = 0; i < base; ++i) {
         layout::OpStrategy twin = oneDim[i];

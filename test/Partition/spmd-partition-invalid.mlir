@@ -9,11 +9,14 @@ func.func @not_propagated(%x: tensor<8x4xf32>) -> tensor<8x4xf32> {
 
 // -----
 
+// A StridedShard of uneven pieces (9 rows as 3 pieces of 3 on 2 ranks: 2
+// and 1 rows of each) gives the ranks boxes of different shapes, which no
+// single per-rank program can draw.
 spmd.mesh @mesh shape = [2] names = ["dp"]
-func.func @strided_random(%x: tensor<8x4xf32>) -> (tensor<8x4xf32> {spmd.layout = #spmd.layout<@mesh, [strided_shard<0, 2>]>}) {
-  // expected-error @+1 {{'aten.bernoulli.p' op result layout [strided_shard<0, 2>] gives a rank non-contiguous pieces; random ops need Shard placements to draw by global index}}
-  %o = aten.bernoulli.p %x {p = 0.5 : f64, spmd.layouts = [#spmd.layout<@mesh, [strided_shard<0, 2>]>]} : (tensor<8x4xf32>) -> tensor<8x4xf32>
-  return %o : tensor<8x4xf32>
+func.func @strided_random(%x: tensor<9x4xf32> {spmd.layout = #spmd.layout<@mesh, [strided_shard<0, 3>]>}) -> (tensor<9x4xf32> {spmd.layout = #spmd.layout<@mesh, [strided_shard<0, 3>]>}) {
+  // expected-error @+1 {{'aten.bernoulli.p' op result layout [strided_shard<0, 3>] gives ranks pieces of different structure; random ops draw by global index}}
+  %o = aten.bernoulli.p %x {p = 0.5 : f64, spmd.layouts = [#spmd.layout<@mesh, [strided_shard<0, 3>]>]} : (tensor<9x4xf32>) -> tensor<9x4xf32>
+  return %o : tensor<9x4xf32>
 }
 
 // -----

@@ -100,6 +100,23 @@ func.func @dropout(%x: tensor<10x4xf32> {spmd.layout = #spmd.layout<@mesh, [shar
 
 // -----
 
+// A StridedShard result (attention's heads-sharded scores, dropped out on
+// local heads) is a contiguous box of a finer global shape: dim 0 of 8 as
+// [2 pieces, 4], each rank drawing rows [2r, 2r + 2) of both pieces. The op
+// draws on that shape, between views, at the same global element indices
+// as the 1-rank run.
+spmd.mesh @mesh shape = [2] names = ["tp"]
+// CHECK-LABEL: func.func @strided_dropout
+// CHECK: %[[IN:.*]] = aten.view %arg0 {size = array<i64: 2, 2, 4>} : (tensor<4x4xf32>) -> tensor<2x2x4xf32>
+// CHECK: %[[OUT:.*]], %[[MASK:.*]] = aten.native_dropout %[[IN]] {{.*}}spmd.global_offsets = array<i64: 0, 0, 0, 0, 2, 0>, spmd.global_shape = array<i64: 2, 4, 4>{{.*}} -> (tensor<2x2x4xf32>, tensor<2x2x4xi1>)
+// CHECK: aten.view %[[OUT]] {size = array<i64: 4, 4>} : (tensor<2x2x4xf32>) -> tensor<4x4xf32>
+func.func @strided_dropout(%x: tensor<8x4xf32> {spmd.layout = #spmd.layout<@mesh, [strided_shard<0, 2>]>}) -> (tensor<8x4xf32> {spmd.layout = #spmd.layout<@mesh, [strided_shard<0, 2>]>}) {
+  %o, %m = aten.native_dropout %x {p = 0.5 : f64, train = true} : (tensor<8x4xf32>) -> (tensor<8x4xf32>, tensor<8x4xi1>)
+  return %o : tensor<8x4xf32>
+}
+
+// -----
+
 // A vocabulary-sharded embedding (rowwise): 50001 rows on 4 ranks are
 // 12501, 12501, 12501 and 12498; each rank looks up the rows it holds (a masked
 // Partial), and the small output is reduced rather than the table gathered.

@@ -64,8 +64,8 @@ struct SplitFactor {
 /// all fall on dims of that size gets a twin with StridedShard(d, f) in
 /// their place: the op treats the indices of a label alike whatever their
 /// order, so a value laid out as a StridedShard (a merged view, a packed
-/// projection) flows through it without a redistribution. Random ops and
-/// embeddings (which need contiguous pieces) get no twins. The
+/// projection) flows through it without a redistribution. Embeddings (whose
+/// vocabulary rows must be contiguous pieces) get no twins. The
 /// combinations of the rule's own strategies come first, numbered as
 /// without twins.
 ///
