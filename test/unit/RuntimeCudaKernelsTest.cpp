@@ -1082,6 +1082,72 @@ TEST_F(CudaKernels, CopyConvertsAndReshapes) {
   CHECK_KERNEL(kExact, copy, Tensor(SPMD_F32, {1000003}), large);
 }
 
+/// Contiguous ops into `dt` on sizes below one vector, a whole number of
+/// vectors and whole vectors plus a tail (16 bytes: 4 f32, 8 bf16), and a
+/// cast of f64 into `dt` within `castTol` (a vector of 8-byte elements).
+void checkVectorizedContiguous(DType dt, Tol tol, Tol castTol) {
+  for (int64_t n : {5, 64, 1000003}) {
+    SCOPED_TRACE(n);
+    Tensor a = random(dt, {n}, -1, 1), b = random(dt, {n}, -1, 1);
+    Tensor c = random(dt, {n}, -1, 1);
+    CHECK_KERNEL(tol, neg, Tensor(dt, {n}), a);
+    CHECK_KERNEL(tol, add_tensor, Tensor(dt, {n}), a, b, 0.5);
+    CHECK_KERNEL(tol, addcmul, Tensor(dt, {n}), a, b, c, -2.0);
+    CHECK_KERNEL(kExact, copy, Tensor(SPMD_F64, {n}), a);
+    Tensor wide = random(SPMD_F64, {n}, -1, 1);
+    CHECK_KERNEL(castTol, copy, Tensor(dt, {n}), wide);
+  }
+}
+
+/// `b`'s elements [offset, offset + count) as a flat buffer over its data
+/// (not owning it): an odd offset breaks the device data's 16-byte
+/// alignment.
+SpmdBuffer flatSlice(SpmdBuffer *b, int64_t offset, int64_t count) {
+  SpmdBuffer s = *b;
+  s.rank = 1;
+  s.shape[0] = s.numel = count;
+  s.data = static_cast<char *>(b->data) + offset * spmd_rt_dtype_size(b->dtype);
+  return s;
+}
+
+/// Contiguous ops into `dt` whose out or inputs are not 16-byte aligned
+/// (the one-element kernel), within `tol`; casts into `dt` within
+/// `castTol`.
+void checkMisalignedContiguous(DType dt, Tol tol, Tol castTol) {
+  const int64_t n = 1003, count = n - 3;
+  Tensor a = random(dt, {n}, -1, 1), b = random(dt, {n}, -1, 1);
+  Tensor wide = random(SPMD_F64, {n}, -1, 1);
+  // Offsets in elements of out, a (or wide) and b.
+  const int64_t shifts[][3] = {{1, 0, 0}, {0, 1, 0}, {0, 0, 3}, {2, 2, 2}};
+  for (const auto &shift : shifts) {
+    SCOPED_TRACE("offsets " + std::to_string(shift[0]) + ", " +
+                 std::to_string(shift[1]) + ", " + std::to_string(shift[2]));
+    auto slices = [&](Tensor &t, int64_t offset) {
+      return std::make_pair(flatSlice(t.host(), offset, count),
+                            flatSlice(t.device(), offset, count));
+    };
+    // Zeros on both sides, where the kernels leave them.
+    Tensor out = generate(dt, {n}, [](int64_t) { return 0.0; });
+    auto [hostOut, devOut] = slices(out, shift[0]);
+    auto [hostA, devA] = slices(a, shift[1]);
+    auto [hostB, devB] = slices(b, shift[2]);
+    spmd::rt::cpu::spmd_rt_add_tensor(&hostOut, &hostA, &hostB, 0.5);
+    spmd_rt_add_tensor(&devOut, &devA, &devB, 0.5);
+    EXPECT_MATCH(out, tol);
+    Tensor cast = generate(dt, {n}, [](int64_t) { return 0.0; });
+    auto [hostCast, devCast] = slices(cast, shift[0]);
+    auto [hostWide, devWide] = slices(wide, shift[1]);
+    spmd::rt::cpu::spmd_rt_copy(&hostCast, &hostWide);
+    spmd_rt_copy(&devCast, &devWide);
+    EXPECT_MATCH(cast, castTol);
+  }
+}
+
+TEST_F(CudaKernels, ContiguousVectorsTailsAndMisalignment) {
+  checkVectorizedContiguous(SPMD_F32, kElementwise, kExact);
+  checkMisalignedContiguous(SPMD_F32, kElementwise, kExact);
+}
+
 TEST_F(CudaKernels, Expand) {
   Tensor row = random(SPMD_F32, {7}, -1, 1);
   CHECK_KERNEL(kExact, expand, Tensor(SPMD_F32, {3, 5, 7}), row);
@@ -2102,6 +2168,18 @@ TEST_F(CudaKernelsBf16, ConversionFromBf16) {
   Tensor large = random(kBF16, {1000003}, -1000, 1000);
   CHECK_KERNEL(kExact, copy, Tensor(SPMD_F32, {1000003}), large);
   CHECK_KERNEL(kExact, copy, Tensor(SPMD_I64, {1000003}), large);
+}
+
+TEST_F(CudaKernelsBf16, ContiguousVectorsTailsAndMisalignment) {
+  checkVectorizedContiguous(kBF16, kBf16Elementwise, kBf16Rounded);
+  checkMisalignedContiguous(kBF16, kBf16Elementwise, kBf16Rounded);
+  // bf16 <-> f32 casts: 8 elements per vector on both sides.
+  for (int64_t n : {7, 1000003}) {
+    Tensor b = random(kBF16, {n}, -300, 300);
+    CHECK_KERNEL(kExact, copy, Tensor(SPMD_F32, {n}), b);
+    Tensor f = random(SPMD_F32, {n}, -300, 300);
+    CHECK_KERNEL(kBf16Rounded, copy, Tensor(kBF16, {n}), f);
+  }
 }
 
 TEST_F(CudaKernelsBf16, BroadcastingArithmetic) {
