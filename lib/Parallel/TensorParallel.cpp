@@ -7,6 +7,7 @@
 #include "spmd/Propagate/Strategy.h"
 
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/EquivalenceClasses.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/JSON.h"
@@ -464,6 +465,60 @@ llvm::SetVector<Operation *> moduleOps(func::FuncOp fn, StringRef m) {
   return ops;
 }
 
+/// The calls of a module whose forward ops are `ops`: a module run more
+/// than once (gradient accumulation's micro-steps, a layer applied twice)
+/// has ops per call, connected through their own values, and each call has
+/// its own boundary values. Ops computed from the state arguments alone
+/// (views of a parameter) serve every call and belong to each; data
+/// arguments (inputs, targets: a micro-batch) belong to their call. In
+/// program order.
+SmallVector<llvm::SetVector<Operation *>>
+splitCalls(func::FuncOp fn, const llvm::SetVector<Operation *> &ops) {
+  auto fromArguments = [&](Value v, const DenseSet<Operation *> &shared) {
+    if (auto arg = dyn_cast<BlockArgument>(v)) {
+      StringRef role = getArgRole(fn, arg.getArgNumber());
+      return role != "input" && role != "target";
+    }
+    Operation *def = v.getDefiningOp();
+    return shared.contains(def) || def->hasTrait<OpTrait::ConstantLike>();
+  };
+  DenseSet<Operation *> shared;
+  for (Operation *op : ops)
+    if (llvm::all_of(op->getOperands(),
+                     [&](Value v) { return fromArguments(v, shared); }))
+      shared.insert(op);
+  // One call: ops joined by a value one defines and the other reads, or by
+  // an outside value both read.
+  llvm::EquivalenceClasses<Operation *> calls;
+  DenseMap<Value, Operation *> firstReader;
+  for (Operation *op : ops) {
+    if (shared.contains(op))
+      continue;
+    calls.insert(op);
+    for (Value v : op->getOperands()) {
+      if (fromArguments(v, shared))
+        continue;
+      Operation *def = v.getDefiningOp();
+      auto [it, first] = firstReader.try_emplace(v, op);
+      calls.unionSets(op, def && ops.contains(def) ? def : it->second);
+    }
+  }
+  DenseMap<Operation *, size_t> index;
+  for (Operation *op : ops)
+    if (!shared.contains(op))
+      index.try_emplace(calls.getLeaderValue(op), index.size());
+  SmallVector<llvm::SetVector<Operation *>> out(
+      std::max<size_t>(index.size(), 1));
+  for (Operation *op : ops) {
+    if (!shared.contains(op))
+      out[index.lookup(calls.getLeaderValue(op))].insert(op);
+    else
+      for (llvm::SetVector<Operation *> &call : out)
+        call.insert(op);
+  }
+  return out;
+}
+
 } // namespace
 
 LogicalResult spmd::constrainTPBoundaries(func::FuncOp fn,
@@ -482,153 +537,159 @@ LogicalResult spmd::constrainTPBoundaries(func::FuncOp fn,
   for (const TPStyledModule &styled : resolution.styled) {
     const std::string &m = styled.fqn;
     const TPPlanEntry *entry = styled.entry;
-    llvm::SetVector<Operation *> ops = moduleOps(fn, m);
-    if (ops.empty())
+    llvm::SetVector<Operation *> all = moduleOps(fn, m);
+    if (all.empty())
       return emitError(fn.getLoc(), "TP plan entry '")
              << entry->pattern << "': module '" << m
              << "' runs no op in the captured forward";
-    // Boundary values.
-    llvm::SetVector<Value> inputs, outputs;
-    for (Operation *op : ops)
-      for (Value v : op->getOperands()) {
-        if (!isa<RankedTensorType>(v.getType()))
-          continue;
-        if (Operation *def = v.getDefiningOp()) {
-          if (ops.contains(def) || def->hasTrait<OpTrait::ConstantLike>())
+    for (const llvm::SetVector<Operation *> &ops : splitCalls(fn, all)) {
+      // Boundary values.
+      llvm::SetVector<Value> inputs, outputs;
+      for (Operation *op : ops)
+        for (Value v : op->getOperands()) {
+          if (!isa<RankedTensorType>(v.getType()))
             continue;
-        } else if (within(getArgFqn(fn, cast<BlockArgument>(v).getArgNumber()),
-                          m)) {
-          continue;
+          if (Operation *def = v.getDefiningOp()) {
+            if (ops.contains(def) || def->hasTrait<OpTrait::ConstantLike>())
+              continue;
+          } else if (within(
+                         getArgFqn(fn, cast<BlockArgument>(v).getArgNumber()),
+                         m)) {
+            continue;
+          }
+          inputs.insert(v);
         }
-        inputs.insert(v);
+      // Values the module's own ops read (a parameter view every call
+      // uses) are not outputs.
+      for (Operation *op : ops)
+        for (Value v : op->getResults())
+          if (llvm::any_of(v.getUsers(), [&](Operation *user) {
+                StringRef phase = getPhase(user);
+                return !all.contains(user) &&
+                       (phase == "forward" || phase == "loss" ||
+                        isa<func::ReturnOp>(user));
+              }))
+            outputs.insert(v);
+
+      // Seed 002's layouts for this style; empty: nothing to constrain.
+      std::vector<std::optional<Placement>> in, desiredIn, out, desiredOut;
+      auto orDefault = [](const std::vector<std::optional<Placement>> &given,
+                          Placement fallback) {
+        return given.empty() || !given.front() ? fallback : *given.front();
+      };
+      switch (entry->style) {
+      case Style::Colwise:
+        in = {orDefault(entry->inputLayouts, Placement::replicate())};
+        desiredIn = {Placement::replicate()};
+        out = {orDefault(entry->outputLayouts, Placement::shard(-1))};
+        break;
+      case Style::Rowwise: {
+        Placement desired =
+            styled.embedding ? Placement::replicate() : Placement::shard(-1);
+        in = {orDefault(entry->inputLayouts, Placement::shard(-1))};
+        desiredIn = {desired};
+        out = {orDefault(entry->outputLayouts, Placement::replicate())};
+        break;
       }
-    for (Operation *op : ops)
-      for (Value v : op->getResults())
-        if (llvm::any_of(v.getUsers(), [&](Operation *user) {
-              StringRef phase = getPhase(user);
-              return !ops.contains(user) &&
-                     (phase == "forward" || phase == "loss" ||
-                      isa<func::ReturnOp>(user));
-            }))
-          outputs.insert(v);
+      case Style::SequenceParallel:
+        in = desiredIn = out = {Placement::shard(entry->sequenceDim)};
+        break;
+      case Style::PrepareModuleInput:
+        in = entry->inputLayouts;
+        desiredIn = entry->desiredInputLayouts;
+        break;
+      case Style::PrepareModuleOutput:
+        out = entry->outputLayouts;
+        desiredOut = entry->desiredOutputLayouts;
+        break;
+      case Style::Placements:
+        break;
+      }
+      auto countError = [&](StringRef what, size_t want, size_t have) {
+        return emitError(fn.getLoc(), "TP plan entry '")
+               << entry->pattern << "': " << styleName(entry->style)
+               << " gives layouts for " << want << " " << what
+               << (want == 1 ? "" : "s") << ", but module '" << m << "' has "
+               << have;
+      };
+      // prepare_* list every input/output; the other styles name the first.
+      bool listed = entry->style == Style::PrepareModuleInput ||
+                    entry->style == Style::PrepareModuleOutput;
+      if (!in.empty() && (listed ? in.size() != inputs.size() : inputs.empty()))
+        return countError("input", in.size(), inputs.size());
+      if (!out.empty() &&
+          (listed ? out.size() != outputs.size() : outputs.empty()))
+        return countError("output", out.size(), outputs.size());
 
-    // Seed 002's layouts for this style; empty: nothing to constrain.
-    std::vector<std::optional<Placement>> in, desiredIn, out, desiredOut;
-    auto orDefault = [](const std::vector<std::optional<Placement>> &given,
-                        Placement fallback) {
-      return given.empty() || !given.front() ? fallback : *given.front();
-    };
-    switch (entry->style) {
-    case Style::Colwise:
-      in = {orDefault(entry->inputLayouts, Placement::replicate())};
-      desiredIn = {Placement::replicate()};
-      out = {orDefault(entry->outputLayouts, Placement::shard(-1))};
-      break;
-    case Style::Rowwise: {
-      Placement desired =
-          styled.embedding ? Placement::replicate() : Placement::shard(-1);
-      in = {orDefault(entry->inputLayouts, Placement::shard(-1))};
-      desiredIn = {desired};
-      out = {orDefault(entry->outputLayouts, Placement::replicate())};
-      break;
-    }
-    case Style::SequenceParallel:
-      in = desiredIn = out = {Placement::shard(entry->sequenceDim)};
-      break;
-    case Style::PrepareModuleInput:
-      in = entry->inputLayouts;
-      desiredIn = entry->desiredInputLayouts;
-      break;
-    case Style::PrepareModuleOutput:
-      out = entry->outputLayouts;
-      desiredOut = entry->desiredOutputLayouts;
-      break;
-    case Style::Placements:
-      break;
-    }
-    auto countError = [&](StringRef what, size_t want, size_t have) {
-      return emitError(fn.getLoc(), "TP plan entry '")
-             << entry->pattern << "': " << styleName(entry->style)
-             << " gives layouts for " << want << " " << what
-             << (want == 1 ? "" : "s") << ", but module '" << m << "' has "
-             << have;
-    };
-    // prepare_* list every input/output; the other styles name the first.
-    bool listed = entry->style == Style::PrepareModuleInput ||
-                  entry->style == Style::PrepareModuleOutput;
-    if (!in.empty() && (listed ? in.size() != inputs.size() : inputs.empty()))
-      return countError("input", in.size(), inputs.size());
-    if (!out.empty() &&
-        (listed ? out.size() != outputs.size() : outputs.empty()))
-      return countError("output", out.size(), outputs.size());
-
-    // Constrains input or output `i`, `v`, to each layout of its chain in
-    // turn: what the value is (input_layouts / output_layouts), then what
-    // is wanted of it (the desired layout, where given and different). An
-    // input is constrained before its first use in the module, for the
-    // module's uses; an output after its definition, for the forward's
-    // other uses.
-    auto constrain = [&](Value v, size_t i, bool output) -> LogicalResult {
-      const auto &given = output ? out : in;
-      const auto &desired = output ? desiredOut : desiredIn;
-      SmallVector<Placement> chain;
-      if (given[i])
-        chain.push_back(*given[i]);
-      if (i < desired.size() && desired[i] &&
-          (chain.empty() || *desired[i] != chain.back()))
-        chain.push_back(*desired[i]);
-      if (chain.empty())
+      // Constrains input or output `i`, `v`, to each layout of its chain in
+      // turn: what the value is (input_layouts / output_layouts), then what
+      // is wanted of it (the desired layout, where given and different). An
+      // input is constrained before its first use in the module, for the
+      // module's uses; an output after its definition, for the forward's
+      // other uses.
+      auto constrain = [&](Value v, size_t i, bool output) -> LogicalResult {
+        const auto &given = output ? out : in;
+        const auto &desired = output ? desiredOut : desiredIn;
+        SmallVector<Placement> chain;
+        if (given[i])
+          chain.push_back(*given[i]);
+        if (i < desired.size() && desired[i] &&
+            (chain.empty() || *desired[i] != chain.back()))
+          chain.push_back(*desired[i]);
+        if (chain.empty())
+          return success();
+        std::string what = (output ? "output " : "input ") + std::to_string(i);
+        auto type = cast<RankedTensorType>(v.getType());
+        OpBuilder b(ctx);
+        Operation *at = v.getDefiningOp();
+        if (output) {
+          b.setInsertionPointAfter(at);
+        } else {
+          at = nullptr;
+          for (Operation *user : v.getUsers())
+            if (ops.contains(user) && (!at || user->isBeforeInBlock(at)))
+              at = user;
+          b.setInsertionPoint(at);
+        }
+        Value current = v;
+        SmallVector<Operation *> created;
+        for (Placement p : chain) {
+          p = normalized(p, type.getRank());
+          if (p.isShardLike() && (p.dim < 0 || p.dim >= type.getRank()))
+            return emitError(fn.getLoc(), "TP plan entry '")
+                   << entry->pattern << "': the " << what << " of module '" << m
+                   << "' has rank " << type.getRank() << " and cannot take "
+                   << p.str();
+          std::vector<Placement> placements(meshRank, Placement::replicate());
+          placements[tpDim] = p;
+          auto c = ShardingConstraintOp::create(
+              b, at->getLoc(), type, current, getLayoutAttr(mesh, placements),
+              free.empty() ? DenseI64ArrayAttr()
+                           : b.getDenseI64ArrayAttr(free));
+          c->setAttr("spmd.reason",
+                     b.getStringAttr("tp: " + styleName(entry->style) + " '" +
+                                     m + "' " + what + " -> " + p.str()));
+          created.push_back(c);
+          current = c.getResult();
+        }
+        v.replaceUsesWithIf(current, [&](OpOperand &use) {
+          Operation *user = use.getOwner();
+          if (llvm::is_contained(created, user))
+            return false;
+          if (!output)
+            return ops.contains(user);
+          StringRef phase = getPhase(user);
+          return !ops.contains(user) && (phase == "forward" || phase == "loss");
+        });
         return success();
-      std::string what = (output ? "output " : "input ") + std::to_string(i);
-      auto type = cast<RankedTensorType>(v.getType());
-      OpBuilder b(ctx);
-      Operation *at = v.getDefiningOp();
-      if (output) {
-        b.setInsertionPointAfter(at);
-      } else {
-        at = nullptr;
-        for (Operation *user : v.getUsers())
-          if (ops.contains(user) && (!at || user->isBeforeInBlock(at)))
-            at = user;
-        b.setInsertionPoint(at);
-      }
-      Value current = v;
-      SmallVector<Operation *> created;
-      for (Placement p : chain) {
-        p = normalized(p, type.getRank());
-        if (p.isShardLike() && (p.dim < 0 || p.dim >= type.getRank()))
-          return emitError(fn.getLoc(), "TP plan entry '")
-                 << entry->pattern << "': the " << what << " of module '" << m
-                 << "' has rank " << type.getRank() << " and cannot take "
-                 << p.str();
-        std::vector<Placement> placements(meshRank, Placement::replicate());
-        placements[tpDim] = p;
-        auto c = ShardingConstraintOp::create(
-            b, at->getLoc(), type, current, getLayoutAttr(mesh, placements),
-            free.empty() ? DenseI64ArrayAttr() : b.getDenseI64ArrayAttr(free));
-        c->setAttr("spmd.reason",
-                   b.getStringAttr("tp: " + styleName(entry->style) + " '" + m +
-                                   "' " + what + " -> " + p.str()));
-        created.push_back(c);
-        current = c.getResult();
-      }
-      v.replaceUsesWithIf(current, [&](OpOperand &use) {
-        Operation *user = use.getOwner();
-        if (llvm::is_contained(created, user))
-          return false;
-        if (!output)
-          return ops.contains(user);
-        StringRef phase = getPhase(user);
-        return !ops.contains(user) && (phase == "forward" || phase == "loss");
-      });
-      return success();
-    };
-    for (auto [i, v] : llvm::enumerate(inputs))
-      if (i < in.size() && failed(constrain(v, i, /*output=*/false)))
-        return failure();
-    for (auto [i, v] : llvm::enumerate(outputs))
-      if (i < out.size() && failed(constrain(v, i, /*output=*/true)))
-        return failure();
+      };
+      for (auto [i, v] : llvm::enumerate(inputs))
+        if (i < in.size() && failed(constrain(v, i, /*output=*/false)))
+          return failure();
+      for (auto [i, v] : llvm::enumerate(outputs))
+        if (i < out.size() && failed(constrain(v, i, /*output=*/true)))
+          return failure();
+    }
   }
   return success();
 }
