@@ -58,6 +58,11 @@ private:
   /// that is cheapest given its operands' layouts (compute plus the
   /// redistribution of its operands), ignoring its consumers.
   ///
+  /// With `followShards`, strategies that move an operand's shard to
+  /// another tensor dim come last, as DTensor's strategies follow their
+  /// operands' shards or replicate them: a hidden-sharded activation
+  /// meeting a layer norm is gathered, not all_to_all'ed to the sequence.
+  ///
   /// With `keepReplicated`, on the mesh dims that do not split the batch
   /// (`replicatedDims`, tensor parallelism's) strategies come last that
   /// make a Replicate operand Partial, slice one where no operand arrives
@@ -68,7 +73,7 @@ private:
   /// replicated value (Megatron's backward all_reduce at a colwise input's
   /// gradient, DTensor's from_local backward) instead of flowing on into
   /// the replicated parameters' gradients.
-  void chooseGreedy(bool keepReplicated);
+  void chooseGreedy(bool followShards, bool keepReplicated);
   /// The objective: every op's compute plus every value's redistributions.
   double totalCost();
   bool sweep();
@@ -240,7 +245,7 @@ double FunctionPropagation::operandCost(unsigned i, unsigned s) {
   return total;
 }
 
-void FunctionPropagation::chooseGreedy(bool keepReplicated) {
+void FunctionPropagation::chooseGreedy(bool followShards, bool keepReplicated) {
   for (unsigned i = 0; i < ops.size(); ++i) {
     if (forced[i] >= 0)
       continue;
@@ -253,7 +258,8 @@ void FunctionPropagation::chooseGreedy(bool keepReplicated) {
     // DTensor's order of preference: the least communication, then the
     // fewest operands to redistribute at all (a free slice of a replicated
     // operand commits its consumers to that shard), then the least compute.
-    std::tuple<unsigned, double, unsigned, double> best{~0u, kInf, 0, kInf};
+    std::tuple<unsigned, unsigned, double, unsigned, double> best{
+        ~0u, ~0u, kInf, 0, kInf};
     using Kind = layout::Placement::Kind;
     auto is = [&](unsigned layout, size_t m, Kind kind) {
       return cost.layout(layout)[m].kind == kind;
@@ -265,10 +271,15 @@ void FunctionPropagation::chooseGreedy(bool keepReplicated) {
         arrivesSharded[m] =
             arrivesSharded[m] || cost.layout(layoutOf(v))[m].isShardLike();
     for (unsigned s = 0; s < ids[i].size(); ++s) {
-      unsigned moved = 0, unreplicated = 0;
+      unsigned moved = 0, unreplicated = 0, resharded = 0;
       for (auto [k, v] : llvm::enumerate(ops[i]->getOperands())) {
         unsigned have = layoutOf(v), need = ids[i][s].operands[k];
         moved += have != need;
+        for (size_t m = 0; followShards && m < meshRank; ++m) {
+          const layout::Placement &a = cost.layout(have)[m],
+                                  &b = cost.layout(need)[m];
+          resharded += a.isShardLike() && b.isShardLike() && a != b;
+        }
         for (size_t m = 0; keepReplicated && m < meshRank; ++m) {
           const layout::Placement &from = cost.layout(have)[m],
                                   &to = cost.layout(need)[m];
@@ -299,8 +310,8 @@ void FunctionPropagation::chooseGreedy(bool keepReplicated) {
                             return cost.layout(o)[m].isShardLike();
                           });
       }
-      std::tuple<unsigned, double, unsigned, double> key{
-          unreplicated, operandCost(i, s), moved, ids[i][s].compute};
+      std::tuple<unsigned, unsigned, double, unsigned, double> key{
+          unreplicated, resharded, operandCost(i, s), moved, ids[i][s].compute};
       if (key < best) {
         best = key;
         choice[i] = s;
@@ -463,25 +474,6 @@ LogicalResult FunctionPropagation::run() {
   for (unsigned i = 0; i < ops.size(); ++i)
     if (forced[i] >= 0)
       choice[i] = forced[i];
-  // Three starting points, the best one is refined: the whole-graph
-  // estimate, DTensor's greedy choice (which finds the plain data-parallel
-  // plan where the estimate's double counting on a DAG can lead elsewhere)
-  // and the greedy choice that keeps replicated values replicated
-  // (Megatron's tensor-parallel backward, which single-op sweeps cannot
-  // reach from a lazy Partial).
-  if (search != "cost") {
-    chooseGreedy(/*keepReplicated=*/false);
-    if (search == "greedy")
-      return success();
-    // greedy-forward: the forward keeps DTensor's choice.
-    for (unsigned i = 0; i < ops.size(); ++i)
-      if (forced[i] < 0 && getPhase(ops[i]) == "forward")
-        forced[i] = choice[i];
-  }
-  estimateForward();
-  chooseBackward();
-  std::vector<unsigned> best = choice;
-  double bestCost = totalCost();
   bool batchArgs = false;
   replicatedDims.assign(meshRank, true);
   for (unsigned i = 0; i < fn.getNumArguments(); ++i) {
@@ -495,10 +487,31 @@ LogicalResult FunctionPropagation::run() {
                                    layout::Placement::Kind::Replicate;
   }
   bool anyReplicated = batchArgs && llvm::is_contained(replicatedDims, true);
-  for (bool keepReplicated : {false, true}) {
+  if (search != "cost") {
+    chooseGreedy(/*followShards=*/true, /*keepReplicated=*/false);
+    if (search == "greedy")
+      return success();
+    // greedy-forward: the forward keeps DTensor's choice.
+    for (unsigned i = 0; i < ops.size(); ++i)
+      if (forced[i] < 0 && getPhase(ops[i]) == "forward")
+        forced[i] = choice[i];
+  }
+  // Starting points, the cheapest is refined: the whole-graph estimate;
+  // the greedy choice (which finds the plain data-parallel plan where the
+  // estimate's double counting on a DAG can lead elsewhere), also following
+  // shards as DTensor does; and, with tensor parallelism, the greedy
+  // choice that keeps replicated values replicated (Megatron's backward,
+  // which single-op sweeps cannot reach from a lazy Partial).
+  estimateForward();
+  chooseBackward();
+  std::vector<unsigned> best = choice;
+  double bestCost = totalCost();
+  for (auto [followShards, keepReplicated] :
+       {std::pair(false, false), std::pair(true, false),
+        std::pair(true, true)}) {
     if (keepReplicated && !anyReplicated)
       break;
-    chooseGreedy(keepReplicated);
+    chooseGreedy(followShards, keepReplicated);
     double c = totalCost();
     if (c < bestCost) {
       bestCost = c;
