@@ -499,8 +499,8 @@ splitCalls(func::FuncOp fn, const llvm::SetVector<Operation *> &ops) {
       if (fromArguments(v, shared))
         continue;
       Operation *def = v.getDefiningOp();
-      auto [it, first] = firstReader.try_emplace(v, op);
-      calls.unionSets(op, def && ops.contains(def) ? def : it->second);
+      Operation *reader = firstReader.try_emplace(v, op).first->second;
+      calls.unionSets(op, def && ops.contains(def) ? def : reader);
     }
   }
   DenseMap<Operation *, size_t> index;

@@ -394,29 +394,34 @@ struct Radix {
   int64_t size, begin, count;
 };
 
-/// `held` (a rank's global indices along a dim of `extent`, in local order)
-/// as a product of runs in a mixed radix, outer radix first: {(B, b0, nb),
-/// (H, h0, nh)} for the batch block b0.. and head chunk h0.. of a merged
-/// [B*H] dim laid out [Shard, StridedShard]. Empty when the indices are not
-/// ascending or not such a product.
-static SmallVector<Radix> refine(ArrayRef<int64_t> held, int64_t extent) {
-  int64_t n = static_cast<int64_t>(held.size());
-  if (n == 0 || held.back() - held.front() + 1 == n)
-    return {{extent, n ? held.front() : 0, n}};
-  int64_t run = 1;
-  while (run < n && held[run] == held[0] + run)
-    ++run;
-  int64_t stride = held[run] - held[0], first = held[0] % stride;
-  if (n % run != 0 || extent % stride != 0 || first + run > stride)
+/// `runs` (the intervals of global indices a rank holds along a dim of
+/// `extent`, in local order, as localIndexRanges merges them) as a product
+/// of runs in a mixed radix, outer radix first: {(B, b0, nb), (H, h0, nh)}
+/// for the batch block b0.. and head chunk h0.. of a merged [B*H] dim laid
+/// out [Shard, StridedShard]. Empty when the runs are not ascending or not
+/// such a product.
+static SmallVector<Radix> refine(ArrayRef<layout::Interval> runs,
+                                 int64_t extent) {
+  if (runs.size() <= 1)
+    return {{extent, runs.empty() ? 0 : runs[0].begin,
+             runs.empty() ? 0 : runs[0].size()}};
+  int64_t run = runs[0].size(), stride = runs[1].begin - runs[0].begin;
+  if (stride <= 0 || extent % stride != 0)
     return {};
-  SmallVector<int64_t> outer;
-  for (int64_t k = 0; k < n; k += run) {
-    if (held[k] % stride != first || (k && held[k] <= held[k - 1]))
+  int64_t first = runs[0].begin % stride;
+  if (first + run > stride)
+    return {};
+  // The runs' positions in units of `stride`, merged into runs again.
+  SmallVector<layout::Interval> outer;
+  for (auto [k, r] : llvm::enumerate(runs)) {
+    if (r.size() != run || r.begin % stride != first ||
+        (k && r.begin <= runs[k - 1].begin))
       return {};
-    for (int64_t i = 1; i < run; ++i)
-      if (held[k + i] != held[k] + i)
-        return {};
-    outer.push_back(held[k] / stride);
+    int64_t q = r.begin / stride;
+    if (!outer.empty() && outer.back().end == q)
+      ++outer.back().end;
+    else
+      outer.push_back({q, q + 1});
   }
   SmallVector<Radix> radices = refine(outer, extent / stride);
   if (radices.empty())
@@ -441,9 +446,11 @@ LogicalResult Partitioner::setRandomOffsets(Operation *op) {
   SmallVector<int64_t> shape, localShape, offsets;
   for (int64_t r = 0; r < numRanks; ++r) {
     SmallVector<int64_t> sizes, counts;
+    std::vector<std::vector<layout::Interval>> ranges =
+        layout::localIndexRanges(shapeOf(global), meshShape, p,
+                                 layout::rankToCoords(r, meshShape));
     for (int64_t d = 0; d < global.getRank(); ++d) {
-      SmallVector<Radix> radices =
-          refine(positions(global, p, r, d), global.getDimSize(d));
+      SmallVector<Radix> radices = refine(ranges[d], global.getDimSize(d));
       if (radices.empty())
         return op->emitOpError("result layout ")
                << layout::placementsStr(p)

@@ -267,7 +267,7 @@ void FunctionPropagation::chooseGreedy(bool followShards, bool keepReplicated) {
     // Mesh dims on which an operand arrives sharded: a shard to follow.
     SmallVector<bool, 4> arrivesSharded(meshRank, false);
     for (Value v : ops[i]->getOperands())
-      for (size_t m = 0; m < meshRank; ++m)
+      for (size_t m = 0; keepReplicated && m < meshRank; ++m)
         arrivesSharded[m] =
             arrivesSharded[m] || cost.layout(layoutOf(v))[m].isShardLike();
     for (unsigned s = 0; s < ids[i].size(); ++s) {

@@ -114,19 +114,21 @@ template <int N, typename I> struct DeviceIndexing {
   }
 };
 
+/// Indices below this fit the kernels' 32-bit index type.
+constexpr int64_t kInt32Limit = int64_t(1) << 31;
+
 /// Whether out's element indices and every input's offsets stay below 2^31,
 /// so that the kernels may index in 32 bits: 64-bit integer division and
 /// multiplication cost several instructions each per element, and bound the
 /// strided copies (permute) rather than memory.
 template <int N> bool fitsInt32(int64_t numel, const Indexing<N> &ix) {
-  constexpr int64_t kLimit = int64_t(1) << 31;
-  if (numel >= kLimit)
+  if (numel >= kInt32Limit)
     return false;
   for (int k = 0; k < N; ++k) {
     int64_t last = 0;
     for (int32_t d = 0; d < ix.rank; ++d)
       last += (ix.shape[d] - 1) * ix.strides[k][d];
-    if (last >= kLimit)
+    if (last >= kInt32Limit)
       return false;
   }
   return true;
@@ -547,7 +549,7 @@ void spmd::rt::cuda::convert(void *dst, int32_t dtype, const SpmdBuffer *b,
       using From = decltype(fromTag);
       // The contiguous kernel with no op: apply's conversion of each From
       // to To (M = To) is the cast.
-      withIndexType(b->numel < (int64_t(1) << 31), [&](auto index) {
+      withIndexType(b->numel < kInt32Limit, [&](auto index) {
         using I = decltype(index);
         launchContiguous<To, To, 1>(
             static_cast<To *>(dst),

@@ -14,21 +14,12 @@ Prints one line per claim with its figures and True/False."""
 import re
 import sys
 
-ELEMENT_BYTES = {"f32": 4, "f64": 8, "bf16": 2, "f16": 2, "i64": 8, "i32": 4, "i1": 1}
+from report import padded_bytes, parameters, rows
 
 
 def parameter_bytes(module, ranks=1):
     """Bytes of each parameter, dim 0 padded to a multiple of `ranks`."""
-    sizes = {}
-    for shape, dtype, fqn in re.findall(
-            r'tensor<((?:\d+x)*)(\w+)> \{spmd\.fqn = "([^"]+)", spmd\.role = "param"\}', module):
-        dims = [int(d) for d in shape.split("x")[:-1]] or [1]
-        dims[0] = -(-dims[0] // ranks) * ranks
-        n = 1
-        for d in dims:
-            n *= d
-        sizes[fqn] = n * ELEMENT_BYTES[dtype]
-    return sizes
+    return {fqn: padded_bytes(dims, size, ranks) for fqn, dims, size in parameters(module)}
 
 
 def main():
@@ -37,9 +28,9 @@ def main():
     params = parameter_bytes(module, int(mesh.group(1)) if mode == "fsdp" and mesh else 1)
     total = sum(params.values())
     print("parameters: %d, %d bytes" % (len(params), total))
-    rows = [line.split() for line in report.splitlines() if re.match(r"\s*\d+\s+\w+\s+\w+\s+\[", line)]
+    collectives = rows(report)
     if mode == "ddp":
-        buckets = [int(r[4]) for r in rows if "ddp gradient bucket" in " ".join(r)]
+        buckets = [b for _, _, _, b, why in collectives if "ddp gradient bucket" in why]
         print("ddp gradient all_reduce bytes %d == parameter bytes: %s" % (
             sum(buckets), sum(buckets) == total))
         return
@@ -57,7 +48,7 @@ def main():
     print("fsdp backward gathers %d parameters at most once each, full size: %s" % (
         len(bwd), len({f for f, _ in bwd}) == len(bwd) and
         all(f in params and b == params[f] for f, b in bwd)))
-    scatter = sum(int(r[4]) for r in rows if r[1] == "reduce_scatter")
+    scatter = sum(b for kind, _, _, b, _ in collectives if kind == "reduce_scatter")
     print("fsdp gradient reduce_scatter bytes %d == parameter bytes: %s" % (
         scatter, scatter == total))
 

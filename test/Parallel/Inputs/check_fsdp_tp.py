@@ -18,12 +18,7 @@ Prints one line per claim with its figures and True/False."""
 import re
 import sys
 
-ELEMENT_BYTES = {"f32": 4, "f64": 8, "bf16": 2, "f16": 2, "i64": 8, "i32": 4, "i1": 1}
-ROW = re.compile(r"\s*\d+\s+(\w+)\s+(\S+)\s+\[([\w,]+)\]\s+(\d+)\s+\S+\s+(.*)")
-
-
-def rows(report):
-    return [m.groups() for m in map(ROW.match, report.splitlines()) if m]
+from report import padded_bytes, parameters, rows
 
 
 def tp_local_bytes(captured, parallel):
@@ -33,20 +28,14 @@ def tp_local_bytes(captured, parallel):
     mesh = re.search(r"spmd\.mesh @\w+ shape = \[(\d+), (\d+)\]", parallel)
     dp, tp = (int(mesh.group(1)), int(mesh.group(2))) if mesh else (1, 1)
     out = {}
-    for shape, dtype, fqn in re.findall(
-            r'tensor<((?:\d+x)*)(\w+)> \{spmd\.fqn = "([^"]+)", spmd\.role = "param"\}', captured):
-        dims = [int(d) for d in shape.split("x")[:-1]] or [1]
+    for fqn, dims, size in parameters(captured):
         layout = re.search(r'spmd\.fqn = "%s", spmd\.layout = #spmd\.layout<@\w+, \[(.*?)\]>' %
                            re.escape(fqn), parallel)
         sharded = re.match(r"(?:strided_)?shard<(\d+)", layout.group(1).split(">, ")[-1]) if layout else None
         if sharded:
             d = int(sharded.group(1))
             dims[d] = -(-dims[d] // tp)
-        dims[0] = -(-dims[0] // dp) * dp
-        n = ELEMENT_BYTES[dtype]
-        for d in dims:
-            n *= d
-        out[fqn] = n
+        out[fqn] = padded_bytes(dims, size, dp)
     return out
 
 
@@ -63,13 +52,13 @@ def main():
           (len(gathers), all(r[4].startswith("fsdp-tp: gather parameter") for r in gathers)))
     params = tp_local_bytes(captured, parallel)
     scatters = [r for r in dp if r[0] == "reduce_scatter"]
-    moved = sum(int(r[3]) for r in scatters)
+    moved = sum(r[3] for r in scatters)
     print("dp reduce_scatters: %d for %d parameters, %d bytes == TP-local parameter bytes %d: %s" %
           (len(scatters), len(params), moved, sum(params.values()),
            len(scatters) == len(params) and moved == sum(params.values())))
     others = [r for r in dp if r[0] not in ("all_gather", "reduce_scatter")]
     print("other dp collectives: %d, all scalar all_reduces: %s" %
-          (len(others), all(r[0] == "all_reduce" and int(r[3]) <= 8 for r in others)))
+          (len(others), all(r[0] == "all_reduce" and r[3] <= 8 for r in others)))
 
 
 if __name__ == "__main__":
