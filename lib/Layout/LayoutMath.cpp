@@ -140,22 +140,48 @@ std::string placementName(size_t meshDim, const Placement &p) {
 
 } // namespace
 
+std::string checkTensorShape(const std::vector<int64_t> &shape) {
+  int64_t elements = 1;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] < 0)
+      return "tensor dim " + std::to_string(d) + " has negative size " +
+             std::to_string(shape[d]);
+    if (shape[d] > kMaxDimSize)
+      return "tensor dim " + std::to_string(d) + " has " +
+             std::to_string(shape[d]) +
+             " elements; spmd partitions dims of at most 2^26 (" +
+             std::to_string(kMaxDimSize) + ")";
+    // Both factors are at most 2^40 here: no overflow.
+    elements *= shape[d];
+    if (elements > kMaxTensorElements)
+      return "the tensor has more than 2^40 elements (dims 0.." +
+             std::to_string(d) + " already hold " + std::to_string(elements) +
+             ")";
+  }
+  return "";
+}
+
 std::string validate(const std::vector<int64_t> &globalShape,
                      const std::vector<int64_t> &meshShape,
                      const std::vector<Placement> &placements) {
-  for (size_t d = 0; d < globalShape.size(); ++d)
-    if (globalShape[d] < 0)
-      return "tensor dim " + std::to_string(d) + " has negative size " +
-             std::to_string(globalShape[d]);
+  std::string shapeReason = checkTensorShape(globalShape);
+  if (!shapeReason.empty())
+    return shapeReason;
 
+  if (static_cast<int64_t>(meshShape.size()) > kMaxMeshDims)
+    return "the mesh has " + std::to_string(meshShape.size()) +
+           " dims; spmd supports at most " + std::to_string(kMaxMeshDims);
   int64_t ranks = 1;
   for (size_t m = 0; m < meshShape.size(); ++m) {
     if (meshShape[m] < 1)
       return "mesh dim " + std::to_string(m) + " has size " +
              std::to_string(meshShape[m]) + "; mesh dim sizes must be >= 1";
-    if (ranks > std::numeric_limits<int64_t>::max() / meshShape[m])
-      return "the mesh has too many ranks: the product of its dim sizes "
-             "overflows int64";
+    // ranks <= kMaxMeshRanks before the product: check by division.
+    if (meshShape[m] > kMaxMeshRanks / ranks)
+      return "the mesh has more than " + std::to_string(kMaxMeshRanks) +
+             " ranks (mesh dim " + std::to_string(m) + " has size " +
+             std::to_string(meshShape[m]) + "); spmd partitions for at most " +
+             std::to_string(kMaxMeshRanks);
     ranks *= meshShape[m];
   }
 

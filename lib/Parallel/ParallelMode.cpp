@@ -262,6 +262,13 @@ struct ParallelizePass : spmd::impl::ParallelizePassBase<ParallelizePass> {
           << mesh << "' is not N or DPxTP with positive sizes";
       return signalPassFailure();
     }
+    std::string why = layout::validate(
+        {}, *shape,
+        std::vector<layout::Placement>(shape->size(), layout::Placement::replicate()));
+    if (!why.empty()) {
+      module.emitError("spmd-parallelize: mesh '") << mesh << "': " << why;
+      return signalPassFailure();
+    }
     options.meshShape = *shape;
     options.options["bucket-cap-mb"] = std::to_string(bucketCapMb);
     if (!placements.empty())

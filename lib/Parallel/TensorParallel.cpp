@@ -5,6 +5,7 @@
 #include "spmd/Dialect/SPMD/SPMD.h"
 #include "spmd/Parallel/ParallelMode.h"
 #include "spmd/Propagate/Strategy.h"
+#include "spmd/Support/JSON.h"
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/EquivalenceClasses.h"
@@ -96,13 +97,15 @@ FailureOr<TPPlan> spmd::parseTPPlan(ModuleOp module, StringRef path) {
   auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/true);
   if (!buffer)
     return fail("cannot be read: " + buffer.getError().message());
-  llvm::Expected<llvm::json::Value> json =
-      llvm::json::parse((*buffer)->getBuffer());
+  llvm::Expected<llvm::json::Value> json = parseJSON((*buffer)->getBuffer());
   if (!json)
     return fail("is not JSON: " + llvm::toString(json.takeError()));
   const llvm::json::Object *root = json->getAsObject();
   if (!root)
     return fail("must be a JSON object mapping FQN patterns to styles");
+  if (root->empty())
+    return fail("has no entries: a TP plan maps at least one module FQN "
+                "pattern to a style (or a parameter to placements)");
   // llvm::json::Object is unordered: the plan applies in file order, so the
   // keys are taken from the text.
   std::vector<std::string> keys;
@@ -145,7 +148,13 @@ FailureOr<TPPlan> spmd::parseTPPlan(ModuleOp module, StringRef path) {
         out.push_back(*p);
         return success();
       };
-      if (const llvm::json::Array *array = v->getAsArray()) {
+      const llvm::json::Array *array = v->getAsArray();
+      // A parameter's placements are a list, as DTensor's distribute_tensor
+      // takes them: one placement per mesh dim.
+      if (!array && name == "placements")
+        return bad("'placements' must be a list holding one placement, e.g. "
+                   "[\"shard(0)\"]");
+      if (array) {
         if (!list && array->size() != 1)
           return bad("'" + name + "' takes one placement");
         for (const llvm::json::Value &item : *array)
@@ -165,7 +174,7 @@ FailureOr<TPPlan> spmd::parseTPPlan(ModuleOp module, StringRef path) {
     SmallVector<StringRef> allowed;
     if (placements) {
       std::vector<std::optional<Placement>> list;
-      if (failed(layouts("placements", false, list)) || list.empty())
+      if (failed(layouts("placements", false, list)))
         return failure();
       entry.style = Style::Placements;
       entry.placement = *list.front();
@@ -286,6 +295,16 @@ FailureOr<TPResolution> spmd::resolveTPPlan(func::FuncOp fn, const TPPlan &plan,
     auto type = cast<RankedTensorType>(fn.getArgumentTypes()[params[param]]);
     p = normalized(p, type.getRank());
     std::string why = layout::validate(shapeOf(type), {tpSize}, {p});
+    // A parameter is a whole value: Partial would say each rank holds a
+    // summand. A split factor beyond the dim's size cuts empty pieces.
+    if (why.empty() && p.kind == Placement::Kind::Partial)
+      why = "a parameter holds its value, not a summand of it (Partial is "
+            "what reductions produce)";
+    if (why.empty() && p.kind == Placement::Kind::StridedShard &&
+        p.splitFactor > type.getDimSize(p.dim))
+      why = "split factor " + std::to_string(p.splitFactor) +
+            " exceeds the size " + std::to_string(type.getDimSize(p.dim)) +
+            " of dim " + std::to_string(p.dim);
     Location at = fn.getArgument(params[param]).getLoc();
     if (!why.empty())
       return emitError(at, "TP plan entry '")

@@ -665,7 +665,7 @@ struct PartitionPass : spmd::impl::PartitionPassBase<PartitionPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
     MeshOp mesh = getOnlyMesh(module, "spmd-partition");
-    if (!mesh || failed(verifyStraightLineFunctions(module, "spmd-partition")))
+    if (!mesh || failed(verifyPartitionable(module, "spmd-partition")))
       return signalPassFailure();
     for (auto fn : module.getOps<func::FuncOp>()) {
       if (fn.isExternal())

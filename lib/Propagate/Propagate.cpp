@@ -605,7 +605,7 @@ struct PropagatePass : spmd::impl::PropagatePassBase<PropagatePass> {
       return signalPassFailure();
     }
     MeshOp mesh = getOnlyMesh(module, "spmd-propagate");
-    if (!mesh || failed(verifyStraightLineFunctions(module, "spmd-propagate")))
+    if (!mesh || failed(verifyPartitionable(module, "spmd-propagate")))
       return signalPassFailure();
     std::vector<int64_t> meshShape(mesh.getShape().begin(),
                                    mesh.getShape().end());

@@ -5,6 +5,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import traceback
 
 import torch
 
@@ -39,6 +40,8 @@ def parse_args(argv):
                         help="gradient accumulation (DDP's no_sync): K forward/backward "
                              "micro-steps on K micro-batches of the batch, each loss divided "
                              "by K, then one optimizer update")
+    parser.add_argument("--verbose", action="store_true",
+                        help="on an error, also print the Python traceback behind it")
     parser.add_argument("--no-reference", action="store_true",
                         help="record no results (no eager reference steps, so large models "
                              "capture quickly): the bundle runs but cannot be --check'ed")
@@ -102,6 +105,10 @@ def main(argv=None, spmd_opt=None):
         for d in (out_dir, bundle_parent):
             if not os.path.isdir(d):
                 raise CaptureError("directory '%s' does not exist" % d)
+            if not os.access(d, os.W_OK | os.X_OK):
+                raise CaptureError("directory '%s' is not writable" % d)
+        if os.path.isdir(os.path.abspath(args.output)):
+            raise CaptureError("-o '%s' is a directory" % args.output)
         # Work next to the bundle so publishing is a rename; nothing is left on failure.
         with tempfile.TemporaryDirectory(prefix=".spmd-capture-", dir=bundle_parent) as work:
             module, bundle = capture(args, spmd_opt, work)
@@ -109,8 +116,17 @@ def main(argv=None, spmd_opt=None):
                 shutil.rmtree(args.bundle)
             os.rename(bundle, args.bundle)
             shutil.move(module, args.output)
-    except CaptureError as e:
-        print("spmd-capture: error: %s" % e, file=sys.stderr)
+    except (Exception, SystemExit) as e:
+        # One line per failure; the traceback only when asked for.
+        if args.verbose:
+            traceback.print_exception(type(e), e, e.__traceback__, file=sys.stderr)
+        if isinstance(e, CaptureError):
+            why = str(e)
+        elif isinstance(e, OSError) and e.filename:
+            why = "capturing %s: %s: %s" % (args.model, e.filename, e.strerror or e)
+        else:
+            why = "capturing %s failed: %s: %s" % (args.model, type(e).__name__, e)
+        print("spmd-capture: error: %s" % why, file=sys.stderr)
         return 1
     print("spmd-capture: wrote %s and %s" % (args.output, args.bundle))
     return 0

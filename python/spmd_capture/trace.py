@@ -127,6 +127,21 @@ def _tensor_tuple(value, what):
     return tuple(value)
 
 
+@contextlib.contextmanager
+def _user_code(what):
+    """Runs the user's code: whatever it raises, sys.exit() included, becomes a
+    CaptureError naming `what` and the cause (the original stays chained for
+    --verbose)."""
+    try:
+        yield
+    except CaptureError:
+        raise
+    except SystemExit as e:
+        raise CaptureError("%s called sys.exit(%s)" % (what, e.code)) from e
+    except Exception as e:
+        raise CaptureError("%s raised %s: %s" % (what, type(e).__name__, e)) from e
+
+
 def load_factory(spec):
     """Imports FILE.py, calls FACTORY(**kwargs) and checks what it returns."""
     path, name, kwargs = _parse_spec(spec)
@@ -137,19 +152,24 @@ def load_factory(spec):
     module = importlib.util.module_from_spec(module_spec)
     sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
     try:
-        module_spec.loader.exec_module(module)
+        with _user_code("importing '%s'" % path):
+            module_spec.loader.exec_module(module)
     finally:
         sys.path.pop(0)
     factory = getattr(module, name, None)
     if not callable(factory):
         raise CaptureError("'%s' has no factory function '%s'" % (path, name))
-    made = factory(**kwargs)
+    with _user_code("the factory %s" % spec):
+        made = factory(**kwargs)
     if not isinstance(made, (tuple, list)) or len(made) not in (2, 4):
         raise CaptureError("%s() must return (module, inputs) or (module, inputs, loss_fn, "
                            "targets)" % name)
     if not isinstance(made[0], nn.Module):
         raise CaptureError("%s() returned a %s, not an nn.Module, as its first element"
                            % (name, type(made[0]).__name__))
+    if not any(p.requires_grad for p in made[0].parameters()):
+        raise CaptureError("%s() returned a module with no trainable parameter: a training "
+                           "step needs one" % name)
     inputs = _tensor_tuple(made[1], "inputs")
     if len(made) == 2:
         return Factory(made[0], inputs, None, ())

@@ -3,14 +3,18 @@
 #include "Bundle.h"
 
 #include "spmd/Runtime/Runtime.h"
+#include "spmd/Support/JSON.h"
 
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringSwitch.h"
+#include "llvm/Support/CheckedArithmetic.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <cmath>
 #include <cstring>
 
 using namespace spmd::run;
@@ -87,6 +91,8 @@ llvm::Expected<Array> spmd::run::readNpy(const std::string &path) {
   if (!bytes.starts_with("\x93NUMPY") || bytes.size() < 10)
     return fail("not a .npy file");
   unsigned major = static_cast<unsigned char>(bytes[6]);
+  if (major < 1 || major > 3)
+    return fail("unsupported .npy format version " + llvm::Twine(major));
   size_t headerLen, headerStart;
   if (major == 1) {
     headerLen = static_cast<unsigned char>(bytes[8]) |
@@ -118,17 +124,23 @@ llvm::Expected<Array> spmd::run::readNpy(const std::string &path) {
   llvm::StringRef shape = headerField(header, "shape").trim("()");
   llvm::SmallVector<llvm::StringRef> dims;
   shape.split(dims, ',', -1, /*KeepEmpty=*/false);
+  // The byte count is computed with overflow checks: a header may announce
+  // any shape, and a wrapped product would pass the size check below.
+  std::optional<int64_t> size = static_cast<int64_t>(array.elementSize());
   for (llvm::StringRef d : dims) {
     int64_t v;
     if (d.trim().getAsInteger(10, v) || v < 0)
       return fail("malformed shape '" + shape + "'");
     array.shape.push_back(v);
+    if (size)
+      size = llvm::checkedMul(*size, v);
   }
-  size_t size = array.numel() * array.elementSize();
+  if (!size)
+    return fail("shape (" + shape + ") holds more than 2^63 bytes");
   llvm::StringRef payload = bytes.drop_front(headerStart + headerLen);
-  if (payload.size() != size)
+  if (static_cast<int64_t>(payload.size()) != *size)
     return fail("holds " + llvm::Twine(payload.size()) + " data bytes, its " +
-                "header announces " + llvm::Twine(size));
+                "header announces " + llvm::Twine(*size));
   array.data.assign(payload.begin(), payload.end());
   return array;
 }
@@ -161,6 +173,56 @@ llvm::Error spmd::run::writeNpy(const std::string &path, const Array &array) {
   return llvm::Error::success();
 }
 
+llvm::Expected<int32_t> spmd::run::dtypeFromName(llvm::StringRef name) {
+  // PyTorch's dtype names (str(torch.float32)[6:]); bf16 and f16 values
+  // are stored widened to float32 (.npy has no bf16).
+  int32_t code = llvm::StringSwitch<int32_t>(name)
+                     .Case("float32", SPMD_F32)
+                     .Case("float64", SPMD_F64)
+                     .Case("bfloat16", SPMD_BF16)
+                     .Case("int64", SPMD_I64)
+                     .Case("int32", SPMD_I32)
+                     .Case("bool", SPMD_I1)
+                     .Default(-1);
+  if (code < 0)
+    return createStringError(
+        "unknown dtype '%s' (float32, float64, bfloat16, int64, int32, bool)",
+        name.str().c_str());
+  return code;
+}
+
+const char *spmd::run::dtypeName(int32_t dtype) {
+  switch (dtype) {
+  case SPMD_F32:
+    return "float32";
+  case SPMD_F64:
+    return "float64";
+  case SPMD_BF16:
+    return "bfloat16";
+  case SPMD_I64:
+    return "int64";
+  case SPMD_I32:
+    return "int32";
+  case SPMD_I1:
+    return "bool";
+  }
+  return "unknown";
+}
+
+namespace {
+/// A bundle file name: relative, inside the bundle (no "..", no root).
+bool isInsideBundle(llvm::StringRef file) {
+  if (file.empty() || llvm::sys::path::is_absolute(file) ||
+      llvm::sys::path::has_root_name(file))
+    return false;
+  for (auto it = llvm::sys::path::begin(file), e = llvm::sys::path::end(file);
+       it != e; ++it)
+    if (*it == "..")
+      return false;
+  return true;
+}
+} // namespace
+
 llvm::Expected<Manifest> spmd::run::readManifest(const std::string &dir) {
   llvm::SmallString<256> path(dir);
   llvm::sys::path::append(path, "manifest.json");
@@ -170,58 +232,131 @@ llvm::Expected<Manifest> spmd::run::readManifest(const std::string &dir) {
   auto file = llvm::MemoryBuffer::getFile(path);
   if (!file)
     return fail(file.getError().message());
-  llvm::Expected<llvm::json::Value> json =
-      llvm::json::parse((*file)->getBuffer());
+  llvm::Expected<llvm::json::Value> json = parseJSON((*file)->getBuffer());
   if (!json)
     return fail(llvm::toString(json.takeError()));
   const llvm::json::Object *root = json->getAsObject();
   if (!root)
     return fail("not a JSON object");
   Manifest manifest;
-  if (auto seed = root->getInteger("seed"))
-    manifest.seed = static_cast<uint64_t>(*seed);
-  if (const llvm::json::Object *opt = root->getObject("optimizer")) {
-    manifest.optimizer.name = opt->getString("name").value_or("").str();
-    manifest.optimizer.lr = opt->getNumber("lr").value_or(0);
-    manifest.optimizer.eps = opt->getNumber("eps").value_or(0);
-    if (const llvm::json::Array *betas = opt->getArray("betas"))
-      if (betas->size() == 2) {
-        manifest.optimizer.beta1 = (*betas)[0].getAsNumber().value_or(0);
-        manifest.optimizer.beta2 = (*betas)[1].getAsNumber().value_or(0);
-      }
+  if (const llvm::json::Value *seed = root->get("seed")) {
+    std::optional<int64_t> value = seed->getAsInteger();
+    if (!value || *value < 0)
+      return fail("'seed' must be a non-negative integer");
+    manifest.seed = static_cast<uint64_t>(*value);
   }
-  if (const llvm::json::Object *random = root->getObject("random_ops"))
-    for (const auto &kv : *random)
-      manifest.randomOps.push_back(
-          kv.first.str() + " x" +
-          std::to_string(kv.second.getAsInteger().value_or(0)));
+  if (const llvm::json::Value *optValue = root->get("optimizer")) {
+    const llvm::json::Object *opt = optValue->getAsObject();
+    if (!opt)
+      return fail("'optimizer' must be an object");
+    auto number = [&](llvm::StringRef key, double &out) -> bool {
+      const llvm::json::Value *v = opt->get(key);
+      if (!v)
+        return true;
+      std::optional<double> d = v->getAsNumber();
+      if (!d || !std::isfinite(*d) || *d < 0)
+        return false;
+      out = *d;
+      return true;
+    };
+    if (const llvm::json::Value *name = opt->get("name")) {
+      if (!name->getAsString())
+        return fail("'optimizer.name' must be a string");
+      manifest.optimizer.name = name->getAsString()->str();
+    }
+    if (!number("lr", manifest.optimizer.lr) ||
+        !number("eps", manifest.optimizer.eps))
+      return fail("'optimizer' lr and eps must be non-negative numbers");
+    if (const llvm::json::Value *betasValue = opt->get("betas")) {
+      const llvm::json::Array *betas = betasValue->getAsArray();
+      std::optional<double> b1, b2;
+      if (betas && betas->size() == 2) {
+        b1 = (*betas)[0].getAsNumber();
+        b2 = (*betas)[1].getAsNumber();
+      }
+      if (!b1 || !b2 || *b1 < 0 || *b1 >= 1 || *b2 < 0 || *b2 >= 1)
+        return fail("'optimizer.betas' must be two numbers in [0, 1)");
+      manifest.optimizer.beta1 = *b1;
+      manifest.optimizer.beta2 = *b2;
+    }
+  }
+  if (const llvm::json::Value *randomValue = root->get("random_ops")) {
+    const llvm::json::Object *random = randomValue->getAsObject();
+    if (!random)
+      return fail("'random_ops' must be an object of counts");
+    for (const auto &kv : *random) {
+      std::optional<int64_t> count = kv.second.getAsInteger();
+      if (!count || *count < 0)
+        return fail("'random_ops." + kv.first.str() + "' must be a count");
+      manifest.randomOps.push_back(kv.first.str() + " x" +
+                                   std::to_string(*count));
+    }
+  }
   for (auto [key, list] : {std::make_pair("args", &manifest.args),
                            std::make_pair("results", &manifest.results)}) {
     const llvm::json::Array *entries = root->getArray(key);
     if (!entries)
       return fail(llvm::Twine("no '") + key + "' list");
     for (const llvm::json::Value &value : *entries) {
+      std::string at = (llvm::Twine(key) + "[" + llvm::Twine(list->size()) +
+                        "]")
+                           .str();
+      auto bad = [&](const llvm::Twine &why) { return fail(at + ": " + why); };
       const llvm::json::Object *e = value.getAsObject();
+      if (!e)
+        return bad("must be an object");
       Entry entry;
-      auto index = e ? e->getInteger("index") : std::nullopt;
-      auto fqn = e ? e->getString("fqn") : std::nullopt;
-      auto file = e ? e->getString("file") : std::nullopt;
-      auto dtype = e ? e->getString("dtype") : std::nullopt;
-      const llvm::json::Array *shape = e ? e->getArray("shape") : nullptr;
+      auto index = e->getInteger("index");
+      auto fqn = e->getString("fqn");
+      auto file = e->getString("file");
+      auto dtype = e->getString("dtype");
+      const llvm::json::Array *shape = e->getArray("shape");
       // Results have no file in a bundle captured with --no-reference.
       bool needsFile = list == &manifest.args;
       if (!index || !fqn || (needsFile && !file) || !dtype || !shape)
-        return fail(llvm::Twine(key) + "[" + llvm::Twine(list->size()) +
-                    "] lacks index, fqn, dtype, shape or file");
+        return bad("lacks index, fqn, dtype, shape or file");
+      if (*index != static_cast<int64_t>(list->size()))
+        return bad("has index " + llvm::Twine(*index) +
+                   ": entries are listed in order, index = position");
+      if (fqn->empty())
+        return bad("has an empty fqn");
+      llvm::Expected<int32_t> code = dtypeFromName(*dtype);
+      if (!code)
+        return bad(llvm::toString(code.takeError()));
       entry.index = *index;
       entry.fqn = fqn->str();
       entry.file = file ? file->str() : "";
       entry.dtype = dtype->str();
-      entry.role = e->getString("role").value_or("").str();
-      entry.fileFp64 = e->getString("file_fp64").value_or("").str();
-      entry.updates = e->getInteger("updates").value_or(-1);
-      for (const llvm::json::Value &d : *shape)
-        entry.shape.push_back(d.getAsInteger().value_or(-1));
+      entry.dtypeCode = *code;
+      if (const llvm::json::Value *role = e->get("role")) {
+        if (!role->getAsString())
+          return bad("'role' must be a string");
+        entry.role = role->getAsString()->str();
+      }
+      if (const llvm::json::Value *fp64 = e->get("file_fp64")) {
+        if (!fp64->getAsString())
+          return bad("'file_fp64' must be a string");
+        entry.fileFp64 = fp64->getAsString()->str();
+      }
+      if (const llvm::json::Value *updates = e->get("updates")) {
+        if (updates->kind() != llvm::json::Value::Null) {
+          std::optional<int64_t> target = updates->getAsInteger();
+          if (!target || *target < 0 ||
+              *target >= static_cast<int64_t>(manifest.args.size()))
+            return bad("'updates' must be null or the index of an argument");
+          entry.updates = *target;
+        }
+      }
+      for (const std::string *name : {&entry.file, &entry.fileFp64})
+        if (!name->empty() && !isInsideBundle(*name))
+          return bad("file '" + *name +
+                     "' is not a relative path inside the bundle");
+      for (const llvm::json::Value &d : *shape) {
+        std::optional<int64_t> size = d.getAsInteger();
+        if (!size || *size < 0)
+          return bad("'shape' must list non-negative integers");
+        entry.shape.push_back(*size);
+      }
       list->push_back(std::move(entry));
     }
   }

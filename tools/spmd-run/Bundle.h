@@ -37,10 +37,17 @@ llvm::Expected<Array> readNpy(const std::string &path);
 /// Writes `array` as a .npy file (format 1.0).
 llvm::Error writeNpy(const std::string &path, const Array &array);
 
+/// The SpmdDType code of a PyTorch dtype name as the manifest writes it
+/// ("float32", "bfloat16", "int64", ...); an error names unknown ones.
+llvm::Expected<int32_t> dtypeFromName(llvm::StringRef name);
+/// The PyTorch name of an SpmdDType code ("unknown" for none).
+const char *dtypeName(int32_t dtype);
+
 /// One manifest entry (an argument or a result of @train_step).
 struct Entry {
   int64_t index = 0;
   std::string fqn, role, dtype;
+  int32_t dtypeCode = 0; // `dtype` as an SpmdDType code
   std::string file;     // empty for results of a --no-reference bundle
   std::string fileFp64; // results: the float64 reference, if recorded
   std::vector<int64_t> shape;
@@ -60,7 +67,13 @@ struct Manifest {
   OptimizerInfo optimizer;
 };
 
-/// Parses DIR/manifest.json; errors name the file and the malformed field.
+/// Parses DIR/manifest.json and checks every field it reads (the bundle
+/// format, docs/capture.md): JSON nested at most kMaxJSONDepth levels with no
+/// repeated key, `seed` a non-negative integer, each entry's `index` its
+/// position, `fqn` non-empty, `dtype` a known name, `shape` non-negative
+/// integers, `updates` null or an argument index, `file`/`file_fp64`
+/// relative paths inside DIR. Errors name the file, the entry and the field.
+/// Agreement with the .npy files and the module is the caller's to check.
 llvm::Expected<Manifest> readManifest(const std::string &dir);
 
 /// Per tensor dim, the global index of each local position of the piece the

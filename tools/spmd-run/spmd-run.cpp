@@ -36,6 +36,7 @@
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -295,6 +296,73 @@ Array readBundleArray(const std::string &file) {
   return std::move(*array);
 }
 
+/// `file` of the bundle, checked against its manifest entry: the shape the
+/// manifest gives and its dtype (bf16 values are stored widened to float32).
+Array readEntryFile(const Entry &entry, const std::string &file) {
+  Array array = readBundleArray(file);
+  int32_t want = entry.dtypeCode == SPMD_BF16 ? SPMD_F32 : entry.dtypeCode;
+  if (array.dtype != want)
+    FATAL("'%s': %s holds dtype %s, the manifest says %s", entry.fqn.c_str(),
+          file.c_str(), dtypeName(array.dtype), entry.dtype.c_str());
+  if (array.shape != entry.shape)
+    FATAL("'%s': %s holds shape %s, the manifest says %s", entry.fqn.c_str(),
+          file.c_str(), shapeString(array.shape).c_str(),
+          shapeString(entry.shape).c_str());
+  return array;
+}
+
+/// Checks that the module's local type of `slot` is the piece the manifest's
+/// global shape and dtype give under the slot's layout (padded to the
+/// largest piece, as the partitioner does), so that nothing is zero-filled
+/// or read past a buffer.
+void checkAgainstModule(const Slot &slot, const Entry &entry,
+                        const std::vector<int64_t> &mesh, const char *what) {
+  int32_t dtype = *dtypeOf(slot.type.getElementType());
+  if (dtype != entry.dtypeCode)
+    FATAL("%s '%s': the module's type is %s, the bundle's dtype %s", what,
+          entry.fqn.c_str(), typeString(slot.type).c_str(),
+          entry.dtype.c_str());
+  std::vector<spmd::layout::Placement> placements = slot.placements;
+  if (placements.empty())
+    placements.assign(mesh.size(), spmd::layout::Placement::replicate());
+  std::string why = spmd::layout::validate(entry.shape, mesh, placements);
+  if (!why.empty())
+    FATAL("%s '%s': its layout %s does not fit the bundle's shape %s: %s",
+          what, entry.fqn.c_str(),
+          spmd::layout::placementsStr(placements).c_str(),
+          shapeString(entry.shape).c_str(), why.c_str());
+  std::vector<int64_t> local =
+      spmd::layout::maxLocalShape(entry.shape, mesh, placements);
+  if (llvm::ArrayRef<int64_t>(local) != slot.type.getShape())
+    FATAL("%s '%s': the module's local type %s is not the per-rank piece %s "
+          "of the bundle's shape %s under layout %s",
+          what, entry.fqn.c_str(), typeString(slot.type).c_str(),
+          shapeString(local).c_str(), shapeString(entry.shape).c_str(),
+          spmd::layout::placementsStr(placements).c_str());
+}
+
+/// The --out file name of each result: its FQN with every character but
+/// [A-Za-z0-9_.-] and a leading '.' replaced by '_' (so no name leaves --out
+/// or hides), prefixed by the result's index for all when two would clash.
+std::vector<std::string> outFileNames(const std::vector<Entry> &results) {
+  std::vector<std::string> names;
+  llvm::StringSet<> seen;
+  bool clash = false;
+  for (const Entry &e : results) {
+    std::string name = e.fqn;
+    for (char &c : name)
+      if (!llvm::isAlnum(c) && c != '_' && c != '.' && c != '-')
+        c = '_';
+    if (name.empty() || name.front() == '.')
+      name.insert(name.begin(), '_');
+    clash |= !seen.insert(name).second;
+    names.push_back(name);
+  }
+  for (size_t i = 0; i < names.size(); ++i)
+    names[i] = (clash ? std::to_string(i) + "." : "") + names[i] + ".npy";
+  return names;
+}
+
 /// Prints the comparison table; returns the number of mismatches.
 ///
 /// A floating-point result passes when its largest distance from the exact
@@ -468,6 +536,15 @@ int main(int argc, char **argv) {
     FATAL("@%s has %zu arguments and %zu results, the bundle %zu and %zu",
           funcName.c_str(), argSlots.size(), resultSlots.size(),
           manifest->args.size(), manifest->results.size());
+  for (size_t i = 0; i < argSlots.size(); ++i)
+    checkAgainstModule(argSlots[i], manifest->args[i], mesh, "argument");
+  for (size_t i = 0; i < resultSlots.size(); ++i) {
+    if (!resultSlots[i].fqn.empty() &&
+        resultSlots[i].fqn != manifest->results[i].fqn)
+      FATAL("result %zu is '%s' in the module but '%s' in the bundle", i,
+            resultSlots[i].fqn.c_str(), manifest->results[i].fqn.c_str());
+    checkAgainstModule(resultSlots[i], manifest->results[i], mesh, "result");
+  }
   spmd_rt_set_seed(manifest->seed);
   if (check)
     for (const Entry &entry : manifest->results)
@@ -484,27 +561,12 @@ int main(int argc, char **argv) {
     if (!slot.fqn.empty() && slot.fqn != entry.fqn)
       FATAL("argument %zu is '%s' in the module but '%s' in the bundle", i,
             slot.fqn.c_str(), entry.fqn.c_str());
-    Array global = readBundleArray(entry.file);
+    // Shape and dtype agree with the manifest, and the manifest with the
+    // module (checkAgainstModule): the piece fits the local type exactly.
+    Array global = readEntryFile(entry, entry.file);
     int32_t dtype = *dtypeOf(slot.type.getElementType());
-    // bf16 values arrive widened to f32 (.npy has no bf16).
-    bool widened = dtype == SPMD_BF16 && global.dtype == SPMD_F32;
-    if (global.dtype != dtype && !widened)
-      FATAL("argument '%s': %s holds dtype %s, the module wants %s",
-            entry.fqn.c_str(), entry.file.c_str(), entry.dtype.c_str(),
-            typeString(slot.type.getElementType()).c_str());
     auto maps = mapsFor(slot, global.shape, mesh, coords);
     std::vector<int64_t> localShape(slot.type.getShape());
-    if (maps.size() != localShape.size())
-      FATAL("argument '%s': the bundle holds a rank-%zu tensor, the module a "
-            "rank-%zu one",
-            entry.fqn.c_str(), maps.size(), localShape.size());
-    for (size_t d = 0; d < maps.size(); ++d)
-      if (static_cast<int64_t>(maps[d].size()) > localShape[d])
-        FATAL("argument '%s': this rank holds %zu elements of dim %zu, the "
-              "module's local type %s only %lld",
-              entry.fqn.c_str(), maps[d].size(), d,
-              typeString(slot.type).c_str(),
-              static_cast<long long>(localShape[d]));
     args.push_back(toBuffer(extractPiece(global, maps, localShape), dtype));
   }
 
@@ -560,10 +622,12 @@ int main(int argc, char **argv) {
       if (check && step == 0 && rank == 0)
         mismatches = compare(gathered, *manifest, resultSlots);
       if (last && !outDir.empty() && rank == 0) {
-        llvm::sys::fs::create_directories(outDir);
+        if (std::error_code ec = llvm::sys::fs::create_directories(outDir))
+          FATAL("--out %s: %s", outDir.c_str(), ec.message().c_str());
+        std::vector<std::string> names = outFileNames(manifest->results);
         for (size_t i = 0; i < gathered.size(); ++i) {
           llvm::SmallString<256> path(outDir);
-          llvm::sys::path::append(path, manifest->results[i].fqn + ".npy");
+          llvm::sys::path::append(path, names[i]);
           if (llvm::Error e = writeNpy(path.str().str(), gathered[i]))
             FATAL("%s", llvm::toString(std::move(e)).c_str());
         }

@@ -44,8 +44,11 @@ def ConvertToRuntimeCallsPass
     `spmd.mesh`, or a function whose body is not a single block each get a
     diagnostic at the op and fail the pass.
   }];
+  // aten: returned arguments are cloned with aten.clone before conversion,
+  // also in a function that holds no aten op.
   let dependentDialects = ["mlir::LLVM::LLVMDialect", "mlir::func::FuncDialect",
-                           "mlir::arith::ArithDialect"];
+                           "mlir::arith::ArithDialect",
+                           "spmd::aten::AtenDialect"];
 }
 
 #endif // SPMD_CONVERSION_PASSES_TD

@@ -103,6 +103,23 @@ struct Interval {
   std::string str() const;
 };
 
+/// Limits of what spmd partitions, checked by validate() and
+/// checkTensorShape() (docs/semantics.md, "Limits"). The partitioner's
+/// per-rank index tables grow with the ranks times the elements of a
+/// redistributed dim, so the bounds keep compile time and memory finite.
+/// Mesh dims (DeviceMesh ndim).
+constexpr int64_t kMaxMeshDims = 8;
+/// Ranks of a mesh: the product of its dim sizes.
+constexpr int64_t kMaxMeshRanks = 4096;
+/// Elements of one tensor dim (2^26).
+constexpr int64_t kMaxDimSize = int64_t(1) << 26;
+/// Elements of one tensor (2^40): its byte size fits int64 for any dtype.
+constexpr int64_t kMaxTensorElements = int64_t(1) << 40;
+
+/// Checks a tensor shape against the limits above: returns the empty string,
+/// or a reason naming the dim ("tensor dim 1 has 2^30 elements; ...").
+std::string checkTensorShape(const std::vector<int64_t> &shape);
+
 /// torch.chunk chunk size: ceil(length / numChunks), in elements.
 /// Preconditions (asserted): length >= 0, numChunks >= 1.
 int64_t chunkSize(int64_t length, int64_t numChunks);
@@ -120,8 +137,9 @@ Interval chunkRange(int64_t length, int64_t numChunks, int64_t index);
 /// shape (one size per tensor dim), `meshShape` the device mesh shape (one
 /// size per mesh dim), `placements` one placement per mesh dim. Returns the
 /// empty string when the layout is well formed, otherwise a human-readable
-/// reason naming the offending entry: a negative tensor dim size, a mesh dim
-/// size < 1, a mesh whose rank count overflows int64_t, placements.size() !=
+/// reason naming the offending entry: a negative tensor dim size, a shape
+/// beyond the limits (checkTensorShape()), a mesh dim size < 1, more than
+/// kMaxMeshDims mesh dims or kMaxMeshRanks ranks, placements.size() !=
 /// mesh rank, an unknown placement kind or reduce kind, a Shard/StridedShard
 /// dim outside [0, tensor rank), a split factor < 1.
 /// Negative (Python-style) shard dims are rejected: normalize them first.

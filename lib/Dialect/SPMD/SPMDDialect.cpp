@@ -350,11 +350,36 @@ StringRef spmd::getModuleFqn(Operation *op) {
   return "";
 }
 
-LogicalResult spmd::verifyStraightLineFunctions(ModuleOp module,
-                                                StringRef pass) {
-  for (auto fn : module.getOps<FunctionOpInterface>())
-    if (!fn.isExternal() && !fn.getFunctionBody().hasOneBlock())
+LogicalResult spmd::verifyPartitionable(ModuleOp module, StringRef pass) {
+  auto tooLarge = [&](Type type, auto emit) -> LogicalResult {
+    auto tensor = dyn_cast<RankedTensorType>(type);
+    if (!tensor)
+      return success();
+    std::string why = layout::checkTensorShape(
+        std::vector<int64_t>(tensor.getShape().begin(),
+                             tensor.getShape().end()));
+    if (why.empty())
+      return success();
+    return emit() << pass << ": " << type << " is too large: " << why;
+  };
+  for (auto fn : module.getOps<FunctionOpInterface>()) {
+    if (fn.isExternal())
+      continue;
+    if (!fn.getFunctionBody().hasOneBlock())
       return fn->emitOpError("must have a single block: ")
              << pass << " works on captured straight-line training steps";
+    for (BlockArgument arg : fn.getArguments())
+      if (failed(tooLarge(arg.getType(),
+                          [&] { return emitError(arg.getLoc()); })))
+        return failure();
+    WalkResult walk = fn.walk([&](Operation *op) {
+      for (Type type : op->getResultTypes())
+        if (failed(tooLarge(type, [&] { return op->emitOpError(); })))
+          return WalkResult::interrupt();
+      return WalkResult::advance();
+    });
+    if (walk.wasInterrupted())
+      return failure();
+  }
   return success();
 }

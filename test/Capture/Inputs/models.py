@@ -1,5 +1,7 @@
 """Model factories for the spmd-capture tests: features the examples do not
 exercise, and models the capture must reject."""
+import sys
+
 import torch
 import torch.nn as nn
 
@@ -139,3 +141,33 @@ class Mixed(nn.Module):
 
 def mixed():
     return Mixed(), (torch.randn(6, 8),)
+
+
+# Factories that fail: each becomes one error line.
+
+def raises():
+    raise ValueError("bad config")
+
+
+def exits():
+    sys.exit(0)
+
+
+def frozen():
+    model = Pair()
+    for p in model.parameters():
+        p.requires_grad_(False)
+    return model, (torch.randn(4, 6),)
+
+
+class ForwardRaises(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(6, 3)
+
+    def forward(self, x):
+        raise RuntimeError("forward failed")
+
+
+def forward_raises():
+    return ForwardRaises(), (torch.randn(4, 6),)

@@ -62,11 +62,14 @@ namespace spmd {
 /// passes and the runtime work on one mesh per program).
 MeshOp getOnlyMesh(mlir::ModuleOp module, llvm::StringRef pass);
 
-/// Emits "must have a single block: <pass> works on captured straight-line
-/// training steps" at the first function of `module` whose body has more
-/// than one block, and fails; succeeds when there is none.
-llvm::LogicalResult verifyStraightLineFunctions(mlir::ModuleOp module,
-                                                llvm::StringRef pass);
+/// Checks what the sharding passes take as input: every function body is
+/// one block ("must have a single block: <pass> works on captured
+/// straight-line training steps", at the function) and every ranked tensor
+/// its arguments and ops carry is within layout::checkTensorShape()'s
+/// limits ("<pass>: tensor<...> is too large: <reason>", at the op or the
+/// argument). Emits the first failure and fails; succeeds otherwise.
+llvm::LogicalResult verifyPartitionable(mlir::ModuleOp module,
+                                        llvm::StringRef pass);
 
 /// Which phase of the training step an op belongs to, from the location
 /// spmd-capture gives it (`loc("<module fqn>"("<phase>"))`): "forward",

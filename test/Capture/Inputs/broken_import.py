@@ -1,0 +1,2 @@
+import torch
+raise ImportError("no such package: flux")
