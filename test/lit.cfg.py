@@ -28,6 +28,13 @@ llvm_config.add_tool_substitutions(
     ],
     [config.spmd_tools_dir],
 )
+llvm_config.add_tool_substitutions(
+    [
+        ToolSubst(t, unresolved="ignore")
+        for t in ("spmd-opt-fuzzer", "spmd-plan-fuzzer", "spmd-bundle-fuzzer")
+    ],
+    [config.spmd_tools_dir],
+)
 
 # Multi-rank tests: `%mpirun N tool ...`. The machine has few cores and the
 # tests may run as root (DESIGN.md §6).
@@ -65,6 +72,9 @@ def count_visible_gpus():
 
 if config.spmd_have_nccl:
     config.available_features.add("nccl")
+# fuzzer: the fuzz targets were built (libFuzzer found).
+if config.spmd_have_fuzzers:
+    config.available_features.add("fuzzer")
 # cuda: the runtime was built with the CUDA backend (spmd-run --backend cuda).
 if config.spmd_have_cuda:
     config.available_features.add("cuda")

@@ -16,14 +16,17 @@
 #include "spmd/Parallel/Passes.h"
 #include "spmd/Partition/Passes.h"
 #include "spmd/Propagate/Passes.h"
+#include "spmd/Support/MLIRSource.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/MLIRContext.h"
+#include "mlir/Support/FileUtilities.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 #include "llvm/ADT/StringRef.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/raw_ostream.h"
 
 namespace spmd::test {
@@ -51,6 +54,21 @@ int main(int argc, char **argv) {
   spmd::test::registerTestPasses();
   if (argc == 2 && llvm::StringRef(argv[1]) == "--spmd-list-ops")
     return listOperations(registry);
+  auto [inputFile, outputFile] = mlir::registerAndParseCLIOptions(
+      argc, argv, "spmd optimizer driver\n", registry);
+  // What MLIR's parser would crash on gets an error instead.
+  std::string error;
+  std::unique_ptr<llvm::MemoryBuffer> input =
+      mlir::openInputFile(inputFile, &error);
+  if (!input) {
+    llvm::errs() << "spmd-opt: error: " << error << "\n";
+    return 1;
+  }
+  if (llvm::Error e = spmd::checkMLIRSource(input->getBuffer())) {
+    llvm::errs() << inputFile << ": error: " << llvm::toString(std::move(e))
+                 << "\n";
+    return 1;
+  }
   return mlir::asMainReturnCode(
-      mlir::MlirOptMain(argc, argv, "spmd optimizer driver\n", registry));
+      mlir::MlirOptMain(argc, argv, inputFile, outputFile, registry));
 }

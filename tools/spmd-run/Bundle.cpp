@@ -81,13 +81,19 @@ llvm::StringRef headerField(llvm::StringRef header, llvm::StringRef key) {
 } // namespace
 
 llvm::Expected<Array> spmd::run::readNpy(const std::string &path) {
-  auto fail = [&](const llvm::Twine &why) {
-    return createStringError("%s: %s", path.c_str(), why.str().c_str());
-  };
   auto file = llvm::MemoryBuffer::getFile(path, /*IsText=*/false);
   if (!file)
-    return fail(file.getError().message());
-  llvm::StringRef bytes = (*file)->getBuffer();
+    return createStringError("%s: %s", path.c_str(),
+                             file.getError().message().c_str());
+  return parseNpy((*file)->getBuffer(), path);
+}
+
+llvm::Expected<Array> spmd::run::parseNpy(llvm::StringRef bytes,
+                                          llvm::StringRef name) {
+  auto fail = [&](const llvm::Twine &why) {
+    return createStringError("%s: %s", name.str().c_str(),
+                             why.str().c_str());
+  };
   if (!bytes.starts_with("\x93NUMPY") || bytes.size() < 10)
     return fail("not a .npy file");
   unsigned major = static_cast<unsigned char>(bytes[6]);
@@ -232,7 +238,16 @@ llvm::Expected<Manifest> spmd::run::readManifest(const std::string &dir) {
   auto file = llvm::MemoryBuffer::getFile(path);
   if (!file)
     return fail(file.getError().message());
-  llvm::Expected<llvm::json::Value> json = parseJSON((*file)->getBuffer());
+  return parseManifest((*file)->getBuffer(), path);
+}
+
+llvm::Expected<Manifest> spmd::run::parseManifest(llvm::StringRef text,
+                                                  llvm::StringRef name) {
+  auto fail = [&](const llvm::Twine &why) {
+    return createStringError("%s: %s", name.str().c_str(),
+                             why.str().c_str());
+  };
+  llvm::Expected<llvm::json::Value> json = parseJSON(text);
   if (!json)
     return fail(llvm::toString(json.takeError()));
   const llvm::json::Object *root = json->getAsObject();

@@ -34,6 +34,11 @@ struct Array {
 /// Reads a NumPy .npy file (format 1.0-3.0, little-endian, C order) of
 /// float32/float64/int64/int32/bool. Errors name the file and the reason.
 llvm::Expected<Array> readNpy(const std::string &path);
+/// As readNpy, on the bytes of a file; errors begin with `name`. The header
+/// is checked before any data is used: format version 1-3, a known dtype, C
+/// order, non-negative dims whose byte count is computed with overflow
+/// checks and must equal the payload's.
+llvm::Expected<Array> parseNpy(llvm::StringRef bytes, llvm::StringRef name);
 /// Writes `array` as a .npy file (format 1.0).
 llvm::Error writeNpy(const std::string &path, const Array &array);
 
@@ -75,6 +80,9 @@ struct Manifest {
 /// relative paths inside DIR. Errors name the file, the entry and the field.
 /// Agreement with the .npy files and the module is the caller's to check.
 llvm::Expected<Manifest> readManifest(const std::string &dir);
+/// As readManifest, on the text of a manifest; errors begin with `name`.
+llvm::Expected<Manifest> parseManifest(llvm::StringRef text,
+                                       llvm::StringRef name);
 
 /// Per tensor dim, the global index of each local position of the piece the
 /// rank at `coords` holds (from layout::localIndexRanges).

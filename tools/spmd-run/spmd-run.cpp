@@ -23,6 +23,7 @@
 #include "spmd/Dialect/Aten/Aten.h"
 #include "spmd/Dialect/SPMD/SPMD.h"
 #include "spmd/Runtime/Runtime.h"
+#include "spmd/Support/MLIRSource.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -33,6 +34,7 @@
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
+#include "mlir/Support/FileUtilities.h"
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
 #include "llvm/ADT/StringExtras.h"
@@ -506,8 +508,14 @@ int main(int argc, char **argv) {
   MLIRContext context(registry);
   llvm::SourceMgr sourceMgr;
   SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
-  OwningOpRef<ModuleOp> module =
-      parseSourceFile<ModuleOp>(inputFile.getValue(), sourceMgr, &context);
+  std::string error;
+  std::unique_ptr<llvm::MemoryBuffer> input = openInputFile(inputFile, &error);
+  if (!input)
+    FATAL("%s", error.c_str());
+  if (llvm::Error e = spmd::checkMLIRSource(input->getBuffer()))
+    FATAL("%s: %s", inputFile.c_str(), llvm::toString(std::move(e)).c_str());
+  sourceMgr.AddNewSourceBuffer(std::move(input), llvm::SMLoc());
+  OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sourceMgr, &context);
   if (!module)
     FATAL("cannot parse %s", inputFile.c_str());
 

@@ -1,0 +1,53 @@
+//===- MLIRSource.cpp - Checks on MLIR text before parsing ----------------===//
+
+#include "spmd/Support/MLIRSource.h"
+
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/Twine.h"
+
+using namespace llvm;
+
+namespace {
+/// "line L, column C: " of byte `offset` of `text` (both 1-based).
+std::string position(StringRef text, size_t offset) {
+  StringRef before = text.take_front(offset);
+  size_t line = before.count('\n') + 1;
+  size_t lineStart = before.rfind('\n');
+  size_t column = offset - (lineStart == StringRef::npos ? 0 : lineStart + 1);
+  return ("line " + Twine(line) + ", column " + Twine(column + 1) + ": ").str();
+}
+} // namespace
+
+Error spmd::checkMLIRSource(StringRef text, unsigned maxDepth) {
+  unsigned depth = 0;
+  for (size_t i = 0; i < text.size(); ++i) {
+    char c = text[i];
+    if (c == '"') {
+      for (++i; i < text.size() && text[i] != '"'; ++i)
+        i += text[i] == '\\';
+      continue;
+    }
+    if (c == '/' && text.substr(i, 2) == "//") {
+      i = text.find('\n', i);
+      if (i == StringRef::npos)
+        break;
+      continue;
+    }
+    if (c == '(' || c == '[' || c == '{' || c == '<') {
+      if (++depth > maxDepth)
+        return createStringError(position(text, i) + "nested deeper than " +
+                                 Twine(maxDepth) + " levels");
+      if (c == '<' && text.take_front(i).ends_with("array") &&
+          text.drop_front(i + 1).ltrim().starts_with("index"))
+        return createStringError(
+            position(text, i) +
+            "dense arrays of index elements are not supported (MLIR's "
+            "parser crashes on them); use i64");
+    } else if ((c == ')' || c == ']' || c == '}' ||
+                (c == '>' && (i == 0 || text[i - 1] != '-'))) &&
+               depth > 0) {
+      --depth;
+    }
+  }
+  return Error::success();
+}
