@@ -86,3 +86,5 @@ for n in (2, 4):
         config.available_features.add("cuda-gpus-%d" % n)
 # The tests see the same GPUs as lit.
 llvm_config.with_system_environment(["CUDA_VISIBLE_DEVICES"])
+# The sanitizer build's settings (scripts/sanitize.sh) reach every tool.
+llvm_config.with_system_environment(["ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS"])

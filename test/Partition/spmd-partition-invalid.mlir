@@ -26,3 +26,11 @@ module {
   spmd.mesh @a shape = [2] names = ["dp"]
   spmd.mesh @b shape = [2] names = ["dp"]
 }
+
+// -----
+
+spmd.mesh @mesh shape = [2] names = ["dp"]
+// expected-error @+1 {{spmd-partition: 'tensor<4294967296xf32>' is too large: tensor dim 0 has 4294967296 elements}}
+func.func @too_large(%x: tensor<4294967296xf32>) -> tensor<4294967296xf32> {
+  return %x : tensor<4294967296xf32>
+}

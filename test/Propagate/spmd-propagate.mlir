@@ -173,3 +173,14 @@ func.func @constraint(%x: tensor<8x16xf32> {spmd.layout = #spmd.layout<@mesh, [s
   %1 = aten.relu %0 : (tensor<8x16xf32>) -> tensor<8x16xf32>
   return %1 : tensor<8x16xf32>
 }
+
+// -----
+
+// A tensor beyond the limits (2^26 elements per dim) is refused before any
+// per-rank table is built for it.
+spmd.mesh @mesh shape = [2] names = ["dp"]
+func.func @too_large(%a: tensor<1xf32>) -> tensor<8x8589934592xf32> {
+  // expected-error @+1 {{'aten.expand' op spmd-propagate: 'tensor<8x8589934592xf32>' is too large: tensor dim 1 has 8589934592 elements; spmd partitions dims of at most 2^26 (67108864)}}
+  %0 = aten.expand %a {size = array<i64: 8, 8589934592>} : (tensor<1xf32>) -> tensor<8x8589934592xf32>
+  return %0 : tensor<8x8589934592xf32>
+}

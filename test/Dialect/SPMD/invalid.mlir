@@ -25,6 +25,39 @@ spmd.mesh @m shape = [2] names = [""]
 
 // -----
 
+// Limits (docs/semantics.md): 4096 ranks, 8 mesh dims, 2^26 elements per
+// tensor dim.
+// expected-error @+1 {{the mesh has more than 4096 ranks (mesh dim 0 has size 2147483648); spmd partitions for at most 4096}}
+spmd.mesh @m shape = [2147483648] names = ["dp"]
+
+// -----
+
+// expected-error @+1 {{the mesh has more than 4096 ranks (mesh dim 1 has size 9223372036854775807)}}
+spmd.mesh @m shape = [2, 9223372036854775807] names = ["dp", "tp"]
+
+// -----
+
+// expected-error @+1 {{the mesh has 9 dims; spmd supports at most 8}}
+spmd.mesh @m shape = [1, 1, 1, 1, 1, 1, 1, 1, 2] names = ["a", "b", "c", "d", "e", "f", "g", "h", "i"]
+
+// -----
+
+spmd.mesh @mesh shape = [2] names = ["dp"]
+// expected-error @+1 {{tensor dim 0 has 4294967296 elements; spmd partitions dims of at most 2^26 (67108864)}}
+func.func @huge_dim(%x: tensor<4294967296xf32> {spmd.layout = #spmd.layout<@mesh, [shard<0>]>}) {
+  return
+}
+
+// -----
+
+spmd.mesh @mesh shape = [2] names = ["dp"]
+// expected-error @+1 {{the tensor has more than 2^40 elements (dims 0..2 already hold 2251799813685248)}}
+func.func @huge_tensor(%x: tensor<65536x65536x524288xf32> {spmd.layout = #spmd.layout<@mesh, [replicate]>}) {
+  return
+}
+
+// -----
+
 // expected-error @+1 {{shard dim must be non-negative, got -1}}
 func.func @f() attributes {p = #spmd.shard<-1>} { return }
 

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# The AddressSanitizer + UndefinedBehaviorSanitizer build: configures
+# build-sanitize/ with clang-22, -DSPMD_SANITIZE=address,undefined and
+# -DSPMD_FUZZ=ON (the same build holds the coverage-guided fuzz targets of
+# scripts/fuzz.sh), builds it and runs the whole test suite (check-spmd) in
+# it. Any sanitizer report fails the test that triggered it.
+#   scripts/sanitize.sh [ninja targets...]   (default: check-spmd)
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+
+./scripts/setup.sh --sanitizers
+
+build="${SPMD_SANITIZE_BUILD:-build-sanitize}"
+if [ ! -f "$build/build.ninja" ]; then
+  cmake -G Ninja -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DLLVM_ENABLE_ASSERTIONS=ON \
+    -DCMAKE_C_COMPILER=clang-22 -DCMAKE_CXX_COMPILER=clang++-22 \
+    -DSPMD_SANITIZE=address,undefined -DSPMD_FUZZ=ON -DSPMD_ENABLE_CUDA=OFF
+fi
+# OpenMPI, hwloc and PMIx keep allocations until exit by design: leaks in
+# them are not ours (test/sanitizer-suppressions.txt); the rest halts.
+export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:halt_on_error=1:detect_odr_violation=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
+export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"
+export LSAN_OPTIONS="suppressions=$root/test/sanitizer-suppressions.txt:print_suppressions=0${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
+ninja -C "$build" -j"${SPMD_JOBS:-$(nproc)}" "${@:-check-spmd}"
