@@ -262,9 +262,10 @@ struct ParallelizePass : spmd::impl::ParallelizePassBase<ParallelizePass> {
           << mesh << "' is not N or DPxTP with positive sizes";
       return signalPassFailure();
     }
-    std::string why = layout::validate(
-        {}, *shape,
-        std::vector<layout::Placement>(shape->size(), layout::Placement::replicate()));
+    std::string why =
+        layout::validate({}, *shape,
+                         std::vector<layout::Placement>(
+                             shape->size(), layout::Placement::replicate()));
     if (!why.empty()) {
       module.emitError("spmd-parallelize: mesh '") << mesh << "': " << why;
       return signalPassFailure();

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Backends.h"
+#include "JobStatus.h"
 #include "spmd/Runtime/Runtime.h"
 
 #include <atomic>
@@ -230,6 +231,7 @@ void spmd_rt_fatal(const char *format, ...) {
   va_end(args);
   std::fputc('\n', stderr);
   std::fflush(stderr);
+  spmd::rt::jobStatusFailed();
   if (running)
     MPI_Abort(MPI_COMM_WORLD, 1);
   std::exit(1);

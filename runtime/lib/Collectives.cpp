@@ -35,11 +35,17 @@
 #include "Collectives.h"
 
 #include "Backends.h"
+#include "JobStatus.h"
 #include "Math.h"
 #ifdef SPMD_HAVE_NCCL
 #include "NcclBackend.h"
 #endif
 
+#ifdef __has_include
+#if __has_include(<sanitizer/lsan_interface.h>)
+#include <sanitizer/lsan_interface.h>
+#endif
+#endif
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
@@ -481,12 +487,32 @@ bool CollectiveBackend::canReduce(int32_t dtype) const {
 // MpiBackend
 //===----------------------------------------------------------------------===//
 
+namespace {
+#if defined(__SANITIZE_ADDRESS__)
+#define SPMD_RT_LSAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define SPMD_RT_LSAN 1
+#endif
+#endif
+/// In the sanitizer build: what MPI allocates while it sets up or tears down
+/// its own state (MPI_Init, communicators, MPI_Finalize) is MPI's to keep,
+/// and LeakSanitizer cannot tell so itself, since MPI unloads the components
+/// that allocated it before the leak check runs.
+struct MpiOwnedAllocations {
+#ifdef SPMD_RT_LSAN
+  __lsan::ScopedDisabler disabler;
+#endif
+};
+} // namespace
+
 MpiBackend::MpiBackend(int *argc, char ***argv) {
   int initialized = 0, finalized = 0;
   MPI_Initialized(&initialized);
   MPI_Finalized(&finalized);
   if (finalized)
     spmd_rt_fatal("MPI was finalised; the runtime cannot start again");
+  MpiOwnedAllocations mpiOwned;
   if (!initialized) {
     // Works without mpirun too: a singleton job of one rank.
     checkMpi(MPI_Init(argc, argv), "init", "MPI_Init");
@@ -503,6 +529,7 @@ MpiBackend::~MpiBackend() {
   MPI_Finalized(&finalized);
   if (finalized)
     return;
+  MpiOwnedAllocations mpiOwned;
   resetGroups();
   if (ownsMpi)
     checkMpi(MPI_Finalize(), "finalize", "MPI_Finalize");
@@ -545,6 +572,7 @@ MPI_Comm MpiBackend::communicator(const CollectiveGroup &group,
   // Collective over MPI_COMM_WORLD: every rank reaches the first collective
   // over these mesh dims at the same point of the (SPMD) program.
   MPI_Comm comm = MPI_COMM_NULL;
+  MpiOwnedAllocations mpiOwned;
   checkMpi(MPI_Comm_split(MPI_COMM_WORLD, group.color, group.position, &comm),
            what, "MPI_Comm_split");
   checkMpi(MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN), what,
@@ -672,10 +700,12 @@ void spmd_rt_init(int *argc, char ***argv) {
   RuntimeState &s = state();
   if (!s.backend)
     startBackend(argc, argv);
+  spmd::rt::jobStatusStart(s.backend->rank(), s.backend->worldSize());
 }
 
 void spmd_rt_finalize(void) {
   RuntimeState &s = state();
+  spmd::rt::jobStatusDone();
 #ifdef SPMD_HAVE_CUDA
   // Device errors are reported while MPI can still end the job; the streams
   // outlive the communicators that use them.

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Backends.h"
+#include "JobStatus.h"
 #include "Philox.h"
 #include "spmd/Runtime/Runtime.h"
 
@@ -35,6 +36,7 @@ void spmd_rt_set_seed(uint64_t seed) {
 
 void spmd_rt_set_step(uint64_t step) {
   jobStep.store(step, std::memory_order_relaxed);
+  spmd::rt::jobStatusStep(step);
 }
 
 float spmd_rt_uniform(uint64_t op_id, uint64_t index) {

@@ -111,13 +111,13 @@ TEST(Npy, ChecksTheByteCountWithoutOverflow) {
                 "a.npy")),
             "a.npy: shape (4611686018427387904, 4611686018427387904) holds "
             "more than 2^63 bytes");
-  EXPECT_NE(errorOf(run::parseNpy(
-                        npy("{'descr': '<f4', 'fortran_order': False, "
-                            "'shape': (2, 3), }",
-                            std::string(20, '\0')),
-                        "a.npy"))
-                .find("holds 20 data bytes, its header announces 24"),
-            std::string::npos);
+  EXPECT_NE(
+      errorOf(run::parseNpy(npy("{'descr': '<f4', 'fortran_order': False, "
+                                "'shape': (2, 3), }",
+                                std::string(20, '\0')),
+                            "a.npy"))
+          .find("holds 20 data bytes, its header announces 24"),
+      std::string::npos);
 }
 
 TEST(Npy, RejectsMalformedHeaders) {
@@ -127,8 +127,8 @@ TEST(Npy, RejectsMalformedHeaders) {
         "{'descr': '<f4', 'fortran_order': False, 'shape': (-2,), }",
         "{'descr': '<f4', 'fortran_order': False, 'shape': (2x,), }",
         "{'descr': '<f4', 'fortran_order': False, 'shape': (", "{}", ""})
-    EXPECT_FALSE(errorOf(run::parseNpy(npy(header, "12345678"), "a.npy"))
-                     .empty())
+    EXPECT_FALSE(
+        errorOf(run::parseNpy(npy(header, "12345678"), "a.npy")).empty())
         << header;
   EXPECT_NE(errorOf(run::parseNpy("\x93NUMPY\x09", "a.npy")).find("not a .npy"),
             std::string::npos);
@@ -199,9 +199,8 @@ TEST(Manifest, ChecksEveryField) {
 TEST(Manifest, ChecksUpdatesAgainstTheArguments) {
   std::string result = R"({"index": 0, "fqn": "x", "dtype": "float32",
     "shape": [5, 3], "updates": 1})";
-  std::string text =
-      "{\"args\": [" + std::string(goodEntry) + "], \"results\": [" +
-      result + "]}";
+  std::string text = "{\"args\": [" + std::string(goodEntry) +
+                     "], \"results\": [" + result + "]}";
   EXPECT_NE(errorOf(run::parseManifest(text, "m.json"))
                 .find("'updates' must be null or the index of an argument"),
             std::string::npos);

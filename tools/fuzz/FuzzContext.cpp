@@ -45,8 +45,8 @@ std::unique_ptr<MLIRContext> spmd::fuzz::makeContext() {
   DialectRegistry registry;
   registry.insert<func::FuncDialect, arith::ArithDialect, LLVM::LLVMDialect,
                   SPMDDialect, aten::AtenDialect>();
-  auto context = std::make_unique<MLIRContext>(
-      registry, MLIRContext::Threading::DISABLED);
+  auto context =
+      std::make_unique<MLIRContext>(registry, MLIRContext::Threading::DISABLED);
   // SPMD_FUZZ_VERBOSE=1 prints them, to see what a reproducer does.
   static const bool verbose = std::getenv("SPMD_FUZZ_VERBOSE");
   context->getDiagEngine().registerHandler([](Diagnostic &diag) {

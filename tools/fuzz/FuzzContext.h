@@ -1,4 +1,4 @@
-//===- FuzzContext.h - shared set-up of the spmd fuzz targets ----*- C++ -*-===//
+//===- FuzzContext.h - shared set-up of the spmd fuzz targets ---*- C++ -*-===//
 //
 // The fuzz targets (libFuzzer's LLVMFuzzerTestOneInput) parse and transform
 // untrusted input with the dialects and passes spmd-opt registers. A target

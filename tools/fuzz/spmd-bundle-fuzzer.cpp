@@ -11,10 +11,10 @@
 
 #include "Bundle.h"
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
-#include <algorithm>
 
 using namespace spmd;
 

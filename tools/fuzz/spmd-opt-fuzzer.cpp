@@ -33,26 +33,21 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     return 0;
   spmd::fuzz::runPipeline(*module, "spmd-lower-to-runtime");
   if (!module->getOps<spmd::MeshOp>().empty()) {
-    spmd::fuzz::runPipeline(*module,
-                            "spmd-propagate,spmd-partition,"
-                            "spmd-report,spmd-lower-to-runtime");
+    spmd::fuzz::runPipeline(*module, "spmd-propagate,spmd-partition,"
+                                     "spmd-report,spmd-lower-to-runtime");
     return 0;
   }
-  spmd::fuzz::runPipeline(
-      *module, "spmd-parallelize{mode=ddp mesh=4},"
-               "spmd-report,spmd-lower-to-runtime");
-  spmd::fuzz::runPipeline(*module,
-                          "spmd-parallelize{mode=fsdp mesh=3}");
+  spmd::fuzz::runPipeline(*module, "spmd-parallelize{mode=ddp mesh=4},"
+                                   "spmd-report,spmd-lower-to-runtime");
+  spmd::fuzz::runPipeline(*module, "spmd-parallelize{mode=fsdp mesh=3}");
   for (const char *plan : {"mlp.tp.json", "encoder.tp.json", "gpt.tp.json"}) {
     std::string path = std::string(SPMD_EXAMPLES_DIR) + "/" + plan;
-    spmd::fuzz::runPipeline(*module,
-                            "spmd-parallelize{mode=tp mesh=2 "
-                            "plan=" +
-                                path + "}");
-    spmd::fuzz::runPipeline(*module,
-                            "spmd-parallelize{mode=fsdp-tp "
-                            "mesh=2x2 plan=" +
-                                path + "}");
+    spmd::fuzz::runPipeline(*module, "spmd-parallelize{mode=tp mesh=2 "
+                                     "plan=" +
+                                         path + "}");
+    spmd::fuzz::runPipeline(*module, "spmd-parallelize{mode=fsdp-tp "
+                                     "mesh=2x2 plan=" +
+                                         path + "}");
   }
   return 0;
 }

@@ -58,11 +58,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   OwningOpRef<ModuleOp> module = spmd::fuzz::parse(stepText, *context);
   if (!module)
     abort(); // the seed module must parse
+  spmd::fuzz::runPipeline(*module, "spmd-parallelize{mode=tp mesh=2 plan=" +
+                                       planPath + "},spmd-lower-to-runtime");
   spmd::fuzz::runPipeline(
-      *module, "spmd-parallelize{mode=tp mesh=2 plan=" +
-                   planPath + "},spmd-lower-to-runtime");
-  spmd::fuzz::runPipeline(
-      *module, "spmd-parallelize{mode=fsdp-tp mesh=2x2 plan=" +
-                   planPath + "}");
+      *module, "spmd-parallelize{mode=fsdp-tp mesh=2x2 plan=" + planPath + "}");
   return 0;
 }

@@ -23,10 +23,12 @@
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/IR/MLIRContext.h"
+#include "mlir/Pass/PassRegistry.h"
 #include "mlir/Support/FileUtilities.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/raw_ostream.h"
 
 namespace spmd::test {
@@ -56,7 +58,19 @@ int main(int argc, char **argv) {
     return listOperations(registry);
   auto [inputFile, outputFile] = mlir::registerAndParseCLIOptions(
       argc, argv, "spmd optimizer driver\n", registry);
-  // What MLIR's parser would crash on gets an error instead.
+  // MlirOptMain's own driver, with one step added: what MLIR's parser would
+  // crash on gets an error instead (spmd::checkMLIRSource).
+  mlir::MlirOptMainConfig config =
+      mlir::MlirOptMainConfig::createFromCLOptions();
+  if (config.shouldShowDialects()) {
+    for (llvm::StringRef name : registry.getDialectNames())
+      llvm::outs() << name << "\n";
+    return 0;
+  }
+  if (config.shouldListPasses()) {
+    mlir::printRegisteredPasses();
+    return 0;
+  }
   std::string error;
   std::unique_ptr<llvm::MemoryBuffer> input =
       mlir::openInputFile(inputFile, &error);
@@ -65,10 +79,19 @@ int main(int argc, char **argv) {
     return 1;
   }
   if (llvm::Error e = spmd::checkMLIRSource(input->getBuffer())) {
-    llvm::errs() << inputFile << ": error: " << llvm::toString(std::move(e))
-                 << "\n";
+    llvm::errs() << input->getBufferIdentifier()
+                 << ": error: " << llvm::toString(std::move(e)) << "\n";
     return 1;
   }
-  return mlir::asMainReturnCode(
-      mlir::MlirOptMain(argc, argv, inputFile, outputFile, registry));
+  std::unique_ptr<llvm::ToolOutputFile> output =
+      mlir::openOutputFile(outputFile, &error);
+  if (!output) {
+    llvm::errs() << "spmd-opt: error: " << error << "\n";
+    return 1;
+  }
+  if (mlir::failed(mlir::MlirOptMain(output->os(), std::move(input), registry,
+                                     config)))
+    return 1;
+  output->keep();
+  return 0;
 }

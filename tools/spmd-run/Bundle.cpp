@@ -91,8 +91,7 @@ llvm::Expected<Array> spmd::run::readNpy(const std::string &path) {
 llvm::Expected<Array> spmd::run::parseNpy(llvm::StringRef bytes,
                                           llvm::StringRef name) {
   auto fail = [&](const llvm::Twine &why) {
-    return createStringError("%s: %s", name.str().c_str(),
-                             why.str().c_str());
+    return createStringError("%s: %s", name.str().c_str(), why.str().c_str());
   };
   if (!bytes.starts_with("\x93NUMPY") || bytes.size() < 10)
     return fail("not a .npy file");
@@ -244,8 +243,7 @@ llvm::Expected<Manifest> spmd::run::readManifest(const std::string &dir) {
 llvm::Expected<Manifest> spmd::run::parseManifest(llvm::StringRef text,
                                                   llvm::StringRef name) {
   auto fail = [&](const llvm::Twine &why) {
-    return createStringError("%s: %s", name.str().c_str(),
-                             why.str().c_str());
+    return createStringError("%s: %s", name.str().c_str(), why.str().c_str());
   };
   llvm::Expected<llvm::json::Value> json = parseJSON(text);
   if (!json)
@@ -313,9 +311,8 @@ llvm::Expected<Manifest> spmd::run::parseManifest(llvm::StringRef text,
     if (!entries)
       return fail(llvm::Twine("no '") + key + "' list");
     for (const llvm::json::Value &value : *entries) {
-      std::string at = (llvm::Twine(key) + "[" + llvm::Twine(list->size()) +
-                        "]")
-                           .str();
+      std::string at =
+          (llvm::Twine(key) + "[" + llvm::Twine(list->size()) + "]").str();
       auto bad = [&](const llvm::Twine &why) { return fail(at + ": " + why); };
       const llvm::json::Object *e = value.getAsObject();
       if (!e)

@@ -54,6 +54,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <functional>
 
 using namespace mlir;
 using namespace spmd::run;
@@ -329,9 +330,8 @@ void checkAgainstModule(const Slot &slot, const Entry &entry,
     placements.assign(mesh.size(), spmd::layout::Placement::replicate());
   std::string why = spmd::layout::validate(entry.shape, mesh, placements);
   if (!why.empty())
-    FATAL("%s '%s': its layout %s does not fit the bundle's shape %s: %s",
-          what, entry.fqn.c_str(),
-          spmd::layout::placementsStr(placements).c_str(),
+    FATAL("%s '%s': its layout %s does not fit the bundle's shape %s: %s", what,
+          entry.fqn.c_str(), spmd::layout::placementsStr(placements).c_str(),
           shapeString(entry.shape).c_str(), why.c_str());
   std::vector<int64_t> local =
       spmd::layout::maxLocalShape(entry.shape, mesh, placements);
@@ -592,7 +592,11 @@ int main(int argc, char **argv) {
           .str() +
       "/lib/libspmd_runtime.so";
   ExecutionEngineOptions options;
-  options.transformer = makeOptimizingTransformer(2, 0, nullptr);
+  // ExecutionEngineOptions::transformer is a function_ref: the function it
+  // refers to must outlive ExecutionEngine::create.
+  std::function<llvm::Error(llvm::Module *)> optimize =
+      makeOptimizingTransformer(2, 0, nullptr);
+  options.transformer = optimize;
   llvm::SmallVector<llvm::StringRef> libs = {runtimeLib};
   options.sharedLibPaths = libs;
   auto engine = ExecutionEngine::create(*module, options);

@@ -1,4 +1,4 @@
-//===- JSON.h - JSON input with limits ---------------------------*- C++ -*-===//
+//===- JSON.h - JSON input with limits --------------------------*- C++ -*-===//
 //
 // JSON that users hand to spmd (TP plans, bundle manifests) is parsed here,
 // never with llvm::json::parse alone: that parser recurses once per nesting

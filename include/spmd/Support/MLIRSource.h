@@ -1,4 +1,4 @@
-//===- MLIRSource.h - Checks on MLIR text before parsing ---------*- C++ -*-===//
+//===- MLIRSource.h - Checks on MLIR text before parsing --------*- C++ -*-===//
 //
 // MLIR 22's parser recurses once per nesting level of types, attributes and
 // regions, so a deeply nested input overflows the stack, and it crashes on a

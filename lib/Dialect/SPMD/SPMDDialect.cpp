@@ -355,9 +355,8 @@ LogicalResult spmd::verifyPartitionable(ModuleOp module, StringRef pass) {
     auto tensor = dyn_cast<RankedTensorType>(type);
     if (!tensor)
       return success();
-    std::string why = layout::checkTensorShape(
-        std::vector<int64_t>(tensor.getShape().begin(),
-                             tensor.getShape().end()));
+    std::string why = layout::checkTensorShape(std::vector<int64_t>(
+        tensor.getShape().begin(), tensor.getShape().end()));
     if (why.empty())
       return success();
     return emit() << pass << ": " << type << " is too large: " << why;
@@ -369,8 +368,8 @@ LogicalResult spmd::verifyPartitionable(ModuleOp module, StringRef pass) {
       return fn->emitOpError("must have a single block: ")
              << pass << " works on captured straight-line training steps";
     for (BlockArgument arg : fn.getArguments())
-      if (failed(tooLarge(arg.getType(),
-                          [&] { return emitError(arg.getLoc()); })))
+      if (failed(
+              tooLarge(arg.getType(), [&] { return emitError(arg.getLoc()); })))
         return failure();
     WalkResult walk = fn.walk([&](Operation *op) {
       for (Type type : op->getResultTypes())

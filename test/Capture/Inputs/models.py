@@ -153,7 +153,7 @@ def exits():
     sys.exit(0)
 
 
-def frozen():
+def all_frozen():
     model = Pair()
     for p in model.parameters():
         p.requires_grad_(False)

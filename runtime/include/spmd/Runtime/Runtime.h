@@ -130,7 +130,8 @@ void spmd_rt_fatal(const char *format, ...)
 /*===----------------------------------------------------------------------===*/
 
 /* Seed of the job and number of the step being run: both are part of the
-   key of every draw. */
+   key of every draw. The step is also this rank's entry in the job's status
+   records (see spmd_rt_init). */
 void spmd_rt_set_seed(uint64_t seed);
 void spmd_rt_set_step(uint64_t step);
 /* A uniform float in [0, 1) for element `index` (row-major index in the
@@ -344,7 +345,13 @@ void spmd_rt_nll_loss_backward(SpmdBuffer *out, const SpmdBuffer *grad_output,
    visible, and for a different backend once one is running. */
 int32_t spmd_rt_set_collective_backend(const char *name);
 /* Starts the chosen communication backend (MPI_Init if needed; for NCCL
-   also the device, a stream and the world communicator). */
+   also the device, a stream and the world communicator). In a job of two or
+   more ranks under mpirun (or with $SPMD_RUN_STATUS_DIR set) it also keeps a
+   status record of this rank (set-up, step, failed) and handles SIGTERM, which
+   mpirun sends when another rank dies: the rank prints "spmd-run: rank R:
+   stopped in step S: rank F ended in step T without a message (killed or
+   crashed)" (or "failed in step T" for a rank that reported an error) and
+   ends. spmd_rt_finalize removes the record. */
 void spmd_rt_init(int *argc, char ***argv);
 void spmd_rt_finalize(void);
 int32_t spmd_rt_rank(void);
