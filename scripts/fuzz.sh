@@ -24,7 +24,7 @@ fi
 build="${SPMD_SANITIZE_BUILD:-build-sanitize}"
 SPMD_SANITIZE_BUILD="$build" ./scripts/sanitize.sh "${targets[@]}"
 
-export ASAN_OPTIONS="detect_leaks=1:halt_on_error=1:detect_odr_violation=0:allow_user_poisoning=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
+export ASAN_OPTIONS="halt_on_error=1:detect_odr_violation=0:allow_user_poisoning=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"
 export LSAN_OPTIONS="suppressions=$root/test/sanitizer-suppressions.txt:print_suppressions=0${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
 
