@@ -72,6 +72,9 @@ def count_visible_gpus():
 
 if config.spmd_have_nccl:
     config.available_features.add("nccl")
+# sanitizer: the build is instrumented (scripts/sanitize.sh).
+if config.spmd_sanitize:
+    config.available_features.add("sanitizer")
 # fuzzer: the fuzz targets were built (libFuzzer found).
 if config.spmd_have_fuzzers:
     config.available_features.add("fuzzer")

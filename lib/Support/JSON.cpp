@@ -1,6 +1,7 @@
 //===- JSON.cpp - JSON input with limits ----------------------------------===//
 
 #include "spmd/Support/JSON.h"
+#include "spmd/Support/TextPosition.h"
 
 #include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringSet.h"
@@ -9,15 +10,6 @@
 using namespace llvm;
 
 namespace {
-
-/// "line L, column C: " of byte `offset` of `text` (both 1-based).
-std::string position(StringRef text, size_t offset) {
-  StringRef before = text.take_front(offset);
-  size_t line = before.count('\n') + 1;
-  size_t lineStart = before.rfind('\n');
-  size_t column = offset - (lineStart == StringRef::npos ? 0 : lineStart + 1);
-  return ("line " + Twine(line) + ", column " + Twine(column + 1) + ": ").str();
-}
 
 /// One open array or object of the scan.
 struct Frame {
@@ -47,8 +39,8 @@ Expected<json::Value> spmd::parseJSON(StringRef text, unsigned maxDepth) {
         }
         StringRef name = *key->getAsString();
         if (!stack.back().keys.insert(name).second)
-          return createStringError(position(text, i) + "duplicate key '" +
-                                   name + "'");
+          return createStringError(spmd::textPosition(text, i) +
+                                   "duplicate key '" + name + "'");
         stack.back().expectKey = false;
       }
       i = end;
@@ -56,8 +48,9 @@ Expected<json::Value> spmd::parseJSON(StringRef text, unsigned maxDepth) {
     }
     if (c == '{' || c == '[') {
       if (stack.size() >= maxDepth)
-        return createStringError(position(text, i) + "nested deeper than " +
-                                 Twine(maxDepth) + " levels");
+        return createStringError(spmd::textPosition(text, i) +
+                                 "nested deeper than " + Twine(maxDepth) +
+                                 " levels");
       stack.push_back(Frame{c == '{', c == '{', {}});
     } else if ((c == '}' || c == ']') && !stack.empty()) {
       stack.pop_back();

@@ -1,22 +1,12 @@
 //===- MLIRSource.cpp - Checks on MLIR text before parsing ----------------===//
 
 #include "spmd/Support/MLIRSource.h"
+#include "spmd/Support/TextPosition.h"
 
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/Twine.h"
 
 using namespace llvm;
-
-namespace {
-/// "line L, column C: " of byte `offset` of `text` (both 1-based).
-std::string position(StringRef text, size_t offset) {
-  StringRef before = text.take_front(offset);
-  size_t line = before.count('\n') + 1;
-  size_t lineStart = before.rfind('\n');
-  size_t column = offset - (lineStart == StringRef::npos ? 0 : lineStart + 1);
-  return ("line " + Twine(line) + ", column " + Twine(column + 1) + ": ").str();
-}
-} // namespace
 
 Error spmd::checkMLIRSource(StringRef text, unsigned maxDepth) {
   unsigned depth = 0;
@@ -35,12 +25,13 @@ Error spmd::checkMLIRSource(StringRef text, unsigned maxDepth) {
     }
     if (c == '(' || c == '[' || c == '{' || c == '<') {
       if (++depth > maxDepth)
-        return createStringError(position(text, i) + "nested deeper than " +
-                                 Twine(maxDepth) + " levels");
+        return createStringError(spmd::textPosition(text, i) +
+                                 "nested deeper than " + Twine(maxDepth) +
+                                 " levels");
       if (c == '<' && text.take_front(i).ends_with("array") &&
           text.drop_front(i + 1).ltrim().starts_with("index"))
         return createStringError(
-            position(text, i) +
+            spmd::textPosition(text, i) +
             "dense arrays of index elements are not supported (MLIR's "
             "parser crashes on them); use i64");
     } else if ((c == ')' || c == ']' || c == '}' ||
