@@ -19,6 +19,8 @@
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <cstdio>
@@ -65,7 +67,12 @@ OwningOpRef<ModuleOp> spmd::fuzz::parse(llvm::StringRef text,
       llvm::errs() << "input: " << why << "\n";
     return nullptr;
   }
-  return parseSourceString<ModuleOp>(text, &context);
+  // As the tools read files: a NUL-terminated copy (MLIR's lexer reads up
+  // to the terminator; libFuzzer's data has none).
+  llvm::SourceMgr sourceMgr;
+  sourceMgr.AddNewSourceBuffer(llvm::MemoryBuffer::getMemBufferCopy(text),
+                               llvm::SMLoc());
+  return parseSourceFile<ModuleOp>(sourceMgr, &context);
 }
 
 bool spmd::fuzz::runPipeline(ModuleOp module, llvm::StringRef pipeline) {

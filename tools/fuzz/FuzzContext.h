@@ -29,8 +29,9 @@ void initialize();
 /// SPMD_FUZZ_VERBOSE set in the environment they are printed instead.
 std::unique_ptr<mlir::MLIRContext> makeContext();
 
-/// Parses and verifies `text` after spmd::checkMLIRSource (what MLIR's
-/// parser would crash on is refused first); null on any error.
+/// Parses and verifies a NUL-terminated copy of `text`, as the tools parse
+/// files, after spmd::checkMLIRSource (what MLIR's parser would crash on is
+/// refused first); null on any error.
 mlir::OwningOpRef<mlir::ModuleOp> parse(llvm::StringRef text,
                                         mlir::MLIRContext &context);
 

@@ -5,7 +5,9 @@
                       examples in tools/fuzz/Inputs;
   spmd-plan-fuzzer    the TP plans of examples/ and test/;
   spmd-bundle-fuzzer  a captured manifest.json and .npy files of every dtype
-                      and format version the reader takes.
+                      and format version the reader takes;
+
+and, for each, the inputs that once crashed it (tools/fuzz/regressions/).
 
 Usage: make_corpus.py SPMD_SOURCE_DIR OUT
 """
@@ -34,6 +36,12 @@ def main(src, out):
             write(opt, "%s.%d" % (base, i), chunk)
     for path in glob.glob(os.path.join(src, "tools", "fuzz", "Inputs", "*.mlir")):
         shutil.copy(path, os.path.join(opt, os.path.basename(path)))
+
+    # Inputs that once crashed a target, kept as seeds so that they stay fixed.
+    for target in glob.glob(os.path.join(src, "tools", "fuzz", "regressions", "*")):
+        for path in glob.glob(os.path.join(target, "*")):
+            write(os.path.join(out, os.path.basename(target)), "regression." + os.path.basename(path),
+                  open(path, "rb").read())
 
     plan = os.path.join(out, "spmd-plan-fuzzer")
     os.makedirs(plan, exist_ok=True)
