@@ -12,6 +12,19 @@ job = subprocess.Popen([spmd_run, "--np", str(ranks)] + sys.argv[4:] + ["--steps
                        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
 
+def descends_from_job(pid):
+    """Whether `pid` is a descendant of our job (lit runs other jobs beside)."""
+    while pid > 1:
+        if pid == job.pid:
+            return True
+        try:
+            with open("/proc/%d/stat" % pid) as f:
+                pid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            return False
+    return False
+
+
 def rank_pid():
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
@@ -21,7 +34,8 @@ def rank_pid():
                 cmd = f.read()
         except OSError:
             continue
-        if b"spmd-run" in cmd and ("OMPI_COMM_WORLD_RANK=%d" % victim).encode() in env:
+        if b"spmd-run" in cmd and ("OMPI_COMM_WORLD_RANK=%d" % victim).encode() in env \
+                and descends_from_job(int(pid)):
             return int(pid)
     return None
 
