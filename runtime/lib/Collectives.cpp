@@ -499,9 +499,10 @@ namespace {
 /// LeakSanitizer cannot always tell, since MPI_Finalize unloads the
 /// components that made them (their frames become "<unknown module>",
 /// which no suppression can name). What MPI_Init, MPI_Comm_split and
-/// MPI_Finalize allocate is kept from the check; in a job of two or more ranks, whose progress threads allocate
-/// throughout, the check runs once, right after MPI_Init, instead of at
-/// exit. Single-process runs keep the full check at exit.
+/// MPI_Finalize allocate is kept from the check; in a job of two or more ranks,
+/// whose progress threads allocate throughout, the check runs once, right after
+/// MPI_Init, instead of at exit. Single-process runs keep the full check at
+/// exit.
 struct MpiOwnedAllocations {
 #ifdef SPMD_RT_LSAN
   __lsan::ScopedDisabler disabler;

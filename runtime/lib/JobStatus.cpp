@@ -68,20 +68,19 @@ void writeRecord() {
   if (status.fd < 0)
     return;
   char record[kRecordBytes];
-  std::memset(record, ' ', sizeof(record));
   size_t len = 0;
-  char text[kRecordBytes];
-  text[0] = 0;
+  record[0] = 0;
   char state[2] = {status.state, 0};
-  append(text, sizeof(text), len, state);
-  append(text, sizeof(text), len, " ");
-  appendNumber(text, sizeof(text), len,
+  append(record, sizeof(record), len, state);
+  append(record, sizeof(record), len, " ");
+  appendNumber(record, sizeof(record), len,
                status.step.load(std::memory_order_relaxed));
-  append(text, sizeof(text), len, " ");
-  appendNumber(text, sizeof(text), len, static_cast<uint64_t>(status.pid));
-  append(text, sizeof(text), len, " ");
-  append(text, sizeof(text), len, status.host);
-  std::memcpy(record, text, len);
+  append(record, sizeof(record), len, " ");
+  appendNumber(record, sizeof(record), len, static_cast<uint64_t>(status.pid));
+  append(record, sizeof(record), len, " ");
+  append(record, sizeof(record), len, status.host);
+  // Fixed size: a rewrite always covers the previous record.
+  std::memset(record + len, ' ', sizeof(record) - len);
   record[kRecordBytes - 1] = '\n';
   ssize_t ignored = pwrite(status.fd, record, sizeof(record), 0);
   (void)ignored;

@@ -151,7 +151,7 @@ TEST(Manifest, ReadsAWellFormedManifest) {
   ASSERT_TRUE(bool(m)) << llvm::toString(m.takeError());
   EXPECT_EQ(m->seed, 7u);
   EXPECT_EQ(m->args[0].shape, (std::vector<int64_t>{5, 3}));
-  EXPECT_EQ(m->args[0].dtypeCode, SPMD_F32);
+  EXPECT_EQ(m->args[0].dtype, SPMD_F32);
 }
 
 TEST(Manifest, ChecksEveryField) {

@@ -565,16 +565,15 @@ TEST(LayoutMathValidate, RejectsBadInput) {
   expectInvalid(validate({4}, {64, 65}, {R, R}),
                 {"more than 4096 ranks", "mesh dim 1 has size 65"});
   EXPECT_EQ(validate({4}, {64, 64}, {R, R}), "");
-  expectInvalid(validate({4}, std::vector<int64_t>(9, 1),
-                         std::vector<Placement>(9, R)),
-                {"9 dims", "at most 8"});
+  expectInvalid(
+      validate({4}, std::vector<int64_t>(9, 1), std::vector<Placement>(9, R)),
+      {"9 dims", "at most 8"});
   expectInvalid(validate({kMaxDimSize + 1}, {2}, {S0}),
                 {"tensor dim 0", "67108865 elements", "2^26"});
   EXPECT_EQ(validate({kMaxDimSize}, {2}, {S0}), "");
   expectInvalid(validate({1 << 20, 1 << 20, 2}, {2}, {S0}),
                 {"more than 2^40 elements"});
-  expectInvalid(validate({INT64_MAX, INT64_MAX}, {2}, {S0}),
-                {"tensor dim 0"});
+  expectInvalid(validate({INT64_MAX, INT64_MAX}, {2}, {S0}), {"tensor dim 0"});
   expectInvalid(validate({4}, {2, 2}, {S0}),
                 {"one placement per mesh dim", "1 placements", "rank 2"});
   expectInvalid(validate({4}, {2}, {S0, R}), {"2 placements", "rank 1"});

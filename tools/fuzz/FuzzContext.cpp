@@ -28,6 +28,12 @@
 
 using namespace mlir;
 
+/// SPMD_FUZZ_VERBOSE set: print what each input gives (read once).
+static bool verbose() {
+  static const bool set = std::getenv("SPMD_FUZZ_VERBOSE");
+  return set;
+}
+
 void spmd::fuzz::initialize() {
   static bool done = [] {
     // spmd-report prints its table to stdout: not the fuzzer's business.
@@ -50,9 +56,8 @@ std::unique_ptr<MLIRContext> spmd::fuzz::makeContext() {
   auto context =
       std::make_unique<MLIRContext>(registry, MLIRContext::Threading::DISABLED);
   // SPMD_FUZZ_VERBOSE=1 prints them, to see what a reproducer does.
-  static const bool verbose = std::getenv("SPMD_FUZZ_VERBOSE");
   context->getDiagEngine().registerHandler([](Diagnostic &diag) {
-    if (verbose)
+    if (verbose())
       llvm::errs() << diag.getLocation() << ": " << diag.str() << "\n";
     return success();
   });
@@ -63,7 +68,7 @@ OwningOpRef<ModuleOp> spmd::fuzz::parse(llvm::StringRef text,
                                         MLIRContext &context) {
   if (llvm::Error e = checkMLIRSource(text)) {
     std::string why = llvm::toString(std::move(e));
-    if (std::getenv("SPMD_FUZZ_VERBOSE"))
+    if (verbose())
       llvm::errs() << "input: " << why << "\n";
     return nullptr;
   }
@@ -86,7 +91,7 @@ bool spmd::fuzz::runPipeline(ModuleOp module, llvm::StringRef pipeline) {
     abort(); // the target's own bug, not the input's
   }
   bool ok = succeeded(pm.run(*clone)) && succeeded(verify(*clone));
-  if (std::getenv("SPMD_FUZZ_VERBOSE"))
+  if (verbose())
     llvm::errs() << pipeline << ": " << (ok ? "ok" : "failed") << "\n";
   return ok;
 }

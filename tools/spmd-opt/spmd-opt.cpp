@@ -89,8 +89,8 @@ int main(int argc, char **argv) {
     llvm::errs() << "spmd-opt: error: " << error << "\n";
     return 1;
   }
-  if (mlir::failed(mlir::MlirOptMain(output->os(), std::move(input), registry,
-                                     config)))
+  if (mlir::failed(
+          mlir::MlirOptMain(output->os(), std::move(input), registry, config)))
     return 1;
   output->keep();
   return 0;

@@ -6,7 +6,6 @@
 #include "spmd/Support/JSON.h"
 
 #include "llvm/ADT/StringExtras.h"
-#include "llvm/ADT/StringSwitch.h"
 #include "llvm/Support/CheckedArithmetic.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/JSON.h"
@@ -178,39 +177,31 @@ llvm::Error spmd::run::writeNpy(const std::string &path, const Array &array) {
   return llvm::Error::success();
 }
 
+namespace {
+/// PyTorch's dtype names (str(torch.float32)[6:]) as the manifest writes
+/// them; bf16 values are stored widened to float32 (.npy has no bf16).
+struct TorchType {
+  const char *name;
+  int32_t dtype;
+};
+const TorchType torchTypes[] = {{"float32", SPMD_F32},   {"float64", SPMD_F64},
+                                {"bfloat16", SPMD_BF16}, {"int64", SPMD_I64},
+                                {"int32", SPMD_I32},     {"bool", SPMD_I1}};
+} // namespace
+
 llvm::Expected<int32_t> spmd::run::dtypeFromName(llvm::StringRef name) {
-  // PyTorch's dtype names (str(torch.float32)[6:]); bf16 and f16 values
-  // are stored widened to float32 (.npy has no bf16).
-  int32_t code = llvm::StringSwitch<int32_t>(name)
-                     .Case("float32", SPMD_F32)
-                     .Case("float64", SPMD_F64)
-                     .Case("bfloat16", SPMD_BF16)
-                     .Case("int64", SPMD_I64)
-                     .Case("int32", SPMD_I32)
-                     .Case("bool", SPMD_I1)
-                     .Default(-1);
-  if (code < 0)
-    return createStringError(
-        "unknown dtype '%s' (float32, float64, bfloat16, int64, int32, bool)",
-        name.str().c_str());
-  return code;
+  for (const TorchType &t : torchTypes)
+    if (name == t.name)
+      return t.dtype;
+  return createStringError(
+      "unknown dtype '%s' (float32, float64, bfloat16, int64, int32, bool)",
+      name.str().c_str());
 }
 
 const char *spmd::run::dtypeName(int32_t dtype) {
-  switch (dtype) {
-  case SPMD_F32:
-    return "float32";
-  case SPMD_F64:
-    return "float64";
-  case SPMD_BF16:
-    return "bfloat16";
-  case SPMD_I64:
-    return "int64";
-  case SPMD_I32:
-    return "int32";
-  case SPMD_I1:
-    return "bool";
-  }
+  for (const TorchType &t : torchTypes)
+    if (dtype == t.dtype)
+      return t.name;
   return "unknown";
 }
 
@@ -338,8 +329,7 @@ llvm::Expected<Manifest> spmd::run::parseManifest(llvm::StringRef text,
       entry.index = *index;
       entry.fqn = fqn->str();
       entry.file = file ? file->str() : "";
-      entry.dtype = dtype->str();
-      entry.dtypeCode = *code;
+      entry.dtype = *code;
       if (const llvm::json::Value *role = e->get("role")) {
         if (!role->getAsString())
           return bad("'role' must be a string");

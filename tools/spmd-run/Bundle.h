@@ -51,8 +51,8 @@ const char *dtypeName(int32_t dtype);
 /// One manifest entry (an argument or a result of @train_step).
 struct Entry {
   int64_t index = 0;
-  std::string fqn, role, dtype;
-  int32_t dtypeCode = 0; // `dtype` as an SpmdDType code
+  std::string fqn, role;
+  int32_t dtype = 0;    // SpmdDType code of the manifest's dtype name
   std::string file;     // empty for results of a --no-reference bundle
   std::string fileFp64; // results: the float64 reference, if recorded
   std::vector<int64_t> shape;

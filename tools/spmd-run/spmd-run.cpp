@@ -303,10 +303,10 @@ Array readBundleArray(const std::string &file) {
 /// manifest gives and its dtype (bf16 values are stored widened to float32).
 Array readEntryFile(const Entry &entry, const std::string &file) {
   Array array = readBundleArray(file);
-  int32_t want = entry.dtypeCode == SPMD_BF16 ? SPMD_F32 : entry.dtypeCode;
+  int32_t want = entry.dtype == SPMD_BF16 ? SPMD_F32 : entry.dtype;
   if (array.dtype != want)
     FATAL("'%s': %s holds dtype %s, the manifest says %s", entry.fqn.c_str(),
-          file.c_str(), dtypeName(array.dtype), entry.dtype.c_str());
+          file.c_str(), dtypeName(array.dtype), dtypeName(entry.dtype));
   if (array.shape != entry.shape)
     FATAL("'%s': %s holds shape %s, the manifest says %s", entry.fqn.c_str(),
           file.c_str(), shapeString(array.shape).c_str(),
@@ -321,10 +321,10 @@ Array readEntryFile(const Entry &entry, const std::string &file) {
 void checkAgainstModule(const Slot &slot, const Entry &entry,
                         const std::vector<int64_t> &mesh, const char *what) {
   int32_t dtype = *dtypeOf(slot.type.getElementType());
-  if (dtype != entry.dtypeCode)
+  if (dtype != entry.dtype)
     FATAL("%s '%s': the module's type is %s, the bundle's dtype %s", what,
           entry.fqn.c_str(), typeString(slot.type).c_str(),
-          entry.dtype.c_str());
+          dtypeName(entry.dtype));
   std::vector<spmd::layout::Placement> placements = slot.placements;
   if (placements.empty())
     placements.assign(mesh.size(), spmd::layout::Placement::replicate());
