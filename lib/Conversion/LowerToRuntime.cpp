@@ -25,6 +25,11 @@
 #include "mlir/Transforms/DialectConversion.h"
 #include "llvm/ADT/TypeSwitch.h"
 
+#include "spmd/Runtime/Runtime.h"
+
+#include <type_traits>
+#include <variant>
+
 namespace spmd {
 #define GEN_PASS_DEF_CONVERTTORUNTIMECALLSPASS
 #include "spmd/Conversion/Passes.h.inc"
@@ -54,13 +59,71 @@ std::optional<int32_t> dtypeCode(Type type) {
   return std::nullopt;
 }
 
+/// The C type of a runtime function's parameter or result, as the lowering
+/// passes it.
+enum class CType { Void, Pointer, I32, I64, F64 };
+
+template <typename T> constexpr CType cTypeOf() {
+  if constexpr (std::is_void_v<T>)
+    return CType::Void;
+  else if constexpr (std::is_pointer_v<T>)
+    return CType::Pointer;
+  else if constexpr (std::is_same_v<T, int32_t>)
+    return CType::I32;
+  else if constexpr (std::is_same_v<T, int64_t>)
+    return CType::I64;
+  else if constexpr (std::is_same_v<T, double>)
+    return CType::F64;
+  else
+    static_assert(sizeof(T) == 0, "a runtime parameter of an unmapped C type");
+}
+
+/// A runtime function with its C signature (MLIR's FunctionCallBuilder):
+/// calls are checked against it and it is declared from it.
+struct Callee {
+  StringRef name;
+  CType result;
+  ArrayRef<CType> params;
+};
+
+template <typename Fn> struct CSignature;
+template <typename R, typename... A> struct CSignature<R(A...)> {
+  static constexpr CType result = cTypeOf<R>();
+  // One more slot than parameters: no zero-length array.
+  static constexpr CType params[sizeof...(A) + 1] = {cTypeOf<A>()...,
+                                                     CType::Void};
+  static constexpr size_t size = sizeof...(A);
+};
+
+/// The Callee of runtime function `fn` (Runtime.h): a name that is not
+/// declared there does not compile.
+#define SPMD_CALLEE(fn)                                                        \
+  Callee {                                                                     \
+    #fn, CSignature<decltype(fn)>::result, {                                   \
+      CSignature<decltype(fn)>::params, CSignature<decltype(fn)>::size         \
+    }                                                                          \
+  }
+
+/// The Callee of a compute kernel (KernelList.def).
+Callee kernelCallee(spmd::RuntimeKernel kernel) {
+  static const Callee kernels[] = {
+#define SPMD_RT_KERNEL(name, params, args) SPMD_CALLEE(spmd_rt_##name),
+#include "spmd/Runtime/KernelList.def"
+  };
+  return kernels[static_cast<size_t>(kernel)];
+}
+
+/// An argument of a runtime call: a value, or a number attribute converted
+/// to the C type of its parameter.
+using CallArg = std::variant<Value, Attribute>;
+
 /// Builds the arguments of runtime calls at one insertion point: constants,
 /// constant i64 arrays (module globals, shared by value), allocations and
 /// declarations of the runtime functions.
 class CallBuilder {
 public:
   CallBuilder(ConversionPatternRewriter &rewriter, Operation *op)
-      : rewriter(rewriter), loc(op->getLoc()),
+      : rewriter(rewriter), op(op), loc(op->getLoc()),
         module(op->getParentOfType<ModuleOp>()),
         ptrType(LLVM::LLVMPointerType::get(op->getContext())) {}
 
@@ -110,30 +173,59 @@ public:
 
   /// A new buffer of `type`'s element type and static shape.
   Value alloc(RankedTensorType type) {
-    return call("spmd_rt_alloc",
-                {i32(*dtypeCode(type.getElementType())), i32(type.getRank()),
-                 i64Array(type.getShape())},
-                ptrType);
+    std::optional<int32_t> dtype = dtypeCode(type.getElementType());
+    if (!dtype) {
+      op->emitOpError("result element type ")
+          << type << " has no runtime dtype";
+      hasFailed = true;
+      return null();
+    }
+    return call(SPMD_CALLEE(spmd_rt_alloc),
+                {i32(*dtype), i32(type.getRank()), i64Array(type.getShape())});
   }
 
-  /// Calls runtime function `name`, declaring it on first use.
-  Value call(StringRef name, ArrayRef<Value> args, Type result = {}) {
-    SmallVector<Type> argTypes;
-    for (Value v : args)
-      argTypes.push_back(v.getType());
+  /// Calls `callee`, declaring it from its C signature on first use. A
+  /// number attribute becomes a constant of its parameter's type; an
+  /// argument list that does not match the signature is an error of the op
+  /// being lowered (failed() then holds).
+  Value call(const Callee &callee, ArrayRef<CallArg> args) {
+    SmallVector<Type> params;
+    for (CType t : callee.params)
+      params.push_back(typeOf(t));
     SmallVector<Type> results;
-    if (result)
-      results.push_back(result);
-    auto fnType = rewriter.getFunctionType(argTypes, results);
-    if (!module.lookupSymbol<func::FuncOp>(name)) {
+    if (callee.result != CType::Void)
+      results.push_back(typeOf(callee.result));
+    SmallVector<Value> values;
+    for (auto [i, arg] : llvm::enumerate(args)) {
+      Value v = i < params.size() ? convert(arg, params[i]) : Value();
+      if (!v || v.getType() != params[i])
+        return mismatch(callee, args);
+      values.push_back(v);
+    }
+    if (values.size() != params.size())
+      return mismatch(callee, args);
+    auto fnType = rewriter.getFunctionType(params, results);
+    if (auto existing = module.lookupSymbol<func::FuncOp>(callee.name)) {
+      if (existing.getFunctionType() != fnType) {
+        op->emitOpError("runtime function ")
+            << callee.name << " is declared as " << existing.getFunctionType()
+            << "; the runtime's is " << fnType;
+        hasFailed = true;
+        return {};
+      }
+    } else {
       OpBuilder::InsertionGuard guard(rewriter);
       rewriter.setInsertionPointToStart(module.getBody());
-      auto fn = func::FuncOp::create(rewriter, loc, name, fnType);
+      auto fn = func::FuncOp::create(rewriter, loc, callee.name, fnType);
       fn.setPrivate();
     }
-    auto callOp = func::CallOp::create(rewriter, loc, name, results, args);
-    return result ? callOp.getResult(0) : Value();
+    auto callOp =
+        func::CallOp::create(rewriter, loc, callee.name, results, values);
+    return results.empty() ? Value() : callOp.getResult(0);
   }
+
+  /// Whether a call or an allocation failed (with a diagnostic).
+  bool failed() const { return hasFailed; }
 
   /// A stack array of the buffer pointers `values` (for spmd_rt_cat).
   Value pointerArray(ValueRange values) {
@@ -150,6 +242,56 @@ public:
   Type getPtrType() const { return ptrType; }
 
 private:
+  Type typeOf(CType t) {
+    switch (t) {
+    case CType::Pointer:
+      return ptrType;
+    case CType::I32:
+      return rewriter.getI32Type();
+    case CType::I64:
+      return rewriter.getI64Type();
+    case CType::F64:
+      return rewriter.getF64Type();
+    case CType::Void:
+      break;
+    }
+    llvm_unreachable("void is not a parameter type");
+  }
+
+  /// `arg` as a value of `type`: a number attribute becomes a constant
+  /// (integers and bools as i32/i64, any number as f64); null when it
+  /// cannot.
+  Value convert(const CallArg &arg, Type type) {
+    if (auto *v = std::get_if<Value>(&arg))
+      return *v;
+    Attribute attr = std::get<Attribute>(arg);
+    if (auto b = dyn_cast<BoolAttr>(attr))
+      attr = rewriter.getI64IntegerAttr(b.getValue());
+    if (type.isF64() && isa<IntegerAttr, FloatAttr>(attr))
+      return f64(aten::getScalarValue(attr));
+    if (auto i = dyn_cast<IntegerAttr>(attr); i && type.isInteger(64))
+      return i64(i.getInt());
+    if (auto i = dyn_cast<IntegerAttr>(attr); i && type.isInteger(32))
+      return i32(i.getInt());
+    return {};
+  }
+
+  Value mismatch(const Callee &callee, ArrayRef<CallArg> args) {
+    InFlightDiagnostic diag = op->emitOpError("lowering passes (");
+    llvm::interleaveComma(args, diag, [&](const CallArg &arg) {
+      if (auto *v = std::get_if<Value>(&arg))
+        diag << v->getType();
+      else
+        diag << std::get<Attribute>(arg);
+    });
+    diag << ") to " << callee.name << ", which takes (";
+    llvm::interleaveComma(callee.params, diag,
+                          [&](CType t) { diag << typeOf(t); });
+    diag << ")";
+    hasFailed = true;
+    return {};
+  }
+
   LLVM::GlobalOp lookupGlobal(DenseElementsAttr value, StringRef prefix) {
     for (auto global : module.getOps<LLVM::GlobalOp>())
       if (global.getSymName().starts_with(prefix) && global.getConstant() &&
@@ -159,49 +301,42 @@ private:
   }
 
   ConversionPatternRewriter &rewriter;
+  Operation *op;
   Location loc;
   ModuleOp module;
   Type ptrType;
-};
-
-/// What to call for an op: the kernel and the arguments after the buffers.
-struct KernelCall {
-  std::string name;
-  SmallVector<Value> extra;
-  /// Operands passed first (default: all, in order); results come before.
-  std::optional<SmallVector<Value>> operands;
+  bool hasFailed = false;
 };
 
 /// Random op ids, numbered in function order before conversion starts.
 using RandomIds = llvm::DenseMap<Operation *, int64_t>;
 /// Transposes of the last two dims whose every use is a matrix operand of a
-/// matmul: they cost nothing (BLAS reads the operand transposed).
+/// matrix product: they cost nothing (BLAS reads the operand transposed).
 using FoldedTransposes = llvm::DenseSet<Operation *>;
 
+/// What the patterns share: the random op ids and the folded transposes.
+struct LoweringState {
+  RandomIds randomIds;
+  FoldedTransposes folds;
+};
+
+/// A matrix operand of a matrix product: its last two operands.
 bool isMatrixOperand(OpOperand &use) {
   Operation *user = use.getOwner();
-  if (isa<aten::MmOp, aten::BmmOp>(user))
-    return true;
-  return isa<aten::AddmmOp, aten::BaddbmmOp>(user) &&
-         use.getOperandNumber() > 0;
+  return user->hasTrait<aten::OpTrait::MatrixProduct>() &&
+         use.getOperandNumber() + 2 >= user->getNumOperands();
 }
 
 FoldedTransposes findFoldedTransposes(ModuleOp module) {
   FoldedTransposes folds;
-  module.walk([&](Operation *op) {
-    int64_t rank =
-        op->getNumOperands() == 1
-            ? cast<RankedTensorType>(op->getOperand(0).getType()).getRank()
-            : 0;
-    bool lastTwo = false;
-    if (isa<aten::TOp>(op))
-      lastTwo = rank == 2;
-    else if (auto transpose = dyn_cast<aten::TransposeIntOp>(op)) {
-      int64_t d0 = aten::normalizeDim(transpose.getDim0Attr().getInt(), rank);
-      int64_t d1 = aten::normalizeDim(transpose.getDim1Attr().getInt(), rank);
-      lastTwo = (rank == 2 || rank == 3) && std::min(d0, d1) == rank - 2 &&
-                std::max(d0, d1) == rank - 1;
-    }
+  module.walk([&](aten::PermutationOpInterface op) {
+    int64_t rank = cast<RankedTensorType>(op->getOperand(0).getType()).getRank();
+    SmallVector<int64_t> swapLastTwo =
+        llvm::to_vector(llvm::seq<int64_t>(0, rank));
+    if (rank == 2 || rank == 3)
+      std::swap(swapLastTwo[rank - 1], swapLastTwo[rank - 2]);
+    bool lastTwo = (rank == 2 || rank == 3) &&
+                   op.getPermutation() == ArrayRef<int64_t>(swapLastTwo);
     if (lastTwo && !op->getResult(0).use_empty() &&
         llvm::all_of(op->getResult(0).getUses(), isMatrixOperand))
       folds.insert(op);
@@ -209,386 +344,313 @@ FoldedTransposes findFoldedTransposes(ModuleOp module) {
   return folds;
 }
 
-/// The kernel and attribute arguments of `op` (operands already converted),
-/// or failure with a diagnostic.
-FailureOr<KernelCall> describe(Operation *op, ValueRange operands,
-                               CallBuilder &b, const RandomIds &randomIds,
-                               const FoldedTransposes &folds) {
-  auto inType = [&](unsigned i) {
-    return cast<RankedTensorType>(op->getOperand(i).getType());
-  };
-  auto outType = [&](unsigned i) {
-    return cast<RankedTensorType>(op->getResult(i).getType());
-  };
-  auto dims = [&](ArrayRef<int64_t> values, int64_t rank) {
-    SmallVector<int64_t> normalized;
-    for (int64_t d : values)
-      normalized.push_back(aten::normalizeDim(d, rank));
-    return normalized;
-  };
-  auto dimList = [&](ArrayRef<int64_t> values) -> SmallVector<Value> {
-    return {b.i32(values.size()), b.i64Array(values)};
-  };
-  auto random = [&](StringRef name, SmallVector<Value> extra,
-                    RankedTensorType type) -> KernelCall {
-    extra.push_back(b.i64(randomIds.lookup(op)));
-    // A sharded result (spmd-partition) draws at its global positions:
-    // this rank's row of the per-rank offset table.
-    auto global = op->getAttrOfType<DenseI64ArrayAttr>("spmd.global_shape");
-    auto offsets = op->getAttrOfType<DenseI64ArrayAttr>("spmd.global_offsets");
-    if (global && offsets) {
-      extra.push_back(b.i64Array(global.asArrayRef()));
-      extra.push_back(
-          b.call("spmd_rt_rank_row",
-                 {b.i64Array(offsets.asArrayRef()), b.i64(type.getRank())},
-                 b.getPtrType()));
-    } else {
-      extra.push_back(b.i64Array(type.getShape()));
-      extra.push_back(b.i64Array(SmallVector<int64_t>(type.getRank(), 0)));
-    }
-    return {name.str(), extra, std::nullopt};
-  };
-  auto optional = [&](Value v) { return v ? v : b.null(); };
-  // A vocabulary-sharded embedding (spmd-partition): this rank's row of
-  // the {begin, count, vocab} table, or null.
-  auto vocabRows = [&]() -> Value {
-    auto table = op->getAttrOfType<DenseI64ArrayAttr>("spmd.vocab_rows");
-    if (!table)
-      return {};
-    return b.call("spmd_rt_rank_row",
-                  {b.i64Array(table.asArrayRef()), b.i64(3)}, b.getPtrType());
-  };
-  using Result = FailureOr<KernelCall>;
-  auto simple = [](StringRef name, SmallVector<Value> extra = {}) -> Result {
-    return KernelCall{name.str(), std::move(extra), std::nullopt};
-  };
-
-  return llvm::TypeSwitch<Operation *, Result>(op)
-      .Case([&](aten::AddTensorOp o) {
-        return simple("spmd_rt_add_tensor",
-                      {b.f64(o.getAlpha().convertToDouble())});
-      })
-      .Case([&](aten::SubTensorOp o) {
-        return simple("spmd_rt_sub_tensor",
-                      {b.f64(o.getAlpha().convertToDouble())});
-      })
-      .Case([&](aten::MulTensorOp) { return simple("spmd_rt_mul_tensor"); })
-      .Case([&](aten::DivTensorOp) { return simple("spmd_rt_div_tensor"); })
-      .Case([&](aten::AddcmulOp o) {
-        return simple("spmd_rt_addcmul",
-                      {b.f64(o.getValue().convertToDouble())});
-      })
-      .Case([&](aten::AddcdivOp o) {
-        return simple("spmd_rt_addcdiv",
-                      {b.f64(o.getValue().convertToDouble())});
-      })
-      .Case([&](aten::ThresholdBackwardOp o) {
-        return simple("spmd_rt_threshold_backward",
-                      {b.f64(aten::getScalarValue(o.getThreshold()))});
-      })
-      .Case([&](aten::AddScalarOp o) {
-        return simple("spmd_rt_add_scalar",
-                      {b.f64(aten::getScalarValue(o.getOther())),
-                       b.f64(o.getAlpha().convertToDouble())});
-      })
-      .Case([&](aten::MulScalarOp o) {
-        return simple("spmd_rt_mul_scalar",
-                      {b.f64(aten::getScalarValue(o.getOther()))});
-      })
-      .Case([&](aten::DivScalarOp o) {
-        return simple("spmd_rt_div_scalar",
-                      {b.f64(aten::getScalarValue(o.getOther()))});
-      })
-      .Case([&](aten::RsubScalarOp o) {
-        return simple("spmd_rt_rsub_scalar",
-                      {b.f64(aten::getScalarValue(o.getOther())),
-                       b.f64(o.getAlpha().convertToDouble())});
-      })
-      .Case([&](aten::PowScalarOp o) -> Result {
-        // The base is an attribute: it goes before the exponent.
-        return KernelCall{
-            "spmd_rt_pow_scalar",
-            {},
-            SmallVector<Value>{b.f64(aten::getScalarValue(o.getSelf())),
-                               operands[0]}};
-      })
-      .Case([&](aten::NegOp) { return simple("spmd_rt_neg"); })
-      .Case([&](aten::ToCopyOp) { return simple("spmd_rt_copy"); })
-      .Case([&](aten::ReciprocalOp) { return simple("spmd_rt_reciprocal"); })
-      .Case([&](aten::SqrtOp) { return simple("spmd_rt_sqrt"); })
-      .Case([&](aten::ReluOp) { return simple("spmd_rt_relu"); })
-      .Case([&](aten::GeluOp o) {
-        return simple("spmd_rt_gelu", {b.i64(o.getApproximate() == "tanh")});
-      })
-      .Case([&](aten::GeluBackwardOp o) {
-        return simple("spmd_rt_gelu_backward",
-                      {b.i64(o.getApproximate() == "tanh")});
-      })
-      .Case([&](aten::TriuOp o) {
-        return simple("spmd_rt_triu", {b.i64(o.getDiagonal())});
-      })
-      .Case([&](aten::BernoulliPOp o) -> Result {
-        KernelCall call =
-            random("spmd_rt_bernoulli_p", {b.f64(o.getP().convertToDouble())},
-                   outType(0));
-        call.operands = SmallVector<Value>{}; // self only gives the shape
-        return call;
-      })
-      .Case([&](aten::NativeDropoutOp o) {
-        return random("spmd_rt_native_dropout",
-                      {b.f64(o.getP().convertToDouble()), b.i64(o.getTrain())},
-                      outType(0));
-      })
-      .Case([&](aten::NativeDropoutBackwardOp o) {
-        return simple("spmd_rt_native_dropout_backward",
-                      {b.f64(o.getScale().convertToDouble())});
-      })
-      .Case([&](aten::OnesLikeOp) -> Result {
-        return KernelCall{"spmd_rt_fill", {b.f64(1.0)}, SmallVector<Value>{}};
-      })
-      .Case([&](aten::FullOp o) {
-        return simple("spmd_rt_fill",
-                      {b.f64(aten::getScalarValue(o.getFillValue()))});
-      })
-      .Case([&](aten::ArangeOp) { return simple("spmd_rt_arange"); })
-      .Case<aten::MmOp, aten::BmmOp, aten::AddmmOp, aten::BaddbmmOp>(
-          [&](Operation *op) -> Result {
-            // One GEMM entry for the family; a folded transpose of a matrix
-            // operand becomes a BLAS transpose flag.
-            bool hasSelf = isa<aten::AddmmOp, aten::BaddbmmOp>(op);
-            double beta = 0, alpha = 1;
-            if (auto addmm = dyn_cast<aten::AddmmOp>(op))
-              beta = addmm.getBeta().convertToDouble(),
-              alpha = addmm.getAlpha().convertToDouble();
-            if (auto baddbmm = dyn_cast<aten::BaddbmmOp>(op))
-              beta = baddbmm.getBeta().convertToDouble(),
-              alpha = baddbmm.getAlpha().convertToDouble();
-            unsigned first = hasSelf ? 1 : 0;
-            auto folded = [&](unsigned i) {
-              Operation *def = op->getOperand(i).getDefiningOp();
-              return b.i64(def && folds.contains(def));
-            };
-            return KernelCall{
-                "spmd_rt_matmul",
-                {b.f64(beta), b.f64(alpha), folded(first), folded(first + 1)},
-                SmallVector<Value>{hasSelf ? operands[0] : b.null(),
-                                   operands[first], operands[first + 1]}};
-          })
-      .Case([&](aten::TOp) -> Result {
-        if (inType(0).getRank() < 2)
-          return simple("spmd_rt_copy");
-        return simple("spmd_rt_permute", dimList({1, 0}));
-      })
-      .Case([&](aten::TransposeIntOp o) {
-        int64_t rank = inType(0).getRank();
-        SmallVector<int64_t> perm =
-            llvm::to_vector(llvm::seq<int64_t>(0, rank));
-        std::swap(perm[aten::normalizeDim(o.getDim0Attr().getInt(), rank)],
-                  perm[aten::normalizeDim(o.getDim1Attr().getInt(), rank)]);
-        return simple("spmd_rt_permute", dimList(perm));
-      })
-      .Case([&](aten::PermuteOp o) {
-        return simple("spmd_rt_permute",
-                      dimList(dims(o.getDims(), inType(0).getRank())));
-      })
-      .Case([&](aten::ExpandOp) { return simple("spmd_rt_expand"); })
-      .Case([&](aten::CatOp o) -> Result {
-        return KernelCall{"spmd_rt_cat",
-                          {b.i64(aten::normalizeDim(o.getDimAttr().getInt(),
-                                                    outType(0).getRank()))},
-                          SmallVector<Value>{b.i32(operands.size()),
-                                             b.pointerArray(operands)}};
-      })
-      .Case([&](aten::SumOp) {
-        int64_t rank = inType(0).getRank();
-        return simple("spmd_rt_sum",
-                      dimList(llvm::to_vector(llvm::seq<int64_t>(0, rank))));
-      })
-      .Case([&](aten::SumDimIntListOp o) {
-        return simple("spmd_rt_sum", dimList(aten::reducedDims(o)));
-      })
-      .Case([&](aten::SoftmaxOp o) {
-        return simple("spmd_rt_softmax",
-                      {b.i64(aten::normalizeDim(o.getDimAttr().getInt(),
-                                                inType(0).getRank()))});
-      })
-      .Case([&](aten::LogSoftmaxOp o) {
-        return simple("spmd_rt_log_softmax",
-                      {b.i64(aten::normalizeDim(o.getDimAttr().getInt(),
-                                                inType(0).getRank()))});
-      })
-      .Case([&](aten::SoftmaxBackwardDataOp o) {
-        return simple("spmd_rt_softmax_backward_data",
-                      {b.i64(aten::normalizeDim(o.getDimAttr().getInt(),
-                                                inType(0).getRank()))});
-      })
-      .Case([&](aten::LogSoftmaxBackwardDataOp o) {
-        return simple("spmd_rt_log_softmax_backward_data",
-                      {b.i64(aten::normalizeDim(o.getDimAttr().getInt(),
-                                                inType(0).getRank()))});
-      })
-      .Case([&](aten::NativeLayerNormOp o) -> Result {
-        typename aten::NativeLayerNormOp::Adaptor a(operands, o);
-        return KernelCall{"spmd_rt_native_layer_norm",
-                          {b.i64(o.getNormalizedShape().size()),
-                           b.f64(o.getEps().convertToDouble())},
-                          SmallVector<Value>{a.getInput(),
-                                             optional(a.getWeight()),
-                                             optional(a.getBias())}};
-      })
-      .Case([&](aten::NativeLayerNormBackwardOp o) -> Result {
-        typename aten::NativeLayerNormBackwardOp::Adaptor a(operands, o);
-        return KernelCall{"spmd_rt_native_layer_norm_backward",
-                          {b.i64(o.getNormalizedShape().size())},
-                          SmallVector<Value>{a.getGradOut(), a.getInput(),
-                                             a.getMean(), a.getRstd(),
-                                             optional(a.getWeight()),
-                                             optional(a.getBias())}};
-      })
-      .Case([&](aten::EmbeddingOp o) {
-        if (Value rows = vocabRows())
-          return simple("spmd_rt_embedding_rows", {rows});
-        return simple("spmd_rt_embedding",
-                      {b.i64(o.getPaddingIdxAttr().getInt())});
-      })
-      .Case([&](aten::EmbeddingDenseBackwardOp o) {
-        SmallVector<Value> extra = {b.i64(o.getPaddingIdxAttr().getInt()),
-                                    b.i64(o.getScaleGradByFreq())};
-        if (Value rows = vocabRows()) {
-          extra.push_back(rows);
-          return simple("spmd_rt_embedding_dense_backward_rows", extra);
-        }
-        return simple("spmd_rt_embedding_dense_backward", extra);
-      })
-      .Case([&](aten::NllLossForwardOp o) -> Result {
-        typename aten::NllLossForwardOp::Adaptor a(operands, o);
-        return KernelCall{"spmd_rt_nll_loss_forward",
-                          {b.i64(o.getReductionAttr().getInt()),
-                           b.i64(o.getIgnoreIndexAttr().getInt())},
-                          SmallVector<Value>{a.getSelf(), a.getTarget(),
-                                             optional(a.getWeight())}};
-      })
-      .Case([&](aten::NllLossBackwardOp o) -> Result {
-        typename aten::NllLossBackwardOp::Adaptor a(operands, o);
-        return KernelCall{
-            "spmd_rt_nll_loss_backward",
-            {b.i64(o.getReductionAttr().getInt()),
-             b.i64(o.getIgnoreIndexAttr().getInt())},
-            SmallVector<Value>{a.getGradOutput(), a.getSelf(), a.getTarget(),
-                               optional(a.getWeight()), a.getTotalWeight()}};
-      })
-      .Case([&](spmd::AllReduceOp o) {
-        SmallVector<Value> extra = dimList(o.getMeshDims());
-        extra.push_back(b.i32(static_cast<int32_t>(o.getReduce())));
-        return simple("spmd_rt_all_reduce", extra);
-      })
-      .Case([&](spmd::AllGatherOp o) {
-        SmallVector<Value> extra = dimList(o.getMeshDims());
-        extra.push_back(b.i64(o.getGatherDimAttr().getInt()));
-        return simple("spmd_rt_all_gather", extra);
-      })
-      .Case([&](spmd::ReduceScatterOp o) {
-        SmallVector<Value> extra = dimList(o.getMeshDims());
-        extra.push_back(b.i64(o.getScatterDimAttr().getInt()));
-        extra.push_back(b.i32(static_cast<int32_t>(o.getReduce())));
-        return simple("spmd_rt_reduce_scatter", extra);
-      })
-      .Case([&](spmd::AllToAllOp o) {
-        SmallVector<Value> extra = dimList(o.getMeshDims());
-        extra.push_back(b.i64(o.getSplitDimAttr().getInt()));
-        extra.push_back(b.i64(o.getConcatDimAttr().getInt()));
-        return simple("spmd_rt_all_to_all", extra);
-      })
-      .Case([&](spmd::LocalTakeOp o) {
-        if (auto indices = o.getIndicesAttr())
-          return simple("spmd_rt_local_take",
-                        {b.i64(o.getDim()), b.i64Array(indices.asArrayRef()),
-                         b.f64(o.getFill().convertToDouble())});
-        return simple("spmd_rt_local_take_runs",
-                      {b.i64(o.getDim()),
-                       b.i64Array(o.getStartsAttr().asArrayRef()),
-                       b.i64Array(o.getCountsAttr().asArrayRef()),
-                       b.f64(o.getFill().convertToDouble())});
-      })
-      .Case([&](spmd::BroadcastOp o) {
-        SmallVector<Value> extra = dimList(o.getMeshDims());
-        extra.push_back(b.i64(o.getRootAttr().getInt()));
-        return simple("spmd_rt_broadcast", extra);
-      })
-      .Default([&](Operation *op) -> Result {
-        return op->emitOpError("has no runtime kernel");
-      });
+/// Allocates `op`'s results, calls `kernel` with them followed by `args`
+/// and replaces the op by them.
+LogicalResult callKernel(Operation *op, spmd::RuntimeKernel kernel,
+                         ArrayRef<CallArg> args, CallBuilder &b,
+                         ConversionPatternRewriter &rewriter) {
+  SmallVector<CallArg> all;
+  SmallVector<Value> results;
+  for (Type type : op->getResultTypes()) {
+    results.push_back(b.alloc(cast<RankedTensorType>(type)));
+    all.push_back(results.back());
+  }
+  llvm::append_range(all, args);
+  b.call(kernelCallee(kernel), all);
+  if (b.failed())
+    return failure();
+  rewriter.replaceOp(op, results);
+  return success();
 }
 
-/// aten ops and spmd collectives: allocate the results, call the kernel.
-struct OpToRuntimeCall : ConversionPattern {
-  OpToRuntimeCall(const TypeConverter &converter, MLIRContext *ctx,
-                  const RandomIds &randomIds, const FoldedTransposes &folds)
-      : ConversionPattern(converter, MatchAnyOpTypeTag(), /*benefit=*/1, ctx),
-        randomIds(randomIds), folds(folds) {}
+/// The call arguments of an op's KernelArguments (getKernelArguments(),
+/// generated from the op list), `operands` already converted.
+SmallVector<CallArg> callArgs(ArrayRef<aten::KernelArgument> kernelArgs,
+                              ValueRange operands, CallBuilder &b) {
+  SmallVector<CallArg> args;
+  for (const aten::KernelArgument &k : kernelArgs) {
+    switch (k.kind) {
+    case aten::KernelArgument::Kind::Operands: {
+      ValueRange group = operands.slice(k.begin, k.length);
+      if (k.variadic) {
+        args.push_back(b.i32(group.size()));
+        args.push_back(b.pointerArray(group));
+      } else {
+        args.push_back(group.empty() ? b.null() : group.front());
+      }
+      break;
+    }
+    case aten::KernelArgument::Kind::Number:
+      args.push_back(k.number);
+      break;
+    case aten::KernelArgument::Kind::Integers:
+      args.push_back(b.i32(k.integers.size()));
+      args.push_back(b.i64Array(k.integers));
+      break;
+    }
+  }
+  return args;
+}
+
+/// This rank's row of a per-rank table attribute `name` (rows of
+/// `rowLength`), or null when `op` has none.
+Value rankRow(Operation *op, StringRef name, int64_t rowLength,
+              CallBuilder &b) {
+  auto table = op->getAttrOfType<DenseI64ArrayAttr>(name);
+  if (!table)
+    return {};
+  return b.call(SPMD_CALLEE(spmd_rt_rank_row),
+                {b.i64Array(table.asArrayRef()), b.i64(rowLength)});
+}
+
+/// Per-op changes to the generic kernel call; the default changes nothing.
+/// A vocabulary-sharded embedding (spmd-partition) calls the `_rows`
+/// variant with this rank's row of the {begin, count, vocab} table.
+template <typename OpTy>
+void adjustKernelCall(OpTy, spmd::RuntimeKernel &, SmallVector<CallArg> &,
+                      CallBuilder &) {}
+template <>
+void adjustKernelCall(aten::EmbeddingOp op, spmd::RuntimeKernel &kernel,
+                      SmallVector<CallArg> &args, CallBuilder &b) {
+  if (Value rows = rankRow(op, "spmd.vocab_rows", 3, b)) {
+    kernel = spmd::RuntimeKernel::embedding_rows;
+    args.back() = rows; // in place of padding_idx
+  }
+}
+template <>
+void adjustKernelCall(aten::EmbeddingDenseBackwardOp op,
+                      spmd::RuntimeKernel &kernel, SmallVector<CallArg> &args,
+                      CallBuilder &b) {
+  if (Value rows = rankRow(op, "spmd.vocab_rows", 3, b)) {
+    kernel = spmd::RuntimeKernel::embedding_dense_backward_rows;
+    args.push_back(rows);
+  }
+}
+
+/// Ops with a runtime kernel: the results, then the op's kernel arguments;
+/// random ops (the Random trait) also pass their id and the global shape
+/// and offset of this rank's piece, so that a shard draws the numbers of
+/// the unsharded op.
+template <typename OpTy> struct KernelToCall : OpConversionPattern<OpTy> {
+  KernelToCall(const TypeConverter &converter, MLIRContext *ctx,
+               const LoweringState &state)
+      : OpConversionPattern<OpTy>(converter, ctx), state(state) {}
+
+  LogicalResult
+  matchAndRewrite(OpTy op, typename OpTy::Adaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    CallBuilder b(rewriter, op);
+    spmd::RuntimeKernel kernel = *OpTy::getRuntimeKernel();
+    SmallVector<CallArg> args =
+        callArgs(op.getKernelArguments(), adaptor.getOperands(), b);
+    adjustKernelCall(op, kernel, args, b);
+    if constexpr (OpTy::template hasTrait<aten::OpTrait::Random>()) {
+      auto type = cast<RankedTensorType>(op->getResult(0).getType());
+      args.push_back(b.i64(state.randomIds.lookup(op)));
+      if (Value offsets = rankRow(op, "spmd.global_offsets", type.getRank(),
+                                  b)) {
+        args.push_back(b.i64Array(
+            op->template getAttrOfType<DenseI64ArrayAttr>("spmd.global_shape")
+                .asArrayRef()));
+        args.push_back(offsets);
+      } else {
+        args.push_back(b.i64Array(type.getShape()));
+        args.push_back(b.i64Array(SmallVector<int64_t>(type.getRank(), 0)));
+      }
+    }
+    return callKernel(op, kernel, args, b, rewriter);
+  }
+
+  const LoweringState &state;
+};
+
+/// Matrix products: one GEMM kernel for the family; a folded transpose of a
+/// matrix operand becomes a BLAS transpose flag.
+template <typename OpTy> struct MatmulToCall : OpConversionPattern<OpTy> {
+  MatmulToCall(const TypeConverter &converter, MLIRContext *ctx,
+               const LoweringState &state)
+      : OpConversionPattern<OpTy>(converter, ctx), state(state) {}
+
+  LogicalResult
+  matchAndRewrite(OpTy op, typename OpTy::Adaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    CallBuilder b(rewriter, op);
+    ValueRange operands = adaptor.getOperands();
+    unsigned first = operands.size() - 2;
+    auto folded = [&](unsigned i) {
+      Operation *def = op->getOperand(i).getDefiningOp();
+      return b.i64(def && state.folds.contains(def));
+    };
+    return callKernel(op, *OpTy::getRuntimeKernel(),
+                      {first ? operands[0] : b.null(), operands[first],
+                       operands[first + 1], b.f64(op.getBetaValue()),
+                       b.f64(op.getAlphaValue()), folded(first),
+                       folded(first + 1)},
+                      b, rewriter);
+  }
+
+  const LoweringState &state;
+};
+
+/// Same elements, same order: share the data (spmd_rt_view).
+template <typename OpTy> struct ViewToCall : OpConversionPattern<OpTy> {
+  using OpConversionPattern<OpTy>::OpConversionPattern;
+
+  LogicalResult
+  matchAndRewrite(OpTy op, typename OpTy::Adaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    CallBuilder b(rewriter, op);
+    auto type = cast<RankedTensorType>(op->getResult(0).getType());
+    Value view = b.call(SPMD_CALLEE(spmd_rt_view),
+                        {adaptor.getOperands()[0], b.i32(type.getRank()),
+                         b.i64Array(type.getShape())});
+    if (b.failed())
+      return failure();
+    rewriter.replaceOp(op, view);
+    return success();
+  }
+};
+
+/// Splits: one slice per piece, each starting where the previous one ended.
+template <typename OpTy> struct SplitToCall : OpConversionPattern<OpTy> {
+  using OpConversionPattern<OpTy>::OpConversionPattern;
+
+  LogicalResult
+  matchAndRewrite(OpTy op, typename OpTy::Adaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    CallBuilder b(rewriter, op);
+    int64_t dim = aten::normalizeDim(op.getDim(),
+                                     op.getSelf().getType().getRank());
+    SmallVector<Value> pieces;
+    int64_t start = 0;
+    for (Type type : op->getResultTypes()) {
+      auto piece = cast<RankedTensorType>(type);
+      pieces.push_back(b.alloc(piece));
+      b.call(SPMD_CALLEE(spmd_rt_slice), {pieces.back(), adaptor.getSelf(),
+                                          b.i64(dim), b.i64(start)});
+      start += piece.getDimSize(dim);
+    }
+    if (b.failed())
+      return failure();
+    rewriter.replaceOp(op, pieces);
+    return success();
+  }
+};
+
+/// Registers the pattern of `OpTy`'s family; a folded transpose is replaced
+/// by its operand (its users read it transposed).
+template <typename OpTy>
+void addAtenPattern(RewritePatternSet &patterns,
+                    const TypeConverter &converter,
+                    const LoweringState &state) {
+  MLIRContext *ctx = patterns.getContext();
+  if constexpr (OpTy::template hasTrait<aten::OpTrait::SameElementsView>())
+    patterns.add<ViewToCall<OpTy>>(converter, ctx);
+  else if constexpr (OpTy::template hasTrait<aten::OpTrait::Split>())
+    patterns.add<SplitToCall<OpTy>>(converter, ctx);
+  else if constexpr (OpTy::template hasTrait<aten::OpTrait::MatrixProduct>())
+    patterns.add<MatmulToCall<OpTy>>(converter, ctx, state);
+  else if constexpr (OpTy::getRuntimeKernel().has_value())
+    patterns.add<KernelToCall<OpTy>>(converter, ctx, state);
+  else
+    static_assert(sizeof(OpTy) == 0, "an aten op with no lowering");
+}
+
+/// The patterns of every aten op (the dialect's op list), by family.
+template <typename... OpTys>
+void addAtenPatterns(RewritePatternSet &patterns,
+                     const TypeConverter &converter,
+                     const LoweringState &state) {
+  (addAtenPattern<OpTys>(patterns, converter, state), ...);
+}
+
+/// A transpose that only feeds matrix operands: its users read its operand
+/// transposed (MatmulToCall's flags). Outranks the family patterns.
+struct FoldTranspose : ConversionPattern {
+  FoldTranspose(const TypeConverter &converter, MLIRContext *ctx,
+                const LoweringState &state)
+      : ConversionPattern(converter, MatchAnyOpTypeTag(), /*benefit=*/2, ctx),
+        state(state) {}
 
   LogicalResult
   matchAndRewrite(Operation *op, ArrayRef<Value> operands,
                   ConversionPatternRewriter &rewriter) const override {
-    if (!isa<aten::AtenDialect>(op->getDialect()) &&
-        !isa<spmd::CollectiveOpInterface, spmd::LocalTakeOp>(op))
+    if (!state.folds.contains(op))
       return failure();
-    for (Type type : op->getResultTypes())
-      if (!dtypeCode(cast<RankedTensorType>(type).getElementType()))
-        return op->emitOpError("result element type ")
-               << type << " has no runtime dtype";
-    if (folds.contains(op)) {
-      // Its users read the input transposed (spmd_rt_matmul's flags).
-      rewriter.replaceOp(op, operands[0]);
-      return success();
-    }
-    CallBuilder b(rewriter, op);
-    if (aten::isSameElementsView(op)) {
-      // Same elements, same order: share the data (spmd_rt_view).
-      auto type = cast<RankedTensorType>(op->getResult(0).getType());
-      rewriter.replaceOp(op, b.call("spmd_rt_view",
-                                    {operands[0], b.i32(type.getRank()),
-                                     b.i64Array(type.getShape())},
-                                    b.getPtrType()));
-      return success();
-    }
-    if (isa<aten::SplitTensorOp, aten::SplitWithSizesOp>(op)) {
-      // One slice per piece, each starting where the previous one ended.
-      int64_t rank =
-          cast<RankedTensorType>(op->getOperand(0).getType()).getRank();
-      int64_t dim = aten::normalizeDim(
-          op->getAttrOfType<IntegerAttr>("dim").getInt(), rank);
-      SmallVector<Value> pieces;
-      int64_t start = 0;
-      for (Type type : op->getResultTypes()) {
-        auto piece = cast<RankedTensorType>(type);
-        pieces.push_back(b.alloc(piece));
-        b.call("spmd_rt_slice",
-               {pieces.back(), operands[0], b.i64(dim), b.i64(start)});
-        start += piece.getDimSize(dim);
-      }
-      rewriter.replaceOp(op, pieces);
-      return success();
-    }
-    FailureOr<KernelCall> call = describe(op, operands, b, randomIds, folds);
-    if (failed(call))
-      return failure();
-    SmallVector<Value> results, args;
-    for (Type type : op->getResultTypes())
-      results.push_back(b.alloc(cast<RankedTensorType>(type)));
-    llvm::append_range(args, results);
-    if (call->operands)
-      llvm::append_range(args, *call->operands);
-    else
-      llvm::append_range(args, operands);
-    llvm::append_range(args, call->extra);
-    b.call(call->name, args);
-    rewriter.replaceOp(op, results);
+    rewriter.replaceOp(op, operands[0]);
     return success();
   }
 
-  const RandomIds &randomIds;
-  const FoldedTransposes &folds;
+  const LoweringState &state;
+};
+
+/// The spmd collectives and local_take: their own runtime entry points.
+struct CollectiveToCall : ConversionPattern {
+  CollectiveToCall(const TypeConverter &converter, MLIRContext *ctx)
+      : ConversionPattern(converter, MatchAnyOpTypeTag(), /*benefit=*/1, ctx) {
+  }
+
+  LogicalResult
+  matchAndRewrite(Operation *op, ArrayRef<Value> operands,
+                  ConversionPatternRewriter &rewriter) const override {
+    if (!isa<spmd::CollectiveOpInterface, spmd::LocalTakeOp>(op))
+      return failure();
+    CallBuilder b(rewriter, op);
+    auto dimList = [&](ArrayRef<int64_t> values) {
+      return SmallVector<CallArg>{b.i32(values.size()), b.i64Array(values)};
+    };
+    SmallVector<CallArg> args;
+    Callee callee =
+        llvm::TypeSwitch<Operation *, Callee>(op)
+            .Case([&](spmd::AllReduceOp o) {
+              args = dimList(o.getMeshDims());
+              args.push_back(b.i32(static_cast<int32_t>(o.getReduce())));
+              return SPMD_CALLEE(spmd_rt_all_reduce);
+            })
+            .Case([&](spmd::AllGatherOp o) {
+              args = dimList(o.getMeshDims());
+              args.push_back(b.i64(o.getGatherDimAttr().getInt()));
+              return SPMD_CALLEE(spmd_rt_all_gather);
+            })
+            .Case([&](spmd::ReduceScatterOp o) {
+              args = dimList(o.getMeshDims());
+              args.push_back(b.i64(o.getScatterDimAttr().getInt()));
+              args.push_back(b.i32(static_cast<int32_t>(o.getReduce())));
+              return SPMD_CALLEE(spmd_rt_reduce_scatter);
+            })
+            .Case([&](spmd::AllToAllOp o) {
+              args = dimList(o.getMeshDims());
+              args.push_back(b.i64(o.getSplitDimAttr().getInt()));
+              args.push_back(b.i64(o.getConcatDimAttr().getInt()));
+              return SPMD_CALLEE(spmd_rt_all_to_all);
+            })
+            .Case([&](spmd::BroadcastOp o) {
+              args = dimList(o.getMeshDims());
+              args.push_back(b.i64(o.getRootAttr().getInt()));
+              return SPMD_CALLEE(spmd_rt_broadcast);
+            })
+            .Case([&](spmd::LocalTakeOp o) {
+              args = {b.i64(o.getDim())};
+              if (auto indices = o.getIndicesAttr()) {
+                args.push_back(b.i64Array(indices.asArrayRef()));
+                args.push_back(b.f64(o.getFill().convertToDouble()));
+                return SPMD_CALLEE(spmd_rt_local_take);
+              }
+              args.push_back(b.i64Array(o.getStartsAttr().asArrayRef()));
+              args.push_back(b.i64Array(o.getCountsAttr().asArrayRef()));
+              args.push_back(b.f64(o.getFill().convertToDouble()));
+              return SPMD_CALLEE(spmd_rt_local_take_runs);
+            });
+    SmallVector<CallArg> all = {b.alloc(cast<RankedTensorType>(
+                                    op->getResult(0).getType())),
+                                operands[0]};
+    llvm::append_range(all, args);
+    b.call(callee, all);
+    if (b.failed())
+      return failure();
+    rewriter.replaceOp(op, std::get<Value>(all[0]));
+    return success();
+  }
 };
 
 /// Tensor constants: a constant global copied into a new buffer.
@@ -606,8 +668,10 @@ struct ConstantToRuntimeCall : OpConversionPattern<arith::ConstantOp> {
     Value buffer = b.alloc(type);
     int64_t bytes = type.getNumElements() *
                     std::max<int64_t>(1, type.getElementTypeBitWidth() / 8);
-    b.call("spmd_rt_constant",
+    b.call(SPMD_CALLEE(spmd_rt_constant),
            {buffer, b.global(data, "__spmd_constant_"), b.i64(bytes)});
+    if (b.failed())
+      return failure();
     rewriter.replaceOp(op, buffer);
     return success();
   }
@@ -742,14 +806,14 @@ struct ConvertToRuntimeCallsPass
     if (walk.wasInterrupted())
       return signalPassFailure();
 
-    RandomIds randomIds;
+    LoweringState state;
     module.walk([&](Operation *op) {
-      if (isa<aten::BernoulliPOp, aten::NativeDropoutOp>(op))
-        randomIds.try_emplace(op, randomIds.size());
+      if (op->hasTrait<aten::OpTrait::Random>())
+        state.randomIds.try_emplace(op, state.randomIds.size());
     });
     for (auto fn : module.getOps<func::FuncOp>())
       cloneAliasedResults(fn);
-    FoldedTransposes folds = findFoldedTransposes(module);
+    state.folds = findFoldedTransposes(module);
 
     Type ptrType = LLVM::LLVMPointerType::get(ctx);
     TypeConverter converter;
@@ -771,8 +835,13 @@ struct ConvertToRuntimeCallsPass
         [&](Operation *op) { return converter.isLegal(op); });
 
     RewritePatternSet patterns(ctx);
-    patterns.add<OpToRuntimeCall>(converter, ctx, randomIds, folds);
-    patterns.add<ConstantToRuntimeCall, EraseMesh>(converter, ctx);
+    addAtenPatterns<
+#define GET_OP_LIST
+#include "spmd/Dialect/Aten/AtenOps.cpp.inc"
+        >(patterns, converter, state);
+    patterns.add<FoldTranspose>(converter, ctx, state);
+    patterns.add<CollectiveToCall, ConstantToRuntimeCall, EraseMesh>(converter,
+                                                                    ctx);
     populateFunctionOpInterfaceTypeConversionPattern<func::FuncOp>(patterns,
                                                                    converter);
     populateReturnOpTypeConversionPattern(patterns, converter);

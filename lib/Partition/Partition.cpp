@@ -537,15 +537,14 @@ LogicalResult Partitioner::rewriteOp(Operation *op) {
     return failure();
   for (Value v : op->getResults())
     v.setType(localType(globals[v], layouts[v]));
-  if (isa<aten::BernoulliPOp, aten::NativeDropoutOp>(op) &&
+  if (op->hasTrait<aten::OpTrait::Random>() &&
       failed(setRandomOffsets(op)))
     return failure();
   Builder b(op->getContext());
   auto localShape = [&]() {
     return cast<RankedTensorType>(op->getResult(0).getType()).getShape();
   };
-  if (isa<aten::ViewOp, aten::UnsafeViewOp, aten::ReshapeAliasOp,
-          aten::ExpandOp, aten::FullOp>(op))
+  if (op->hasTrait<aten::OpTrait::ResultSizeAttr>())
     op->setAttr("size", b.getDenseI64ArrayAttr(localShape()));
   if (isa<aten::ReshapeAliasOp>(op)) {
     SmallVector<int64_t> strides(localShape().size(), 1);

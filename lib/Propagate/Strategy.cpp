@@ -96,7 +96,7 @@ spmd::enumerateStrategies(Operation *op, ArrayRef<int64_t> meshShape,
   if (constraint)
     rule = layout::EinsumRule::identity(
         cast<RankedTensorType>(op->getResult(0).getType()).getRank());
-  else if (auto ruleOp = dyn_cast<aten::ShardingRuleOpInterface>(op)) {
+  else if (auto ruleOp = dyn_cast<ShardingRuleOpInterface>(op)) {
     rule = ruleOp.getShardingRule();
   }
   if (!rule)
@@ -300,7 +300,7 @@ double CostModel::compute(Operation *op, const MeshStrategy &strategy) {
   };
   if (isa<ShardingConstraintOp>(op))
     return 0;
-  if (isa<aten::MmOp, aten::AddmmOp, aten::BmmOp, aten::BaddbmmOp>(op)) {
+  if (op->hasTrait<aten::OpTrait::MatrixProduct>()) {
     // The two matrix operands are the last two: [.., m, k] x [.., k, n].
     unsigned n = op->getNumOperands();
     std::vector<int64_t> a =

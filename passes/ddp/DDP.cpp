@@ -55,7 +55,7 @@ public:
           // each gradient is reduced whole before it, not reduce-scattered
           // into a sharded update. Updates of overridden (sharded)
           // arguments stay free.
-          fn.walk([&](aten::ShardingRuleOpInterface op) {
+          fn.walk([&](ShardingRuleOpInterface op) {
             if (getPhase(op) != "optimizer")
               return;
             bool sharded = llvm::any_of(op->getOperands(), [&](Value v) {

@@ -37,7 +37,7 @@ struct TestPrintShardingRules
   }
 
   void runOnOperation() override {
-    getOperation()->walk([](spmd::aten::ShardingRuleOpInterface op) {
+    getOperation()->walk([](spmd::ShardingRuleOpInterface op) {
       std::optional<spmd::layout::EinsumRule> rule = op.getShardingRule();
       if (!rule) {
         op.emitRemark("no sharding rule");
@@ -73,7 +73,7 @@ struct TestPrintStrategies
       return signalPassFailure();
     ArrayRef<int64_t> mesh = meshOp.getShape();
     for (auto fn : getOperation().getOps<func::FuncOp>()) {
-      fn.walk([&](spmd::aten::ShardingRuleOpInterface op) {
+      fn.walk([&](spmd::ShardingRuleOpInterface op) {
         llvm::outs() << "@" << fn.getSymName() << " "
                      << op->getName().getStringRef() << "\n";
         FailureOr<std::vector<spmd::MeshStrategy>> all =

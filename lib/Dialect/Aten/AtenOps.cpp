@@ -62,24 +62,46 @@ Type spmd::aten::resultElementType(TypeRange types) {
   return dimResult;
 }
 
-bool spmd::aten::isSameElementsView(Operation *op) {
-  return isa<ViewOp, UnsafeViewOp, ReshapeAliasOp, UnsqueezeOp, CloneOp,
-             DetachOp>(op);
+SmallVector<int64_t> SumOp::getReducedDims() {
+  return llvm::to_vector(llvm::seq<int64_t>(0, getSelf().getType().getRank()));
 }
 
-bool spmd::aten::isRearrangement(Operation *op) {
-  return isSameElementsView(op) ||
-         isa<TOp, TransposeIntOp, PermuteOp, ExpandOp>(op);
-}
+bool SumOp::keepsDims() { return false; }
 
-SmallVector<int64_t> spmd::aten::reducedDims(SumDimIntListOp op) {
-  int64_t rank = llvm::cast<RankedTensorType>(op.getSelf().getType()).getRank();
-  if (op.getDim().empty())
+SmallVector<int64_t> SumDimIntListOp::getReducedDims() {
+  int64_t rank = getSelf().getType().getRank();
+  if (getDim().empty())
     return llvm::to_vector(llvm::seq<int64_t>(0, rank));
   SmallVector<int64_t> dims;
-  for (int64_t d : op.getDim())
+  for (int64_t d : getDim())
     dims.push_back(normalizeDim(d, rank));
   return dims;
+}
+
+bool SumDimIntListOp::keepsDims() { return getKeepdim(); }
+
+SmallVector<int64_t> TOp::getPermutation() {
+  int64_t rank = getSelf().getType().getRank();
+  if (rank == 2)
+    return {1, 0};
+  return llvm::to_vector(llvm::seq<int64_t>(0, rank));
+}
+
+SmallVector<int64_t> TransposeIntOp::getPermutation() {
+  int64_t rank = getSelf().getType().getRank();
+  auto perm = llvm::to_vector(llvm::seq<int64_t>(0, rank));
+  if (rank > 0)
+    std::swap(perm[normalizeDim(getDim0(), rank)],
+              perm[normalizeDim(getDim1(), rank)]);
+  return perm;
+}
+
+SmallVector<int64_t> PermuteOp::getPermutation() {
+  int64_t rank = getSelf().getType().getRank();
+  SmallVector<int64_t> perm;
+  for (int64_t d : getDims())
+    perm.push_back(normalizeDim(d, rank));
+  return perm;
 }
 
 double spmd::aten::getScalarValue(Attribute scalar) {
@@ -104,6 +126,19 @@ Type spmd::aten::detail::promoteWithScalar(Type tensor, Attribute scalar) {
   else if (c == Category::Bool)
     elem = IntegerType::get(tensor.getContext(), 64);
   return type.clone(elem);
+}
+
+InFlightDiagnostic
+spmd::aten::detail::emitOpError(MLIRContext *context,
+                                std::optional<Location> location,
+                                StringRef opName) {
+  return mlir::emitError(location.value_or(UnknownLoc::get(context)))
+         << "'" << opName << "' op ";
+}
+
+int64_t spmd::aten::detail::indexOf(StringRef value,
+                                    ArrayRef<StringRef> values) {
+  return llvm::find(values, value) - values.begin();
 }
 
 LogicalResult spmd::aten::detail::verifyResultTypes(Operation *op,
@@ -304,6 +339,13 @@ LogicalResult DivScalarOp::inferResultTypes(Adaptor adaptor,
 }
 
 /// Checks gelu's `approximate` argument: "none" (erf) or "tanh".
+LogicalResult PowScalarOp::inferResultTypes(Adaptor adaptor, EmitErrorFn,
+                                            SmallVectorImpl<Type> &types) {
+  types.push_back(
+      promoteWithScalar(adaptor.getExponent().getType(), adaptor.getSelf()));
+  return success();
+}
+
 static LogicalResult expectGeluApproximation(StringRef approx,
                                              EmitErrorFn emitError) {
   if (approx != "none" && approx != "tanh")

@@ -1,6 +1,8 @@
 //===- AtenSharding.cpp - einsum sharding rules of aten ops ---------------===//
 //
-// ShardingRuleOpInterface: each op's rule in einsum form (ShardingRules.h).
+// The spmd dialect's ShardingRuleOpInterface for aten ops, in einsum form
+// (ShardingRules.h): the rules families share (namespace rules, used by the
+// families of AtenOps.td) and the ops' own rules.
 // Labels a, b, c, ... name the result's dims; an operand dim broadcast from
 // size 1 is '1'. Linear groups follow the op's algebra (a Partial(sum)
 // operand gives a Partial(sum) result exactly when the op is linear in it).
@@ -13,8 +15,6 @@
 
 #include "spmd/Dialect/Aten/Aten.h"
 
-#include "llvm/ADT/TypeSwitch.h"
-
 #include "spmd/Dialect/Aten/AtenInterfaces.cpp.inc"
 
 using namespace mlir;
@@ -22,6 +22,7 @@ using spmd::layout::EinsumRule;
 using spmd::layout::OpStrategy;
 using spmd::layout::Placement;
 namespace aten = spmd::aten;
+using namespace spmd::aten;
 
 namespace {
 
@@ -55,8 +56,11 @@ std::string broadcastLabels(Value operand, Type result, StringRef labels) {
   return out;
 }
 
-/// Elementwise with broadcasting: every result has the shape of the first.
-EinsumRule broadcastRule(Operation *op, std::vector<std::vector<int>> linear) {
+} // namespace
+
+/// Every result has the shape of the first.
+EinsumRule aten::rules::pointwise(Operation *op,
+                                  std::vector<std::vector<int>> linear) {
   Type result = op->getResult(0).getType();
   EinsumRule rule;
   std::string labels = resultLabels(cast<RankedTensorType>(result).getRank());
@@ -67,9 +71,9 @@ EinsumRule broadcastRule(Operation *op, std::vector<std::vector<int>> linear) {
   return rule;
 }
 
-/// A reduction of the dims in `dims` (result keeps them as size 1 when
-/// `keepdim`).
-EinsumRule sumRule(int64_t rank, ArrayRef<int64_t> dims, bool keepdim) {
+EinsumRule aten::rules::reduction(Operation *op, ArrayRef<int64_t> dims,
+                                  bool keepdim) {
+  int64_t rank = rankOf(op->getOperand(0));
   EinsumRule rule;
   std::string in = resultLabels(rank);
   rule.operands = {in};
@@ -86,6 +90,8 @@ EinsumRule sumRule(int64_t rank, ArrayRef<int64_t> dims, bool keepdim) {
   rule.linearGroups = {{0}};
   return rule;
 }
+
+namespace {
 
 /// The size along `dim` of `values` when there are at least two and all
 /// have the same, non-zero, size there.
@@ -115,15 +121,15 @@ OpStrategy packedPieces(int64_t dim, size_t k, int64_t piece, bool split) {
   return s;
 }
 
-/// `rule` with the label of result dim `dim` kept whole (softmax's dim,
-/// cat's and split's dim).
-EinsumRule keepWhole(EinsumRule rule, int64_t dim) {
+} // namespace
+
+EinsumRule aten::rules::keepWhole(EinsumRule rule, int64_t dim) {
   int64_t rank = rule.results[0].size();
   rule.unshardable += rule.results[0][aten::normalizeDim(dim, rank)];
   return rule;
 }
 
-EinsumRule matmulRule(bool batched, bool withSelf) {
+EinsumRule aten::rules::matmul(Operation *op, bool batched, bool withSelf) {
   EinsumRule rule;
   std::string b = batched ? "b" : "";
   rule.results = {b + "mn"};
@@ -134,17 +140,20 @@ EinsumRule matmulRule(bool batched, bool withSelf) {
     rule.operands.insert(rule.operands.begin(), rule.results[0]);
     rule.linearGroups = {{0, 1}, {0, 2}};
     rule.additive = {0};
+    rule.operands[0] = broadcastLabels(
+        op->getOperand(0), op->getResult(0).getType(), rule.results[0]);
   }
   return rule;
 }
 
-/// A unary op that moves dims: result dim i is operand dim perm[i].
-EinsumRule permuteRule(ArrayRef<int64_t> perm) {
+EinsumRule aten::rules::permute(ArrayRef<int64_t> perm) {
   std::string in = resultLabels(perm.size()), out;
   for (int64_t d : perm)
     out += in[d];
   return EinsumRule{{in}, {out}, "", {{0}}};
 }
+
+namespace {
 
 /// The strategies of a view group [i0, i) -> [j0, j) (equal element
 /// counts) beyond its outer dims: the group's dims are products of atoms
@@ -264,9 +273,13 @@ ArrayRef<int64_t> shapeOf(Value v) {
   return cast<RankedTensorType>(v.getType()).getShape();
 }
 
-EinsumRule viewRule(Operation *op) {
+} // namespace
+
+EinsumRule aten::rules::view(Operation *op) {
   return viewRule(shapeOf(op->getOperand(0)), shapeOf(op->getResult(0)));
 }
+
+namespace {
 
 /// Layer norm over the trailing `normalized` dims of `input`: batch labels
 /// may be sharded, normalized ones stay whole. Weight and bias carry the
@@ -281,219 +294,130 @@ struct LayerNormLabels {
   }
 };
 
-/// nll_loss: self [N, C] or [C], target [N] or [], weight [C]; the class
-/// dim stays whole. Batch results (reduction none) keep the batch label.
-EinsumRule nllLossRule(aten::NllLossForwardOp op) {
-  bool batched = rankOf(op.getSelf()) == 2;
-  std::string n = batched ? "n" : "";
+
+/// nll_loss: self [N, C] or [C], target [N] or []; the class dim stays
+/// whole.
+std::string nllBatch(Value self) { return rankOf(self) == 2 ? "n" : ""; }
+
+/// The inputs of a concatenation or the pieces of a split, each labelled
+/// `labels` except along `dim`, which stays whole; with k equal pieces
+/// also StridedShard(dim, k) of the packed value <-> Shard(dim) of each
+/// piece (a packed q|k|v projection, head-parallel).
+EinsumRule piecesRule(Value packed, ValueRange pieces, int64_t dim,
+                      bool split) {
+  std::string labels = resultLabels(rankOf(packed));
+  EinsumRule rule;
+  std::vector<std::string> &packedSide = split ? rule.operands : rule.results;
+  std::vector<std::string> &piecesSide = split ? rule.results : rule.operands;
+  packedSide = {labels};
+  piecesSide.assign(pieces.size(), labels);
+  std::vector<int> all;
+  for (int i = 0, e = rule.operands.size(); i < e; ++i)
+    all.push_back(i);
+  rule.linearGroups = {all};
+  dim = aten::normalizeDim(dim, rankOf(packed));
+  rule = rules::keepWhole(rule, dim);
+  std::vector<Value> values(pieces.begin(), pieces.end());
+  if (auto piece = equalPieces(values, dim))
+    rule.extra.push_back(packedPieces(dim, values.size(), *piece, split));
+  return rule;
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// The ops' own rules
+//===----------------------------------------------------------------------===//
+
+/// Which elements are zeroed depends on their global position in the last
+/// two dims.
+std::optional<EinsumRule> TriuOp::getShardingRule() {
+  EinsumRule rule = rules::pointwise(*this, {});
+  rule.unshardable = rule.results[0].substr(rule.results[0].size() - 2);
+  return rule;
+}
+
+/// Values are global positions.
+std::optional<EinsumRule> ArangeOp::getShardingRule() {
+  return rules::keepWhole(rules::pointwise(*this, {}), 0);
+}
+
+std::optional<EinsumRule> CatOp::getShardingRule() {
+  return piecesRule(getResult(), getTensors(), getDim(), /*split=*/false);
+}
+
+EinsumRule aten::rules::split(Value self, ValueRange pieces, int64_t dim) {
+  return piecesRule(self, pieces, dim, /*split=*/true);
+}
+
+std::optional<EinsumRule> NativeLayerNormOp::getShardingRule() {
+  LayerNormLabels l(rankOf(getInput()), getNormalizedShape().size());
+  EinsumRule rule;
+  rule.operands = {l.full};
+  for (Value v : {getWeight(), getBias()})
+    if (v)
+      rule.operands.push_back(l.normalized);
+  rule.results = {l.full, l.stats, l.stats};
+  rule.unshardable = l.normalized;
+  return rule;
+}
+
+/// Linear in grad_out; the weight and bias gradients sum over the batch.
+std::optional<EinsumRule> NativeLayerNormBackwardOp::getShardingRule() {
+  LayerNormLabels l(rankOf(getInput()), getNormalizedShape().size());
+  EinsumRule rule;
+  rule.operands = {l.full, l.full, l.stats, l.stats};
+  for (Value v : {getWeight(), getBias()})
+    if (v)
+      rule.operands.push_back(l.normalized);
+  rule.results = {l.full, l.normalized, l.normalized};
+  rule.unshardable = l.normalized;
+  rule.linearGroups = {{0}};
+  return rule;
+}
+
+/// A vocabulary-sharded table (v) gives a masked Partial: each rank looks
+/// up the rows it holds and zeroes the others (spmd-partition passes the
+/// rows). Linear in the table.
+std::optional<EinsumRule> EmbeddingOp::getShardingRule() {
+  std::string indices = resultLabels(rankOf(getIndices()));
+  return EinsumRule{{"vz", indices}, {indices + "z"}, "", {{0}}};
+}
+
+/// The gradient of a vocabulary shard keeps the rows it holds. Scaling by
+/// frequency counts each index over the whole batch: the batch then stays
+/// whole.
+std::optional<EinsumRule> EmbeddingDenseBackwardOp::getShardingRule() {
+  std::string indices = resultLabels(rankOf(getIndices()));
+  std::string whole = getScaleGradByFreq() ? indices : "";
+  return EinsumRule{{indices + "z", indices}, {"vz"}, whole, {{0}}};
+}
+
+/// Batch results (reduction none) keep the batch label. The mean's
+/// total_weight is all-reduced by the partitioner, which turns the op into
+/// a sum divided by that global total (spmd-partition).
+std::optional<EinsumRule> NllLossForwardOp::getShardingRule() {
+  std::string n = nllBatch(getSelf());
   EinsumRule rule;
   rule.operands = {n + "c", n};
-  if (op.getWeight())
+  if (getWeight())
     rule.operands.push_back("c");
   rule.unshardable = "c";
-  bool none = op.getReduction() == 0;
-  rule.results = {none ? n : "", ""};
-  // The mean's total_weight is all-reduced by the partitioner, which turns
-  // the op into a sum divided by that global total (spmd-partition).
-  if (op.getReduction() == 1)
+  rule.results = {getReduction() == 0 ? n : "", ""};
+  if (getReduction() == 1)
     rule.selfReduced = {1};
   return rule;
 }
 
-EinsumRule nllLossBackwardRule(aten::NllLossBackwardOp op) {
-  bool batched = rankOf(op.getSelf()) == 2;
-  std::string n = batched ? "n" : "";
+std::optional<EinsumRule> NllLossBackwardOp::getShardingRule() {
+  std::string n = nllBatch(getSelf());
   EinsumRule rule;
-  rule.operands = {op.getReduction() == 0 ? n : "", n + "c", n};
-  if (op.getWeight())
+  rule.operands = {getReduction() == 0 ? n : "", n + "c", n};
+  if (getWeight())
     rule.operands.push_back("c");
   rule.operands.push_back("");
   rule.results = {n + "c"};
   rule.unshardable = "c";
   rule.linearGroups = {{0}};
   return rule;
-}
-
-} // namespace
-
-std::optional<EinsumRule> aten::detail::shardingRule(Operation *op) {
-  using Rule = std::optional<EinsumRule>;
-  auto elementwise = [&](std::vector<std::vector<int>> linear) -> Rule {
-    return broadcastRule(op, std::move(linear));
-  };
-  return llvm::TypeSwitch<Operation *, Rule>(op)
-      // Sums and differences of Partial(sum) values are Partial(sum).
-      .Case<AddTensorOp, SubTensorOp>([&](Operation *) {
-        return elementwise({{0, 1}});
-      })
-      // Linear in each factor alone.
-      .Case<MulTensorOp>([&](Operation *) {
-        return elementwise({{0}, {1}});
-      })
-      .Case<DivTensorOp, MulScalarOp, DivScalarOp, NegOp, CloneOp, DetachOp,
-            ThresholdBackwardOp, GeluBackwardOp, NativeDropoutBackwardOp>(
-          [&](Operation *) { return elementwise({{0}}); })
-      // self + v * t1 * t2 (or / t2): linear in (self, t1), and for addcmul
-      // in (self, t2).
-      .Case<AddcmulOp>([&](Operation *) {
-        return elementwise({{0, 1}, {0, 2}});
-      })
-      .Case<AddcdivOp>([&](Operation *) {
-        return elementwise({{0, 1}});
-      })
-      // Adding a constant, powers and nonlinear functions: no Partial. The
-      // factories and random ops read only their operand's shape; the
-      // random ops draw by global element index, so any shard of the result
-      // gets the numbers of the unsharded op (the partitioner passes each
-      // rank's offset).
-      // A cast rounds each value, so a Partial is reduced first (exact,
-      // where casting the partial sums would round them once more).
-      .Case<AddScalarOp, RsubScalarOp, PowScalarOp, ReciprocalOp, SqrtOp,
-            ReluOp, GeluOp, OnesLikeOp, FullOp, BernoulliPOp, NativeDropoutOp,
-            ToCopyOp>([&](Operation *) { return elementwise({}); })
-      // Values are global positions.
-      .Case(
-          [&](ArangeOp) -> Rule { return keepWhole(broadcastRule(op, {}), 0); })
-      .Case([&](TriuOp) -> Rule {
-        // Which elements are zeroed depends on their global position in the
-        // last two dims.
-        EinsumRule rule = broadcastRule(op, {});
-        rule.unshardable = rule.results[0].substr(rule.results[0].size() - 2);
-        return rule;
-      })
-      .Case([&](MmOp) { return Rule(matmulRule(false, false)); })
-      .Case([&](BmmOp) { return Rule(matmulRule(true, false)); })
-      .Case<AddmmOp, BaddbmmOp>([&](Operation *) -> Rule {
-        EinsumRule rule = matmulRule(isa<BaddbmmOp>(op), true);
-        rule.operands[0] = broadcastLabels(
-            op->getOperand(0), op->getResult(0).getType(), rule.results[0]);
-        return rule;
-      })
-      .Case([&](SumOp o) -> Rule {
-        int64_t rank = rankOf(o.getSelf());
-        return sumRule(rank, llvm::to_vector(llvm::seq<int64_t>(0, rank)),
-                       false);
-      })
-      .Case([&](SumDimIntListOp o) -> Rule {
-        return sumRule(rankOf(o.getSelf()), aten::reducedDims(o),
-                       o.getKeepdim());
-      })
-      .Case<SoftmaxOp, LogSoftmaxOp>([&](Operation *) -> Rule {
-        return keepWhole(broadcastRule(op, {}),
-                         op->getAttrOfType<IntegerAttr>("dim").getInt());
-      })
-      // Linear in grad_output.
-      .Case<SoftmaxBackwardDataOp, LogSoftmaxBackwardDataOp>(
-          [&](Operation *) -> Rule {
-            return keepWhole(broadcastRule(op, {{0}}),
-                             op->getAttrOfType<IntegerAttr>("dim").getInt());
-          })
-      .Case<ViewOp, UnsafeViewOp, ReshapeAliasOp, UnsqueezeOp>(
-          [&](Operation *) -> Rule { return viewRule(op); })
-      .Case([&](TOp o) -> Rule {
-        return permuteRule(
-            rankOf(o.getSelf()) == 2
-                ? SmallVector<int64_t>{1, 0}
-                : llvm::to_vector(llvm::seq<int64_t>(0, rankOf(o.getSelf()))));
-      })
-      .Case([&](TransposeIntOp o) -> Rule {
-        int64_t rank = rankOf(o.getSelf());
-        auto perm = llvm::to_vector(llvm::seq<int64_t>(0, rank));
-        if (rank > 0)
-          std::swap(perm[aten::normalizeDim(o.getDim0(), rank)],
-                    perm[aten::normalizeDim(o.getDim1(), rank)]);
-        return permuteRule(perm);
-      })
-      .Case([&](PermuteOp o) -> Rule {
-        int64_t rank = rankOf(o.getSelf());
-        SmallVector<int64_t> perm;
-        for (int64_t d : o.getDims())
-          perm.push_back(aten::normalizeDim(d, rank));
-        return permuteRule(perm);
-      })
-      // New leading dims and dims broadcast from 1 exist only in the
-      // result: sharding them is a local slice of the expansion.
-      .Case([&](ExpandOp) -> Rule { return elementwise({{0}}); })
-      .Case([&](CatOp o) -> Rule {
-        // The inputs differ along `dim` only.
-        EinsumRule rule;
-        std::string labels = resultLabels(rankOf(o.getResult()));
-        rule.operands.assign(o.getTensors().size(), labels);
-        rule.results = {labels};
-        std::vector<int> all;
-        for (int i = 0, e = o.getTensors().size(); i < e; ++i)
-          all.push_back(i);
-        rule.linearGroups = {all};
-        rule = keepWhole(rule, o.getDim());
-        // k equal pieces, each sharded along `dim`, concatenate into
-        // StridedShard(dim, k) (a packed projection's gradient, q|k|v).
-        int64_t dim = aten::normalizeDim(o.getDim(), rankOf(o.getResult()));
-        std::vector<Value> pieces(o.getTensors().begin(), o.getTensors().end());
-        if (auto piece = equalPieces(pieces, dim))
-          rule.extra.push_back(packedPieces(dim, pieces.size(), *piece,
-                                            /*split=*/false));
-        return rule;
-      })
-      .Case<SplitTensorOp, SplitWithSizesOp>([&](Operation *) -> Rule {
-        Value self = op->getOperand(0);
-        std::string labels = resultLabels(rankOf(self));
-        EinsumRule rule;
-        rule.operands = {labels};
-        rule.results.assign(op->getNumResults(), labels);
-        rule.linearGroups = {{0}};
-        int64_t dim = aten::normalizeDim(
-            op->getAttrOfType<IntegerAttr>("dim").getInt(), rankOf(self));
-        rule = keepWhole(rule, dim);
-        // StridedShard(dim, k) split into its k pieces: each piece is
-        // sharded along `dim` (head-parallel q, k, v of a packed in_proj).
-        std::vector<Value> pieces(op->getResults().begin(),
-                                  op->getResults().end());
-        if (auto piece = equalPieces(pieces, dim))
-          rule.extra.push_back(packedPieces(dim, pieces.size(), *piece,
-                                            /*split=*/true));
-        return rule;
-      })
-      .Case([&](NativeLayerNormOp o) -> Rule {
-        LayerNormLabels l(rankOf(o.getInput()), o.getNormalizedShape().size());
-        EinsumRule rule;
-        rule.operands = {l.full};
-        for (Value v : {o.getWeight(), o.getBias()})
-          if (v)
-            rule.operands.push_back(l.normalized);
-        rule.results = {l.full, l.stats, l.stats};
-        rule.unshardable = l.normalized;
-        return rule;
-      })
-      // Linear in grad_out; the weight and bias gradients sum over the
-      // batch.
-      .Case([&](NativeLayerNormBackwardOp o) -> Rule {
-        LayerNormLabels l(rankOf(o.getInput()), o.getNormalizedShape().size());
-        EinsumRule rule;
-        rule.operands = {l.full, l.full, l.stats, l.stats};
-        for (Value v : {o.getWeight(), o.getBias()})
-          if (v)
-            rule.operands.push_back(l.normalized);
-        rule.results = {l.full, l.normalized, l.normalized};
-        rule.unshardable = l.normalized;
-        rule.linearGroups = {{0}};
-        return rule;
-      })
-      // A vocabulary-sharded table (v) gives a masked Partial: each rank
-      // looks up the rows it holds and zeroes the others (spmd-partition
-      // passes the rows). Linear in the table.
-      .Case([&](EmbeddingOp o) -> Rule {
-        std::string indices = resultLabels(rankOf(o.getIndices()));
-        return EinsumRule{{"vz", indices}, {indices + "z"}, "", {{0}}};
-      })
-      // The gradient of a vocabulary shard keeps the rows it holds.
-      .Case([&](EmbeddingDenseBackwardOp o) -> Rule {
-        // Scaling by frequency counts each index over the whole batch: the
-        // batch then stays whole.
-        std::string indices = resultLabels(rankOf(o.getIndices()));
-        std::string whole = o.getScaleGradByFreq() ? indices : "";
-        return EinsumRule{{indices + "z", indices}, {"vz"}, whole, {{0}}};
-      })
-      .Case([&](NllLossForwardOp o) -> Rule { return nllLossRule(o); })
-      .Case([&](NllLossBackwardOp o) -> Rule { return nllLossBackwardRule(o); })
-      .Default([](Operation *) -> Rule { return std::nullopt; });
 }

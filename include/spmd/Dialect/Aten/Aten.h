@@ -14,19 +14,91 @@
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
+#include "spmd/Dialect/SPMD/SPMD.h"
 #include "spmd/Layout/ShardingRules.h"
 
 #include <optional>
 
 #include "spmd/Dialect/Aten/AtenDialect.h.inc"
-
-namespace spmd::aten::detail {
-/// The einsum sharding rule of an aten op (ShardingRuleOpInterface's
-/// implementation, lib/Dialect/Aten/AtenSharding.cpp).
-std::optional<spmd::layout::EinsumRule> shardingRule(mlir::Operation *op);
-} // namespace spmd::aten::detail
-
 #include "spmd/Dialect/Aten/AtenInterfaces.h.inc"
+
+namespace spmd {
+/// The runtime's compute kernels, one per entry of its KernelList.def
+/// (`spmd_rt_<name>`): an op names its kernel by an enumerator, so a kernel
+/// that does not exist does not compile.
+enum class RuntimeKernel {
+#define SPMD_RT_KERNEL(name, params, args) name,
+#include "spmd/Runtime/KernelList.def"
+};
+} // namespace spmd
+
+namespace spmd::aten {
+/// One argument of an op's runtime kernel after its result buffers
+/// (`getKernelArguments()`, generated from the op list): a group of the
+/// op's operands (buffers; an absent optional operand is a null pointer, a
+/// variadic group its count and an array of buffers), a number (an
+/// IntegerAttr, FloatAttr or BoolAttr, converted to the C type of the
+/// kernel's parameter), or an integer list (its count and an array).
+struct KernelArgument {
+  enum class Kind { Operands, Number, Integers };
+  Kind kind;
+  unsigned begin = 0, length = 0;
+  bool variadic = false;
+  mlir::Attribute number;
+  llvm::SmallVector<int64_t> integers;
+
+  static KernelArgument operands(std::pair<unsigned, unsigned> group,
+                                 bool variadic) {
+    return {Kind::Operands, group.first, group.second, variadic, {}, {}};
+  }
+  static KernelArgument value(mlir::Attribute number) {
+    return {Kind::Number, 0, 0, false, number, {}};
+  }
+  static KernelArgument list(llvm::SmallVector<int64_t> integers) {
+    return {Kind::Integers, 0, 0, false, {}, std::move(integers)};
+  }
+};
+
+namespace OpTrait {
+/// Marker traits of op classes (AtenOps.td): passes test for the class
+/// with `op->hasTrait<...>()`, never with a list of ops.
+#define SPMD_ATEN_TRAIT(name)                                                  \
+  template <typename ConcreteType>                                             \
+  class name : public mlir::OpTrait::TraitBase<ConcreteType, name> {};
+SPMD_ATEN_TRAIT(Pointwise)
+SPMD_ATEN_TRAIT(SameElementsView)
+SPMD_ATEN_TRAIT(Rearrangement)
+SPMD_ATEN_TRAIT(Random)
+SPMD_ATEN_TRAIT(ResultSizeAttr)
+SPMD_ATEN_TRAIT(Split)
+SPMD_ATEN_TRAIT(MatrixProduct)
+#undef SPMD_ATEN_TRAIT
+} // namespace OpTrait
+
+/// Sharding rules shared by op families (AtenSharding.cpp), in einsum form
+/// (spmd/Layout/ShardingRules.h).
+namespace rules {
+/// Elementwise with broadcasting: the result's dims labelled, each operand
+/// right-aligned to them ('1' where it broadcasts from size 1); `linear`:
+/// the operand groups the op is jointly linear in.
+layout::EinsumRule pointwise(mlir::Operation *op,
+                             std::vector<std::vector<int>> linear);
+/// `rule` with the label of result dim `dim` (may be negative) kept whole.
+layout::EinsumRule keepWhole(layout::EinsumRule rule, int64_t dim);
+/// DTensor's view rule from operand 0's shape to result 0's.
+layout::EinsumRule view(mlir::Operation *op);
+/// Result dim i is operand dim perm[i].
+layout::EinsumRule permute(llvm::ArrayRef<int64_t> perm);
+/// `[.., n, k] x [.., k, m]`, with an addend first when `withSelf`.
+layout::EinsumRule matmul(mlir::Operation *op, bool batched, bool withSelf);
+/// A split of `self` into `pieces` along `dim` (may be negative).
+layout::EinsumRule split(mlir::Value self, mlir::ValueRange pieces,
+                         int64_t dim);
+/// A sum over `dims` of operand 0 (kept as size 1 when `keepdim`).
+layout::EinsumRule reduction(mlir::Operation *op, llvm::ArrayRef<int64_t> dims,
+                             bool keepdim);
+} // namespace rules
+} // namespace spmd::aten
 
 namespace spmd::aten {
 /// ATen type promotion of two element types (c10::promoteTypes): bool <
@@ -45,24 +117,37 @@ inline int64_t normalizeDim(int64_t dim, int64_t rank) {
   return dim < 0 ? dim + (rank > 0 ? rank : 1) : dim;
 }
 
+/// Ops whose result holds the same elements as their operand in the same
+/// order (the SameElementsView trait): the lowering makes them views sharing
+/// the operand's memory.
+inline bool isSameElementsView(mlir::Operation *op) {
+  return op->hasTrait<OpTrait::SameElementsView>();
+}
+
+/// Ops that only rearrange or broadcast their first operand (the
+/// Rearrangement trait). FSDP recomputes them from a fresh gather in
+/// backward; TP follows a parameter through them to the op that uses it.
+inline bool isRearrangement(mlir::Operation *op) {
+  return op->hasTrait<OpTrait::Rearrangement>();
+}
+
 /// The numeric value of an ATen Scalar attribute (IntegerAttr or FloatAttr).
 double getScalarValue(mlir::Attribute scalar);
-
-/// Ops whose result holds the same elements as their operand in the same
-/// order (view, _unsafe_view, _reshape_alias, unsqueeze, clone, detach):
-/// the lowering makes them views sharing the operand's memory.
-bool isSameElementsView(mlir::Operation *op);
-
-/// Ops that only rearrange or broadcast their first operand: the
-/// same-elements views and t, transpose, permute, expand. FSDP recomputes
-/// them from a fresh gather in backward; TP follows a parameter through
-/// them to the op that uses it.
-bool isRearrangement(mlir::Operation *op);
 
 namespace detail {
 using EmitErrorFn = llvm::function_ref<mlir::InFlightDiagnostic()>;
 using InferFn = llvm::function_ref<llvm::LogicalResult(
     EmitErrorFn, llvm::SmallVectorImpl<mlir::Type> &)>;
+
+/// An error diagnostic "'<opName>' op ..." at `location` (unknown when
+/// absent), for InferTypeOpInterface's inferReturnTypes.
+mlir::InFlightDiagnostic emitOpError(mlir::MLIRContext *context,
+                                     std::optional<mlir::Location> location,
+                                     llvm::StringRef opName);
+
+/// The position of `value` in `values` (a verified string attribute's
+/// kernel code).
+int64_t indexOf(llvm::StringRef value, llvm::ArrayRef<llvm::StringRef> values);
 
 /// Verifier shared by all aten ops: runs `infer` with the op's emitOpError
 /// and checks that the declared result types equal the inferred ones.
@@ -111,11 +196,5 @@ inferSoftmaxBackward(mlir::Type gradOutput, mlir::Type output, int64_t dim,
 
 #define GET_OP_CLASSES
 #include "spmd/Dialect/Aten/AtenOps.h.inc"
-
-namespace spmd::aten {
-/// The dims `op` (sum.dim_IntList) reduces, normalized: every dim for an
-/// empty list, as ATen reduces them.
-llvm::SmallVector<int64_t> reducedDims(SumDimIntListOp op);
-} // namespace spmd::aten
 
 #endif // SPMD_DIALECT_ATEN_ATEN_H

@@ -5,27 +5,17 @@
 
 include "mlir/IR/OpBase.td"
 
-def Aten_ShardingRuleOpInterface : OpInterface<"ShardingRuleOpInterface"> {
+def Aten_PermutationOpInterface : OpInterface<"PermutationOpInterface"> {
   let cppNamespace = "::spmd::aten";
   let description = [{
-    How an aten op may be sharded on one mesh dim, as an einsum rule
-    (spmd/Layout/ShardingRules.h, DTensor's `einop` rule): its strategies
-    are the placements of the operands and the result that compute the
-    unsharded op's results. Every aten op has a rule: views map groups of
-    dims (DTensor's view rules, merged or split dims sharded only evenly),
-    layer norm and the softmax family keep their normalized dims whole,
-    embeddings keep the vocabulary whole, the losses contract the batch,
-    factories and random ops (drawn by global element index) shard their
-    result freely.
+    An op that permutes the dims of its operand (t, transpose.int,
+    permute): the sharding rule moves labels, the lowering copies with
+    permuted strides, and a transpose of the last two dims feeding only
+    matrix products costs nothing (BLAS reads the operand transposed).
   }];
   let methods = [
-    InterfaceMethod<[{
-        The op's rule, computed from its operand and result types and
-        attributes; std::nullopt for an op without one (none today).
-      }], "::std::optional<::spmd::layout::EinsumRule>", "getShardingRule",
-      (ins), "", [{
-        return ::spmd::aten::detail::shardingRule($_op.getOperation());
-      }]>
+    InterfaceMethod<"Result dim i is operand dim result[i] (normalized).",
+      "::llvm::SmallVector<int64_t>", "getPermutation">
   ];
 }
 

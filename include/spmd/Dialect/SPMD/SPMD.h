@@ -9,6 +9,7 @@
 #define SPMD_DIALECT_SPMD_SPMD_H
 
 #include "spmd/Layout/LayoutMath.h"
+#include "spmd/Layout/ShardingRules.h"
 
 #include "mlir/Bytecode/BytecodeOpInterface.h"
 #include "mlir/IR/BuiltinAttributes.h"

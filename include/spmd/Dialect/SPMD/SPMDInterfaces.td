@@ -25,4 +25,25 @@ def SPMD_CollectiveOpInterface : OpInterface<"CollectiveOpInterface"> {
   ];
 }
 
+def SPMD_ShardingRuleOpInterface : OpInterface<"ShardingRuleOpInterface"> {
+  let cppNamespace = "::spmd";
+  let description = [{
+    How an op of any dialect may be sharded on one mesh dim, as an einsum
+    rule (spmd/Layout/ShardingRules.h; DTensor's `einop` rule, declared
+    dialect-agnostic as Shardy's `ShardingRuleOpInterface`): its strategies
+    are the placements of the operands and the results that compute the
+    unsharded op's results. Propagation (`--spmd-propagate`) reads it and
+    nothing else of an op's semantics. The aten dialect implements it per op
+    family (pointwise with broadcasting, views, matrix products, reductions,
+    normalization, ...) and per op where a family does not say enough.
+  }];
+  let methods = [
+    InterfaceMethod<[{
+        The op's rule, computed from its operand and result types and
+        attributes; std::nullopt when the op, as configured, has none (it is
+        then replicated).
+      }], "::std::optional<::spmd::layout::EinsumRule>", "getShardingRule">
+  ];
+}
+
 #endif // SPMD_DIALECT_SPMD_SPMDINTERFACES_TD

@@ -1,0 +1,245 @@
+"""The aten dialect's ops: one entry per ATen overload.
+
+aten_ods_gen.py reads each overload's schema from PyTorch
+(`torch.ops.aten.<op>.<overload>._schema`) and writes its ODS definition
+into include/spmd/Dialect/Aten/GeneratedAtenOps.td as an instance of the
+family class named here (include/spmd/Dialect/Aten/AtenOps.td). An entry
+says only what the schema cannot:
+
+  family     the ODS family class and its template arguments after the
+             mnemonic, e.g. 'Aten_PointwiseOp<"{{0, 1}}">'.
+  kernel     the runtime kernel (`spmd_rt_<kernel>`), if the op has one.
+  infer      the family's result-type rule to use instead of its default
+             (an `Aten_Infer*` defvar of AtenOps.td), or "" when the op
+             defines inferResultTypes in AtenOps.cpp.
+  rule       "" when the op defines getShardingRule in AtenSharding.cpp.
+  tensor     the element constraint of every tensor ("Aten_Tensor" or
+             "Aten_FloatTensor"); `types` overrides it per argument/result.
+  required   optional schema arguments that the dialect requires.
+  nodefault  schema defaults the dialect does not take.
+  results    names of unnamed results.
+  values     the values a `str` argument may take (in kernel order).
+  kernel_args  the kernel's arguments after the results, when they are not
+             the schema's tensors and numbers in schema order: a schema
+             argument's name, `=<number>` (a constant double), `#<name>` (the
+             length of an int list), `^<name>` (a dim normalized against the
+             result's rank), `@<method>` (an int list the op computes:
+             count and array).
+  doc        the description.
+
+Arguments that mean nothing in value semantics (layout, device,
+pin_memory, memory_format, non_blocking, generator) are dropped.
+"""
+
+
+class Op:
+    def __init__(self, name, family, kernel="", infer=None, rule=None,
+                 tensor="Aten_Tensor", types=None, required=(), nodefault=(),
+                 results=None, values=None, kernel_args=None, doc=""):
+        self.name = name
+        self.family = family
+        self.kernel = kernel
+        self.infer = infer
+        self.rule = rule
+        self.tensor = tensor
+        self.types = types or {}
+        self.required = set(required)
+        self.nodefault = set(nodefault)
+        self.results = results
+        self.values = values or {}
+        self.kernel_args = kernel_args
+        self.doc = doc
+
+
+FLOAT = "Aten_FloatTensor"
+SAME_ELEMENTS = ["Aten_SameElementsView", "Aten_Rearrangement"]
+
+OPS = [
+    # Pointwise, broadcasting.
+    Op("add.Tensor", 'Aten_PointwiseOp<"{{0, 1}}">', "add_tensor",
+       doc="`self + alpha * other`, broadcasting."),
+    Op("sub.Tensor", 'Aten_PointwiseOp<"{{0, 1}}">', "sub_tensor",
+       doc="`self - alpha * other`, broadcasting."),
+    Op("mul.Tensor", 'Aten_PointwiseOp<"{{0}, {1}}">', "mul_tensor"),
+    Op("div.Tensor", 'Aten_PointwiseOp<"{{0}}">', "div_tensor",
+       infer="Aten_InferTrueDivide",
+       doc="True division: integer operands give the default float dtype "
+           "(f32)."),
+    Op("addcmul", 'Aten_PointwiseOp<"{{0, 1}, {0, 2}}">', "addcmul",
+       doc="`self + value * tensor1 * tensor2`, broadcasting."),
+    Op("addcdiv", 'Aten_PointwiseOp<"{{0, 1}}">', "addcdiv",
+       doc="`self + value * tensor1 / tensor2`, broadcasting."),
+    Op("threshold_backward", 'Aten_PointwiseOp<"{{0}}">', "threshold_backward",
+       doc="`self <= threshold ? 0 : grad_output` (relu backward)."),
+    # Pointwise with a Scalar.
+    Op("add.Scalar", "Aten_PointwiseOp", "add_scalar",
+       infer="Aten_InferWithScalar"),
+    Op("mul.Scalar", 'Aten_PointwiseOp<"{{0}}">', "mul_scalar",
+       infer="Aten_InferWithScalar"),
+    Op("div.Scalar", 'Aten_PointwiseOp<"{{0}}">', "div_scalar", infer="",
+       doc="True division: an integer or bool `self` gives the default "
+           "float dtype (f32)."),
+    Op("rsub.Scalar", "Aten_PointwiseOp", "rsub_scalar",
+       infer="Aten_InferWithScalar", doc="`other - alpha * self`."),
+    Op("pow.Scalar", "Aten_PointwiseOp", "pow_scalar", infer="",
+       doc="`self ** exponent` for a scalar base."),
+    # Pointwise unary.
+    Op("neg", 'Aten_PointwiseOp<"{{0}}">', "neg", infer="Aten_InferSame"),
+    Op("reciprocal", "Aten_PointwiseOp", "reciprocal", infer="Aten_InferFloat",
+       doc="An integer or bool `self` gives the default float dtype (f32)."),
+    Op("sqrt", "Aten_PointwiseOp", "sqrt", infer="Aten_InferFloat",
+       doc="An integer or bool `self` gives the default float dtype (f32)."),
+    Op("relu", "Aten_PointwiseOp", "relu", infer="Aten_InferSame"),
+    Op("gelu", "Aten_PointwiseOp", "gelu", infer="", tensor=FLOAT,
+       values={"approximate": ["none", "tanh"]},
+       doc="`approximate` is `none` (erf) or `tanh`."),
+    Op("gelu_backward", 'Aten_PointwiseOp<"{{0}}">', "gelu_backward",
+       infer="", tensor=FLOAT, values={"approximate": ["none", "tanh"]}),
+    Op("triu", "Aten_PointwiseOp", "triu", infer="", rule="",
+       doc="Zeroes the elements below the `diagonal`-th diagonal of the "
+           "last two dims."),
+    Op("_to_copy", "Aten_PointwiseOp", "copy", infer="", required=["dtype"],
+       doc="`self` converted to element type `dtype` (`Tensor.to(dtype)`), "
+           "with ATen's casts: to a float type rounds to nearest even, a "
+           "float to an integer truncates toward zero, to `i1` is "
+           "\"nonzero\". A cast rounds each value, so a Partial is reduced "
+           "first. Also the casts of ddp's bf16 communication hook."),
+    Op("clone", 'Aten_PointwiseOp<"{{0}}", [Aten_SameElementsView, '
+       'Aten_Rearrangement]>', infer="Aten_InferSame",
+       doc="A copy; memory formats do not exist in value semantics."),
+    Op("detach", 'Aten_PointwiseOp<"{{0}}", [Aten_SameElementsView, '
+       'Aten_Rearrangement]>', infer="Aten_InferSame",
+       doc="Identity on values (detach / detach_copy)."),
+    Op("native_dropout_backward", 'Aten_PointwiseOp<"{{0}}">',
+       "native_dropout_backward", infer="", tensor=FLOAT,
+       types={"mask": "Aten_BoolTensor"}),
+    # Random.
+    Op("bernoulli.p", "Aten_RandomOp", "bernoulli_p",
+       infer="", tensor=FLOAT, nodefault=["p"], kernel_args=["p"],
+       doc="A tensor shaped and typed like `self` whose elements are 1 with "
+           "probability `p` and 0 otherwise (the values of `self` are not "
+           "read). Dropout's `empty_like` + `bernoulli_(1 - p)` pair is "
+           "captured as this op."),
+    Op("native_dropout", "Aten_RandomOp", "native_dropout", infer="",
+       tensor=FLOAT, required=["train"], results=["output", "mask"],
+       types={"mask": "Aten_BoolTensor"},
+       doc="Zeroes each element with probability `p` and scales the kept "
+           "ones by `1 / (1 - p)`; also returns the boolean keep mask."),
+    # Factories.
+    Op("ones_like", "Aten_FactoryOp", "fill", infer="",
+       kernel_args=["=1"],
+       doc="Ones shaped like `self`, of `dtype` when given, else `self`'s "
+           "dtype."),
+    Op("full", "Aten_FactoryOp<[Aten_ResultSizeAttr]>", "fill", infer="",
+       required=["dtype"],
+       doc="A tensor of shape `size` filled with `fill_value`, of element "
+           "type `dtype`."),
+    Op("arange", "Aten_FactoryOp", "arange", infer="", rule="",
+       required=["dtype"],
+       doc="`[0, 1, ..., ceil(end) - 1]` of element type `dtype`."),
+    # Matrix products.
+    Op("mm", "Aten_MatmulOp<0, 0>", "matmul", infer="", tensor=FLOAT,
+       doc="`[n, k] x [k, m] -> [n, m]`."),
+    Op("addmm", "Aten_MatmulOp<0, 1>", "matmul", infer="", tensor=FLOAT,
+       doc="`beta * self + alpha * (mat1 @ mat2)`; `self` broadcasts to "
+           "`[n, m]`."),
+    Op("bmm", "Aten_MatmulOp<1, 0>", "matmul", infer="", tensor=FLOAT,
+       doc="`[b, n, k] x [b, k, m] -> [b, n, m]`."),
+    Op("baddbmm", "Aten_MatmulOp<1, 1>", "matmul", infer="", tensor=FLOAT,
+       doc="`beta * self + alpha * bmm(batch1, batch2)`; `self` broadcasts "
+           "to `[b, n, m]`."),
+    # Views, rearrangements.
+    Op("view", "Aten_ViewOp<[Aten_ResultSizeAttr]>",
+       infer="Aten_InferReshape"),
+    Op("_unsafe_view", "Aten_ViewOp<[Aten_ResultSizeAttr]>",
+       infer="Aten_InferReshape"),
+    Op("_reshape_alias", "Aten_ViewOp<[Aten_ResultSizeAttr]>",
+       infer="Aten_InferReshape",
+       doc="A reshape to `size`; `stride` is memory layout, kept for "
+           "fidelity and ignored."),
+    Op("unsqueeze", "Aten_ViewOp", infer=""),
+    Op("t", "Aten_PermuteOp", "permute", infer="",
+       kernel_args=["self", "@getPermutation"],
+       doc="Transposes a 2-D tensor; 0-D and 1-D tensors are returned as "
+           "is."),
+    Op("transpose.int", "Aten_PermuteOp", "permute", infer="",
+       kernel_args=["self", "@getPermutation"]),
+    Op("permute", "Aten_PermuteOp", "permute", infer="",
+       kernel_args=["self", "@getPermutation"]),
+    Op("expand", 'Aten_PointwiseOp<"{{0}}", [Aten_Rearrangement, '
+       'Aten_ResultSizeAttr]>', "expand", infer="", kernel_args=["self"],
+       doc="Broadcasts `self` to `size`; -1 keeps a dim; new dims are "
+           "prepended. New leading dims and dims broadcast from 1 exist "
+           "only in the result: sharding them is a local slice."),
+    # Concatenation and splits.
+    Op("cat", "Aten_OtherOp", "cat", infer="", rule="",
+       kernel_args=["tensors", "^dim"]),
+    Op("split.Tensor", "Aten_SplitOp", infer="",
+       results=["results"],
+       doc="Pieces of `split_size` along `dim`, the last one possibly "
+           "smaller."),
+    Op("split_with_sizes", "Aten_SplitOp", infer="",
+       results=["results"],
+       doc="Consecutive pieces of `split_sizes[i]` elements along `dim`; "
+           "the sizes must add up to the dim's length. DDP's gradient "
+           "buckets use it to take the reduced flat buffer apart."),
+    # Reductions.
+    Op("sum", "Aten_ReductionOp", "sum", infer="",
+       kernel_args=["self", "@getReducedDims"],
+       doc="Sum of all elements, a 0-D tensor (integer inputs sum to i64)."),
+    Op("sum.dim_IntList", "Aten_ReductionOp", "sum", infer="",
+       required=["dim"], kernel_args=["self", "@getReducedDims"]),
+    # Softmax.
+    Op("_softmax", "Aten_SoftmaxOp", "softmax", tensor=FLOAT,
+       kernel_args=["self", "^dim"]),
+    Op("_log_softmax", "Aten_SoftmaxOp", "log_softmax", tensor=FLOAT,
+       kernel_args=["self", "^dim"]),
+    Op("_softmax_backward_data", "Aten_SoftmaxBackwardOp",
+       "softmax_backward_data", tensor=FLOAT,
+       kernel_args=["grad_output", "output", "^dim"]),
+    Op("_log_softmax_backward_data", "Aten_SoftmaxBackwardOp",
+       "log_softmax_backward_data", tensor=FLOAT,
+       kernel_args=["grad_output", "output", "^dim"]),
+    # Normalization.
+    Op("native_layer_norm", "Aten_OtherOp<[AttrSizedOperandSegments]>", "native_layer_norm", infer="",
+       rule="", tensor=FLOAT, results=["output", "mean", "rstd"],
+       kernel_args=["input", "weight", "bias", "#normalized_shape", "eps"],
+       doc="Normalizes over the trailing `normalized_shape` dims. Results: "
+           "the output (shaped like `input`), and the mean and reciprocal "
+           "standard deviation, shaped like `input` with the normalized "
+           "dims set to 1."),
+    Op("native_layer_norm_backward",
+       "Aten_OtherOp<[AttrSizedOperandSegments]>",
+       "native_layer_norm_backward", infer="", rule="", tensor=FLOAT,
+       results=["grad_input", "grad_weight", "grad_bias"],
+       kernel_args=["grad_out", "input", "mean", "rstd", "weight", "bias",
+                    "#normalized_shape"],
+       doc="Gradients of the input (shaped like `input`), the weight and "
+           "the bias (shaped `normalized_shape`). A result whose "
+           "`output_mask` entry is false is not computed by ATen (None); "
+           "here it is produced but unused."),
+    # Indexing.
+    Op("embedding", "Aten_OtherOp", "embedding", infer="", rule="",
+       tensor=FLOAT, types={"indices": "Aten_IndexTensor"},
+       kernel_args=["weight", "indices", "padding_idx"],
+       doc="Rows of `weight` [V, D] picked by `indices`: shape "
+           "`indices.shape + [D]`."),
+    Op("embedding_dense_backward", "Aten_OtherOp", "embedding_dense_backward",
+       infer="", rule="", tensor=FLOAT, types={"indices": "Aten_IndexTensor"},
+       kernel_args=["grad_output", "indices", "padding_idx",
+                    "scale_grad_by_freq"],
+       doc="Scatter-adds `grad_output` rows into a `[num_weights, D]` "
+           "gradient."),
+    # Losses.
+    Op("nll_loss_forward", "Aten_OtherOp", "nll_loss_forward", infer="",
+       rule="", tensor=FLOAT, types={"target": "Aten_TargetTensor"},
+       doc="`self` is `[N, C]` (or `[C]`) log-probabilities, `target` `[N]` "
+           "(or `[]`) class indices, `weight` optional `[C]`. `reduction` is "
+           "0 (none: output `[N]`), 1 (mean) or 2 (sum) (0-D output). "
+           "`total_weight` is 0-D."),
+    Op("nll_loss_backward", "Aten_OtherOp", "nll_loss_backward", infer="",
+       rule="", tensor=FLOAT, types={"target": "Aten_TargetTensor"},
+       kernel_args=["grad_output", "self", "target", "weight", "total_weight",
+                    "reduction", "ignore_index"],
+       doc="The gradient of `self`; operands as in `aten.nll_loss_forward`."),
+]
