@@ -2804,7 +2804,7 @@ TEST_F(CudaCollectives, FreedCollectiveInputsAreNotReusedEarly) {
 const std::vector<std::string> &kernelListNames() {
   static const std::vector<std::string> names = {
 #define SPMD_RT_KERNEL(name, params, args) #name,
-#include "KernelList.def"
+#include "spmd/Runtime/KernelList.def"
   };
   return names;
 }

@@ -135,7 +135,7 @@ OPS = [
        doc="A tensor of shape `size` filled with `fill_value`, of element "
            "type `dtype`."),
     Op("arange", "Aten_FactoryOp", "arange", infer="", rule="",
-       required=["dtype"],
+       required=["dtype"], kernel_args=[],
        doc="`[0, 1, ..., ceil(end) - 1]` of element type `dtype`."),
     # Matrix products.
     Op("mm", "Aten_MatmulOp<0, 0>", "matmul", infer="", tensor=FLOAT,

@@ -66,8 +66,9 @@ KEYWORD_OPERANDS = {"native_layer_norm": ("weight", "bias"),
 NP_DTYPES = {"float32": "f32", "float64": "f64", "int64": "i64", "int32": "i32", "bool": "i1"}
 TORCH_DTYPES = {"f32": torch.float32, "f64": torch.float64, "i64": torch.int64,
                 "i32": torch.int32, "i1": torch.bool}
-ATEN_TD = os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                       "..", "..", "..", "include", "spmd", "Dialect", "Aten", "AtenOps.td")
+# The aten dialect's op list (the generated op definitions come from it).
+ATEN_OPS = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                        "..", "..", "..", "tools", "aten-ods-gen", "aten_ops.py")
 
 #===----------------------------------------------------------------------===#
 # The table of cases
@@ -362,12 +363,13 @@ def references(out, case):
 
 def check_coverage(cases):
     """Every op of the dialect is in the table or skipped, and nothing else."""
-    if not os.path.exists(ATEN_TD):
-        print("op_matrix: note: %s not found; op coverage not checked" % ATEN_TD,
+    if not os.path.exists(ATEN_OPS):
+        print("op_matrix: note: %s not found; op coverage not checked" % ATEN_OPS,
               file=sys.stderr)
         return
-    with open(ATEN_TD) as f:
-        dialect = set(re.findall(r'^def Aten_\w+Op\s*:\s*Aten_\w+<"([^"]+)"', f.read(), re.M))
+    sys.path.insert(0, os.path.dirname(ATEN_OPS))
+    from aten_ops import OPS
+    dialect = {op.name for op in OPS}
     covered = {c["op"] for c in cases} | set(SKIPPED)
     assert dialect == covered, "ops without a case: %s; cases of unknown ops: %s" % (
         sorted(dialect - covered), sorted(covered - dialect))

@@ -436,7 +436,7 @@ def Aten_ArangeOp : Aten_FactoryOp<"arange"> {
   let results = (outs Aten_Tensor:$result);
   let kernel = "arange";
   let kernelArguments = [{
-    return {::spmd::aten::KernelArgument::value(getEndAttr())};
+    return {};
   }];
   let inferBody = "";
   let ruleBody = "";
