@@ -97,12 +97,12 @@ template <typename R, typename... A> struct CSignature<R(A...)> {
 
 /// The Callee of runtime function `fn` (Runtime.h): a name that is not
 /// declared there does not compile.
-#define SPMD_CALLEE(fn)                                                        \
-  Callee {                                                                     \
-    #fn, CSignature<decltype(fn)>::result, {                                   \
-      CSignature<decltype(fn)>::params, CSignature<decltype(fn)>::size         \
-    }                                                                          \
-  }
+#define SPMD_CALLEE(fn) calleeOf<decltype(fn)>(#fn)
+
+template <typename Fn> Callee calleeOf(StringRef name) {
+  using S = CSignature<Fn>;
+  return {name, S::result, ArrayRef<CType>(S::params, S::size)};
+}
 
 /// The Callee of a compute kernel (KernelList.def).
 Callee kernelCallee(spmd::RuntimeKernel kernel) {
@@ -427,14 +427,21 @@ void adjustKernelCall(aten::EmbeddingDenseBackwardOp op,
   }
 }
 
+/// A family pattern that reads the LoweringState.
+template <typename OpTy> struct StatefulPattern : OpConversionPattern<OpTy> {
+  StatefulPattern(const TypeConverter &converter, MLIRContext *ctx,
+                  const LoweringState &state)
+      : OpConversionPattern<OpTy>(converter, ctx), state(state) {}
+
+  const LoweringState &state;
+};
+
 /// Ops with a runtime kernel: the results, then the op's kernel arguments;
 /// random ops (the Random trait) also pass their id and the global shape
 /// and offset of this rank's piece, so that a shard draws the numbers of
 /// the unsharded op.
-template <typename OpTy> struct KernelToCall : OpConversionPattern<OpTy> {
-  KernelToCall(const TypeConverter &converter, MLIRContext *ctx,
-               const LoweringState &state)
-      : OpConversionPattern<OpTy>(converter, ctx), state(state) {}
+template <typename OpTy> struct KernelToCall : StatefulPattern<OpTy> {
+  using StatefulPattern<OpTy>::StatefulPattern;
 
   LogicalResult
   matchAndRewrite(OpTy op, typename OpTy::Adaptor adaptor,
@@ -446,7 +453,7 @@ template <typename OpTy> struct KernelToCall : OpConversionPattern<OpTy> {
     adjustKernelCall(op, kernel, args, b);
     if constexpr (OpTy::template hasTrait<aten::OpTrait::Random>()) {
       auto type = cast<RankedTensorType>(op->getResult(0).getType());
-      args.push_back(b.i64(state.randomIds.lookup(op)));
+      args.push_back(b.i64(this->state.randomIds.lookup(op)));
       if (Value offsets = rankRow(op, "spmd.global_offsets", type.getRank(),
                                   b)) {
         args.push_back(b.i64Array(
@@ -460,16 +467,12 @@ template <typename OpTy> struct KernelToCall : OpConversionPattern<OpTy> {
     }
     return callKernel(op, kernel, args, b, rewriter);
   }
-
-  const LoweringState &state;
 };
 
 /// Matrix products: one GEMM kernel for the family; a folded transpose of a
 /// matrix operand becomes a BLAS transpose flag.
-template <typename OpTy> struct MatmulToCall : OpConversionPattern<OpTy> {
-  MatmulToCall(const TypeConverter &converter, MLIRContext *ctx,
-               const LoweringState &state)
-      : OpConversionPattern<OpTy>(converter, ctx), state(state) {}
+template <typename OpTy> struct MatmulToCall : StatefulPattern<OpTy> {
+  using StatefulPattern<OpTy>::StatefulPattern;
 
   LogicalResult
   matchAndRewrite(OpTy op, typename OpTy::Adaptor adaptor,
@@ -479,7 +482,7 @@ template <typename OpTy> struct MatmulToCall : OpConversionPattern<OpTy> {
     unsigned first = operands.size() - 2;
     auto folded = [&](unsigned i) {
       Operation *def = op->getOperand(i).getDefiningOp();
-      return b.i64(def && state.folds.contains(def));
+      return b.i64(def && this->state.folds.contains(def));
     };
     return callKernel(op, *OpTy::getRuntimeKernel(),
                       {first ? operands[0] : b.null(), operands[first],
@@ -488,8 +491,6 @@ template <typename OpTy> struct MatmulToCall : OpConversionPattern<OpTy> {
                        folded(first + 1)},
                       b, rewriter);
   }
-
-  const LoweringState &state;
 };
 
 /// Same elements, same order: share the data (spmd_rt_view).

@@ -537,8 +537,7 @@ LogicalResult Partitioner::rewriteOp(Operation *op) {
     return failure();
   for (Value v : op->getResults())
     v.setType(localType(globals[v], layouts[v]));
-  if (op->hasTrait<aten::OpTrait::Random>() &&
-      failed(setRandomOffsets(op)))
+  if (op->hasTrait<aten::OpTrait::Random>() && failed(setRandomOffsets(op)))
     return failure();
   Builder b(op->getContext());
   auto localShape = [&]() {

@@ -128,10 +128,8 @@ Type spmd::aten::detail::promoteWithScalar(Type tensor, Attribute scalar) {
   return type.clone(elem);
 }
 
-InFlightDiagnostic
-spmd::aten::detail::emitOpError(MLIRContext *context,
-                                std::optional<Location> location,
-                                StringRef opName) {
+InFlightDiagnostic spmd::aten::detail::emitOpError(
+    MLIRContext *context, std::optional<Location> location, StringRef opName) {
   return mlir::emitError(location.value_or(UnknownLoc::get(context)))
          << "'" << opName << "' op ";
 }

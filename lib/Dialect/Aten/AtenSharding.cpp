@@ -294,7 +294,6 @@ struct LayerNormLabels {
   }
 };
 
-
 /// nll_loss: self [N, C] or [C], target [N] or []; the class dim stays
 /// whole.
 std::string nllBatch(Value self) { return rankOf(self) == 2 ? "n" : ""; }
