@@ -107,12 +107,12 @@ struct Storage {
 
 namespace cpu {
 #define SPMD_RT_KERNEL(name, params, args) void spmd_rt_##name params;
-#include "KernelList.def"
+#include "spmd/Runtime/KernelList.def"
 } // namespace cpu
 
 namespace cuda {
 #define SPMD_RT_KERNEL(name, params, args) void spmd_rt_##name params;
-#include "KernelList.def"
+#include "spmd/Runtime/KernelList.def"
 /// Device memory and stream ordering of the CUDA backend (Device.cu).
 /// `allocate` takes a block from the caching allocator (cudaMalloc only when
 /// no freed block fits); `release` gives a storage's block back, for reuse

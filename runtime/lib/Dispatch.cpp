@@ -26,5 +26,5 @@
 #endif
 
 extern "C" {
-#include "KernelList.def"
+#include "spmd/Runtime/KernelList.def"
 } // extern "C"
