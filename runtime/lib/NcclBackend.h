@@ -28,13 +28,6 @@
 #include <cuda_runtime_api.h>
 #include <nccl.h>
 
-#ifdef SPMD_HAVE_CUDA
-namespace spmd::rt::cuda {
-/// The CUDA backend's communication stream (cuda/Device.cu).
-cudaStream_t commStream();
-} // namespace spmd::rt::cuda
-#endif
-
 namespace spmd {
 namespace runtime {
 
