@@ -644,11 +644,8 @@ void MpiBackend::broadcast(void *buffer, int64_t bytes, int root,
 }
 
 const CollectiveLibrary &spmd::runtime::mpiLibrary() {
-  static const CollectiveLibrary mpi = {
-      "mpi", nullptr,
-      [](int *argc, char ***argv) -> std::unique_ptr<CollectiveBackend> {
-        return std::make_unique<MpiBackend>(argc, argv);
-      }};
+  static const CollectiveLibrary mpi = {"mpi", nullptr,
+                                        startLibrary<MpiBackend>};
   return mpi;
 }
 

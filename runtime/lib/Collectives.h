@@ -187,6 +187,12 @@ struct CollectiveLibrary {
   std::unique_ptr<CollectiveBackend> (*start)(int *argc, char ***argv);
 };
 
+/// CollectiveLibrary::start for backend B.
+template <typename B>
+std::unique_ptr<CollectiveBackend> startLibrary(int *argc, char ***argv) {
+  return std::make_unique<B>(argc, argv);
+}
+
 /// MPI (Collectives.cpp) and NCCL (NcclBackend.cpp, built with
 /// SPMD_HAVE_NCCL).
 const CollectiveLibrary &mpiLibrary();

@@ -179,11 +179,8 @@ ncclUniqueId shareUniqueId(MPI_Comm comm, int rank, const char *what) {
 void spmd::runtime::requireCudaDevice() { (void)visibleDevices(); }
 
 const CollectiveLibrary &spmd::runtime::ncclLibrary() {
-  static const CollectiveLibrary nccl = {
-      "nccl", requireCudaDevice,
-      [](int *argc, char ***argv) -> std::unique_ptr<CollectiveBackend> {
-        return std::make_unique<NcclBackend>(argc, argv);
-      }};
+  static const CollectiveLibrary nccl = {"nccl", requireCudaDevice,
+                                         startLibrary<NcclBackend>};
   return nccl;
 }
 

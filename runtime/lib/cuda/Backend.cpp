@@ -39,29 +39,16 @@ void finish() {
 
 void *communicationStream() { return commStream(); }
 
-Backend makeBackend() {
-  Backend backend{};
-  backend.name = "cuda";
-  backend.collectives = "nccl";
-  backend.allocate = allocate;
-  backend.release = release;
-  backend.write = write;
-  backend.read = read;
-  backend.synchronize = synchronize;
-  backend.beforeCollective = beforeCollective;
-  backend.afterCollective = afterCollective;
-  backend.finish = finish;
-  backend.shutdown = shutdown;
-  backend.commStream = communicationStream;
-#define SPMD_RT_KERNEL(kernel, params, args) backend.kernel = run_##kernel;
-#include "spmd/Runtime/KernelList.def"
-  return backend;
-}
-
 } // namespace
 
 const Backend &backend() {
-  static const Backend cuda = makeBackend();
+  static const Backend cuda = {
+      "cuda",          "nccl", allocate,    release,
+      write,           read,   synchronize, beforeCollective,
+      afterCollective, finish, shutdown,    communicationStream,
+#define SPMD_RT_KERNEL(kernel, params, args) run_##kernel,
+#include "spmd/Runtime/KernelList.def"
+  };
   return cuda;
 }
 

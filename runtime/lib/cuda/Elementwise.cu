@@ -1,11 +1,12 @@
 //===- Elementwise.cu - broadcasting elementwise ops, copies, dtype casts -===//
 //
-// The CUDA counterparts of cpu/Elementwise.cpp and the data movement of
-// cpu/Shape.cpp (copy, expand, permute) plus native_dropout_backward: one
-// strided engine serves them all. Each kernel computes in out's dtype; inputs
-// of another dtype are converted first (`dataAs`, ATen's TensorIterator type
-// promotion), scalars are converted to out's dtype, with the CPU kernels'
-// formulas and order of operations, so results agree to float rounding.
+// The pointwise kernels (the SPMD_RT_POINTWISE entries of KernelList.def,
+// with the CPU's formulas: Pointwise.h) and the data movement of
+// cpu/Shape.cpp (copy, expand, permute): one strided engine serves them all.
+// Each kernel computes in out's dtype; inputs of another dtype are converted
+// first (`dataAs`, ATen's TensorIterator type promotion), scalars are
+// converted to out's dtype, so results agree with the CPU's to float
+// rounding.
 //
 // bf16 (CUDA only) is a storage format, as in ATen's CUDA kernels: an op
 // loads bf16 inputs as float, computes and takes its scalars in float
