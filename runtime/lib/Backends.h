@@ -7,8 +7,8 @@
 // kernels `spmd::rt::cuda::spmd_rt_<name>` of runtime/lib/cuda/) when the
 // runtime is built with CUDA. Dispatch.cpp registers them and defines each
 // C entry point of KernelList.def as a call through the running backend's
-// table. Inside a backend, an unqualified spmd_rt_<name> call names the
-// same backend's kernel.
+// table. Inside a backend, a kernel is called qualified (cpu::spmd_rt_<name>):
+// unqualified, its buffer arguments also find the C entry point.
 //
 //===----------------------------------------------------------------------===//
 
@@ -151,7 +151,7 @@ const Backend &activeBackend();
 /// The built backend named `name`, or null (Dispatch.cpp).
 const Backend *findBackend(const std::string &name);
 /// Test hook: runs `backend` from now on, with no checks (a unit test gives
-/// it a kernel-less entry).
+/// it an entry that lacks a kernel).
 void useBackendForTesting(const Backend &backend);
 
 namespace cpu {
@@ -164,8 +164,8 @@ const Backend &backend();
 namespace cuda {
 #define SPMD_RT_KERNEL(name, params, args) void spmd_rt_##name params;
 #include "spmd/Runtime/KernelList.def"
-/// The CUDA backend (built with SPMD_HAVE_CUDA): these kernels, after the
-/// hooks below.
+/// The CUDA backend (built with SPMD_HAVE_CUDA): the device memory and
+/// stream ordering below, these kernels.
 const Backend &backend();
 /// Device memory and stream ordering of the CUDA backend (Device.cu).
 /// `allocate` takes a block from the caching allocator (cudaMalloc only when

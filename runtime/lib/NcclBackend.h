@@ -1,5 +1,4 @@
-//===- NcclBackend.h - NCCL collective backend on device buffers -*- C++
-//-*-===//
+//===- NcclBackend.h - NCCL collectives on device buffers -------*- C++ -*-===//
 //
 // Private to the runtime; compiled only when CMake found the CUDA toolkit and
 // NCCL (SPMD_HAVE_NCCL). `NcclBackend` implements `CollectiveBackend`
