@@ -1,12 +1,14 @@
-//===- Backends.h - the CPU and CUDA implementations of the kernels -*- C++
-//-*-===//
+//===- Backends.h - the backend table of the runtime ------------*- C++ -*-===//
 //
-// Every kernel of KernelList.def exists twice, as
-// `spmd::rt::cpu::spmd_rt_<name>` (runtime/lib/cpu/) and, when the runtime is
-// built with CUDA (SPMD_HAVE_CUDA), as `spmd::rt::cuda::spmd_rt_<name>`
-// (runtime/lib/cuda/). The C entry points (Dispatch.cpp) call the one of the
-// backend chosen by spmd_rt_set_backend. Inside a backend, an unqualified
-// spmd_rt_<name> call names the same backend's kernel.
+// A backend (spmd_rt_set_backend) is a `Backend` entry: where buffers live,
+// its kernels and how collectives are ordered around them. The CPU backend
+// (cpu/Backend.cpp, kernels `spmd::rt::cpu::spmd_rt_<name>` of
+// runtime/lib/cpu/) is always built; the CUDA backend (cuda/Backend.cpp,
+// kernels `spmd::rt::cuda::spmd_rt_<name>` of runtime/lib/cuda/) when the
+// runtime is built with CUDA. Dispatch.cpp registers them and defines each
+// C entry point of KernelList.def as a call through the running backend's
+// table. Inside a backend, a kernel is called qualified (cpu::spmd_rt_<name>):
+// unqualified, its buffer arguments also find the C entry point.
 //
 //===----------------------------------------------------------------------===//
 
@@ -17,6 +19,7 @@
 
 #include <atomic>
 #include <memory>
+#include <string>
 
 /// Defines mm, addmm, bmm, baddbmm and matmul in a backend's namespace, each
 /// one call of that backend's `matmul(kernel, out, self, a, b, beta, alpha,
@@ -89,13 +92,16 @@
 
 namespace spmd::rt {
 
+struct Backend;
+
 /// The data of one or more buffers (`SpmdBuffer::storage`; spmd_rt_view
 /// shares it). Host memory on the CPU backend, device memory on CUDA.
 struct Storage {
   std::atomic<int64_t> refs{1};
   int64_t bytes = 0;
   void *data = nullptr;
-  bool onDevice = false;
+  /// The backend whose memory holds `data`.
+  const Backend *backend = nullptr;
   /// CUDA backend only (CUDA events, opaque here): `ready` is recorded on
   /// the communication stream after a collective that wrote `data`, and the
   /// compute stream waits for it before the first kernel that uses the
@@ -105,14 +111,62 @@ struct Storage {
   std::shared_ptr<void> ready, commRead;
 };
 
+/// One backend of spmd_rt_set_backend. Hooks take `what`, the caller's
+/// name, for messages.
+struct Backend {
+  /// "cpu", "cuda".
+  const char *name;
+  /// The collective backend that runs on its buffers ("mpi", "nccl").
+  const char *collectives;
+  /// Buffer data (Storage): `bytes` bytes of it, given back by `release`;
+  /// host copies of a whole buffer (spmd_rt_write/read), and a wait for all
+  /// the work issued so far (spmd_rt_synchronize).
+  void *(*allocate)(int64_t bytes, const char *what);
+  void (*release)(Storage &storage);
+  void (*write)(SpmdBuffer *buffer, const void *host, const char *what);
+  void (*read)(const SpmdBuffer *buffer, void *host, const char *what);
+  void (*synchronize)();
+  /// Around each collective (null: none): `beforeCollective` orders it
+  /// after the kernels issued before, `afterCollective` completes it (null:
+  /// the collective backend synchronises, so it is complete on return).
+  void (*beforeCollective)(const char *what);
+  void (*afterCollective)(SpmdBuffer *out, const SpmdBuffer *in,
+                          const char *what);
+  /// spmd_rt_finalize (null: nothing): `finish` while the collective
+  /// backend still runs, `shutdown` after it stopped.
+  void (*finish)();
+  void (*shutdown)();
+  /// The CUDA stream (a cudaStream_t) the NCCL collectives run on; null:
+  /// NCCL makes its own.
+  void *(*commStream)();
+  /// The kernels of KernelList.def; null where the backend has none (the C
+  /// entry point then ends the job naming the kernel and the backend).
+#define SPMD_RT_KERNEL(kernel, params, args) void(*kernel) params;
+#include "spmd/Runtime/KernelList.def"
+};
+
+/// The backend spmd_rt_set_backend chose (the CPU's by default); fixed once
+/// the first buffer exists (Buffer.cpp).
+const Backend &activeBackend();
+/// The built backend named `name`, or null (Dispatch.cpp).
+const Backend *findBackend(const std::string &name);
+/// Test hook: runs `backend` from now on, with no checks (a unit test gives
+/// it an entry that lacks a kernel).
+void useBackendForTesting(const Backend &backend);
+
 namespace cpu {
 #define SPMD_RT_KERNEL(name, params, args) void spmd_rt_##name params;
 #include "spmd/Runtime/KernelList.def"
+/// The CPU backend: host memory, these kernels, MPI.
+const Backend &backend();
 } // namespace cpu
 
 namespace cuda {
 #define SPMD_RT_KERNEL(name, params, args) void spmd_rt_##name params;
 #include "spmd/Runtime/KernelList.def"
+/// The CUDA backend (built with SPMD_HAVE_CUDA): the device memory and
+/// stream ordering below, these kernels.
+const Backend &backend();
 /// Device memory and stream ordering of the CUDA backend (Device.cu).
 /// `allocate` takes a block from the caching allocator (cudaMalloc only when
 /// no freed block fits); `release` gives a storage's block back, for reuse
@@ -142,7 +196,8 @@ void reportGemmStats();
 void reportProfile();
 /// SPMD_RT_PROFILE=1: the GPU time of every kernel call from step 1 on
 /// (spmd_rt_set_step; step 0 is the warm-up), by kernel, bracketed by CUDA
-/// events on the compute stream (Dispatch.cpp calls these around each call).
+/// events on the compute stream (cuda/Backend.cpp calls these around each
+/// call).
 /// Where the GPU waits for the host, a call's time includes the wait.
 bool profiling();
 void profileBegin();
@@ -174,10 +229,6 @@ template <typename T, typename... Rest> void acquireAll(T, Rest... rest) {
   acquireAll(rest...);
 }
 } // namespace cuda
-
-/// Whether spmd_rt_set_backend chose "cuda": buffers are device memory and
-/// the kernels are the CUDA ones. Fixed once the runtime starts.
-bool cudaBackendActive();
 
 /// The seed and step of the job's random draws (spmd_rt_set_seed/_step):
 /// with the op id and the global element index, the Philox key and counter

@@ -1,9 +1,9 @@
 //===- Buffer.cpp - backend choice, buffers, memory accounting, errors ----===//
 //
-// Buffers live where the backend chosen by spmd_rt_set_backend computes:
-// host memory (64-byte aligned) for "cpu", device memory from the CUDA
-// backend's caching allocator for "cuda" (cuda/Device.cu). Memory accounting
-// counts the bytes buffers asked for, on either.
+// Buffers live where the backend chosen by spmd_rt_set_backend computes
+// (Backends.h): host memory (64-byte aligned) for "cpu", device memory from
+// the CUDA backend's caching allocator for "cuda" (cuda/Device.cu). Memory
+// accounting counts the bytes buffers asked for, on either.
 //
 //===----------------------------------------------------------------------===//
 
@@ -15,20 +15,20 @@
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <string>
 
 #include <mpi.h>
 
+using spmd::rt::Backend;
 using spmd::rt::Storage;
 
 namespace {
 std::atomic<int64_t> liveBytes{0};
 std::atomic<int64_t> peakBytes{0};
 
-/// The backend spmd_rt_set_backend chose, and whether a buffer exists yet
-/// (after which the choice is fixed).
-std::atomic<bool> useCuda{false};
+/// The backend spmd_rt_set_backend chose (null: the CPU's), and whether a
+/// buffer exists yet (after which the choice is fixed).
+std::atomic<const Backend *> running{nullptr};
 std::atomic<bool> buffersMade{false};
 
 int64_t byteSize(const SpmdBuffer *buffer) {
@@ -55,10 +55,22 @@ SpmdBuffer *newDescriptor(int32_t dtype, int32_t rank, const int64_t *shape) {
   }
   return buffer;
 }
+
+/// The backend whose memory holds `buffer`'s data (host memory for a
+/// descriptor the runtime did not allocate).
+const Backend &ownerOf(const SpmdBuffer *buffer) {
+  const auto *storage = static_cast<const Storage *>(buffer->storage);
+  return storage ? *storage->backend : spmd::rt::cpu::backend();
+}
 } // namespace
 
-bool spmd::rt::cudaBackendActive() {
-  return useCuda.load(std::memory_order_relaxed);
+const Backend &spmd::rt::activeBackend() {
+  const Backend *backend = running.load(std::memory_order_relaxed);
+  return backend ? *backend : cpu::backend();
+}
+
+void spmd::rt::useBackendForTesting(const Backend &backend) {
+  running = &backend;
 }
 
 extern "C" {
@@ -73,19 +85,19 @@ int32_t spmd_rt_set_backend(const char *name) {
     spmd_rt_fatal("backend '%s' must be chosen before the first buffer ('%s' "
                   "is running)",
                   wanted.c_str(), spmd_rt_backend());
-#ifndef SPMD_HAVE_CUDA
-  if (wanted == "cuda")
-    spmd_rt_fatal("backend 'cuda' is not built (the CUDA toolkit, cuBLAS or "
-                  "NCCL was not found at configure time)");
-#endif
+  const Backend *chosen = spmd::rt::findBackend(wanted);
+  if (!chosen)
+    spmd_rt_fatal("backend '%s' is not built (the CUDA toolkit, cuBLAS or "
+                  "NCCL was not found at configure time)",
+                  wanted.c_str());
   // The CUDA kernels take their collectives from NCCL on device buffers;
   // this also checks that a GPU is visible and the runtime has not started.
-  spmd_rt_set_collective_backend(wanted == "cuda" ? "nccl" : "mpi");
-  useCuda = wanted == "cuda";
+  spmd_rt_set_collective_backend(chosen->collectives);
+  running = chosen;
   return 0;
 }
 
-const char *spmd_rt_backend(void) { return useCuda ? "cuda" : "cpu"; }
+const char *spmd_rt_backend(void) { return spmd::rt::activeBackend().name; }
 
 size_t spmd_rt_dtype_size(int32_t dtype) {
   switch (dtype) {
@@ -129,20 +141,9 @@ SpmdBuffer *spmd_rt_alloc(int32_t dtype, int32_t rank, const int64_t *shape) {
   auto *storage = new Storage;
   storage->bytes = byteSize(buffer);
   buffersMade = true;
-#ifdef SPMD_HAVE_CUDA
-  if (useCuda) {
-    storage->data = spmd::rt::cuda::allocate(storage->bytes, "spmd_rt_alloc");
-    storage->onDevice = true;
-  }
-#endif
-  if (!storage->onDevice) {
-    // 64-byte alignment for vectorised kernels; never a zero-size request.
-    size_t request = (static_cast<size_t>(storage->bytes) + 63) / 64 * 64 + 64;
-    storage->data = std::aligned_alloc(64, request);
-    if (!storage->data)
-      spmd_rt_fatal("out of memory allocating %lld bytes",
-                    static_cast<long long>(storage->bytes));
-  }
+  const Backend &backend = spmd::rt::activeBackend();
+  storage->data = backend.allocate(storage->bytes, "spmd_rt_alloc");
+  storage->backend = &backend;
   buffer->data = storage->data;
   buffer->storage = storage;
   int64_t live = liveBytes += storage->bytes;
@@ -171,12 +172,7 @@ void spmd_rt_free(SpmdBuffer *buffer) {
   auto *storage = static_cast<Storage *>(buffer->storage);
   if (storage && --storage->refs == 0) {
     liveBytes -= storage->bytes;
-#ifdef SPMD_HAVE_CUDA
-    if (storage->onDevice)
-      spmd::rt::cuda::release(*storage);
-    else
-#endif
-      std::free(storage->data);
+    storage->backend->release(*storage);
     delete storage;
   }
   std::free(buffer);
@@ -195,27 +191,14 @@ void spmd_rt_constant(SpmdBuffer *out, const void *data, int64_t bytes) {
 }
 
 void spmd_rt_write(SpmdBuffer *buffer, const void *host) {
-#ifdef SPMD_HAVE_CUDA
-  if (buffer->storage && static_cast<Storage *>(buffer->storage)->onDevice)
-    return spmd::rt::cuda::write(buffer, host, "spmd_rt_write");
-#endif
-  std::memcpy(buffer->data, host, static_cast<size_t>(byteSize(buffer)));
+  ownerOf(buffer).write(buffer, host, "spmd_rt_write");
 }
 
 void spmd_rt_read(const SpmdBuffer *buffer, void *host) {
-#ifdef SPMD_HAVE_CUDA
-  if (buffer->storage && static_cast<Storage *>(buffer->storage)->onDevice)
-    return spmd::rt::cuda::read(buffer, host, "spmd_rt_read");
-#endif
-  std::memcpy(host, buffer->data, static_cast<size_t>(byteSize(buffer)));
+  ownerOf(buffer).read(buffer, host, "spmd_rt_read");
 }
 
-void spmd_rt_synchronize(void) {
-#ifdef SPMD_HAVE_CUDA
-  if (useCuda)
-    spmd::rt::cuda::synchronize();
-#endif
-}
+void spmd_rt_synchronize(void) { spmd::rt::activeBackend().synchronize(); }
 
 void spmd_rt_fatal(const char *format, ...) {
   int initialized = 0, finalized = 0, rank = 0;

@@ -185,8 +185,9 @@ struct DimLayout {
 DimLayout layoutAround(const SpmdBuffer *b, int64_t dim);
 
 /// Elementwise: fatal unless gelu's `approximate` is 0 (none) or 1 (tanh):
-/// `<kernel>: approximate must be 0 (none) or 1 (tanh), got <a>`.
-void checkApproximate(const char *kernel, int64_t approximate);
+/// `<kernel>: approximate must be 0 (none) or 1 (tanh), got <a>`. Returns
+/// it, the index of gelu's variant (KernelList.def).
+int64_t checkApproximate(const char *kernel, int64_t approximate);
 
 /// permute: fatal unless `n` is the rank of self and out (`<kernel>: <n>
 /// dims for self <shape> and out <shape>`), then for each k in turn unless

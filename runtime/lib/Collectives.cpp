@@ -37,9 +37,6 @@
 #include "Backends.h"
 #include "JobStatus.h"
 #include "Math.h"
-#ifdef SPMD_HAVE_NCCL
-#include "NcclBackend.h"
-#endif
 
 #ifdef __has_include
 #if __has_include(<sanitizer/lsan_interface.h>)
@@ -218,13 +215,7 @@ RuntimeState &state() {
 /// it is built).
 void startBackend(int *argc, char ***argv) {
   RuntimeState &s = state();
-#ifdef SPMD_HAVE_NCCL
-  if (s.backendName == "nccl") {
-    s.backend = std::make_unique<NcclBackend>(argc, argv);
-    return;
-  }
-#endif
-  s.backend = std::make_unique<MpiBackend>(argc, argv);
+  s.backend = findCollectiveLibrary(s.backendName)->start(argc, argv);
 }
 
 /// The chosen backend, started on first use.
@@ -652,23 +643,25 @@ void MpiBackend::broadcast(void *buffer, int64_t bytes, int root,
   checkMpi(MPI_Bcast(buffer, count, type, root, comm), what, "MPI_Bcast");
 }
 
+const CollectiveLibrary &spmd::runtime::mpiLibrary() {
+  static const CollectiveLibrary mpi = {"mpi", nullptr,
+                                        startLibrary<MpiBackend>};
+  return mpi;
+}
+
 namespace {
 
 /// Orders a collective after the kernels issued before it (CUDA backend).
 void startCollective(const char *what) {
-#ifdef SPMD_HAVE_CUDA
-  if (spmd::rt::cudaBackendActive())
-    spmd::rt::cuda::beforeCollective(what);
-#endif
+  if (auto before = spmd::rt::activeBackend().beforeCollective)
+    before(what);
 }
 
 /// Completes a collective: on return for the host backends; with the CUDA
 /// backend, events make its result wait-at-first-use (Device.cu).
 void finishCollective(SpmdBuffer *out, const SpmdBuffer *in, const char *what) {
-#ifdef SPMD_HAVE_CUDA
-  if (spmd::rt::cudaBackendActive())
-    return spmd::rt::cuda::afterCollective(out, in, what);
-#endif
+  if (auto after = spmd::rt::activeBackend().afterCollective)
+    return after(out, in, what);
   backend().synchronize(what);
 }
 
@@ -685,11 +678,11 @@ int32_t spmd_rt_set_collective_backend(const char *name) {
   if (wanted != "mpi" && wanted != "nccl")
     spmd_rt_fatal("unknown collective backend '%s' (known: mpi, nccl)",
                   wanted.c_str());
-#ifndef SPMD_HAVE_NCCL
-  if (wanted == "nccl")
-    spmd_rt_fatal("collective backend 'nccl' is not built (CUDA toolkit or "
-                  "NCCL not found at configure time)");
-#endif
+  const CollectiveLibrary *library = findCollectiveLibrary(wanted);
+  if (!library)
+    spmd_rt_fatal("collective backend '%s' is not built (CUDA toolkit or "
+                  "NCCL not found at configure time)",
+                  wanted.c_str());
   RuntimeState &s = state();
   if (s.backend) {
     if (wanted == s.backend->name())
@@ -699,11 +692,8 @@ int32_t spmd_rt_set_collective_backend(const char *name) {
                   "and the first collective ('%s' is running)",
                   wanted.c_str(), s.backend->name());
   }
-#ifdef SPMD_HAVE_NCCL
-  // Fail here, with a message about the GPU, rather than in the first call.
-  if (wanted == "nccl")
-    requireCudaDevice();
-#endif
+  if (library->requireRunnable)
+    library->requireRunnable();
   s.backendName = wanted;
   return 0;
 }
@@ -718,23 +708,17 @@ void spmd_rt_init(int *argc, char ***argv) {
 void spmd_rt_finalize(void) {
   RuntimeState &s = state();
   spmd::rt::jobStatusDone();
-#ifdef SPMD_HAVE_CUDA
   // Device errors are reported while MPI can still end the job; the streams
   // outlive the communicators that use them.
-  bool cuda = spmd::rt::cudaBackendActive() && s.backend;
-  if (cuda) {
-    spmd::rt::cuda::synchronize();
-    spmd::rt::cuda::reportGemmStats();
-    spmd::rt::cuda::reportProfile();
-  }
-#endif
+  const spmd::rt::Backend &compute = spmd::rt::activeBackend();
+  bool started = s.backend != nullptr;
+  if (started && compute.finish)
+    compute.finish();
   s.meshShape.clear();
   s.meshCoords.clear();
   s.backend.reset();
-#ifdef SPMD_HAVE_CUDA
-  if (cuda)
-    spmd::rt::cuda::shutdown();
-#endif
+  if (started && compute.shutdown)
+    compute.shutdown();
 }
 
 int32_t spmd_rt_rank(void) { return backend().rank(); }

@@ -35,6 +35,7 @@
 
 #include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include <mpi.h>
@@ -174,6 +175,30 @@ private:
   bool ownsMpi = false;
   std::map<std::vector<int64_t>, MPI_Comm> comms;
 };
+
+/// A collective backend that spmd_rt_set_collective_backend can choose.
+struct CollectiveLibrary {
+  /// "mpi", "nccl".
+  const char *name;
+  /// Fatal unless it can run in this process (NCCL: a GPU is visible), so
+  /// that choosing it fails rather than its first call; null: it can.
+  void (*requireRunnable)();
+  /// Starts it with spmd_rt_init's arguments (null outside spmd_rt_init).
+  std::unique_ptr<CollectiveBackend> (*start)(int *argc, char ***argv);
+};
+
+/// CollectiveLibrary::start for backend B.
+template <typename B>
+std::unique_ptr<CollectiveBackend> startLibrary(int *argc, char ***argv) {
+  return std::make_unique<B>(argc, argv);
+}
+
+/// MPI (Collectives.cpp) and NCCL (NcclBackend.cpp, built with
+/// SPMD_HAVE_NCCL).
+const CollectiveLibrary &mpiLibrary();
+const CollectiveLibrary &ncclLibrary();
+/// The built collective backend named `name`, or null (Dispatch.cpp).
+const CollectiveLibrary *findCollectiveLibrary(const std::string &name);
 
 } // namespace runtime
 } // namespace spmd

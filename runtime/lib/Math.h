@@ -64,45 +64,6 @@ template <typename T> SPMD_RT_HOST_DEVICE inline T intPow(T base, T exp) {
   return static_cast<T>(result);
 }
 
-/// Constants of gelu's tanh approximation: sqrt(2 / pi) and 0.044715.
-constexpr double kGeluBeta = M_SQRT2 * M_2_SQRTPI * 0.5;
-constexpr double kGeluKappa = 0.044715;
-
-/// ATen's GeluBackwardKernel for approximate = "tanh": dy times the
-/// derivative of x/2 * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3))), in ATen's
-/// order of operations. `tanhOf` is the backend's tanh (the CPU's
-/// vectorisable one, the device's tanh).
-template <typename T, typename Tanh>
-SPMD_RT_HOST_DEVICE inline T geluTanhBackward(T dy, T x, Tanh tanhOf) {
-  const T kBeta = T(kGeluBeta), kKappa = T(kGeluKappa);
-  const T xSq = x * x;
-  const T inner = kBeta * (x + kKappa * xSq * x);
-  const T tanhInner = tanhOf(inner);
-  const T left = T(0.5) * x;
-  const T right = T(1) + tanhInner;
-  const T leftDerivative = T(0.5) * right;
-  const T tanhDerivative = T(1) - tanhInner * tanhInner;
-  const T innerDerivative = kBeta * (T(1) + T(3) * kKappa * xSq);
-  const T rightDerivative = left * tanhDerivative * innerDerivative;
-  return dy * (leftDerivative + rightDerivative);
-}
-
-/// native_dropout_backward's op, ATen's grad_output * mask * scale.
-template <typename T> struct DropoutBackwardOp {
-  T scale;
-  SPMD_RT_HOST_DEVICE T operator()(T grad, T mask) const {
-    return grad * mask * scale;
-  }
-};
-/// The `makeOp` of a backend's `elementwise` for native_dropout_backward:
-/// `makeOp(T{})` is its op in element type T, the scale converted to T.
-struct DropoutBackward {
-  double scale;
-  template <typename T> DropoutBackwardOp<T> operator()(T) const {
-    return {static_cast<T>(scale)};
-  }
-};
-
 /// The scale of the elements native_dropout keeps with probability
 /// `keepProbability`: 1 / keepProbability, 0 when it is 0 (p == 1).
 SPMD_RT_HOST_DEVICE inline double dropoutScale(double keepProbability) {

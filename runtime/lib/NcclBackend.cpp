@@ -178,6 +178,12 @@ ncclUniqueId shareUniqueId(MPI_Comm comm, int rank, const char *what) {
 
 void spmd::runtime::requireCudaDevice() { (void)visibleDevices(); }
 
+const CollectiveLibrary &spmd::runtime::ncclLibrary() {
+  static const CollectiveLibrary nccl = {"nccl", requireCudaDevice,
+                                         startLibrary<NcclBackend>};
+  return nccl;
+}
+
 //===----------------------------------------------------------------------===//
 // Lifetime and communicators
 //===----------------------------------------------------------------------===//
@@ -190,7 +196,7 @@ NcclBackend::NcclBackend(int *argc, char ***argv) : mpi(argc, argv) {
   checkCuda(cudaSetDevice(device), what, "cudaSetDevice");
   // Non-blocking: no implicit ordering with the legacy default stream that
   // other code may use.
-  if (!spmd::rt::cudaBackendActive())
+  if (!spmd::rt::activeBackend().commStream)
     checkCuda(cudaStreamCreateWithFlags(&ownStream, cudaStreamNonBlocking),
               what, "cudaStreamCreateWithFlags");
   ncclUniqueId id = shareUniqueId(MPI_COMM_WORLD, mpi.rank(), what);
@@ -213,10 +219,8 @@ NcclBackend::~NcclBackend() {
 }
 
 cudaStream_t NcclBackend::stream() {
-#ifdef SPMD_HAVE_CUDA
   if (!ownStream)
-    return spmd::rt::cuda::commStream();
-#endif
+    return static_cast<cudaStream_t>(spmd::rt::activeBackend().commStream());
   return ownStream;
 }
 

@@ -1,5 +1,4 @@
-//===- NcclBackend.h - NCCL collective backend on device buffers -*- C++
-//-*-===//
+//===- NcclBackend.h - NCCL collectives on device buffers -------*- C++ -*-===//
 //
 // Private to the runtime; compiled only when CMake found the CUDA toolkit and
 // NCCL (SPMD_HAVE_NCCL). `NcclBackend` implements `CollectiveBackend`
@@ -27,13 +26,6 @@
 
 #include <cuda_runtime_api.h>
 #include <nccl.h>
-
-#ifdef SPMD_HAVE_CUDA
-namespace spmd::rt::cuda {
-/// The CUDA backend's communication stream (cuda/Device.cu).
-cudaStream_t commStream();
-} // namespace spmd::rt::cuda
-#endif
 
 namespace spmd {
 namespace runtime {

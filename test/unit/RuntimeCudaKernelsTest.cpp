@@ -1,6 +1,6 @@
 //===- RuntimeCudaKernelsTest.cpp - CUDA kernels against the CPU kernels --===//
 //
-// Runs every kernel of runtime/lib/KernelList.def twice on the same inputs,
+// Runs every kernel of spmd/Runtime/KernelList.def twice on the same inputs,
 // in one process: the CPU implementation (spmd::rt::cpu::spmd_rt_<name>,
 // Backends.h) on host descriptors over std::vector storage, and the C entry
 // point spmd_rt_<name> with the "cuda" backend on device buffers (filled and

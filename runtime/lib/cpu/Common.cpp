@@ -137,10 +137,11 @@ DimLayout layoutAround(const SpmdBuffer *b, int64_t dim) {
 // Kernel checks
 //===----------------------------------------------------------------------===//
 
-void checkApproximate(const char *kernel, int64_t approximate) {
+int64_t checkApproximate(const char *kernel, int64_t approximate) {
   if (approximate != 0 && approximate != 1)
     spmd_rt_fatal("%s: approximate must be 0 (none) or 1 (tanh), got %lld",
                   kernel, static_cast<long long>(approximate));
+  return approximate;
 }
 
 void checkPermute(const char *kernel, const SpmdBuffer *out,

@@ -88,12 +88,4 @@ void spmd_rt_native_dropout(SpmdBuffer *output, SpmdBuffer *mask,
   });
 }
 
-/// ATen: grad_output * mask * scale.
-void spmd_rt_native_dropout_backward(SpmdBuffer *out,
-                                     const SpmdBuffer *grad_output,
-                                     const SpmdBuffer *mask, double scale) {
-  elementwise<kFloat, 2>("spmd_rt_native_dropout_backward", out,
-                         {grad_output, mask}, DropoutBackward{scale});
-}
-
 } // namespace spmd::rt::cpu

@@ -487,19 +487,6 @@ void mapInputs(const char *kernel, SpmdBuffer *out,
   mapBroadcast<T, N>(kernel, out, ins, in, op);
 }
 
-/// The usual kernel shape: dispatch on out's dtype (in `Set`), then
-/// out = op(ins...) with broadcasting, where `makeOp(T{})` builds the op for
-/// element type T (capturing its scalars converted to T, as ATen does).
-template <unsigned Set, size_t N, typename MakeOp>
-void elementwise(const char *kernel, SpmdBuffer *out,
-                 const std::array<const SpmdBuffer *, N> &ins,
-                 MakeOp &&makeOp) {
-  dispatch<Set>(out->dtype, kernel, [&](auto tag) {
-    using T = decltype(tag);
-    mapInputs<T, N>(kernel, out, ins, makeOp(tag));
-  });
-}
-
 } // namespace spmd::rt
 
 #endif // SPMD_RUNTIME_CPU_KERNELS_H

@@ -1,11 +1,12 @@
 //===- Elementwise.cu - broadcasting elementwise ops, copies, dtype casts -===//
 //
-// The CUDA counterparts of cpu/Elementwise.cpp and the data movement of
-// cpu/Shape.cpp (copy, expand, permute) plus native_dropout_backward: one
-// strided engine serves them all. Each kernel computes in out's dtype; inputs
-// of another dtype are converted first (`dataAs`, ATen's TensorIterator type
-// promotion), scalars are converted to out's dtype, with the CPU kernels'
-// formulas and order of operations, so results agree to float rounding.
+// The pointwise kernels (the SPMD_RT_POINTWISE entries of KernelList.def,
+// with the CPU's formulas: Pointwise.h) and the data movement of
+// cpu/Shape.cpp (copy, expand, permute): one strided engine serves them all.
+// Each kernel computes in out's dtype; inputs of another dtype are converted
+// first (`dataAs`, ATen's TensorIterator type promotion), scalars are
+// converted to out's dtype, so results agree with the CPU's to float
+// rounding.
 //
 // bf16 (CUDA only) is a storage format, as in ATen's CUDA kernels: an op
 // loads bf16 inputs as float, computes and takes its scalars in float
@@ -27,7 +28,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "../Math.h"
+#include "../Pointwise.h"
 #include "Cuda.h"
 
 #include <algorithm>
@@ -294,31 +295,6 @@ void launchMap(const char *kernel, SpmdBuffer *out, Inputs<T, N> in,
   checkLaunch(kernel);
 }
 
-/// The CPU's `elementwise`: dispatches on out's dtype T within `Set` (or
-/// bf16: every op here takes floats), converts inputs to T, checks
-/// broadcasting and maps `makeOp(M{})` over out, M = OpMathT<T>: the op and
-/// its scalars are in float for bf16.
-template <unsigned Set, int N, typename MakeOp>
-void elementwise(const char *kernel, SpmdBuffer *out,
-                 const std::array<const SpmdBuffer *, N> &ins,
-                 MakeOp &&makeOp) {
-  static_assert((Set & kFloat) != 0, "bf16 is added to float sets only");
-  dispatchDevice<Set | kBFloat16>(out->dtype, kernel, [&](auto tag) {
-    using T = decltype(tag);
-    using M = OpMathT<T>;
-    Indexing<N> ix;
-    ix.rank = out->rank;
-    std::copy(out->shape, out->shape + out->rank, ix.shape);
-    Inputs<T, N> in;
-    std::unique_ptr<Scratch> converted[N > 0 ? N : 1];
-    for (int k = 0; k < N; ++k) {
-      broadcastStrides(kernel, ins[k], out->rank, out->shape, ix.strides[k]);
-      in.ptr[k] = dataAs<T>(ins[k], converted[k], kernel);
-    }
-    launchMap<T, M, N>(kernel, out, in, ix, makeOp(M{}));
-  });
-}
-
 //===----------------------------------------------------------------------===//
 // Tiled transposes
 //===----------------------------------------------------------------------===//
@@ -441,98 +417,6 @@ void copyStrided(const char *kernel, SpmdBuffer *out, const SpmdBuffer *self,
   });
 }
 
-//===----------------------------------------------------------------------===//
-// Op functors (device code; the lambdas of cpu/Elementwise.cpp)
-//===----------------------------------------------------------------------===//
-
-template <typename T> struct AddTensor {
-  T a;
-  __device__ T operator()(T x, T y) const { return x + a * y; }
-};
-template <typename T> struct SubTensor {
-  T a;
-  __device__ T operator()(T x, T y) const { return x - a * y; }
-};
-template <typename T> struct MulTensor {
-  __device__ T operator()(T x, T y) const { return x * y; }
-};
-template <typename T> struct DivTensor {
-  __device__ T operator()(T x, T y) const { return x / y; }
-};
-template <typename T> struct AddCMul {
-  T v;
-  __device__ T operator()(T s, T a, T b) const { return s + v * a * b; }
-};
-template <typename T> struct AddCDiv {
-  T v;
-  __device__ T operator()(T s, T a, T b) const { return s + v * a / b; }
-};
-template <typename T> struct ThresholdBackward {
-  T t;
-  __device__ T operator()(T g, T x) const { return x <= t ? T(0) : g; }
-};
-template <typename T> struct AddScalar {
-  T b;
-  __device__ T operator()(T x) const { return x + b; }
-};
-template <typename T> struct MulScalar {
-  T b;
-  __device__ T operator()(T x) const { return x * b; }
-};
-template <typename T> struct DivScalar {
-  T b;
-  __device__ T operator()(T x) const { return x / b; }
-};
-template <typename T> struct RSubScalar {
-  T a, b;
-  __device__ T operator()(T x) const { return b - a * x; }
-};
-template <typename T> struct PowScalar {
-  T b;
-  __device__ T operator()(T e) const {
-    if constexpr (std::is_floating_point_v<T>)
-      return pow(b, e);
-    else
-      return intPow(b, e);
-  }
-};
-template <typename T> struct Neg {
-  __device__ T operator()(T x) const { return -x; }
-};
-template <typename T> struct Reciprocal {
-  __device__ T operator()(T x) const { return T(1) / x; }
-};
-template <typename T> struct Sqrt {
-  __device__ T operator()(T x) const { return sqrt(x); }
-};
-/// ATen's clamp_min(self, 0): NaN propagates, -0 stays -0.
-template <typename T> struct Relu {
-  __device__ T operator()(T x) const { return x < T(0) ? T(0) : x; }
-};
-template <typename T> struct GeluTanh {
-  __device__ T operator()(T x) const {
-    const T inner = T(kGeluBeta) * (x + T(kGeluKappa) * x * x * x);
-    return T(0.5) * x * (T(1) + tanh(inner));
-  }
-};
-template <typename T> struct GeluErf {
-  __device__ T operator()(T x) const {
-    return x * T(0.5) * (T(1) + erf(x * T(M_SQRT1_2)));
-  }
-};
-template <typename T> struct GeluTanhBackward {
-  __device__ T operator()(T dy, T x) const {
-    return geluTanhBackward(dy, x, [](T v) { return tanh(v); });
-  }
-};
-template <typename T> struct GeluErfBackward {
-  __device__ T operator()(T dy, T x) const {
-    const T kAlpha = T(M_2_SQRTPI * M_SQRT1_2 * 0.5);
-    const T cdf = T(0.5) * (T(1) + erf(x * T(M_SQRT1_2)));
-    const T pdf = kAlpha * exp(x * x * T(-0.5));
-    return dy * (cdf + x * pdf);
-  }
-};
 } // namespace
 
 //===----------------------------------------------------------------------===//
@@ -567,157 +451,68 @@ void spmd::rt::cuda::convert(void *dst, int32_t dtype, const SpmdBuffer *b,
 
 namespace spmd::rt::cuda {
 
-void spmd_rt_add_tensor(SpmdBuffer *out, const SpmdBuffer *self,
-                        const SpmdBuffer *other, double alpha) {
-  elementwise<kNumeric, 2>("spmd_rt_add_tensor", out, {self, other},
-                           [&](auto tag) {
-                             using T = decltype(tag);
-                             return AddTensor<T>{convertValue<T>(alpha)};
-                           });
-}
-
-void spmd_rt_sub_tensor(SpmdBuffer *out, const SpmdBuffer *self,
-                        const SpmdBuffer *other, double alpha) {
-  elementwise<kNumeric, 2>("spmd_rt_sub_tensor", out, {self, other},
-                           [&](auto tag) {
-                             using T = decltype(tag);
-                             return SubTensor<T>{convertValue<T>(alpha)};
-                           });
-}
-
-void spmd_rt_mul_tensor(SpmdBuffer *out, const SpmdBuffer *self,
-                        const SpmdBuffer *other) {
-  elementwise<kNumeric, 2>("spmd_rt_mul_tensor", out, {self, other},
-                           [](auto tag) { return MulTensor<decltype(tag)>{}; });
-}
-
-void spmd_rt_div_tensor(SpmdBuffer *out, const SpmdBuffer *self,
-                        const SpmdBuffer *other) {
-  elementwise<kFloat, 2>("spmd_rt_div_tensor", out, {self, other},
-                         [](auto tag) { return DivTensor<decltype(tag)>{}; });
-}
-
-void spmd_rt_addcmul(SpmdBuffer *out, const SpmdBuffer *self,
-                     const SpmdBuffer *t1, const SpmdBuffer *t2, double value) {
-  elementwise<kNumeric, 3>("spmd_rt_addcmul", out, {self, t1, t2},
-                           [&](auto tag) {
-                             using T = decltype(tag);
-                             return AddCMul<T>{convertValue<T>(value)};
-                           });
-}
-
-void spmd_rt_addcdiv(SpmdBuffer *out, const SpmdBuffer *self,
-                     const SpmdBuffer *t1, const SpmdBuffer *t2, double value) {
-  elementwise<kFloat, 3>("spmd_rt_addcdiv", out, {self, t1, t2}, [&](auto tag) {
-    using T = decltype(tag);
-    return AddCDiv<T>{convertValue<T>(value)};
-  });
-}
-
-void spmd_rt_threshold_backward(SpmdBuffer *out, const SpmdBuffer *grad_output,
-                                const SpmdBuffer *self, double threshold) {
-  // Unlike the opmath ops, ATen's threshold kernel takes the threshold in
-  // scalar_t: for bf16 it is rounded to bf16 (then compared in float).
-  const double t = out->dtype == SPMD_BF16
-                       ? convertValue<float>(convertValue<BFloat16>(threshold))
-                       : threshold;
-  elementwise<kNumeric, 2>("spmd_rt_threshold_backward", out,
-                           {grad_output, self}, [&](auto tag) {
-                             using T = decltype(tag);
-                             return ThresholdBackward<T>{convertValue<T>(t)};
-                           });
-}
-
-void spmd_rt_add_scalar(SpmdBuffer *out, const SpmdBuffer *self, double other,
-                        double alpha) {
-  elementwise<kNumeric, 1>("spmd_rt_add_scalar", out, {self}, [&](auto tag) {
-    using T = decltype(tag);
-    return AddScalar<T>{convertValue<T>(alpha) * convertValue<T>(other)};
-  });
-}
-
-void spmd_rt_mul_scalar(SpmdBuffer *out, const SpmdBuffer *self, double other) {
-  elementwise<kNumeric, 1>("spmd_rt_mul_scalar", out, {self}, [&](auto tag) {
-    using T = decltype(tag);
-    return MulScalar<T>{convertValue<T>(other)};
-  });
-}
-
-void spmd_rt_div_scalar(SpmdBuffer *out, const SpmdBuffer *self, double other) {
-  elementwise<kFloat, 1>("spmd_rt_div_scalar", out, {self}, [&](auto tag) {
-    using T = decltype(tag);
-    return DivScalar<T>{convertValue<T>(other)};
-  });
-}
-
-void spmd_rt_rsub_scalar(SpmdBuffer *out, const SpmdBuffer *self, double other,
-                         double alpha) {
-  elementwise<kNumeric, 1>("spmd_rt_rsub_scalar", out, {self}, [&](auto tag) {
-    using T = decltype(tag);
-    return RSubScalar<T>{convertValue<T>(alpha), convertValue<T>(other)};
-  });
-}
-
-void spmd_rt_pow_scalar(SpmdBuffer *out, double base,
-                        const SpmdBuffer *exponent) {
-  elementwise<kNumeric, 1>("spmd_rt_pow_scalar", out, {exponent},
-                           [&](auto tag) {
-                             using T = decltype(tag);
-                             return PowScalar<T>{convertValue<T>(base)};
-                           });
-}
-
-void spmd_rt_neg(SpmdBuffer *out, const SpmdBuffer *self) {
-  elementwise<kNumeric, 1>("spmd_rt_neg", out, {self},
-                           [](auto tag) { return Neg<decltype(tag)>{}; });
-}
-
-void spmd_rt_reciprocal(SpmdBuffer *out, const SpmdBuffer *self) {
-  elementwise<kFloat, 1>("spmd_rt_reciprocal", out, {self},
-                         [](auto tag) { return Reciprocal<decltype(tag)>{}; });
-}
-
-void spmd_rt_sqrt(SpmdBuffer *out, const SpmdBuffer *self) {
-  elementwise<kFloat, 1>("spmd_rt_sqrt", out, {self},
-                         [](auto tag) { return Sqrt<decltype(tag)>{}; });
-}
-
-void spmd_rt_relu(SpmdBuffer *out, const SpmdBuffer *self) {
-  elementwise<kNumeric, 1>("spmd_rt_relu", out, {self},
-                           [](auto tag) { return Relu<decltype(tag)>{}; });
-}
-
-void spmd_rt_gelu(SpmdBuffer *out, const SpmdBuffer *self,
-                  int64_t approximate) {
-  const char *kernel = "spmd_rt_gelu";
-  checkApproximate(kernel, approximate);
-  if (approximate == 1)
-    return elementwise<kFloat, 1>(kernel, out, {self}, [](auto tag) {
-      return GeluTanh<decltype(tag)>{};
+/// How the device runs Pointwise.h's formulas: the strided engine, in
+/// OpMathT of out's dtype (float for bf16), with scalars converted to it
+/// (through out's dtype where the op takes them in its storage type).
+struct PointwiseEngine {
+  /// CUDA's functions (erf does not reuse the exp(-x^2) that the CPU's
+  /// takes).
+  struct Math {
+    template <typename T> SPMD_RT_HOST_DEVICE static T tanh(T x) {
+      return ::tanh(x);
+    }
+    template <typename T> SPMD_RT_HOST_DEVICE static T erf(T x) {
+      return ::erf(x);
+    }
+    template <typename T> SPMD_RT_HOST_DEVICE static T erf(T x, T) {
+      return ::erf(x);
+    }
+    template <typename T> SPMD_RT_HOST_DEVICE static T exp(T x) {
+      return ::exp(x);
+    }
+    template <typename T> SPMD_RT_HOST_DEVICE static T sqrt(T x) {
+      return ::sqrt(x);
+    }
+    template <typename T> SPMD_RT_HOST_DEVICE static T pow(T base, T exponent) {
+      return ::pow(base, exponent);
+    }
+  };
+  template <typename T> using Compute = OpMathT<T>;
+  template <typename T, typename Op> static OpMathT<T> scalar(double value) {
+    if constexpr (ScalarsInStorageType<Op>::value)
+      return convertValue<OpMathT<T>>(convertValue<T>(value));
+    else
+      return convertValue<OpMathT<T>>(value);
+  }
+  /// As on the CPU: dispatches on out's dtype T within `Set` (or bf16:
+  /// every op here takes floats), converts inputs to T, checks
+  /// broadcasting and maps `makeOp(T{})` over out, an op computing in
+  /// M = OpMathT<T>: the op and its scalars are in float for bf16.
+  template <unsigned Set, int N, typename MakeOp>
+  static void elementwise(const char *kernel, SpmdBuffer *out,
+                          const std::array<const SpmdBuffer *, N> &ins,
+                          MakeOp &&makeOp) {
+    static_assert((Set & kFloat) != 0, "bf16 is added to float sets only");
+    dispatchDevice<Set | kBFloat16>(out->dtype, kernel, [&](auto tag) {
+      using T = decltype(tag);
+      using M = OpMathT<T>;
+      Indexing<N> ix;
+      ix.rank = out->rank;
+      std::copy(out->shape, out->shape + out->rank, ix.shape);
+      Inputs<T, N> in;
+      std::unique_ptr<Scratch> converted[N > 0 ? N : 1];
+      for (int k = 0; k < N; ++k) {
+        broadcastStrides(kernel, ins[k], out->rank, out->shape, ix.strides[k]);
+        in.ptr[k] = dataAs<T>(ins[k], converted[k], kernel);
+      }
+      launchMap<T, M, N>(kernel, out, in, ix, makeOp(tag));
     });
-  elementwise<kFloat, 1>(kernel, out, {self},
-                         [](auto tag) { return GeluErf<decltype(tag)>{}; });
-}
+  }
+};
 
-void spmd_rt_gelu_backward(SpmdBuffer *out, const SpmdBuffer *grad_output,
-                           const SpmdBuffer *self, int64_t approximate) {
-  const char *kernel = "spmd_rt_gelu_backward";
-  checkApproximate(kernel, approximate);
-  if (approximate == 1)
-    return elementwise<kFloat, 2>(
-        kernel, out, {grad_output, self},
-        [](auto tag) { return GeluTanhBackward<decltype(tag)>{}; });
-  elementwise<kFloat, 2>(kernel, out, {grad_output, self}, [](auto tag) {
-    return GeluErfBackward<decltype(tag)>{};
-  });
-}
-
-void spmd_rt_native_dropout_backward(SpmdBuffer *out,
-                                     const SpmdBuffer *grad_output,
-                                     const SpmdBuffer *mask, double scale) {
-  elementwise<kFloat, 2>("spmd_rt_native_dropout_backward", out,
-                         {grad_output, mask}, DropoutBackward{scale});
-}
+#define SPMD_RT_KERNEL(name, params, args)
+#define SPMD_RT_POINTWISE SPMD_RT_DEFINE_POINTWISE
+#include "spmd/Runtime/KernelList.def"
 
 void spmd_rt_copy(SpmdBuffer *out, const SpmdBuffer *self) {
   const char *kernel = "spmd_rt_copy";

@@ -144,186 +144,21 @@ float spmd_rt_uniform(uint64_t op_id, uint64_t index);
 /* Kernels, one per aten op (runtime/lib/cpu/, runtime/lib/cuda/)             */
 /*===----------------------------------------------------------------------===*/
 
-/* Each kernel below runs on the backend spmd_rt_set_backend chose, with the
-   same semantics and messages on both. On "cuda" a kernel is queued on the
+/* Each kernel (the entries of KernelList.def, declared at the end of this
+   section) runs on the backend spmd_rt_set_backend chose, with the same
+   semantics and messages on both. On "cuda" a kernel is queued on the
    compute stream and returns at once; host tables it takes (local_take's
    indices, random offsets) are constants of the program: the backend keeps
    a device copy per address. */
 
-/* Elementwise with numpy/ATen broadcasting of the inputs to out's shape. */
-void spmd_rt_add_tensor(SpmdBuffer *out, const SpmdBuffer *self,
-                        const SpmdBuffer *other, double alpha);
-void spmd_rt_sub_tensor(SpmdBuffer *out, const SpmdBuffer *self,
-                        const SpmdBuffer *other, double alpha);
-void spmd_rt_mul_tensor(SpmdBuffer *out, const SpmdBuffer *self,
-                        const SpmdBuffer *other);
-void spmd_rt_div_tensor(SpmdBuffer *out, const SpmdBuffer *self,
-                        const SpmdBuffer *other);
-/* self + value * t1 * t2 and self + value * t1 / t2. */
-void spmd_rt_addcmul(SpmdBuffer *out, const SpmdBuffer *self,
-                     const SpmdBuffer *t1, const SpmdBuffer *t2, double value);
-void spmd_rt_addcdiv(SpmdBuffer *out, const SpmdBuffer *self,
-                     const SpmdBuffer *t1, const SpmdBuffer *t2, double value);
-/* self <= threshold ? 0 : grad_output */
-void spmd_rt_threshold_backward(SpmdBuffer *out, const SpmdBuffer *grad_output,
-                                const SpmdBuffer *self, double threshold);
-/* Tensor-scalar: self + alpha * other, self * other, self / other,
-   other - alpha * self, and base ** exponent. */
-void spmd_rt_add_scalar(SpmdBuffer *out, const SpmdBuffer *self, double other,
-                        double alpha);
-void spmd_rt_mul_scalar(SpmdBuffer *out, const SpmdBuffer *self, double other);
-void spmd_rt_div_scalar(SpmdBuffer *out, const SpmdBuffer *self, double other);
-void spmd_rt_rsub_scalar(SpmdBuffer *out, const SpmdBuffer *self, double other,
-                         double alpha);
-void spmd_rt_pow_scalar(SpmdBuffer *out, double base,
-                        const SpmdBuffer *exponent);
-/* Unary. */
-void spmd_rt_neg(SpmdBuffer *out, const SpmdBuffer *self);
-void spmd_rt_reciprocal(SpmdBuffer *out, const SpmdBuffer *self);
-void spmd_rt_sqrt(SpmdBuffer *out, const SpmdBuffer *self);
-void spmd_rt_relu(SpmdBuffer *out, const SpmdBuffer *self);
-/* approximate: 0 = erf ("none"), 1 = tanh. */
-void spmd_rt_gelu(SpmdBuffer *out, const SpmdBuffer *self, int64_t approximate);
-void spmd_rt_gelu_backward(SpmdBuffer *out, const SpmdBuffer *grad_output,
-                           const SpmdBuffer *self, int64_t approximate);
-/* Zeroes elements (.., i, j) with j - i < diagonal. */
-void spmd_rt_triu(SpmdBuffer *out, const SpmdBuffer *self, int64_t diagonal);
-/* Same elements in the same row-major order, converted to out's dtype
-   (clone, detach, view, _unsafe_view, _reshape_alias, unsqueeze). */
-void spmd_rt_copy(SpmdBuffer *out, const SpmdBuffer *self);
-/* Broadcasts self to out's shape (aten.expand). */
-void spmd_rt_expand(SpmdBuffer *out, const SpmdBuffer *self);
-/* out[i_0..] = self[i_dims[0], ...]: out dim k is self dim dims[k]
-   (t, transpose, permute). */
-void spmd_rt_permute(SpmdBuffer *out, const SpmdBuffer *self, int32_t n,
-                     const int64_t *dims);
-/* Concatenation of `n` inputs along `dim`. */
-void spmd_rt_cat(SpmdBuffer *out, int32_t n, const SpmdBuffer *const *inputs,
-                 int64_t dim);
-/* out = self[..., start : start + out.shape[dim], ...] along `dim`
-   (one piece of split.Tensor). */
-void spmd_rt_slice(SpmdBuffer *out, const SpmdBuffer *self, int64_t dim,
-                   int64_t start);
-/* spmd.local_take: along `dim`, out position k is self position
-   indices[rank * out.shape[dim] + k] (rank = spmd_rt_rank()), or `fill`
-   where that index is -1. `indices` holds one row per rank of the job. */
-void spmd_rt_local_take(SpmdBuffer *out, const SpmdBuffer *self, int64_t dim,
-                        const int64_t *indices, double fill);
-/* spmd.local_take's compact form: out position k is self position
-   starts[rank] + k for k < counts[rank], `fill` after. */
-void spmd_rt_local_take_runs(SpmdBuffer *out, const SpmdBuffer *self,
-                             int64_t dim, const int64_t *starts,
-                             const int64_t *counts, double fill);
 /* The row of a per-rank table of `row_length` entries that belongs to this
    rank: table + spmd_rt_rank() * row_length (a random op's global offsets
    of a sharded result, an embedding's vocabulary rows, a local_take's
    index table). */
 const int64_t *spmd_rt_rank_row(const int64_t *table, int64_t row_length);
-/* Fills with a value (ones_like, full). */
-void spmd_rt_fill(SpmdBuffer *out, double value);
-/* out[i] = i (arange). */
-void spmd_rt_arange(SpmdBuffer *out);
 
-/* Random: out[i] = 1 with probability p (bernoulli.p), and native_dropout
-   (output = train ? input * keep / (1 - p) : input, mask = keep). Element i
-   of the local buffer is element `global_offset + i` (per dim) of the
-   global tensor of shape `global_shape` (rank out->rank); draws use
-   spmd_rt_uniform(op_id, global row-major index). */
-void spmd_rt_bernoulli_p(SpmdBuffer *out, double p, int64_t op_id,
-                         const int64_t *global_shape,
-                         const int64_t *global_offset);
-void spmd_rt_native_dropout(SpmdBuffer *output, SpmdBuffer *mask,
-                            const SpmdBuffer *input, double p, int64_t train,
-                            int64_t op_id, const int64_t *global_shape,
-                            const int64_t *global_offset);
-void spmd_rt_native_dropout_backward(SpmdBuffer *out,
-                                     const SpmdBuffer *grad_output,
-                                     const SpmdBuffer *mask, double scale);
-
-/* Matrix products (OpenBLAS sgemm): [n,k]x[k,m]; beta*self + alpha*(m1@m2)
-   with self broadcast to [n,m]; batched [b,n,k]x[b,k,m]. */
-void spmd_rt_mm(SpmdBuffer *out, const SpmdBuffer *self,
-                const SpmdBuffer *mat2);
-void spmd_rt_addmm(SpmdBuffer *out, const SpmdBuffer *self,
-                   const SpmdBuffer *mat1, const SpmdBuffer *mat2, double beta,
-                   double alpha);
-void spmd_rt_bmm(SpmdBuffer *out, const SpmdBuffer *self,
-                 const SpmdBuffer *mat2);
-void spmd_rt_baddbmm(SpmdBuffer *out, const SpmdBuffer *self,
-                     const SpmdBuffer *batch1, const SpmdBuffer *batch2,
-                     double beta, double alpha);
-/* The four above in one entry, which the lowering calls: out [.., n, m] =
-   beta * self + alpha * (a @ b) (self NULL: beta ignored), rank 2 or 3;
-   with trans_a, `a` holds the operand transposed in its last two dims
-   ([.., k, n]), likewise trans_b ([.., m, k]): a transpose that only feeds
-   a matmul costs no copy. */
-void spmd_rt_matmul(SpmdBuffer *out, const SpmdBuffer *self,
-                    const SpmdBuffer *a, const SpmdBuffer *b, double beta,
-                    double alpha, int64_t trans_a, int64_t trans_b);
-
-/* Sum over the `n` listed dims of self (all dims for aten.sum); out has
-   self's shape with those dims removed or kept as 1 (same element order). */
-void spmd_rt_sum(SpmdBuffer *out, const SpmdBuffer *self, int32_t n,
-                 const int64_t *dims);
-
-/* Softmax family over `dim`. */
-void spmd_rt_softmax(SpmdBuffer *out, const SpmdBuffer *self, int64_t dim);
-void spmd_rt_log_softmax(SpmdBuffer *out, const SpmdBuffer *self, int64_t dim);
-void spmd_rt_softmax_backward_data(SpmdBuffer *out,
-                                   const SpmdBuffer *grad_output,
-                                   const SpmdBuffer *output, int64_t dim);
-void spmd_rt_log_softmax_backward_data(SpmdBuffer *out,
-                                       const SpmdBuffer *grad_output,
-                                       const SpmdBuffer *output, int64_t dim);
-
-/* Layer norm over the trailing `normalized_rank` dims; mean and rstd have
-   input's shape with those dims set to 1. */
-void spmd_rt_native_layer_norm(SpmdBuffer *output, SpmdBuffer *mean,
-                               SpmdBuffer *rstd, const SpmdBuffer *input,
-                               const SpmdBuffer *weight, const SpmdBuffer *bias,
-                               int64_t normalized_rank, double eps);
-/* Gradients of input, weight and bias; a NULL output is not computed. */
-void spmd_rt_native_layer_norm_backward(
-    SpmdBuffer *grad_input, SpmdBuffer *grad_weight, SpmdBuffer *grad_bias,
-    const SpmdBuffer *grad_out, const SpmdBuffer *input, const SpmdBuffer *mean,
-    const SpmdBuffer *rstd, const SpmdBuffer *weight, const SpmdBuffer *bias,
-    int64_t normalized_rank);
-
-/* Rows of weight [V, D] picked by indices (out: indices.shape + [D]); rows
-   whose index == padding_idx get no gradient in the backward. An index
-   outside [0, V) is fatal. */
-void spmd_rt_embedding(SpmdBuffer *out, const SpmdBuffer *weight,
-                       const SpmdBuffer *indices, int64_t padding_idx);
-void spmd_rt_embedding_dense_backward(SpmdBuffer *out,
-                                      const SpmdBuffer *grad_output,
-                                      const SpmdBuffer *indices,
-                                      int64_t padding_idx,
-                                      int64_t scale_grad_by_freq);
-/* Vocabulary-sharded forms (spmd-partition): `rows` = {begin, count, vocab}
-   says this rank holds global rows [begin, begin + count) of a table of
-   `vocab` rows, as rows 0.. of weight/out. The forward gives zero for an
-   index held elsewhere (a masked Partial(sum) over the ranks); the backward
-   writes only the held rows. Indices must lie in [0, vocab). */
-void spmd_rt_embedding_rows(SpmdBuffer *out, const SpmdBuffer *weight,
-                            const SpmdBuffer *indices, const int64_t *rows);
-void spmd_rt_embedding_dense_backward_rows(SpmdBuffer *out,
-                                           const SpmdBuffer *grad_output,
-                                           const SpmdBuffer *indices,
-                                           int64_t padding_idx,
-                                           int64_t scale_grad_by_freq,
-                                           const int64_t *rows);
-
-/* Negative log-likelihood on log-probabilities self [N, C] (or [C]),
-   target [N] (or []); reduction 0 none, 1 mean, 2 sum. */
-void spmd_rt_nll_loss_forward(SpmdBuffer *output, SpmdBuffer *total_weight,
-                              const SpmdBuffer *self, const SpmdBuffer *target,
-                              const SpmdBuffer *weight, int64_t reduction,
-                              int64_t ignore_index);
-void spmd_rt_nll_loss_backward(SpmdBuffer *out, const SpmdBuffer *grad_output,
-                               const SpmdBuffer *self, const SpmdBuffer *target,
-                               const SpmdBuffer *weight,
-                               const SpmdBuffer *total_weight,
-                               int64_t reduction, int64_t ignore_index);
+#define SPMD_RT_KERNEL(name, params, args) void spmd_rt_##name params;
+#include "spmd/Runtime/KernelList.def"
 
 /*===----------------------------------------------------------------------===*/
 /* Device mesh and collectives (runtime/lib/Collectives.cpp)                  */

@@ -1,0 +1,301 @@
+//===- Pointwise.h - pointwise formulas of both backends --------*- C++ -*-===//
+//
+// Each pointwise kernel of KernelList.def (its SPMD_RT_POINTWISE entries)
+// computes out = Op(inputs...) element by element, with its formula written
+// once here as a functor template `Op<T, Math>` that both backends
+// instantiate: the CPU's `elementwise` loops (cpu/Kernels.h) and the CUDA
+// strided engine (cuda/Elementwise.cu). T is the type the op computes in
+// (out's dtype; float for bf16 on CUDA, ATen's opmath_type), and Math is the
+// backend's tanh, erf, exp, sqrt and pow (the CPU's vectorisable ones, the
+// device's), so each backend keeps its own numerics. The formulas follow
+// ATen's CPU and CUDA kernels and their order of operations.
+//
+// An Op is built once per kernel call from the entry's scalars, converted
+// to out's dtype (in a constructor where the op folds them, so a kernel
+// does per element exactly what ATen does), and called on each element.
+// SPMD_RT_DEFINE_POINTWISE defines a backend's entry points from the table.
+//
+// Private to the runtime: plain C++17, no dependencies.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef SPMD_RUNTIME_POINTWISE_H
+#define SPMD_RUNTIME_POINTWISE_H
+
+#include "Math.h"
+#include "spmd/Runtime/Runtime.h"
+
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <tuple>
+#include <type_traits>
+
+namespace spmd::rt {
+
+//===----------------------------------------------------------------------===//
+// Binary and ternary arithmetic
+//===----------------------------------------------------------------------===//
+
+/// ATen's add.Tensor: self + alpha * other.
+template <typename T, typename Math> struct AddTensor {
+  T alpha;
+  SPMD_RT_HOST_DEVICE T operator()(T self, T other) const {
+    return self + alpha * other;
+  }
+};
+
+/// ATen's sub.Tensor: self - alpha * other.
+template <typename T, typename Math> struct SubTensor {
+  T alpha;
+  SPMD_RT_HOST_DEVICE T operator()(T self, T other) const {
+    return self - alpha * other;
+  }
+};
+
+template <typename T, typename Math> struct MulTensor {
+  SPMD_RT_HOST_DEVICE T operator()(T self, T other) const {
+    return self * other;
+  }
+};
+
+/// True division: out is floating; integer inputs are converted first.
+template <typename T, typename Math> struct DivTensor {
+  SPMD_RT_HOST_DEVICE T operator()(T self, T other) const {
+    return self / other;
+  }
+};
+
+/// ATen's order of operations: self + (value * t1) * t2.
+template <typename T, typename Math> struct Addcmul {
+  T value;
+  SPMD_RT_HOST_DEVICE T operator()(T self, T t1, T t2) const {
+    return self + value * t1 * t2;
+  }
+};
+
+/// self + (value * t1) / t2; ATen rejects integer addcdiv, so floats only.
+template <typename T, typename Math> struct Addcdiv {
+  T value;
+  SPMD_RT_HOST_DEVICE T operator()(T self, T t1, T t2) const {
+    return self + value * t1 / t2;
+  }
+};
+
+/// ATen's threshold kernel with value 0: self <= threshold ? 0 : grad.
+template <typename T, typename Math> struct ThresholdBackward {
+  /// Unlike the opmath ops, ATen's threshold kernel takes the threshold in
+  /// scalar_t: for bf16 it is rounded to bf16 (then compared in float).
+  static constexpr bool kScalarsInStorageType = true;
+  T threshold;
+  SPMD_RT_HOST_DEVICE T operator()(T grad, T self) const {
+    return self <= threshold ? T(0) : grad;
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// Tensor-scalar
+//===----------------------------------------------------------------------===//
+
+/// ATen's add.Scalar: self + alpha * other, both scalars in out's dtype and
+/// multiplied once.
+template <typename T, typename Math> struct AddScalar {
+  T addend;
+  SPMD_RT_HOST_DEVICE AddScalar(T other, T alpha) : addend(alpha * other) {}
+  SPMD_RT_HOST_DEVICE T operator()(T self) const { return self + addend; }
+};
+
+template <typename T, typename Math> struct MulScalar {
+  T other;
+  SPMD_RT_HOST_DEVICE T operator()(T self) const { return self * other; }
+};
+
+/// True division (a / b, not a * (1 / b), as ATen's div_true_kernel).
+template <typename T, typename Math> struct DivScalar {
+  T other;
+  SPMD_RT_HOST_DEVICE T operator()(T self) const { return self / other; }
+};
+
+/// ATen's rsub.Scalar: other - alpha * self.
+template <typename T, typename Math> struct RsubScalar {
+  T other, alpha;
+  SPMD_RT_HOST_DEVICE T operator()(T self) const {
+    return other - alpha * self;
+  }
+};
+
+/// base ** exponent: the backend's pow for floats, exact integer power for
+/// ints (ATen's pow_tensor_tensor kernel with a wrapped scalar base).
+template <typename T, typename Math> struct PowScalar {
+  T base;
+  SPMD_RT_HOST_DEVICE T operator()(T exponent) const {
+    if constexpr (std::is_floating_point_v<T>)
+      return Math::pow(base, exponent);
+    else
+      return intPow(base, exponent);
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// Unary
+//===----------------------------------------------------------------------===//
+
+template <typename T, typename Math> struct Neg {
+  SPMD_RT_HOST_DEVICE T operator()(T self) const { return -self; }
+};
+
+template <typename T, typename Math> struct Reciprocal {
+  SPMD_RT_HOST_DEVICE T operator()(T self) const { return T(1) / self; }
+};
+
+template <typename T, typename Math> struct Sqrt {
+  SPMD_RT_HOST_DEVICE T operator()(T self) const { return Math::sqrt(self); }
+};
+
+/// ATen's clamp_min(self, 0): NaN propagates, -0 stays -0.
+template <typename T, typename Math> struct Relu {
+  SPMD_RT_HOST_DEVICE T operator()(T self) const {
+    return self < T(0) ? T(0) : self;
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// gelu (ATen's GeluKernel and GeluBackwardKernel), one functor per variant
+//===----------------------------------------------------------------------===//
+
+/// Constants of gelu's tanh approximation: sqrt(2 / pi) and 0.044715.
+constexpr double kGeluBeta = M_SQRT2 * M_2_SQRTPI * 0.5;
+constexpr double kGeluKappa = 0.044715;
+
+/// approximate = "none": x/2 * (1 + erf(x / sqrt 2)).
+template <typename T, typename Math> struct GeluErf {
+  SPMD_RT_HOST_DEVICE T operator()(T x) const {
+    return x * T(0.5) * (T(1) + Math::erf(x * T(M_SQRT1_2)));
+  }
+};
+
+/// approximate = "tanh": x/2 * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 x^3))).
+template <typename T, typename Math> struct GeluTanh {
+  SPMD_RT_HOST_DEVICE T operator()(T x) const {
+    const T inner = T(kGeluBeta) * (x + T(kGeluKappa) * x * x * x);
+    return T(0.5) * x * (T(1) + Math::tanh(inner));
+  }
+};
+
+/// dy times the derivative of GeluErf: cdf(x) + x * pdf(x).
+template <typename T, typename Math> struct GeluErfBackward {
+  SPMD_RT_HOST_DEVICE T operator()(T dy, T x) const {
+    const T kAlpha = T(M_2_SQRTPI * M_SQRT1_2 * 0.5);
+    // exp(-x^2 / 2) serves the pdf and erf(x / sqrt 2) alike.
+    const T gauss = Math::exp(x * x * T(-0.5));
+    const T cdf = T(0.5) * (T(1) + Math::erf(x * T(M_SQRT1_2), gauss));
+    const T pdf = kAlpha * gauss;
+    return dy * (cdf + x * pdf);
+  }
+};
+
+/// dy times the derivative of GeluTanh.
+template <typename T, typename Math> struct GeluTanhBackward {
+  SPMD_RT_HOST_DEVICE T operator()(T dy, T x) const {
+    const T kBeta = T(kGeluBeta), kKappa = T(kGeluKappa);
+    const T xSq = x * x;
+    const T inner = kBeta * (x + kKappa * xSq * x);
+    const T tanhInner = Math::tanh(inner);
+    const T left = T(0.5) * x;
+    const T right = T(1) + tanhInner;
+    const T leftDerivative = T(0.5) * right;
+    const T tanhDerivative = T(1) - tanhInner * tanhInner;
+    const T innerDerivative = kBeta * (T(1) + T(3) * kKappa * xSq);
+    const T rightDerivative = left * tanhDerivative * innerDerivative;
+    return dy * (leftDerivative + rightDerivative);
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// Dropout
+//===----------------------------------------------------------------------===//
+
+/// ATen's native_dropout_backward: grad_output * mask * scale.
+template <typename T, typename Math> struct NativeDropoutBackward {
+  T scale;
+  SPMD_RT_HOST_DEVICE T operator()(T grad, T mask) const {
+    return grad * mask * scale;
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// Entry points
+//===----------------------------------------------------------------------===//
+
+/// Whether `Op` takes its scalars in out's storage type (ATen's scalar_t)
+/// rather than the type it computes in (opmath_t): they differ for bf16.
+template <typename Op, typename = void>
+struct ScalarsInStorageType : std::false_type {};
+template <typename Op>
+struct ScalarsInStorageType<Op,
+                            std::void_t<decltype(Op::kScalarsInStorageType)>>
+    : std::bool_constant<Op::kScalarsInStorageType> {};
+
+/// A functor template as a value.
+template <template <typename, typename> class Op> struct OpTag {
+  template <typename T, typename Math> using Type = Op<T, Math>;
+};
+
+/// Calls `fn(OpTag<Op>{})` for the Op at index `variant` of `Ops`, which
+/// the entry's `variant` expression checked.
+template <template <typename, typename> class... Ops, typename Fn>
+void withVariant(int64_t variant, Fn &&fn) {
+  int64_t k = 0;
+  (void)((k++ == variant && (fn(OpTag<Ops>{}), true)) || ...);
+}
+
+/// The inputs of a pointwise entry as the engines take them.
+template <typename... Inputs>
+std::array<const SpmdBuffer *, sizeof...(Inputs)>
+pointwiseInputs(Inputs... inputs) {
+  return {inputs...};
+}
+
+/// Runs variant `variant` of `Ops` over out with a backend's `Engine`:
+///   - `Engine::elementwise<Set, N>(kernel, out, ins, makeOp)`, its loops,
+///     which dispatch on out's dtype T within Set and maps
+///     `makeOp(T{})` over out with the inputs broadcast;
+///   - `Engine::Compute<T>`, the type the ops compute in for out's dtype T;
+///   - `Engine::Math`, its math;
+///   - `Engine::scalar<T, Op>(value)`, a scalar of the entry in Op's type.
+template <typename Engine, unsigned Set,
+          template <typename, typename> class... Ops, size_t N,
+          typename... Scalars>
+void pointwise(const char *kernel, SpmdBuffer *out,
+               const std::array<const SpmdBuffer *, N> &ins, int64_t variant,
+               std::tuple<Scalars...> scalars) {
+  withVariant<Ops...>(variant, [&](auto tag) {
+    using Tag = decltype(tag);
+    Engine::template elementwise<Set, N>(kernel, out, ins, [&](auto type) {
+      using T = decltype(type);
+      using Op =
+          typename Tag::template Type<typename Engine::template Compute<T>,
+                                      typename Engine::Math>;
+      return std::apply(
+          [](auto... s) { return Op{Engine::template scalar<T, Op>(s)...}; },
+          scalars);
+    });
+  });
+}
+
+/// An SPMD_RT_POINTWISE entry of KernelList.def as a backend's entry point,
+/// run by `pointwise` with the backend's `PointwiseEngine`. Include
+/// KernelList.def in the backend's namespace with this as SPMD_RT_POINTWISE
+/// and SPMD_RT_KERNEL empty.
+#define SPMD_RT_DEFINE_POINTWISE(name, params, args, dtypes, inputs, scalars,  \
+                                 variant, ...)                                 \
+  void spmd_rt_##name params {                                                 \
+    const char *kernel = "spmd_rt_" #name;                                     \
+    const int64_t index = variant;                                             \
+    pointwise<PointwiseEngine, dtypes, __VA_ARGS__>(                           \
+        kernel, out, pointwiseInputs inputs, index, std::make_tuple scalars);  \
+  }
+
+} // namespace spmd::rt
+
+#endif // SPMD_RUNTIME_POINTWISE_H
