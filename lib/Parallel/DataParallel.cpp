@@ -78,7 +78,8 @@ AllReduceOp fuse(MutableArrayRef<AllReduceOp> bucket, unsigned index) {
     total += cast<RankedTensorType>(r.getType()).getNumElements();
     bytes += tensorBytes(r.getInput().getType());
   }
-  OpBuilder b(last->getContext());
+  ProvenanceListener provenance(first);
+  OpBuilder b(last->getContext(), &provenance);
   b.setInsertionPointAfter(last);
   Location loc = first.getLoc();
   auto elementType = cast<RankedTensorType>(first.getType()).getElementType();
@@ -122,7 +123,8 @@ AllReduceOp fuse(MutableArrayRef<AllReduceOp> bucket, unsigned index) {
 /// reduce, cast back.
 void compressToBf16(AllReduceOp r) {
   auto type = cast<RankedTensorType>(r.getType());
-  OpBuilder b(r);
+  ProvenanceListener provenance(r);
+  OpBuilder b(r, &provenance);
   Location loc = r.getLoc();
   Type bf16 = b.getBF16Type();
   auto narrow = RankedTensorType::get(type.getShape(), bf16);
@@ -212,7 +214,8 @@ LogicalResult spmd::gatherShardedParameters(func::FuncOp fn, int64_t meshDim,
   auto gather = [&](BlockArgument param, Operation *before) -> Value {
     auto layoutAttr =
         fn.getArgAttrOfType<LayoutAttr>(param.getArgNumber(), "spmd.layout");
-    OpBuilder b(before);
+    ProvenanceListener provenance(before);
+    OpBuilder b(before, &provenance);
     std::vector<layout::Placement> whole = layoutAttr.getLayoutPlacements();
     whole[meshDim] = layout::Placement::replicate();
     auto r = RedistributeOp::create(b, before->getLoc(), param.getType(), param,

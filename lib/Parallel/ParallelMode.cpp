@@ -12,6 +12,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/Pass/PassManager.h"
+#include "mlir/Transforms/Passes.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/ManagedStatic.h"
 
@@ -222,8 +223,16 @@ LogicalResult spmd::annotateAndPartition(
   auto search = options.options.find("search");
   if (search != options.options.end())
     propagate.search = search->second;
+  // Cleanups between the stages: the passes read meaning from attributes,
+  // not from locations or op identity, which these may merge or drop.
+  auto cleanup = [&] {
+    pm.addPass(createCanonicalizerPass());
+    pm.addPass(createCSEPass());
+  };
   pm.addPass(createPropagatePass(propagate));
+  cleanup();
   pm.addPass(createPartitionPass());
+  cleanup();
   return options.runPipeline(pm, module);
 }
 

@@ -685,6 +685,7 @@ LogicalResult spmd::constrainTPBoundaries(func::FuncOp fn,
               b, at->getLoc(), type, current, getLayoutAttr(mesh, placements),
               free.empty() ? DenseI64ArrayAttr()
                            : b.getDenseI64ArrayAttr(free));
+          copyProvenance(at, c);
           c->setAttr("spmd.reason",
                      b.getStringAttr("tp: " + styleName(entry->style) + " '" +
                                      m + "' " + what + " -> " + p.str()));

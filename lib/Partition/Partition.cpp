@@ -311,7 +311,8 @@ FailureOr<Value> Partitioner::redistribute(RedistributeOp op, Value input) {
   auto reason = op->getAttrOfType<StringAttr>("spmd.reason");
   if (!reason)
     reason = StringAttr::get(op.getContext(), "spmd.redistribute");
-  OpBuilder b(op);
+  ProvenanceListener provenance(op);
+  OpBuilder b(op, &provenance);
   Value v = input;
   for (const Step &s : plan.steps)
     v = step(b, op.getLoc(), v, global, s, reason);
@@ -322,7 +323,8 @@ void Partitioner::maskReducedOperands(Operation *op) {
   SmallVector<Placements> results;
   for (Value r : op->getResults())
     results.push_back(layouts.lookup(r));
-  OpBuilder b(op);
+  ProvenanceListener provenance(op);
+  OpBuilder b(op, &provenance);
   for (auto [operand, info] :
        llvm::zip(op->getOpOperands(), operandLayouts.lookup(op))) {
     const auto &[p, type] = info;
@@ -370,7 +372,8 @@ void Partitioner::expandMeanNllLoss(aten::NllLossForwardOp op) {
       meshDims.push_back(m);
   if (op.getReduction() != 1 || meshDims.empty())
     return;
-  OpBuilder b(op->getContext());
+  ProvenanceListener provenance(op);
+  OpBuilder b(op->getContext(), &provenance);
   b.setInsertionPointAfter(op);
   op.setReduction(2);
   Value total = op.getTotalWeight();
@@ -479,7 +482,8 @@ LogicalResult Partitioner::setRandomOffsets(Operation *op) {
     return success();
   // The op draws on the finer local shape: its tensor operand and results
   // are viewed there and back (same elements, same order).
-  OpBuilder builder(op);
+  ProvenanceListener provenance(op);
+  OpBuilder builder(op, &provenance);
   auto refined = [&](Value v) {
     return cast<RankedTensorType>(v.getType()).clone(localShape);
   };

@@ -574,6 +574,7 @@ LogicalResult FunctionPropagation::materialize(FlatSymbolRefAttr mesh) {
       auto r = RedistributeOp::create(b, user->getLoc(), type, v,
                                       layoutAttr(cost.layout(from)),
                                       layoutAttr(cost.layout(to)));
+      copyProvenance(user, r);
       r->setAttr("spmd.reason", StringAttr::get(ctx, reason));
       for (OpOperand *use : uses)
         use->set(r.getResult());

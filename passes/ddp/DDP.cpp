@@ -140,6 +140,7 @@ public:
                : RedistributeOp::create(b, first->getLoc(), grad.getType(),
                                         grad, partial, whole)
                      .getOperation();
+      copyProvenance(first, r);
       r->setAttr("spmd.reason",
                  b.getStringAttr(skip ? "ddp: ignored parameter, gradient "
                                         "not synchronized"

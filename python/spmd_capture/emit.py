@@ -11,8 +11,10 @@ the traced graph are normalised here:
 - `add/sub/mul/div.Tensor` with a Python number is the `.Scalar` overload;
 - `lift_fresh_copy` of a constant is the constant itself.
 
-Every op's location is `loc("<module FQN>"("<phase>"))`, phase being
-forward, loss, backward or optimizer.
+Every op carries the FQN of its module and its phase (forward, loss, backward
+or optimizer) as the `spmd.module` and `spmd.phase` attributes, which the
+passes read; its location, `loc("<module FQN>")` (`loc("train_step")` for the
+top level), is for diagnostics only.
 """
 import math
 import operator
@@ -74,9 +76,15 @@ def string(text):
     return '"%s"' % text.replace("\\", "\\\\").replace('"', '\\"')
 
 
+def provenance(node):
+    """The `spmd.module` and `spmd.phase` attributes of a node's op."""
+    return ["spmd.module = %s" % string(node.meta.get("spmd_fqn", "")),
+            "spmd.phase = %s" % string(node.meta.get("spmd_phase", "forward"))]
+
+
 def location(node):
-    return "loc(%s(%s))" % (string(node.meta.get("spmd_fqn", "")),
-                            string(node.meta.get("spmd_phase", "forward")))
+    """`loc("<module FQN>")`, the step's own name for the top level."""
+    return "loc(%s)" % string(node.meta.get("spmd_fqn", "") or "train_step")
 
 
 def _attribute(arg, value, where):
@@ -164,8 +172,8 @@ class Emitter:
                 '"0x%s"' % tensor.view(torch.int16).numpy().tobytes().hex().upper()
         name = "%%c%d" % len(self.lines)
         self.names[node] = name
-        self.lines.append('%s = "arith.constant"() <{value = dense<%s> : %s}> : () -> %s %s'
-                          % (name, data, ty, ty, location(node)))
+        self.lines.append('%s = "arith.constant"() <{value = dense<%s> : %s}> {%s} : () -> %s %s'
+                          % (name, data, ty, ", ".join(provenance(node)), ty, location(node)))
 
     def op(self, node):
         target = node.target
@@ -215,10 +223,11 @@ class Emitter:
         results = [tensor_type(v, where) for v in val]
         res = "%%%d" % len(self.lines)
         self.names[node] = res
-        self.lines.append('%s%s = "%s"(%s)%s : (%s) -> %s %s' % (
+        self.lines.append('%s%s = "%s"(%s)%s {%s} : (%s) -> %s %s' % (
             res, ":%d" % len(results) if len(results) > 1 else "", name, ", ".join(operands),
-            " <{%s}>" % ", ".join(attrs) if attrs else "", ", ".join(types),
-            results[0] if len(results) == 1 else "(%s)" % ", ".join(results), location(node)))
+            " <{%s}>" % ", ".join(attrs) if attrs else "", ", ".join(provenance(node)),
+            ", ".join(types), results[0] if len(results) == 1 else "(%s)" % ", ".join(results),
+            location(node)))
 
 
 def _attr_dict(entries):

@@ -12,17 +12,17 @@
 // CHECK-LABEL: func.func @train_step
 // CHECK-SAME: tensor<4x8xf32> {spmd.fqn = "x", spmd.layout = #spmd.layout<@mesh, [shard<0>]>, spmd.role = "input"}
 // CHECK: aten.mm {{.*}} : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32>
-// CHECK: spmd.all_reduce {{.*}} {spmd.reason = "ddp: gradient all_reduce before the update: [partial<sum>] -> [replicate]"}
+// CHECK: spmd.all_reduce {{.*}} {spmd.module = "w", spmd.phase = "optimizer", spmd.reason = "ddp: gradient all_reduce before the update: [partial<sum>] -> [replicate]"}
 // CHECK: aten.sub.Tensor {{.*}} : (tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<8x8xf32>
 func.func @train_step(%x: tensor<8x8xf32> {spmd.fqn = "x", spmd.role = "input"} loc("x"),
                       %w: tensor<8x8xf32> {spmd.fqn = "w", spmd.role = "param"} loc("w"))
     -> (tensor<f32> {spmd.role = "loss"}, tensor<8x8xf32> {spmd.fqn = "w", spmd.updates = 1 : i64}) {
-  %y = aten.mm %x, %w : (tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<8x8xf32> loc("lin"("forward"))
-  %l = aten.sum %y : (tensor<8x8xf32>) -> tensor<f32> loc(""("loss"))
-  %one = aten.ones_like %y : (tensor<8x8xf32>) -> tensor<8x8xf32> loc("lin"("backward"))
-  %xt = aten.t %x : (tensor<8x8xf32>) -> tensor<8x8xf32> loc("lin"("backward"))
-  %g = aten.mm %xt, %one : (tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<8x8xf32> loc("lin"("backward"))
-  %u = aten.sub.Tensor %w, %g : (tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<8x8xf32> loc("w"("optimizer"))
+  %y = aten.mm %x, %w {spmd.module = "lin", spmd.phase = "forward"} : (tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<8x8xf32>
+  %l = aten.sum %y {spmd.module = "", spmd.phase = "loss"} : (tensor<8x8xf32>) -> tensor<f32>
+  %one = aten.ones_like %y {spmd.module = "lin", spmd.phase = "backward"} : (tensor<8x8xf32>) -> tensor<8x8xf32>
+  %xt = aten.t %x {spmd.module = "lin", spmd.phase = "backward"} : (tensor<8x8xf32>) -> tensor<8x8xf32>
+  %g = aten.mm %xt, %one {spmd.module = "lin", spmd.phase = "backward"} : (tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<8x8xf32>
+  %u = aten.sub.Tensor %w, %g {spmd.module = "w", spmd.phase = "optimizer"} : (tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<8x8xf32>
   return %l, %u : tensor<f32>, tensor<8x8xf32>
 }
 

@@ -9,6 +9,10 @@
 
 and, for each, the inputs that once crashed it (tools/fuzz/regressions/).
 
+The captured examples in tools/fuzz/Inputs are spmd-capture's output of
+`examples/mlp.py:mlp --optimizer adam`, `'examples/gpt.py:gpt(layers=1)'` and
+`examples/encoder.py:encoder`; capture them again when its output changes.
+
 Usage: make_corpus.py SPMD_SOURCE_DIR OUT
 """
 import glob

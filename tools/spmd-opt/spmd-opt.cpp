@@ -1,7 +1,8 @@
 //===- spmd-opt.cpp - spmd pass driver ------------------------------------===//
 //
 // mlir-opt-style driver with the dialects spmd programs use (func, arith,
-// llvm, spmd, aten) and the project's passes only.
+// llvm, spmd, aten), the project's passes, and `canonicalize` and `cse`
+// (which --spmd-parallelize runs between its stages) to run beside them.
 //
 // `spmd-opt --spmd-list-ops` prints the name of every registered operation,
 // one per line, and exits: spmd-capture asks it which ATen ops the `aten`
@@ -26,6 +27,7 @@
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Support/FileUtilities.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
+#include "mlir/Transforms/Passes.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/ToolOutputFile.h"
@@ -54,6 +56,8 @@ int main(int argc, char **argv) {
   spmd::registerSPMDPartitionPasses();
   spmd::registerConversionPasses();
   spmd::test::registerTestPasses();
+  mlir::registerCanonicalizer();
+  mlir::registerCSE();
   if (argc == 2 && llvm::StringRef(argv[1]) == "--spmd-list-ops")
     return listOperations(registry);
   auto [inputFile, outputFile] = mlir::registerAndParseCLIOptions(

@@ -15,7 +15,8 @@ def ParallelizePass : Pass<"spmd-parallelize", "mlir::ModuleOp"> {
   let description = [{
     Runs the mode named by `mode` (ddp, fsdp, tp, fsdp-tp, or one registered by a pass
     plugin) on a captured module: its `partition` (layouts of the
-    arguments, `--spmd-propagate`, `--spmd-partition`) and then its
+    arguments, `--spmd-propagate`, `--spmd-partition`, each followed by
+    `canonicalize` and `cse`) and then its
     `transformAndCompile` (e.g. ddp's gradient bucketing). The output is
     the finished per-rank program on a mesh of shape `mesh` ("4", "2x2").
 

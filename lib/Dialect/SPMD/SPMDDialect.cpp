@@ -248,6 +248,26 @@ static constexpr llvm::StringLiteral kArgRoles[] = {
     "param", "buffer", "optim_state", "input", "target"};
 static constexpr llvm::StringLiteral kResultRoles[] = {"loss", "output"};
 
+/// Checks that `value` is a string and, unless `allowed` is empty, one of
+/// `allowed`; emits "expected a string, got ..." or "expected one of ...,
+/// got ..." through `emit` otherwise.
+static LogicalResult verifyString(Attribute value,
+                                  ArrayRef<llvm::StringLiteral> allowed,
+                                  function_ref<InFlightDiagnostic()> emit) {
+  auto str = llvm::dyn_cast<StringAttr>(value);
+  if (allowed.empty()) {
+    if (!str)
+      return emit() << "expected a string, got " << value;
+    return success();
+  }
+  if (!str || !llvm::is_contained(allowed, str.getValue())) {
+    InFlightDiagnostic diag = emit() << "expected one of ";
+    llvm::interleaveComma(allowed, diag);
+    return diag << ", got " << value;
+  }
+  return success();
+}
+
 /// Checks one `spmd.*` attribute on argument or result #`index` (of type
 /// `type`) of `op`: `spmd.layout` (a layout that fits the tensor and its
 /// mesh), `spmd.fqn` (a string), `spmd.role` (one of `roles`) and, on results
@@ -269,22 +289,12 @@ static LogicalResult verifyValueAttr(Operation *op, NamedAttribute attr,
       return emit() << "expected a ranked tensor, got " << type;
     return layout.verifyFor(op, shaped, emit);
   }
-  if (name == "spmd.fqn") {
-    if (!llvm::isa<StringAttr>(attr.getValue()))
-      return emit() << "expected a string, got " << attr.getValue();
-    return success();
-  }
-  if (name == "spmd.role") {
-    auto role = llvm::dyn_cast<StringAttr>(attr.getValue());
-    ArrayRef<llvm::StringLiteral> roles =
-        isResult ? ArrayRef(kResultRoles) : ArrayRef(kArgRoles);
-    if (!role || !llvm::is_contained(roles, role.getValue())) {
-      InFlightDiagnostic diag = emit() << "expected one of ";
-      llvm::interleaveComma(roles, diag);
-      return diag << ", got " << attr.getValue();
-    }
-    return success();
-  }
+  if (name == "spmd.fqn")
+    return verifyString(attr.getValue(), {}, emit);
+  if (name == "spmd.role")
+    return verifyString(attr.getValue(),
+                        isResult ? ArrayRef(kResultRoles) : ArrayRef(kArgRoles),
+                        emit);
   if (isResult && name == "spmd.updates") {
     auto func = llvm::dyn_cast<FunctionOpInterface>(op);
     auto argIndex = llvm::dyn_cast<IntegerAttr>(attr.getValue());
@@ -299,6 +309,23 @@ static LogicalResult verifyValueAttr(Operation *op, NamedAttribute attr,
     return success();
   }
   return emit() << "unknown spmd attribute";
+}
+
+/// Phases of a training step spmd-capture gives its ops (`spmd.phase`).
+static constexpr llvm::StringLiteral kPhases[] = {"forward", "loss", "backward",
+                                                  "optimizer"};
+
+LogicalResult SPMDDialect::verifyOperationAttribute(Operation *op,
+                                                    NamedAttribute attr) {
+  StringRef name = attr.getName().strref();
+  // Other spmd.* op attributes are the passes' own annotations.
+  if (name != getModuleAttrName() && name != getPhaseAttrName())
+    return success();
+  return verifyString(
+      attr.getValue(),
+      name == getPhaseAttrName() ? ArrayRef(kPhases)
+                                 : ArrayRef<llvm::StringLiteral>(),
+      [&] { return op->emitOpError() << "'" << name << "': "; });
 }
 
 LogicalResult SPMDDialect::verifyRegionArgAttribute(Operation *op,
@@ -337,17 +364,20 @@ MeshOp spmd::getOnlyMesh(ModuleOp module, StringRef pass) {
 }
 
 StringRef spmd::getPhase(Operation *op) {
-  if (auto name = dyn_cast<NameLoc>(op->getLoc()))
-    if (auto child = dyn_cast<NameLoc>(name.getChildLoc()))
-      return child.getName().getValue();
-  return "";
+  auto phase = op->getAttrOfType<StringAttr>(SPMDDialect::getPhaseAttrName());
+  return phase ? phase.getValue() : "";
 }
 
 StringRef spmd::getModuleFqn(Operation *op) {
-  if (auto name = dyn_cast<NameLoc>(op->getLoc()))
-    if (isa<NameLoc>(name.getChildLoc()))
-      return name.getName().getValue();
-  return "";
+  auto fqn = op->getAttrOfType<StringAttr>(SPMDDialect::getModuleAttrName());
+  return fqn ? fqn.getValue() : "";
+}
+
+void spmd::copyProvenance(Operation *from, Operation *to) {
+  for (StringRef name :
+       {SPMDDialect::getModuleAttrName(), SPMDDialect::getPhaseAttrName()})
+    if (Attribute attr = from->getAttr(name))
+      to->setAttr(name, attr);
 }
 
 LogicalResult spmd::verifyPartitionable(ModuleOp module, StringRef pass) {

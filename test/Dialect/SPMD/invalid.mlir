@@ -132,6 +132,30 @@ func.func @f(%arg0: tensor<4xf32> {spmd.colour = 1}) { return }
 
 // -----
 
+func.func @f(%arg0: tensor<4xf32>) {
+  // expected-error @+1 {{'aten.relu' op 'spmd.module': expected a string, got 1 : i64}}
+  %0 = aten.relu %arg0 {spmd.module = 1, spmd.phase = "forward"} : (tensor<4xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%arg0: tensor<4xf32>) {
+  // expected-error @+1 {{'aten.relu' op 'spmd.phase': expected one of forward, loss, backward, optimizer, got "forwards"}}
+  %0 = aten.relu %arg0 {spmd.module = "fc1", spmd.phase = "forwards"} : (tensor<4xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%arg0: tensor<4xf32>) {
+  // expected-error @+1 {{'aten.relu' op 'spmd.phase': expected one of forward, loss, backward, optimizer, got 0 : i64}}
+  %0 = aten.relu %arg0 {spmd.phase = 0} : (tensor<4xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
 spmd.mesh @a shape = [2] names = ["dp"]
 spmd.mesh @b shape = [2] names = ["dp"]
 func.func @f(%arg0: tensor<8xf32>) {

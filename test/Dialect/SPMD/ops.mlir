@@ -22,6 +22,15 @@ func.func @layouts(
   return %w, %w : tensor<8x4xf32>, tensor<8x4xf32>
 }
 
+// CHECK-LABEL: func.func @provenance
+// CHECK: aten.relu %{{.*}} {spmd.module = "layers.0.linear1", spmd.phase = "forward"}
+// CHECK: aten.relu %{{.*}} {spmd.module = "", spmd.phase = "optimizer"}
+func.func @provenance(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %0 = aten.relu %x {spmd.module = "layers.0.linear1", spmd.phase = "forward"} : (tensor<4xf32>) -> tensor<4xf32>
+  %1 = aten.relu %0 {spmd.module = "", spmd.phase = "optimizer"} : (tensor<4xf32>) -> tensor<4xf32>
+  return %1 : tensor<4xf32>
+}
+
 // CHECK-LABEL: func.func @placement_attrs
 // CHECK: test.placements = [#spmd.shard<1>, #spmd.strided_shard<0, 3>, #spmd.replicate, #spmd.partial<sum>, #spmd.partial<max>, #spmd.partial<min>]
 func.func @placement_attrs() attributes {test.placements = [#spmd.shard<1>, #spmd.strided_shard<0, 3>, #spmd.replicate, #spmd.partial<sum>, #spmd.partial<max>, #spmd.partial<min>]} {

@@ -12,6 +12,7 @@
 #include "spmd/Layout/ShardingRules.h"
 
 #include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/BuiltinTypes.h"
@@ -72,15 +73,33 @@ MeshOp getOnlyMesh(mlir::ModuleOp module, llvm::StringRef pass);
 llvm::LogicalResult verifyPartitionable(mlir::ModuleOp module,
                                         llvm::StringRef pass);
 
-/// Which phase of the training step an op belongs to, from the location
-/// spmd-capture gives it (`loc("<module fqn>"("<phase>"))`): "forward",
-/// "loss", "backward", "optimizer", or "" when unknown.
+/// Which phase of the training step an op belongs to, from its `spmd.phase`
+/// attribute (SPMDDialect.td; the verifier admits "forward", "loss",
+/// "backward" and "optimizer"), or "" when it has none.
 llvm::StringRef getPhase(mlir::Operation *op);
 
-/// The FQN of the module that ran `op`, from the same location
-/// (`loc("<module fqn>"("<phase>"))`; "" for the root module or an op
-/// without a capture location).
+/// The FQN of the module that ran `op`, from its `spmd.module` attribute
+/// (SPMDDialect.td); "" for the root module or an op without one.
 llvm::StringRef getModuleFqn(mlir::Operation *op);
+
+/// Gives `to` the `spmd.module` and `spmd.phase` attributes of `from`, those
+/// it has: an op a pass creates for another belongs to that op's module and
+/// phase.
+void copyProvenance(mlir::Operation *from, mlir::Operation *to);
+
+/// A builder listener that gives every op inserted through its builder the
+/// provenance (copyProvenance()) of `source`, the op they are built for.
+class ProvenanceListener : public mlir::OpBuilder::Listener {
+public:
+  explicit ProvenanceListener(mlir::Operation *source) : source(source) {}
+  void notifyOperationInserted(mlir::Operation *op,
+                               mlir::OpBuilder::InsertPoint) override {
+    copyProvenance(source, op);
+  }
+
+private:
+  mlir::Operation *source;
+};
 
 /// The layouts a global-view layout change fixes (spmd.redistribute,
 /// spmd.keep_local): its operand must be `first`, its result is `second`.

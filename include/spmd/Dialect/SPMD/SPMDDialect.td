@@ -26,14 +26,40 @@ def SPMD_Dialect : Dialect {
 
     Function arguments and results may carry a `spmd.layout` attribute that
     records what each rank holds of them.
+
+    Each op of a captured training step carries its provenance in two
+    discardable attributes, which `spmd-capture` writes and the passes read
+    (never the op's location, which passes such as `canonicalize` and `cse`
+    may fuse or drop):
+
+    * `spmd.module`: a string, the fully qualified name of the `nn.Module`
+      whose forward ran the op (in the backward: whose forward recorded the
+      autograd node that ran it; in the optimizer: that owns the parameter it
+      updates); `""` for the top level (the model's own ops, the loss).
+    * `spmd.phase`: a string, the part of the training step the op belongs
+      to: `"forward"`, `"loss"`, `"backward"` or `"optimizer"`.
+
+    An op a pass creates for another (a redistribution before its user, the
+    collectives that carry it out, a gradient bucket) copies these from the
+    op it serves, so that the later passes and `--spmd-report` still see its
+    phase. An op without them has no known module or phase.
   }];
   let useDefaultAttributePrinterParser = 1;
+  let hasOperationAttrVerify = 1;
   let hasRegionArgAttrVerify = 1;
   let hasRegionResultAttrVerify = 1;
   let extraClassDeclaration = [{
     /// Name of the function argument/result attribute holding a LayoutAttr.
     static constexpr ::llvm::StringLiteral getLayoutAttrName() {
       return ::llvm::StringLiteral("spmd.layout");
+    }
+    /// Name of the op attribute holding the FQN of the module that ran it.
+    static constexpr ::llvm::StringLiteral getModuleAttrName() {
+      return ::llvm::StringLiteral("spmd.module");
+    }
+    /// Name of the op attribute holding its phase of the training step.
+    static constexpr ::llvm::StringLiteral getPhaseAttrName() {
+      return ::llvm::StringLiteral("spmd.phase");
     }
   }];
 }

@@ -41,7 +41,7 @@ def SPMD_MeshOp : SPMD_Op<"mesh", [Symbol]> {
 }
 
 def SPMD_RedistributeOp : SPMD_Op<"redistribute", [
-    Pure, SameOperandsAndResultType,
+    SameOperandsAndResultType,
     DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "Change the layout of a value (global view)";
   let description = [{
@@ -49,6 +49,10 @@ def SPMD_RedistributeOp : SPMD_Op<"redistribute", [
     out as `from`, is needed laid out as `to`. Both layouts name the same
     mesh. The partitioner lowers it to the cheapest sequence of local
     collectives and slices (DTensor `redistribute`).
+
+    Like the collectives it becomes, it is not pure: `cse` must not merge two
+    redistributions of one value, which a mode may place on purpose (fsdp
+    gathers a parameter again for each use, freeing it in between).
 
     Example:
     ```mlir
