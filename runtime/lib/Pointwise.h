@@ -159,6 +159,16 @@ template <typename T, typename Math> struct Relu {
   }
 };
 
+template <typename T, typename Math> struct Tanh {
+  SPMD_RT_HOST_DEVICE T operator()(T self) const { return Math::tanh(self); }
+};
+
+template <typename T, typename Math> struct TanhBackward {
+  SPMD_RT_HOST_DEVICE T operator()(T grad, T output) const {
+    return grad * (T(1) - output * output);
+  }
+};
+
 //===----------------------------------------------------------------------===//
 // gelu (ATen's GeluKernel and GeluBackwardKernel), one functor per variant
 //===----------------------------------------------------------------------===//

@@ -983,6 +983,8 @@ TEST_F(CudaKernels, UnaryOps) {
     // sqrt of a negative value is NaN on both.
     CHECK_KERNEL(kElementwise, sqrt, Tensor(dt, out), x);
     CHECK_KERNEL(kElementwise, relu, Tensor(dt, out), x);
+    CHECK_KERNEL(kElementwise, tanh, Tensor(dt, out), away);
+    CHECK_KERNEL(kElementwise, tanh_backward, Tensor(dt, out), away, x);
     // relu propagates NaN and keeps infinities' rules.
     Tensor special = generate(dt, {6}, [&](int64_t i) {
       const double v[] = {nan, inf, -inf, -0.0, 0.0, -1e-30};

@@ -252,6 +252,32 @@ def Aten_ReluOp : Aten_PointwiseOp<"relu"> {
   let inferBody = Aten_InferSame;
 }
 
+def Aten_TanhOp : Aten_PointwiseOp<"tanh"> {
+  let summary = "aten::tanh(Tensor self) -> Tensor";
+  let arguments = (ins Aten_Tensor:$self);
+  let results = (outs Aten_Tensor:$result);
+  let kernel = "tanh";
+  let kernelArguments = [{
+    return {::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(0), false)};
+  }];
+  let inferBody = Aten_InferFloat;
+}
+
+def Aten_TanhBackwardOp : Aten_PointwiseOp<"tanh_backward", "{{0}}"> {
+  let summary = "aten::tanh_backward(Tensor grad_output, Tensor output) -> Tensor";
+  let description = [{
+    `grad_output * (1 - output^2)`.
+  }];
+  let arguments = (ins Aten_FloatTensor:$grad_output,
+                    Aten_FloatTensor:$output);
+  let results = (outs Aten_FloatTensor:$result);
+  let kernel = "tanh_backward";
+  let kernelArguments = [{
+    return {::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(0), false),
+            ::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(1), false)};
+  }];
+}
+
 def Aten_GeluOp : Aten_PointwiseOp<"gelu"> {
   let summary = "aten::gelu(Tensor self, *, str approximate=\"none\") -> Tensor";
   let description = [{
