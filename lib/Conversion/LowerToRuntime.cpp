@@ -331,13 +331,12 @@ FoldedTransposes findFoldedTransposes(ModuleOp module) {
   FoldedTransposes folds;
   module.walk([&](aten::PermutationOpInterface op) {
     int64_t rank = cast<RankedTensorType>(op->getOperand(0).getType()).getRank();
-    SmallVector<int64_t> swapLastTwo =
-        llvm::to_vector(llvm::seq<int64_t>(0, rank));
-    if (rank == 2 || rank == 3)
-      std::swap(swapLastTwo[rank - 1], swapLastTwo[rank - 2]);
-    bool lastTwo = (rank == 2 || rank == 3) &&
-                   op.getPermutation() == ArrayRef<int64_t>(swapLastTwo);
-    if (lastTwo && !op->getResult(0).use_empty() &&
+    if (rank != 2 && rank != 3)
+      return;
+    auto swapLastTwo = llvm::to_vector(llvm::seq<int64_t>(0, rank));
+    std::swap(swapLastTwo[rank - 1], swapLastTwo[rank - 2]);
+    if (op.getPermutation() == ArrayRef<int64_t>(swapLastTwo) &&
+        !op->getResult(0).use_empty() &&
         llvm::all_of(op->getResult(0).getUses(), isMatrixOperand))
       folds.insert(op);
   });
@@ -597,41 +596,38 @@ struct CollectiveToCall : ConversionPattern {
     if (!isa<spmd::CollectiveOpInterface, spmd::LocalTakeOp>(op))
       return failure();
     CallBuilder b(rewriter, op);
-    auto dimList = [&](ArrayRef<int64_t> values) {
-      return SmallVector<CallArg>{b.i32(values.size()), b.i64Array(values)};
-    };
+    // A collective's group first: its mesh dims as (count, array).
     SmallVector<CallArg> args;
+    if (auto collective = dyn_cast<spmd::CollectiveOpInterface>(op)) {
+      ArrayRef<int64_t> meshDims = collective.getMeshDims();
+      args = {b.i32(meshDims.size()), b.i64Array(meshDims)};
+    }
     Callee callee =
         llvm::TypeSwitch<Operation *, Callee>(op)
             .Case([&](spmd::AllReduceOp o) {
-              args = dimList(o.getMeshDims());
               args.push_back(b.i32(static_cast<int32_t>(o.getReduce())));
               return SPMD_CALLEE(spmd_rt_all_reduce);
             })
             .Case([&](spmd::AllGatherOp o) {
-              args = dimList(o.getMeshDims());
               args.push_back(b.i64(o.getGatherDimAttr().getInt()));
               return SPMD_CALLEE(spmd_rt_all_gather);
             })
             .Case([&](spmd::ReduceScatterOp o) {
-              args = dimList(o.getMeshDims());
               args.push_back(b.i64(o.getScatterDimAttr().getInt()));
               args.push_back(b.i32(static_cast<int32_t>(o.getReduce())));
               return SPMD_CALLEE(spmd_rt_reduce_scatter);
             })
             .Case([&](spmd::AllToAllOp o) {
-              args = dimList(o.getMeshDims());
               args.push_back(b.i64(o.getSplitDimAttr().getInt()));
               args.push_back(b.i64(o.getConcatDimAttr().getInt()));
               return SPMD_CALLEE(spmd_rt_all_to_all);
             })
             .Case([&](spmd::BroadcastOp o) {
-              args = dimList(o.getMeshDims());
               args.push_back(b.i64(o.getRootAttr().getInt()));
               return SPMD_CALLEE(spmd_rt_broadcast);
             })
             .Case([&](spmd::LocalTakeOp o) {
-              args = {b.i64(o.getDim())};
+              args.push_back(b.i64(o.getDim()));
               if (auto indices = o.getIndicesAttr()) {
                 args.push_back(b.i64Array(indices.asArrayRef()));
                 args.push_back(b.f64(o.getFill().convertToDouble()));

@@ -8,7 +8,9 @@ says only what the schema cannot:
 
   family     the ODS family class and its template arguments after the
              mnemonic, e.g. 'Aten_PointwiseOp<"{{0, 1}}">'.
-  kernel     the runtime kernel (`spmd_rt_<kernel>`), if the op has one.
+  kernel     the runtime kernel (`spmd_rt_<kernel>`) when the op has one
+             and its family does not name it; its arguments are then
+             generated (`kernel_args`).
   infer      the family's result-type rule to use instead of its default
              (an `Aten_Infer*` defvar of AtenOps.td), or "" when the op
              defines inferResultTypes in AtenOps.cpp.
@@ -141,14 +143,14 @@ OPS = [
        required=["dtype"], kernel_args=[],
        doc="`[0, 1, ..., ceil(end) - 1]` of element type `dtype`."),
     # Matrix products.
-    Op("mm", "Aten_MatmulOp<0, 0>", "matmul", infer="", tensor=FLOAT,
+    Op("mm", "Aten_MatmulOp<0, 0>", infer="", tensor=FLOAT,
        doc="`[n, k] x [k, m] -> [n, m]`."),
-    Op("addmm", "Aten_MatmulOp<0, 1>", "matmul", infer="", tensor=FLOAT,
+    Op("addmm", "Aten_MatmulOp<0, 1>", infer="", tensor=FLOAT,
        doc="`beta * self + alpha * (mat1 @ mat2)`; `self` broadcasts to "
            "`[n, m]`."),
-    Op("bmm", "Aten_MatmulOp<1, 0>", "matmul", infer="", tensor=FLOAT,
+    Op("bmm", "Aten_MatmulOp<1, 0>", infer="", tensor=FLOAT,
        doc="`[b, n, k] x [b, k, m] -> [b, n, m]`."),
-    Op("baddbmm", "Aten_MatmulOp<1, 1>", "matmul", infer="", tensor=FLOAT,
+    Op("baddbmm", "Aten_MatmulOp<1, 1>", infer="", tensor=FLOAT,
        doc="`beta * self + alpha * bmm(batch1, batch2)`; `self` broadcasts "
            "to `[b, n, m]`."),
     # Views, rearrangements.

@@ -164,7 +164,7 @@ class Aten_Op<string mnemonic, list<Trait> traits = [], bit pure = 1>
       return }], !if(!empty(kernel), "::std::nullopt",
                      "::spmd::RuntimeKernel::" # kernel), [{;
     }
-  }], !if(!empty(kernel), "", !strconcat([{
+  }], !if(!empty(kernelArguments), "", !strconcat([{
     /// The arguments of the runtime kernel after the result buffers.
     ::llvm::SmallVector<::spmd::aten::KernelArgument> getKernelArguments() {
       ::mlir::Builder b(getContext());
@@ -239,6 +239,8 @@ class Aten_PermuteOp<string mnemonic>
 /// (Batched) matrix products, with an addend `self` when `withSelf`.
 class Aten_MatmulOp<string mnemonic, bit batched, bit withSelf>
     : Aten_Op<mnemonic, [Aten_MatrixProduct]> {
+  // One GEMM kernel for the family; its arguments are the family's.
+  let kernel = "matmul";
   let familyDeclarations = !if(withSelf, [{
     /// The addend's and the product's factors (beta * self + alpha * a b).
     double getBetaValue() { return getBeta().convertToDouble(); }

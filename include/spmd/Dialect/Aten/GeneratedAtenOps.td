@@ -477,11 +477,6 @@ def Aten_MmOp : Aten_MatmulOp<"mm", 0, 0> {
   let arguments = (ins Aten_FloatTensor:$self,
                     Aten_FloatTensor:$mat2);
   let results = (outs Aten_FloatTensor:$result);
-  let kernel = "matmul";
-  let kernelArguments = [{
-    return {::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(0), false),
-            ::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(1), false)};
-  }];
   let inferBody = "";
 }
 
@@ -496,14 +491,6 @@ def Aten_AddmmOp : Aten_MatmulOp<"addmm", 0, 1> {
                     Aten_ScaleAttr:$beta,
                     Aten_ScaleAttr:$alpha);
   let results = (outs Aten_FloatTensor:$result);
-  let kernel = "matmul";
-  let kernelArguments = [{
-    return {::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(0), false),
-            ::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(1), false),
-            ::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(2), false),
-            ::spmd::aten::KernelArgument::value(b.getF64FloatAttr(getBeta().convertToDouble())),
-            ::spmd::aten::KernelArgument::value(b.getF64FloatAttr(getAlpha().convertToDouble()))};
-  }];
   let inferBody = "";
 }
 
@@ -515,11 +502,6 @@ def Aten_BmmOp : Aten_MatmulOp<"bmm", 1, 0> {
   let arguments = (ins Aten_FloatTensor:$self,
                     Aten_FloatTensor:$mat2);
   let results = (outs Aten_FloatTensor:$result);
-  let kernel = "matmul";
-  let kernelArguments = [{
-    return {::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(0), false),
-            ::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(1), false)};
-  }];
   let inferBody = "";
 }
 
@@ -535,14 +517,6 @@ def Aten_BaddbmmOp : Aten_MatmulOp<"baddbmm", 1, 1> {
                     Aten_ScaleAttr:$beta,
                     Aten_ScaleAttr:$alpha);
   let results = (outs Aten_FloatTensor:$result);
-  let kernel = "matmul";
-  let kernelArguments = [{
-    return {::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(0), false),
-            ::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(1), false),
-            ::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(2), false),
-            ::spmd::aten::KernelArgument::value(b.getF64FloatAttr(getBeta().convertToDouble())),
-            ::spmd::aten::KernelArgument::value(b.getF64FloatAttr(getAlpha().convertToDouble()))};
-  }];
   let inferBody = "";
 }
 
