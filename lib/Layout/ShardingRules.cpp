@@ -57,20 +57,20 @@ std::vector<OpStrategy> EinsumRule::strategies() const {
       contracted = true;
       bool reducedByOp = std::find(selfReduced.begin(), selfReduced.end(),
                                    static_cast<int>(i)) != selfReduced.end();
-      s.results[i] = reducedByOp ? Placement::replicate()
-                                 : Placement::partial(ReduceKind::Sum);
+      s.results[i] =
+          reducedByOp ? Placement::replicate() : Placement::partial(reduce);
     }
     if (contracted)
       for (int i : additive)
-        s.operands[i] = Placement::partial(ReduceKind::Sum);
+        s.operands[i] = Placement::partial(reduce);
     out.push_back(s);
   }
 
   for (const std::vector<int> &group : linearGroups) {
     OpStrategy s = replicated;
     for (int i : group)
-      s.operands[i] = Placement::partial(ReduceKind::Sum);
-    s.results.assign(results.size(), Placement::partial(ReduceKind::Sum));
+      s.operands[i] = Placement::partial(reduce);
+    s.results.assign(results.size(), Placement::partial(reduce));
     out.push_back(s);
   }
   out.insert(out.end(), extra.begin(), extra.end());

@@ -11,6 +11,9 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Verifier.h"
 
+#include <cmath>
+#include <limits>
+
 namespace spmd {
 #define GEN_PASS_DEF_PARTITIONPASS
 #include "spmd/Partition/Passes.h.inc"
@@ -319,6 +322,24 @@ FailureOr<Value> Partitioner::redistribute(RedistributeOp op, Value input) {
   return v;
 }
 
+/// The padding of an operand that a `reduce` runs over: the reduction's
+/// identity in `element`'s range (0 for sums and averages, the lowest
+/// value for a max, the highest for a min), so padding never wins.
+static double reductionIdentity(layout::ReduceKind reduce, Type element) {
+  bool max = reduce == layout::ReduceKind::Max;
+  if (!max && reduce != layout::ReduceKind::Min)
+    return 0;
+  if (auto integer = dyn_cast<IntegerType>(element)) {
+    if (integer.getWidth() == 1)
+      return max ? 0 : 1;
+    // -2^(w-1) is exact; 2^(w-1) - 1 is for w <= 53 (i32).
+    double bound = std::ldexp(1.0, integer.getWidth() - 1);
+    return max ? -bound : bound - 1;
+  }
+  double inf = std::numeric_limits<double>::infinity();
+  return max ? -inf : inf;
+}
+
 void Partitioner::maskReducedOperands(Operation *op) {
   SmallVector<Placements> results;
   for (Value r : op->getResults())
@@ -333,11 +354,13 @@ void Partitioner::maskReducedOperands(Operation *op) {
       continue;
     std::vector<int64_t> shape = shapeOf(type), padded;
     for (size_t m = 0; m < p.size(); ++m) {
-      bool summed =
-          p[m].isShardLike() && llvm::any_of(results, [&](const Placements &r) {
+      if (!p[m].isShardLike())
+        continue;
+      const Placements *partial =
+          llvm::find_if(results, [&](const Placements &r) {
             return r[m].kind == Placement::Kind::Partial;
           });
-      if (!summed)
+      if (partial == results.end())
         continue;
       int64_t d = p[m].dim;
       if (padded.empty())
@@ -353,8 +376,10 @@ void Partitioner::maskReducedOperands(Operation *op) {
       }
       if (!uneven)
         continue;
-      // Padded targets must be ignored, not counted as class 0.
-      double fill = 0;
+      // Padding is the identity of the pending reduction; padded targets
+      // must be ignored, not counted as class 0.
+      double fill =
+          reductionIdentity((*partial)[m].reduce, type.getElementType());
       if (auto nll = dyn_cast<aten::NllLossForwardOp>(op))
         if (operand.getOperandNumber() == 1)
           fill = static_cast<double>(nll.getIgnoreIndexAttr().getInt());

@@ -232,20 +232,23 @@ struct MatrixStack {
 MatrixStack checkTriu(const char *kernel, const SpmdBuffer *out,
                       const SpmdBuffer *self);
 
-/// sum: the dims of self to reduce, or `copy` when out is to be a copy of
-/// self (no dims and out not a one-element 0-D tensor).
-struct SumDims {
+/// A reduction over dims (SPMD_RT_REDUCTION): the dims of self to reduce
+/// and how many elements each output folds (`count`), or `copy` when out is
+/// to be a copy of self (no dims and out not a one-element 0-D tensor).
+struct ReducedDims {
   bool copy;
   bool reduce[SPMD_MAX_RANK];
+  int64_t count;
 };
-/// sum (ATen's sum / sum.dim_IntList): with n == 0, a copy when out is not
-/// 0-D with one element (nothing is checked), else every dim. Otherwise
-/// checkDim each of `dims` in turn and fails on a repeat (`<kernel>: dim
-/// <d> is listed twice`). Then out must be self with the reduced dims
-/// removed, or kept as 1 (`out <shape> is not self <shape> summed over
-/// <count> dims`).
-SumDims checkSum(const char *kernel, const SpmdBuffer *out,
-                 const SpmdBuffer *self, int32_t n, const int64_t *dims);
+/// A reduction (ATen's sum, sum.dim_IntList, mean.dim, amax): with n == 0,
+/// a copy when out is not 0-D with one element (nothing is checked), else
+/// every dim. Otherwise checkDim each of `dims` in turn and fails on a
+/// repeat (`<kernel>: dim <d> is listed twice`). Then out must be self with
+/// the reduced dims removed, or kept as 1 (`out <shape> is not self <shape>
+/// reduced over <count> dims`).
+ReducedDims checkReduction(const char *kernel, const SpmdBuffer *out,
+                           const SpmdBuffer *self, int32_t n,
+                           const int64_t *dims);
 
 /// matmul: fatal unless out is 2-D (mm) or 3-D (bmm) (`<kernel>: rank-<r>
 /// out; expected 2 (mm) or 3 (bmm)`); returns out's rank.

@@ -1698,6 +1698,56 @@ TEST_F(CudaKernels, SumLarge) {
   checkSumsOverLargeDims(SPMD_F32, sumTol);
 }
 
+/// mean and amax of dtype `dt` on every path of the CUDA reductions: short
+/// rows (a warp each), several reduced runs (a thread per output), columns
+/// and middle dims (tiles), long reductions (chunks) and no elements (NaN
+/// means, maxima the identity: what an empty shard holds). amax picks an
+/// element, so it is exact (`maxTol`); mean within `meanTol`.
+void checkMeanAndAmax(DType dt, Tol meanTol, Tol maxTol) {
+  Tensor x = random(dt, {3, 5, 7}, -100, 100);
+  CHECK_KERNEL(meanTol, mean, Tensor(dt, {3, 5}), x, 1, kDim2);
+  CHECK_KERNEL(maxTol, amax, Tensor(dt, {3, 5, 1}), x, 1, kDim2);
+  CHECK_KERNEL(meanTol, mean, Tensor(dt, {1, 5, 1}), x, 2, kDims02);
+  CHECK_KERNEL(maxTol, amax, Tensor(dt, {5}), x, 2, kDims02);
+  CHECK_KERNEL(meanTol, mean, Tensor(dt, {}), x, 0, nullptr);
+  CHECK_KERNEL(maxTol, amax, Tensor(dt, {}), x, 3, kDims201);
+  Tensor m = random(dt, {2048, 1030}, -1, 1);
+  CHECK_KERNEL(meanTol, mean, Tensor(dt, {1030}), m, 1, kDim0);
+  CHECK_KERNEL(maxTol, amax, Tensor(dt, {1030}), m, 1, kDim0);
+  CHECK_KERNEL(meanTol, mean, Tensor(dt, {2048}), m, 1, kDim1);
+  CHECK_KERNEL(maxTol, amax, Tensor(dt, {2048}), m, 1, kDim1);
+  CHECK_KERNEL(meanTol, mean, Tensor(dt, {}), m, 0, nullptr);
+  CHECK_KERNEL(maxTol, amax, Tensor(dt, {}), m, 0, nullptr);
+  Tensor t = random(dt, {64, 1000, 17}, -1, 1);
+  CHECK_KERNEL(meanTol, mean, Tensor(dt, {64, 1, 17}), t, 1, kDim1);
+  CHECK_KERNEL(maxTol, amax, Tensor(dt, {64, 17}), t, 1, kDim1);
+  Tensor none = random(dt, {0, 7}, -1, 1);
+  CHECK_KERNEL(maxTol, mean, Tensor(dt, {7}), none, 1, kDim0);
+  CHECK_KERNEL(maxTol, amax, Tensor(dt, {7}), none, 1, kDim0);
+}
+
+TEST_F(CudaKernels, MeanAndAmax) {
+  for (int32_t dt : kFloatTypes) {
+    SCOPED_TRACE(spmd_rt_dtype_name(dt));
+    checkMeanAndAmax(dt, Tol{1e-6, 1e-7}, kExact);
+  }
+  // amax keeps integer types; an empty i32 shard holds INT32_MIN.
+  for (int32_t dt : {SPMD_I64, SPMD_I32}) {
+    SCOPED_TRACE(spmd_rt_dtype_name(dt));
+    Tensor x = random(dt, {64, 1000, 17}, -1000000, 1000000);
+    CHECK_KERNEL(kExact, amax, Tensor(dt, {64, 17}), x, 1, kDim1);
+    CHECK_KERNEL(kExact, amax, Tensor(dt, {}), x, 0, nullptr);
+    Tensor none = random(dt, {0, 7}, -1, 1);
+    CHECK_KERNEL(kExact, amax, Tensor(dt, {7}), none, 1, kDim0);
+  }
+  // NaN propagates through every path.
+  Tensor withNan = random(SPMD_F32, {2048, 1030}, -1, 1);
+  withNan.set(1234 * 1030 + 56, NAN);
+  withNan.upload();
+  CHECK_KERNEL(kExact, amax, Tensor(SPMD_F32, {1030}), withNan, 1, kDim0);
+  CHECK_KERNEL(kExact, amax, Tensor(SPMD_F32, {}), withNan, 0, nullptr);
+}
+
 //===----------------------------------------------------------------------===//
 // Softmax family
 //===----------------------------------------------------------------------===//
@@ -2495,6 +2545,10 @@ TEST_F(CudaKernelsBf16, Sum) {
   checkSumsOverLargeDims(dt, bf16SumTol);
 }
 
+TEST_F(CudaKernelsBf16, MeanAndAmax) {
+  checkMeanAndAmax(kBF16, kBf16Reduction, kBf16Rounded);
+}
+
 TEST_F(CudaKernelsBf16, SoftmaxFamily) {
   // The shifted rows: bf16 holds multiples of 4 there.
   checkSoftmaxFamilyShapes(kBF16);
@@ -2821,7 +2875,7 @@ bool runsWholeSuite() {
 TEST_F(CudaKernels, ZzEveryKernelOfKernelListRan) {
   if (!runsWholeSuite())
     GTEST_SKIP() << "needs the whole suite, in order, in a 1-rank job";
-  EXPECT_EQ(kernelListNames().size(), 49u);
+  EXPECT_EQ(kernelListNames().size(), 51u);
   for (const std::string &name : kernelListNames())
     EXPECT_TRUE(exercisedKernels().count(name))
         << "spmd_rt_" << name << " is never compared";

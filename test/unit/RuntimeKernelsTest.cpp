@@ -861,7 +861,56 @@ TEST_F(RuntimeKernelsDeathTest, SumRejectsBadDims) {
   const int64_t dim1[] = {1};
   Buffer wrong = empty(SPMD_F32, {3});
   EXPECT_DEATH(spmd_rt_sum(wrong.get(), self.get(), 1, dim1),
-               "spmd_rt_sum: out \\[3\\] is not self \\[2, 3\\] summed");
+               "spmd_rt_sum: out \\[3\\] is not self \\[2, 3\\] reduced");
+}
+
+TEST(RuntimeKernels, MeanOverDims) {
+  Buffer self = iota<float>({2, 3, 4}); // self[i][j][k] = 12i + 4j + k
+  const int64_t dim1[] = {1};
+  Buffer out = empty(SPMD_F32, {2, 4});
+  spmd_rt_mean(out.get(), self.get(), 1, dim1);
+  expectF32(out, {4, 5, 6, 7, 16, 17, 18, 19});
+  const int64_t dims02[] = {0, 2};
+  Buffer keep02 = empty(SPMD_F64, {1, 3, 1});
+  spmd_rt_mean(keep02.get(), self.get(), 2, dims02);
+  expectNear<double>(keep02, {7.5, 11.5, 15.5});
+  Buffer all = empty(SPMD_F32, {});
+  spmd_rt_mean(all.get(), self.get(), 0, nullptr);
+  expectF32(all, {11.5});
+  // Over no elements: 0 / 0, as torch.mean of an empty dim.
+  Buffer none = empty(SPMD_F32, {2, 0});
+  Buffer nan = empty(SPMD_F32, {2});
+  spmd_rt_mean(nan.get(), none.get(), 1, dim1);
+  EXPECT_TRUE(std::isnan(values<float>(nan)[0]));
+}
+
+TEST(RuntimeKernels, AmaxOverDims) {
+  Buffer self = f32({2, 3}, {1, -5, 3, -2, -7, -4});
+  const int64_t dim0[] = {0}, dim1[] = {1};
+  Buffer cols = empty(SPMD_F32, {3});
+  spmd_rt_amax(cols.get(), self.get(), 1, dim0);
+  expectF32(cols, {1, -5, 3});
+  Buffer rows = empty(SPMD_F32, {2, 1});
+  spmd_rt_amax(rows.get(), self.get(), 1, dim1);
+  expectF32(rows, {3, -2});
+  // NaN propagates (torch.amax).
+  Buffer withNan = f32({3}, {1, NAN, 2});
+  Buffer top = empty(SPMD_F32, {});
+  spmd_rt_amax(top.get(), withNan.get(), 0, nullptr);
+  EXPECT_TRUE(std::isnan(values<float>(top)[0]));
+  // An empty shard holds the identity of max: -inf, or the lowest integer.
+  Buffer none = empty(SPMD_F32, {0, 2});
+  Buffer lowest = empty(SPMD_F32, {2});
+  spmd_rt_amax(lowest.get(), none.get(), 1, dim0);
+  EXPECT_EQ(values<float>(lowest), std::vector<float>(2, -INFINITY));
+  Buffer ints = i32({2, 2}, {4, -9, 7, -3});
+  Buffer intMax = empty(SPMD_I32, {2});
+  spmd_rt_amax(intMax.get(), ints.get(), 1, dim0);
+  expectExact<int32_t>(intMax, {7, -3});
+  Buffer noInts = empty(SPMD_I32, {0});
+  Buffer intLowest = empty(SPMD_I32, {});
+  spmd_rt_amax(intLowest.get(), noInts.get(), 1, dim0);
+  expectExact<int32_t>(intLowest, {std::numeric_limits<int32_t>::lowest()});
 }
 
 //===----------------------------------------------------------------------===//

@@ -114,6 +114,11 @@ def ods_type(op, arg):
             return 'DefaultValuedAttr<I64Attr, "%s">' % default
         return "I64Attr"
     if re.match(r"(int|SymInt)\[\d*\]$", t):
+        # A list literal default (amax's `dim=[]`); a scalar one (`int[2]
+        # stride=1`) broadcasts, which the dialect does not take.
+        if default is not None and default.startswith("["):
+            return 'DefaultValuedAttr<DenseI64ArrayAttr, "{%s}">' % \
+                default[1:-1]
         return ("OptionalAttr<DenseI64ArrayAttr>" if optional
                 else "DenseI64ArrayAttr")
     if t == "bool":

@@ -189,11 +189,21 @@ OPS = [
            "the sizes must add up to the dim's length. DDP's gradient "
            "buckets use it to take the reduced flat buffer apart."),
     # Reductions.
-    Op("sum", "Aten_ReductionOp", "sum", infer="",
+    Op("sum", 'Aten_ReductionOp<"Sum", withDims = 0, promotes = 1>', "sum",
        kernel_args=["self", "@getReducedDims"],
        doc="Sum of all elements, a 0-D tensor (integer inputs sum to i64)."),
-    Op("sum.dim_IntList", "Aten_ReductionOp", "sum", infer="",
-       required=["dim"], kernel_args=["self", "@getReducedDims"]),
+    Op("sum.dim_IntList", 'Aten_ReductionOp<"Sum", promotes = 1>', "sum",
+       required=["dim"], kernel_args=["self", "@getReducedDims"],
+       doc="Integer and bool inputs sum to i64 unless `dtype` is given."),
+    Op("mean.dim", 'Aten_ReductionOp<"Avg">', "mean", tensor=FLOAT,
+       required=["dim"], kernel_args=["self", "@getReducedDims"],
+       doc="The sum over the number of reduced elements. Over a sharded "
+           "dim the result is Partial(avg), which needs equal shards."),
+    Op("amax", 'Aten_ReductionOp<"Max", withDtype = 0>', "amax",
+       tensor="Aten_NumericTensor", kernel_args=["self", "@getReducedDims"],
+       doc="The largest element (NaN when there is one). Over a sharded "
+           "dim the result is Partial(max); an empty shard holds the "
+           "lowest value."),
     # Softmax.
     Op("_softmax", "Aten_SoftmaxOp", "softmax", tensor=FLOAT,
        kernel_args=["self", "^dim"]),

@@ -54,10 +54,10 @@ struct EinsumRule {
   /// Labels that must stay whole (softmax's and layer norm's normalized
   /// dims): never sharded.
   std::string unshardable;
-  /// Operands the op is linear in, for Partial(sum) pass-through: each one
-  /// may be Partial(sum) while the others are Replicate (a bilinear op such
+  /// Operands the op is linear in, for Partial(reduce) pass-through: each
+  /// one may be Partial while the others are Replicate (a bilinear op such
   /// as mm lists both; add lists the set of all operands, which may be
-  /// Partial together). Every result is then Partial(sum).
+  /// Partial together). Every result is then Partial(reduce).
   std::vector<std::vector<int>> linearGroups;
   /// Operands added to the product rather than multiplied into it (addmm's
   /// and baddbmm's `self`): where a contraction makes the result Partial,
@@ -70,6 +70,11 @@ struct EinsumRule {
   /// than Partial(sum) because the op reduces them itself (the mean
   /// nll_loss's total_weight, which the partitioner all-reduces).
   std::vector<int> selfReduced;
+  /// The reduction a contraction leaves pending and that linear operands
+  /// carry through: Partial(sum) for sums and products, Partial(max) for
+  /// amax, Partial(avg) for mean (DTensor's reduction_op of the op). An avg
+  /// is exact only over equal shards: its reduced labels are `evenOnly`.
+  ReduceKind reduce = ReduceKind::Sum;
   /// Strategies that labels cannot express, appended as they are: views
   /// that move a sharded piece of a dim into another dim (Shard(k) <->
   /// StridedShard(j, product of the outer sizes)).
@@ -79,7 +84,8 @@ struct EinsumRule {
   /// Replicate first, then one per shardable label (result labels in result
   /// order, then contracted ones), then the Partial pass-throughs, then
   /// `extra`. A result
-  /// that lacks a sharded label is Partial(sum) (the label is summed away).
+  /// that lacks a sharded label is Partial(reduce) (the label is reduced
+  /// away).
   std::vector<OpStrategy> strategies() const;
 
   /// The identity on a tensor of `rank` dims: every placement passes

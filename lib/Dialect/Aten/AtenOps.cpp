@@ -62,23 +62,14 @@ Type spmd::aten::resultElementType(TypeRange types) {
   return dimResult;
 }
 
-SmallVector<int64_t> SumOp::getReducedDims() {
-  return llvm::to_vector(llvm::seq<int64_t>(0, getSelf().getType().getRank()));
-}
-
-bool SumOp::keepsDims() { return false; }
-
-SmallVector<int64_t> SumDimIntListOp::getReducedDims() {
-  int64_t rank = getSelf().getType().getRank();
-  if (getDim().empty())
+SmallVector<int64_t>
+spmd::aten::detail::reducedDims(int64_t rank,
+                                std::optional<ArrayRef<int64_t>> dims) {
+  if (!dims || dims->empty())
     return llvm::to_vector(llvm::seq<int64_t>(0, rank));
-  SmallVector<int64_t> dims;
-  for (int64_t d : getDim())
-    dims.push_back(normalizeDim(d, rank));
-  return dims;
+  return llvm::map_to_vector(*dims,
+                             [&](int64_t d) { return normalizeDim(d, rank); });
 }
-
-bool SumDimIntListOp::keepsDims() { return getKeepdim(); }
 
 SmallVector<int64_t> TOp::getPermutation() {
   int64_t rank = getSelf().getType().getRank();
@@ -734,43 +725,25 @@ LogicalResult SplitWithSizesOp::inferResultTypes(Adaptor adaptor,
 // Reductions
 //===----------------------------------------------------------------------===//
 
-/// ATen sum's result dtype: `dtype` when given, else integers and bool sum
-/// to i64 and floats keep their type.
-static FailureOr<Type> sumElementType(RankedTensorType self,
-                                      std::optional<Type> dtype,
-                                      EmitErrorFn emitError) {
+LogicalResult spmd::aten::detail::inferReduction(
+    Type selfType, std::optional<ArrayRef<int64_t>> dims, bool keepdim,
+    std::optional<Type> dtype, bool promotes, EmitErrorFn emitError,
+    SmallVectorImpl<Type> &types) {
+  auto self = tensorType(selfType);
+  Type elem = self.getElementType();
   if (dtype) {
     if (failed(expectElementType(*dtype, emitError)))
       return failure();
-    return *dtype;
+    elem = *dtype;
+  } else if (promotes && getCategory(elem) != Category::Float) {
+    elem = IntegerType::get(self.getContext(), 64);
   }
-  if (getCategory(self.getElementType()) != Category::Float)
-    return Type(IntegerType::get(self.getContext(), 64));
-  return self.getElementType();
-}
-
-LogicalResult SumOp::inferResultTypes(Adaptor adaptor, EmitErrorFn emitError,
-                                      SmallVectorImpl<Type> &types) {
-  auto self = tensorType(adaptor.getSelf());
-  auto elem = sumElementType(self, adaptor.getDtype(), emitError);
-  if (failed(elem))
-    return failure();
-  types.push_back(RankedTensorType::get({}, *elem));
-  return success();
-}
-
-LogicalResult SumDimIntListOp::inferResultTypes(Adaptor adaptor,
-                                                EmitErrorFn emitError,
-                                                SmallVectorImpl<Type> &types) {
-  auto self = tensorType(adaptor.getSelf());
-  auto elem = sumElementType(self, adaptor.getDtype(), emitError);
-  if (failed(elem))
-    return failure();
   SmallVector<bool> reduced(std::max<int64_t>(self.getRank(), 1), false);
-  // An empty dim list reduces every dim (ATen's sum.dim_IntList with []).
-  if (adaptor.getDim().empty())
+  // No list or an empty one reduces every dim (ATen's sum.dim_IntList
+  // with []).
+  if (!dims || dims->empty())
     reduced.assign(reduced.size(), true);
-  for (int64_t d : adaptor.getDim()) {
+  for (int64_t d : dims.value_or(ArrayRef<int64_t>())) {
     auto w = wrapDim(d, self.getRank(), emitError);
     if (failed(w))
       return failure();
@@ -782,10 +755,10 @@ LogicalResult SumDimIntListOp::inferResultTypes(Adaptor adaptor,
   for (int64_t d = 0; d < self.getRank(); ++d) {
     if (!reduced[d])
       shape.push_back(self.getDimSize(d));
-    else if (adaptor.getKeepdim())
+    else if (keepdim)
       shape.push_back(1);
   }
-  types.push_back(RankedTensorType::get(shape, *elem));
+  types.push_back(RankedTensorType::get(shape, elem));
   return success();
 }
 

@@ -72,7 +72,7 @@ EinsumRule aten::rules::pointwise(Operation *op,
 }
 
 EinsumRule aten::rules::reduction(Operation *op, ArrayRef<int64_t> dims,
-                                  bool keepdim) {
+                                  bool keepdim, layout::ReduceKind reduce) {
   int64_t rank = rankOf(op->getOperand(0));
   EinsumRule rule;
   std::string in = resultLabels(rank);
@@ -85,9 +85,13 @@ EinsumRule aten::rules::reduction(Operation *op, ArrayRef<int64_t> dims,
       result += in[d];
     else if (keepdim)
       result += '1';
+    // A mean of unequal shards' means is not the mean.
+    if (reduced && reduce == layout::ReduceKind::Avg)
+      rule.evenOnly += in[d];
   }
   rule.results = {result};
   rule.linearGroups = {{0}};
+  rule.reduce = reduce;
   return rule;
 }
 

@@ -224,10 +224,11 @@ MatrixStack checkTriu(const char *kernel, const SpmdBuffer *out,
           self->shape[self->rank - 1]};
 }
 
-SumDims checkSum(const char *kernel, const SpmdBuffer *out,
-                 const SpmdBuffer *self, int32_t n, const int64_t *dims) {
+ReducedDims checkReduction(const char *kernel, const SpmdBuffer *out,
+                           const SpmdBuffer *self, int32_t n,
+                           const int64_t *dims) {
   const int32_t rank = self->rank;
-  SumDims s = {};
+  ReducedDims s = {};
   int32_t count = 0;
   if (n == 0) {
     if (!(out->rank == 0 && out->numel == 1)) {
@@ -255,8 +256,12 @@ SumDims checkSum(const char *kernel, const SpmdBuffer *out,
     ok = out->shape[o++] == (s.reduce[d] ? 1 : self->shape[d]);
   }
   if (!ok)
-    spmd_rt_fatal("%s: out %s is not self %s summed over %d dims", kernel,
+    spmd_rt_fatal("%s: out %s is not self %s reduced over %d dims", kernel,
                   shapeStr(out).c_str(), shapeStr(self).c_str(), count);
+  s.count = 1;
+  for (int32_t d = 0; d < rank; ++d)
+    if (s.reduce[d])
+      s.count *= self->shape[d];
   return s;
 }
 

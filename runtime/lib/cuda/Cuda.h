@@ -28,6 +28,7 @@
 
 #include "../Backends.h"
 #include "../Checks.h"
+#include "../Reduce.h"
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -231,7 +232,7 @@ template <int kGroup> unsigned rowBlocks(int64_t rows) {
 //===----------------------------------------------------------------------===//
 
 /// How a sum over `rows` rows splits into chunks of rows, whose blocks write
-/// partial sums that a second pass (sumChunks) adds up.
+/// partial results that a second pass (reduceChunks) folds.
 struct RowChunks {
   int64_t count, rowsPerChunk;
 };
@@ -295,22 +296,24 @@ __device__ V groupReduce(V v, Op op = {}) {
   return v;
 }
 
-/// out[o] = the sum over the chunks of partial[chunk * outputs + o], rounded
-/// to T once: the second pass of sums split over chunks of blocks, adding
-/// the chunks in a fixed order (deterministic). A warp per output.
-template <typename T, typename Acc>
-__global__ void sumChunks(T *out, const Acc *partial, int64_t outputs,
-                          int64_t chunks) {
+/// out[o] = Reducer's fold over the chunks of partial[chunk * outputs + o],
+/// finished for `count` elements per output and rounded to T once: the
+/// second pass of reductions split over chunks of blocks, folding the chunks
+/// in a fixed order (deterministic). A warp per output.
+template <typename T, typename Acc, typename R = SumReducer<T, Acc>>
+__global__ void reduceChunks(T *out, const Acc *partial, int64_t outputs,
+                             int64_t chunks, int64_t count = 1) {
+  const R op;
   const int lane = threadIdx.x % 32;
   const int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32);
   for (int64_t o = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) / 32;
        o < outputs; o += warps) {
-    Acc acc = 0;
+    Acc acc = R::identity();
     for (int64_t k = lane; k < chunks; k += 32)
-      acc += partial[k * outputs + o];
-    acc = warpReduce(acc, AddOp());
+      acc = op(acc, partial[k * outputs + o]);
+    acc = warpReduce(acc, op);
     if (lane == 0)
-      out[o] = toStorage<T>(acc);
+      out[o] = toStorage<T>(R::finish(acc, count));
   }
 }
 #endif

@@ -312,7 +312,7 @@ void paramGrads(const char *kernel, SpmdBuffer *gradWeight,
       rows.n, rowsPerChunk);
   checkLaunch(kernel);
   auto addChunks = [&](T *result, const Scratch &part) {
-    sumChunks<<<gridFor(rows.n * 32), kBlock, 0, computeStream()>>>(
+    reduceChunks<<<gridFor(rows.n * 32), kBlock, 0, computeStream()>>>(
         result, part.as<Acc>(), rows.n, chunks);
     checkLaunch(kernel);
   };

@@ -1,9 +1,11 @@
-//===- Reduction.cu - sum over dims on the GPU ----------------------------===//
+//===- Reduction.cu - reductions over dims on the GPU ---------------------===//
 //
-// cpu/Reduction.cpp on the device. self's dims are grouped into runs of
-// reduced and kept dims (size-1 dims dropped, neighbours of the same kind
-// merged). With one reduced run, self is a [B, R, C] view summed over R into
-// [B, C], which covers the common cases with coalesced loads:
+// cpu/Reduction.cpp on the device: each SPMD_RT_REDUCTION kernel folds with
+// its Reduce.h reducer (below, "sum" stands for any of them). self's dims
+// are grouped into runs of reduced and kept dims (size-1 dims dropped,
+// neighbours of the same kind merged). With one reduced run, self is a
+// [B, R, C] view summed over R into [B, C], which covers the common cases
+// with coalesced loads:
 //   - everything ([1, R, 1]) and row sums ([B, R, 1]): the threads of a block
 //     walk rows, consecutive threads on consecutive elements;
 //   - column sums ([1, R, C], e.g. bias gradients) and middle dims
@@ -14,9 +16,9 @@
 // result is deterministic). Short rows take a warp each, and the other
 // layouts a thread per output element.
 //
-// Sums accumulate as the CPU's: in double for floats, in int64 for integers;
-// bf16 (CUDA only) accumulates in float, ATen's CUDA acc type, and is rounded
-// to bf16 once on store.
+// Reductions accumulate as the CPU's: in double for floats, in int64 for
+// integers; bf16 (CUDA only) accumulates in float, ATen's CUDA acc type, and
+// is rounded to bf16 once on store.
 //
 //===----------------------------------------------------------------------===//
 
@@ -30,12 +32,13 @@ namespace {
 /// [B, R, C] summed over R: blockDim.x (a power of two up to 32) columns by
 /// blockDim.y rows per block; blockIdx.x walks the (b, column tile) pairs,
 /// blockIdx.y picks the chunk of rows [chunk * rowsPerChunk, +rowsPerChunk).
-/// With one chunk the sums are the results (`out[b * C + c]`), else they go
-/// to `partial[chunk * B * C + b * C + c]`.
-template <typename T, typename Acc>
+/// With one chunk the sums, finished for `count` elements, are the results
+/// (`out[b * C + c]`), else they go to `partial[chunk * B * C + b * C + c]`.
+template <typename T, typename Acc, typename R>
 __global__ void __launch_bounds__(kBlock)
     sumTiles(T *out, Acc *partial, const T *__restrict__ in, int64_t batch,
-             int64_t rows, int64_t cols, int64_t rowsPerChunk) {
+             int64_t rows, int64_t cols, int64_t rowsPerChunk, int64_t count) {
+  const R op;
   __shared__ Acc tile[kBlock];
   const int w = blockDim.x, h = blockDim.y;
   const int tx = threadIdx.x, ty = threadIdx.y;
@@ -45,18 +48,18 @@ __global__ void __launch_bounds__(kBlock)
   // Block-uniform: every thread takes part in the __syncthreads below.
   for (int64_t t = blockIdx.x; t < batch * tiles; t += gridDim.x) {
     const int64_t b = t / tiles, c = (t % tiles) * w + tx;
-    Acc acc = 0;
+    Acc acc = R::identity();
     if (c < cols) {
       const T *p = in + b * rows * cols + c;
 #pragma unroll 4
       for (int64_t r = begin + ty; r < end; r += h)
-        acc += toOpMath(p[r * cols]);
+        acc = op(acc, Acc(toOpMath(p[r * cols])));
     }
     tile[ty * w + tx] = acc;
     __syncthreads();
     for (int s = h / 2; s > 0; s /= 2) {
       if (ty < s)
-        tile[ty * w + tx] += tile[(ty + s) * w + tx];
+        tile[ty * w + tx] = op(tile[ty * w + tx], tile[(ty + s) * w + tx]);
       __syncthreads();
     }
     // tile[tx] is only written again by this thread.
@@ -64,34 +67,36 @@ __global__ void __launch_bounds__(kBlock)
       if (partial)
         partial[blockIdx.y * batch * cols + b * cols + c] = tile[tx];
       else
-        out[b * cols + c] = toStorage<T>(tile[tx]);
+        out[b * cols + c] = toStorage<T>(R::finish(tile[tx], count));
     }
   }
 }
 
 /// [B, R] summed over R, R of at most a few warps' loads: a warp per row.
-template <typename T, typename Acc>
+template <typename T, typename Acc, typename R>
 __global__ void sumRowsWarp(T *out, const T *__restrict__ in, int64_t batch,
                             int64_t n) {
+  const R op;
   const int lane = threadIdx.x % 32;
   const int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32);
   for (int64_t b = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) / 32;
        b < batch; b += warps) {
     const T *p = in + b * n;
-    Acc acc = 0;
+    Acc acc = R::identity();
 #pragma unroll 4
     for (int64_t j = lane; j < n; j += 32)
-      acc += toOpMath(p[j]);
-    acc = warpReduce(acc, AddOp());
+      acc = op(acc, Acc(toOpMath(p[j])));
+    acc = warpReduce(acc, op);
     if (lane == 0)
-      out[b] = toStorage<T>(acc);
+      out[b] = toStorage<T>(R::finish(acc, n));
   }
 }
 
 /// Any layout: output element o is kept index (decomposed over keptShape,
 /// row-major) and the sum runs over the outer reduced runs (decomposed over
 /// reducedShape) and, innermost, `innerLen` elements `innerStride` apart.
-/// Strides are self's, in elements.
+/// Strides are self's, in elements. With reducedCount 0 every output is the
+/// reducer's value over no elements (self is empty).
 struct GeneralView {
   int32_t keptRank, reducedRank;
   Dims keptShape, keptStride, reducedShape, reducedStride;
@@ -110,20 +115,21 @@ __device__ int64_t offsetOf(int64_t i, int32_t rank, const Dims &shape,
 }
 
 /// A thread per output element.
-template <typename T, typename Acc>
+template <typename T, typename Acc, typename R>
 __global__ void sumGeneral(T *out, const T *__restrict__ in, int64_t outputs,
                            GeneralView v) {
+  const R op;
   for (int64_t o = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; o < outputs;
        o += int64_t(gridDim.x) * blockDim.x) {
     const T *base = in + offsetOf(o, v.keptRank, v.keptShape, v.keptStride);
-    Acc acc = 0;
+    Acc acc = R::identity();
     for (int64_t r = 0; r < v.reducedCount; ++r) {
       const T *p =
           base + offsetOf(r, v.reducedRank, v.reducedShape, v.reducedStride);
       for (int64_t i = 0; i < v.innerLen; ++i)
-        acc += toOpMath(p[i * v.innerStride]);
+        acc = op(acc, Acc(toOpMath(p[i * v.innerStride])));
     }
-    out[o] = toStorage<T>(acc);
+    out[o] = toStorage<T>(R::finish(acc, v.reducedCount * v.innerLen));
   }
 }
 
@@ -140,11 +146,11 @@ constexpr int64_t kThreadMax = 16;
 constexpr int64_t kWarpMax = 1024;
 
 /// [B, R, C] summed over R into `out`.
-template <typename T, typename Acc>
+template <typename T, typename Acc, typename R>
 void sumBRC(const char *kernel, T *out, const T *in, int64_t b, int64_t r,
             int64_t c) {
   if (c == 1 && r <= kWarpMax) {
-    sumRowsWarp<T, Acc>
+    sumRowsWarp<T, Acc, R>
         <<<gridFor(b * 32), kBlock, 0, computeStream()>>>(out, in, b, r);
     checkLaunch(kernel);
     return;
@@ -160,23 +166,24 @@ void sumBRC(const char *kernel, T *out, const T *in, int64_t b, int64_t r,
                   static_cast<unsigned>(chunks));
   const dim3 block(w, h);
   if (chunks == 1) {
-    sumTiles<T, Acc><<<grid, block, 0, computeStream()>>>(out, nullptr, in, b,
-                                                          r, c, rowsPerChunk);
+    sumTiles<T, Acc, R><<<grid, block, 0, computeStream()>>>(
+        out, nullptr, in, b, r, c, rowsPerChunk, r);
     checkLaunch(kernel);
     return;
   }
   const int64_t outputs = b * c;
   Scratch partial(chunks * outputs * int64_t(sizeof(Acc)), kernel);
-  sumTiles<T, Acc><<<grid, block, 0, computeStream()>>>(
-      nullptr, partial.as<Acc>(), in, b, r, c, rowsPerChunk);
+  sumTiles<T, Acc, R><<<grid, block, 0, computeStream()>>>(
+      nullptr, partial.as<Acc>(), in, b, r, c, rowsPerChunk, r);
   checkLaunch(kernel);
-  sumChunks<T, Acc><<<gridFor(outputs * 32), kBlock, 0, computeStream()>>>(
-      out, partial.as<Acc>(), outputs, chunks);
+  reduceChunks<T, Acc, R>
+      <<<gridFor(outputs * 32), kBlock, 0, computeStream()>>>(
+          out, partial.as<Acc>(), outputs, chunks, r);
   checkLaunch(kernel);
 }
 
 /// Sums `in` (shaped like self) over the reduced runs into `out`.
-template <typename T, typename Acc>
+template <typename T, typename Acc, typename R>
 void sumRuns(const char *kernel, T *out, int64_t outputs, const T *in,
              const Run *runs, int32_t count) {
   int32_t reducedRuns = 0, at = 0;
@@ -188,7 +195,7 @@ void sumRuns(const char *kernel, T *out, int64_t outputs, const T *in,
   if (reducedRuns == 1 && runs[at].size > kThreadMax) {
     const int64_t b = at > 0 ? runs[0].size : 1;
     const int64_t c = at + 1 < count ? runs[at + 1].size : 1;
-    return sumBRC<T, Acc>(kernel, out, in, b, runs[at].size, c);
+    return sumBRC<T, Acc, R>(kernel, out, in, b, runs[at].size, c);
   }
   GeneralView v{};
   v.reducedCount = 1;
@@ -207,35 +214,36 @@ void sumRuns(const char *kernel, T *out, int64_t outputs, const T *in,
       v.reducedCount *= run.size;
     }
   }
-  sumGeneral<T, Acc>
+  sumGeneral<T, Acc, R>
       <<<gridFor(outputs), kBlock, 0, computeStream()>>>(out, in, outputs, v);
   checkLaunch(kernel);
 }
 
-} // namespace
-
-/// ATen's sum / sum.dim_IntList: out is self with the listed dims reduced,
-/// removed (rank - n) or kept as 1 (keepdim); n == 0 reduces everything
-/// when out is 0-D, else it is an empty list of dims (a copy).
-void spmd_rt_sum(SpmdBuffer *out, const SpmdBuffer *self, int32_t n,
-                 const int64_t *dims) {
-  const char *kernel = "spmd_rt_sum";
-  const SumDims sum = checkSum(kernel, out, self, n, dims);
+/// The SPMD_RT_REDUCTION kernels: out is self folded by `Reducer` over the
+/// listed dims (checkReduction).
+template <unsigned Set, template <typename, typename> class Reducer>
+void reduce(const char *kernel, SpmdBuffer *out, const SpmdBuffer *self,
+            int32_t n, const int64_t *dims) {
+  const ReducedDims reduced = checkReduction(kernel, out, self, n, dims);
   // cuda:: because argument-dependent lookup also finds the C entry point.
-  if (sum.copy)
+  if (reduced.copy)
     return cuda::spmd_rt_copy(out, self);
   const int32_t rank = self->rank;
-  const bool *reduce = sum.reduce;
-  dispatchDevice<kNumeric | kBFloat16>(out->dtype, kernel, [&](auto tag) {
+  const bool *reduce = reduced.reduce;
+  dispatchDevice<Set | kBFloat16>(out->dtype, kernel, [&](auto tag) {
     using T = decltype(tag);
     using Acc = AccT<T>;
+    using R = Reducer<T, Acc>;
     if (out->numel == 0)
       return;
     T *o = dataOf<T>(out);
-    // A sum over no elements is 0 (all bits zero for every dtype).
+    // Over no elements: one thread per output writes the reducer's value.
     if (self->numel == 0) {
-      check(cudaMemsetAsync(o, 0, out->numel * sizeof(T), computeStream()),
-            kernel);
+      GeneralView none{};
+      sumGeneral<T, Acc, R>
+          <<<gridFor(out->numel), kBlock, 0, computeStream()>>>(
+              o, nullptr, out->numel, none);
+      checkLaunch(kernel);
       return;
     }
     std::unique_ptr<Scratch> storage;
@@ -256,8 +264,14 @@ void spmd_rt_sum(SpmdBuffer *out, const SpmdBuffer *self, int32_t n,
       runs[k].stride = stride;
       stride *= runs[k].size;
     }
-    sumRuns<T, Acc>(kernel, o, out->numel, in, runs, runCount);
+    sumRuns<T, Acc, R>(kernel, o, out->numel, in, runs, runCount);
   });
 }
+
+} // namespace
+
+#define SPMD_RT_KERNEL(name, params, args)
+#define SPMD_RT_REDUCTION SPMD_RT_DEFINE_REDUCTION
+#include "spmd/Runtime/KernelList.def"
 
 } // namespace spmd::rt::cuda

@@ -282,6 +282,30 @@ func.func @sum_integer(%x: tensor<4xi32>) {
 
 // -----
 
+func.func @mean_of_integers(%x: tensor<4xi64>) {
+  // expected-error @+1 {{'aten.mean.dim' op operand #0 must be statically shaped tensor of 32-bit float or bfloat16 type or 16-bit float or 64-bit float values, but got 'tensor<4xi64>'}}
+  %0 = aten.mean.dim %x {dim = array<i64: 0>} : (tensor<4xi64>) -> tensor<i64>
+  return
+}
+
+// -----
+
+func.func @amax_of_bools(%x: tensor<4xi1>) {
+  // expected-error @+1 {{'aten.amax' op operand #0 must be statically shaped tensor of}}
+  %0 = aten.amax %x : (tensor<4xi1>) -> tensor<i1>
+  return
+}
+
+// -----
+
+func.func @amax_dim_twice(%x: tensor<4x8xf32>) {
+  // expected-error @+1 {{'aten.amax' op dim -1 appears multiple times}}
+  %0 = aten.amax %x {dim = array<i64: 1, -1>} : (tensor<4x8xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
 func.func @sum_dim_keepdim(%x: tensor<8x2x192xf32>) {
   // expected-error @+1 {{'aten.sum.dim_IntList' op expected result type 'tensor<192xf32>', got 'tensor<1x1x192xf32>'}}
   %0 = aten.sum.dim_IntList %x {dim = array<i64: 0, 1>} : (tensor<8x2x192xf32>) -> tensor<1x1x192xf32>

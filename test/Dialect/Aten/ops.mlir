@@ -443,6 +443,16 @@ func.func @reductions(%x: tensor<8x2x192xf32>, %y: tensor<16x64xf32>,
   %11 = aten.sum.dim_IntList %y {dim = array<i64: 1>, dtype = bf16} : (tensor<16x64xf32>) -> tensor<16xbf16>
   // CHECK: aten.sum.dim_IntList %[[I]] {dim = array<i64: 0>} : (tensor<4xi32>) -> tensor<i64>
   %12 = aten.sum.dim_IntList %i {dim = array<i64: 0>} : (tensor<4xi32>) -> tensor<i64>
+  // mean keeps the float type unless `dtype` is given.
+  // CHECK: aten.mean.dim %[[X]] {dim = array<i64: -1>, keepdim = true} : (tensor<8x2x192xf32>) -> tensor<8x2x1xf32>
+  %mean = aten.mean.dim %x {dim = array<i64: -1>, keepdim = true} : (tensor<8x2x192xf32>) -> tensor<8x2x1xf32>
+  // CHECK: aten.mean.dim %[[Y]] {dim = array<i64>, dtype = f64} : (tensor<16x64xf32>) -> tensor<f64>
+  %meanAll = aten.mean.dim %y {dim = array<i64>, dtype = f64} : (tensor<16x64xf32>) -> tensor<f64>
+  // amax keeps integer types; no dim list reduces every dim.
+  // CHECK: aten.amax %[[I]] : (tensor<4xi32>) -> tensor<i32>
+  %amax = aten.amax %i : (tensor<4xi32>) -> tensor<i32>
+  // CHECK: aten.amax %[[X]] {dim = array<i64: 1, 2>} : (tensor<8x2x192xf32>) -> tensor<8xf32>
+  %amaxDims = aten.amax %x {dim = array<i64: 1, 2>} : (tensor<8x2x192xf32>) -> tensor<8xf32>
   // CHECK: aten.sum.dim_IntList %[[S]] {dim = array<i64: 0>, keepdim = true} : (tensor<f32>) -> tensor<f32>
   %13 = aten.sum.dim_IntList %s {dim = array<i64: 0>, keepdim = true} : (tensor<f32>) -> tensor<f32>
   return

@@ -28,6 +28,12 @@ func.func @rules(%a: tensor<4x8xf32>, %b: tensor<8x6xf32>, %bias: tensor<6xf32>,
   %6 = aten.sum.dim_IntList %a {dim = array<i64: 0>, keepdim = true} : (tensor<4x8xf32>) -> tensor<1x8xf32>
   // expected-remark @+1 {{ab->: [replicate -> replicate] [shard<0> -> partial<sum>] [shard<1> -> partial<sum>] [partial<sum> -> partial<sum>]}}
   %7 = aten.sum %a : (tensor<4x8xf32>) -> tensor<f32>
+  // amax leaves Partial(max) and carries one through.
+  // expected-remark @+1 {{ab->a: [replicate -> replicate] [shard<0> -> shard<0>] [shard<1> -> partial<max>] [partial<max> -> partial<max>]}}
+  %amax = aten.amax %a {dim = array<i64: 1>} : (tensor<4x8xf32>) -> tensor<4xf32>
+  // mean leaves Partial(avg), only over equal shards.
+  // expected-remark @+1 {{ab->a even b: [replicate -> replicate] [shard<0> -> shard<0>] [shard<1> -> partial<avg>] [partial<avg> -> partial<avg>]}}
+  %mean = aten.mean.dim %a {dim = array<i64: 1>} : (tensor<4x8xf32>) -> tensor<4xf32>
   // A view maps groups of dims: a merged or split group shards only its
   // outer dim, evenly; the other dims of the group stay whole.
   // expected-remark @+1 {{ab->a whole b even a: [replicate -> replicate] [shard<0> -> shard<0>] [partial<sum> -> partial<sum>]}}

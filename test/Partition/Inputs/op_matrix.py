@@ -220,6 +220,12 @@ def build_cases(z):
         C("sum.dim_IntList", self=f(B, S, D), dim=[-1], keepdim=True),
         C("sum.dim_IntList", self=f(B, D), dim=[0], keepdim=False),
         C("sum.dim_IntList", self=f(B, D), dim=[], keepdim=True),
+        C("mean.dim", self=f(B, S, D), dim=[-1]),
+        C("mean.dim", self=f(B, S, D), dim=[0, 1], keepdim=True),
+        C("mean.dim", self=f(B, D), dim=[], dtype=Dt("f64")),
+        C("amax", self=f(B, S, D), dim=[1]),
+        C("amax", self=f(B, S, D), dim=[0, 2], keepdim=True),
+        C("amax", self=f(B, D)),
         # Softmax family: attention over the last dim, log-probs over classes.
         C("_softmax", self=f(B, S, S), dim=-1, half_to_float=False),
         C("_softmax", self=f(N, C_), dim=0, half_to_float=False),

@@ -94,9 +94,12 @@ layout::EinsumRule matmul(mlir::Operation *op, bool batched, bool withSelf);
 /// A split of `self` into `pieces` along `dim` (may be negative).
 layout::EinsumRule split(mlir::Value self, mlir::ValueRange pieces,
                          int64_t dim);
-/// A sum over `dims` of operand 0 (kept as size 1 when `keepdim`).
+/// A reduction over `dims` of operand 0 (kept as size 1 when `keepdim`)
+/// that leaves `reduce` pending where a reduced dim is sharded (DTensor's
+/// reduction rule: Partial(sum) for sum, Partial(avg) for mean,
+/// Partial(max) for amax); a Partial(reduce) operand passes through.
 layout::EinsumRule reduction(mlir::Operation *op, llvm::ArrayRef<int64_t> dims,
-                             bool keepdim);
+                             bool keepdim, layout::ReduceKind reduce);
 } // namespace rules
 } // namespace spmd::aten
 
@@ -176,6 +179,20 @@ mlir::Type promoteWithScalar(mlir::Type tensor, mlir::Attribute scalar);
 llvm::LogicalResult inferReshape(mlir::Type self, llvm::ArrayRef<int64_t> size,
                                  EmitErrorFn emitError,
                                  llvm::SmallVectorImpl<mlir::Type> &types);
+
+/// A reduction of `self` over `dims` (every dim when absent or empty; each
+/// in range and listed once, else "dim <d> appears multiple times"), the
+/// reduced dims removed or kept as size 1 (`keepdim`). The element type is
+/// `dtype` when given, else i64 for integer and bool inputs when `promotes`
+/// (ATen's sum), else self's.
+llvm::LogicalResult
+inferReduction(mlir::Type self, std::optional<llvm::ArrayRef<int64_t>> dims,
+               bool keepdim, std::optional<mlir::Type> dtype, bool promotes,
+               EmitErrorFn emitError, llvm::SmallVectorImpl<mlir::Type> &types);
+
+/// `dims` normalized against `rank`: every dim when absent or empty.
+llvm::SmallVector<int64_t>
+reducedDims(int64_t rank, std::optional<llvm::ArrayRef<int64_t>> dims);
 
 /// Softmax/log-softmax: same type as `self`; `dim` must be in range.
 /// half_to_float is only valid for f16 (and gives f32).

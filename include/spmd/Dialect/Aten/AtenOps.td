@@ -31,6 +31,8 @@ def Aten_ElementType : AnyTypeOf<[F32, BF16, F16, F64, I64, I32, I1]>;
 def Aten_Tensor : StaticShapeTensorOf<[Aten_ElementType]>;
 def Aten_FloatTensor : StaticShapeTensorOf<[F32, BF16, F16, F64]>;
 def Aten_IndexTensor : StaticShapeTensorOf<[I64, I32]>;
+/// Floats and integers, not bool (comparisons such as amax).
+def Aten_NumericTensor : StaticShapeTensorOf<[F32, BF16, F16, F64, I64, I32]>;
 /// Class indices of the losses: ATen requires int64 ("expected scalar type Long").
 def Aten_TargetTensor : StaticShapeTensorOf<[I64]>;
 /// A boolean mask (torch.bool).
@@ -254,18 +256,39 @@ class Aten_MatmulOp<string mnemonic, bit batched, bit withSelf>
                  # !if(withSelf, "true", "false") # ");";
 }
 
-/// Sums over `getReducedDims()`, kept as size 1 when `keepsDims()`.
-class Aten_ReductionOp<string mnemonic> : Aten_Op<mnemonic> {
+/// Reductions over dims (ATen's sum, mean and amax): `self` folded over its
+/// `dim` list (every dim when the op has none or the list is empty), the
+/// reduced dims removed or kept as size 1 (`keepdim`). Template arguments:
+///   reduce     what a sharded reduced dim leaves pending, as DTensor's
+///              reduction rule: `Sum`, `Avg` (mean: only over equal shards)
+///              or `Max` (amax), a `layout::ReduceKind`;
+///   withDims   the op has `dim` and `keepdim`, else it reduces everything;
+///   withDtype  the op has `dtype`, the result's element type when given;
+///   promotes   without `dtype`, integer and bool inputs give i64 (sum).
+class Aten_ReductionOp<string mnemonic, string reduce = "Sum",
+                       bit withDims = 1, bit withDtype = 1, bit promotes = 0>
+    : Aten_Op<mnemonic> {
+  defvar dims = !if(withDims, "getDim()", "::std::nullopt");
+  defvar keepdim = !if(withDims, "getKeepdim()", "false");
+  let inferBody = "return ::spmd::aten::detail::inferReduction("
+                  "adaptor.getSelf().getType(), "
+                  # !if(withDims, "adaptor.getDim(), adaptor.getKeepdim()",
+                        "::std::nullopt, false") # ", "
+                  # !if(withDtype, "adaptor.getDtype()", "::std::nullopt")
+                  # ", " # !if(promotes, "true", "false")
+                  # ", emitError, types);";
   let familyDeclarations = [{
     /// The reduced dims, normalized (every dim for ATen's empty list).
-    ::llvm::SmallVector<int64_t> getReducedDims();
+    ::llvm::SmallVector<int64_t> getReducedDims() {
+      return ::spmd::aten::detail::reducedDims(getSelf().getType().getRank(),
+  }] # dims # [{);
+    }
     /// Whether reduced dims stay as size 1.
-    bool keepsDims();
+    bool keepsDims() { return }] # keepdim # [{; }
   }];
-  let ruleBody = [{
-    return ::spmd::aten::rules::reduction(getOperation(), getReducedDims(),
-                                          keepsDims());
-  }];
+  let ruleBody = "return ::spmd::aten::rules::reduction(getOperation(), "
+                 "getReducedDims(), keepsDims(), ::spmd::layout::ReduceKind::"
+                 # reduce # ");";
 }
 
 /// Softmax and log-softmax over `dim`, which stays whole.

@@ -657,7 +657,7 @@ def Aten_SplitWithSizesOp : Aten_SplitOp<"split_with_sizes"> {
   let inferBody = "";
 }
 
-def Aten_SumOp : Aten_ReductionOp<"sum"> {
+def Aten_SumOp : Aten_ReductionOp<"sum", "Sum", withDims = 0, promotes = 1> {
   let summary = "aten::sum(Tensor self, *, ScalarType? dtype=None) -> Tensor";
   let description = [{
     Sum of all elements, a 0-D tensor (integer inputs sum to i64).
@@ -670,11 +670,13 @@ def Aten_SumOp : Aten_ReductionOp<"sum"> {
     return {::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(0), false),
             ::spmd::aten::KernelArgument::list(getReducedDims())};
   }];
-  let inferBody = "";
 }
 
-def Aten_SumDimIntListOp : Aten_ReductionOp<"sum.dim_IntList"> {
+def Aten_SumDimIntListOp : Aten_ReductionOp<"sum.dim_IntList", "Sum", promotes = 1> {
   let summary = "aten::sum.dim_IntList(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor";
+  let description = [{
+    Integer and bool inputs sum to i64 unless `dtype` is given.
+  }];
   let arguments = (ins Aten_Tensor:$self,
                     DenseI64ArrayAttr:$dim,
                     DefaultValuedAttr<BoolAttr, "false">:$keepdim,
@@ -685,7 +687,41 @@ def Aten_SumDimIntListOp : Aten_ReductionOp<"sum.dim_IntList"> {
     return {::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(0), false),
             ::spmd::aten::KernelArgument::list(getReducedDims())};
   }];
-  let inferBody = "";
+}
+
+def Aten_MeanDimOp : Aten_ReductionOp<"mean.dim", "Avg"> {
+  let summary = "aten::mean.dim(Tensor self, int[1]? dim, bool keepdim=False, *, ScalarType? dtype=None) -> Tensor";
+  let description = [{
+    The sum over the number of reduced elements. Over a sharded dim the
+    result is Partial(avg), which needs equal shards.
+  }];
+  let arguments = (ins Aten_FloatTensor:$self,
+                    DenseI64ArrayAttr:$dim,
+                    DefaultValuedAttr<BoolAttr, "false">:$keepdim,
+                    OptionalAttr<TypeAttr>:$dtype);
+  let results = (outs Aten_FloatTensor:$result);
+  let kernel = "mean";
+  let kernelArguments = [{
+    return {::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(0), false),
+            ::spmd::aten::KernelArgument::list(getReducedDims())};
+  }];
+}
+
+def Aten_AmaxOp : Aten_ReductionOp<"amax", "Max", withDtype = 0> {
+  let summary = "aten::amax(Tensor self, int[1] dim=[], bool keepdim=False) -> Tensor";
+  let description = [{
+    The largest element (NaN when there is one). Over a sharded dim the
+    result is Partial(max); an empty shard holds the lowest value.
+  }];
+  let arguments = (ins Aten_NumericTensor:$self,
+                    DefaultValuedAttr<DenseI64ArrayAttr, "{}">:$dim,
+                    DefaultValuedAttr<BoolAttr, "false">:$keepdim);
+  let results = (outs Aten_NumericTensor:$result);
+  let kernel = "amax";
+  let kernelArguments = [{
+    return {::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(0), false),
+            ::spmd::aten::KernelArgument::list(getReducedDims())};
+  }];
 }
 
 def Aten_SoftmaxOp : Aten_SoftmaxOp<"_softmax"> {
