@@ -21,7 +21,10 @@ import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PYTHON = "/usr/bin/python3"
+sys.path.insert(0, os.path.join(ROOT, "python"))
+import spmd_env  # noqa: E402
+
+spmd_env.use_project_python()
 
 
 def pass_seconds(output, name):
@@ -52,7 +55,7 @@ def main():
             for mesh in args.mesh:
                 placements = "shard<0>" + ", replicate" * (len(mesh.split("x")) - 1)
                 annotated = os.path.join(tmp, "gpt%d-%s.mlir" % (layers, mesh))
-                subprocess.run([PYTHON, os.path.join(ROOT, "test/Partition/Inputs/annotate.py"),
+                subprocess.run([sys.executable, os.path.join(ROOT, "test/Partition/Inputs/annotate.py"),
                                 captured, annotated, "--mesh", mesh,
                                 "--layout", "input=" + placements,
                                 "--layout", "target=" + placements], check=True)

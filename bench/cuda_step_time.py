@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """Median 1-rank training-step time of the CUDA backend (spmd-run --backend
 cuda) next to PyTorch eager on the same GPU, model, inputs and optimizer, and
 the achieved TFLOP/s of the step's cuBLAS GEMMs against the cuBLAS peak
@@ -7,8 +7,9 @@ measured in the same run.
   bench/cuda_step_time.py capture DIR [--optimizer adam] [CONFIG ...]
   bench/cuda_step_time.py run DIR [--steps K] [--spmd-run PATH]
 
-Two phases, because spmd-capture needs the PyTorch it was written for
-(Debian's 1.13, CPU) while the baseline needs a CUDA build of PyTorch:
+Two phases, so that capturing, which needs no GPU, runs on the development
+machine; both run in the project's Python environment (scripts/setup.sh;
+SPMD_PYTHON_ENV names it on the GPU machine), whose PyTorch has CUDA:
 
   capture  traces each CONFIG (a model spec as spmd-capture takes it; the
            default set is the encoder and GPT examples at sizes that fill an
@@ -40,6 +41,9 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "python"))
+import spmd_env  # noqa: E402
+
+spmd_env.use_project_python()
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402

@@ -25,6 +25,9 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "python"))
+import spmd_env  # noqa: E402
+
+spmd_env.use_project_python()
 
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402

@@ -31,7 +31,8 @@ export LSAN_OPTIONS="suppressions=$root/test/sanitizer-suppressions.txt:print_su
 work="$build/fuzz"
 seeds="$(mktemp -d)"
 trap 'rm -rf "$seeds"' EXIT
-/usr/bin/python3 tools/fuzz/make_corpus.py "$root" "$seeds"
+# The project's Python environment (scripts/setup.sh, run by sanitize.sh).
+"${SPMD_PYTHON_ENV:-$root/.venv}/bin/python" tools/fuzz/make_corpus.py "$root" "$seeds"
 
 declare -A maxlen=([spmd-opt-fuzzer]=65536 [spmd-plan-fuzzer]=8192
                    [spmd-bundle-fuzzer]=16384)

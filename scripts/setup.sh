@@ -1,11 +1,17 @@
 #!/usr/bin/env bash
-# Installs every system dependency of spmd from Debian's packages.
-# Idempotent: does nothing when all packages are already installed.
+# Installs every dependency of spmd: the system packages from Debian, and the
+# project's Python environment, a venv with torch, numpy and transformers
+# from PyPI (python/requirements.txt) that spmd-capture, the reference
+# results, the tests and the benchmarks run in.
+# Idempotent: does nothing when everything is already there.
 #   scripts/setup.sh               what the build and the test suite need
 #   scripts/setup.sh --sanitizers  also clang-22 and its sanitizer and
 #                                  libFuzzer runtimes (scripts/sanitize.sh,
 #                                  scripts/fuzz.sh)
+# The Python environment is $SPMD_PYTHON_ENV, by default <repo>/.venv (git
+# ignores it); CMake takes its interpreter from the same place (SPMD_PYTHON).
 set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
 PACKAGES=(
   # Build
@@ -16,8 +22,8 @@ PACKAGES=(
   libgtest-dev libfuzzer-22-dev
   # CPU runtime: collectives + launcher, GEMM
   libopenmpi-dev openmpi-bin libopenblas-dev
-  # Capture and reference results (Debian's system Python)
-  python3-torch python3-numpy
+  # The base of the project's Python environment (venv with ensurepip)
+  python3 python3-venv
 )
 
 if [ "${1:-}" = "--sanitizers" ]; then
@@ -31,12 +37,25 @@ for p in "${PACKAGES[@]}"; do
   fi
 done
 
-if [ ${#missing[@]} -eq 0 ]; then
-  exit 0
+if [ ${#missing[@]} -ne 0 ]; then
+  echo "spmd setup: installing ${missing[*]}"
+  SUDO=""
+  if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
-echo "spmd setup: installing ${missing[*]}"
-SUDO=""
-if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
-$SUDO apt-get update -qq
-DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+# The venv is made from Debian's interpreter, never the first python3 on
+# PATH. pip with --no-index checks the requirements against what is
+# installed, without the network: when they hold there is nothing to do.
+env_dir="${SPMD_PYTHON_ENV:-$root/.venv}"
+python="$env_dir/bin/python"
+requirements="$root/python/requirements.txt"
+if [ -x "$python" ] &&
+   "$python" -m pip install -q --no-index -r "$requirements" >/dev/null 2>&1; then
+  exit 0
+fi
+echo "spmd setup: installing $(grep -v '^#' "$requirements" | xargs) from PyPI into $env_dir"
+/usr/bin/python3 -m venv "$env_dir"
+"$python" -m pip install -q --upgrade pip
+"$python" -m pip install -q --upgrade -r "$requirements"

@@ -16,8 +16,9 @@ config.excludes = ["CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py", "unit", "I
 
 config.substitutions.append(("%spmd_src_root", config.spmd_src_root))
 config.substitutions.append(("%spmd_obj_root", config.spmd_obj_root))
-# PyTorch 1.13 lives in Debian's system Python, not the first python3 on PATH.
-config.substitutions.append(("%python", "/usr/bin/python3"))
+# The project's Python environment (scripts/setup.sh), not the first python3
+# on PATH.
+config.substitutions.append(("%python", config.spmd_python))
 
 llvm_config.use_default_substitutions()
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)

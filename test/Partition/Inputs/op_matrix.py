@@ -37,7 +37,7 @@ so that shards are ragged and some ranks hold an empty one. The random ops
 (bernoulli.p, native_dropout) are not in the matrix: PyTorch's generator is
 not the reference for them (the dropout runs check them).
 
-Run with Debian's /usr/bin/python3 (PyTorch 1.13, numpy). The lit test:
+Run with the project's Python (scripts/setup.sh: PyTorch, numpy). The lit test:
 
   RUN: %python %S/Inputs/op_matrix.py cases --mesh 4 --sizes uneven --out %t
   RUN: spmd-opt %t/cases.mlir --spmd-test-print-strategies -o /dev/null > %t/strategies.txt
