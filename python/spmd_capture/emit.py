@@ -6,10 +6,14 @@ become attributes of the same name, and `spmd-opt` then verifies the module
 and prints it in the dialect's own syntax. The few spellings that differ from
 the traced graph are normalised here:
 
-- `<view>_copy` (functionalized views) is the view op: `aten.view`, `aten.t`...;
-- dropout's `empty_like` + `bernoulli_.float(p)` is `aten.bernoulli.p`;
+- dropout's `bernoulli.p` (the functional `bernoulli_`) of an `empty_like(x)`
+  is `aten.bernoulli.p` of `x`: only the shape and type are read;
 - `add/sub/mul/div.Tensor` with a Python number is the `.Scalar` overload;
-- `lift_fresh_copy` of a constant is the constant itself.
+- `lift_fresh_copy` of a constant is the constant itself, and `alias` (what
+  autograd saves of an output) its operand: both are identities on values.
+
+Every op of the graph that the dialect lacks is collected, and one error
+lists them all with the modules and phases where they occur.
 
 Every op carries the FQN of its module and its phase (forward, loss, backward
 or optimizer) as the `spmd.module` and `spmd.phase` attributes, which the
@@ -34,17 +38,18 @@ DROPPED_ARGS = {"layout", "device", "pin_memory", "memory_format", "generator", 
 SCALE_ARGS = {"alpha", "beta", "value"}
 SCALAR_OVERLOADS = {getattr(aten, op).Tensor: getattr(aten, op).Scalar
                     for op in ("add", "sub", "mul", "div")}
-PASS_THROUGH = {aten.lift_fresh_copy.default}
+# The same with the number first (decompositions write `rsub(x, n)` as
+# `sub(n, x)`): the operands swap; `n + alpha * x` swaps only with alpha 1.
+SWAPPED_OVERLOADS = {aten.sub.Tensor: aten.rsub.Scalar, aten.mul.Tensor: aten.mul.Scalar,
+                     aten.add.Tensor: aten.add.Scalar}
+PASS_THROUGH = {aten.lift_fresh_copy.default, aten.alias.default}
+# Modules named per unsupported op in the error.
+MAX_PLACES = 4
 
 
 def op_name(overload):
-    """aten::foo.default -> aten.foo; aten::t_copy -> aten.t (view ops only)."""
+    """aten::foo.default -> aten.foo, aten::foo.bar -> aten.foo.bar."""
     name, ovl = overload._schema.name.split("::")[1], overload._overloadname
-    base = getattr(getattr(aten, name[:-5], None), ovl, None) if name.endswith("_copy") else None
-    if base is not None and any(r.alias_info is not None for r in base._schema.returns):
-        name = name[:-5]
-    if (name, ovl) == ("bernoulli_", "float"):  # on a fresh empty_like: a new draw
-        name, ovl = "bernoulli", "p"
     return "aten." + name + ("" if ovl == "default" else "." + ovl)
 
 
@@ -87,6 +92,11 @@ def location(node):
     return "loc(%s)" % string(node.meta.get("spmd_fqn", "") or "train_step")
 
 
+def _array(element, values):
+    """A dense array attribute; `array<i64>` when empty."""
+    return "array<%s%s>" % (element, ": " + ", ".join(values) if values else "")
+
+
 def _attribute(arg, value, where):
     """The MLIR attribute of a non-tensor schema argument."""
     ty = str(arg.type).replace("Optional[", "").rstrip("]")
@@ -98,9 +108,9 @@ def _attribute(arg, value, where):
         return "true" if value else "false"
     if isinstance(value, (list, tuple)):
         if ty.startswith("List[bool"):
-            return "array<i1: %s>" % ", ".join("true" if v else "false" for v in value)
+            return _array("i1", ["true" if v else "false" for v in value])
         if all(isinstance(v, int) for v in value):
-            return "array<i64: %s>" % ", ".join(str(v) for v in value)
+            return _array("i64", [str(v) for v in value])
     elif isinstance(value, str):
         return string(value)
     elif isinstance(value, int) and ty != "float" and arg.name not in SCALE_ARGS:
@@ -127,13 +137,43 @@ class Emitter:
     def __init__(self, dialect_ops):
         self.dialect_ops = dialect_ops
         self.names, self.lines = {}, []
-        # empty_like chains that only feed a bernoulli_ (dropout mask)
+        # empty_like chains that only feed a bernoulli.p (dropout mask)
         self.absorbed = set()
+        # Ops the dialect lacks: name -> [(module FQN, phase)], first seen first.
+        self.missing = {}
 
     def unsupported(self, node, what):
-        raise CaptureError("unsupported ATen op %s in %s (%s): the aten dialect has no such op"
-                           % (what, describe(node.meta.get("spmd_fqn", "")),
-                              node.meta.get("spmd_phase", "forward")))
+        """Records an op the dialect lacks; its results get a name so that
+        the walk goes on and finds the others."""
+        where = (node.meta.get("spmd_fqn", ""), node.meta.get("spmd_phase", "forward"))
+        places = self.missing.setdefault(what, [])
+        if where not in places:
+            places.append(where)
+        self.names[node] = "%%missing%d" % len(self.names)
+
+    def check_missing(self):
+        """One error for every op the dialect lacks: one op in one place on
+        one line, else a line per op with its modules (and their phases);
+        past MAX_PLACES modules a count, so that a deep model's error stays
+        readable."""
+        if not self.missing:
+            return
+        if len(self.missing) == 1 and len(next(iter(self.missing.values()))) == 1:
+            (what, [(fqn, phase)]), = self.missing.items()
+            raise CaptureError("unsupported ATen op %s in %s (%s): the aten dialect has no "
+                               "such op" % (what, describe(fqn), phase))
+        lines = []
+        for what, places in self.missing.items():
+            phases = {}
+            for fqn, phase in places:
+                phases.setdefault(fqn, []).append(phase)
+            shown = ["%s (%s)" % (describe(fqn), ", ".join(p))
+                     for fqn, p in list(phases.items())[:MAX_PLACES]]
+            if len(phases) > MAX_PLACES:
+                shown.append("and %d more modules" % (len(phases) - MAX_PLACES))
+            lines.append("  %s in %s" % (what, ", ".join(shown)))
+        raise CaptureError("%d ATen ops of the step are unsupported (the aten dialect has no "
+                           "such op):\n%s" % (len(self.missing), "\n".join(lines)))
 
     def value(self, node):
         return self.names[node]
@@ -141,7 +181,7 @@ class Emitter:
     def emit(self, step):
         graph, gm = step.graph_module.graph, step.graph_module
         for node in graph.nodes:
-            src = node.args[0] if node.target is aten.bernoulli_.float else None
+            src = node.args[0] if node.target is aten.bernoulli.p else None
             while getattr(src, "target", None) is aten.empty_like.default and len(src.users) == 1:
                 self.absorbed.add(src)
                 src = src.args[0]
@@ -160,6 +200,7 @@ class Emitter:
                 self.names[node] = self.value(node.args[0])
             elif node not in self.absorbed:
                 self.op(node)
+        self.check_missing()
         return args, out
 
     def constant(self, node, tensor):
@@ -178,16 +219,21 @@ class Emitter:
     def op(self, node):
         target = node.target
         if not isinstance(target, torch._ops.OpOverload):
-            self.unsupported(node, getattr(target, "__name__", str(target)))
-        if target in SCALAR_OVERLOADS and not isinstance(node.args[1], torch.fx.Node):
+            return self.unsupported(node, getattr(target, "__name__", str(target)))
+        args = node.args
+        if target in SCALAR_OVERLOADS and not isinstance(args[1], torch.fx.Node):
             target = SCALAR_OVERLOADS[target]
+        elif target in SWAPPED_OVERLOADS and not isinstance(args[0], torch.fx.Node) and (
+                target is not aten.add.Tensor or node.kwargs.get("alpha", 1) == 1):
+            target, args = SWAPPED_OVERLOADS[target], (args[1], args[0]) + args[2:]
         schema_args = target._schema.arguments
         name = op_name(target)
+        what = "%s%s (%s)" % (target._schema.name, "" if target._overloadname == "default"
+                              else "." + target._overloadname, name)
         if name not in self.dialect_ops:
-            self.unsupported(node, "%s (%s)" % (target._schema.name + (
-                "" if target._overloadname == "default" else "." + target._overloadname), name))
+            return self.unsupported(node, what)
         where = "%s in %s" % (name, describe(node.meta.get("spmd_fqn", "")))
-        bound = dict(zip((a.name for a in schema_args), node.args))
+        bound = dict(zip((a.name for a in schema_args), args))
         bound.update(node.kwargs)
         operands, types, segments, attrs = [], [], [], []
         for arg in schema_args:
@@ -198,6 +244,9 @@ class Emitter:
                     value = value.args[0]
                 tensors = [] if value is None else list(value) if isinstance(value, (list, tuple)) \
                     else [value]
+                if not all(isinstance(t, torch.fx.Node) for t in tensors):
+                    return self.unsupported(node, "%s with a number as its tensor '%s'"
+                                            % (what, arg.name))
                 segments.append(len(tensors))
                 for t in tensors:
                     operands.append(self.value(t))

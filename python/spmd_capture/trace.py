@@ -2,9 +2,14 @@
 FQN of the module that executed each op.
 
 The step (forward, loss, `torch.autograd.grad`, optimizer update) is traced in
-two stages, as functorch's AOT autograd does: `make_fx(step)` records the
-forward and autograd's backward ops (with views and in-place updates), then
-`make_fx(functionalize(...))` replays that graph into a functional one.
+two stages, as AOT autograd does: `make_fx(step)` records the forward and
+autograd's backward ops (with views and in-place updates), then
+`make_fx(functionalize(...), decomposition_table=...)` replays that graph into
+a functional one (in-place updates become new values; views stay views) in
+the Core ATen opset: PyTorch's Core ATen decomposition table, less the
+composite ops kept whole (KEPT_WHOLE and scaled-dot-product attention).
+Functionalization cannot run inside the autograd trace (torch.func's
+transforms reject requires_grad_ on their inputs), hence the two stages.
 
 Module FQNs are recorded while tracing: forward ops get the innermost module
 whose `forward` is running (global module hooks); every autograd node created
@@ -25,14 +30,48 @@ from typing import List, Optional
 import torch
 import torch.nn as nn
 import torch.optim._functional as OF
-from functorch import functionalize
+from torch._decomp import core_aten_decompositions
+from torch.func import functional_call, functionalize
 from torch.fx.experimental.proxy_tensor import make_fx
-from torch.nn.utils.stateless import functional_call
 from torch.overrides import TorchFunctionMode
 
 from . import CaptureError
 
 aten = torch.ops.aten
+
+# Composite ops kept whole instead of decomposed to the Core ATen opset
+# (docs/capture.md, "Core ATen and the ops kept whole"). Each is one op with
+# one sharding rule and one kernel; decomposed, it is a chain of reductions,
+# indexing and pointwise ops whose sharding the propagation would have to
+# rediscover and whose intermediates the runtime would have to hold.
+KEPT_WHOLE = {
+    # The backward ops of the core forward ops native_layer_norm, _softmax,
+    # _log_softmax and embedding, and the loss: fused kernels of the dialect.
+    "native_layer_norm_backward", "_softmax_backward_data",
+    "_log_softmax_backward_data", "embedding_dense_backward",
+    "nll_loss_forward", "nll_loss_backward",
+    # Pointwise backward ops: one pass over memory instead of several.
+    "threshold_backward", "gelu_backward", "tanh_backward", "native_dropout_backward",
+    # Dropout's mask, bernoulli_ on empty_like(x), is captured as
+    # aten.bernoulli.p of x: sharded like x. Decomposed, its shape would come
+    # from a factory that no sharding reaches.
+    "empty_like",
+}
+
+
+def kept_whole(op):
+    """Whether `op` (an OpOverload) stays one op. Scaled-dot-product attention
+    (whichever fused kernel ATen picks: `_scaled_dot_product_flash_attention_for_cpu`,
+    `_efficient_`, `_cudnn_`... and their backward ops) keeps its heads
+    shardable as one op and lets the GPU backend run a fused kernel."""
+    name = op._schema.name.split("::")[1]
+    return name in KEPT_WHOLE or (name.startswith("_scaled_dot_product_") and
+                                  "attention" in name)
+
+
+def decompositions():
+    """PyTorch's Core ATen decomposition table, less the ops kept whole."""
+    return {op: fn for op, fn in core_aten_decompositions().items() if not kept_whole(op)}
 
 
 @dataclasses.dataclass
@@ -326,6 +365,14 @@ def _flat_tensors(value):
 class _Record(torch.fx.Interpreter):
     """Runs a graph, recording every node's value as a meta tensor in meta['val']."""
 
+    def call_function(self, target, args, kwargs):
+        # Functionalization turned dropout's `empty_like(x).bernoulli_(p)`
+        # into `bernoulli.p`, which fills a contiguous tensor; PyTorch's
+        # generator fills in memory order, so draw in x's layout as eager did.
+        if target is aten.bernoulli.p:
+            return torch.empty_like(args[0]).bernoulli_(*args[1:], **kwargs)
+        return super().call_function(target, args, kwargs)
+
     def run_node(self, n):
         value = super().run_node(n)
         n.meta["val"] = torch.fx.node.map_aggregate(
@@ -480,8 +527,8 @@ def trace(factory, optimizer, args, seed, accumulate=1):
         with _tag_nodes(scope), _module_scopes(model, scope), _AutogradScopes(scope):
             raw = make_fx(step)(*flat)
         with _tag_nodes(scope):
-            gm = make_fx(functionalize(_Replay(raw, scope).run, remove="mutations_and_views"))(
-                *[t.clone() for t in flat])
+            gm = make_fx(functionalize(_Replay(raw, scope).run, remove="mutations"),
+                         decomposition_table=decompositions())(*[t.clone() for t in flat])
     except CaptureError:
         raise
     except RuntimeError as e:
