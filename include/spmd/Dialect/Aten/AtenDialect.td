@@ -10,8 +10,9 @@ def Aten_Dialect : Dialect {
   let cppNamespace = "::spmd::aten";
   let summary = "PyTorch ATen operators on builtin ranked tensors";
   let description = [{
-    One op per ATen operator overload that PyTorch 1.13's tracer emits for
-    the training steps spmd handles (forward, backward and optimizer update).
+    One op per ATen operator overload that spmd-capture's graphs of training
+    steps (forward, backward and optimizer update) use: PyTorch 2.x's Core
+    ATen opset and the composite ops capture keeps whole (docs/capture.md).
     Op names follow the overload: `aten.add.Tensor`, `aten.sum.dim_IntList`;
     the `default` overload drops its suffix (`aten.mm`).
 

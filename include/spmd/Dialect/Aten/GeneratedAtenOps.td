@@ -310,7 +310,7 @@ def Aten_GeluBackwardOp : Aten_PointwiseOp<"gelu_backward", "{{0}}"> {
 }
 
 def Aten_TriuOp : Aten_PointwiseOp<"triu"> {
-  let summary = "aten::triu(Tensor self, int diagonal=0) -> Tensor";
+  let summary = "aten::triu(Tensor self, SymInt diagonal=0) -> Tensor";
   let description = [{
     Zeroes the elements below the `diagonal`-th diagonal of the last two
     dims.
@@ -632,7 +632,7 @@ def Aten_CatOp : Aten_OtherOp<"cat"> {
 }
 
 def Aten_SplitTensorOp : Aten_SplitOp<"split.Tensor"> {
-  let summary = "aten::split.Tensor(Tensor(a -> *) self, int split_size, int dim=0) -> Tensor(a)[]";
+  let summary = "aten::split.Tensor(Tensor(a -> *) self, SymInt split_size, int dim=0) -> Tensor(a)[]";
   let description = [{
     Pieces of `split_size` along `dim`, the last one possibly smaller.
   }];
@@ -644,7 +644,7 @@ def Aten_SplitTensorOp : Aten_SplitOp<"split.Tensor"> {
 }
 
 def Aten_SplitWithSizesOp : Aten_SplitOp<"split_with_sizes"> {
-  let summary = "aten::split_with_sizes(Tensor(a -> *) self, int[] split_sizes, int dim=0) -> Tensor(a)[]";
+  let summary = "aten::split_with_sizes(Tensor(a -> *) self, SymInt[] split_sizes, int dim=0) -> Tensor(a)[]";
   let description = [{
     Consecutive pieces of `split_sizes[i]` elements along `dim`; the sizes
     must add up to the dim's length. DDP's gradient buckets use it to take
@@ -848,7 +848,7 @@ def Aten_NativeLayerNormBackwardOp : Aten_OtherOp<"native_layer_norm_backward", 
 }
 
 def Aten_EmbeddingOp : Aten_OtherOp<"embedding"> {
-  let summary = "aten::embedding(Tensor weight, Tensor indices, int padding_idx=-1, bool scale_grad_by_freq=False, bool sparse=False) -> Tensor";
+  let summary = "aten::embedding(Tensor weight, Tensor indices, SymInt padding_idx=-1, bool scale_grad_by_freq=False, bool sparse=False) -> Tensor";
   let description = [{
     Rows of `weight` [V, D] picked by `indices`: shape `indices.shape +
     [D]`.
@@ -870,7 +870,7 @@ def Aten_EmbeddingOp : Aten_OtherOp<"embedding"> {
 }
 
 def Aten_EmbeddingDenseBackwardOp : Aten_OtherOp<"embedding_dense_backward"> {
-  let summary = "aten::embedding_dense_backward(Tensor grad_output, Tensor indices, SymInt num_weights, int padding_idx, bool scale_grad_by_freq) -> Tensor";
+  let summary = "aten::embedding_dense_backward(Tensor grad_output, Tensor indices, SymInt num_weights, SymInt padding_idx, bool scale_grad_by_freq) -> Tensor";
   let description = [{
     Scatter-adds `grad_output` rows into a `[num_weights, D]` gradient.
   }];
@@ -892,7 +892,7 @@ def Aten_EmbeddingDenseBackwardOp : Aten_OtherOp<"embedding_dense_backward"> {
 }
 
 def Aten_NllLossForwardOp : Aten_OtherOp<"nll_loss_forward"> {
-  let summary = "aten::nll_loss_forward(Tensor self, Tensor target, Tensor? weight, int reduction, int ignore_index) -> (Tensor output, Tensor total_weight)";
+  let summary = "aten::nll_loss_forward(Tensor self, Tensor target, Tensor? weight, int reduction, SymInt ignore_index) -> (Tensor output, Tensor total_weight)";
   let description = [{
     `self` is `[N, C]` (or `[C]`) log-probabilities, `target` `[N]` (or
     `[]`) class indices, `weight` optional `[C]`. `reduction` is 0 (none:
@@ -922,7 +922,7 @@ def Aten_NllLossForwardOp : Aten_OtherOp<"nll_loss_forward"> {
 }
 
 def Aten_NllLossBackwardOp : Aten_OtherOp<"nll_loss_backward"> {
-  let summary = "aten::nll_loss_backward(Tensor grad_output, Tensor self, Tensor target, Tensor? weight, int reduction, int ignore_index, Tensor total_weight) -> Tensor";
+  let summary = "aten::nll_loss_backward(Tensor grad_output, Tensor self, Tensor target, Tensor? weight, int reduction, SymInt ignore_index, Tensor total_weight) -> Tensor";
   let description = [{
     The gradient of `self`; operands as in `aten.nll_loss_forward`.
   }];
