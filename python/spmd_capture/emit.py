@@ -170,7 +170,8 @@ class Emitter:
             shown = ["%s (%s)" % (describe(fqn), ", ".join(p))
                      for fqn, p in list(phases.items())[:MAX_PLACES]]
             if len(phases) > MAX_PLACES:
-                shown.append("and %d more modules" % (len(phases) - MAX_PLACES))
+                more = len(phases) - MAX_PLACES
+                shown.append("and %d more module%s" % (more, "s" if more > 1 else ""))
             lines.append("  %s in %s" % (what, ", ".join(shown)))
         raise CaptureError("%d ATen ops of the step are unsupported (the aten dialect has no "
                            "such op):\n%s" % (len(self.missing), "\n".join(lines)))

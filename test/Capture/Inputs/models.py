@@ -171,3 +171,16 @@ class ForwardRaises(nn.Module):
 
 def forward_raises():
     return ForwardRaises(), (torch.randn(4, 6),)
+
+
+def unsupported_ops():
+    """Ops the dialect lacks, one of them in two modules and phases: one
+    error lists them all."""
+    return Pair(act=nn.Sigmoid()), (torch.randn(4, 6),), \
+        lambda out: out.sigmoid().exp().sum(), ()
+
+
+def deep_unsupported():
+    """One op the dialect lacks in six modules: the error names four."""
+    layers = [m for _ in range(6) for m in (nn.Linear(6, 6), nn.Sigmoid())]
+    return nn.Sequential(*layers), (torch.randn(4, 6),)
