@@ -122,7 +122,8 @@ def _attribute(arg, value, where):
 
 def _filled(name, arg, node):
     """A value for an omitted optional argument the dialect requires."""
-    if arg.name == "dtype" and name in ("aten.full", "aten.arange", "aten._to_copy"):
+    if arg.name == "dtype" and name in ("aten.full", "aten.arange", "aten.arange.start_step",
+                                        "aten._to_copy"):
         return meta(node).dtype
     if arg.name == "train" and name == "aten.native_dropout":
         return True  # ATen: train=None means training

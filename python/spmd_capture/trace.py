@@ -52,6 +52,9 @@ KEPT_WHOLE = {
     "nll_loss_forward", "nll_loss_backward",
     # Pointwise backward ops: one pass over memory instead of several.
     "threshold_backward", "gelu_backward", "tanh_backward", "native_dropout_backward",
+    # One pass over memory, and no masks built from comparisons: Adam's
+    # lerp (ATen's two-sided formula), the causal mask's triu.
+    "lerp", "triu",
     # Dropout's mask, bernoulli_ on empty_like(x), is captured as
     # aten.bernoulli.p of x: sharded like x. Decomposed, its shape would come
     # from a factory that no sharding reaches.

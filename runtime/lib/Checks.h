@@ -210,9 +210,10 @@ DimLayout checkCat(const char *kernel, const SpmdBuffer *out, int32_t n,
                    const SpmdBuffer *const *inputs, int64_t dim);
 
 /// slice: checkDim(self, dim), then out must be self's elements [start,
-/// start + out's size) along `dim` (`<kernel>: out <shape> is not a slice
-/// of self <shape> at <start> along dim <dim>`). Returns self's layout
-/// around `dim`.
+/// start + out's size) along `dim`, or self without `dim` for a select of
+/// element `start` (`<kernel>: out <shape> is not a slice of self <shape>
+/// at <start> along dim <dim>`). Returns self's layout around `dim` with
+/// `size` the number of elements taken along it.
 DimLayout checkSlice(const char *kernel, const SpmdBuffer *out,
                      const SpmdBuffer *self, int64_t dim, int64_t start);
 

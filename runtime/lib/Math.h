@@ -70,6 +70,13 @@ SPMD_RT_HOST_DEVICE inline double dropoutScale(double keepProbability) {
   return keepProbability == 0.0 ? 0.0 : 1.0 / keepProbability;
 }
 
+/// Element i of arange(start, end, step): ATen computes it in double as
+/// start + i * step.
+SPMD_RT_HOST_DEVICE inline double arangeValue(double start, double step,
+                                              int64_t i) {
+  return start + static_cast<double>(i) * step;
+}
+
 } // namespace spmd::rt
 
 #endif // SPMD_RUNTIME_MATH_H

@@ -22,6 +22,7 @@
 #ifndef SPMD_RUNTIME_POINTWISE_H
 #define SPMD_RUNTIME_POINTWISE_H
 
+#include "Checks.h"
 #include "Math.h"
 #include "spmd/Runtime/Runtime.h"
 
@@ -221,6 +222,50 @@ template <typename T, typename Math> struct GeluTanhBackward {
   }
 };
 
+/// ATen's lerp.Scalar: self + weight * (end - self), computed from the end
+/// nearer to the weight (ATen's lerp, exact at weight 0 and 1).
+template <typename T, typename Math> struct LerpScalar {
+  T weight;
+  SPMD_RT_HOST_DEVICE T operator()(T self, T end) const {
+    const T diff = end - self;
+    return weight < T(0.5) ? self + weight * diff
+                           : end - diff * (T(1) - weight);
+  }
+};
+
+/// ATen's where.self: `condition ? self : other`, the condition given as T
+/// (0 or 1, converted from i1).
+template <typename T, typename Math> struct WhereSelf {
+  SPMD_RT_HOST_DEVICE T operator()(T condition, T self, T other) const {
+    return condition != T(0) ? self : other;
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// Truth values
+//===----------------------------------------------------------------------===//
+
+// Ops with `kGivesBool` compute in their first input's dtype (f64 where it
+// is an integer and a scalar is not integral: ATen's promotion) and return
+// 1 or 0 there; out, of dtype i1, holds whether that is nonzero.
+
+/// ATen's eq.Scalar.
+template <typename T, typename Math> struct EqScalar {
+  static constexpr bool kGivesBool = true;
+  T other;
+  SPMD_RT_HOST_DEVICE T operator()(T self) const {
+    return self == other ? T(1) : T(0);
+  }
+};
+
+/// ATen's logical_not: whether self is zero.
+template <typename T, typename Math> struct LogicalNot {
+  static constexpr bool kGivesBool = true;
+  SPMD_RT_HOST_DEVICE T operator()(T self) const {
+    return self == T(0) ? T(1) : T(0);
+  }
+};
+
 //===----------------------------------------------------------------------===//
 // Dropout
 //===----------------------------------------------------------------------===//
@@ -266,13 +311,41 @@ pointwiseInputs(Inputs... inputs) {
   return {inputs...};
 }
 
+/// Whether `Op` gives a truth value (its `kGivesBool`).
+template <typename Op, typename = void> struct GivesBool : std::false_type {};
+template <typename Op>
+struct GivesBool<Op, std::void_t<decltype(Op::kGivesBool)>>
+    : std::bool_constant<Op::kGivesBool> {};
+
+/// The dtype a truth-valued op computes in: its first input's, or f64 when
+/// that is an integer or bool and a scalar is not integral (eq(x, 0.5) on
+/// integers is false everywhere, as in ATen).
+template <size_t N, typename... Scalars>
+int32_t truthComputeDtype(const std::array<const SpmdBuffer *, N> &ins,
+                          const std::tuple<Scalars...> &scalars) {
+  const int32_t dtype = ins[0]->dtype;
+  if (dtype == SPMD_F32 || dtype == SPMD_F64 || dtype == SPMD_BF16 ||
+      dtype == SPMD_F16)
+    return dtype;
+  bool integral = std::apply(
+      [](auto... s) {
+        return (... &&
+                (static_cast<double>(s) == std::trunc(static_cast<double>(s))));
+      },
+      scalars);
+  return integral ? dtype : SPMD_F64;
+}
+
 /// Runs variant `variant` of `Ops` over out with a backend's `Engine`:
 ///   - `Engine::elementwise<Set, N>(kernel, out, ins, makeOp)`, its loops,
 ///     which dispatch on out's dtype T within Set and maps
 ///     `makeOp(T{})` over out with the inputs broadcast;
 ///   - `Engine::Compute<T>`, the type the ops compute in for out's dtype T;
 ///   - `Engine::Math`, its math;
-///   - `Engine::scalar<T, Op>(value)`, a scalar of the entry in Op's type.
+///   - `Engine::scalar<T, Op>(value)`, a scalar of the entry in Op's type;
+///   - `Engine::viaDtype(kernel, out, dtype, fn)`, which runs `fn` on a
+///     temporary shaped like out of `dtype`, then converts it into out
+///     (truth-valued ops: out's `Set` is then the compute dtypes).
 template <typename Engine, unsigned Set,
           template <typename, typename> class... Ops, size_t N,
           typename... Scalars>
@@ -281,15 +354,25 @@ void pointwise(const char *kernel, SpmdBuffer *out,
                std::tuple<Scalars...> scalars) {
   withVariant<Ops...>(variant, [&](auto tag) {
     using Tag = decltype(tag);
-    Engine::template elementwise<Set, N>(kernel, out, ins, [&](auto type) {
-      using T = decltype(type);
-      using Op =
-          typename Tag::template Type<typename Engine::template Compute<T>,
-                                      typename Engine::Math>;
-      return std::apply(
-          [](auto... s) { return Op{Engine::template scalar<T, Op>(s)...}; },
-          scalars);
-    });
+    auto run = [&](SpmdBuffer *result) {
+      Engine::template elementwise<Set, N>(kernel, result, ins, [&](auto type) {
+        using T = decltype(type);
+        using Op =
+            typename Tag::template Type<typename Engine::template Compute<T>,
+                                        typename Engine::Math>;
+        return std::apply(
+            [](auto... s) { return Op{Engine::template scalar<T, Op>(s)...}; },
+            scalars);
+      });
+    };
+    using Probe = typename Tag::template Type<double, typename Engine::Math>;
+    if constexpr (GivesBool<Probe>::value) {
+      if (out->dtype != SPMD_I1)
+        fatalDType(kernel, out->dtype, " result (expected i1)");
+      Engine::viaDtype(kernel, out, truthComputeDtype(ins, scalars), run);
+    } else {
+      run(out);
+    }
   });
 }
 

@@ -61,6 +61,17 @@ template <typename T, typename Acc> struct MaxReducer {
   SPMD_RT_HOST_DEVICE static Acc finish(Acc a, int64_t) { return a; }
 };
 
+/// ATen's any: whether some element is nonzero (inputs converted to i1);
+/// false over no elements. Over shards, the Partial(max) of the ranks'.
+template <typename T, typename Acc> struct AnyReducer {
+  static constexpr bool kIsSum = false;
+  SPMD_RT_HOST_DEVICE static Acc identity() { return Acc(0); }
+  SPMD_RT_HOST_DEVICE Acc operator()(Acc a, Acc b) const {
+    return (a != Acc(0)) || (b != Acc(0)) ? Acc(1) : Acc(0);
+  }
+  SPMD_RT_HOST_DEVICE static Acc finish(Acc a, int64_t) { return a; }
+};
+
 /// An SPMD_RT_REDUCTION entry of KernelList.def as a backend's entry point,
 /// run by the backend's `reduce<Set, Reducer>`. Include KernelList.def in the
 /// backend's namespace with this as SPMD_RT_REDUCTION and SPMD_RT_KERNEL

@@ -1346,11 +1346,15 @@ void checkLargeTriu(DType dt) {
 /// `largeTol`.
 void checkArange(DType dt, Tol largeTol) {
   Tensor small(dt, {3, 5, 7});
-  RUN_BOTH(arange, small);
+  RUN_BOTH(arange, small, 0.0, 1.0);
   EXPECT_MATCH(small, kExact);
   Tensor large(dt, {1000003});
-  RUN_BOTH(arange, large);
+  RUN_BOTH(arange, large, 0.0, 1.0);
   EXPECT_MATCH(large, largeTol);
+  // arange.start_step.
+  Tensor stepped(dt, {33});
+  RUN_BOTH(arange, stepped, -4.0, 0.25);
+  EXPECT_MATCH(stepped, kExact);
 }
 
 TEST_F(CudaKernels, TriuFillArange) {
@@ -1696,6 +1700,34 @@ TEST_F(CudaKernels, SumLarge) {
     checkLongSums(dt, kReduction, sumTol);
   }
   checkSumsOverLargeDims(SPMD_F32, sumTol);
+}
+
+/// The truth-valued kernels (computed in the input's dtype, stored as i1),
+/// where and lerp on inputs of dtype `dt`, broadcasting.
+void checkTruthWhereLerp(DType dt, Tol lerpTol) {
+  Tensor x = random(dt, {6, 1, 33}, -3, 3);
+  CHECK_KERNEL(kExact, eq_scalar, Tensor(SPMD_I1, {6, 1, 33}), x, 0.0);
+  Tensor ints = random(SPMD_I64, {6, 1, 33}, -2, 2);
+  CHECK_KERNEL(kExact, eq_scalar, Tensor(SPMD_I1, {6, 1, 33}), ints, 1.0);
+  CHECK_KERNEL(kExact, eq_scalar, Tensor(SPMD_I1, {6, 1, 33}), ints, 0.5);
+  CHECK_KERNEL(kExact, logical_not, Tensor(SPMD_I1, {6, 1, 33}), ints);
+  CHECK_KERNEL(kExact, logical_not, Tensor(SPMD_I1, {6, 1, 33}), x);
+  Tensor mask = random(SPMD_I1, {5, 33}, 0, 1);
+  Tensor y = random(dt, {5, 1}, -1, 1);
+  CHECK_KERNEL(kExact, where_self, Tensor(dt, {6, 5, 33}), mask, x, y);
+  Tensor a = random(dt, {6, 5, 33}, -1, 1), b = random(dt, {5, 33}, -1, 1);
+  CHECK_KERNEL(lerpTol, lerp_scalar, Tensor(dt, {6, 5, 33}), a, b, 0.1);
+  CHECK_KERNEL(lerpTol, lerp_scalar, Tensor(dt, {6, 5, 33}), a, b, 0.9);
+  Tensor anyOf = random(SPMD_I1, {64, 1000, 17}, 0, 1);
+  CHECK_KERNEL(kExact, any, Tensor(SPMD_I1, {64, 17}), anyOf, 1, kDim1);
+  CHECK_KERNEL(kExact, any, Tensor(SPMD_I1, {}), x, 0, nullptr);
+}
+
+TEST_F(CudaKernels, TruthValuesWhereLerp) {
+  for (int32_t dt : kFloatTypes) {
+    SCOPED_TRACE(spmd_rt_dtype_name(dt));
+    checkTruthWhereLerp(dt, kElementwise);
+  }
 }
 
 /// mean and amax of dtype `dt` on every path of the CUDA reductions: short
@@ -2545,6 +2577,10 @@ TEST_F(CudaKernelsBf16, Sum) {
   checkSumsOverLargeDims(dt, bf16SumTol);
 }
 
+TEST_F(CudaKernelsBf16, TruthValuesWhereLerp) {
+  checkTruthWhereLerp(kBF16, kBf16Elementwise);
+}
+
 TEST_F(CudaKernelsBf16, MeanAndAmax) {
   checkMeanAndAmax(kBF16, kBf16Reduction, kBf16Rounded);
 }
@@ -2875,7 +2911,7 @@ bool runsWholeSuite() {
 TEST_F(CudaKernels, ZzEveryKernelOfKernelListRan) {
   if (!runsWholeSuite())
     GTEST_SKIP() << "needs the whole suite, in order, in a 1-rank job";
-  EXPECT_EQ(kernelListNames().size(), 51u);
+  EXPECT_EQ(kernelListNames().size(), 56u);
   for (const std::string &name : kernelListNames())
     EXPECT_TRUE(exercisedKernels().count(name))
         << "spmd_rt_" << name << " is never compared";

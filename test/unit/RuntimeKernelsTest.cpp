@@ -631,11 +631,77 @@ TEST(RuntimeKernels, FillAndArange) {
   expectExact<double>(d, {0.1});
 
   Buffer a = empty(SPMD_F32, {5});
-  spmd_rt_arange(a.get());
+  spmd_rt_arange(a.get(), 0, 1);
   expectF32(a, {0, 1, 2, 3, 4});
   Buffer ai = empty(SPMD_I64, {4});
-  spmd_rt_arange(ai.get());
+  spmd_rt_arange(ai.get(), 0, 1);
   expectExact<int64_t>(ai, {0, 1, 2, 3});
+  // arange.start_step: start + i * step, then converted (truncated for
+  // integers).
+  Buffer steps = empty(SPMD_F32, {4});
+  spmd_rt_arange(steps.get(), 1, 0.5);
+  expectF32(steps, {1, 1.5, 2, 2.5});
+  Buffer down = empty(SPMD_I64, {3});
+  spmd_rt_arange(down.get(), 5, -2);
+  expectExact<int64_t>(down, {5, 3, 1});
+}
+
+TEST(RuntimeKernels, SelectIsASliceWithoutTheDim) {
+  Buffer self = iota<float>({2, 3, 4}); // self[i][j][k] = 12i + 4j + k
+  Buffer row = empty(SPMD_F32, {2, 4});
+  spmd_rt_slice(row.get(), self.get(), 1, 2);
+  expectF32(row, {8, 9, 10, 11, 20, 21, 22, 23});
+  Buffer last = empty(SPMD_F32, {2, 3});
+  spmd_rt_slice(last.get(), self.get(), 2, 3);
+  expectF32(last, {3, 7, 11, 15, 19, 23});
+}
+
+TEST(RuntimeKernels, TruthValuesWhereAndLerp) {
+  Buffer x = f32({4}, {0, 1.5, -2, 1.5});
+  Buffer eq = empty(SPMD_I1, {4});
+  spmd_rt_eq_scalar(eq.get(), x.get(), 1.5);
+  expectExact<uint8_t>(eq, {0, 1, 0, 1});
+  Buffer notX = empty(SPMD_I1, {4});
+  spmd_rt_logical_not(notX.get(), x.get());
+  expectExact<uint8_t>(notX, {1, 0, 0, 0});
+  // Integers against a fractional scalar compare in f64 (ATen's promotion).
+  Buffer ints = i64({3}, {0, 1, 2});
+  Buffer half = empty(SPMD_I1, {3});
+  spmd_rt_eq_scalar(half.get(), ints.get(), 1.5);
+  expectExact<uint8_t>(half, {0, 0, 0});
+  spmd_rt_eq_scalar(half.get(), ints.get(), 1);
+  expectExact<uint8_t>(half, {0, 1, 0});
+
+  // where broadcasts the condition [4] against [2, 1] and [2, 4].
+  Buffer a = f32({2, 1}, {10, 20});
+  Buffer b = iota<float>({2, 4});
+  Buffer out = empty(SPMD_F32, {2, 4});
+  spmd_rt_where_self(out.get(), eq.get(), a.get(), b.get());
+  expectF32(out, {0, 10, 2, 10, 4, 20, 6, 20});
+
+  // lerp from both ends: exact at weight 0 and 1.
+  Buffer start = f32({3}, {1, -2, 1e8});
+  Buffer end = f32({3}, {3, 2, 1});
+  Buffer l = empty(SPMD_F32, {3});
+  spmd_rt_lerp_scalar(l.get(), start.get(), end.get(), 0.25);
+  expectF32(l, {1.5, -1, 0.75e8 + 0.25f});
+  spmd_rt_lerp_scalar(l.get(), start.get(), end.get(), 1);
+  expectExact<float>(l, {3, 2, 1});
+}
+
+TEST(RuntimeKernels, AnyOverDims) {
+  Buffer m = i1({2, 3}, {0, 1, 0, 0, 0, 0});
+  const int64_t dim1[] = {1}, dim0[] = {0};
+  Buffer rows = empty(SPMD_I1, {2});
+  spmd_rt_any(rows.get(), m.get(), 1, dim1);
+  expectExact<uint8_t>(rows, {1, 0});
+  Buffer cols = empty(SPMD_I1, {1, 3});
+  spmd_rt_any(cols.get(), m.get(), 1, dim0);
+  expectExact<uint8_t>(cols, {0, 1, 0});
+  Buffer none = empty(SPMD_I1, {0, 2});
+  Buffer empty2 = empty(SPMD_I1, {2});
+  spmd_rt_any(empty2.get(), none.get(), 1, dim0);
+  expectExact<uint8_t>(empty2, {0, 0});
 }
 
 TEST_F(RuntimeKernelsDeathTest, ShapeKernelsRejectMismatches) {

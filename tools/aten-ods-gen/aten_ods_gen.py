@@ -146,6 +146,8 @@ def kernel_argument(op, args, token):
         return "%s::value(b.getF64FloatAttr(%s))" % (ka, token[1:])
     if token.startswith("@"):
         return "%s::list(%s())" % (ka, token[1:])
+    if token.startswith("$"):
+        return "%s::value(b.getI64IntegerAttr(%s()))" % (ka, token[1:])
     if token.startswith("#"):
         return "%s::value(b.getI64IntegerAttr(get%s().size()))" % (
             ka, camel(token[1:]))

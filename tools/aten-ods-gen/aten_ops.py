@@ -26,7 +26,7 @@ says only what the schema cannot:
              argument's name, `=<number>` (a constant double), `#<name>` (the
              length of an int list), `^<name>` (a dim normalized against the
              result's rank), `@<method>` (an int list the op computes:
-             count and array).
+             count and array), `$<method>` (an integer the op computes).
   doc        the description.
 
 Arguments that mean nothing in value semantics (layout, device,
@@ -93,6 +93,19 @@ OPS = [
        doc="An integer or bool `self` gives the default float dtype (f32)."),
     Op("relu", "Aten_PointwiseOp", "relu", infer="Aten_InferSame"),
     Op("tanh", "Aten_PointwiseOp", "tanh", infer="Aten_InferFloat"),
+    Op("lerp.Scalar", 'Aten_PointwiseOp<"{{0, 1}}">', "lerp_scalar",
+       tensor=FLOAT, kernel_args=["self", "end", "weight"],
+       doc="`self + weight * (end - self)`, broadcasting (Adam's moment "
+           "updates)."),
+    Op("where.self", 'Aten_PointwiseOp<"{{1, 2}}">', "where_self", infer="",
+       types={"condition": "Aten_BoolTensor"},
+       doc="`condition ? self : other`, the three broadcast; the dtype is "
+           "`self`'s and `other`'s promoted."),
+    # Truth values: i1 results.
+    Op("eq.Scalar", "Aten_PointwiseOp", "eq_scalar", infer="Aten_InferBool",
+       doc="Whether each element of `self` equals `other`."),
+    Op("logical_not", "Aten_PointwiseOp", "logical_not",
+       infer="Aten_InferBool", doc="Whether each element of `self` is zero."),
     Op("tanh_backward", 'Aten_PointwiseOp<"{{0}}">', "tanh_backward",
        tensor=FLOAT, doc="`grad_output * (1 - output^2)`."),
     Op("gelu", "Aten_PointwiseOp", "gelu", infer="", tensor=FLOAT,
@@ -131,6 +144,10 @@ OPS = [
        doc="Zeroes each element with probability `p` and scales the kept "
            "ones by `1 / (1 - p)`; also returns the boolean keep mask."),
     # Factories.
+    Op("full_like", "Aten_FactoryOp", "fill", infer="",
+       kernel_args=["fill_value"],
+       doc="`fill_value` shaped like `self`, of `dtype` when given, else "
+           "`self`'s dtype."),
     Op("ones_like", "Aten_FactoryOp", "fill", infer="",
        kernel_args=["=1"],
        doc="Ones shaped like `self`, of `dtype` when given, else `self`'s "
@@ -140,8 +157,12 @@ OPS = [
        doc="A tensor of shape `size` filled with `fill_value`, of element "
            "type `dtype`."),
     Op("arange", "Aten_FactoryOp", "arange", infer="", rule="",
-       required=["dtype"], kernel_args=[],
+       required=["dtype"], kernel_args=["=0", "=1"],
        doc="`[0, 1, ..., ceil(end) - 1]` of element type `dtype`."),
+    Op("arange.start_step", "Aten_FactoryOp", "arange", infer="", rule="",
+       required=["dtype"], nodefault=["step"], kernel_args=["start", "step"],
+       doc="`start + i * step` for `i < ceil((end - start) / step)`, of "
+           "element type `dtype`."),
     # Matrix products.
     Op("mm", "Aten_MatmulOp<0, 0>", infer="", tensor=FLOAT,
        doc="`[n, k] x [k, m] -> [n, m]`."),
@@ -163,6 +184,11 @@ OPS = [
        doc="A reshape to `size`; `stride` is memory layout, kept for "
            "fidelity and ignored."),
     Op("unsqueeze", "Aten_ViewOp", infer=""),
+    Op("squeeze.dims", "Aten_ViewOp", infer="",
+       doc="Removes the listed dims that have size 1 (others stay)."),
+    Op("select.int", "Aten_SelectOp", "slice",
+       kernel_args=["self", "$getSelectedDim", "$getSelectedIndex"],
+       doc="Element `index` of dim `dim`, which the result drops."),
     Op("t", "Aten_PermuteOp", "permute", infer="",
        kernel_args=["self", "@getPermutation"],
        doc="Transposes a 2-D tensor; 0-D and 1-D tensors are returned as "
@@ -199,6 +225,11 @@ OPS = [
        required=["dim"], kernel_args=["self", "@getReducedDims"],
        doc="The sum over the number of reduced elements. Over a sharded "
            "dim the result is Partial(avg), which needs equal shards."),
+    Op("any.dim", 'Aten_ReductionOp<"Max", withDtype = 0, singleDim = 1>',
+       "any", tensor="Aten_BoolTensor",
+       kernel_args=["self", "@getReducedDims"],
+       doc="Whether some element along `dim` is true. Over a sharded dim "
+           "the result is Partial(max)."),
     Op("amax", 'Aten_ReductionOp<"Max", withDtype = 0>', "amax",
        tensor="Aten_NumericTensor", kernel_args=["self", "@getReducedDims"],
        doc="The largest element (NaN when there is one). Over a sharded "

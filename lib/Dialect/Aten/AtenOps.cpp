@@ -424,18 +424,32 @@ static LogicalResult expectElementType(Type dtype, EmitErrorFn emitError) {
   return emitError() << "unsupported dtype " << dtype;
 }
 
-LogicalResult OnesLikeOp::inferResultTypes(Adaptor adaptor,
-                                           EmitErrorFn emitError,
-                                           SmallVectorImpl<Type> &types) {
-  auto self = tensorType(adaptor.getSelf());
+/// ATen's *_like factories: `self`'s shape, `dtype` when given, else
+/// `self`'s element type.
+static LogicalResult inferLike(Value selfValue, std::optional<Type> given,
+                               EmitErrorFn emitError,
+                               SmallVectorImpl<Type> &types) {
+  auto self = tensorType(selfValue);
   Type dtype = self.getElementType();
-  if (std::optional<Type> given = adaptor.getDtype()) {
+  if (given) {
     if (failed(expectElementType(*given, emitError)))
       return failure();
     dtype = *given;
   }
   types.push_back(self.clone(dtype));
   return success();
+}
+
+LogicalResult OnesLikeOp::inferResultTypes(Adaptor adaptor,
+                                           EmitErrorFn emitError,
+                                           SmallVectorImpl<Type> &types) {
+  return inferLike(adaptor.getSelf(), adaptor.getDtype(), emitError, types);
+}
+
+LogicalResult FullLikeOp::inferResultTypes(Adaptor adaptor,
+                                           EmitErrorFn emitError,
+                                           SmallVectorImpl<Type> &types) {
+  return inferLike(adaptor.getSelf(), adaptor.getDtype(), emitError, types);
 }
 
 LogicalResult ToCopyOp::inferResultTypes(Adaptor adaptor, EmitErrorFn emitError,
@@ -470,6 +484,26 @@ LogicalResult ArangeOp::inferResultTypes(Adaptor adaptor, EmitErrorFn emitError,
     return failure();
   types.push_back(RankedTensorType::get({static_cast<int64_t>(std::ceil(end))},
                                         adaptor.getDtype()));
+  return success();
+}
+
+LogicalResult
+ArangeStartStepOp::inferResultTypes(Adaptor adaptor, EmitErrorFn emitError,
+                                    SmallVectorImpl<Type> &types) {
+  double start = getScalarValue(adaptor.getStart());
+  double end = getScalarValue(adaptor.getEnd());
+  double step = getScalarValue(adaptor.getStep());
+  if (step == 0.0)
+    return emitError() << "step must be nonzero";
+  if ((step > 0 && start > end) || (step < 0 && start < end))
+    return emitError() << "upper bound and lower bound inconsistent with "
+                          "step sign";
+  if (failed(expectElementType(adaptor.getDtype(), emitError)))
+    return failure();
+  // ATen's arange_out: ceil((end - start) / step) in double.
+  types.push_back(RankedTensorType::get(
+      {static_cast<int64_t>(std::ceil((end - start) / step))},
+      adaptor.getDtype()));
   return success();
 }
 
@@ -610,6 +644,60 @@ LogicalResult UnsqueezeOp::inferResultTypes(Adaptor adaptor,
   SmallVector<int64_t> shape(self.getShape());
   shape.insert(shape.begin() + *d, 1);
   types.push_back(self.clone(shape));
+  return success();
+}
+
+LogicalResult SqueezeDimsOp::inferResultTypes(Adaptor adaptor,
+                                              EmitErrorFn emitError,
+                                              SmallVectorImpl<Type> &types) {
+  auto self = tensorType(adaptor.getSelf());
+  SmallVector<bool> listed(std::max<int64_t>(self.getRank(), 1), false);
+  for (int64_t d : adaptor.getDim()) {
+    auto w = wrapDim(d, self.getRank(), emitError);
+    if (failed(w))
+      return failure();
+    listed[*w] = true;
+  }
+  // A listed dim of size other than 1 stays (ATen's squeeze.dims).
+  SmallVector<int64_t> shape;
+  for (int64_t d = 0; d < self.getRank(); ++d)
+    if (!listed[d] || self.getDimSize(d) != 1)
+      shape.push_back(self.getDimSize(d));
+  types.push_back(self.clone(shape));
+  return success();
+}
+
+LogicalResult spmd::aten::detail::inferSelect(Type selfType, int64_t dim,
+                                              int64_t index,
+                                              EmitErrorFn emitError,
+                                              SmallVectorImpl<Type> &types) {
+  auto self = tensorType(selfType);
+  if (self.getRank() == 0)
+    return emitError() << "select of a 0-D tensor";
+  auto d = wrapDim(dim, self.getRank(), emitError);
+  if (failed(d))
+    return failure();
+  int64_t size = self.getDimSize(*d);
+  if (index < -size || index >= size)
+    return emitError() << "index " << index << " out of range for dim " << dim
+                       << " of size " << size;
+  SmallVector<int64_t> shape(self.getShape());
+  shape.erase(shape.begin() + *d);
+  types.push_back(self.clone(shape));
+  return success();
+}
+
+LogicalResult WhereSelfOp::inferResultTypes(Adaptor adaptor,
+                                            EmitErrorFn emitError,
+                                            SmallVectorImpl<Type> &types) {
+  // The condition broadcasts but takes no part in type promotion.
+  SmallVector<Type> values = {adaptor.getSelf().getType(),
+                              adaptor.getOther().getType()};
+  if (failed(
+          inferBroadcast(adaptor.getOperands().getTypes(), emitError, types)))
+    return failure();
+  types.back() =
+      cast<RankedTensorType>(types.back()).clone(resultElementType(values));
   return success();
 }
 

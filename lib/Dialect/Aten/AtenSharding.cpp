@@ -345,6 +345,20 @@ std::optional<EinsumRule> ArangeOp::getShardingRule() {
   return rules::keepWhole(rules::pointwise(*this, {}), 0);
 }
 
+std::optional<EinsumRule> ArangeStartStepOp::getShardingRule() {
+  return rules::keepWhole(rules::pointwise(*this, {}), 0);
+}
+
+EinsumRule aten::rules::select(Operation *op, int64_t dim) {
+  std::string in = resultLabels(rankOf(op->getOperand(0)));
+  EinsumRule rule;
+  rule.operands = {in};
+  rule.results = {in.substr(0, dim) + in.substr(dim + 1)};
+  rule.unshardable = std::string(1, in[dim]);
+  rule.linearGroups = {{0}};
+  return rule;
+}
+
 std::optional<EinsumRule> CatOp::getShardingRule() {
   return piecesRule(getResult(), getTensors(), getDim(), /*split=*/false);
 }

@@ -194,14 +194,25 @@ DimLayout checkCat(const char *kernel, const SpmdBuffer *out, int32_t n,
 DimLayout checkSlice(const char *kernel, const SpmdBuffer *out,
                      const SpmdBuffer *self, int64_t dim, int64_t start) {
   checkDim(kernel, self, dim);
-  bool ok = out->rank == self->rank && start >= 0 &&
-            start + out->shape[dim] <= self->shape[dim];
-  if (!ok || !sameOutsideDim(out, self, dim))
+  // A select: out is self without `dim`, one element of it.
+  bool select = out->rank == self->rank - 1;
+  bool ok = select || out->rank == self->rank;
+  for (int32_t d = 0, o = 0; d < self->rank && ok; ++d) {
+    if (d == dim && select)
+      continue;
+    ok = d == dim || out->shape[o] == self->shape[d];
+    ++o;
+  }
+  const int64_t length = select ? 1 : out->shape[dim];
+  ok = ok && start >= 0 && start + length <= self->shape[dim];
+  if (!ok)
     spmd_rt_fatal("%s: out %s is not a slice of self %s at %lld along dim "
                   "%lld",
                   kernel, shapeStr(out).c_str(), shapeStr(self).c_str(),
                   static_cast<long long>(start), static_cast<long long>(dim));
-  return layoutAround(self, dim);
+  DimLayout l = layoutAround(self, dim);
+  l.size = length;
+  return l;
 }
 
 DimLayout checkLocalTake(const char *kernel, const SpmdBuffer *out,

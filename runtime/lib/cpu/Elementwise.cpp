@@ -12,6 +12,7 @@
 #include "Kernels.h"
 
 #include <cmath>
+#include <vector>
 
 using namespace spmd::rt;
 
@@ -37,6 +38,19 @@ struct PointwiseEngine {
   template <typename T> using Compute = T;
   template <typename T, typename Op> static T scalar(double value) {
     return convertElem<T>(value);
+  }
+  /// Runs `fn` on a host temporary shaped like out, of `dtype`, then
+  /// converts it into out.
+  template <typename Fn>
+  static void viaDtype(const char *kernel, SpmdBuffer *out, int32_t dtype,
+                       Fn &&fn) {
+    std::vector<uint64_t> storage(
+        (static_cast<size_t>(out->numel) * spmd_rt_dtype_size(dtype) + 7) / 8);
+    SpmdBuffer temporary = *out;
+    temporary.dtype = dtype;
+    temporary.data = storage.data();
+    fn(&temporary);
+    cpu::spmd_rt_copy(out, &temporary);
   }
   /// Dispatches on out's dtype (in `Set`), then out = op(ins...) with
   /// broadcasting, where `makeOp(T{})` builds the op for element type T.

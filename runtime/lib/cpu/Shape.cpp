@@ -162,7 +162,7 @@ void spmd_rt_slice(SpmdBuffer *out, const SpmdBuffer *self, int64_t dim,
   const DimLayout l = checkSlice(kernel, out, self, dim, start);
   const int64_t outer = l.outer, inner = l.inner;
   const int64_t inRow = self->shape[dim] * inner;
-  const int64_t outRow = out->shape[dim] * inner;
+  const int64_t outRow = l.size * inner;
   withInputAs(kernel, out, self, [&](auto tag, const auto *in) {
     using T = decltype(tag);
     T *o = dataOf<T>(out);
@@ -248,12 +248,12 @@ void spmd_rt_fill(SpmdBuffer *out, double value) {
   });
 }
 
-void spmd_rt_arange(SpmdBuffer *out) {
+void spmd_rt_arange(SpmdBuffer *out, double start, double step) {
   dispatch<kNumeric>(out->dtype, "spmd_rt_arange", [&](auto tag) {
     using T = decltype(tag);
     T *o = dataOf<T>(out);
     for (int64_t i = 0, e = out->numel; i < e; ++i)
-      o[i] = static_cast<T>(i);
+      o[i] = static_cast<T>(arangeValue(start, step, i));
   });
 }
 

@@ -484,6 +484,18 @@ struct PointwiseEngine {
     else
       return convertValue<OpMathT<T>>(value);
   }
+  /// Runs `fn` on a device temporary shaped like out, of `dtype`, then
+  /// converts it into out.
+  template <typename Fn>
+  static void viaDtype(const char *kernel, SpmdBuffer *out, int32_t dtype,
+                       Fn &&fn) {
+    Scratch storage(out->numel * int64_t(spmd_rt_dtype_size(dtype)), kernel);
+    SpmdBuffer temporary = *out;
+    temporary.dtype = dtype;
+    temporary.data = storage.data();
+    fn(&temporary);
+    cuda::spmd_rt_copy(out, &temporary);
+  }
   /// As on the CPU: dispatches on out's dtype T within `Set` (or bf16:
   /// every op here takes floats), converts inputs to T, checks
   /// broadcasting and maps `makeOp(T{})` over out, an op computing in

@@ -133,10 +133,11 @@ template <typename T> __global__ void fillKernel(T *out, int64_t n, T value) {
     out[i] = value;
 }
 
-template <typename T> __global__ void arangeKernel(T *out, int64_t n) {
+template <typename T>
+__global__ void arangeKernel(T *out, int64_t n, double start, double step) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x)
-    out[i] = convertValue<T>(i);
+    out[i] = convertValue<T>(arangeValue(start, step, i));
 }
 
 } // namespace
@@ -172,9 +173,9 @@ void spmd_rt_slice(SpmdBuffer *out, const SpmdBuffer *self, int64_t dim,
   withInputAs(kernel, out, self, [&](auto tag, const auto *in) {
     using T = decltype(tag);
     const int64_t bytes = sizeof(T);
-    copyRows(out->data, out->shape[dim] * inner * bytes, in + start * inner,
-             self->shape[dim] * inner * bytes, out->shape[dim] * inner * bytes,
-             outer, kernel);
+    copyRows(out->data, l.size * inner * bytes, in + start * inner,
+             self->shape[dim] * inner * bytes, l.size * inner * bytes, outer,
+             kernel);
   });
 }
 
@@ -226,13 +227,13 @@ void spmd_rt_fill(SpmdBuffer *out, double value) {
   });
 }
 
-void spmd_rt_arange(SpmdBuffer *out) {
+void spmd_rt_arange(SpmdBuffer *out, double start, double step) {
   const char *kernel = "spmd_rt_arange";
   dispatchDevice<kNumeric | kBFloat16>(out->dtype, kernel, [&](auto tag) {
     using T = decltype(tag);
     const int64_t n = out->numel;
-    arangeKernel<T>
-        <<<gridFor(n), kBlock, 0, computeStream()>>>(dataOf<T>(out), n);
+    arangeKernel<T><<<gridFor(n), kBlock, 0, computeStream()>>>(dataOf<T>(out),
+                                                                n, start, step);
     checkLaunch(kernel);
   });
 }

@@ -91,6 +91,9 @@ layout::EinsumRule view(mlir::Operation *op);
 layout::EinsumRule permute(llvm::ArrayRef<int64_t> perm);
 /// `[.., n, k] x [.., k, m]`, with an addend first when `withSelf`.
 layout::EinsumRule matmul(mlir::Operation *op, bool batched, bool withSelf);
+/// select.int: operand 0's dims with `dim` (normalized) dropped from the
+/// result and kept whole; linear in operand 0.
+layout::EinsumRule select(mlir::Operation *op, int64_t dim);
 /// A split of `self` into `pieces` along `dim` (may be negative).
 layout::EinsumRule split(mlir::Value self, mlir::ValueRange pieces,
                          int64_t dim);
@@ -189,6 +192,12 @@ llvm::LogicalResult
 inferReduction(mlir::Type self, std::optional<llvm::ArrayRef<int64_t>> dims,
                bool keepdim, std::optional<mlir::Type> dtype, bool promotes,
                EmitErrorFn emitError, llvm::SmallVectorImpl<mlir::Type> &types);
+
+/// select.int: `self` without dim `dim`; `index` must be in [-size, size)
+/// ("index <i> out of range for dim <d> of size <n>").
+llvm::LogicalResult inferSelect(mlir::Type self, int64_t dim, int64_t index,
+                                EmitErrorFn emitError,
+                                llvm::SmallVectorImpl<mlir::Type> &types);
 
 /// `dims` normalized against `rank`: every dim when absent or empty.
 llvm::SmallVector<int64_t>

@@ -106,6 +106,13 @@ defvar Aten_InferWithScalar = [{
       adaptor.getSelf().getType(), adaptor.getOther()));
   return ::mlir::success();
 }];
+/// `self`'s shape, i1 (comparisons, logical ops).
+defvar Aten_InferBool = [{
+  types.push_back(::llvm::cast<::mlir::RankedTensorType>(
+      adaptor.getSelf().getType()).clone(
+          ::mlir::IntegerType::get(adaptor.getSelf().getContext(), 1)));
+  return ::mlir::success();
+}];
 /// A reshape to `size` (one entry may be -1).
 defvar Aten_InferReshape = [{
   return ::spmd::aten::detail::inferReshape(adaptor.getSelf().getType(),
@@ -263,16 +270,23 @@ class Aten_MatmulOp<string mnemonic, bit batched, bit withSelf>
 ///              reduction rule: `Sum`, `Avg` (mean: only over equal shards)
 ///              or `Max` (amax), a `layout::ReduceKind`;
 ///   withDims   the op has `dim` and `keepdim`, else it reduces everything;
+///   singleDim  `dim` is one dim (any.dim), not a list;
 ///   withDtype  the op has `dtype`, the result's element type when given;
 ///   promotes   without `dtype`, integer and bool inputs give i64 (sum).
 class Aten_ReductionOp<string mnemonic, string reduce = "Sum",
-                       bit withDims = 1, bit withDtype = 1, bit promotes = 0>
+                       bit withDims = 1, bit withDtype = 1, bit promotes = 0,
+                       bit singleDim = 0>
     : Aten_Op<mnemonic> {
-  defvar dims = !if(withDims, "getDim()", "::std::nullopt");
+  // `singleDim`: `dim` is one int (any.dim), not a list.
+  defvar dimOf = !if(singleDim,
+      "::llvm::ArrayRef<int64_t>(static_cast<int64_t>(X.getDim()))",
+      "X.getDim()");
+  defvar dims = !if(withDims, !subst("X.", "", dimOf), "::std::nullopt");
   defvar keepdim = !if(withDims, "getKeepdim()", "false");
   let inferBody = "return ::spmd::aten::detail::inferReduction("
                   "adaptor.getSelf().getType(), "
-                  # !if(withDims, "adaptor.getDim(), adaptor.getKeepdim()",
+                  # !if(withDims, !subst("X.", "adaptor.", dimOf)
+                                  # ", adaptor.getKeepdim()",
                         "::std::nullopt, false") # ", "
                   # !if(withDtype, "adaptor.getDtype()", "::std::nullopt")
                   # ", " # !if(promotes, "true", "false")
@@ -289,6 +303,32 @@ class Aten_ReductionOp<string mnemonic, string reduce = "Sum",
   let ruleBody = "return ::spmd::aten::rules::reduction(getOperation(), "
                  "getReducedDims(), keepsDims(), ::spmd::layout::ReduceKind::"
                  # reduce # ");";
+}
+
+/// Element `index` of dim `dim` of `self`, a result without that dim
+/// (select.int): the dim stays whole, the others pass through, Partials
+/// included.
+class Aten_SelectOp<string mnemonic> : Aten_Op<mnemonic> {
+  let inferBody = [{
+    return ::spmd::aten::detail::inferSelect(adaptor.getSelf().getType(),
+                                             adaptor.getDim(),
+                                             adaptor.getIndex(), emitError,
+                                             types);
+  }];
+  let familyDeclarations = [{
+    /// `dim` and `index`, normalized.
+    int64_t getSelectedDim() {
+      return ::spmd::aten::normalizeDim(getDim(), getSelf().getType().getRank());
+    }
+    int64_t getSelectedIndex() {
+      int64_t size = getSelf().getType().getDimSize(getSelectedDim());
+      int64_t index = static_cast<int64_t>(getIndex());
+      return index < 0 ? index + size : index;
+    }
+  }];
+  let ruleBody = [{
+    return ::spmd::aten::rules::select(getOperation(), getSelectedDim());
+  }];
 }
 
 /// Softmax and log-softmax over `dim`, which stays whole.

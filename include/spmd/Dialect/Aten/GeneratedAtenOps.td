@@ -263,6 +263,72 @@ def Aten_TanhOp : Aten_PointwiseOp<"tanh"> {
   let inferBody = Aten_InferFloat;
 }
 
+def Aten_LerpScalarOp : Aten_PointwiseOp<"lerp.Scalar", "{{0, 1}}"> {
+  let summary = "aten::lerp.Scalar(Tensor self, Tensor end, Scalar weight) -> Tensor";
+  let description = [{
+    `self + weight * (end - self)`, broadcasting (Adam's moment updates).
+  }];
+  let arguments = (ins Aten_FloatTensor:$self,
+                    Aten_FloatTensor:$end,
+                    Aten_ScalarAttr:$weight);
+  let results = (outs Aten_FloatTensor:$result);
+  let kernel = "lerp_scalar";
+  let kernelArguments = [{
+    return {::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(0), false),
+            ::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(1), false),
+            ::spmd::aten::KernelArgument::value(getWeightAttr())};
+  }];
+}
+
+def Aten_WhereSelfOp : Aten_PointwiseOp<"where.self", "{{1, 2}}"> {
+  let summary = "aten::where.self(Tensor condition, Tensor self, Tensor other) -> Tensor";
+  let description = [{
+    `condition ? self : other`, the three broadcast; the dtype is `self`'s
+    and `other`'s promoted.
+  }];
+  let arguments = (ins Aten_BoolTensor:$condition,
+                    Aten_Tensor:$self,
+                    Aten_Tensor:$other);
+  let results = (outs Aten_Tensor:$result);
+  let kernel = "where_self";
+  let kernelArguments = [{
+    return {::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(0), false),
+            ::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(1), false),
+            ::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(2), false)};
+  }];
+  let inferBody = "";
+}
+
+def Aten_EqScalarOp : Aten_PointwiseOp<"eq.Scalar"> {
+  let summary = "aten::eq.Scalar(Tensor self, Scalar other) -> Tensor";
+  let description = [{
+    Whether each element of `self` equals `other`.
+  }];
+  let arguments = (ins Aten_Tensor:$self,
+                    Aten_ScalarAttr:$other);
+  let results = (outs Aten_Tensor:$result);
+  let kernel = "eq_scalar";
+  let kernelArguments = [{
+    return {::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(0), false),
+            ::spmd::aten::KernelArgument::value(getOtherAttr())};
+  }];
+  let inferBody = Aten_InferBool;
+}
+
+def Aten_LogicalNotOp : Aten_PointwiseOp<"logical_not"> {
+  let summary = "aten::logical_not(Tensor self) -> Tensor";
+  let description = [{
+    Whether each element of `self` is zero.
+  }];
+  let arguments = (ins Aten_Tensor:$self);
+  let results = (outs Aten_Tensor:$result);
+  let kernel = "logical_not";
+  let kernelArguments = [{
+    return {::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(0), false)};
+  }];
+  let inferBody = Aten_InferBool;
+}
+
 def Aten_TanhBackwardOp : Aten_PointwiseOp<"tanh_backward", "{{0}}"> {
   let summary = "aten::tanh_backward(Tensor grad_output, Tensor output) -> Tensor";
   let description = [{
@@ -419,6 +485,23 @@ def Aten_NativeDropoutOp : Aten_RandomOp<"native_dropout"> {
   let inferBody = "";
 }
 
+def Aten_FullLikeOp : Aten_FactoryOp<"full_like"> {
+  let summary = "aten::full_like(Tensor self, Scalar fill_value, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor";
+  let description = [{
+    `fill_value` shaped like `self`, of `dtype` when given, else `self`'s
+    dtype.
+  }];
+  let arguments = (ins Aten_Tensor:$self,
+                    Aten_ScalarAttr:$fill_value,
+                    OptionalAttr<TypeAttr>:$dtype);
+  let results = (outs Aten_Tensor:$result);
+  let kernel = "fill";
+  let kernelArguments = [{
+    return {::spmd::aten::KernelArgument::value(getFillValueAttr())};
+  }];
+  let inferBody = "";
+}
+
 def Aten_OnesLikeOp : Aten_FactoryOp<"ones_like"> {
   let summary = "aten::ones_like(Tensor self, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor";
   let description = [{
@@ -462,7 +545,29 @@ def Aten_ArangeOp : Aten_FactoryOp<"arange"> {
   let results = (outs Aten_Tensor:$result);
   let kernel = "arange";
   let kernelArguments = [{
-    return {};
+    return {::spmd::aten::KernelArgument::value(b.getF64FloatAttr(0)),
+            ::spmd::aten::KernelArgument::value(b.getF64FloatAttr(1))};
+  }];
+  let inferBody = "";
+  let ruleBody = "";
+  let assemblyFormat = "attr-dict `:` functional-type(operands, results)";
+}
+
+def Aten_ArangeStartStepOp : Aten_FactoryOp<"arange.start_step"> {
+  let summary = "aten::arange.start_step(Scalar start, Scalar end, Scalar step=1, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None) -> Tensor";
+  let description = [{
+    `start + i * step` for `i < ceil((end - start) / step)`, of element type
+    `dtype`.
+  }];
+  let arguments = (ins Aten_ScalarAttr:$start,
+                    Aten_ScalarAttr:$end,
+                    Aten_ScalarAttr:$step,
+                    TypeAttr:$dtype);
+  let results = (outs Aten_Tensor:$result);
+  let kernel = "arange";
+  let kernelArguments = [{
+    return {::spmd::aten::KernelArgument::value(getStartAttr()),
+            ::spmd::aten::KernelArgument::value(getStepAttr())};
   }];
   let inferBody = "";
   let ruleBody = "";
@@ -555,6 +660,34 @@ def Aten_UnsqueezeOp : Aten_ViewOp<"unsqueeze"> {
                     I64Attr:$dim);
   let results = (outs Aten_Tensor:$result);
   let inferBody = "";
+}
+
+def Aten_SqueezeDimsOp : Aten_ViewOp<"squeeze.dims"> {
+  let summary = "aten::squeeze.dims(Tensor(a) self, int[] dim) -> Tensor(a)";
+  let description = [{
+    Removes the listed dims that have size 1 (others stay).
+  }];
+  let arguments = (ins Aten_Tensor:$self,
+                    DenseI64ArrayAttr:$dim);
+  let results = (outs Aten_Tensor:$result);
+  let inferBody = "";
+}
+
+def Aten_SelectIntOp : Aten_SelectOp<"select.int"> {
+  let summary = "aten::select.int(Tensor(a) self, int dim, SymInt index) -> Tensor(a)";
+  let description = [{
+    Element `index` of dim `dim`, which the result drops.
+  }];
+  let arguments = (ins Aten_Tensor:$self,
+                    I64Attr:$dim,
+                    I64Attr:$index);
+  let results = (outs Aten_Tensor:$result);
+  let kernel = "slice";
+  let kernelArguments = [{
+    return {::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(0), false),
+            ::spmd::aten::KernelArgument::value(b.getI64IntegerAttr(getSelectedDim())),
+            ::spmd::aten::KernelArgument::value(b.getI64IntegerAttr(getSelectedIndex()))};
+  }];
 }
 
 def Aten_TOp : Aten_PermuteOp<"t"> {
@@ -701,6 +834,23 @@ def Aten_MeanDimOp : Aten_ReductionOp<"mean.dim", "Avg"> {
                     OptionalAttr<TypeAttr>:$dtype);
   let results = (outs Aten_FloatTensor:$result);
   let kernel = "mean";
+  let kernelArguments = [{
+    return {::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(0), false),
+            ::spmd::aten::KernelArgument::list(getReducedDims())};
+  }];
+}
+
+def Aten_AnyDimOp : Aten_ReductionOp<"any.dim", "Max", withDtype = 0, singleDim = 1> {
+  let summary = "aten::any.dim(Tensor self, int dim, bool keepdim=False) -> Tensor";
+  let description = [{
+    Whether some element along `dim` is true. Over a sharded dim the result
+    is Partial(max).
+  }];
+  let arguments = (ins Aten_BoolTensor:$self,
+                    I64Attr:$dim,
+                    DefaultValuedAttr<BoolAttr, "false">:$keepdim);
+  let results = (outs Aten_BoolTensor:$result);
+  let kernel = "any";
   let kernelArguments = [{
     return {::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(0), false),
             ::spmd::aten::KernelArgument::list(getReducedDims())};
