@@ -260,6 +260,11 @@ class Emitter:
                 value = _filled(name, arg, node)
                 if value is None:
                     continue
+            if arg.name == "dim" and name == "aten.squeeze.dims":
+                # Only size-1 dims: the others are no-ops in PyTorch, and a
+                # shard of size 1 must not be squeezed on its rank.
+                shape = meta(bound["self"]).shape
+                value = [d for d in value if shape[d] == 1]
             attrs.append("%s = %s" % (arg.name, _attribute(arg, value, where)))
         if sum(1 for a in schema_args if str(a.type) in ("Optional[Tensor]", "List[Tensor]")) > 1:
             attrs.append("operandSegmentSizes = array<i32: %s>" % ", ".join(map(str, segments)))

@@ -119,6 +119,10 @@ void checkReduce(const char *what, int32_t reduce, int32_t dtype) {
   if (reduce == SPMD_REDUCE_AVG && !isFloat)
     spmd_rt_fatal("%s: avg of an integer tensor (%s) is not supported", what,
                   spmd_rt_dtype_name(dtype));
+  // A sum of truth values is not one (ATen sums bools into i64).
+  if (dtype == SPMD_I1 && reduce != SPMD_REDUCE_MAX &&
+      reduce != SPMD_REDUCE_MIN)
+    spmd_rt_fatal("%s: i1 tensors reduce only by max (any) or min (all)", what);
 }
 
 void checkDim(const char *what, const char *role, int64_t dim,
@@ -371,6 +375,8 @@ MPI_Datatype mpiType(int32_t dtype, const char *what) {
     return MPI_INT32_T;
   case SPMD_BF16: // its bits; reduced by the bf16 operators below
     return MPI_UINT16_T;
+  case SPMD_I1: // 0 or 1 bytes: max is "any", min is "all"
+    return MPI_UINT8_T;
   }
   spmd_rt_fatal("%s: dtype %s cannot be reduced", what,
                 spmd_rt_dtype_name(dtype));
@@ -471,7 +477,7 @@ std::pair<MPI_Datatype, int> byteBlock(int64_t bytes, const char *what) {
 
 bool CollectiveBackend::canReduce(int32_t dtype) const {
   return dtype == SPMD_F32 || dtype == SPMD_F64 || dtype == SPMD_I64 ||
-         dtype == SPMD_I32 || dtype == SPMD_BF16;
+         dtype == SPMD_I32 || dtype == SPMD_BF16 || dtype == SPMD_I1;
 }
 
 //===----------------------------------------------------------------------===//

@@ -80,6 +80,9 @@ bool ncclTypeOf(int32_t dtype, ncclDataType_t &type) {
   case SPMD_F16:
     type = ncclFloat16;
     return true;
+  case SPMD_I1: // 0 or 1 bytes: max is "any", min is "all"
+    type = ncclUint8;
+    return true;
 #if NCCL_VERSION_CODE >= NCCL_VERSION(2, 10, 0)
   case SPMD_BF16:
     type = ncclBfloat16;

@@ -185,7 +185,8 @@ OPS = [
            "fidelity and ignored."),
     Op("unsqueeze", "Aten_ViewOp", infer=""),
     Op("squeeze.dims", "Aten_ViewOp", infer="",
-       doc="Removes the listed dims that have size 1 (others stay)."),
+       doc="Removes the listed dims, which must have size 1 (capture drops "
+           "the others, which ATen leaves in place)."),
     Op("select.int", "Aten_SelectOp", "slice",
        kernel_args=["self", "$getSelectedDim", "$getSelectedIndex"],
        doc="Element `index` of dim `dim`, which the result drops."),

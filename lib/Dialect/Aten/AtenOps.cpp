@@ -656,12 +656,16 @@ LogicalResult SqueezeDimsOp::inferResultTypes(Adaptor adaptor,
     auto w = wrapDim(d, self.getRank(), emitError);
     if (failed(w))
       return failure();
+    // ATen leaves other dims in place; the dialect takes only size-1 dims,
+    // so that a result's shape never depends on how its dims are sharded.
+    if (self.getDimSize(*w) != 1)
+      return emitError() << "dim " << d << " has size " << self.getDimSize(*w)
+                         << ", not 1";
     listed[*w] = true;
   }
-  // A listed dim of size other than 1 stays (ATen's squeeze.dims).
   SmallVector<int64_t> shape;
   for (int64_t d = 0; d < self.getRank(); ++d)
-    if (!listed[d] || self.getDimSize(d) != 1)
+    if (!listed[d])
       shape.push_back(self.getDimSize(d));
   types.push_back(self.clone(shape));
   return success();

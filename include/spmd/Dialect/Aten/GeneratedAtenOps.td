@@ -665,7 +665,8 @@ def Aten_UnsqueezeOp : Aten_ViewOp<"unsqueeze"> {
 def Aten_SqueezeDimsOp : Aten_ViewOp<"squeeze.dims"> {
   let summary = "aten::squeeze.dims(Tensor(a) self, int[] dim) -> Tensor(a)";
   let description = [{
-    Removes the listed dims that have size 1 (others stay).
+    Removes the listed dims, which must have size 1 (capture drops the
+    others, which ATen leaves in place).
   }];
   let arguments = (ins Aten_Tensor:$self,
                     DenseI64ArrayAttr:$dim);
