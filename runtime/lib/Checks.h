@@ -318,11 +318,10 @@ struct AttentionShape {
 /// head size, key and value one length (`query <shape>, key <shape> and
 /// value <shape> do not match`); attn_mask, when given, 2-D or 4-D and
 /// broadcasting to [B, H, L, S] (`attn_mask <shape> does not broadcast to
-/// the scores [B, H, L, S] of query <shape> and key <shape>`); out shaped like query (checkSameShape) and
-/// logsumexp [B, H, L] (`logsumexp <shape> must be query's shape without
-/// its last dim`); then every buffer of `sameDType` must have query's
-/// dtype (`<kernel>: <name> must be <dtype> like query`, the names of
-/// `names`).
+/// the scores [B, H, L, S] of query <shape> and key <shape>`); out shaped
+/// like query (checkSameShape) and logsumexp [B, H, L] (`logsumexp <shape>
+/// must be query's shape <shape> without its last dim`); key, value,
+/// attn_mask, out and logsumexp of query's dtype (checkSameDTypes).
 AttentionShape checkAttention(const char *kernel, const SpmdBuffer *query,
                               const SpmdBuffer *key, const SpmdBuffer *value,
                               const SpmdBuffer *mask, const SpmdBuffer *out,

@@ -1269,15 +1269,16 @@ TEST(RuntimeKernels, AttentionMask) {
 // A [B, 1, L, S] mask broadcasts over the heads; scale multiplies the
 // scores before the mask is added. Query 2 scaled by 0.5 scores {0, ln 3}.
 TEST(RuntimeKernels, AttentionBroadcastMaskAndScale) {
-  const double ln3 = std::log(3.0), inf = std::numeric_limits<double>::infinity();
+  const double ln3 = std::log(3.0),
+               inf = std::numeric_limits<double>::infinity();
   Buffer q = f64({2, 2, 1, 1}, {2, 2, 2, 2});
   Buffer k = f64({2, 2, 2, 1}, {0, ln3, 0, ln3, 0, ln3, 0, ln3});
   Buffer v = f64({2, 2, 2, 1}, {1, 5, 1, 5, 1, 5, 1, 5});
   Buffer mask = f64({2, 1, 1, 2}, {0, 0, 0, -inf});
   Buffer out = empty(SPMD_F64, {2, 2, 1, 1});
   Buffer lse = empty(SPMD_F64, {2, 2, 1});
-  spmd_rt_attention(out.get(), lse.get(), q.get(), k.get(), v.get(),
-                    mask.get(), 0, 0.5);
+  spmd_rt_attention(out.get(), lse.get(), q.get(), k.get(), v.get(), mask.get(),
+                    0, 0.5);
   expectNear<double>(out, {4, 4, 1, 1}, 1e-12, 1e-12);
   expectNear<double>(lse, {std::log(4.0), std::log(4.0), 0, 0}, 1e-12, 1e-12);
 }
@@ -1289,8 +1290,8 @@ TEST(RuntimeKernels, AttentionBroadcastMaskAndScale) {
 // before: dV = {1 + 1/4, 3/4}.
 TEST(RuntimeKernels, AttentionBackward) {
   for (bool causal : {false, true}) {
-    std::vector<float> query = causal ? std::vector<float>{1, 1}
-                                      : std::vector<float>{1};
+    std::vector<float> query =
+        causal ? std::vector<float>{1, 1} : std::vector<float>{1};
     const int64_t l = static_cast<int64_t>(query.size());
     Buffer q = f32({1, 1, l, 1}, query);
     Buffer k = f32({1, 1, 2, 1}, {0, kLn3});
@@ -1328,8 +1329,8 @@ TEST(RuntimeKernels, AttentionBackwardHiddenRow) {
   Buffer dk = empty(SPMD_F32, {1, 1, 2, 1});
   Buffer dv = empty(SPMD_F32, {1, 1, 2, 1});
   spmd_rt_attention_backward(dq.get(), dk.get(), dv.get(), dout.get(), q.get(),
-                             k.get(), v.get(), out.get(), lse.get(),
-                             mask.get(), 0, 1.0);
+                             k.get(), v.get(), out.get(), lse.get(), mask.get(),
+                             0, 1.0);
   expectF32(dq, {0});
   expectF32(dk, {0, 0});
   expectF32(dv, {0, 0});

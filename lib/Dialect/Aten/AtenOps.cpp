@@ -893,8 +893,7 @@ checkAttention(Value queryValue, Value keyValue, Value valueValue, Value mask,
       failed(expectRank(key, 4, "key", emitError)) ||
       failed(expectRank(value, 4, "value", emitError)) ||
       failed(expectSameElementType(query, key, "query and key", emitError)) ||
-      failed(
-          expectSameElementType(query, value, "query and value", emitError)))
+      failed(expectSameElementType(query, value, "query and value", emitError)))
     return failure();
   ArrayRef<int64_t> q = query.getShape(), k = key.getShape(),
                     v = value.getShape();
@@ -924,16 +923,15 @@ checkAttention(Value queryValue, Value keyValue, Value valueValue, Value mask,
                                   "attn_mask", emitError)))
       return failure();
   }
-  return std::make_pair(query,
-                        RankedTensorType::get(q.drop_back(),
-                                              statsElementType(query)));
+  return std::make_pair(
+      query, RankedTensorType::get(q.drop_back(), statsElementType(query)));
 }
 
 LogicalResult ScaledDotProductFlashAttentionForCpuOp::inferResultTypes(
     Adaptor adaptor, EmitErrorFn emitError, SmallVectorImpl<Type> &types) {
-  auto results = checkAttention(adaptor.getQuery(), adaptor.getKey(),
-                                adaptor.getValue(), adaptor.getAttnMask(),
-                                adaptor.getDropoutP(), emitError);
+  auto results =
+      checkAttention(adaptor.getQuery(), adaptor.getKey(), adaptor.getValue(),
+                     adaptor.getAttnMask(), adaptor.getDropoutP(), emitError);
   if (failed(results))
     return failure();
   types.push_back(results->first);
@@ -943,9 +941,9 @@ LogicalResult ScaledDotProductFlashAttentionForCpuOp::inferResultTypes(
 
 LogicalResult ScaledDotProductFlashAttentionForCpuBackwardOp::inferResultTypes(
     Adaptor adaptor, EmitErrorFn emitError, SmallVectorImpl<Type> &types) {
-  auto forward = checkAttention(adaptor.getQuery(), adaptor.getKey(),
-                                adaptor.getValue(), adaptor.getAttnMask(),
-                                adaptor.getDropoutP(), emitError);
+  auto forward =
+      checkAttention(adaptor.getQuery(), adaptor.getKey(), adaptor.getValue(),
+                     adaptor.getAttnMask(), adaptor.getDropoutP(), emitError);
   if (failed(forward))
     return failure();
   for (auto [name, v, expected] :

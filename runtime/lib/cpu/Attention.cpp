@@ -86,8 +86,8 @@ void spmd_rt_attention(SpmdBuffer *output, SpmdBuffer *logsumexp,
                        const SpmdBuffer *value, const SpmdBuffer *attn_mask,
                        int64_t is_causal, double scale) {
   const char *kernel = "spmd_rt_attention";
-  const AttentionShape a = checkAttention(kernel, query, key, value, attn_mask,
-                                          output, logsumexp);
+  const AttentionShape a =
+      checkAttention(kernel, query, key, value, attn_mask, output, logsumexp);
   std::vector<char> scratch;
   forEachHead(kernel, a, query, [&](auto tag, auto head) {
     using T = decltype(tag);
@@ -101,8 +101,7 @@ void spmd_rt_attention(SpmdBuffer *output, SpmdBuffer *logsumexp,
       T *row = p + i * a.s;
       const T max = foldRow<T>(
           a.s, -std::numeric_limits<T>::infinity(),
-          [row](auto lanes, int64_t j) { return lanes.load(row, j); },
-          MaxOp());
+          [row](auto lanes, int64_t j) { return lanes.load(row, j); }, MaxOp());
       if (max == -std::numeric_limits<T>::infinity()) {
         std::fill(row, row + a.s, T(0));
         lse[i] = T(0);
@@ -123,14 +122,11 @@ void spmd_rt_attention(SpmdBuffer *output, SpmdBuffer *logsumexp,
   });
 }
 
-void spmd_rt_attention_backward(SpmdBuffer *grad_query, SpmdBuffer *grad_key,
-                                SpmdBuffer *grad_value,
-                                const SpmdBuffer *grad_out,
-                                const SpmdBuffer *query, const SpmdBuffer *key,
-                                const SpmdBuffer *value, const SpmdBuffer *out,
-                                const SpmdBuffer *logsumexp,
-                                const SpmdBuffer *attn_mask, int64_t is_causal,
-                                double scale) {
+void spmd_rt_attention_backward(
+    SpmdBuffer *grad_query, SpmdBuffer *grad_key, SpmdBuffer *grad_value,
+    const SpmdBuffer *grad_out, const SpmdBuffer *query, const SpmdBuffer *key,
+    const SpmdBuffer *value, const SpmdBuffer *out, const SpmdBuffer *logsumexp,
+    const SpmdBuffer *attn_mask, int64_t is_causal, double scale) {
   const char *kernel = "spmd_rt_attention_backward";
   const AttentionShape a =
       checkAttention(kernel, query, key, value, attn_mask, out, logsumexp);

@@ -366,8 +366,7 @@ AttentionShape checkAttention(const char *kernel, const SpmdBuffer *query,
       logsumexp->shape[1] != q[1] || logsumexp->shape[2] != q[2])
     spmd_rt_fatal("%s: logsumexp %s must be query's shape %s without its "
                   "last dim",
-                  kernel, shapeStr(logsumexp).c_str(),
-                  shapeStr(query).c_str());
+                  kernel, shapeStr(logsumexp).c_str(), shapeStr(query).c_str());
   checkSameDTypes(kernel, "query", query,
                   {"key", "value", "attn_mask", "out", "logsumexp"},
                   {key, value, mask, out, logsumexp});

@@ -32,14 +32,15 @@ namespace {
 // The kernels as this backend runs them: run_<name> calls spmd_rt_<name>
 // (qualified: the buffer arguments would bring in the C entry point).
 #define SPMD_RT_KERNEL(name, params, args)                                     \
-  SPMD_RT_IF_LACKS(name, , void run_##name params {                            \
-    acquireAll args;                                                           \
-    if (!profiling())                                                          \
-      return cuda::spmd_rt_##name args;                                        \
-    profileBegin();                                                            \
-    cuda::spmd_rt_##name args;                                                 \
-    profileEnd("spmd_rt_" #name);                                              \
-  })
+  SPMD_RT_IF_LACKS(                                                            \
+      name, , void run_##name params {                                         \
+        acquireAll args;                                                       \
+        if (!profiling())                                                      \
+          return cuda::spmd_rt_##name args;                                    \
+        profileBegin();                                                        \
+        cuda::spmd_rt_##name args;                                             \
+        profileEnd("spmd_rt_" #name);                                          \
+      })
 #include "spmd/Runtime/KernelList.def"
 
 /// Reports device errors while MPI can still end the job, then the
