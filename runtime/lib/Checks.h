@@ -17,6 +17,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -305,6 +306,33 @@ const SpmdBuffer *layerNormGradTyped(const SpmdBuffer *gradInput,
 void checkLayerNormGradDTypes(const char *kernel, const SpmdBuffer *gradInput,
                               const SpmdBuffer *gradWeight,
                               const SpmdBuffer *gradBias);
+
+/// Scaled-dot-product attention's dims: query [B, H, L, E], key and value
+/// [B, H, S, E], and the element strides of attn_mask broadcast to
+/// [B, H, L, S] (0 along a broadcast dim; all 0 without a mask).
+struct AttentionShape {
+  int64_t batch, heads, l, s, e;
+  std::array<int64_t, 4> maskStrides;
+};
+/// The attention kernels' operands: query, key and value 4-D (`<name> must
+/// have rank 4, got shape <shape>`) with one batch size, number of heads and
+/// head size, key and value one length (`query <shape>, key <shape> and
+/// value <shape> do not match`); attn_mask, when given, 2-D or 4-D and
+/// broadcasting to [B, H, L, S] (`attn_mask <shape> does not broadcast to
+/// the scores [B, H, L, S] of query <shape> and key <shape>`); out shaped
+/// like query (checkSameShape) and logsumexp [B, H, L] (`logsumexp <shape>
+/// must be query's shape <shape> without its last dim`); key, value,
+/// attn_mask, out and logsumexp of query's dtype (checkSameDTypes).
+AttentionShape checkAttention(const char *kernel, const SpmdBuffer *query,
+                              const SpmdBuffer *key, const SpmdBuffer *value,
+                              const SpmdBuffer *mask, const SpmdBuffer *out,
+                              const SpmdBuffer *logsumexp);
+/// Fatal unless each non-NULL `buffers[i]` has `ref`'s dtype (`<kernel>:
+/// <names[i]> must be <dtype> like <refName>`).
+void checkSameDTypes(const char *kernel, const char *refName,
+                     const SpmdBuffer *ref,
+                     std::initializer_list<const char *> names,
+                     std::initializer_list<const SpmdBuffer *> buffers);
 
 /// nll_loss's reduction argument.
 enum NllReduction : int64_t {

@@ -111,3 +111,22 @@ func.func @concat(%a: tensor<2x3xf32>) -> tensor<2x6xf32> {
   %c = aten.cat %n, %a {dim = -1 : i64} : (tensor<2x3xf32>, tensor<2x3xf32>) -> tensor<2x6xf32>
   return %c : tensor<2x6xf32>
 }
+
+// -----
+
+// Attention: an absent mask is NULL, is_causal an i64, and the scale
+// defaults to 1 / sqrt(E) = 0.25 for E = 16.
+// CHECK-LABEL: func.func @attention(
+// CHECK-SAME: %[[Q:[^:]*]]: !llvm.ptr, %[[K:[^:]*]]: !llvm.ptr, %[[V:[^:]*]]: !llvm.ptr, %[[G:[^:]*]]: !llvm.ptr)
+// CHECK: %[[NOMASK:.*]] = llvm.mlir.zero : !llvm.ptr
+// CHECK: %[[OUT:.*]] = call @spmd_rt_alloc(
+// CHECK: %[[LSE:.*]] = call @spmd_rt_alloc(
+// CHECK: %[[CAUSAL:.*]] = arith.constant 1 : i64
+// CHECK: %[[SCALE:.*]] = arith.constant 2.500000e-01 : f64
+// CHECK: call @spmd_rt_attention(%[[OUT]], %[[LSE]], %[[Q]], %[[K]], %[[V]], %[[NOMASK]], %[[CAUSAL]], %[[SCALE]])
+// CHECK: call @spmd_rt_attention_backward(%{{.*}}, %{{.*}}, %{{.*}}, %[[G]], %[[Q]], %[[K]], %[[V]], %[[OUT]], %[[LSE]], %{{.*}}, %{{.*}}, %{{.*}})
+func.func @attention(%q: tensor<2x4x8x16xf32>, %k: tensor<2x4x6x16xf32>, %v: tensor<2x4x6x16xf32>, %g: tensor<2x4x8x16xf32>) -> (tensor<2x4x8x16xf32>, tensor<2x4x6x16xf32>, tensor<2x4x6x16xf32>) {
+  %0:2 = aten._scaled_dot_product_flash_attention_for_cpu %q, %k, %v {is_causal = true} : (tensor<2x4x8x16xf32>, tensor<2x4x6x16xf32>, tensor<2x4x6x16xf32>) -> (tensor<2x4x8x16xf32>, tensor<2x4x8xf32>)
+  %1:3 = aten._scaled_dot_product_flash_attention_for_cpu_backward %g, %q, %k, %v, %0#0, %0#1 {dropout_p = 0.0 : f64, is_causal = true} : (tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x4x6x16xf32>, tensor<2x4x6x16xf32>, tensor<2x4x8x16xf32>, tensor<2x4x8xf32>) -> (tensor<2x4x8x16xf32>, tensor<2x4x6x16xf32>, tensor<2x4x6x16xf32>)
+  return %1#0, %1#1, %1#2 : tensor<2x4x8x16xf32>, tensor<2x4x6x16xf32>, tensor<2x4x6x16xf32>
+}

@@ -16,6 +16,7 @@
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -1282,6 +1283,143 @@ TEST_F(RuntimeKernelsDeathTest, LayerNormRejectsBadShapes) {
   EXPECT_DEATH(spmd_rt_native_layer_norm(out.get(), badMean.get(), rstd.get(),
                                          x.get(), nullptr, nullptr, 1, 1e-5),
                "spmd_rt_native_layer_norm: mean \\[2\\] does not match");
+}
+
+//===----------------------------------------------------------------------===//
+// Attention (hand-checked: E = 1, scale 1, keys {0, ln 3}, values {1, 5}:
+// a query of 1 scores {0, ln 3}, softmax {1/4, 3/4}, output 4, logsumexp
+// ln 4; a query of 0 scores {0, 0}, output 3, logsumexp ln 2)
+//===----------------------------------------------------------------------===//
+
+const float kLn3 = std::log(3.0f);
+
+/// Runs spmd_rt_attention on query [1, 1, L, 1] and the keys and values
+/// above; returns {output, logsumexp}.
+std::pair<Buffer, Buffer> attention(std::vector<float> query,
+                                    const SpmdBuffer *mask, bool causal) {
+  const int64_t l = static_cast<int64_t>(query.size());
+  Buffer q = f32({1, 1, l, 1}, std::move(query));
+  Buffer k = f32({1, 1, 2, 1}, {0, kLn3});
+  Buffer v = f32({1, 1, 2, 1}, {1, 5});
+  Buffer out = empty(SPMD_F32, {1, 1, l, 1});
+  Buffer lse = empty(SPMD_F32, {1, 1, l});
+  spmd_rt_attention(out.get(), lse.get(), q.get(), k.get(), v.get(), mask,
+                    causal, 1.0);
+  return {std::move(out), std::move(lse)};
+}
+
+TEST(RuntimeKernels, Attention) {
+  auto [out, lse] = attention({1, 0}, nullptr, false);
+  expectF32(out, {4, 3});
+  expectF32(lse, {std::log(4.0f), std::log(2.0f)});
+}
+
+// Query i sees keys j <= i, top-left aligned: with L = 3 > S = 2 the last
+// query sees both keys.
+TEST(RuntimeKernels, AttentionCausal) {
+  auto [out, lse] = attention({1, 0, 1}, nullptr, true);
+  expectF32(out, {1, 3, 4});
+  expectF32(lse, {0, std::log(2.0f), std::log(4.0f)});
+}
+
+// The mask is added to the scores; a row that sees no key gives zeros and
+// logsumexp 0 (ATen's CPU kernel).
+TEST(RuntimeKernels, AttentionMask) {
+  const float inf = std::numeric_limits<float>::infinity();
+  Buffer mask = f32({3, 2}, {0, -inf, kLn3, 0, -inf, -inf});
+  auto [out, lse] = attention({1, 0, 1}, mask.get(), false);
+  expectF32(out, {1, 2, 0});
+  expectF32(lse, {0, std::log(4.0f), 0});
+}
+
+// A [B, 1, L, S] mask broadcasts over the heads; scale multiplies the
+// scores before the mask is added. Query 2 scaled by 0.5 scores {0, ln 3}.
+TEST(RuntimeKernels, AttentionBroadcastMaskAndScale) {
+  const double ln3 = std::log(3.0),
+               inf = std::numeric_limits<double>::infinity();
+  Buffer q = f64({2, 2, 1, 1}, {2, 2, 2, 2});
+  Buffer k = f64({2, 2, 2, 1}, {0, ln3, 0, ln3, 0, ln3, 0, ln3});
+  Buffer v = f64({2, 2, 2, 1}, {1, 5, 1, 5, 1, 5, 1, 5});
+  Buffer mask = f64({2, 1, 1, 2}, {0, 0, 0, -inf});
+  Buffer out = empty(SPMD_F64, {2, 2, 1, 1});
+  Buffer lse = empty(SPMD_F64, {2, 2, 1});
+  spmd_rt_attention(out.get(), lse.get(), q.get(), k.get(), v.get(), mask.get(),
+                    0, 0.5);
+  expectNear<double>(out, {4, 4, 1, 1}, 1e-12, 1e-12);
+  expectNear<double>(lse, {std::log(4.0), std::log(4.0), 0, 0}, 1e-12, 1e-12);
+}
+
+// Query 1 against the keys and values above, grad_out 1: P = {1/4, 3/4},
+// dV = P = {1/4, 3/4}, dP = {1, 5}, D = dO . O = 4, dS = P (dP - D) =
+// {-3/4, 3/4}, dQ = dS . K = 3/4 ln 3, dK = dS q = {-3/4, 3/4}. Causal with
+// queries {1, 1}: query 0 sees key 0 only (P = {1, 0}, dS = 0), query 1 as
+// before: dV = {1 + 1/4, 3/4}.
+TEST(RuntimeKernels, AttentionBackward) {
+  for (bool causal : {false, true}) {
+    std::vector<float> query =
+        causal ? std::vector<float>{1, 1} : std::vector<float>{1};
+    const int64_t l = static_cast<int64_t>(query.size());
+    Buffer q = f32({1, 1, l, 1}, query);
+    Buffer k = f32({1, 1, 2, 1}, {0, kLn3});
+    Buffer v = f32({1, 1, 2, 1}, {1, 5});
+    auto [out, lse] = attention(query, nullptr, causal);
+    Buffer dout = f32({1, 1, l, 1}, std::vector<float>(l, 1.0f));
+    Buffer dq = empty(SPMD_F32, {1, 1, l, 1});
+    Buffer dk = empty(SPMD_F32, {1, 1, 2, 1});
+    Buffer dv = empty(SPMD_F32, {1, 1, 2, 1});
+    spmd_rt_attention_backward(dq.get(), dk.get(), dv.get(), dout.get(),
+                               q.get(), k.get(), v.get(), out.get(), lse.get(),
+                               nullptr, causal, 1.0);
+    if (causal) {
+      expectF32(dq, {0, 0.75f * kLn3});
+      expectF32(dv, {1.25f, 0.75f});
+    } else {
+      expectF32(dq, {0.75f * kLn3});
+      expectF32(dv, {0.25f, 0.75f});
+    }
+    expectF32(dk, {-0.75f, 0.75f});
+  }
+}
+
+// A row that sees no key has no gradient (zeros, not NaN).
+TEST(RuntimeKernels, AttentionBackwardHiddenRow) {
+  const float inf = std::numeric_limits<float>::infinity();
+  Buffer mask = f32({1, 2}, {-inf, -inf});
+  Buffer q = f32({1, 1, 1, 1}, {1});
+  Buffer k = f32({1, 1, 2, 1}, {0, kLn3});
+  Buffer v = f32({1, 1, 2, 1}, {1, 5});
+  auto [out, lse] = attention({1}, mask.get(), false);
+  expectF32(out, {0});
+  Buffer dout = f32({1, 1, 1, 1}, {1});
+  Buffer dq = empty(SPMD_F32, {1, 1, 1, 1});
+  Buffer dk = empty(SPMD_F32, {1, 1, 2, 1});
+  Buffer dv = empty(SPMD_F32, {1, 1, 2, 1});
+  spmd_rt_attention_backward(dq.get(), dk.get(), dv.get(), dout.get(), q.get(),
+                             k.get(), v.get(), out.get(), lse.get(), mask.get(),
+                             0, 1.0);
+  expectF32(dq, {0});
+  expectF32(dk, {0, 0});
+  expectF32(dv, {0, 0});
+}
+
+TEST_F(RuntimeKernelsDeathTest, AttentionRejectsBadShapes) {
+  Buffer q = empty(SPMD_F32, {1, 2, 3, 4});
+  Buffer k = empty(SPMD_F32, {1, 2, 5, 4});
+  Buffer v3 = empty(SPMD_F32, {1, 2, 6, 4});
+  Buffer lse = empty(SPMD_F32, {1, 2, 3});
+  Buffer out = empty(SPMD_F32, {1, 2, 3, 4});
+  EXPECT_DEATH(spmd_rt_attention(out.get(), lse.get(), q.get(), k.get(),
+                                 v3.get(), nullptr, 0, 1.0),
+               "spmd_rt_attention: query \\[1, 2, 3, 4\\], key \\[1, 2, 5, "
+               "4\\] and value \\[1, 2, 6, 4\\] do not match");
+  Buffer mask = empty(SPMD_F32, {3, 4});
+  EXPECT_DEATH(spmd_rt_attention(out.get(), lse.get(), q.get(), k.get(),
+                                 k.get(), mask.get(), 0, 1.0),
+               "spmd_rt_attention: attn_mask \\[3, 4\\] does not broadcast");
+  Buffer lse64 = empty(SPMD_F64, {1, 2, 3});
+  EXPECT_DEATH(spmd_rt_attention(out.get(), lse64.get(), q.get(), k.get(),
+                                 k.get(), nullptr, 0, 1.0),
+               "spmd_rt_attention: logsumexp must be f32 like query");
 }
 
 //===----------------------------------------------------------------------===//

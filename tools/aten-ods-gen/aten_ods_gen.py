@@ -128,6 +128,8 @@ def ods_type(op, arg):
     if re.match(r"bool\[\d*\]$", t):
         return "DenseBoolArrayAttr"
     if t == "float":
+        if optional:
+            return "OptionalAttr<F64Attr>"
         if default is not None:
             return 'DefaultValuedAttr<F64Attr, "%s">' % default
         return "F64Attr"
@@ -148,6 +150,8 @@ def kernel_argument(op, args, token):
         return "%s::list(%s())" % (ka, token[1:])
     if token.startswith("$"):
         return "%s::value(b.getI64IntegerAttr(%s()))" % (ka, token[1:])
+    if token.startswith("%"):
+        return "%s::value(b.getF64FloatAttr(%s()))" % (ka, token[1:])
     if token.startswith("#"):
         return "%s::value(b.getI64IntegerAttr(get%s().size()))" % (
             ka, camel(token[1:]))

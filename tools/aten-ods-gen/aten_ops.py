@@ -26,7 +26,8 @@ says only what the schema cannot:
              argument's name, `=<number>` (a constant double), `#<name>` (the
              length of an int list), `^<name>` (a dim normalized against the
              result's rank), `@<method>` (an int list the op computes:
-             count and array), `$<method>` (an integer the op computes).
+             count and array), `$<method>` (an integer the op computes),
+             `%<method>` (a double the op computes).
   doc        the description.
 
 Arguments that mean nothing in value semantics (layout, device,
@@ -265,6 +266,31 @@ OPS = [
            "the bias (shaped `normalized_shape`). A result whose "
            "`output_mask` entry is false is not computed by ATen (None); "
            "here it is produced but unused."),
+    # Attention.
+    Op("_scaled_dot_product_flash_attention_for_cpu", "Aten_AttentionOp",
+       "attention", tensor=FLOAT, results=["output", "logsumexp"],
+       kernel_args=["query", "key", "value", "attn_mask", "is_causal",
+                    "%getScaleValue"],
+       doc="`softmax(query @ key^T * scale + mask) @ value` per batch and "
+           "head: query `[B, H, L, E]`, key and value `[B, H, S, E]` (ATen's "
+           "CPU kernel wants one head size), output `[B, H, L, E]`, and "
+           "logsumexp `[B, H, L]`, the log of each row's softmax "
+           "denominator in the scaled and masked scores (f32 for f16 and "
+           "bf16 inputs, else query's dtype). `scale` defaults to "
+           "`1 / sqrt(E)`. `is_causal`: query i sees keys j <= i (top-left "
+           "aligned when L != S). `attn_mask`, of query's dtype, 2-D or "
+           "4-D, broadcasts to `[B, H, L, S]` and is added to the scores (a "
+           "boolean mask is captured as a `where` to 0 / -inf); a row that "
+           "sees no key gives zeros and logsumexp 0, as ATen. `dropout_p` "
+           "must be 0: ATen's CPU kernel has no dropout."),
+    Op("_scaled_dot_product_flash_attention_for_cpu_backward",
+       "Aten_AttentionOp<1>", "attention_backward", tensor=FLOAT,
+       kernel_args=["grad_out", "query", "key", "value", "out", "logsumexp",
+                    "attn_mask", "is_causal", "%getScaleValue"],
+       doc="The gradients of query, key and value (shaped like them) from "
+           "the forward's `out` and `logsumexp`, which recompute the "
+           "probabilities without storing them; operands as in "
+           "`aten._scaled_dot_product_flash_attention_for_cpu`."),
     # Indexing.
     Op("embedding", "Aten_OtherOp", "embedding", infer="", rule="",
        tensor=FLOAT, types={"indices": "Aten_IndexTensor"},

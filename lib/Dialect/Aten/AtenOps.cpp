@@ -10,6 +10,8 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
 
+#include <cmath>
+
 using namespace mlir;
 using namespace spmd::aten;
 using namespace spmd::aten::detail;
@@ -945,6 +947,107 @@ LogicalResult NativeLayerNormBackwardOp::inferResultTypes(
   types.push_back(input);
   types.push_back(input.clone(normalized));
   types.push_back(input.clone(normalized));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Attention
+//===----------------------------------------------------------------------===//
+
+double spmd::aten::detail::attentionScale(std::optional<APFloat> scale,
+                                          Type query) {
+  if (scale)
+    return scale->convertToDouble();
+  return 1.0 / std::sqrt(static_cast<double>(
+                   llvm::cast<RankedTensorType>(query).getShape().back()));
+}
+
+/// The element type of attention's logsumexp: ATen's accumulation type
+/// (at::opmath_type), f32 for f16 and bf16, else query's.
+static Type statsElementType(RankedTensorType query) {
+  Type elem = query.getElementType();
+  if (elem.isF16() || elem.isBF16())
+    return Float32Type::get(elem.getContext());
+  return elem;
+}
+
+/// Checks query [B, H, L, E], key [B, H, S, E], value [B, H, S, E] (the CPU
+/// kernel's checks: 4-D, one dtype, one head size), `dropout_p` == 0 and an
+/// `attn_mask` of query's dtype, 2-D or 4-D, that broadcasts to
+/// [B, H, L, S] (ATen's sdp_utils and the flash CPU kernel's checks).
+/// Returns the types of output [B, H, L, E] and logsumexp [B, H, L].
+static FailureOr<std::pair<RankedTensorType, RankedTensorType>>
+checkAttention(Value queryValue, Value keyValue, Value valueValue, Value mask,
+               APFloat dropout, EmitErrorFn emitError) {
+  auto query = tensorType(queryValue), key = tensorType(keyValue),
+       value = tensorType(valueValue);
+  if (failed(expectRank(query, 4, "query", emitError)) ||
+      failed(expectRank(key, 4, "key", emitError)) ||
+      failed(expectRank(value, 4, "value", emitError)) ||
+      failed(expectSameElementType(query, key, "query and key", emitError)) ||
+      failed(expectSameElementType(query, value, "query and value", emitError)))
+    return failure();
+  ArrayRef<int64_t> q = query.getShape(), k = key.getShape(),
+                    v = value.getShape();
+  if (k[0] != q[0] || k[1] != q[1] || v[0] != q[0] || v[1] != q[1])
+    return emitError() << "query " << query << ", key " << key << " and value "
+                       << value << " must have one batch size and one number "
+                       << "of heads";
+  if (v[2] != k[2])
+    return emitError() << "key " << key << " and value " << value
+                       << " must have one sequence length";
+  if (k[3] != q[3] || v[3] != q[3])
+    return emitError() << "query " << query << ", key " << key << " and value "
+                       << value << " must have one head size (ATen's CPU "
+                       << "attention kernel)";
+  if (!dropout.isZero())
+    return emitError() << "dropout_p must be 0, got "
+                       << dropout.convertToDouble()
+                       << ": ATen's CPU attention kernel has no dropout";
+  if (mask) {
+    auto maskType = tensorType(mask);
+    if (failed(expectSameElementType(query, maskType, "query and attn_mask",
+                                     emitError)))
+      return failure();
+    if (maskType.getRank() != 2 && maskType.getRank() != 4)
+      return emitError() << "attn_mask must be 2-D or 4-D, got " << maskType;
+    if (failed(expectBroadcastsTo(maskType, {q[0], q[1], q[2], k[2]},
+                                  "attn_mask", emitError)))
+      return failure();
+  }
+  return std::make_pair(
+      query, RankedTensorType::get(q.drop_back(), statsElementType(query)));
+}
+
+LogicalResult ScaledDotProductFlashAttentionForCpuOp::inferResultTypes(
+    Adaptor adaptor, EmitErrorFn emitError, SmallVectorImpl<Type> &types) {
+  auto results =
+      checkAttention(adaptor.getQuery(), adaptor.getKey(), adaptor.getValue(),
+                     adaptor.getAttnMask(), adaptor.getDropoutP(), emitError);
+  if (failed(results))
+    return failure();
+  types.push_back(results->first);
+  types.push_back(results->second);
+  return success();
+}
+
+LogicalResult ScaledDotProductFlashAttentionForCpuBackwardOp::inferResultTypes(
+    Adaptor adaptor, EmitErrorFn emitError, SmallVectorImpl<Type> &types) {
+  auto forward =
+      checkAttention(adaptor.getQuery(), adaptor.getKey(), adaptor.getValue(),
+                     adaptor.getAttnMask(), adaptor.getDropoutP(), emitError);
+  if (failed(forward))
+    return failure();
+  for (auto [name, v, expected] :
+       {std::tuple<StringRef, Value, RankedTensorType>{
+            "grad_out", adaptor.getGradOut(), forward->first},
+        {"out", adaptor.getOut(), forward->first},
+        {"logsumexp", adaptor.getLogsumexp(), forward->second}})
+    if (tensorType(v) != expected)
+      return emitError() << name << " " << tensorType(v) << " must be "
+                         << expected;
+  for (Value v : {adaptor.getQuery(), adaptor.getKey(), adaptor.getValue()})
+    types.push_back(v.getType());
   return success();
 }
 

@@ -95,6 +95,37 @@ EinsumRule aten::rules::reduction(Operation *op, ArrayRef<int64_t> dims,
   return rule;
 }
 
+/// DTensor's strategy for `_scaled_dot_product_flash_attention`
+/// (torch/distributed/tensor/_ops/_matrix_ops.py) shards the batch or the
+/// heads of every operand and result alike: each (batch, head) is an
+/// independent attention. The query's length l, the keys' s and the head
+/// sizes e (query, key) and v (value, output) stay whole: the softmax runs
+/// along s, the products contract e and s.
+EinsumRule aten::rules::attention(Operation *op, Value attnMask,
+                                  bool backward) {
+  const std::string query = "bhle", key = "bhse", value = "bhsv",
+                    output = "bhlv", stats = "bhl";
+  EinsumRule rule;
+  if (backward) {
+    rule.operands = {output, query, key, value, output, stats};
+    rule.results = {query, key, value};
+  } else {
+    rule.operands = {query, key, value};
+    rule.results = {output, stats};
+  }
+  if (attnMask) {
+    // The mask broadcasts to the scores [B, H, L, S].
+    auto q = cast<RankedTensorType>(op->getOperand(backward ? 1 : 0).getType());
+    auto k = cast<RankedTensorType>(op->getOperand(backward ? 2 : 1).getType());
+    auto scores = RankedTensorType::get(
+        {q.getDimSize(0), q.getDimSize(1), q.getDimSize(2), k.getDimSize(2)},
+        q.getElementType());
+    rule.operands.push_back(broadcastLabels(attnMask, scores, "bhls"));
+  }
+  rule.unshardable = "lsev";
+  return rule;
+}
+
 namespace {
 
 /// The size along `dim` of `values` when there are at least two and all

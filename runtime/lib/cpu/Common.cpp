@@ -340,6 +340,63 @@ static void checkStatShape(const char *kernel, const char *name,
                   static_cast<long long>(normalizedRank));
 }
 
+AttentionShape checkAttention(const char *kernel, const SpmdBuffer *query,
+                              const SpmdBuffer *key, const SpmdBuffer *value,
+                              const SpmdBuffer *mask, const SpmdBuffer *out,
+                              const SpmdBuffer *logsumexp) {
+  checkRank(kernel, "query", query, 4);
+  checkRank(kernel, "key", key, 4);
+  checkRank(kernel, "value", value, 4);
+  const int64_t *q = query->shape, *k = key->shape, *v = value->shape;
+  bool ok = true;
+  for (int d : {0, 1, 3})
+    ok = ok && k[d] == q[d] && v[d] == q[d];
+  if (!ok || v[2] != k[2])
+    spmd_rt_fatal("%s: query %s, key %s and value %s do not match", kernel,
+                  shapeStr(query).c_str(), shapeStr(key).c_str(),
+                  shapeStr(value).c_str());
+  AttentionShape shape = {q[0], q[1], q[2], k[2], q[3], {0, 0, 0, 0}};
+  if (mask) {
+    const int64_t scores[4] = {q[0], q[1], q[2], k[2]};
+    ok = mask->rank == 2 || mask->rank == 4;
+    // Right-aligned; contiguous strides, 0 along a dim broadcast from 1.
+    int64_t stride = 1;
+    for (int32_t d = mask->rank - 1, t = 3; ok && d >= 0; --d, --t) {
+      ok = mask->shape[d] == scores[t] || mask->shape[d] == 1;
+      shape.maskStrides[t] = mask->shape[d] == 1 ? 0 : stride;
+      stride *= mask->shape[d];
+    }
+    if (!ok)
+      spmd_rt_fatal("%s: attn_mask %s does not broadcast to the scores "
+                    "[B, H, L, S] of query %s and key %s",
+                    kernel, shapeStr(mask).c_str(), shapeStr(query).c_str(),
+                    shapeStr(key).c_str());
+  }
+  checkSameShape(kernel, "out", out, "query", query);
+  if (logsumexp->rank != 3 || logsumexp->shape[0] != q[0] ||
+      logsumexp->shape[1] != q[1] || logsumexp->shape[2] != q[2])
+    spmd_rt_fatal("%s: logsumexp %s must be query's shape %s without its "
+                  "last dim",
+                  kernel, shapeStr(logsumexp).c_str(), shapeStr(query).c_str());
+  checkSameDTypes(kernel, "query", query,
+                  {"key", "value", "attn_mask", "out", "logsumexp"},
+                  {key, value, mask, out, logsumexp});
+  return shape;
+}
+
+void checkSameDTypes(const char *kernel, const char *refName,
+                     const SpmdBuffer *ref,
+                     std::initializer_list<const char *> names,
+                     std::initializer_list<const SpmdBuffer *> buffers) {
+  const char *const *name = names.begin();
+  for (const SpmdBuffer *b : buffers) {
+    if (b && b->dtype != ref->dtype)
+      spmd_rt_fatal("%s: %s must be %s like %s", kernel, *name,
+                    spmd_rt_dtype_name(ref->dtype), refName);
+    ++name;
+  }
+}
+
 NormRows checkLayerNorm(const char *kernel, const SpmdBuffer *output,
                         const SpmdBuffer *mean, const SpmdBuffer *rstd,
                         const SpmdBuffer *input, const SpmdBuffer *weight,

@@ -1259,3 +1259,111 @@ func.func @split_with_sizes_total(%x: tensor<4x6xf32>) {
   %0:2 = aten.split_with_sizes %x {split_sizes = array<i64: 2, 3>, dim = 1 : i64} : (tensor<4x6xf32>) -> (tensor<4x2xf32>, tensor<4x3xf32>)
   return
 }
+
+// -----
+
+//===----------------------------------------------------------------------===//
+// Attention
+//===----------------------------------------------------------------------===//
+
+func.func @attention_rank(%q: tensor<2x8x48xf32>) {
+  // expected-error @+1 {{'aten._scaled_dot_product_flash_attention_for_cpu' op query must be 4-D, got 'tensor<2x8x48xf32>'}}
+  %0:2 = aten._scaled_dot_product_flash_attention_for_cpu %q, %q, %q : (tensor<2x8x48xf32>, tensor<2x8x48xf32>, tensor<2x8x48xf32>) -> (tensor<2x8x48xf32>, tensor<2x8xf32>)
+  return
+}
+
+// -----
+
+func.func @attention_heads(%q: tensor<2x4x8x48xf32>, %k: tensor<2x2x8x48xf32>) {
+  // expected-error @+1 {{'aten._scaled_dot_product_flash_attention_for_cpu' op query 'tensor<2x4x8x48xf32>', key 'tensor<2x2x8x48xf32>' and value 'tensor<2x2x8x48xf32>' must have one batch size and one number of heads}}
+  %0:2 = aten._scaled_dot_product_flash_attention_for_cpu %q, %k, %k : (tensor<2x4x8x48xf32>, tensor<2x2x8x48xf32>, tensor<2x2x8x48xf32>) -> (tensor<2x4x8x48xf32>, tensor<2x4x8xf32>)
+  return
+}
+
+// -----
+
+func.func @attention_key_value_length(%q: tensor<2x4x8x48xf32>, %k: tensor<2x4x6x48xf32>, %v: tensor<2x4x5x48xf32>) {
+  // expected-error @+1 {{'aten._scaled_dot_product_flash_attention_for_cpu' op key 'tensor<2x4x6x48xf32>' and value 'tensor<2x4x5x48xf32>' must have one sequence length}}
+  %0:2 = aten._scaled_dot_product_flash_attention_for_cpu %q, %k, %v : (tensor<2x4x8x48xf32>, tensor<2x4x6x48xf32>, tensor<2x4x5x48xf32>) -> (tensor<2x4x8x48xf32>, tensor<2x4x8xf32>)
+  return
+}
+
+// -----
+
+func.func @attention_head_size(%q: tensor<2x4x8x48xf32>, %k: tensor<2x4x6x48xf32>, %v: tensor<2x4x6x32xf32>) {
+  // expected-error @+1 {{'aten._scaled_dot_product_flash_attention_for_cpu' op query 'tensor<2x4x8x48xf32>', key 'tensor<2x4x6x48xf32>' and value 'tensor<2x4x6x32xf32>' must have one head size (ATen's CPU attention kernel)}}
+  %0:2 = aten._scaled_dot_product_flash_attention_for_cpu %q, %k, %v : (tensor<2x4x8x48xf32>, tensor<2x4x6x48xf32>, tensor<2x4x6x32xf32>) -> (tensor<2x4x8x32xf32>, tensor<2x4x8xf32>)
+  return
+}
+
+// -----
+
+func.func @attention_dtypes(%q: tensor<2x4x8x48xf32>, %k: tensor<2x4x8x48xf64>) {
+  // expected-error @+1 {{'aten._scaled_dot_product_flash_attention_for_cpu' op query and key element types differ: 'f32' vs 'f64'}}
+  %0:2 = aten._scaled_dot_product_flash_attention_for_cpu %q, %k, %k : (tensor<2x4x8x48xf32>, tensor<2x4x8x48xf64>, tensor<2x4x8x48xf64>) -> (tensor<2x4x8x48xf32>, tensor<2x4x8xf32>)
+  return
+}
+
+// -----
+
+func.func @attention_dropout(%q: tensor<2x4x8x48xf32>) {
+  // expected-error @+1 {{'aten._scaled_dot_product_flash_attention_for_cpu' op dropout_p must be 0, got 1.000000e-01: ATen's CPU attention kernel has no dropout}}
+  %0:2 = aten._scaled_dot_product_flash_attention_for_cpu %q, %q, %q {dropout_p = 0.1 : f64} : (tensor<2x4x8x48xf32>, tensor<2x4x8x48xf32>, tensor<2x4x8x48xf32>) -> (tensor<2x4x8x48xf32>, tensor<2x4x8xf32>)
+  return
+}
+
+// -----
+
+func.func @attention_mask_shape(%q: tensor<2x4x8x48xf32>, %m: tensor<8x7xf32>) {
+  // expected-error @+1 {{'aten._scaled_dot_product_flash_attention_for_cpu' op shapes [8, 7] and [2, 4, 8, 8] do not broadcast (dim 3: 7 vs 8)}}
+  %0:2 = aten._scaled_dot_product_flash_attention_for_cpu %q, %q, %q attn_mask %m : (tensor<2x4x8x48xf32>, tensor<2x4x8x48xf32>, tensor<2x4x8x48xf32>, tensor<8x7xf32>) -> (tensor<2x4x8x48xf32>, tensor<2x4x8xf32>)
+  return
+}
+
+// -----
+
+func.func @attention_mask_rank(%q: tensor<2x4x8x48xf32>, %m: tensor<4x8x8xf32>) {
+  // expected-error @+1 {{'aten._scaled_dot_product_flash_attention_for_cpu' op attn_mask must be 2-D or 4-D, got 'tensor<4x8x8xf32>'}}
+  %0:2 = aten._scaled_dot_product_flash_attention_for_cpu %q, %q, %q attn_mask %m : (tensor<2x4x8x48xf32>, tensor<2x4x8x48xf32>, tensor<2x4x8x48xf32>, tensor<4x8x8xf32>) -> (tensor<2x4x8x48xf32>, tensor<2x4x8xf32>)
+  return
+}
+
+// -----
+
+func.func @attention_bool_mask(%q: tensor<2x4x8x48xf32>, %m: tensor<8x8xi1>) {
+  // expected-error @+1 {{'aten._scaled_dot_product_flash_attention_for_cpu' op operand #3 must be}}
+  %0:2 = aten._scaled_dot_product_flash_attention_for_cpu %q, %q, %q attn_mask %m : (tensor<2x4x8x48xf32>, tensor<2x4x8x48xf32>, tensor<2x4x8x48xf32>, tensor<8x8xi1>) -> (tensor<2x4x8x48xf32>, tensor<2x4x8xf32>)
+  return
+}
+
+// -----
+
+func.func @attention_logsumexp_type(%q: tensor<2x4x8x48xf32>) {
+  // expected-error @+1 {{'aten._scaled_dot_product_flash_attention_for_cpu' op expected result types 'tensor<2x4x8x48xf32>', 'tensor<2x4x8xf32>', got 'tensor<2x4x8x48xf32>', 'tensor<2x4x8x1xf32>'}}
+  %0:2 = aten._scaled_dot_product_flash_attention_for_cpu %q, %q, %q : (tensor<2x4x8x48xf32>, tensor<2x4x8x48xf32>, tensor<2x4x8x48xf32>) -> (tensor<2x4x8x48xf32>, tensor<2x4x8x1xf32>)
+  return
+}
+
+// -----
+
+func.func @attention_backward_logsumexp(%q: tensor<2x4x8x48xf32>, %lse: tensor<2x4x6xf32>) {
+  // expected-error @+1 {{'aten._scaled_dot_product_flash_attention_for_cpu_backward' op logsumexp 'tensor<2x4x6xf32>' must be 'tensor<2x4x8xf32>'}}
+  %0:3 = aten._scaled_dot_product_flash_attention_for_cpu_backward %q, %q, %q, %q, %q, %lse {dropout_p = 0.0 : f64, is_causal = false} : (tensor<2x4x8x48xf32>, tensor<2x4x8x48xf32>, tensor<2x4x8x48xf32>, tensor<2x4x8x48xf32>, tensor<2x4x8x48xf32>, tensor<2x4x6xf32>) -> (tensor<2x4x8x48xf32>, tensor<2x4x8x48xf32>, tensor<2x4x8x48xf32>)
+  return
+}
+
+// -----
+
+func.func @attention_backward_grad_out(%q: tensor<2x4x8x48xf32>, %g: tensor<2x4x6x48xf32>, %lse: tensor<2x4x8xf32>) {
+  // expected-error @+1 {{'aten._scaled_dot_product_flash_attention_for_cpu_backward' op grad_out 'tensor<2x4x6x48xf32>' must be 'tensor<2x4x8x48xf32>'}}
+  %0:3 = aten._scaled_dot_product_flash_attention_for_cpu_backward %g, %q, %q, %q, %q, %lse {dropout_p = 0.0 : f64, is_causal = false} : (tensor<2x4x6x48xf32>, tensor<2x4x8x48xf32>, tensor<2x4x8x48xf32>, tensor<2x4x8x48xf32>, tensor<2x4x8x48xf32>, tensor<2x4x8xf32>) -> (tensor<2x4x8x48xf32>, tensor<2x4x8x48xf32>, tensor<2x4x8x48xf32>)
+  return
+}
+
+// -----
+
+func.func @attention_backward_dropout(%q: tensor<2x4x8x48xf32>, %lse: tensor<2x4x8xf32>) {
+  // expected-error @+1 {{'aten._scaled_dot_product_flash_attention_for_cpu_backward' op dropout_p must be 0, got 5.000000e-01: ATen's CPU attention kernel has no dropout}}
+  %0:3 = aten._scaled_dot_product_flash_attention_for_cpu_backward %q, %q, %q, %q, %q, %lse {dropout_p = 0.5 : f64, is_causal = false} : (tensor<2x4x8x48xf32>, tensor<2x4x8x48xf32>, tensor<2x4x8x48xf32>, tensor<2x4x8x48xf32>, tensor<2x4x8x48xf32>, tensor<2x4x8xf32>) -> (tensor<2x4x8x48xf32>, tensor<2x4x8x48xf32>, tensor<2x4x8x48xf32>)
+  return
+}

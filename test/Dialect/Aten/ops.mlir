@@ -557,3 +557,30 @@ func.func @nll_loss(%lp: tensor<16x100xf32>, %target: tensor<16xi64>,
   %6 = aten.nll_loss_backward %gout, %lp1, %t0, %5#1 {reduction = 0 : i64, ignore_index = -100 : i64} : (tensor<f32>, tensor<100xf32>, tensor<i64>, tensor<f32>) -> tensor<100xf32>
   return
 }
+
+//===----------------------------------------------------------------------===//
+// Attention
+//===----------------------------------------------------------------------===//
+
+// nn.MultiheadAttention(192, 4 heads) on [2, 8] tokens as PyTorch 2.15's CPU
+// kernel takes it, [B, H, L, E]; GPT's causal attention with L != S and a
+// scale; an additive 2-D mask; logsumexp is f64 for f64 inputs.
+// CHECK-LABEL: func.func @attention(
+// CHECK-SAME: %[[Q:[^:]*]]: tensor<2x4x8x48xf32>, %[[K:[^:]*]]: tensor<2x4x6x48xf32>, %[[V:[^:]*]]: tensor<2x4x6x48xf32>, %[[M:[^:]*]]: tensor<8x6xf32>, %[[G:[^:]*]]: tensor<2x4x8x48xf32>, %[[D:[^:]*]]: tensor<1x2x3x4xf64>)
+func.func @attention(%q: tensor<2x4x8x48xf32>, %k: tensor<2x4x6x48xf32>,
+                     %v: tensor<2x4x6x48xf32>, %m: tensor<8x6xf32>,
+                     %g: tensor<2x4x8x48xf32>, %d: tensor<1x2x3x4xf64>) {
+  // CHECK: %[[O0:.*]], %[[L0:.*]] = aten._scaled_dot_product_flash_attention_for_cpu %[[Q]], %[[K]], %[[V]] : (tensor<2x4x8x48xf32>, tensor<2x4x6x48xf32>, tensor<2x4x6x48xf32>) -> (tensor<2x4x8x48xf32>, tensor<2x4x8xf32>)
+  %0:2 = aten._scaled_dot_product_flash_attention_for_cpu %q, %k, %v : (tensor<2x4x8x48xf32>, tensor<2x4x6x48xf32>, tensor<2x4x6x48xf32>) -> (tensor<2x4x8x48xf32>, tensor<2x4x8xf32>)
+  // CHECK: %[[O1:.*]], %[[L1:.*]] = aten._scaled_dot_product_flash_attention_for_cpu %[[Q]], %[[K]], %[[V]] {is_causal = true, scale = 1.250000e-01 : f64} : (tensor<2x4x8x48xf32>, tensor<2x4x6x48xf32>, tensor<2x4x6x48xf32>) -> (tensor<2x4x8x48xf32>, tensor<2x4x8xf32>)
+  %1:2 = aten._scaled_dot_product_flash_attention_for_cpu %q, %k, %v {is_causal = true, scale = 0.125 : f64} : (tensor<2x4x8x48xf32>, tensor<2x4x6x48xf32>, tensor<2x4x6x48xf32>) -> (tensor<2x4x8x48xf32>, tensor<2x4x8xf32>)
+  // CHECK: aten._scaled_dot_product_flash_attention_for_cpu_backward %[[G]], %[[Q]], %[[K]], %[[V]], %[[O1]], %[[L1]] {dropout_p = 0.000000e+00 : f64, is_causal = true, scale = 1.250000e-01 : f64} : (tensor<2x4x8x48xf32>, tensor<2x4x8x48xf32>, tensor<2x4x6x48xf32>, tensor<2x4x6x48xf32>, tensor<2x4x8x48xf32>, tensor<2x4x8xf32>) -> (tensor<2x4x8x48xf32>, tensor<2x4x6x48xf32>, tensor<2x4x6x48xf32>)
+  %2:3 = aten._scaled_dot_product_flash_attention_for_cpu_backward %g, %q, %k, %v, %1#0, %1#1 {dropout_p = 0.0 : f64, is_causal = true, scale = 0.125 : f64} : (tensor<2x4x8x48xf32>, tensor<2x4x8x48xf32>, tensor<2x4x6x48xf32>, tensor<2x4x6x48xf32>, tensor<2x4x8x48xf32>, tensor<2x4x8xf32>) -> (tensor<2x4x8x48xf32>, tensor<2x4x6x48xf32>, tensor<2x4x6x48xf32>)
+  // CHECK: %[[O3:.*]], %[[L3:.*]] = aten._scaled_dot_product_flash_attention_for_cpu %[[Q]], %[[K]], %[[V]] attn_mask %[[M]] : (tensor<2x4x8x48xf32>, tensor<2x4x6x48xf32>, tensor<2x4x6x48xf32>, tensor<8x6xf32>) -> (tensor<2x4x8x48xf32>, tensor<2x4x8xf32>)
+  %3:2 = aten._scaled_dot_product_flash_attention_for_cpu %q, %k, %v attn_mask %m : (tensor<2x4x8x48xf32>, tensor<2x4x6x48xf32>, tensor<2x4x6x48xf32>, tensor<8x6xf32>) -> (tensor<2x4x8x48xf32>, tensor<2x4x8xf32>)
+  // CHECK: aten._scaled_dot_product_flash_attention_for_cpu_backward %[[G]], %[[Q]], %[[K]], %[[V]], %[[O3]], %[[L3]] attn_mask %[[M]] {dropout_p = 0.000000e+00 : f64, is_causal = false} : (tensor<2x4x8x48xf32>, tensor<2x4x8x48xf32>, tensor<2x4x6x48xf32>, tensor<2x4x6x48xf32>, tensor<2x4x8x48xf32>, tensor<2x4x8xf32>, tensor<8x6xf32>) -> (tensor<2x4x8x48xf32>, tensor<2x4x6x48xf32>, tensor<2x4x6x48xf32>)
+  %4:3 = aten._scaled_dot_product_flash_attention_for_cpu_backward %g, %q, %k, %v, %3#0, %3#1 attn_mask %m {dropout_p = 0.0 : f64, is_causal = false} : (tensor<2x4x8x48xf32>, tensor<2x4x8x48xf32>, tensor<2x4x6x48xf32>, tensor<2x4x6x48xf32>, tensor<2x4x8x48xf32>, tensor<2x4x8xf32>, tensor<8x6xf32>) -> (tensor<2x4x8x48xf32>, tensor<2x4x6x48xf32>, tensor<2x4x6x48xf32>)
+  // CHECK: aten._scaled_dot_product_flash_attention_for_cpu %[[D]], %[[D]], %[[D]] : (tensor<1x2x3x4xf64>, tensor<1x2x3x4xf64>, tensor<1x2x3x4xf64>) -> (tensor<1x2x3x4xf64>, tensor<1x2x3xf64>)
+  %5:2 = aten._scaled_dot_product_flash_attention_for_cpu %d, %d, %d : (tensor<1x2x3x4xf64>, tensor<1x2x3x4xf64>, tensor<1x2x3x4xf64>) -> (tensor<1x2x3x4xf64>, tensor<1x2x3xf64>)
+  return
+}

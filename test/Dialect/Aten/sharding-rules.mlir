@@ -54,3 +54,16 @@ func.func @more_rules(%x: tensor<2x4x8xf32>, %lp: tensor<4x8xf32>, %t: tensor<4x
   %3:3 = aten.native_layer_norm %x weight %w bias %b {eps = 1.0e-05 : f64, normalized_shape = array<i64: 8>} : (tensor<2x4x8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<2x4x8xf32>, tensor<2x4x1xf32>, tensor<2x4x1xf32>)
   return
 }
+
+// Attention: batch and heads shard alike everywhere (DTensor's flash
+// attention strategy); the lengths and head sizes stay whole; no Partial.
+// A mask broadcast over the heads ('1') shards with the batch only.
+func.func @attention_rules(%q: tensor<2x4x8x16xf32>, %k: tensor<2x4x6x16xf32>, %m: tensor<2x1x8x6xf32>, %lse: tensor<2x4x8xf32>) {
+  // expected-remark @+1 {{bhle,bhse,bhsv->bhlv,bhl whole lsev: [replicate, replicate, replicate -> replicate, replicate] [shard<0>, shard<0>, shard<0> -> shard<0>, shard<0>] [shard<1>, shard<1>, shard<1> -> shard<1>, shard<1>]}}
+  %0:2 = aten._scaled_dot_product_flash_attention_for_cpu %q, %k, %k {is_causal = true} : (tensor<2x4x8x16xf32>, tensor<2x4x6x16xf32>, tensor<2x4x6x16xf32>) -> (tensor<2x4x8x16xf32>, tensor<2x4x8xf32>)
+  // expected-remark @+1 {{bhle,bhse,bhsv,b1ls->bhlv,bhl whole lsev: [replicate, replicate, replicate, replicate -> replicate, replicate] [shard<0>, shard<0>, shard<0>, shard<0> -> shard<0>, shard<0>] [shard<1>, shard<1>, shard<1>, replicate -> shard<1>, shard<1>]}}
+  %1:2 = aten._scaled_dot_product_flash_attention_for_cpu %q, %k, %k attn_mask %m : (tensor<2x4x8x16xf32>, tensor<2x4x6x16xf32>, tensor<2x4x6x16xf32>, tensor<2x1x8x6xf32>) -> (tensor<2x4x8x16xf32>, tensor<2x4x8xf32>)
+  // expected-remark @+1 {{bhlv,bhle,bhse,bhsv,bhlv,bhl->bhle,bhse,bhsv whole lsev: [replicate, replicate, replicate, replicate, replicate, replicate -> replicate, replicate, replicate] [shard<0>, shard<0>, shard<0>, shard<0>, shard<0>, shard<0> -> shard<0>, shard<0>, shard<0>] [shard<1>, shard<1>, shard<1>, shard<1>, shard<1>, shard<1> -> shard<1>, shard<1>, shard<1>]}}
+  %2:3 = aten._scaled_dot_product_flash_attention_for_cpu_backward %q, %q, %k, %k, %q, %lse {dropout_p = 0.0 : f64, is_causal = true} : (tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x4x6x16xf32>, tensor<2x4x6x16xf32>, tensor<2x4x8x16xf32>, tensor<2x4x8xf32>) -> (tensor<2x4x8x16xf32>, tensor<2x4x6x16xf32>, tensor<2x4x6x16xf32>)
+  return
+}

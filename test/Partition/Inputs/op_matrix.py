@@ -62,7 +62,9 @@ SKIPPED = {"bernoulli.p": "random: checked by the dropout runs",
 # Optional operands, printed `weight %w` instead of after a comma.
 KEYWORD_OPERANDS = {"native_layer_norm": ("weight", "bias"),
                     "native_layer_norm_backward": ("weight", "bias"),
-                    "nll_loss_forward": ("weight",), "nll_loss_backward": ("weight",)}
+                    "nll_loss_forward": ("weight",), "nll_loss_backward": ("weight",),
+                    "_scaled_dot_product_flash_attention_for_cpu": ("attn_mask",),
+                    "_scaled_dot_product_flash_attention_for_cpu_backward": ("attn_mask",)}
 NP_DTYPES = {"float32": "f32", "float64": "f64", "int64": "i64", "int32": "i32", "bool": "i1"}
 TORCH_DTYPES = {"f32": torch.float32, "f64": torch.float64, "i64": torch.int64,
                 "i32": torch.int32, "i1": torch.bool}
@@ -139,6 +141,16 @@ def build_cases(z):
     total_weight = lambda red: In("derived", fn=lambda v, r: torch.ops.aten.nll_loss_forward(
         v["self"], v["target"], v.get("weight"), red, -100)[1], desc="total_weight of self")
     undefined = {1: "total_weight is not defined for reduction none"}
+    # Attention: an additive mask drawn from its own seed, so that the
+    # backward's out and logsumexp (PyTorch's forward, operands before the
+    # mask) see the mask the case passes.
+    sdpa = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu
+    amask = lambda *s: torch.from_numpy(np.random.default_rng(7).standard_normal(s)
+                                        .astype(np.float32))
+    sdpa_out = lambda k, causal, scale=None, m=None: In("derived", fn=lambda v, r: sdpa(
+        v["query"], v["key"], v["value"], 0.0, causal,
+        attn_mask=None if m is None else amask(*m), scale=scale)[k],
+        desc=("out", "logsumexp")[k] + " of the forward")
     return [
         # Elementwise, with broadcasting (a [D] bias, '1' dims on both sides, 0-D).
         C("add.Tensor", self=f(B, S, D), other=f(D)),
@@ -263,6 +275,32 @@ def build_cases(z):
           mean=ln_stat([S, D], 1), rstd=ln_stat([S, D], 2), weight=f(S, D),
           normalized_shape=[S, D], output_mask=[True, True, False],
           drop={2: "output_mask[2] is false: PyTorch returns no grad_bias"}),
+        # Scaled-dot-product attention [batch, heads, length, head size]:
+        # L != S both ways, causal (top-left) and not, masks 2-D and 4-D.
+        C("_scaled_dot_product_flash_attention_for_cpu", query=f(B, N, S, P),
+          key=f(B, N, K, P), value=f(B, N, K, P)),
+        C("_scaled_dot_product_flash_attention_for_cpu", query=f(B, N, S, P),
+          key=f(B, N, S, P), value=f(B, N, S, P), is_causal=True),
+        C("_scaled_dot_product_flash_attention_for_cpu", query=f(B, N, K, P),
+          key=f(B, N, S, P), value=f(B, N, S, P), is_causal=True, scale=0.5),
+        C("_scaled_dot_product_flash_attention_for_cpu", query=f(B, N, S, P),
+          key=f(B, N, K, P), value=f(B, N, K, P), attn_mask=f(S, K)),
+        C("_scaled_dot_product_flash_attention_for_cpu", query=f(B, N, S, P),
+          key=f(B, N, K, P), value=f(B, N, K, P), is_causal=True,
+          attn_mask=f(B, 1, S, K)),
+        C("_scaled_dot_product_flash_attention_for_cpu_backward", grad_out=f(B, N, S, P),
+          query=f(B, N, S, P), key=f(B, N, K, P), value=f(B, N, K, P),
+          out=sdpa_out(0, False), logsumexp=sdpa_out(1, False), dropout_p=0.0,
+          is_causal=False),
+        C("_scaled_dot_product_flash_attention_for_cpu_backward", grad_out=f(B, N, K, P),
+          query=f(B, N, K, P), key=f(B, N, S, P), value=f(B, N, S, P),
+          out=sdpa_out(0, True, 0.5), logsumexp=sdpa_out(1, True, 0.5), dropout_p=0.0,
+          is_causal=True, scale=0.5),
+        C("_scaled_dot_product_flash_attention_for_cpu_backward", grad_out=f(B, N, S, P),
+          query=f(B, N, S, P), key=f(B, N, K, P), value=f(B, N, K, P),
+          out=sdpa_out(0, True, m=(B, 1, S, K)), logsumexp=sdpa_out(1, True, m=(B, 1, S, K)),
+          attn_mask=In("derived", fn=lambda v, r: amask(B, 1, S, K), desc="mask"),
+          dropout_p=0.0, is_causal=True),
         # Embedding: indices in [0, V).
         C("embedding", weight=f(V, D), indices=idx(V, B, S)),
         C("embedding", weight=f(V, D), indices=idx(V, K, dtype="int32", put={0: 0}),

@@ -103,6 +103,12 @@ layout::EinsumRule split(mlir::Value self, mlir::ValueRange pieces,
 /// Partial(max) for amax); a Partial(reduce) operand passes through.
 layout::EinsumRule reduction(mlir::Operation *op, llvm::ArrayRef<int64_t> dims,
                              bool keepdim, layout::ReduceKind reduce);
+/// Scaled-dot-product attention (the family Aten_AttentionOp), forward or
+/// `backward`: batch and heads label every operand and result alike (an
+/// `attnMask` dim broadcast from size 1 is '1'), the sequences and head
+/// sizes stay whole, no operand is linear.
+layout::EinsumRule attention(mlir::Operation *op, mlir::Value attnMask,
+                             bool backward);
 } // namespace rules
 } // namespace spmd::aten
 
@@ -217,6 +223,10 @@ llvm::LogicalResult
 inferSoftmaxBackward(mlir::Type gradOutput, mlir::Type output, int64_t dim,
                      mlir::Type inputDtype, EmitErrorFn emitError,
                      llvm::SmallVectorImpl<mlir::Type> &types);
+
+/// The factor of attention's scores: `scale`, or ATen's default
+/// 1 / sqrt(E) for a query `[.., E]` (sdp::calculate_scale).
+double attentionScale(std::optional<llvm::APFloat> scale, mlir::Type query);
 } // namespace detail
 } // namespace spmd::aten
 

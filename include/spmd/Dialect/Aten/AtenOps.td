@@ -356,6 +356,25 @@ class Aten_SplitOp<string mnemonic> : Aten_Op<mnemonic, [Aten_Split]> {
   }];
 }
 
+/// Scaled-dot-product attention, forward and backward, on `[B, H, L|S, E]`
+/// query, key and value: batch and heads shard alike on every operand and
+/// result, the sequences and the head size stay whole (DTensor's strategy
+/// for `_scaled_dot_product_flash_attention`); nonlinear, so no Partial
+/// passes through. The result types are each op's own (AtenOps.cpp).
+class Aten_AttentionOp<string mnemonic, bit backward = 0> : Aten_Op<mnemonic> {
+  let familyDeclarations = [{
+    /// The factor of the scores: `scale`, or 1 / sqrt(E) when absent.
+    double getScaleValue() {
+      return ::spmd::aten::detail::attentionScale(getScale(),
+                                                  getQuery().getType());
+    }
+  }];
+  let ruleBody = [{
+    return ::spmd::aten::rules::attention(getOperation(), getAttnMask(),
+  }] # !if(backward, "true", "false") # [{);
+  }];
+}
+
 /// Ops whose rules are their own (normalization, indexing, losses, cat and
 /// split): defined in AtenOps.cpp and AtenSharding.cpp.
 class Aten_OtherOp<string mnemonic, list<Trait> traits = []>

@@ -998,6 +998,84 @@ def Aten_NativeLayerNormBackwardOp : Aten_OtherOp<"native_layer_norm_backward", 
   }];
 }
 
+def Aten_ScaledDotProductFlashAttentionForCpuOp : Aten_AttentionOp<"_scaled_dot_product_flash_attention_for_cpu"> {
+  let summary = "aten::_scaled_dot_product_flash_attention_for_cpu(Tensor query, Tensor key, Tensor value, float dropout_p=0., bool is_causal=False, *, Tensor? attn_mask=None, float? scale=None) -> (Tensor output, Tensor logsumexp)";
+  let description = [{
+    `softmax(query @ key^T * scale + mask) @ value` per batch and head:
+    query `[B, H, L, E]`, key and value `[B, H, S, E]` (ATen's CPU kernel
+    wants one head size), output `[B, H, L, E]`, and logsumexp `[B, H, L]`,
+    the log of each row's softmax denominator in the scaled and masked
+    scores (f32 for f16 and bf16 inputs, else query's dtype). `scale`
+    defaults to `1 / sqrt(E)`. `is_causal`: query i sees keys j <= i
+    (top-left aligned when L != S). `attn_mask`, of query's dtype, 2-D or
+    4-D, broadcasts to `[B, H, L, S]` and is added to the scores (a boolean
+    mask is captured as a `where` to 0 / -inf); a row that sees no key gives
+    zeros and logsumexp 0, as ATen. `dropout_p` must be 0: ATen's CPU kernel
+    has no dropout.
+  }];
+  let arguments = (ins Aten_FloatTensor:$query,
+                    Aten_FloatTensor:$key,
+                    Aten_FloatTensor:$value,
+                    DefaultValuedAttr<F64Attr, "0.">:$dropout_p,
+                    DefaultValuedAttr<BoolAttr, "false">:$is_causal,
+                    Optional<Aten_FloatTensor>:$attn_mask,
+                    OptionalAttr<F64Attr>:$scale);
+  let results = (outs Aten_FloatTensor:$output,
+                    Aten_FloatTensor:$logsumexp);
+  let kernel = "attention";
+  let kernelArguments = [{
+    return {::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(0), false),
+            ::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(1), false),
+            ::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(2), false),
+            ::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(3), false),
+            ::spmd::aten::KernelArgument::value(b.getBoolAttr(getIsCausal())),
+            ::spmd::aten::KernelArgument::value(b.getF64FloatAttr(getScaleValue()))};
+  }];
+  let assemblyFormat = [{
+    $query `,` $key `,` $value (`attn_mask` $attn_mask^)? attr-dict `:`
+    functional-type(operands, results)
+  }];
+}
+
+def Aten_ScaledDotProductFlashAttentionForCpuBackwardOp : Aten_AttentionOp<"_scaled_dot_product_flash_attention_for_cpu_backward", 1> {
+  let summary = "aten::_scaled_dot_product_flash_attention_for_cpu_backward(Tensor grad_out, Tensor query, Tensor key, Tensor value, Tensor out, Tensor logsumexp, float dropout_p, bool is_causal, *, Tensor? attn_mask=None, float? scale=None) -> (Tensor grad_query, Tensor grad_key, Tensor grad_value)";
+  let description = [{
+    The gradients of query, key and value (shaped like them) from the
+    forward's `out` and `logsumexp`, which recompute the probabilities
+    without storing them; operands as in
+    `aten._scaled_dot_product_flash_attention_for_cpu`.
+  }];
+  let arguments = (ins Aten_FloatTensor:$grad_out,
+                    Aten_FloatTensor:$query,
+                    Aten_FloatTensor:$key,
+                    Aten_FloatTensor:$value,
+                    Aten_FloatTensor:$out,
+                    Aten_FloatTensor:$logsumexp,
+                    F64Attr:$dropout_p,
+                    BoolAttr:$is_causal,
+                    Optional<Aten_FloatTensor>:$attn_mask,
+                    OptionalAttr<F64Attr>:$scale);
+  let results = (outs Aten_FloatTensor:$grad_query,
+                    Aten_FloatTensor:$grad_key,
+                    Aten_FloatTensor:$grad_value);
+  let kernel = "attention_backward";
+  let kernelArguments = [{
+    return {::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(0), false),
+            ::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(1), false),
+            ::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(2), false),
+            ::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(3), false),
+            ::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(4), false),
+            ::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(5), false),
+            ::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(6), false),
+            ::spmd::aten::KernelArgument::value(b.getBoolAttr(getIsCausal())),
+            ::spmd::aten::KernelArgument::value(b.getF64FloatAttr(getScaleValue()))};
+  }];
+  let assemblyFormat = [{
+    $grad_out `,` $query `,` $key `,` $value `,` $out `,` $logsumexp (`attn_mask` $attn_mask^)? attr-dict `:`
+    functional-type(operands, results)
+  }];
+}
+
 def Aten_EmbeddingOp : Aten_OtherOp<"embedding"> {
   let summary = "aten::embedding(Tensor weight, Tensor indices, SymInt padding_idx=-1, bool scale_grad_by_freq=False, bool sparse=False) -> Tensor";
   let description = [{
