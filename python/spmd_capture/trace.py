@@ -53,8 +53,11 @@ KEPT_WHOLE = {
     # Pointwise backward ops: one pass over memory instead of several.
     "threshold_backward", "gelu_backward", "tanh_backward", "native_dropout_backward",
     # One pass over memory, and no masks built from comparisons: Adam's
-    # lerp (ATen's two-sided formula), the causal mask's triu.
-    "lerp", "triu",
+    # lerp (ATen's two-sided formula), the causal mask's triu. Adam's
+    # addcmul/addcdiv also keep its gradient in one op linear in it, so the
+    # gradient's Partial is reduce-scattered once; decomposed, grad * grad
+    # needs it all-reduced besides (FSDP: +1 collective per parameter).
+    "lerp", "triu", "addcmul", "addcdiv",
     # Dropout's mask, bernoulli_ on empty_like(x), is captured as
     # aten.bernoulli.p of x: sharded like x. Decomposed, its shape would come
     # from a factory that no sharding reaches.
