@@ -14,7 +14,7 @@ from .bundle import check_trace, eager_step, write_bundle
 from .emit import emit_module
 from .trace import Optimizer, load_factory, step_args, trace
 
-DEFAULT_LR = {"sgd": 0.1, "adam": 1e-3}
+DEFAULT_LR = {"sgd": 0.1, "adam": 1e-3, "adamw": 1e-3}
 
 
 def parse_args(argv):
@@ -26,8 +26,8 @@ def parse_args(argv):
                         help="FACTORY() returns (module, inputs) or (module, inputs, loss_fn, "
                              "targets); literal keyword arguments are allowed: "
                              "gpt.py:gpt(layers=2)")
-    parser.add_argument("--optimizer", choices=("sgd", "adam"), default="sgd")
-    parser.add_argument("--lr", type=float, help="learning rate (default 0.1 sgd, 1e-3 adam)")
+    parser.add_argument("--optimizer", choices=("sgd", "adam", "adamw"), default="sgd")
+    parser.add_argument("--lr", type=float, help="learning rate (default 0.1 sgd, 1e-3 adam and adamw)")
     parser.add_argument("--momentum", type=float, default=0.0, help="SGD momentum")
     parser.add_argument("--weight-decay", type=float, default=0.0)
     parser.add_argument("--seed", type=int, default=0,

@@ -234,15 +234,15 @@ class Optimizer:
     BETAS, EPS = (0.9, 0.999), 1e-8
 
     def __init__(self, name, lr, momentum=0.0, weight_decay=0.0):
-        if name not in ("sgd", "adam"):
-            raise CaptureError("--optimizer must be sgd or adam, got '%s'" % name)
+        if name not in ("sgd", "adam", "adamw"):
+            raise CaptureError("--optimizer must be sgd, adam or adamw, got '%s'" % name)
         if lr <= 0:
             raise CaptureError("--lr must be positive, got %g" % lr)
-        if name == "adam" and momentum:
-            raise CaptureError("--momentum applies to sgd only (adam uses betas %s)"
-                               % (self.BETAS,))
+        if name != "sgd" and momentum:
+            raise CaptureError("--momentum applies to sgd only (%s uses betas %s)"
+                               % (name, self.BETAS))
         self.name, self.lr, self.momentum, self.weight_decay = name, lr, momentum, weight_decay
-        self.state_keys = (["exp_avg", "exp_avg_sq", "step"] if name == "adam" else
+        self.state_keys = (["exp_avg", "exp_avg_sq", "step"] if name != "sgd" else
                            ["momentum_buffer"] if momentum else [])
 
     def describe(self):
@@ -263,17 +263,20 @@ class Optimizer:
                    weight_decay=self.weight_decay, momentum=self.momentum, lr=self.lr,
                    dampening=0.0, nesterov=False, maximize=False)
         else:  # differentiable=True keeps `step` a tensor (the default calls .item())
-            OF.adam([param], [grad], [state[0]], [state[1]], [], [state[2]], foreach=False,
-                    differentiable=True, amsgrad=False, beta1=self.BETAS[0],
-                    beta2=self.BETAS[1], lr=self.lr, weight_decay=self.weight_decay,
-                    eps=self.EPS, maximize=False)
+            # AdamW decays the parameter itself (decoupled weight decay).
+            update = OF.adamw if self.name == "adamw" else OF.adam
+            update([param], [grad], [state[0]], [state[1]], [], [state[2]], foreach=False,
+                   differentiable=True, amsgrad=False, beta1=self.BETAS[0],
+                   beta2=self.BETAS[1], lr=self.lr, weight_decay=self.weight_decay,
+                   eps=self.EPS, maximize=False)
 
     def eager(self, params):
         if self.name == "sgd":
             return torch.optim.SGD(params, lr=self.lr, momentum=self.momentum,
                                    weight_decay=self.weight_decay)
-        return torch.optim.Adam(params, lr=self.lr, betas=self.BETAS, eps=self.EPS,
-                                weight_decay=self.weight_decay)
+        adam = torch.optim.AdamW if self.name == "adamw" else torch.optim.Adam
+        return adam(params, lr=self.lr, betas=self.BETAS, eps=self.EPS,
+                    weight_decay=self.weight_decay)
 
 
 def describe(fqn):

@@ -87,8 +87,9 @@ def main(module_path, bundle):
         optimizer = torch.optim.SGD(trainable, lr=opt["lr"], momentum=opt["momentum"],
                                     weight_decay=opt["weight_decay"])
     else:
-        optimizer = torch.optim.Adam(trainable, lr=opt["lr"], betas=tuple(opt["betas"]),
-                                     eps=opt["eps"], weight_decay=opt["weight_decay"])
+        adam = torch.optim.AdamW if opt["name"] == "adamw" else torch.optim.Adam
+        optimizer = adam(trainable, lr=opt["lr"], betas=tuple(opt["betas"]),
+                         eps=opt["eps"], weight_decay=opt["weight_decay"])
     torch.manual_seed(manifest["seed"])
     loss = 0
     for inputs, targets in micro:
