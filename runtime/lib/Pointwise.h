@@ -343,9 +343,10 @@ int32_t truthComputeDtype(const std::array<const SpmdBuffer *, N> &ins,
 ///   - `Engine::Compute<T>`, the type the ops compute in for out's dtype T;
 ///   - `Engine::Math`, its math;
 ///   - `Engine::scalar<T, Op>(value)`, a scalar of the entry in Op's type;
-///   - `Engine::viaDtype(kernel, out, dtype, fn)`, which runs `fn` on a
-///     temporary shaped like out of `dtype`, then converts it into out
-///     (truth-valued ops: out's `Set` is then the compute dtypes).
+///   - `Engine::Temporary(bytes, kernel)`, the backend's memory for a
+///     temporary (its `data()`), and `Engine::copy(out, self)`, its
+///     converting copy: truth-valued ops compute into a temporary of their
+///     compute dtype (out's `Set` is then those dtypes), copied into out.
 template <typename Engine, unsigned Set,
           template <typename, typename> class... Ops, size_t N,
           typename... Scalars>
@@ -369,7 +370,14 @@ void pointwise(const char *kernel, SpmdBuffer *out,
     if constexpr (GivesBool<Probe>::value) {
       if (out->dtype != SPMD_I1)
         fatalDType(kernel, out->dtype, " result (expected i1)");
-      Engine::viaDtype(kernel, out, truthComputeDtype(ins, scalars), run);
+      const int32_t dtype = truthComputeDtype(ins, scalars);
+      typename Engine::Temporary storage(
+          out->numel * static_cast<int64_t>(spmd_rt_dtype_size(dtype)), kernel);
+      SpmdBuffer temporary = *out;
+      temporary.dtype = dtype;
+      temporary.data = storage.data();
+      run(&temporary);
+      Engine::copy(out, &temporary);
     } else {
       run(out);
     }

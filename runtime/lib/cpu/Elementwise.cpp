@@ -39,18 +39,15 @@ struct PointwiseEngine {
   template <typename T, typename Op> static T scalar(double value) {
     return convertElem<T>(value);
   }
-  /// Runs `fn` on a host temporary shaped like out, of `dtype`, then
-  /// converts it into out.
-  template <typename Fn>
-  static void viaDtype(const char *kernel, SpmdBuffer *out, int32_t dtype,
-                       Fn &&fn) {
-    std::vector<uint64_t> storage(
-        (static_cast<size_t>(out->numel) * spmd_rt_dtype_size(dtype) + 7) / 8);
-    SpmdBuffer temporary = *out;
-    temporary.dtype = dtype;
-    temporary.data = storage.data();
-    fn(&temporary);
-    cpu::spmd_rt_copy(out, &temporary);
+  /// Host memory for a temporary of `bytes` bytes.
+  struct Temporary {
+    std::vector<uint64_t> words;
+    Temporary(int64_t bytes, const char *)
+        : words((static_cast<size_t>(bytes) + 7) / 8) {}
+    void *data() { return words.data(); }
+  };
+  static void copy(SpmdBuffer *out, const SpmdBuffer *self) {
+    cpu::spmd_rt_copy(out, self);
   }
   /// Dispatches on out's dtype (in `Set`), then out = op(ins...) with
   /// broadcasting, where `makeOp(T{})` builds the op for element type T.

@@ -484,17 +484,10 @@ struct PointwiseEngine {
     else
       return convertValue<OpMathT<T>>(value);
   }
-  /// Runs `fn` on a device temporary shaped like out, of `dtype`, then
-  /// converts it into out.
-  template <typename Fn>
-  static void viaDtype(const char *kernel, SpmdBuffer *out, int32_t dtype,
-                       Fn &&fn) {
-    Scratch storage(out->numel * int64_t(spmd_rt_dtype_size(dtype)), kernel);
-    SpmdBuffer temporary = *out;
-    temporary.dtype = dtype;
-    temporary.data = storage.data();
-    fn(&temporary);
-    cuda::spmd_rt_copy(out, &temporary);
+  /// Device memory for a temporary.
+  using Temporary = Scratch;
+  static void copy(SpmdBuffer *out, const SpmdBuffer *self) {
+    cuda::spmd_rt_copy(out, self);
   }
   /// As on the CPU: dispatches on out's dtype T within `Set` (or bf16:
   /// every op here takes floats), converts inputs to T, checks
