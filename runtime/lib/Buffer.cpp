@@ -11,6 +11,7 @@
 #include "JobStatus.h"
 #include "spmd/Runtime/Runtime.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdarg>
 #include <cstdio>
@@ -207,12 +208,18 @@ void spmd_rt_fatal(const char *format, ...) {
   bool running = initialized && !finalized;
   if (running)
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  std::fprintf(stderr, "spmd-run: rank %d: error: ", rank);
+  // One write per line: the ranks of a job share stderr, and a line written
+  // in pieces interleaves with another rank's.
+  char line[4096];
+  int len =
+      std::snprintf(line, sizeof(line), "spmd-run: rank %d: error: ", rank);
   va_list args;
   va_start(args, format);
-  std::vfprintf(stderr, format, args);
+  len += std::vsnprintf(line + len, sizeof(line) - len, format, args);
   va_end(args);
-  std::fputc('\n', stderr);
+  len = std::min<int>(len, sizeof(line) - 2);
+  line[len] = '\n';
+  std::fwrite(line, 1, len + 1, stderr);
   std::fflush(stderr);
   spmd::rt::jobStatusFailed();
   if (running)
