@@ -21,7 +21,7 @@ import torch
 
 from . import CaptureError
 from .emit import op_name
-from .trace import default_loss, micro_steps
+from .trace import forward, loss_of, micro_steps
 
 # Tolerance of the trace check: both sides are fp32 on the same CPU; only
 # the order of a few reductions and the optimizer's scalar math differ.
@@ -34,38 +34,41 @@ def eager_step(factory, optimizer, step, seed, float64=False, accumulate=1):
     The factory's model takes the step, or with `float64` a float64 copy of
     it on float64 copies of the floating-point inputs and targets. With
     `accumulate` K: K backward passes of loss / K on the micro-batches of
-    step.args, then one optimizer step (PyTorch's gradient accumulation)."""
+    step.args, then one optimizer step (PyTorch's gradient accumulation),
+    after clip_grad_norm_ when the optimizer clips."""
     model = factory.model
     wide = lambda t: t.double() if float64 and t.is_floating_point() else t
     if float64:
         model = copy.deepcopy(model).double()
     params, buffers = dict(model.named_parameters()), dict(model.named_buffers())
-    opt = optimizer.eager([p for p in params.values() if p.requires_grad])
+    opt, clip = optimizer.eager([p for p in params.values() if p.requires_grad])
+    values = [wide(a.value) for a in step.args]
     torch.manual_seed(seed)
     opt.zero_grad()
     loss = None
     for inputs, targets in micro_steps(step.args, accumulate):
-        micro = (factory.loss_fn or default_loss)(
-            model(*(wide(step.args[i].value) for i in inputs)),
-            *(wide(step.args[i].value) for i in targets))
+        micro = loss_of(factory, forward(factory, lambda a, kw: model(*a, **kw), values, inputs),
+                        values, targets)
         if accumulate > 1:
             micro = micro / accumulate
         micro.backward()
         loss = micro.detach() if loss is None else loss + micro.detach()
+    if clip:
+        clip()
     opt.step()
-    values = []
+    results = []
     for result in step.results:
         arg = None if result.updates is None else step.args[result.updates]
         if arg is None:
-            values.append(loss)
+            results.append(loss)
         elif arg.role == "param":
-            values.append(params[arg.fqn])
+            results.append(params[arg.fqn])
         elif arg.role == "buffer":
-            values.append(buffers[arg.fqn])
+            results.append(buffers[arg.fqn])
         else:
             param, _, key = arg.fqn.rpartition(".")
-            values.append(opt.state[params[param]][key])
-    return [v.detach().clone() for v in values]
+            results.append(opt.state[params[param]][key])
+    return [v.detach().clone() for v in results]
 
 
 def max_errors(got, want):
@@ -131,7 +134,8 @@ def _entry(index, fqn, role, tensor, file):
 
 def write_bundle(directory, step, reference, reference64, meta):
     """Writes the .npy files and manifest.json into `directory` (must exist).
-    Without `reference` (capture --no-reference) results have no files."""
+    Without `reference` (capture --no-reference) results have no files;
+    arguments on the meta device (capture --meta) have none either."""
     manifest = dict(meta, format="spmd-bundle", version=1, function="train_step",
                     random_ops=random_ops(step))
     manifest["args"], manifest["results"] = [], []
@@ -141,8 +145,12 @@ def write_bundle(directory, step, reference, reference64, meta):
         os.makedirs(os.path.join(directory, "results64"))
     names = _file_names([a.fqn for a in step.args])
     for i, (arg, name) in enumerate(zip(step.args, names)):
-        _save(os.path.join(directory, "args", name), arg.value)
-        manifest["args"].append(_entry(i, arg.fqn, arg.role, arg.value, "args/" + name))
+        entry = _entry(i, arg.fqn, arg.role, arg.value, "args/" + name)
+        if arg.value.is_meta:  # capture --meta: shapes only
+            del entry["file"]
+        else:
+            _save(os.path.join(directory, "args", name), arg.value)
+        manifest["args"].append(entry)
     names = _file_names([r.fqn for r in step.results])
     for i, (res, name) in enumerate(zip(step.results, names)):
         role = "loss" if res.updates is None else "update"

@@ -1,5 +1,6 @@
 """spmd-capture command line: see `spmd-capture --help` and docs/capture.md."""
 import argparse
+import contextlib
 import os
 import shutil
 import subprocess
@@ -29,7 +30,19 @@ def parse_args(argv):
     parser.add_argument("--optimizer", choices=("sgd", "adam", "adamw"), default="sgd")
     parser.add_argument("--lr", type=float, help="learning rate (default 0.1 sgd, 1e-3 adam and adamw)")
     parser.add_argument("--momentum", type=float, default=0.0, help="SGD momentum")
+    parser.add_argument("--dampening", type=float, default=0.0, help="SGD dampening")
+    parser.add_argument("--nesterov", action="store_true", help="SGD Nesterov momentum")
     parser.add_argument("--weight-decay", type=float, default=0.0)
+    parser.add_argument("--amsgrad", action="store_true", help="Adam/AdamW's AMSGrad variant")
+    parser.add_argument("--foreach", choices=("auto", "on", "off"), default="auto",
+                        help="torch.optim's and clip_grad_norm_'s foreach implementation for "
+                             "the reference step (auto: as PyTorch picks); the traced update "
+                             "is the same math either way")
+    parser.add_argument("--clip-grad-norm", type=float, metavar="MAX_NORM",
+                        help="clip the gradients' total norm before the update "
+                             "(torch.nn.utils.clip_grad_norm_)")
+    parser.add_argument("--clip-norm-type", type=float, default=2.0, metavar="P",
+                        help="the norm clip_grad_norm_ takes: 2 (default), inf, or any p > 0")
     parser.add_argument("--seed", type=int, default=0,
                         help="torch.manual_seed before the factory and before the step")
     parser.add_argument("-o", dest="output", required=True, metavar="OUT.mlir")
@@ -43,8 +56,14 @@ def parse_args(argv):
     parser.add_argument("--verbose", action="store_true",
                         help="on an error, also print the Python traceback behind it")
     parser.add_argument("--no-reference", action="store_true",
-                        help="record no results (no eager reference steps, so large models "
-                             "capture quickly): the bundle runs but cannot be --check'ed")
+                        help="trace on fake tensors and record no results (no eager steps, so "
+                             "large models capture quickly): the bundle runs but cannot be "
+                             "--check'ed")
+    parser.add_argument("--meta", action="store_true",
+                        help="build the model and its data on the meta device (no memory: "
+                             "for models larger than this machine) and trace on fake tensors; "
+                             "implies --no-reference; the bundle has shapes but no values, "
+                             "for planning and compile-time work (spmd-opt), not spmd-run")
     args = parser.parse_args(argv)
     if args.lr is None:
         args.lr = DEFAULT_LR[args.optimizer]
@@ -69,19 +88,26 @@ def verify(spmd_opt, generic, pretty):
 
 def capture(args, spmd_opt, workdir):
     """Everything but publishing: returns (module path, bundle path) in workdir."""
-    optimizer = Optimizer(args.optimizer, args.lr, args.momentum, args.weight_decay)
+    optimizer = Optimizer(args.optimizer, args.lr, momentum=args.momentum,
+                          dampening=args.dampening, nesterov=args.nesterov,
+                          weight_decay=args.weight_decay, amsgrad=args.amsgrad,
+                          foreach={"auto": None, "on": True, "off": False}[args.foreach],
+                          clip_grad_norm=args.clip_grad_norm,
+                          clip_norm_type=args.clip_norm_type)
     torch.manual_seed(args.seed)
-    factory = load_factory(args.model)
+    with torch.device("meta") if args.meta else contextlib.nullcontext():
+        factory = load_factory(args.model)
     if args.accumulate < 1:
         raise CaptureError("--accumulate must be at least 1, got %d" % args.accumulate)
+    no_reference = args.no_reference or args.meta
     step = trace(factory, optimizer, step_args(factory, optimizer, args.accumulate), args.seed,
-                 args.accumulate)
+                 args.accumulate, fake=no_reference)
     generic, pretty = os.path.join(workdir, "generic.mlir"), os.path.join(workdir, "out.mlir")
     with open(generic, "w") as f:
         f.write(emit_module(step, dialect_ops(spmd_opt)))
     verify(spmd_opt, generic, pretty)
     reference = reference64 = None
-    if not args.no_reference:
+    if not no_reference:
         reference64 = eager_step(factory, optimizer, step, args.seed, float64=True,
                                  accumulate=args.accumulate)
         reference = eager_step(factory, optimizer, step, args.seed, accumulate=args.accumulate)

@@ -9,8 +9,11 @@ the traced graph are normalised here:
 - dropout's `bernoulli.p` (the functional `bernoulli_`) of an `empty_like(x)`
   is `aten.bernoulli.p` of `x`: only the shape and type are read;
 - `add/sub/mul/div.Tensor` with a Python number is the `.Scalar` overload;
+- `scalar_tensor(v)` (a 0-dim tensor made from a number, as `where`'s
+  backward writes its zero) is a constant;
 - `lift_fresh_copy` of a constant is the constant itself, and `alias` (what
-  autograd saves of an output) its operand: both are identities on values.
+  autograd saves of an output) its operand: both are identities on values,
+  as is the functional `copy(dst, src)` of a src of dst's shape and dtype.
 
 Every op of the graph that the dialect lacks is collected, and one error
 lists them all with the modules and phases where they occur.
@@ -132,6 +135,12 @@ def _filled(name, arg, node):
     return None
 
 
+def _same_type(a, b):
+    """Whether nodes `a` and `b` give tensors of one shape and dtype."""
+    va, vb = meta(a), getattr(b, "meta", {}).get("val")
+    return isinstance(vb, torch.Tensor) and va.shape == vb.shape and va.dtype == vb.dtype
+
+
 class Emitter:
     """Converts one functional FX graph into the body of @train_step."""
 
@@ -194,12 +203,17 @@ class Emitter:
                 args.append(node)
             elif node.op == "get_attr":
                 self.constant(node, getattr(gm, node.target))
+            elif node.target is aten.scalar_tensor.default:
+                self.constant(node, torch.scalar_tensor(node.args[0], dtype=meta(node).dtype))
             elif node.op == "output":
                 out = node.args[0]
             elif node.target is operator.getitem:
                 self.names[node] = "%s#%d" % (self.value(node.args[0]), node.args[1])
             elif node.target in PASS_THROUGH:
                 self.names[node] = self.value(node.args[0])
+            elif node.target is aten.copy.default and _same_type(node, node.args[1]):
+                # The functional copy_(dst, src) of a like-typed src is src.
+                self.names[node] = self.value(node.args[1])
             elif node not in self.absorbed:
                 self.op(node)
         self.check_missing()
@@ -207,7 +221,16 @@ class Emitter:
 
     def constant(self, node, tensor):
         ty = tensor_type(tensor, "constant '%s'" % node.target)
-        if tensor.dtype == torch.bool:
+        if tensor.is_meta and tensor.numel():
+            raise CaptureError(
+                "a %s constant of shape %s in %s (%s) was made on the meta device and has no "
+                "value (--meta builds the model without data): make it a buffer, or capture "
+                "without --meta" % (tensor.dtype, tuple(tensor.shape),
+                                    describe(node.meta.get("spmd_fqn", "")),
+                                    node.meta.get("spmd_phase", "forward")))
+        if tensor.numel() == 0:
+            data = ""
+        elif tensor.dtype == torch.bool:
             data = str(tensor.tolist()).replace("True", "true").replace("False", "false")
         else:
             data = '"0x%s"' % tensor.contiguous().numpy().tobytes().hex().upper() \

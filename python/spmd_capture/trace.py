@@ -31,8 +31,9 @@ import torch
 import torch.nn as nn
 import torch.optim._functional as OF
 from torch._decomp import core_aten_decompositions
-from torch.func import functional_call, functionalize
+from torch.func import functionalize
 from torch.fx.experimental.proxy_tensor import make_fx
+from torch.nn.utils.stateless import _reparametrize_module
 from torch.overrides import TorchFunctionMode
 
 from . import CaptureError
@@ -103,11 +104,31 @@ class Result:
 
 @dataclasses.dataclass
 class Factory:
-    """What a model factory returned, normalised."""
+    """What a model factory returned, normalised. `inputs` and `targets` are
+    lists of (key, value): an int key is a positional argument, a str key a
+    keyword argument; values are tensors (the step's arguments) or Python
+    constants (None, numbers, strings: baked into the graph)."""
     model: nn.Module
-    inputs: tuple
+    inputs: list
     loss_fn: object
-    targets: tuple
+    targets: list
+
+    def tensors(self, role):
+        """(key, tensor) of the tensors among `role`'s ("input"/"target") entries."""
+        return [(k, v) for k, v in getattr(self, role + "s") if isinstance(v, torch.Tensor)]
+
+
+def call_arguments(entries, tensors):
+    """(args, kwargs) of a call from a factory's entries, with the tensors
+    taken from `tensors` (key -> tensor) and constants as they are."""
+    args, kwargs = [], {}
+    for key, value in entries:
+        value = tensors.get(key, value) if isinstance(value, torch.Tensor) else value
+        if isinstance(key, int):
+            args.append(value)
+        else:
+            kwargs[key] = value
+    return tuple(args), kwargs
 
 
 @dataclasses.dataclass
@@ -160,16 +181,34 @@ def _parse_spec(spec):
                        "arguments (e.g. gpt(layers=2)), got '%s'" % call)
 
 
-def _tensor_tuple(value, what):
-    value = (value,) if isinstance(value, torch.Tensor) else value
-    if not isinstance(value, (tuple, list)):
-        raise CaptureError("the factory's %s must be a tuple of tensors, got a %s"
-                           % (what, type(value).__name__))
-    for i, t in enumerate(value):
-        if not isinstance(t, torch.Tensor):
-            raise CaptureError("the factory's %s must be a tuple of tensors, element %d is a %s"
-                               % (what, i, type(t).__name__))
-    return tuple(value)
+CONSTANT_TYPES = (type(None), bool, int, float, str)
+
+
+def _entries(value, what):
+    """A factory's inputs or targets as (key, value) entries: a tensor, a
+    tuple or list (positional arguments) or a dict with str keys (keyword
+    arguments, e.g. {"input_ids": ..., "attention_mask": ...}). Values are
+    tensors or Python constants."""
+    if isinstance(value, torch.Tensor):
+        value = (value,)
+    if isinstance(value, dict):
+        items = list(value.items())
+        bad = [k for k, _ in items if not isinstance(k, str) or not k.isidentifier()]
+        if bad:
+            raise CaptureError("the factory's %s are a dict whose keys must be argument "
+                               "names, got %r" % (what, bad[0]))
+    elif isinstance(value, (tuple, list)):
+        items = list(enumerate(value))
+    else:
+        raise CaptureError("the factory's %s must be a tensor, a tuple of tensors or a dict of "
+                           "tensors (keyword arguments), got a %s" % (what, type(value).__name__))
+    for key, v in items:
+        if not isinstance(v, torch.Tensor) and not isinstance(v, CONSTANT_TYPES):
+            raise CaptureError("the factory's %s must be tensors (or Python constants), %s %s "
+                               "is a %s" % (what, "element" if isinstance(key, int) else "entry",
+                                            key if isinstance(key, int) else repr(key),
+                                            type(v).__name__))
+    return items
 
 
 @contextlib.contextmanager
@@ -215,68 +254,137 @@ def load_factory(spec):
     if not any(p.requires_grad for p in made[0].parameters()):
         raise CaptureError("%s() returned a module with no trainable parameter: a training "
                            "step needs one" % name)
-    inputs = _tensor_tuple(made[1], "inputs")
-    if len(made) == 2:
-        return Factory(made[0], inputs, None, ())
+    inputs = _entries(made[1], "inputs")
+    if len(made) == 2 or (made[2] is None and not made[3]):
+        return Factory(made[0], inputs, None, [])
     if not callable(made[2]):
         raise CaptureError("the factory's loss_fn is not callable")
-    return Factory(made[0], inputs, made[2], _tensor_tuple(made[3], "targets"))
+    return Factory(made[0], inputs, made[2], _entries(made[3], "targets"))
 
 
 class Optimizer:
-    """The optimizer of the step, traced functionally and run eagerly.
+    """The optimizer of the step (torch.optim's SGD, Adam or AdamW), traced
+    functionally and run eagerly.
 
-    Its state starts as torch.optim leaves it before the first step (SGD
-    momentum buffers and Adam moments zero, Adam `step` 0), so the traced
-    update is the steady-state one and equals torch.optim's first step:
-    with dampening 0, `0 * momentum + grad` is exactly torch's `clone(grad)`.
+    Its state starts as torch.optim leaves it before the first step: SGD's
+    momentum buffers and Adam's moments zero. The learning rate and the step
+    count are inputs of the traced step (`inputs()`), not constants, so a
+    scheduler changes them between steps without recompiling: `lr` is this
+    step's learning rate and `step` the number of steps taken before this
+    one (torch.optim's state `step` before `optimizer.step()`; 0 first).
+
+    The traced update is torch.optim's per-parameter formula (its `foreach`
+    implementation is the same math on lists of tensors, but on CPU it reads
+    the step count with .item(), which a graph cannot); `foreach` picks
+    PyTorch's implementation for the eager reference (None: as PyTorch would
+    pick). `clip_grad_norm` clips the gradients' total norm
+    (torch.nn.utils.clip_grad_norm_, `clip_norm_type` 2 or inf or any p > 0)
+    before the update.
     """
-    BETAS, EPS = (0.9, 0.999), 1e-8
 
-    def __init__(self, name, lr, momentum=0.0, weight_decay=0.0):
+    def __init__(self, name, lr, momentum=0.0, dampening=0.0, nesterov=False,
+                 weight_decay=0.0, betas=(0.9, 0.999), eps=1e-8, amsgrad=False, foreach=None,
+                 clip_grad_norm=None, clip_norm_type=2.0):
         if name not in ("sgd", "adam", "adamw"):
             raise CaptureError("--optimizer must be sgd, adam or adamw, got '%s'" % name)
-        if lr <= 0:
+        if not lr > 0:
             raise CaptureError("--lr must be positive, got %g" % lr)
-        if name != "sgd" and momentum:
-            raise CaptureError("--momentum applies to sgd only (%s uses betas %s)"
-                               % (name, self.BETAS))
-        self.name, self.lr, self.momentum, self.weight_decay = name, lr, momentum, weight_decay
-        self.state_keys = (["exp_avg", "exp_avg_sq", "step"] if name != "sgd" else
-                           ["momentum_buffer"] if momentum else [])
+        if name != "sgd":
+            for flag, value in (("--momentum", momentum), ("--dampening", dampening),
+                                ("--nesterov", nesterov)):
+                if value:
+                    raise CaptureError("%s applies to sgd only (%s uses betas %s)"
+                                       % (flag, name, tuple(betas)))
+        elif amsgrad:
+            raise CaptureError("--amsgrad applies to adam and adamw only")
+        if nesterov and (momentum <= 0 or dampening != 0):
+            raise CaptureError("--nesterov needs a momentum and zero dampening "
+                               "(torch.optim.SGD's rule)")
+        if clip_grad_norm is not None and not clip_grad_norm > 0:
+            raise CaptureError("--clip-grad-norm must be positive, got %g" % clip_grad_norm)
+        if not clip_norm_type > 0:
+            raise CaptureError("--clip-norm-type must be positive or inf, got %g"
+                               % clip_norm_type)
+        self.name, self.lr, self.weight_decay = name, lr, weight_decay
+        self.momentum, self.dampening, self.nesterov = momentum, dampening, nesterov
+        self.betas, self.eps, self.amsgrad, self.foreach = tuple(betas), eps, amsgrad, foreach
+        self.clip_grad_norm, self.clip_norm_type = clip_grad_norm, clip_norm_type
+        if name == "sgd":
+            self.state_keys = ["momentum_buffer"] if momentum else []
+        else:
+            self.state_keys = ["exp_avg", "exp_avg_sq"] + (["max_exp_avg_sq"] if amsgrad else [])
+        # SGD's first step copies the gradient into its buffer; with dampening
+        # later steps do not, so the formula needs the step count.
+        self.uses_step = name != "sgd" or bool(momentum and dampening)
 
     def describe(self):
-        d = {"name": self.name, "lr": self.lr, "weight_decay": self.weight_decay}
+        d = {"name": self.name, "lr": self.lr, "weight_decay": self.weight_decay,
+             "foreach": self.foreach}
         if self.name == "sgd":
-            d["momentum"] = self.momentum
+            d.update(momentum=self.momentum, dampening=self.dampening, nesterov=self.nesterov)
         else:
-            d.update(betas=list(self.BETAS), eps=self.EPS)
+            d.update(betas=list(self.betas), eps=self.eps, amsgrad=self.amsgrad)
+        if self.clip_grad_norm is not None:
+            d.update(clip_grad_norm=self.clip_grad_norm, clip_norm_type=self.clip_norm_type)
         return d
 
-    def initial_state(self, key, param):
-        return torch.tensor(0.0) if key == "step" else torch.zeros_like(param)
+    def inputs(self):
+        """(role, initial value) of the step's hyperparameter inputs."""
+        return [("lr", torch.tensor(self.lr))] + \
+            ([("step", torch.tensor(0.0))] if self.uses_step else [])
 
-    def update(self, param, grad, state):
-        """In place on `param` and the `state` tensors (ordered as state_keys)."""
+    def initial_state(self, key, param):
+        return torch.zeros_like(param)
+
+    def clip(self, grads):
+        """torch.nn.utils.clip_grad_norm_ on `grads` (None: no gradient):
+        each scaled by min(1, max_norm / (total norm + 1e-6))."""
+        present = [g for g in grads if g is not None]
+        total = torch.nn.utils.get_total_norm(present, self.clip_norm_type, foreach=False)
+        coef = torch.clamp(self.clip_grad_norm / (total + 1e-6), max=1.0)
+        return [None if g is None else g * coef for g in grads]
+
+    def update(self, param, grad, state, lr, step):
+        """In place on `param` and the `state` tensors (ordered as
+        state_keys); `lr` and `step` are the 0-dim inputs."""
         if self.name == "sgd":
-            OF.sgd([param], [grad], state or [None], foreach=False,
-                   weight_decay=self.weight_decay, momentum=self.momentum, lr=self.lr,
-                   dampening=0.0, nesterov=False, maximize=False)
-        else:  # differentiable=True keeps `step` a tensor (the default calls .item())
-            # AdamW decays the parameter itself (decoupled weight decay).
-            update = OF.adamw if self.name == "adamw" else OF.adam
-            update([param], [grad], [state[0]], [state[1]], [], [state[2]], foreach=False,
-                   differentiable=True, amsgrad=False, beta1=self.BETAS[0],
-                   beta2=self.BETAS[1], lr=self.lr, weight_decay=self.weight_decay,
-                   eps=self.EPS, maximize=False)
+            # torch.optim.SGD's _single_tensor_sgd, with the learning rate a tensor.
+            if self.weight_decay:
+                grad = grad.add(param, alpha=self.weight_decay)
+            if self.momentum:
+                buf = state[0]
+                if self.dampening:  # torch: the first step's buffer is the gradient
+                    buf.copy_(torch.where(step == 0, grad,
+                                          buf * self.momentum + grad * (1 - self.dampening)))
+                else:  # from a zero buffer, exactly the gradient on the first step
+                    buf.mul_(self.momentum).add_(grad)
+                grad = grad.add(buf, alpha=self.momentum) if self.nesterov else buf
+            param.sub_(grad * lr)
+            return
+        # differentiable=True keeps `step` a tensor (the default calls .item());
+        # AdamW decays the parameter itself (decoupled weight decay).
+        update = OF.adamw if self.name == "adamw" else OF.adam
+        update([param], [grad], [state[0]], [state[1]], state[2:], [step.clone()],
+               foreach=False, differentiable=True, amsgrad=self.amsgrad,
+               beta1=self.betas[0], beta2=self.betas[1], lr=lr,
+               weight_decay=self.weight_decay, eps=self.eps, maximize=False)
 
     def eager(self, params):
+        """torch.optim's optimizer over `params`, and the gradient clipping
+        to run before its step (None without --clip-grad-norm)."""
         if self.name == "sgd":
-            return torch.optim.SGD(params, lr=self.lr, momentum=self.momentum,
-                                   weight_decay=self.weight_decay)
-        adam = torch.optim.AdamW if self.name == "adamw" else torch.optim.Adam
-        return adam(params, lr=self.lr, betas=self.BETAS, eps=self.EPS,
-                    weight_decay=self.weight_decay)
+            opt = torch.optim.SGD(params, lr=self.lr, momentum=self.momentum,
+                                  dampening=self.dampening, nesterov=self.nesterov,
+                                  weight_decay=self.weight_decay, foreach=self.foreach)
+        else:
+            adam = torch.optim.AdamW if self.name == "adamw" else torch.optim.Adam
+            opt = adam(params, lr=self.lr, betas=self.betas, eps=self.eps,
+                       weight_decay=self.weight_decay, amsgrad=self.amsgrad,
+                       foreach=self.foreach)
+        clip = None if self.clip_grad_norm is None else functools.partial(
+            torch.nn.utils.clip_grad_norm_, params, self.clip_grad_norm, self.clip_norm_type,
+            foreach=self.foreach)
+        return opt, clip
 
 
 def describe(fqn):
@@ -363,6 +471,30 @@ class _AutogradScopes(TorchFunctionMode):
         return out
 
 
+@contextlib.contextmanager
+def _reentrant_checkpoint_replayed():
+    """Activation checkpointing with use_reentrant=True runs its backward as
+    a nested torch.autograd.backward, which torch.autograd.grad (the trace's
+    backward) cannot run. Inside, it runs as the non-reentrant variant: the
+    same gradients, the recomputation traced into the backward. As the
+    reentrant variant, a call none of whose tensor inputs requires grad
+    gives outputs without gradient (nothing inside gets one)."""
+    import torch.utils.checkpoint as ckpt
+    apply = ckpt.CheckpointFunction.apply
+
+    def replay(function, preserve_rng_state, *args):
+        if not any(isinstance(a, torch.Tensor) and a.requires_grad for a in args):
+            with torch.no_grad():
+                return function(*args)
+        return ckpt.checkpoint(function, *args, use_reentrant=False,
+                               preserve_rng_state=preserve_rng_state)
+    ckpt.CheckpointFunction.apply = replay
+    try:
+        yield
+    finally:
+        ckpt.CheckpointFunction.apply = apply
+
+
 def _flat_tensors(value):
     if isinstance(value, torch.Tensor):
         return [value]
@@ -403,15 +535,25 @@ class _Replay(torch.fx.Interpreter):
 
 
 def default_loss(output):
-    if not isinstance(output, torch.Tensor):
-        raise CaptureError("the model's output is a %s, not a tensor: the default loss is "
-                           "output.sum(); give a loss_fn" % type(output).__name__)
-    return output.sum()
+    """The loss when the factory gives no loss_fn: a tensor output's sum, or
+    the `loss` a model computed itself (a ModelOutput or dict with a `loss`,
+    as transformers' models return when given `labels`)."""
+    if isinstance(output, torch.Tensor):
+        return output.sum()
+    loss = output.get("loss") if isinstance(output, dict) else None
+    if isinstance(loss, torch.Tensor):
+        return loss
+    if isinstance(output, dict):
+        raise CaptureError("the model's output is a %s without a 'loss' (keys: %s): pass the "
+                           "model what it computes its loss from (e.g. labels) or give a "
+                           "loss_fn" % (type(output).__name__, ", ".join(map(str, output))))
+    raise CaptureError("the model's output is a %s, not a tensor: the default loss is "
+                       "output.sum(); give a loss_fn" % type(output).__name__)
 
 
 def batch_size(factory):
-    """The batch size: dim 0 of the first input."""
-    first = factory.inputs[0] if factory.inputs else None
+    """The batch size: dim 0 of the first tensor input."""
+    first = next((t for _, t in factory.tensors("input")), None)
     return first.shape[0] if first is not None and first.dim() > 0 else None
 
 
@@ -421,55 +563,75 @@ def is_batched(tensor, batch):
 
 def step_args(factory, optimizer, accumulate=1):
     """The arguments of @train_step, in order: parameters, buffers, optimizer
-    state (per parameter, per state key), inputs, targets.
+    state (per parameter, per state key), the optimizer's hyperparameter
+    inputs (`optimizer.lr`, `optimizer.step`), inputs, targets.
 
-    With `accumulate` K > 1 the step runs K micro-steps (gradient
-    accumulation, DDP's no_sync): every input and target whose dim 0 is the
-    batch size (dim 0 of the first input) is split into K equal micro-batches,
-    `micro<k>.input.<i>` / `micro<k>.target.<i>`, micro-batch by micro-batch;
-    the others are shared by every micro-step."""
+    Inputs and targets are named `input.<key>` / `target.<key>`, the key
+    being the position (`input.0`) or the keyword (`input.input_ids`). With
+    `accumulate` K > 1 the step runs K micro-steps (gradient accumulation,
+    DDP's no_sync): every input and target whose dim 0 is the batch size (dim
+    0 of the first input) is split into K equal micro-batches,
+    `micro<k>.input.<key>`, micro-batch by micro-batch; the others are shared
+    by every micro-step."""
     params = [(n, p) for n, p in factory.model.named_parameters()]
     args = [Arg(n, "param", p.detach().clone()) for n, p in params]
     args += [Arg(n, "buffer", b.detach().clone()) for n, b in factory.model.named_buffers()]
     args += [Arg("%s.%s" % (n, key), "optim_state", optimizer.initial_state(key, p))
              for n, p in params if p.requires_grad for key in optimizer.state_keys]
-    tensors = [("input", i, t) for i, t in enumerate(factory.inputs)] + \
-        [("target", i, t) for i, t in enumerate(factory.targets)]
+    args += [Arg("optimizer." + role, role, value) for role, value in optimizer.inputs()]
+    tensors = [("input", k, t) for k, t in factory.tensors("input")] + \
+        [("target", k, t) for k, t in factory.tensors("target")]
     if accumulate == 1:
-        return args + [Arg("%s.%d" % (role, i), role, t.detach().clone(), i)
-                       for role, i, t in tensors]
+        return args + [Arg("%s.%s" % (role, k), role, t.detach().clone(), k)
+                       for role, k, t in tensors]
     batch = batch_size(factory)
     if batch is None or batch % accumulate:
         raise CaptureError("--accumulate %d needs a batch (dim 0 of the first input) that "
                            "divides into %d micro-batches, got %s" % (
                                accumulate, accumulate, batch))
-    args += [Arg("%s.%d" % (role, i), role, t.detach().clone(), i)
-             for role, i, t in tensors if not is_batched(t, batch)]
-    chunks = [(role, i, t.detach().chunk(accumulate))
-              for role, i, t in tensors if is_batched(t, batch)]
-    for k in range(accumulate):
-        args += [Arg("micro%d.%s.%d" % (k, role, i), role, pieces[k].clone(), i, k)
-                 for role, i, pieces in chunks]
+    args += [Arg("%s.%s" % (role, k), role, t.detach().clone(), k)
+             for role, k, t in tensors if not is_batched(t, batch)]
+    chunks = [(role, k, t.detach().chunk(accumulate))
+              for role, k, t in tensors if is_batched(t, batch)]
+    for m in range(accumulate):
+        args += [Arg("micro%d.%s.%s" % (m, role, k), role, pieces[m].clone(), k, m)
+                 for role, k, pieces in chunks]
     return args
 
 
 def micro_steps(args, accumulate):
-    """Per micro-step, the argument indices of the factory's inputs and
-    targets (in factory order): ([input indices], [target indices])."""
+    """Per micro-step, the argument index of each of the factory's tensor
+    inputs and targets: ({input key: index}, {target key: index})."""
     steps = []
-    for k in range(accumulate):
-        picks = {}
+    for m in range(accumulate):
+        picks = {"input": {}, "target": {}}
         for j, a in enumerate(args):
-            if a.role in ("input", "target") and a.micro in (None, k):
-                picks[(a.role, a.slot)] = j
-        steps.append(tuple([picks[key] for key in sorted(picks) if key[0] == role]
-                           for role in ("input", "target")))
+            if a.role in picks and a.micro in (None, m):
+                picks[a.role][a.slot] = j
+        steps.append((picks["input"], picks["target"]))
     return steps
 
 
-def trace(factory, optimizer, args, seed, accumulate=1):
+def forward(factory, call, values, inputs):
+    """`call(args, kwargs)` on the factory's inputs, the tensors taken from
+    `values` by a micro-step's argument indices (micro_steps)."""
+    args, kwargs = call_arguments(factory.inputs, {k: values[j] for k, j in inputs.items()})
+    return call(args, kwargs)
+
+
+def loss_of(factory, output, values, targets):
+    """The factory's loss of `output` on its targets (as forward())."""
+    if factory.loss_fn is None:
+        return default_loss(output)
+    args, kwargs = call_arguments(factory.targets, {k: values[j] for k, j in targets.items()})
+    return factory.loss_fn(output, *args, **kwargs)
+
+
+def trace(factory, optimizer, args, seed, accumulate=1, fake=False):
     """Traces one training step into a functional FX graph of ATen ops and
-    runs it once after torch.manual_seed(seed). With `accumulate` K, the step
+    runs it once after torch.manual_seed(seed) (with `fake`, traces on fake
+    tensors and runs nothing: only shapes and dtypes are known, and the
+    step's outputs are meta tensors). With `accumulate` K, the step
     is K forward/backward micro-steps on the micro-batches of `args`
     (step_args), each loss divided by K, the gradients summed, then one
     optimizer update: PyTorch's gradient accumulation. The loss result is the
@@ -478,7 +640,6 @@ def trace(factory, optimizer, args, seed, accumulate=1):
     Raises CaptureError for a non-scalar loss, data-dependent control flow
     and in-place updates of anything but buffers, naming the module."""
     model, scope = factory.model, _Scope()
-    loss_fn = factory.loss_fn or default_loss
     index = {(a.role, a.fqn): i for i, a in enumerate(args)}
     by_role = {r: [i for i, a in enumerate(args) if a.role == r] for r in ("param", "buffer")}
     requires_grad = {n: p.requires_grad for n, p in model.named_parameters()}
@@ -488,19 +649,22 @@ def trace(factory, optimizer, args, seed, accumulate=1):
     def micro_step(flat, inputs, targets):
         scope.set("", "forward")
         tensors = {args[i].fqn: flat[i] for i in by_role["param"] + by_role["buffer"]}
-        out = functional_call(model, tensors, tuple(flat[i] for i in inputs))
-        scope.set("", "loss")
-        loss = loss_fn(out, *(flat[i] for i in targets))
-        if not isinstance(loss, torch.Tensor) or loss.dim() != 0 or \
-                not loss.is_floating_point():
-            raise CaptureError("the loss must be a 0-dim floating-point tensor, got %s" % (
-                "a %s tensor of shape %s" % (loss.dtype, tuple(loss.shape))
-                if isinstance(loss, torch.Tensor) else "a " + type(loss).__name__))
-        if accumulate > 1:
-            loss = loss / accumulate
-        scope.set("", "backward")
-        return loss, torch.autograd.grad(loss, [flat[i] for i in trainable],
-                                         allow_unused=True)
+        # The model holds the traced tensors through backward too: activation
+        # checkpointing re-runs its forward there.
+        with _reparametrize_module(model, tensors, tie_weights=True):
+            out = forward(factory, lambda a, kw: model(*a, **kw), flat, inputs)
+            scope.set("", "loss")
+            loss = loss_of(factory, out, flat, targets)
+            if not isinstance(loss, torch.Tensor) or loss.dim() != 0 or \
+                    not loss.is_floating_point():
+                raise CaptureError("the loss must be a 0-dim floating-point tensor, got %s" % (
+                    "a %s tensor of shape %s" % (loss.dtype, tuple(loss.shape))
+                    if isinstance(loss, torch.Tensor) else "a " + type(loss).__name__))
+            if accumulate > 1:
+                loss = loss / accumulate
+            scope.set("", "backward")
+            return loss, torch.autograd.grad(loss, [flat[i] for i in trainable],
+                                             allow_unused=True)
 
     def step(*flat):
         loss, grads = None, None
@@ -515,7 +679,12 @@ def trace(factory, optimizer, args, seed, accumulate=1):
             grads = [g if m is None else m if g is None else g + m
                      for g, m in zip(grads, micro_grads)]
         new_params, new_state = [], []
+        hyper = {role: flat[index[role, "optimizer." + role]]
+                 for role in ("lr", "step") if (role, "optimizer." + role) in index}
         with torch.no_grad():
+            if optimizer.clip_grad_norm is not None:
+                scope.set("", "optimizer")
+                grads = optimizer.clip(grads)
             for i, grad in zip(trainable, grads):
                 if grad is None:  # unused parameter: torch.optim skips it too
                     continue
@@ -524,20 +693,23 @@ def trace(factory, optimizer, args, seed, accumulate=1):
                 state_idx = [index[("optim_state", "%s.%s" % (fqn, k))]
                              for k in optimizer.state_keys]
                 param, state = flat[i].clone(), [flat[j].clone() for j in state_idx]
-                optimizer.update(param, grad, state)
+                optimizer.update(param, grad, state, hyper["lr"], hyper.get("step"))
                 new_params.append((i, param))
                 new_state += list(zip(state_idx, state))
         if len(results) == 1:  # make_fx runs the step once; record the result order
             results.extend(Result(args[i].fqn, i) for i, _ in new_params + new_state)
         return (loss, *(t for _, t in new_params + new_state))
 
+    mode = "fake" if fake else "real"
     flat = [a.value.clone().requires_grad_(i in trainable) for i, a in enumerate(args)]
     try:
-        with _tag_nodes(scope), _module_scopes(model, scope), _AutogradScopes(scope):
-            raw = make_fx(step)(*flat)
+        with _tag_nodes(scope), _module_scopes(model, scope), _AutogradScopes(scope), \
+                _reentrant_checkpoint_replayed():
+            raw = make_fx(step, tracing_mode=mode)(*flat)
         with _tag_nodes(scope):
             gm = make_fx(functionalize(_Replay(raw, scope).run, remove="mutations"),
-                         decomposition_table=decompositions())(*[t.clone() for t in flat])
+                         decomposition_table=decompositions(),
+                         tracing_mode=mode)(*[t.clone() for t in flat])
     except CaptureError:
         raise
     except RuntimeError as e:
@@ -548,6 +720,16 @@ def trace(factory, optimizer, args, seed, accumulate=1):
                 "capture" % (describe(scope.fqn), scope.phase)) from None
         raise
     _updates_to_results(gm, args, results)
+    if fake:
+        # make_fx recorded fake tensors: keep their shapes and dtypes only.
+        for node in gm.graph.nodes:
+            node.meta["val"] = torch.fx.node.map_aggregate(
+                node.meta.get("val"), lambda v: torch.empty(v.shape, dtype=v.dtype,
+                                                            device="meta")
+                if isinstance(v, torch.Tensor) else v)
+        output = next(n for n in gm.graph.nodes if n.op == "output")
+        outputs = [o.meta["val"] for o in output.args[0]]
+        return Step(gm, args, results, outputs, module_records(model))
     torch.manual_seed(seed)
     outputs = _Record(gm).run(*[a.value.clone() for a in args])
     return Step(gm, args, results, list(outputs), module_records(model))

@@ -314,10 +314,10 @@ llvm::Expected<Manifest> spmd::run::parseManifest(llvm::StringRef text,
       auto file = e->getString("file");
       auto dtype = e->getString("dtype");
       const llvm::json::Array *shape = e->getArray("shape");
-      // Results have no file in a bundle captured with --no-reference.
-      bool needsFile = list == &manifest.args;
-      if (!index || !fqn || (needsFile && !file) || !dtype || !shape)
-        return bad("lacks index, fqn, dtype, shape or file");
+      // Results have no file in a bundle captured with --no-reference,
+      // arguments none in one captured with --meta (shapes only).
+      if (!index || !fqn || !dtype || !shape)
+        return bad("lacks index, fqn, dtype or shape");
       if (*index != static_cast<int64_t>(list->size()))
         return bad("has index " + llvm::Twine(*index) +
                    ": entries are listed in order, index = position");

@@ -1,14 +1,17 @@
 //===- spmd-run.cpp - run a per-rank program on N ranks -------------------===//
 //
 //   spmd-run --np N [--backend cpu|cuda] MODULE.mlir --bundle DIR [--check]
-//            [--steps K] [--timing] [--out DIR]
+//            [--steps K] [--lr-schedule LR1,LR2,...] [--timing] [--out DIR]
 //
 // Each rank parses the module, reads its device mesh and the layouts of
 // @train_step's arguments and results, lowers it (buildLowerToRuntimePipeline)
 // and JIT-compiles it with MLIR's ExecutionEngine against the runtime
 // library, loads its local piece of every argument from the bundle, and runs
 // K steps, feeding each updated value (`spmd.updates`) back as the argument
-// of the next step. `--backend cuda` keeps every buffer on the rank's GPU
+// of the next step. The optimizer's hyperparameter inputs change per step as
+// a scheduler would change them: the `step` argument (steps taken before this
+// one) counts up from the bundle's value, the `lr` argument takes the k-th
+// value of `--lr-schedule` on step k (the bundle's value without one). `--backend cuda` keeps every buffer on the rank's GPU
 // (CUDA kernels, cuBLAS, NCCL): arguments are copied to the device once,
 // results back only to be checked or written. `--check` gathers the results of
 // the first step to full size on rank 0 and compares them with PyTorch's. `--np
@@ -78,6 +81,11 @@ static cl::opt<bool> check("check",
                                     "PyTorch's (exit 1 on a mismatch)"));
 static cl::opt<int> steps("steps", cl::desc("steps to run (default 1)"),
                           cl::init(1));
+static cl::list<double>
+    lrSchedule("lr-schedule",
+               cl::desc("the learning rate of each step, comma-separated (one "
+                        "per --steps; default: the bundle's, every step)"),
+               cl::CommaSeparated, cl::value_desc("lr1,lr2,..."));
 static cl::opt<bool> timing("timing",
                             cl::desc("print the median step time and the peak "
                                      "memory per rank"));
@@ -398,9 +406,11 @@ int compare(const std::vector<Array> &results, const Manifest &manifest,
     const Entry &entry = manifest.results[i];
     auto m = byFqn.find(entry.fqn + ".exp_avg");
     auto v = byFqn.find(entry.fqn + ".exp_avg_sq");
-    auto step = byFqn.find(entry.fqn + ".step");
-    if (opt.name != "adam" || entry.updates < 0 || m == byFqn.end() ||
-        v == byFqn.end() || step == byFqn.end())
+    auto step = llvm::find_if(manifest.args, [](const Entry &a) {
+      return a.role == "step";
+    });
+    if ((opt.name != "adam" && opt.name != "adamw") || entry.updates < 0 ||
+        m == byFqn.end() || v == byFqn.end() || step == manifest.args.end())
       return {};
     auto exact = [&](size_t k) { return exactOf(manifest.results[k]); };
     Array mExact = exact(m->second), vExact = exact(v->second);
@@ -410,7 +420,8 @@ int compare(const std::vector<Array> &results, const Manifest &manifest,
         mGot.numel() != results[i].numel() ||
         vGot.numel() != results[i].numel())
       return {};
-    double t = exact(step->second).at(0);
+    // The step argument counts the steps before this one.
+    double t = readBundleArray(step->file).at(0) + 1;
     double c1 = 1 - std::pow(opt.beta1, t), c2 = 1 - std::pow(opt.beta2, t);
     std::vector<double> allowance(results[i].numel());
     for (int64_t j = 0; j < results[i].numel(); ++j) {
@@ -499,6 +510,10 @@ int main(int argc, char **argv) {
     FATAL("--np %d inside an MPI job of %d ranks", numRanks.getValue(), size);
   if (steps < 1)
     FATAL("--steps must be at least 1");
+  if (!lrSchedule.empty() && lrSchedule.size() != static_cast<size_t>(steps))
+    FATAL("--lr-schedule gives %zu learning rates for %d steps: give one per "
+          "step",
+          lrSchedule.size(), steps.getValue());
 
   DialectRegistry registry;
   registry.insert<func::FuncDialect, arith::ArithDialect, LLVM::LLVMDialect,
@@ -569,6 +584,10 @@ int main(int argc, char **argv) {
     if (!slot.fqn.empty() && slot.fqn != entry.fqn)
       FATAL("argument %zu is '%s' in the module but '%s' in the bundle", i,
             slot.fqn.c_str(), entry.fqn.c_str());
+    if (entry.file.empty())
+      FATAL("argument '%s' has no value in the bundle: it was captured with "
+            "--meta (shapes only, for planning), which spmd-run cannot run",
+            entry.fqn.c_str());
     // Shape and dtype agree with the manifest, and the manifest with the
     // module (checkAgainstModule): the piece fits the local type exactly.
     Array global = readEntryFile(entry, entry.file);
@@ -577,6 +596,39 @@ int main(int argc, char **argv) {
     std::vector<int64_t> localShape(slot.type.getShape());
     args.push_back(toBuffer(extractPiece(global, maps, localShape), dtype));
   }
+
+  // The optimizer's hyperparameter inputs: 0-dim and replicated, rewritten
+  // before each step.
+  std::optional<size_t> lrArg, stepArg;
+  for (size_t i = 0; i < argSlots.size(); ++i) {
+    const std::string &role = manifest->args[i].role;
+    if (role != "lr" && role != "step")
+      continue;
+    if (argSlots[i].type.getRank() != 0 ||
+        !argSlots[i].type.getElementType().isF32())
+      FATAL("the '%s' argument '%s' has type %s: spmd-run sets a 0-dim f32 "
+            "value per step",
+            role.c_str(), manifest->args[i].fqn.c_str(),
+            typeString(argSlots[i].type).c_str());
+    (role == "lr" ? lrArg : stepArg) = i;
+  }
+  if (!lrSchedule.empty() && !lrArg)
+    FATAL("--lr-schedule: @%s has no learning-rate argument (spmd.role = "
+          "\"lr\"; capture it with this spmd-capture)",
+          funcName.c_str());
+  float firstStep = stepArg ? readEntryFile(manifest->args[*stepArg],
+                                            manifest->args[*stepArg].file)
+                                  .at(0)
+                            : 0;
+  auto setScalar = [&](size_t i, double value) {
+    Array a;
+    a.dtype = SPMD_F32;
+    float v = static_cast<float>(value);
+    a.data.assign(reinterpret_cast<char *>(&v),
+                  reinterpret_cast<char *>(&v) + sizeof v);
+    spmd_rt_free(args[i]);
+    args[i] = toBuffer(a, SPMD_F32);
+  };
 
   // Lower and JIT-compile against the runtime library.
   PassManager pm(&context);
@@ -610,6 +662,10 @@ int main(int argc, char **argv) {
   int mismatches = 0;
   for (int step = 0; step < steps; ++step) {
     spmd_rt_set_step(step);
+    if (lrArg && !lrSchedule.empty())
+      setScalar(*lrArg, lrSchedule[step]);
+    if (stepArg)
+      setScalar(*stepArg, firstStep + step);
     std::vector<void *> packed;
     for (SpmdBuffer *&a : args)
       packed.push_back(&a);

@@ -243,9 +243,11 @@ MeshOp spmd::lookupMesh(Operation *from, FlatSymbolRefAttr meshRef,
 // Function argument/result attributes
 //===----------------------------------------------------------------------===//
 
-/// Roles a captured training step gives its arguments and results.
+/// Roles a captured training step gives its arguments and results: `lr`
+/// and `step` are the optimizer's per-step inputs (its learning rate and the
+/// number of steps taken before this one), 0-dim.
 static constexpr llvm::StringLiteral kArgRoles[] = {
-    "param", "buffer", "optim_state", "input", "target"};
+    "param", "buffer", "optim_state", "lr", "step", "input", "target"};
 static constexpr llvm::StringLiteral kResultRoles[] = {"loss", "output"};
 
 /// Checks that `value` is a string and, unless `allowed` is empty, one of

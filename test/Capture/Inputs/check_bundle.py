@@ -39,6 +39,92 @@ def parse_type(text):
     return [int(d) for d in dims], MLIR_DTYPES[dtype]
 
 
+def split(entries):
+    """A factory's inputs or targets (a tensor, tuple or dict) as (key, value) pairs."""
+    if isinstance(entries, torch.Tensor):
+        entries = (entries,)
+    return list(entries.items()) if isinstance(entries, dict) else list(enumerate(entries))
+
+
+def call(fn, first, entries, values):
+    """fn(*first, *positional, **keyword) with tensor entries replaced from `values`."""
+    args, kwargs = list(first), {}
+    for key, value in entries:
+        value = values.get(key, value)
+        if isinstance(key, int):
+            args.append(value)
+        else:
+            kwargs[key] = value
+    return fn(*args, **kwargs)
+
+
+def rebuild(manifest):
+    """The factory's model and data rebuilt with the manifest's seed: (the
+    raw factory result as (model, inputs, loss_fn, targets), per micro-step
+    ({input key: tensor}, {target key: tensor}), {argument fqn: initial
+    value})."""
+    torch.manual_seed(manifest["seed"])
+    factory = load_factory(manifest["model"])
+    model = factory.model
+    inputs = [(k, v) for k, v in factory.inputs if isinstance(v, torch.Tensor)]
+    targets = [(k, v) for k, v in factory.targets if isinstance(v, torch.Tensor)]
+    initial = dict(model.named_parameters(), **dict(model.named_buffers()))
+    initial.update(("input.%s" % k, t) for k, t in inputs)
+    initial.update(("target.%s" % k, t) for k, t in targets)
+    # --accumulate K: micro-batch k of every tensor batched like input 0.
+    accumulate = manifest.get("accumulate", 1)
+    batch = inputs[0][1].shape[0]
+    micro = [({}, {}) for _ in range(accumulate)]
+    for role, tensors, which in (("input", inputs, 0), ("target", targets, 1)):
+        for k, t in tensors:
+            batched = accumulate > 1 and t.dim() > 0 and t.shape[0] == batch
+            for m, chunk in enumerate(t.chunk(accumulate) if batched else [t] * accumulate):
+                micro[m][which][k] = chunk
+                if batched:
+                    initial["micro%d.%s.%s" % (m, role, k)] = chunk
+    return factory, micro, initial
+
+
+def torch_optimizer(manifest, model):
+    """torch.optim's optimizer the manifest describes, over the model's
+    trainable parameters, and its gradient clipping (or None)."""
+    opt = manifest["optimizer"]
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    if opt["name"] == "sgd":
+        optimizer = torch.optim.SGD(trainable, lr=opt["lr"], momentum=opt["momentum"],
+                                    dampening=opt["dampening"], nesterov=opt["nesterov"],
+                                    weight_decay=opt["weight_decay"], foreach=opt["foreach"])
+    else:
+        adam = torch.optim.AdamW if opt["name"] == "adamw" else torch.optim.Adam
+        optimizer = adam(trainable, lr=opt["lr"], betas=tuple(opt["betas"]), eps=opt["eps"],
+                         weight_decay=opt["weight_decay"], amsgrad=opt["amsgrad"],
+                         foreach=opt["foreach"])
+    clip = None
+    if "clip_grad_norm" in opt:
+        clip = lambda: torch.nn.utils.clip_grad_norm_(
+            trainable, opt["clip_grad_norm"], opt["clip_norm_type"], foreach=opt["foreach"])
+    return optimizer, clip
+
+
+def eager_step(factory, micro, optimizer, clip, accumulate):
+    """One eager step of the factory's model with torch.optim; returns the loss."""
+    loss = 0
+    optimizer.zero_grad()
+    for inputs, targets in micro:
+        output = call(factory.model, (), factory.inputs, inputs)
+        if factory.loss_fn:
+            part = call(factory.loss_fn, (output,), factory.targets, targets)
+        else:
+            part = output.sum() if isinstance(output, torch.Tensor) else output["loss"]
+        part = part / accumulate if accumulate > 1 else part
+        part.backward()
+        loss = part.detach() if isinstance(loss, int) else loss + part.detach()
+    if clip:
+        clip()
+    optimizer.step()
+    return loss
+
+
 def main(module_path, bundle):
     with open(module_path) as f:
         signature = next(line for line in f if "func.func @train_step" in line)
@@ -59,46 +145,17 @@ def main(module_path, bundle):
                                                          array.shape))
             values[kind, i] = torch.from_numpy(array)
 
-    torch.manual_seed(manifest["seed"])
-    factory = load_factory(manifest["model"])
+    factory, micro, initial = rebuild(manifest)
     model, args = factory.model, manifest["args"]
-    initial = dict(model.named_parameters(), **dict(model.named_buffers()))
-    initial.update(("input.%d" % i, t) for i, t in enumerate(factory.inputs))
-    initial.update(("target.%d" % i, t) for i, t in enumerate(factory.targets))
-    # --accumulate K: micro-batch k of every tensor batched like input 0.
-    accumulate = manifest.get("accumulate", 1)
-    batch = factory.inputs[0].shape[0]
-    micro = [([], []) for _ in range(accumulate)]
-    for role, tensors, lists in (("input", factory.inputs, 0), ("target", factory.targets, 1)):
-        for i, t in enumerate(tensors):
-            batched = accumulate > 1 and t.dim() > 0 and t.shape[0] == batch
-            for k, chunk in enumerate(t.chunk(accumulate) if batched else [t] * accumulate):
-                micro[k][lists].append(chunk)
-                if batched:
-                    initial["micro%d.%s.%d" % (k, role, i)] = chunk
     for i, e in enumerate(args):
-        want = torch.zeros(e["shape"]) if e["role"] == "optim_state" else initial[e["fqn"]]
+        want = torch.zeros(e["shape"]) if e["role"] in ("optim_state", "step") else \
+            torch.tensor(manifest["optimizer"]["lr"]) if e["role"] == "lr" else initial[e["fqn"]]
         if not torch.equal(values["args", i], want.detach()):
             fail("argument %s is not the factory's initial value" % e["fqn"])
 
-    opt = manifest["optimizer"]
-    trainable = [p for p in model.parameters() if p.requires_grad]
-    if opt["name"] == "sgd":
-        optimizer = torch.optim.SGD(trainable, lr=opt["lr"], momentum=opt["momentum"],
-                                    weight_decay=opt["weight_decay"])
-    else:
-        adam = torch.optim.AdamW if opt["name"] == "adamw" else torch.optim.Adam
-        optimizer = adam(trainable, lr=opt["lr"], betas=tuple(opt["betas"]),
-                         eps=opt["eps"], weight_decay=opt["weight_decay"])
+    optimizer, clip = torch_optimizer(manifest, model)
     torch.manual_seed(manifest["seed"])
-    loss = 0
-    for inputs, targets in micro:
-        output = model(*inputs)
-        part = factory.loss_fn(output, *targets) if factory.loss_fn else output.sum()
-        part = part / accumulate if accumulate > 1 else part
-        part.backward()
-        loss = part.detach() if isinstance(loss, int) else loss + part.detach()
-    optimizer.step()
+    loss = eager_step(factory, micro, optimizer, clip, manifest.get("accumulate", 1))
     params = dict(model.named_parameters())
     after = dict(params, **dict(model.named_buffers()), loss=loss)
     for p_fqn, p in params.items():

@@ -81,6 +81,91 @@ def classifier(batch=4):
         (torch.randint(0, 3, (batch,)),)
 
 
+class Tagger(nn.Module):
+    """Keyword inputs (float features, a bool mask, a Python constant) and a
+    dict output."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1, self.fc2 = nn.Linear(6, 10), nn.Linear(10, 3)
+
+    def forward(self, features, mask=None, scale=1.0):
+        h = torch.relu(self.fc1(features)) * scale
+        h = torch.where(mask.unsqueeze(-1), h, torch.zeros_like(h))
+        return {"logits": self.fc2(h), "hidden": h}
+
+
+def keywords(batch=4):
+    """Inputs and targets as dicts (keyword arguments); the loss picks the
+    output it needs."""
+    mask = torch.rand(batch) > 0.3
+    return Tagger(), {"features": torch.randn(batch, 6), "mask": mask, "scale": 2.0}, \
+        lambda out, labels: nn.functional.cross_entropy(out["logits"], labels), \
+        {"labels": torch.randint(0, 3, (batch,))}
+
+
+class OwnLoss(nn.Module):
+    """Computes its loss from `labels` and returns a transformers ModelOutput."""
+
+    def __init__(self):
+        super().__init__()
+        self.pair = Pair()
+
+    def forward(self, x, labels=None):
+        from transformers.modeling_outputs import SequenceClassifierOutput
+        logits = self.pair(x)
+        loss = nn.functional.cross_entropy(logits, labels) if labels is not None else None
+        return SequenceClassifierOutput(loss=loss, logits=logits)
+
+
+def own_loss(batch=4):
+    return OwnLoss(), {"x": torch.randn(batch, 6), "labels": torch.randint(0, 3, (batch,))}
+
+
+def no_loss():
+    """A ModelOutput without a loss (no labels given) and no loss_fn."""
+    return OwnLoss(), {"x": torch.randn(4, 6)}
+
+
+class RunningMean(nn.Module):
+    """Tracks the mean of its input over the batch in a buffer, updated in
+    place as BatchNorm's running statistics are, and counts its calls."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(6, 3)
+        self.register_buffer("running_mean", torch.zeros(6))
+        self.register_buffer("num_batches_tracked", torch.tensor(0))
+
+    def forward(self, x):
+        with torch.no_grad():
+            self.running_mean.mul_(0.9).add_(x.mean(0), alpha=0.1)
+            self.num_batches_tracked.add_(1)
+        return self.fc(x - self.running_mean)
+
+
+def running_mean(batch=8):
+    return RunningMean(), (torch.randn(batch, 6),)
+
+
+class Checkpointed(Pair):
+    """Activation checkpointing (torch.utils.checkpoint) of act, and of fc2,
+    whose parameters get their gradient from the recomputation."""
+
+    def __init__(self, reentrant):
+        super().__init__()
+        self.reentrant = reentrant
+
+    def forward(self, x):
+        from torch.utils.checkpoint import checkpoint
+        h = checkpoint(self.act, self.fc1(x), use_reentrant=self.reentrant)
+        return checkpoint(self.fc2, h, use_reentrant=self.reentrant)
+
+
+def checkpointed(reentrant=False):
+    return Checkpointed(reentrant), (torch.randn(4, 6),)
+
+
 # Rejected models.
 
 def sigmoid():
@@ -118,6 +203,16 @@ class InputUpdate(Pair):
 
 def input_update():
     return InputUpdate(), (torch.randn(4, 6),)
+
+
+class Item(Pair):
+    def forward(self, x):
+        return self.fc2(self.fc1(x)) * x.max().item()
+
+
+def item():
+    """.item() reads a tensor's value into Python."""
+    return Item(), (torch.randn(4, 6),)
 
 
 def not_a_module():
