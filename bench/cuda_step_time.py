@@ -48,7 +48,7 @@ spmd_env.use_project_python()
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from spmd_capture.trace import Optimizer, default_loss, load_factory, step_args  # noqa: E402
+from spmd_capture.trace import Optimizer, load_factory, step_args  # noqa: E402
 
 ENCODER = "examples/encoder.py:encoder(batch=8, seq=1024, d_model=1024, heads=16, ffn=4096%s)"
 GPT = ("examples/gpt.py:gpt(batch=8, seq=1024, vocab=8192, d_model=1024, heads=16, ffn=4096, "
@@ -116,16 +116,14 @@ def spmd_median(spmd_run, module, bundle, steps):
 
 def eager_median(factory, optimizer, steps):
     model = factory.model.cuda()
-    inputs = [t.cuda() for t in factory.inputs]
-    targets = [t.cuda() for t in factory.targets]
-    opt = optimizer.eager([p for p in model.parameters() if p.requires_grad])
-    loss_fn = factory.loss_fn or default_loss
+    factory = factory.converted(lambda t: t.cuda())
+    opt, _ = optimizer.eager([p for p in model.parameters() if p.requires_grad])
     times = []
     for i in range(steps + 3):
         torch.cuda.synchronize()
         start = time.perf_counter()
         opt.zero_grad()
-        loss_fn(model(*inputs), *targets).backward()
+        factory.loss(model).backward()
         opt.step()
         torch.cuda.synchronize()
         if i >= 3:  # warm-up

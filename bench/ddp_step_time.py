@@ -33,7 +33,7 @@ import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 import torch.multiprocessing as mp  # noqa: E402
 
-from spmd_capture.trace import Optimizer, default_loss, load_factory  # noqa: E402
+from spmd_capture.trace import Optimizer, load_factory  # noqa: E402
 
 DEFAULT = [
     "examples/gpt.py:gpt(batch=8, seq=64, vocab=512, d_model=128, heads=4, ffn=512, layers=2)",
@@ -48,17 +48,14 @@ def torch_worker(rank, ranks, spec, steps, port, out):
     torch.manual_seed(0)
     f = load_factory(os.path.join(ROOT, spec))
     model = torch.nn.parallel.DistributedDataParallel(f.model)
-    opt = Optimizer("adam", 1e-3).eager([p for p in model.parameters() if p.requires_grad])
-    loss_fn = f.loss_fn or default_loss
-    piece = lambda t: torch.chunk(t, ranks)[rank] if t.dim() > 0 else t
-    inputs = tuple(piece(t) for t in f.inputs)
-    targets = tuple(piece(t) for t in f.targets)
+    opt, _ = Optimizer("adam", 1e-3).eager([p for p in model.parameters() if p.requires_grad])
+    f = f.converted(lambda t: torch.chunk(t, ranks)[rank] if t.dim() > 0 else t)
     times = []
     for i in range(steps + 2):
         dist.barrier()
         start = time.perf_counter()
         opt.zero_grad()
-        loss_fn(model(*inputs), *targets).backward()
+        f.loss(model).backward()
         opt.step()
         if i >= 2:
             times.append(time.perf_counter() - start)

@@ -27,7 +27,7 @@ spmd_env.use_project_python()
 
 import torch  # noqa: E402
 
-from spmd_capture.trace import Optimizer, default_loss, load_factory  # noqa: E402
+from spmd_capture.trace import Optimizer, load_factory  # noqa: E402
 
 DEFAULT = [
     "examples/encoder.py:encoder",
@@ -40,14 +40,13 @@ DEFAULT = [
 def eager_median(spec, optimizer, steps):
     torch.manual_seed(0)
     f = load_factory(os.path.join(ROOT, spec))
-    opt = Optimizer(optimizer, 1e-3 if optimizer == "adam" else 0.1).eager(
+    opt, _ = Optimizer(optimizer, 1e-3 if optimizer == "adam" else 0.1).eager(
         [p for p in f.model.parameters() if p.requires_grad])
-    loss_fn = f.loss_fn or default_loss
     times = []
     for i in range(steps + 2):
         start = time.perf_counter()
         opt.zero_grad()
-        loss_fn(f.model(*f.inputs), *f.targets).backward()
+        f.loss().backward()
         opt.step()
         if i >= 2:  # warm-up
             times.append(time.perf_counter() - start)

@@ -117,6 +117,25 @@ class Factory:
         """(key, tensor) of the tensors among `role`'s ("input"/"target") entries."""
         return [(k, v) for k, v in getattr(self, role + "s") if isinstance(v, torch.Tensor)]
 
+    def converted(self, convert):
+        """The same factory with every input and target tensor t replaced by
+        convert(t) (a rank's piece of the batch, a copy on the GPU...)."""
+        def entries(items):
+            return [(k, convert(v) if isinstance(v, torch.Tensor) else v) for k, v in items]
+        return dataclasses.replace(self, inputs=entries(self.inputs),
+                                   targets=entries(self.targets))
+
+    def loss(self, model=None):
+        """The loss of `model` (default: the factory's own) on the factory's
+        inputs and targets, as the captured step computes it."""
+        model = model or self.model
+        args, kwargs = call_arguments(self.inputs, {})
+        output = model(*args, **kwargs)
+        if self.loss_fn is None:
+            return default_loss(output)
+        args, kwargs = call_arguments(self.targets, {})
+        return self.loss_fn(output, *args, **kwargs)
+
 
 def call_arguments(entries, tensors):
     """(args, kwargs) of a call from a factory's entries, with the tensors
@@ -714,11 +733,13 @@ def trace(factory, optimizer, args, seed, accumulate=1, fake=False):
         raise
     except RuntimeError as e:
         if "value out of a tracing tensor" in str(e) or "data-dependent" in str(e):
-            raise CaptureError(
-                "data-dependent control flow in %s (%s): a tensor's value is read as a Python "
-                "number or bool (aten::_local_scalar_dense), which a static graph cannot "
-                "capture" % (describe(scope.fqn), scope.phase)) from None
+            raise _data_dependent(scope.fqn, scope.phase) from None
         raise
+    # On fake tensors a value read into Python is a symbol, not an error.
+    for node in gm.graph.nodes:
+        if node.target is aten._local_scalar_dense.default:
+            raise _data_dependent(node.meta.get("spmd_fqn", ""),
+                                  node.meta.get("spmd_phase", "forward"))
     _updates_to_results(gm, args, results)
     if fake:
         # make_fx recorded fake tensors: keep their shapes and dtypes only.
@@ -733,6 +754,13 @@ def trace(factory, optimizer, args, seed, accumulate=1, fake=False):
     torch.manual_seed(seed)
     outputs = _Record(gm).run(*[a.value.clone() for a in args])
     return Step(gm, args, results, list(outputs), module_records(model))
+
+
+def _data_dependent(fqn, phase):
+    return CaptureError(
+        "data-dependent control flow in %s (%s): a tensor's value is read as a Python number "
+        "or bool (aten::_local_scalar_dense), which a static graph cannot capture"
+        % (describe(fqn), phase))
 
 
 def _updates_to_results(gm, args, results):

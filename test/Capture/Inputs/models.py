@@ -223,6 +223,10 @@ def not_tensors():
     return Pair(), ([1.0, 2.0],)
 
 
+def dict_keys():
+    return Pair(), {0: torch.randn(4, 6)}
+
+
 class Mixed(nn.Module):
     """Rounds its input to bf16 and back (Tensor.to: aten._to_copy)."""
 
