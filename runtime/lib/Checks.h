@@ -190,6 +190,11 @@ DimLayout layoutAround(const SpmdBuffer *b, int64_t dim);
 /// it, the index of gelu's variant (KernelList.def).
 int64_t checkApproximate(const char *kernel, int64_t approximate);
 
+/// Elementwise: fatal unless clamp has a bound (`<kernel>: neither min nor
+/// max is given`). Returns the index of its variant (KernelList.def): 0 min
+/// only, 1 max only, 2 both.
+int64_t clampVariant(const char *kernel, int64_t hasMin, int64_t hasMax);
+
 /// permute: fatal unless `n` is the rank of self and out (`<kernel>: <n>
 /// dims for self <shape> and out <shape>`), then for each k in turn unless
 /// dims[k] is a new dim of [0, n) (`dims is not a permutation of [0, <n>)`)

@@ -64,6 +64,14 @@ template <typename T> SPMD_RT_HOST_DEVICE inline T intPow(T base, T exp) {
   return static_cast<T>(result);
 }
 
+/// Whether `x` is NaN; false for integers.
+template <typename T> SPMD_RT_HOST_DEVICE inline bool isNan(T x) {
+  if constexpr (std::is_floating_point_v<T>)
+    return x != x;
+  else
+    return false;
+}
+
 /// The scale of the elements native_dropout keeps with probability
 /// `keepProbability`: 1 / keepProbability, 0 when it is 0 (p == 1).
 SPMD_RT_HOST_DEVICE inline double dropoutScale(double keepProbability) {

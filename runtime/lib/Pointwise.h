@@ -6,9 +6,9 @@
 // instantiate: the CPU's `elementwise` loops (cpu/Kernels.h) and the CUDA
 // strided engine (cuda/Elementwise.cu). T is the type the op computes in
 // (out's dtype; float for bf16 on CUDA, ATen's opmath_type), and Math is the
-// backend's tanh, erf, exp, sqrt and pow (the CPU's vectorisable ones, the
-// device's), so each backend keeps its own numerics. The formulas follow
-// ATen's CPU and CUDA kernels and their order of operations.
+// backend's tanh, erf, exp, sqrt, rsqrt and pow (the CPU's vectorisable
+// ones, the device's), so each backend keeps its own numerics. The formulas
+// follow ATen's CPU and CUDA kernels and their order of operations.
 //
 // An Op is built once per kernel call from the entry's scalars, converted
 // to out's dtype (in a constructor where the op folds them, so a kernel
@@ -94,6 +94,19 @@ template <typename T, typename Math> struct ThresholdBackward {
   }
 };
 
+/// ATen's maximum: NaN where either is NaN (returned as it is, as ATen's
+/// CUDA kernel), else the larger (self when they compare equal, as
+/// std::max); for bools (0 or 1) self || other.
+template <typename T, typename Math> struct Maximum {
+  SPMD_RT_HOST_DEVICE T operator()(T self, T other) const {
+    if (isNan(self))
+      return self;
+    if (isNan(other))
+      return other;
+    return self < other ? other : self;
+  }
+};
+
 //===----------------------------------------------------------------------===//
 // Tensor-scalar
 //===----------------------------------------------------------------------===//
@@ -137,12 +150,74 @@ template <typename T, typename Math> struct PowScalar {
   }
 };
 
+/// ATen's pow.Tensor_Scalar: self ** exponent. Integers: exact (powi, as
+/// ATen's CPU kernel; the dialect rejects negative exponents). Floats: the
+/// exponents ATen's kernels compute otherwise than with pow (the impl's
+/// fill and copy for 0 and 1, the sqrt, rsqrt and reciprocal kernels for
+/// 0.5, -0.5 and -1, and the products for 2, 3 and -2), else the backend's
+/// pow. ATen's CUDA kernel takes the exponent in scalar_t (bf16 rounds it).
+template <typename T, typename Math> struct PowTensorScalar {
+  static constexpr bool kScalarsInStorageType = true;
+  T exponent;
+  SPMD_RT_HOST_DEVICE T operator()(T self) const {
+    if constexpr (!std::is_floating_point_v<T>) {
+      return intPow(self, exponent);
+    } else {
+      if (exponent == T(0))
+        return T(1);
+      if (exponent == T(1))
+        return self;
+      if (exponent == T(2))
+        return self * self;
+      if (exponent == T(3))
+        return self * self * self;
+      if (exponent == T(0.5))
+        return Math::sqrt(self);
+      if (exponent == T(-0.5))
+        return Math::rsqrt(self);
+      if (exponent == T(-1))
+        return T(1) / self;
+      if (exponent == T(-2))
+        return T(1) / (self * self);
+      return Math::pow(self, exponent);
+    }
+  }
+};
+
+/// ATen's clamp with the bounds `kMin` and `kMax` given (its clamp_min,
+/// clamp_max and clamp kernels): the bounds in self's dtype (scalar_t), min
+/// applied first so that max wins where min > max; NaN in self or in a
+/// given bound gives NaN.
+template <typename T, typename Math, bool kMin, bool kMax> struct ClampOf {
+  static constexpr bool kScalarsInStorageType = true;
+  T min, max;
+  SPMD_RT_HOST_DEVICE T operator()(T self) const {
+    if constexpr (kMin)
+      self = self < min || isNan(min) ? min : self;
+    if constexpr (kMax)
+      self = max < self || isNan(max) ? max : self;
+    return self;
+  }
+};
+template <typename T, typename Math>
+using ClampMin = ClampOf<T, Math, true, false>;
+template <typename T, typename Math>
+using ClampMax = ClampOf<T, Math, false, true>;
+template <typename T, typename Math> using Clamp = ClampOf<T, Math, true, true>;
+
 //===----------------------------------------------------------------------===//
 // Unary
 //===----------------------------------------------------------------------===//
 
 template <typename T, typename Math> struct Neg {
   SPMD_RT_HOST_DEVICE T operator()(T self) const { return -self; }
+};
+
+/// ATen's abs: -0 gives +0 (as fabs), NaN stays NaN.
+template <typename T, typename Math> struct Abs {
+  SPMD_RT_HOST_DEVICE T operator()(T self) const {
+    return self < T(0) ? -self : self == T(0) ? T(0) : self;
+  }
 };
 
 template <typename T, typename Math> struct Reciprocal {

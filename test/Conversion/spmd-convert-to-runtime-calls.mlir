@@ -130,3 +130,32 @@ func.func @attention(%q: tensor<2x4x8x16xf32>, %k: tensor<2x4x6x16xf32>, %v: ten
   %1:3 = aten._scaled_dot_product_flash_attention_for_cpu_backward %g, %q, %k, %v, %0#0, %0#1 {dropout_p = 0.0 : f64, is_causal = true} : (tensor<2x4x8x16xf32>, tensor<2x4x8x16xf32>, tensor<2x4x6x16xf32>, tensor<2x4x6x16xf32>, tensor<2x4x8x16xf32>, tensor<2x4x8xf32>) -> (tensor<2x4x8x16xf32>, tensor<2x4x6x16xf32>, tensor<2x4x6x16xf32>)
   return %1#0, %1#1, %1#2 : tensor<2x4x8x16xf32>, tensor<2x4x6x16xf32>, tensor<2x4x6x16xf32>
 }
+
+// -----
+
+// An absent optional Scalar passes 0 and, after the numbers, whether each
+// is given: clamp(x, max=1.0) as clip_grad_norm_ writes it, and both bounds
+// of an integer clamp as f64.
+// CHECK-LABEL: func.func @clamp(
+// CHECK-SAME: %[[X:[^:]*]]: !llvm.ptr, %[[I:[^:]*]]: !llvm.ptr)
+// CHECK: %[[C:.*]] = call @spmd_rt_alloc(
+// CHECK: %[[ABSENT:.*]] = arith.constant 0.000000e+00 : f64
+// CHECK: %[[ONE:.*]] = arith.constant 1.000000e+00 : f64
+// CHECK: %[[NO:.*]] = arith.constant 0 : i64
+// CHECK: %[[YES:.*]] = arith.constant 1 : i64
+// CHECK: call @spmd_rt_clamp(%[[C]], %[[X]], %[[ABSENT]], %[[ONE]], %[[NO]], %[[YES]])
+// CHECK: %[[D:.*]] = call @spmd_rt_alloc(
+// CHECK: %[[MIN:.*]] = arith.constant 0.000000e+00 : f64
+// CHECK: %[[MAX:.*]] = arith.constant 5.000000e+00 : f64
+// CHECK: %[[YES1:.*]] = arith.constant 1 : i64
+// CHECK: %[[YES2:.*]] = arith.constant 1 : i64
+// CHECK: call @spmd_rt_clamp(%[[D]], %[[I]], %[[MIN]], %[[MAX]], %[[YES1]], %[[YES2]])
+// CHECK: %[[P:.*]] = call @spmd_rt_alloc(
+// CHECK: %[[TWO:.*]] = arith.constant 2.000000e+00 : f64
+// CHECK: call @spmd_rt_pow_tensor_scalar(%[[P]], %[[C]], %[[TWO]])
+func.func @clamp(%x: tensor<4xf32>, %i: tensor<4xi64>) -> (tensor<4xf32>, tensor<4xi64>, tensor<4xf32>) {
+  %0 = aten.clamp %x {max = 1.0 : f64} : (tensor<4xf32>) -> tensor<4xf32>
+  %1 = aten.clamp %i {min = 0 : i64, max = 5 : i64} : (tensor<4xi64>) -> tensor<4xi64>
+  %2 = aten.pow.Tensor_Scalar %0 {exponent = 2.0 : f64} : (tensor<4xf32>) -> tensor<4xf32>
+  return %0, %1, %2 : tensor<4xf32>, tensor<4xi64>, tensor<4xf32>
+}

@@ -968,6 +968,83 @@ TEST_F(CudaKernels, ScalarArithmetic) {
                0.5);
 }
 
+/// abs, maximum, pow.Tensor_Scalar and clamp on dtype `dt`: broadcasting,
+/// NaN, infinities and signed zeros, each exponent ATen computes apart and
+/// others, each set of clamp's bounds. The scalars are exact in bf16 (the
+/// CUDA kernels take pow's exponent and clamp's bounds in bf16, as ATen's).
+void checkAbsMaximumPowClamp(DType dt, Tol tol) {
+  const double inf = std::numeric_limits<double>::infinity();
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double specials[] = {nan, inf, -inf, -0.0, 0.0, -1e-30, 2.5};
+  auto special = [&](const Shape &shape) {
+    return generate(dt, shape, [&](int64_t i) { return specials[i % 7]; });
+  };
+  const Shape out = {3, 5, 7};
+  Tensor x = random(dt, out, -3, 3);
+  CHECK_KERNEL(tol, abs, Tensor(dt, out), x);
+  CHECK_KERNEL(tol, abs, Tensor(dt, {7}), special({7}));
+
+  // maximum broadcasts both ways; NaN on either side gives NaN.
+  Tensor row = random(dt, {7}, -3, 3);
+  Tensor col = random(dt, {3, 1, 1}, -3, 3);
+  CHECK_KERNEL(tol, maximum, Tensor(dt, out), x, row);
+  CHECK_KERNEL(tol, maximum, Tensor(dt, out), col, x);
+  CHECK_KERNEL(tol, maximum, Tensor(dt, {7, 7}), special({7, 1}), special({7}));
+
+  // pow: negative bases give NaN for fractional exponents on both.
+  Tensor positive = random(dt, out, 0.125, 4);
+  for (double e : {0.0, 1.0, 2.0, 3.0, 0.5, -0.5, -1.0, -2.0, 1.5, -0.75}) {
+    SCOPED_TRACE("exponent " + std::to_string(e));
+    CHECK_KERNEL(tol, pow_tensor_scalar, Tensor(dt, out), x, e);
+    CHECK_KERNEL(tol, pow_tensor_scalar, Tensor(dt, out), positive, e);
+    CHECK_KERNEL(tol, pow_tensor_scalar, Tensor(dt, {7}), special({7}), e);
+  }
+
+  // clamp: both bounds, one (the other ignored), min > max, NaN bounds.
+  CHECK_KERNEL(tol, clamp, Tensor(dt, out), x, -1.0, 1.5, 1, 1);
+  CHECK_KERNEL(tol, clamp, Tensor(dt, out), x, 0.5, 0.0, 1, 0);
+  CHECK_KERNEL(tol, clamp, Tensor(dt, out), x, 0.0, 1.0, 0, 1);
+  CHECK_KERNEL(tol, clamp, Tensor(dt, out), x, 2.0, 1.0, 1, 1);
+  CHECK_KERNEL(tol, clamp, Tensor(dt, {7}), special({7}), -1.0, 1.0, 1, 1);
+  CHECK_KERNEL(tol, clamp, Tensor(dt, {7}), special({7}), nan, 1.0, 1, 1);
+  CHECK_KERNEL(tol, clamp, Tensor(dt, {7}), special({7}), 0.0, nan, 0, 1);
+  CHECK_KERNEL(tol, clamp, Tensor(dt, {7}), special({7}), nan, 0.0, 1, 0);
+
+  Tensor large = random(dt, {1000003}, -2, 2);
+  CHECK_KERNEL(tol, pow_tensor_scalar, Tensor(dt, {1000003}), large, 2.0);
+  CHECK_KERNEL(tol, clamp, Tensor(dt, {1000003}), large, 0.0, 1.0, 0, 1);
+}
+
+TEST_F(CudaKernels, AbsMaximumPowClamp) {
+  for (int32_t dt : kFloatTypes) {
+    SCOPED_TRACE(spmd_rt_dtype_name(dt));
+    checkAbsMaximumPowClamp(dt, kElementwise);
+  }
+  const Shape out = {3, 5, 7};
+  Tensor xi = random(SPMD_I64, out, -1000, 1000);
+  Tensor xj = random(SPMD_I32, {5, 1}, -1000, 1000);
+  CHECK_KERNEL(kExact, abs, Tensor(SPMD_I64, out), xi);
+  CHECK_KERNEL(kExact, abs, Tensor(SPMD_I32, {5, 1}), xj);
+  CHECK_KERNEL(kExact, maximum, Tensor(SPMD_I64, out), xi, xj);
+  Tensor p = random(SPMD_I1, out, 0, 1), q = random(SPMD_I1, {7}, 0, 1);
+  CHECK_KERNEL(kExact, maximum, Tensor(SPMD_I1, out), p, q);
+  // Exact integer powers (the exponents ATen computes apart included).
+  Tensor bases = random(SPMD_I64, out, -40, 40);
+  for (double e : {0.0, 1.0, 2.0, 3.0, 5.0})
+    CHECK_KERNEL(kExact, pow_tensor_scalar, Tensor(SPMD_I64, out), bases, e);
+  CHECK_KERNEL(kExact, pow_tensor_scalar, Tensor(SPMD_I32, {5, 1}), xj, 2.0);
+  CHECK_KERNEL(kExact, clamp, Tensor(SPMD_I64, out), xi, -10.0, 300.0, 1, 1);
+  CHECK_KERNEL(kExact, clamp, Tensor(SPMD_I64, out), xi, 0.0, 0.0, 1, 0);
+  CHECK_KERNEL(kExact, clamp, Tensor(SPMD_I32, {5, 1}), xj, 0.0, 7.0, 0, 1);
+  // Integer selves of float results (a float bound or exponent).
+  Tensor nonnegative = random(SPMD_I64, out, 0, 1000);
+  CHECK_KERNEL(kElementwise, pow_tensor_scalar, Tensor(SPMD_F32, out),
+               nonnegative, 0.5);
+  CHECK_KERNEL(kElementwise, clamp, Tensor(SPMD_F32, out), xi, 0.0, 2.5, 0, 1);
+  Tensor f = random(SPMD_F32, {7}, -1000, 1000);
+  CHECK_KERNEL(kElementwise, maximum, Tensor(SPMD_F32, out), xi, f);
+}
+
 TEST_F(CudaKernels, UnaryOps) {
   const double inf = std::numeric_limits<double>::infinity();
   const double nan = std::numeric_limits<double>::quiet_NaN();
@@ -2379,6 +2456,28 @@ TEST_F(CudaKernelsBf16, ScalarAndUnaryOps) {
   CHECK_KERNEL(tol, relu, Tensor(dt, {1000003}), large);
 }
 
+TEST_F(CudaKernelsBf16, AbsMaximumPowClamp) {
+  const DType dt = kBF16;
+  checkAbsMaximumPowClamp(dt, kBf16Elementwise);
+  // pow's exponent and clamp's bounds are rounded to bf16 (ATen takes them
+  // as scalar_t): 0.1 is 0.10009765625, which the CPU gets.
+  const float bound = roundBf16(0.1f);
+  const uint16_t boundBits = bf16Bits(bound);
+  const double near[] = {bf16Value(static_cast<uint16_t>(boundBits - 1)), bound,
+                         bf16Value(static_cast<uint16_t>(boundBits + 1))};
+  Tensor x3 = generate(dt, {3}, [&](int64_t i) { return near[i]; });
+  Tensor clamped(dt, {3});
+  spmd::rt::cpu::spmd_rt_clamp(clamped.host(), x3.host(), 0, bound, 0, 1);
+  spmd_rt_clamp(clamped.device(), x3.device(), 0, 0.1, 0, 1);
+  EXPECT_MATCH(clamped, kExact);
+  EXPECT_EQ(deviceValues(clamped),
+            (std::vector<double>{near[0], bound, bound}));
+  Tensor powered(dt, {3});
+  spmd::rt::cpu::spmd_rt_pow_tensor_scalar(powered.host(), x3.host(), bound);
+  spmd_rt_pow_tensor_scalar(powered.device(), x3.device(), 0.1);
+  EXPECT_MATCH(powered, kBf16Elementwise);
+}
+
 TEST_F(CudaKernelsBf16, Gelu) {
   checkGelu(kBF16, kBf16Gelu, /*broadcastGrad=*/true);
 }
@@ -2913,7 +3012,7 @@ TEST_F(CudaKernels, LacksOnlyAttention) {
   const spmd::rt::Backend &cuda = spmd::rt::cuda::backend();
   EXPECT_EQ(cuda.attention, nullptr);
   EXPECT_EQ(cuda.attention_backward, nullptr);
-  EXPECT_EQ(kernelListNames().size(), 56u);
+  EXPECT_EQ(kernelListNames().size(), 60u);
 }
 
 TEST_F(CudaKernelsDeathTest, LackingKernelIsReported) {

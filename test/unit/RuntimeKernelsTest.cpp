@@ -350,6 +350,116 @@ TEST(RuntimeKernels, Relu) {
   expectExact<int64_t>(outI, {0, 4});
 }
 
+TEST(RuntimeKernels, Abs) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  Buffer self = f32({5}, {-1.5f, 2, -0.0f, nan, -inf});
+  Buffer out = empty(SPMD_F32, {5});
+  spmd_rt_abs(out.get(), self.get());
+  expectF32(out, {1.5f, 2, 0, nan, inf});
+  EXPECT_FALSE(std::signbit(values<float>(out)[2])); // as fabs
+  Buffer selfI = i32({3}, {-3, 0, 4});
+  Buffer outI = empty(SPMD_I32, {3});
+  spmd_rt_abs(outI.get(), selfI.get());
+  expectExact<int32_t>(outI, {3, 0, 4});
+}
+
+TEST(RuntimeKernels, Maximum) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  // [2, 1] against [3]: NaN on either side gives NaN.
+  Buffer a = f32({2, 1}, {0, nan});
+  Buffer b = f32({3}, {-1, 0.5f, nan});
+  Buffer out = empty(SPMD_F32, {2, 3});
+  spmd_rt_maximum(out.get(), a.get(), b.get());
+  expectF32(out, {0, 0.5f, nan, nan, nan, nan});
+  Buffer ai = i64({2}, {1, 5}), bi = i64({2}, {3, 2});
+  Buffer outI = empty(SPMD_I64, {2});
+  spmd_rt_maximum(outI.get(), ai.get(), bi.get());
+  expectExact<int64_t>(outI, {3, 5});
+  // Bools: or.
+  Buffer p = i1({4}, {0, 1, 0, 1}), q = i1({4}, {0, 0, 1, 1});
+  Buffer outB = empty(SPMD_I1, {4});
+  spmd_rt_maximum(outB.get(), p.get(), q.get());
+  expectExact<uint8_t>(outB, {0, 1, 1, 1});
+  // An integer self in a promoted f32 result.
+  Buffer half = f32({2}, {1.5f, 0.5f});
+  Buffer outF = empty(SPMD_F32, {2});
+  spmd_rt_maximum(outF.get(), ai.get(), half.get());
+  expectF32(outF, {1.5f, 5});
+}
+
+TEST(RuntimeKernels, PowTensorScalar) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  Buffer x = f32({5}, {2, 0.25f, 9, -3, nan});
+  Buffer out = empty(SPMD_F32, {5});
+  auto pow = [&](double exponent) {
+    spmd_rt_pow_tensor_scalar(out.get(), x.get(), exponent);
+  };
+  // ATen's special exponents: products, sqrt, rsqrt, reciprocal; 0 gives 1
+  // even for NaN.
+  pow(2);
+  expectF32(out, {4, 0.0625f, 81, 9, nan});
+  pow(3);
+  expectF32(out, {8, 0.015625f, 729, -27, nan});
+  pow(0.5);
+  expectF32(out, {1.41421356f, 0.5f, 3, nan, nan});
+  pow(-0.5);
+  expectF32(out, {0.70710678f, 2, 1 / 3.0f, nan, nan});
+  pow(-1);
+  expectF32(out, {0.5f, 4, 1 / 9.0f, -1 / 3.0f, nan});
+  pow(-2);
+  expectF32(out, {0.25f, 16, 1 / 81.0f, 1 / 9.0f, nan});
+  pow(0);
+  expectF32(out, {1, 1, 1, 1, 1});
+  pow(1);
+  expectF32(out, {2, 0.25f, 9, -3, nan}, 0, 0);
+  // Others: pow (a negative base to a fractional power is NaN).
+  pow(1.5);
+  expectF32(out, {2.82842712f, 0.125f, 27, nan, nan});
+  // Integers: exact.
+  Buffer xi = i64({4}, {2, -3, 0, 7});
+  Buffer outI = empty(SPMD_I64, {4});
+  spmd_rt_pow_tensor_scalar(outI.get(), xi.get(), 3);
+  expectExact<int64_t>(outI, {8, -27, 0, 343});
+  spmd_rt_pow_tensor_scalar(outI.get(), xi.get(), 0);
+  expectExact<int64_t>(outI, {1, 1, 1, 1});
+  // An integer self with a float exponent gives f32.
+  Buffer sq = i64({2}, {4, 9});
+  Buffer outF = empty(SPMD_F32, {2});
+  spmd_rt_pow_tensor_scalar(outF.get(), sq.get(), 0.5);
+  expectF32(outF, {2, 3});
+}
+
+TEST(RuntimeKernels, Clamp) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const float fnan = std::numeric_limits<float>::quiet_NaN();
+  Buffer x = f32({5}, {-2, -0.5f, 0.25f, 3, fnan});
+  Buffer out = empty(SPMD_F32, {5});
+  spmd_rt_clamp(out.get(), x.get(), -1, 1, 1, 1);
+  expectF32(out, {-1, -0.5f, 0.25f, 1, fnan});
+  // One bound (clamp_min, clamp_max); the other's value is ignored.
+  spmd_rt_clamp(out.get(), x.get(), 0, 7, 1, 0);
+  expectF32(out, {0, 0, 0.25f, 3, fnan});
+  spmd_rt_clamp(out.get(), x.get(), 7, 1, 0, 1);
+  expectF32(out, {-2, -0.5f, 0.25f, 1, fnan});
+  // min > max: max everywhere but at NaN.
+  spmd_rt_clamp(out.get(), x.get(), 2, 1, 1, 1);
+  expectF32(out, {1, 1, 1, 1, fnan});
+  // A NaN bound gives NaN (PyTorch 2.15), given alone or with the other.
+  spmd_rt_clamp(out.get(), x.get(), nan, 1, 1, 1);
+  expectF32(out, {fnan, fnan, fnan, fnan, fnan});
+  spmd_rt_clamp(out.get(), x.get(), 0, nan, 0, 1);
+  expectF32(out, {fnan, fnan, fnan, fnan, fnan});
+  Buffer xi = i64({3}, {-5, 3, 9});
+  Buffer outI = empty(SPMD_I64, {3});
+  spmd_rt_clamp(outI.get(), xi.get(), 0, 5, 1, 1);
+  expectExact<int64_t>(outI, {0, 3, 5});
+  // An integer self with a float bound gives f32.
+  Buffer outF = empty(SPMD_F32, {3});
+  spmd_rt_clamp(outF.get(), xi.get(), 0, 2.5, 0, 1);
+  expectF32(outF, {-5, 2.5f, 2.5f});
+}
+
 // Expected values: PyTorch 1.13 (torch.nn.functional.gelu, aten.gelu_backward).
 const std::vector<float> kGeluX = {-3, -1.5f, -0.5f, 0, 0.25f, 1, 2.5f, 4};
 const std::vector<float> kGeluDy = {1, -2, 0.5f, 3, 1.5f, -1, 2, 0.25f};
@@ -447,6 +557,10 @@ TEST_F(RuntimeKernelsDeathTest, ElementwiseRejectsBadShapesAndDtypes) {
   Buffer big = f32({3, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9});
   EXPECT_DEATH(spmd_rt_relu(out.get(), big.get()),
                "spmd_rt_relu: cannot broadcast");
+  EXPECT_DEATH(spmd_rt_clamp(out.get(), a.get(), 0, 1, 0, 0),
+               "spmd_rt_clamp: neither min nor max is given");
+  EXPECT_DEATH(spmd_rt_abs(outMask.get(), mask.get()),
+               "spmd_rt_abs: unsupported dtype i1");
 }
 
 //===----------------------------------------------------------------------===//

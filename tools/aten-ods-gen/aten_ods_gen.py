@@ -108,6 +108,8 @@ def ods_type(op, arg):
     if t == "Tensor[]":
         return "Variadic<%s>" % op.types.get(name, op.tensor)
     if t == "Scalar":
+        if optional:
+            return "OptionalAttr<Aten_ScalarAttr>"
         return "Aten_ScaleAttr" if default == "1" else "Aten_ScalarAttr"
     if t in ("int", "SymInt"):
         if default is not None:
@@ -155,6 +157,9 @@ def kernel_argument(op, args, token):
     if token.startswith("#"):
         return "%s::value(b.getI64IntegerAttr(get%s().size()))" % (
             ka, camel(token[1:]))
+    if token.startswith("?"):
+        return "%s::value(b.getI64IntegerAttr(get%sAttr() != nullptr))" % (
+            ka, camel(token[1:]))
     if token.startswith("^"):
         return ("%s::value(b.getI64IntegerAttr(::spmd::aten::normalizeDim("
                 "get%s(), ::llvm::cast<::mlir::RankedTensorType>("
@@ -190,6 +195,10 @@ def kernel_argument(op, args, token):
                                     ", ".join('"%s"' % v for v in values)))
     if t in ("I64Attr", "F64Attr", "Aten_ScalarAttr"):
         return "%s::value(%sAttr())" % (ka, getter)
+    if t == "OptionalAttr<Aten_ScalarAttr>":
+        # Absent: 0, with `?name` telling the kernel it is absent.
+        return ("%s::value(%sAttr() ? %sAttr() : "
+                "::mlir::Attribute(b.getF64FloatAttr(0)))" % (ka, getter, getter))
     sys.exit("aten_ods_gen: %s: argument '%s' (%s) cannot be passed to a "
              "kernel" % (op.name, arg.name, t))
 

@@ -27,7 +27,9 @@ says only what the schema cannot:
              length of an int list), `^<name>` (a dim normalized against the
              result's rank), `@<method>` (an int list the op computes:
              count and array), `$<method>` (an integer the op computes),
-             `%<method>` (a double the op computes).
+             `%<method>` (a double the op computes), `?<name>` (whether the
+             optional argument `name` is given: 1 or 0). An optional Scalar
+             that is absent passes 0 (its `?<name>` says so).
   doc        the description.
 
 Arguments that mean nothing in value semantics (layout, device,
@@ -74,6 +76,11 @@ OPS = [
        doc="`self + value * tensor1 / tensor2`, broadcasting."),
     Op("threshold_backward", 'Aten_PointwiseOp<"{{0}}">', "threshold_backward",
        doc="`self <= threshold ? 0 : grad_output` (relu backward)."),
+    Op("maximum", 'Aten_PointwiseOp<"{{0, 1}, {0}, {1}}", reduce = "Max">',
+       "maximum",
+       doc="The larger of `self` and `other`, broadcasting; NaN where either "
+           "is NaN (`torch.maximum`). Partial(max) operands give a "
+           "Partial(max) result, alone or together (DTensor's rule)."),
     # Pointwise with a Scalar.
     Op("add.Scalar", "Aten_PointwiseOp", "add_scalar",
        infer="Aten_InferWithScalar"),
@@ -86,8 +93,23 @@ OPS = [
        infer="Aten_InferWithScalar", doc="`other - alpha * self`."),
     Op("pow.Scalar", "Aten_PointwiseOp", "pow_scalar", infer="",
        doc="`self ** exponent` for a scalar base."),
+    Op("pow.Tensor_Scalar", "Aten_PointwiseOp", "pow_tensor_scalar", infer="",
+       doc="`self ** exponent` for a scalar exponent, computed as ATen does "
+           "for its special exponents (2: `self * self`, 0.5: `sqrt`, ...). "
+           "An integer `self` with a negative integer exponent is an error, "
+           "as in ATen."),
+    Op("clamp", "Aten_PointwiseOp", "clamp", infer="",
+       kernel_args=["self", "min", "max", "?min", "?max"],
+       doc="`self` limited to `[min, max]`; either bound may be absent, not "
+           "both. `max` wins where `min > max`; NaN in `self` or in a bound "
+           "gives NaN, as in ATen. The bounds take part in type promotion "
+           "(an integer `self` with a float bound gives f32)."),
     # Pointwise unary.
     Op("neg", 'Aten_PointwiseOp<"{{0}}">', "neg", infer="Aten_InferSame"),
+    Op("abs", "Aten_PointwiseOp", "abs", infer="Aten_InferSame",
+       tensor="Aten_NumericTensor",
+       doc="`|self|`: -0 gives 0, NaN stays NaN; bool is rejected, as in "
+           "ATen."),
     Op("reciprocal", "Aten_PointwiseOp", "reciprocal", infer="Aten_InferFloat",
        doc="An integer or bool `self` gives the default float dtype (f32)."),
     Op("sqrt", "Aten_PointwiseOp", "sqrt", infer="Aten_InferFloat",

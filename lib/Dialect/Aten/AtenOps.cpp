@@ -329,7 +329,6 @@ LogicalResult DivScalarOp::inferResultTypes(Adaptor adaptor,
   return success();
 }
 
-/// Checks gelu's `approximate` argument: "none" (erf) or "tanh".
 LogicalResult PowScalarOp::inferResultTypes(Adaptor adaptor, EmitErrorFn,
                                             SmallVectorImpl<Type> &types) {
   types.push_back(
@@ -337,6 +336,35 @@ LogicalResult PowScalarOp::inferResultTypes(Adaptor adaptor, EmitErrorFn,
   return success();
 }
 
+LogicalResult
+PowTensorScalarOp::inferResultTypes(Adaptor adaptor, EmitErrorFn emitError,
+                                    SmallVectorImpl<Type> &types) {
+  Type self = adaptor.getSelf().getType();
+  // ATen's pow meta function (NumPy's rule).
+  auto exponent = dyn_cast<IntegerAttr>(adaptor.getExponent());
+  if (exponent && exponent.getInt() < 0 &&
+      getCategory(tensorType(self).getElementType()) != Category::Float)
+    return emitError() << "Integers to negative integer powers are not allowed";
+  types.push_back(promoteWithScalar(self, adaptor.getExponent()));
+  return success();
+}
+
+LogicalResult ClampOp::inferResultTypes(Adaptor adaptor, EmitErrorFn emitError,
+                                        SmallVectorImpl<Type> &types) {
+  Attribute min = adaptor.getMinAttr(), max = adaptor.getMaxAttr();
+  if (!min && !max)
+    return emitError() << "at least one of 'min' or 'max' must be given";
+  // ATen's clamp meta function: the given bounds take part in the type
+  // promotion of a non-float `self`.
+  Type type = adaptor.getSelf().getType();
+  for (Attribute bound : {min, max})
+    if (bound)
+      type = promoteWithScalar(type, bound);
+  types.push_back(type);
+  return success();
+}
+
+/// Checks gelu's `approximate` argument: "none" (erf) or "tanh".
 static LogicalResult expectGeluApproximation(StringRef approx,
                                              EmitErrorFn emitError) {
   if (approx != "none" && approx != "tanh")

@@ -60,7 +60,8 @@ std::string broadcastLabels(Value operand, Type result, StringRef labels) {
 
 /// Every result has the shape of the first.
 EinsumRule aten::rules::pointwise(Operation *op,
-                                  std::vector<std::vector<int>> linear) {
+                                  std::vector<std::vector<int>> linear,
+                                  layout::ReduceKind reduce) {
   Type result = op->getResult(0).getType();
   EinsumRule rule;
   std::string labels = resultLabels(cast<RankedTensorType>(result).getRank());
@@ -68,6 +69,7 @@ EinsumRule aten::rules::pointwise(Operation *op,
   for (Value operand : op->getOperands())
     rule.operands.push_back(broadcastLabels(operand, result, labels));
   rule.linearGroups = std::move(linear);
+  rule.reduce = reduce;
   return rule;
 }
 

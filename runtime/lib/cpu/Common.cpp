@@ -144,6 +144,12 @@ int64_t checkApproximate(const char *kernel, int64_t approximate) {
   return approximate;
 }
 
+int64_t clampVariant(const char *kernel, int64_t hasMin, int64_t hasMax) {
+  if (!hasMin && !hasMax)
+    spmd_rt_fatal("%s: neither min nor max is given", kernel);
+  return (hasMin ? 0 : 1) + (hasMin && hasMax ? 2 : 0);
+}
+
 void checkPermute(const char *kernel, const SpmdBuffer *out,
                   const SpmdBuffer *self, int32_t n, const int64_t *dims) {
   if (n != self->rank || n != out->rank)

@@ -22,7 +22,7 @@ namespace spmd::rt::cpu {
 /// dtype, with scalars converted to it.
 struct PointwiseEngine {
   /// The vectorisable float functions of Kernels.h (libm for f64), libm's
-  /// sqrt and pow.
+  /// sqrt and pow, and rsqrt as ATen's CPU kernel (1 / sqrt).
   struct Math {
     template <typename T> static T tanh(T x) { return math::tanh(x); }
     template <typename T> static T erf(T x) { return math::erf(x); }
@@ -31,6 +31,7 @@ struct PointwiseEngine {
     }
     template <typename T> static T exp(T x) { return math::exp(x); }
     template <typename T> static T sqrt(T x) { return std::sqrt(x); }
+    template <typename T> static T rsqrt(T x) { return T(1) / std::sqrt(x); }
     template <typename T> static T pow(T base, T exponent) {
       return std::pow(base, exponent);
     }

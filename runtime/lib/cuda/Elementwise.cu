@@ -473,6 +473,15 @@ struct PointwiseEngine {
     template <typename T> SPMD_RT_HOST_DEVICE static T sqrt(T x) {
       return ::sqrt(x);
     }
+    /// ATen's CUDA rsqrt kernel: the device's rsqrt (1 / sqrt on the
+    /// host, which has none).
+    template <typename T> SPMD_RT_HOST_DEVICE static T rsqrt(T x) {
+#if defined(__CUDA_ARCH__)
+      return ::rsqrt(x);
+#else
+      return T(1) / ::sqrt(x);
+#endif
+    }
     template <typename T> SPMD_RT_HOST_DEVICE static T pow(T base, T exponent) {
       return ::pow(base, exponent);
     }

@@ -178,6 +178,70 @@ func.func @pow_scalar(%x: tensor<2x8xi64>) {
 
 // -----
 
+func.func @pow_tensor_scalar_lifts(%x: tensor<2x8xi64>) {
+  // expected-error @+1 {{'aten.pow.Tensor_Scalar' op expected result type 'tensor<2x8xf32>', got 'tensor<2x8xi64>'}}
+  %0 = aten.pow.Tensor_Scalar %x {exponent = 0.5 : f64} : (tensor<2x8xi64>) -> tensor<2x8xi64>
+  return
+}
+
+// -----
+
+func.func @pow_tensor_scalar_negative_integer(%x: tensor<4xi32>) {
+  // expected-error @+1 {{'aten.pow.Tensor_Scalar' op Integers to negative integer powers are not allowed}}
+  %0 = aten.pow.Tensor_Scalar %x {exponent = -1 : i64} : (tensor<4xi32>) -> tensor<4xi32>
+  return
+}
+
+// -----
+
+func.func @pow_tensor_scalar_negative_integer_of_bools(%x: tensor<4xi1>) {
+  // expected-error @+1 {{'aten.pow.Tensor_Scalar' op Integers to negative integer powers are not allowed}}
+  %0 = aten.pow.Tensor_Scalar %x {exponent = -2 : i64} : (tensor<4xi1>) -> tensor<4xi64>
+  return
+}
+
+// -----
+
+func.func @clamp_without_bounds(%x: tensor<4xf32>) {
+  // expected-error @+1 {{'aten.clamp' op at least one of 'min' or 'max' must be given}}
+  %0 = aten.clamp %x : (tensor<4xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @clamp_float_bound_lifts(%x: tensor<4xi64>) {
+  // expected-error @+1 {{'aten.clamp' op expected result type 'tensor<4xf32>', got 'tensor<4xi64>'}}
+  %0 = aten.clamp %x {min = 0 : i64, max = 2.5 : f64} : (tensor<4xi64>) -> tensor<4xi64>
+  return
+}
+
+// -----
+
+func.func @clamp_bool_bound(%x: tensor<4xf32>) {
+  // expected-error @+1 {{'aten.clamp' op attribute 'max' failed to satisfy constraint}}
+  %0 = aten.clamp %x {max = true} : (tensor<4xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @abs_of_bools(%x: tensor<4xi1>) {
+  // expected-error @+1 {{'aten.abs' op operand #0 must be statically shaped tensor of}}
+  %0 = aten.abs %x : (tensor<4xi1>) -> tensor<4xi1>
+  return
+}
+
+// -----
+
+func.func @maximum_promotes(%x: tensor<4xi64>, %y: tensor<4xf32>) {
+  // expected-error @+1 {{'aten.maximum' op expected result type 'tensor<4xf32>', got 'tensor<4xi64>'}}
+  %0 = aten.maximum %x, %y : (tensor<4xi64>, tensor<4xf32>) -> tensor<4xi64>
+  return
+}
+
+// -----
+
 func.func @sqrt_integer(%x: tensor<4xi64>) {
   // expected-error @+1 {{'aten.sqrt' op expected result type 'tensor<4xf32>', got 'tensor<4xi64>'}}
   %0 = aten.sqrt %x : (tensor<4xi64>) -> tensor<4xi64>

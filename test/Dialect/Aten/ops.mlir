@@ -65,6 +65,12 @@ func.func @elementwise(%x: tensor<8x2x192xf32>, %b: tensor<192xf32>,
   %19 = aten.add.Tensor %h, %hb : (tensor<4x8xbf16>, tensor<8xbf16>) -> tensor<4x8xbf16>
   // CHECK: aten.gelu %[[H]] : (tensor<4x8xbf16>) -> tensor<4x8xbf16>
   %20 = aten.gelu %h : (tensor<4x8xbf16>) -> tensor<4x8xbf16>
+  // CHECK: aten.abs %[[X]] : (tensor<8x2x192xf32>) -> tensor<8x2x192xf32>
+  %21 = aten.abs %x : (tensor<8x2x192xf32>) -> tensor<8x2x192xf32>
+  // CHECK: aten.maximum %[[X]], %[[B]] : (tensor<8x2x192xf32>, tensor<192xf32>) -> tensor<8x2x192xf32>
+  %22 = aten.maximum %x, %b : (tensor<8x2x192xf32>, tensor<192xf32>) -> tensor<8x2x192xf32>
+  // CHECK: aten.maximum %[[HB]], %[[H]] : (tensor<8xbf16>, tensor<4x8xbf16>) -> tensor<4x8xbf16>
+  %23 = aten.maximum %hb, %h : (tensor<8xbf16>, tensor<4x8xbf16>) -> tensor<4x8xbf16>
   return
 }
 
@@ -124,6 +130,15 @@ func.func @type_promotion(%f4: tensor<4xf32>, %d0: tensor<f64>,
   %17 = aten.neg %i4 : (tensor<4xi64>) -> tensor<4xi64>
   // CHECK: aten.relu %[[J4]] : (tensor<4xi32>) -> tensor<4xi32>
   %18 = aten.relu %j4 : (tensor<4xi32>) -> tensor<4xi32>
+  // CHECK: aten.abs %[[J4]] : (tensor<4xi32>) -> tensor<4xi32>
+  %19 = aten.abs %j4 : (tensor<4xi32>) -> tensor<4xi32>
+  // maximum promotes like add: i64[4] with f32[] -> f32; bools stay bools.
+  // CHECK: aten.maximum %[[I4]], %[[F0]] : (tensor<4xi64>, tensor<f32>) -> tensor<4xf32>
+  %20 = aten.maximum %i4, %f0 : (tensor<4xi64>, tensor<f32>) -> tensor<4xf32>
+  // CHECK: aten.maximum %[[B4]], %[[B4]] : (tensor<4xi1>, tensor<4xi1>) -> tensor<4xi1>
+  %21 = aten.maximum %b4, %b4 : (tensor<4xi1>, tensor<4xi1>) -> tensor<4xi1>
+  // CHECK: aten.maximum %[[J4]], %[[I4]] : (tensor<4xi32>, tensor<4xi64>) -> tensor<4xi64>
+  %22 = aten.maximum %j4, %i4 : (tensor<4xi32>, tensor<4xi64>) -> tensor<4xi64>
   return
 }
 
@@ -173,6 +188,36 @@ func.func @scalar_ops(%p: tensor<64x64xf32>, %step: tensor<f32>,
   %14 = aten.pow.Scalar %i {self = 2.0 : f64} : (tensor<2x8xi64>) -> tensor<2x8xf32>
   // CHECK: aten.pow.Scalar %[[B]] {self = 2 : i64} : (tensor<2x8xi1>) -> tensor<2x8xi64>
   %15 = aten.pow.Scalar %mask {self = 2 : i64} : (tensor<2x8xi1>) -> tensor<2x8xi64>
+  // linalg_vector_norm's decomposition: x ** 2, then s ** 0.5.
+  // CHECK: aten.pow.Tensor_Scalar %[[P]] {exponent = 2.000000e+00 : f64} : (tensor<64x64xf32>) -> tensor<64x64xf32>
+  %16 = aten.pow.Tensor_Scalar %p {exponent = 2.0 : f64} : (tensor<64x64xf32>) -> tensor<64x64xf32>
+  // CHECK: aten.pow.Tensor_Scalar %[[STEP]] {exponent = 5.000000e-01 : f64} : (tensor<f32>) -> tensor<f32>
+  %17 = aten.pow.Tensor_Scalar %step {exponent = 0.5 : f64} : (tensor<f32>) -> tensor<f32>
+  // CHECK: aten.pow.Tensor_Scalar %[[I]] {exponent = 3 : i64} : (tensor<2x8xi64>) -> tensor<2x8xi64>
+  %18 = aten.pow.Tensor_Scalar %i {exponent = 3 : i64} : (tensor<2x8xi64>) -> tensor<2x8xi64>
+  // CHECK: aten.pow.Tensor_Scalar %[[I]] {exponent = 2.000000e+00 : f64} : (tensor<2x8xi64>) -> tensor<2x8xf32>
+  %19 = aten.pow.Tensor_Scalar %i {exponent = 2.0 : f64} : (tensor<2x8xi64>) -> tensor<2x8xf32>
+  // A negative float exponent of an integer tensor is allowed (f32).
+  // CHECK: aten.pow.Tensor_Scalar %[[I]] {exponent = -1.000000e+00 : f64} : (tensor<2x8xi64>) -> tensor<2x8xf32>
+  %20 = aten.pow.Tensor_Scalar %i {exponent = -1.0 : f64} : (tensor<2x8xi64>) -> tensor<2x8xf32>
+  // CHECK: aten.pow.Tensor_Scalar %[[B]] {exponent = 2 : i64} : (tensor<2x8xi1>) -> tensor<2x8xi64>
+  %21 = aten.pow.Tensor_Scalar %mask {exponent = 2 : i64} : (tensor<2x8xi1>) -> tensor<2x8xi64>
+  // CHECK: aten.pow.Tensor_Scalar %[[H]] {exponent = -2 : i64} : (tensor<64x64xbf16>) -> tensor<64x64xbf16>
+  %22 = aten.pow.Tensor_Scalar %h {exponent = -2 : i64} : (tensor<64x64xbf16>) -> tensor<64x64xbf16>
+  // clamp: either bound may be absent; the bounds promote like Scalars.
+  // clip_grad_norm_'s clamp(coef, max=1.0):
+  // CHECK: aten.clamp %[[STEP]] {max = 1.000000e+00 : f64} : (tensor<f32>) -> tensor<f32>
+  %23 = aten.clamp %step {max = 1.0 : f64} : (tensor<f32>) -> tensor<f32>
+  // CHECK: aten.clamp %[[P]] {max = 5.000000e-01 : f64, min = -5.000000e-01 : f64} : (tensor<64x64xf32>) -> tensor<64x64xf32>
+  %24 = aten.clamp %p {min = -0.5 : f64, max = 0.5 : f64} : (tensor<64x64xf32>) -> tensor<64x64xf32>
+  // CHECK: aten.clamp %[[I]] {min = 0 : i64} : (tensor<2x8xi64>) -> tensor<2x8xi64>
+  %25 = aten.clamp %i {min = 0 : i64} : (tensor<2x8xi64>) -> tensor<2x8xi64>
+  // CHECK: aten.clamp %[[I]] {max = 2.500000e+00 : f64, min = 0 : i64} : (tensor<2x8xi64>) -> tensor<2x8xf32>
+  %26 = aten.clamp %i {min = 0 : i64, max = 2.5 : f64} : (tensor<2x8xi64>) -> tensor<2x8xf32>
+  // CHECK: aten.clamp %[[B]] {min = 0 : i64} : (tensor<2x8xi1>) -> tensor<2x8xi64>
+  %27 = aten.clamp %mask {min = 0 : i64} : (tensor<2x8xi1>) -> tensor<2x8xi64>
+  // CHECK: aten.clamp %[[H]] {max = 1 : i64} : (tensor<64x64xbf16>) -> tensor<64x64xbf16>
+  %28 = aten.clamp %h {max = 1 : i64} : (tensor<64x64xbf16>) -> tensor<64x64xbf16>
   return
 }
 

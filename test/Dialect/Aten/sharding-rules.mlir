@@ -17,6 +17,16 @@ func.func @rules(%a: tensor<4x8xf32>, %b: tensor<8x6xf32>, %bias: tensor<6xf32>,
   // Nonlinear: no Partial.
   // expected-remark @+1 {{ab->ab: [replicate -> replicate] [shard<0> -> shard<0>] [shard<1> -> shard<1>]}}
   %3 = aten.relu %a : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  // expected-remark @+1 {{ab->ab: [replicate -> replicate] [shard<0> -> shard<0>] [shard<1> -> shard<1>]}}
+  %abs = aten.abs %a : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  // expected-remark @+1 {{ab->ab: [replicate -> replicate] [shard<0> -> shard<0>] [shard<1> -> shard<1>]}}
+  %pow = aten.pow.Tensor_Scalar %a {exponent = 2.0 : f64} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  // expected-remark @+1 {{ab->ab: [replicate -> replicate] [shard<0> -> shard<0>] [shard<1> -> shard<1>]}}
+  %clamp = aten.clamp %a {max = 1.0 : f64} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  // maximum commutes with max: a Partial(max) operand passes, alone or with
+  // the other (DTensor's rule).
+  // expected-remark @+1 {{ab,1b->ab: [replicate, replicate -> replicate] [shard<0>, replicate -> shard<0>] [shard<1>, shard<1> -> shard<1>] [partial<max>, partial<max> -> partial<max>] [partial<max>, replicate -> partial<max>] [replicate, partial<max> -> partial<max>]}}
+  %max = aten.maximum %a, %row : (tensor<4x8xf32>, tensor<1x8xf32>) -> tensor<4x8xf32>
   // The normalized dim stays whole.
   // expected-remark @+1 {{ab->ab whole b: [replicate -> replicate] [shard<0> -> shard<0>]}}
   %4 = aten._softmax %a {dim = -1 : i64, half_to_float = false} : (tensor<4x8xf32>) -> tensor<4x8xf32>

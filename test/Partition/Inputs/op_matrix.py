@@ -164,13 +164,31 @@ def build_cases(z):
         C("addcmul", self=f(B, D), tensor1=f(B, D), tensor2=f(D), value=0.5),
         C("addcdiv", self=f(B, D), tensor1=f(B, D), tensor2=pos(B, D), value=-0.1),
         C("threshold_backward", grad_output=f(B, S, D), self=f(B, S, D), threshold=0),
+        C("maximum", self=f(B, S, D), other=f(D)),
+        C("maximum", self=f(B, 1), other=idx(3, B, D)),
+        C("maximum", self=f(B, D), other=f()),
         C("add.Scalar", self=f(B, D), other=1, alpha=2.0),
         C("mul.Scalar", self=f(B, D), other=0.9),
         C("div.Scalar", self=f(B, S, D), other=8.0),
         C("rsub.Scalar", self=f(B, D), other=1),
         C("pow.Scalar", self=0.9, exponent=f(B, D)),
         C("pow.Scalar", self=0.9, exponent=pos()),
+        # pow.Tensor_Scalar: linalg_vector_norm's x ** 2 and s ** 0.5, an
+        # exponent with no special case, an integer power.
+        C("pow.Tensor_Scalar", self=f(B, S, D), exponent=2.0),
+        C("pow.Tensor_Scalar", self=pos(), exponent=0.5),
+        C("pow.Tensor_Scalar", self=pos(B, D), exponent=-1.5),
+        C("pow.Tensor_Scalar", self=idx(5, B, D), exponent=3),
+        # clamp: clip_grad_norm_'s clamp(coef, max=1.0), both bounds, an
+        # integer self with an integer and with a float bound.
+        C("clamp", self=pos(), max=1.0),
+        C("clamp", self=f(B, S, D), min=-0.5, max=0.5),
+        C("clamp", self=idx(K, B, D), min=3),
+        C("clamp", self=idx(K, B, D), min=1, max=K - 2.5),
         C("neg", self=f(B, D)),
+        C("abs", self=f(B, S, D)),
+        C("abs", self=In("derived", fn=lambda v, r: torch.from_numpy(
+            r.integers(-9, 9, (B, D), dtype=np.int32)), desc="integers in [-9, 9)")),
         C("reciprocal", self=pos(B, D)),
         C("sqrt", self=pos(B, S, D)),
         C("relu", self=f(B, S, D)),

@@ -80,9 +80,11 @@ SPMD_ATEN_TRAIT(MatrixProduct)
 namespace rules {
 /// Elementwise with broadcasting: the result's dims labelled, each operand
 /// right-aligned to them ('1' where it broadcasts from size 1); `linear`:
-/// the operand groups the op is jointly linear in.
-layout::EinsumRule pointwise(mlir::Operation *op,
-                             std::vector<std::vector<int>> linear);
+/// the operand groups the op is jointly linear in, for a Partial(`reduce`)
+/// pass-through.
+layout::EinsumRule
+pointwise(mlir::Operation *op, std::vector<std::vector<int>> linear,
+          layout::ReduceKind reduce = layout::ReduceKind::Sum);
 /// `rule` with the label of result dim `dim` (may be negative) kept whole.
 layout::EinsumRule keepWhole(layout::EinsumRule rule, int64_t dim);
 /// DTensor's view rule from operand 0's shape to result 0's.

@@ -211,14 +211,18 @@ class Aten_Op<string mnemonic, list<Trait> traits = [], bit pure = 1>
 /// Pointwise with broadcasting (ATen's TensorIterator ops, forward and
 /// backward). `linear` lists the groups of operands the op is linear in
 /// jointly: a Partial(sum) in each operand of a group gives a Partial(sum)
-/// result (add: {{0, 1}}; mul: {{0}, {1}}; relu: none). The sharding rule
-/// labels the result's dims and broadcasts them to the operands.
+/// result (add: {{0, 1}}; mul: {{0}, {1}}; relu, abs, pow: none). `reduce`
+/// is the Partial the groups carry, a `layout::ReduceKind`: `Sum`, or `Max`
+/// for an op that commutes with max (maximum: max(max_r a_r, b) is
+/// max_r max(a_r, b)). The sharding rule labels the result's dims and
+/// broadcasts them to the operands.
 class Aten_PointwiseOp<string mnemonic, string linear = "{}",
-                       list<Trait> traits = [], bit pure = 1>
+                       list<Trait> traits = [], bit pure = 1,
+                       string reduce = "Sum">
     : Aten_Op<mnemonic, !listconcat(traits, [Aten_Pointwise]), pure> {
   let inferBody = Aten_InferBroadcast;
   let ruleBody = "return ::spmd::aten::rules::pointwise(getOperation(), "
-                 # linear # ");";
+                 # linear # ", ::spmd::layout::ReduceKind::" # reduce # ");";
 }
 
 /// Pointwise ops that draw random numbers (dropout): never pure.

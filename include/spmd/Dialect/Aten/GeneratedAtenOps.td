@@ -123,6 +123,23 @@ def Aten_ThresholdBackwardOp : Aten_PointwiseOp<"threshold_backward", "{{0}}"> {
   }];
 }
 
+def Aten_MaximumOp : Aten_PointwiseOp<"maximum", "{{0, 1}, {0}, {1}}", reduce = "Max"> {
+  let summary = "aten::maximum(Tensor self, Tensor other) -> Tensor";
+  let description = [{
+    The larger of `self` and `other`, broadcasting; NaN where either is NaN
+    (`torch.maximum`). Partial(max) operands give a Partial(max) result,
+    alone or together (DTensor's rule).
+  }];
+  let arguments = (ins Aten_Tensor:$self,
+                    Aten_Tensor:$other);
+  let results = (outs Aten_Tensor:$result);
+  let kernel = "maximum";
+  let kernelArguments = [{
+    return {::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(0), false),
+            ::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(1), false)};
+  }];
+}
+
 def Aten_AddScalarOp : Aten_PointwiseOp<"add.Scalar"> {
   let summary = "aten::add.Scalar(Tensor self, Scalar other, Scalar alpha=1) -> Tensor";
   let arguments = (ins Aten_Tensor:$self,
@@ -202,11 +219,66 @@ def Aten_PowScalarOp : Aten_PointwiseOp<"pow.Scalar"> {
   let inferBody = "";
 }
 
+def Aten_PowTensorScalarOp : Aten_PointwiseOp<"pow.Tensor_Scalar"> {
+  let summary = "aten::pow.Tensor_Scalar(Tensor self, Scalar exponent) -> Tensor";
+  let description = [{
+    `self ** exponent` for a scalar exponent, computed as ATen does for its
+    special exponents (2: `self * self`, 0.5: `sqrt`, ...). An integer
+    `self` with a negative integer exponent is an error, as in ATen.
+  }];
+  let arguments = (ins Aten_Tensor:$self,
+                    Aten_ScalarAttr:$exponent);
+  let results = (outs Aten_Tensor:$result);
+  let kernel = "pow_tensor_scalar";
+  let kernelArguments = [{
+    return {::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(0), false),
+            ::spmd::aten::KernelArgument::value(getExponentAttr())};
+  }];
+  let inferBody = "";
+}
+
+def Aten_ClampOp : Aten_PointwiseOp<"clamp"> {
+  let summary = "aten::clamp(Tensor self, Scalar? min=None, Scalar? max=None) -> Tensor";
+  let description = [{
+    `self` limited to `[min, max]`; either bound may be absent, not both.
+    `max` wins where `min > max`; NaN in `self` or in a bound gives NaN, as
+    in ATen. The bounds take part in type promotion (an integer `self` with
+    a float bound gives f32).
+  }];
+  let arguments = (ins Aten_Tensor:$self,
+                    OptionalAttr<Aten_ScalarAttr>:$min,
+                    OptionalAttr<Aten_ScalarAttr>:$max);
+  let results = (outs Aten_Tensor:$result);
+  let kernel = "clamp";
+  let kernelArguments = [{
+    return {::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(0), false),
+            ::spmd::aten::KernelArgument::value(getMinAttr() ? getMinAttr() : ::mlir::Attribute(b.getF64FloatAttr(0))),
+            ::spmd::aten::KernelArgument::value(getMaxAttr() ? getMaxAttr() : ::mlir::Attribute(b.getF64FloatAttr(0))),
+            ::spmd::aten::KernelArgument::value(b.getI64IntegerAttr(getMinAttr() != nullptr)),
+            ::spmd::aten::KernelArgument::value(b.getI64IntegerAttr(getMaxAttr() != nullptr))};
+  }];
+  let inferBody = "";
+}
+
 def Aten_NegOp : Aten_PointwiseOp<"neg", "{{0}}"> {
   let summary = "aten::neg(Tensor self) -> Tensor";
   let arguments = (ins Aten_Tensor:$self);
   let results = (outs Aten_Tensor:$result);
   let kernel = "neg";
+  let kernelArguments = [{
+    return {::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(0), false)};
+  }];
+  let inferBody = Aten_InferSame;
+}
+
+def Aten_AbsOp : Aten_PointwiseOp<"abs"> {
+  let summary = "aten::abs(Tensor self) -> Tensor";
+  let description = [{
+    `|self|`: -0 gives 0, NaN stays NaN; bool is rejected, as in ATen.
+  }];
+  let arguments = (ins Aten_NumericTensor:$self);
+  let results = (outs Aten_NumericTensor:$result);
+  let kernel = "abs";
   let kernelArguments = [{
     return {::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(0), false)};
   }];
