@@ -14,6 +14,7 @@ EinsumRule EinsumRule::identity(int64_t rank) {
     labels.push_back(static_cast<char>('a' + d));
   EinsumRule rule{{labels}, {labels}};
   rule.linearGroups = {{0}};
+  rule.movesElements = true;
   return rule;
 }
 
@@ -66,13 +67,20 @@ std::vector<OpStrategy> EinsumRule::strategies() const {
     out.push_back(s);
   }
 
-  for (const std::vector<int> &group : linearGroups) {
-    OpStrategy s = replicated;
-    for (int i : group)
-      s.operands[i] = Placement::partial(reduce);
-    s.results.assign(results.size(), Placement::partial(reduce));
-    out.push_back(s);
-  }
+  std::vector<ReduceKind> kinds = {reduce};
+  if (movesElements)
+    for (ReduceKind kind : {ReduceKind::Sum, ReduceKind::Avg, ReduceKind::Max,
+                            ReduceKind::Min})
+      if (kind != reduce)
+        kinds.push_back(kind);
+  for (ReduceKind kind : kinds)
+    for (const std::vector<int> &group : linearGroups) {
+      OpStrategy s = replicated;
+      for (int i : group)
+        s.operands[i] = Placement::partial(kind);
+      s.results.assign(results.size(), Placement::partial(kind));
+      out.push_back(s);
+    }
   out.insert(out.end(), extra.begin(), extra.end());
   return out;
 }

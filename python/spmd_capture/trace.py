@@ -23,6 +23,7 @@ import contextlib
 import dataclasses
 import functools
 import importlib.util
+import math
 import os
 import sys
 from typing import List, Optional
@@ -344,7 +345,10 @@ class Optimizer:
         else:
             d.update(betas=list(self.betas), eps=self.eps, amsgrad=self.amsgrad)
         if self.clip_grad_norm is not None:
-            d.update(clip_grad_norm=self.clip_grad_norm, clip_norm_type=self.clip_norm_type)
+            # JSON has no infinity: norm inf is the string "inf" (float() reads it).
+            d.update(clip_grad_norm=self.clip_grad_norm,
+                     clip_norm_type=self.clip_norm_type if math.isfinite(self.clip_norm_type)
+                     else "inf")
         return d
 
     def inputs(self):
@@ -357,9 +361,21 @@ class Optimizer:
 
     def clip(self, grads):
         """torch.nn.utils.clip_grad_norm_ on `grads` (None: no gradient):
-        each scaled by min(1, max_norm / (total norm + 1e-6))."""
+        each scaled by min(1, max_norm / (total norm + 1e-6)).
+
+        The total norm is written as one reduction over every gradient,
+        (sum_i sum |g_i|^p)^(1/p) or max_i max |g_i|, which is PyTorch's
+        norm of the per-gradient norms up to rounding. Under sharding each
+        gradient's partial sum (or max) then stays Partial until the one
+        total is reduced; PyTorch's order (a root per gradient first) needs
+        one all_reduce per parameter."""
         present = [g for g in grads if g is not None]
-        total = torch.nn.utils.get_total_norm(present, self.clip_norm_type, foreach=False)
+        p = self.clip_norm_type
+        if math.isinf(p):
+            total = torch.stack([g.abs().amax() for g in present]).amax()
+        else:
+            power = (lambda g: g.pow(2)) if p == 2 else (lambda g: g.abs().pow(p))
+            total = torch.stack([power(g).sum() for g in present]).sum().pow(1 / p)
         coef = torch.clamp(self.clip_grad_norm / (total + 1e-6), max=1.0)
         return [None if g is None else g * coef for g in grads]
 

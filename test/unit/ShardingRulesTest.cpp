@@ -247,6 +247,25 @@ TEST(ShardingRules, Strategies) {
   EXPECT_EQ(softmax.strategies().size(), 2u);
 }
 
+TEST(ShardingRules, RearrangementsPassEveryPartial) {
+  // A transpose moves elements: a Partial of any reduction passes through
+  // (the max over ranks of a transpose is the transpose of the maxima).
+  EinsumRule transpose{{"ab"}, {"ba"}, "", {{0}}};
+  transpose.movesElements = true;
+  std::vector<std::string> got;
+  for (const OpStrategy &s : transpose.strategies())
+    got.push_back(s.str());
+  EXPECT_EQ(got, (std::vector<std::string>{
+                     "replicate -> replicate", "shard<1> -> shard<0>",
+                     "shard<0> -> shard<1>", "partial<sum> -> partial<sum>",
+                     "partial<avg> -> partial<avg>",
+                     "partial<max> -> partial<max>",
+                     "partial<min> -> partial<min>"}));
+  // A pointwise op that is linear passes only its own kind.
+  EinsumRule scale{{"ab"}, {"ab"}, "", {{0}}};
+  EXPECT_EQ(scale.strategies().back().str(), "partial<sum> -> partial<sum>");
+}
+
 TEST(ShardingRules, EveryStrategyMatchesTheUnshardedOp) {
   for (const Case &c : cases())
     for (int64_t ranks : {2, 3, 4})

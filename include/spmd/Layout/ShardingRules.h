@@ -75,6 +75,12 @@ struct EinsumRule {
   /// amax, Partial(avg) for mean (DTensor's reduction_op of the op). An avg
   /// is exact only over equal shards: its reduced labels are `evenOnly`.
   ReduceKind reduce = ReduceKind::Sum;
+  /// The op only copies or moves elements (views, permutes, cat, split,
+  /// select): a Partial of every reduction kind passes through its linear
+  /// groups, not only Partial(reduce), as DTensor keeps Partial placements
+  /// through its view and tensor-manipulation ops. A max over ranks of a
+  /// concatenation is the concatenation of the maxima.
+  bool movesElements = false;
   /// Strategies that labels cannot express, appended as they are: views
   /// that move a sharded piece of a dim into another dim (Shard(k) <->
   /// StridedShard(j, product of the outer sizes)).
@@ -83,9 +89,9 @@ struct EinsumRule {
   /// The rule's strategies on one mesh dim, in a fixed order: all
   /// Replicate first, then one per shardable label (result labels in result
   /// order, then contracted ones), then the Partial pass-throughs, then
-  /// `extra`. A result
-  /// that lacks a sharded label is Partial(reduce) (the label is reduced
-  /// away).
+  /// `extra` (the pass-throughs of Partial(reduce) first, then, for an op
+  /// that movesElements, those of the other kinds). A result that lacks a
+  /// sharded label is Partial(reduce) (the label is reduced away).
   std::vector<OpStrategy> strategies() const;
 
   /// The identity on a tensor of `rank` dims: every placement passes

@@ -187,7 +187,9 @@ EinsumRule aten::rules::permute(ArrayRef<int64_t> perm) {
   std::string in = resultLabels(perm.size()), out;
   for (int64_t d : perm)
     out += in[d];
-  return EinsumRule{{in}, {out}, "", {{0}}};
+  EinsumRule rule{{in}, {out}, "", {{0}}};
+  rule.movesElements = true;
+  return rule;
 }
 
 namespace {
@@ -303,6 +305,7 @@ EinsumRule viewRule(ArrayRef<int64_t> from, ArrayRef<int64_t> to) {
   rule.operands = {in};
   rule.results = {out};
   rule.linearGroups = {{0}};
+  rule.movesElements = true;
   return rule;
 }
 
@@ -351,6 +354,7 @@ EinsumRule piecesRule(Value packed, ValueRange pieces, int64_t dim,
   for (int i = 0, e = rule.operands.size(); i < e; ++i)
     all.push_back(i);
   rule.linearGroups = {all};
+  rule.movesElements = true;
   dim = aten::normalizeDim(dim, rankOf(packed));
   rule = rules::keepWhole(rule, dim);
   std::vector<Value> values(pieces.begin(), pieces.end());
@@ -389,6 +393,7 @@ EinsumRule aten::rules::select(Operation *op, int64_t dim) {
   rule.results = {in.substr(0, dim) + in.substr(dim + 1)};
   rule.unshardable = std::string(1, in[dim]);
   rule.linearGroups = {{0}};
+  rule.movesElements = true;
   return rule;
 }
 

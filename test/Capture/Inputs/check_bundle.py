@@ -102,7 +102,7 @@ def torch_optimizer(manifest, model):
     clip = None
     if "clip_grad_norm" in opt:
         clip = lambda: torch.nn.utils.clip_grad_norm_(
-            trainable, opt["clip_grad_norm"], opt["clip_norm_type"], foreach=opt["foreach"])
+            trainable, opt["clip_grad_norm"], float(opt["clip_norm_type"]), foreach=opt["foreach"])
     return optimizer, clip
 
 
