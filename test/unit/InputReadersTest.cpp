@@ -173,7 +173,7 @@ TEST(Manifest, ChecksEveryField) {
            {with("\"float32\"", "\"float8\""), "unknown dtype 'float8'"},
            {with("[5, 3]", "[5, -3]"), "'shape' must list non-negative"},
            {with("[5, 3]", "[5, \"3\"]"), "'shape' must list non-negative"},
-           {with("[5, 3]", "\"5x3\""), "lacks index, fqn, dtype, shape"},
+           {with("[5, 3]", "\"5x3\""), "lacks index, fqn, dtype or shape"},
            {with("\"x\"", "\"\""), "has an empty fqn"},
            {with("args/x.npy", "../x.npy"), "is not a relative path inside"},
            {with("args/x.npy", "/etc/passwd"), "is not a relative path"},
