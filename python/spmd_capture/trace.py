@@ -53,7 +53,8 @@ KEPT_WHOLE = {
     "_log_softmax_backward_data", "embedding_dense_backward",
     "nll_loss_forward", "nll_loss_backward",
     # Pointwise backward ops: one pass over memory instead of several.
-    "threshold_backward", "gelu_backward", "tanh_backward", "native_dropout_backward",
+    "threshold_backward", "gelu_backward", "silu_backward", "tanh_backward",
+    "native_dropout_backward",
     # One pass over memory, and no masks built from comparisons: Adam's
     # lerp (ATen's two-sided formula), the causal mask's triu. Adam's
     # addcmul/addcdiv also keep its gradient in one op linear in it, so the

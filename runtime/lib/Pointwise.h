@@ -297,6 +297,26 @@ template <typename T, typename Math> struct GeluTanhBackward {
   }
 };
 
+//===----------------------------------------------------------------------===//
+// silu (ATen's silu_kernel and silu_backward_kernel)
+//===----------------------------------------------------------------------===//
+
+/// x * sigmoid(x), computed as ATen's CPU kernel: x / (1 + exp(-x)).
+template <typename T, typename Math> struct Silu {
+  SPMD_RT_HOST_DEVICE T operator()(T x) const {
+    return x / (T(1) + Math::exp(-x));
+  }
+};
+
+/// dy times the derivative of Silu: s * (1 + x * (1 - s)) with
+/// s = sigmoid(x) = 1 / (1 + exp(-x)).
+template <typename T, typename Math> struct SiluBackward {
+  SPMD_RT_HOST_DEVICE T operator()(T dy, T x) const {
+    const T s = T(1) / (T(1) + Math::exp(-x));
+    return dy * s * (T(1) + x * (T(1) - s));
+  }
+};
+
 /// ATen's lerp.Scalar: self + weight * (end - self), computed from the end
 /// nearer to the weight (ATen's lerp, exact at weight 0 and 1).
 template <typename T, typename Math> struct LerpScalar {

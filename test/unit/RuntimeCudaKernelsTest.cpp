@@ -1123,6 +1123,39 @@ TEST_F(CudaKernels, Gelu) {
   CHECK_KERNEL(kGelu, gelu_backward, Tensor(SPMD_F32, {3, 5, 7}), dy, x, 0);
 }
 
+/// silu and silu_backward of dtype `dt` within `tol`: on -10, -9.99, ...,
+/// 10 (kBF16: rounded to bf16), on values large enough for exp(-x) to
+/// overflow, and on random values of an odd shape, grad_output also
+/// broadcast against them.
+void checkSilu(DType dt, Tol tol) {
+  Tensor range = generate(dt, {2001}, [](int64_t i) {
+    return static_cast<double>(i - 1000) / 100;
+  });
+  Tensor large = generate(dt, {6}, [](int64_t i) {
+    const double v[] = {-100, -88.75, -30, 30, 88.75, 100};
+    return v[i];
+  });
+  Tensor x = random(dt, {3, 5, 67}, -6, 6);
+  Tensor dyRange = random(dt, {2001}, -1, 1);
+  Tensor dyLarge = random(dt, {6}, -1, 1);
+  Tensor dy = random(dt, {3, 5, 67}, -1, 1);
+  Tensor dyRow = random(dt, {67}, -1, 1);
+  CHECK_KERNEL(tol, silu, Tensor(dt, {2001}), range);
+  CHECK_KERNEL(tol, silu, Tensor(dt, {6}), large);
+  CHECK_KERNEL(tol, silu, Tensor(dt, {3, 5, 67}), x);
+  CHECK_KERNEL(tol, silu_backward, Tensor(dt, {2001}), dyRange, range);
+  CHECK_KERNEL(tol, silu_backward, Tensor(dt, {6}), dyLarge, large);
+  CHECK_KERNEL(tol, silu_backward, Tensor(dt, {3, 5, 67}), dy, x);
+  CHECK_KERNEL(tol, silu_backward, Tensor(dt, {3, 5, 67}), dyRow, x);
+}
+
+TEST_F(CudaKernels, Silu) {
+  for (int32_t dt : kFloatTypes) {
+    SCOPED_TRACE(spmd_rt_dtype_name(dt));
+    checkSilu(dt, kElementwise);
+  }
+}
+
 //===----------------------------------------------------------------------===//
 // Copies, expand, permute, cat, slice, local_take, triu, factories
 //===----------------------------------------------------------------------===//
@@ -2482,6 +2515,8 @@ TEST_F(CudaKernelsBf16, Gelu) {
   checkGelu(kBF16, kBf16Gelu, /*broadcastGrad=*/true);
 }
 
+TEST_F(CudaKernelsBf16, Silu) { checkSilu(kBF16, kBf16Elementwise); }
+
 TEST_F(CudaKernelsBf16, ExpandPermuteCatSlice) {
   // bf16 inputs move exactly; inputs of other dtypes are rounded to bf16
   // (kBf16Rounded).
@@ -3012,7 +3047,7 @@ TEST_F(CudaKernels, LacksOnlyAttention) {
   const spmd::rt::Backend &cuda = spmd::rt::cuda::backend();
   EXPECT_EQ(cuda.attention, nullptr);
   EXPECT_EQ(cuda.attention_backward, nullptr);
-  EXPECT_EQ(kernelListNames().size(), 60u);
+  EXPECT_EQ(kernelListNames().size(), 62u);
 }
 
 TEST_F(CudaKernelsDeathTest, LackingKernelIsReported) {

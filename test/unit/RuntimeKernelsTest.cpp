@@ -537,6 +537,72 @@ TEST(RuntimeKernels, GeluF64) {
   expectNear<double>(out, expected, 1e-12, 1e-15);
 }
 
+// Expected values: PyTorch 2.15 (torch.nn.functional.silu,
+// aten.silu_backward) on kGeluX and kGeluDy.
+TEST(RuntimeKernels, Silu) {
+  Buffer x = f32({8}, kGeluX);
+  Buffer out = empty(SPMD_F32, {8});
+  spmd_rt_silu(out.get(), x.get());
+  expectF32(out, {-0.14227761f, -0.27363828f, -0.18877034f, 0.0f, 0.14054413f,
+                  0.7310586f, 2.3103545f, 3.928055f});
+}
+
+TEST(RuntimeKernels, SiluBackward) {
+  Buffer x = f32({8}, kGeluX);
+  Buffer dy = f32({8}, kGeluDy);
+  Buffer out = empty(SPMD_F32, {8});
+  spmd_rt_silu_backward(out.get(), dy.get(), x.get());
+  expectF32(out, {-0.088104106f, 0.082588322f, 0.13001941f, 1.5f, 0.93556505f,
+                  -0.92767054f, 2.1988022f, 0.26316616f});
+  // grad_output broadcast against self.
+  Buffer dyOne = f32({1}, {2});
+  spmd_rt_silu_backward(out.get(), dyOne.get(), x.get());
+  std::vector<float> twice;
+  for (float v : {-0.088104106f, -0.041294161f, 0.26003882f, 0.5f, 0.62371004f,
+                  0.92767054f, 1.0994011f, 1.0526646f})
+    twice.push_back(2 * v);
+  expectF32(out, twice);
+}
+
+TEST(RuntimeKernels, SiluMatchesDefinitionOverRange) {
+  std::vector<float> x = geluRange();
+  // exp(-x) overflows to infinity: silu gives -0 and its derivative -0.
+  for (float v : {-100.0f, -88.75f, -30.0f, 30.0f, 88.75f, 100.0f})
+    x.push_back(v);
+  const int64_t n = static_cast<int64_t>(x.size());
+  Buffer in = f32({n}, x);
+  Buffer dy = empty(SPMD_F32, {n});
+  spmd_rt_fill(dy.get(), 1.0);
+  Buffer out = empty(SPMD_F32, {n});
+  std::vector<float> silu, grad;
+  for (float f : x) {
+    const double v = f, s = 1 / (1 + std::exp(-v));
+    silu.push_back(static_cast<float>(v * s));
+    grad.push_back(static_cast<float>(s * (1 + v * (1 - s))));
+  }
+  spmd_rt_silu(out.get(), in.get());
+  expectF32(out, silu, 1e-5, 1e-6);
+  spmd_rt_silu_backward(out.get(), dy.get(), in.get());
+  expectF32(out, grad, 1e-5, 1e-6);
+}
+
+TEST(RuntimeKernels, SiluF64) {
+  const std::vector<double> xs = {-1, 0.5, 2}, dys = {1, -2, 0.5};
+  Buffer x = f64({3}, xs);
+  Buffer dy = f64({3}, dys);
+  Buffer out = empty(SPMD_F64, {3});
+  std::vector<double> expected, expectedGrad;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    const double s = 1 / (1 + std::exp(-xs[i]));
+    expected.push_back(xs[i] * s);
+    expectedGrad.push_back(dys[i] * s * (1 + xs[i] * (1 - s)));
+  }
+  spmd_rt_silu(out.get(), x.get());
+  expectNear<double>(out, expected, 1e-12, 1e-15);
+  spmd_rt_silu_backward(out.get(), dy.get(), x.get());
+  expectNear<double>(out, expectedGrad, 1e-12, 1e-15);
+}
+
 TEST_F(RuntimeKernelsDeathTest, ElementwiseRejectsBadShapesAndDtypes) {
   Buffer a = f32({2, 3}, {1, 2, 3, 4, 5, 6});
   Buffer b = f32({2}, {1, 2});

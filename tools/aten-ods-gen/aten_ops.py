@@ -136,6 +136,12 @@ OPS = [
        doc="`approximate` is `none` (erf) or `tanh`."),
     Op("gelu_backward", 'Aten_PointwiseOp<"{{0}}">', "gelu_backward",
        infer="", tensor=FLOAT, values={"approximate": ["none", "tanh"]}),
+    Op("silu", "Aten_PointwiseOp", "silu", tensor=FLOAT,
+       doc="`self * sigmoid(self)` (swish)."),
+    Op("silu_backward", 'Aten_PointwiseOp<"{{0}}">', "silu_backward",
+       tensor=FLOAT,
+       doc="`grad_output * s * (1 + self * (1 - s))` with "
+           "`s = sigmoid(self)`."),
     Op("triu", "Aten_PointwiseOp", "triu", infer="", rule="",
        doc="Zeroes the elements below the `diagonal`-th diagonal of the "
            "last two dims."),

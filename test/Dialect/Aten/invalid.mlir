@@ -490,6 +490,22 @@ func.func @broadcast_ternary(%p: tensor<64x64xf32>, %g: tensor<64x32xf32>) {
 
 // -----
 
+func.func @silu_on_integers(%x: tensor<4xi32>) {
+  // expected-error @+1 {{'aten.silu' op operand #0 must be statically shaped tensor of 32-bit float or bfloat16 type or 16-bit float or 64-bit float values, but got 'tensor<4xi32>'}}
+  %0 = aten.silu %x : (tensor<4xi32>) -> tensor<4xi32>
+  return
+}
+
+// -----
+
+func.func @silu_backward_broadcast(%g: tensor<8x2x192xf32>, %x: tensor<8x3x192xf32>) {
+  // expected-error @+1 {{'aten.silu_backward' op shapes [8, 2, 192] and [8, 3, 192] do not broadcast (dim 1: 2 vs 3)}}
+  %0 = aten.silu_backward %g, %x : (tensor<8x2x192xf32>, tensor<8x3x192xf32>) -> tensor<8x2x192xf32>
+  return
+}
+
+// -----
+
 func.func @gelu_backward_broadcast(%g: tensor<8x2x192xf32>, %x: tensor<8x3x192xf32>) {
   // expected-error @+1 {{'aten.gelu_backward' op shapes [8, 2, 192] and [8, 3, 192] do not broadcast (dim 1: 2 vs 3)}}
   %0 = aten.gelu_backward %g, %x : (tensor<8x2x192xf32>, tensor<8x3x192xf32>) -> tensor<8x2x192xf32>

@@ -71,6 +71,14 @@ func.func @elementwise(%x: tensor<8x2x192xf32>, %b: tensor<192xf32>,
   %22 = aten.maximum %x, %b : (tensor<8x2x192xf32>, tensor<192xf32>) -> tensor<8x2x192xf32>
   // CHECK: aten.maximum %[[HB]], %[[H]] : (tensor<8xbf16>, tensor<4x8xbf16>) -> tensor<4x8xbf16>
   %23 = aten.maximum %hb, %h : (tensor<8xbf16>, tensor<4x8xbf16>) -> tensor<4x8xbf16>
+  // CHECK: %[[SILU:.*]] = aten.silu %[[X]] : (tensor<8x2x192xf32>) -> tensor<8x2x192xf32>
+  %24 = aten.silu %x : (tensor<8x2x192xf32>) -> tensor<8x2x192xf32>
+  // CHECK: aten.silu_backward %[[SILU]], %[[X]] : (tensor<8x2x192xf32>, tensor<8x2x192xf32>) -> tensor<8x2x192xf32>
+  %25 = aten.silu_backward %24, %x : (tensor<8x2x192xf32>, tensor<8x2x192xf32>) -> tensor<8x2x192xf32>
+  // CHECK: aten.silu %[[H]] : (tensor<4x8xbf16>) -> tensor<4x8xbf16>
+  %26 = aten.silu %h : (tensor<4x8xbf16>) -> tensor<4x8xbf16>
+  // CHECK: aten.silu_backward %[[HB]], %[[H]] : (tensor<8xbf16>, tensor<4x8xbf16>) -> tensor<4x8xbf16>
+  %27 = aten.silu_backward %hb, %h : (tensor<8xbf16>, tensor<4x8xbf16>) -> tensor<4x8xbf16>
   return
 }
 

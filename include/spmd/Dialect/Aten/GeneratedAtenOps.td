@@ -447,6 +447,34 @@ def Aten_GeluBackwardOp : Aten_PointwiseOp<"gelu_backward", "{{0}}"> {
   let inferBody = "";
 }
 
+def Aten_SiluOp : Aten_PointwiseOp<"silu"> {
+  let summary = "aten::silu(Tensor self) -> Tensor";
+  let description = [{
+    `self * sigmoid(self)` (swish).
+  }];
+  let arguments = (ins Aten_FloatTensor:$self);
+  let results = (outs Aten_FloatTensor:$result);
+  let kernel = "silu";
+  let kernelArguments = [{
+    return {::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(0), false)};
+  }];
+}
+
+def Aten_SiluBackwardOp : Aten_PointwiseOp<"silu_backward", "{{0}}"> {
+  let summary = "aten::silu_backward(Tensor grad_output, Tensor self) -> Tensor";
+  let description = [{
+    `grad_output * s * (1 + self * (1 - s))` with `s = sigmoid(self)`.
+  }];
+  let arguments = (ins Aten_FloatTensor:$grad_output,
+                    Aten_FloatTensor:$self);
+  let results = (outs Aten_FloatTensor:$result);
+  let kernel = "silu_backward";
+  let kernelArguments = [{
+    return {::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(0), false),
+            ::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(1), false)};
+  }];
+}
+
 def Aten_TriuOp : Aten_PointwiseOp<"triu"> {
   let summary = "aten::triu(Tensor self, SymInt diagonal=0) -> Tensor";
   let description = [{
