@@ -33,6 +33,7 @@ import torch.nn as nn
 import torch.optim._functional as OF
 from torch._decomp import core_aten_decompositions
 from torch.func import functionalize
+from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.proxy_tensor import make_fx
 from torch.nn.utils.stateless import _reparametrize_module
 from torch.overrides import TorchFunctionMode
@@ -55,6 +56,9 @@ KEPT_WHOLE = {
     # Pointwise backward ops: one pass over memory instead of several.
     "threshold_backward", "gelu_backward", "silu_backward", "tanh_backward",
     "native_dropout_backward",
+    # SiLU (Llama's SwiGLU activation): one pointwise op, as gelu (which is
+    # core) is; decomposed, x * sigmoid(x).
+    "silu",
     # One pass over memory, and no masks built from comparisons: Adam's
     # lerp (ATen's two-sided formula), the causal mask's triu. Adam's
     # addcmul/addcdiv also keep its gradient in one op linear in it, so the
@@ -738,6 +742,15 @@ def trace(factory, optimizer, args, seed, accumulate=1, fake=False):
 
     mode = "fake" if fake else "real"
     flat = [a.value.clone().requires_grad_(i in trainable) for i, a in enumerate(args)]
+    if fake and any(t.is_meta for t in flat):
+        # Values built on the meta device (capture --meta) trace as CPU
+        # tensors without data, so that ATen picks the CPU kernels (its fused
+        # attention among them) as for real values.
+        fake_mode = FakeTensorMode()
+        with fake_mode:
+            flat = [torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device="cpu")
+                    .requires_grad_(t.requires_grad) if t.is_meta else fake_mode.from_tensor(t)
+                    for t in flat]
     try:
         with _tag_nodes(scope), _module_scopes(model, scope), _AutogradScopes(scope), \
                 _reentrant_checkpoint_replayed():
