@@ -135,12 +135,7 @@ class Factory:
         """The loss of `model` (default: the factory's own) on the factory's
         inputs and targets, as the captured step computes it."""
         model = model or self.model
-        args, kwargs = call_arguments(self.inputs, {})
-        output = model(*args, **kwargs)
-        if self.loss_fn is None:
-            return default_loss(output)
-        args, kwargs = call_arguments(self.targets, {})
-        return self.loss_fn(output, *args, **kwargs)
+        return loss_of(self, forward(self, lambda a, kw: model(*a, **kw), [], {}), [], {})
 
 
 def call_arguments(entries, tensors):
@@ -361,9 +356,6 @@ class Optimizer:
         return [("lr", torch.tensor(self.lr))] + \
             ([("step", torch.tensor(0.0))] if self.uses_step else [])
 
-    def initial_state(self, key, param):
-        return torch.zeros_like(param)
-
     def clip(self, grads):
         """torch.nn.utils.clip_grad_norm_ on `grads` (None: no gradient):
         each scaled by min(1, max_norm / (total norm + 1e-6)).
@@ -543,6 +535,13 @@ def _flat_tensors(value):
     return []
 
 
+def _as_meta(value):
+    """`value` with every tensor replaced by a meta tensor of its shape and dtype."""
+    return torch.fx.node.map_aggregate(
+        value, lambda v: torch.empty(v.shape, dtype=v.dtype, device="meta")
+        if isinstance(v, torch.Tensor) else v)
+
+
 class _Record(torch.fx.Interpreter):
     """Runs a graph, recording every node's value as a meta tensor in meta['val']."""
 
@@ -556,9 +555,7 @@ class _Record(torch.fx.Interpreter):
 
     def run_node(self, n):
         value = super().run_node(n)
-        n.meta["val"] = torch.fx.node.map_aggregate(
-            value, lambda v: torch.empty_like(v, device="meta") if isinstance(v, torch.Tensor)
-            else v)
+        n.meta["val"] = _as_meta(value)
         return value
 
 
@@ -616,7 +613,7 @@ def step_args(factory, optimizer, accumulate=1):
     params = [(n, p) for n, p in factory.model.named_parameters()]
     args = [Arg(n, "param", p.detach().clone()) for n, p in params]
     args += [Arg(n, "buffer", b.detach().clone()) for n, b in factory.model.named_buffers()]
-    args += [Arg("%s.%s" % (n, key), "optim_state", optimizer.initial_state(key, p))
+    args += [Arg("%s.%s" % (n, key), "optim_state", torch.zeros_like(p))
              for n, p in params if p.requires_grad for key in optimizer.state_keys]
     args += [Arg("optimizer." + role, role, value) for role, value in optimizer.inputs()]
     tensors = [("input", k, t) for k, t in factory.tensors("input")] + \
@@ -774,10 +771,7 @@ def trace(factory, optimizer, args, seed, accumulate=1, fake=False):
     if fake:
         # make_fx recorded fake tensors: keep their shapes and dtypes only.
         for node in gm.graph.nodes:
-            node.meta["val"] = torch.fx.node.map_aggregate(
-                node.meta.get("val"), lambda v: torch.empty(v.shape, dtype=v.dtype,
-                                                            device="meta")
-                if isinstance(v, torch.Tensor) else v)
+            node.meta["val"] = _as_meta(node.meta.get("val"))
         output = next(n for n in gm.graph.nodes if n.op == "output")
         outputs = [o.meta["val"] for o in output.args[0]]
         return Step(gm, args, results, outputs, module_records(model))

@@ -9,9 +9,10 @@
 // library, loads its local piece of every argument from the bundle, and runs
 // K steps, feeding each updated value (`spmd.updates`) back as the argument
 // of the next step. The optimizer's hyperparameter inputs change per step as
-// a scheduler would change them: the `step` argument (steps taken before this
-// one) counts up from the bundle's value, the `lr` argument takes the k-th
-// value of `--lr-schedule` on step k (the bundle's value without one). `--backend cuda` keeps every buffer on the rank's GPU
+// a scheduler would change them: the `step` argument (steps taken before
+// this one) counts up from the bundle's value, the `lr` argument takes the
+// k-th value of `--lr-schedule` on step k (the bundle's value without one).
+// `--backend cuda` keeps every buffer on the rank's GPU
 // (CUDA kernels, cuBLAS, NCCL): arguments are copied to the device once,
 // results back only to be checked or written. `--check` gathers the results of
 // the first step to full size on rank 0 and compares them with PyTorch's. `--np
@@ -401,16 +402,19 @@ int compare(const std::vector<Array> &results, const Manifest &manifest,
   auto exactOf = [&](const Entry &e) {
     return readBundleArray(e.fileFp64.empty() ? e.file : e.fileFp64);
   };
+  // Adam's step number t of the checked step: the step argument counts the
+  // steps before it.
+  std::optional<double> adamStep;
+  for (const Entry &a : manifest.args)
+    if (a.role == "step" && !a.file.empty())
+      adamStep = readBundleArray(a.file).at(0) + 1;
   // Per-element allowance of an Adam-updated parameter; empty otherwise.
   auto adamAllowance = [&](size_t i) -> std::vector<double> {
     const Entry &entry = manifest.results[i];
     auto m = byFqn.find(entry.fqn + ".exp_avg");
     auto v = byFqn.find(entry.fqn + ".exp_avg_sq");
-    auto step = llvm::find_if(manifest.args, [](const Entry &a) {
-      return a.role == "step";
-    });
     if ((opt.name != "adam" && opt.name != "adamw") || entry.updates < 0 ||
-        m == byFqn.end() || v == byFqn.end() || step == manifest.args.end())
+        m == byFqn.end() || v == byFqn.end() || !adamStep)
       return {};
     auto exact = [&](size_t k) { return exactOf(manifest.results[k]); };
     Array mExact = exact(m->second), vExact = exact(v->second);
@@ -420,8 +424,7 @@ int compare(const std::vector<Array> &results, const Manifest &manifest,
         mGot.numel() != results[i].numel() ||
         vGot.numel() != results[i].numel())
       return {};
-    // The step argument counts the steps before this one.
-    double t = readBundleArray(step->file).at(0) + 1;
+    double t = *adamStep;
     double c1 = 1 - std::pow(opt.beta1, t), c2 = 1 - std::pow(opt.beta2, t);
     std::vector<double> allowance(results[i].numel());
     for (int64_t j = 0; j < results[i].numel(); ++j) {
