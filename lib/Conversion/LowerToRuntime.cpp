@@ -527,7 +527,7 @@ template <typename OpTy> struct SplitToCall : OpConversionPattern<OpTy> {
       auto piece = cast<RankedTensorType>(type);
       pieces.push_back(b.alloc(piece));
       b.call(SPMD_CALLEE(spmd_rt_slice), {pieces.back(), adaptor.getSelf(),
-                                          b.i64(dim), b.i64(start)});
+                                          b.i64(dim), b.i64(start), b.i64(1)});
       start += piece.getDimSize(dim);
     }
     if (b.failed())

@@ -359,7 +359,11 @@ FailureOr<TPResolution> spmd::resolveTPPlan(func::FuncOp fn, const TPPlan &plan,
                  << "' conflict: module '" << m << "' gets two "
                  << (prepare ? styleName(entry.style) : "styles");
       }
-      bool linear = isA(cls, "Linear"), embedding = isA(cls, "Embedding");
+      // transformers' Conv1D (GPT-2) is a Linear whose weight is stored
+      // [in, out]: the same styles, the weight's dims swapped.
+      bool conv1d = isA(cls, "Conv1D");
+      bool linear = isA(cls, "Linear") || conv1d;
+      bool embedding = isA(cls, "Embedding");
       auto unsupported = [&](StringRef supported) {
         return emitError(fn.getLoc(), "TP plan entry '")
                << entry.pattern << "': " << styleName(entry.style)
@@ -376,11 +380,12 @@ FailureOr<TPResolution> spmd::resolveTPPlan(func::FuncOp fn, const TPPlan &plan,
       case Style::Colwise:
       case Style::Rowwise: {
         if (!linear && !embedding)
-          return unsupported("nn.Linear and nn.Embedding");
+          return unsupported("nn.Linear, Conv1D and nn.Embedding");
         bool col = entry.style == Style::Colwise;
         // Seed 002: colwise Linear S(0) weight and bias, Embedding S(1);
         // rowwise Linear S(1) weight and Replicate bias, Embedding S(0).
-        Placement weight = Placement::shard(linear == col ? 0 : 1);
+        // Conv1D: colwise S(1), rowwise S(0).
+        Placement weight = Placement::shard((linear && !conv1d) == col ? 0 : 1);
         if (auto w = paramsOf("weight"))
           if (failed(assign(*w, weight, entry)))
             return failure();
@@ -425,6 +430,30 @@ FailureOr<TPResolution> spmd::resolveTPPlan(func::FuncOp fn, const TPPlan &plan,
              << heads.getInt() << " heads, which do not divide over " << tpSize
              << " tp ranks: a head-parallel '" << name
              << "' needs num_heads % tp == 0";
+    }
+  }
+
+  // Colwise projections of an attention module (transformers' q/k/v_proj,
+  // query/key/value, GPT-2's c_attn) give each rank its heads: the tp
+  // degree must divide the query heads and the key/value heads.
+  for (const TPStyledModule &styled : out.styled) {
+    if (styled.entry->style != Style::Colwise)
+      continue;
+    StringRef parent = StringRef(styled.fqn).rsplit('.').first;
+    auto info = modulesAttr.getAs<DictionaryAttr>(parent);
+    if (parent == styled.fqn || !info)
+      continue;
+    for (StringRef key : {"num_heads", "num_kv_heads"}) {
+      auto heads = info.getAs<IntegerAttr>(key);
+      if (!heads || heads.getInt() % tpSize == 0)
+        continue;
+      return emitError(fn.getLoc(), "TP plan entry '")
+             << styled.entry->pattern << "': attention module '" << parent
+             << "' has " << heads.getInt()
+             << (key == "num_heads" ? " heads" : " key/value heads")
+             << ", which do not divide over " << tpSize
+             << " tp ranks: its colwise projections need whole heads on each "
+                "rank";
     }
   }
 

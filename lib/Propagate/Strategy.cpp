@@ -88,6 +88,20 @@ static bool nestAtoms(Placements &placements, ArrayRef<int64_t> divides,
   return true;
 }
 
+/// Whether a tensor of `type` can hold placement `p`: ranks' integers have
+/// no exact average, and the collectives reduce bools by max and min only
+/// (rules that pass a Partial of every kind through, such as views and
+/// gathers, offer the others on any element type).
+static bool placementFits(const Placement &p, Type type) {
+  if (p.kind != Placement::Kind::Partial)
+    return true;
+  Type elem = cast<RankedTensorType>(type).getElementType();
+  if (elem.isInteger(1))
+    return p.reduce == layout::ReduceKind::Max ||
+           p.reduce == layout::ReduceKind::Min;
+  return !isa<IntegerType>(elem) || p.reduce != layout::ReduceKind::Avg;
+}
+
 FailureOr<std::vector<MeshStrategy>>
 spmd::enumerateStrategies(Operation *op, ArrayRef<int64_t> meshShape,
                           ArrayRef<SplitFactor> splitFactors) {
@@ -102,6 +116,16 @@ spmd::enumerateStrategies(Operation *op, ArrayRef<int64_t> meshShape,
   if (!rule)
     return failure();
   std::vector<layout::OpStrategy> oneDim = rule->strategies();
+  llvm::erase_if(oneDim, [&](const layout::OpStrategy &one) {
+    auto fits = [](const std::vector<Placement> &list, TypeRange types) {
+      for (auto [p, t] : llvm::zip(list, types))
+        if (!placementFits(p, t))
+          return false;
+      return true;
+    };
+    return !fits(one.operands, op->getOperandTypes()) ||
+           !fits(one.results, op->getResultTypes());
+  });
   const size_t base = oneDim.size();
   if (!isa<aten::EmbeddingOp, aten::EmbeddingDenseBackwardOp>(op)) {
     for (auto [size, factor] : splitFactors)

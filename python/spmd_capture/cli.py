@@ -111,7 +111,7 @@ def capture(args, spmd_opt, workdir):
         reference64 = eager_step(factory, optimizer, step, args.seed, float64=True,
                                  accumulate=args.accumulate)
         reference = eager_step(factory, optimizer, step, args.seed, accumulate=args.accumulate)
-        check_trace(step, reference, reference64)
+        check_trace(step, reference, reference64, optimizer)
     bundle = os.path.join(workdir, "bundle")
     write_bundle(bundle, step, reference, reference64, {
         "model": args.model, "optimizer": optimizer.describe(), "seed": args.seed,

@@ -107,6 +107,8 @@ def _attribute(arg, value, where):
         if value not in DTYPES:
             raise CaptureError("%s: dtype %s is not supported" % (where, value))
         return DTYPES[value]
+    if ty == "number" and isinstance(value, bool):
+        return "%d : i64" % value  # a Scalar True or False is the integer 1 or 0
     if isinstance(value, bool) or ty == "bool":
         return "true" if value else "false"
     if isinstance(value, (list, tuple)):
@@ -133,6 +135,28 @@ def _filled(name, arg, node):
     if arg.name == "dim" and name == "aten.sum.dim_IntList":
         return list(range(len(meta(node.args[0]).shape)))
     return None
+
+
+def _slice_bounds(node):
+    """(dim, start, end, whole) of a slice.Tensor or slice_scatter node:
+    start and end normalized as Python slicing does (None, negative and
+    out-of-range bounds), `whole` when the slice is all of the dim."""
+    bound = dict(zip(("self", "dim", "start", "end", "step") if node.target is aten.slice.Tensor
+                     else ("self", "src", "dim", "start", "end", "step"), node.args))
+    bound.update(node.kwargs)
+    shape = meta(bound["self"]).shape
+    dim = bound.get("dim", 0)
+    dim = dim + len(shape) if dim < 0 else dim
+    size, step = shape[dim], bound.get("step", 1)
+
+    def normalized(value, default):
+        if value is None:
+            return default
+        value = value + size if value < 0 else value
+        return min(max(value, 0), size)
+    start = normalized(bound.get("start"), 0)
+    end = max(normalized(bound.get("end"), size), start)
+    return dim, start, end, start == 0 and end == size and step == 1
 
 
 def _same_type(a, b):
@@ -211,6 +235,10 @@ class Emitter:
                 self.names[node] = "%s#%d" % (self.value(node.args[0]), node.args[1])
             elif node.target in PASS_THROUGH:
                 self.names[node] = self.value(node.args[0])
+            elif node.target is aten.slice.Tensor and _slice_bounds(node)[3]:
+                # A slice of a whole dim (`x[:, :]`) is its input: as an op
+                # it would keep a sharded dim from sharding through.
+                self.names[node] = self.value(node.args[0])
             elif node.target is aten.copy.default and _same_type(node, node.args[1]):
                 # The functional copy_(dst, src) of a like-typed src is src.
                 self.names[node] = self.value(node.args[1])
@@ -269,6 +297,9 @@ class Emitter:
                     value = value.args[0]
                 tensors = [] if value is None else list(value) if isinstance(value, (list, tuple)) \
                     else [value]
+                if any(t is None for t in tensors):
+                    return self.unsupported(node, "%s with a None in '%s' (a slice before an "
+                                            "indexed dim)" % (what, arg.name))
                 if not all(isinstance(t, torch.fx.Node) for t in tensors):
                     return self.unsupported(node, "%s with a number as its tensor '%s'"
                                             % (what, arg.name))
@@ -279,6 +310,9 @@ class Emitter:
                 continue
             if arg.name in DROPPED_ARGS:
                 continue
+            if arg.name in ("start", "end") and name in ("aten.slice.Tensor",
+                                                        "aten.slice_scatter"):
+                value = _slice_bounds(node)[1 if arg.name == "start" else 2]
             if value is None:
                 value = _filled(name, arg, node)
                 if value is None:

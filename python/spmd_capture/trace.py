@@ -166,18 +166,41 @@ class Step:
     modules: List[tuple] = dataclasses.field(default_factory=list)
 
 
+def _attention_heads(module):
+    """(heads, key/value heads) of an attention module: nn.MultiheadAttention
+    or a class named *Attention (transformers' attentions keep them as
+    attributes or in their config); (None, None) otherwise."""
+    if not isinstance(module, nn.MultiheadAttention) and \
+            not type(module).__name__.endswith("Attention"):
+        return None, None
+    config = getattr(module, "config", None)
+
+    def first(names):
+        for owner in (module, config):
+            for n in names:
+                v = getattr(owner, n, None)
+                if isinstance(v, int) and not isinstance(v, bool) and v > 0:
+                    return v
+        return None
+    heads = first(("num_heads", "num_attention_heads", "n_heads", "n_head"))
+    return heads, first(("num_key_value_heads", "num_kv_heads")) if heads else None
+
+
 def module_records(model):
     """(FQN, class names, attributes) of each submodule of `model` (the root
     excluded): the class and its bases up to nn.Module (a subclass of
-    nn.Linear is a Linear to a plan), and what a plan's checks need
-    (num_heads)."""
+    nn.Linear is a Linear to a plan), and what a plan's checks need (an
+    attention's num_heads and num_kv_heads)."""
     records = []
     for name, module in model.named_modules():
         if not name:
             continue
         attrs = {}
-        if isinstance(module, nn.MultiheadAttention):
-            attrs["num_heads"] = module.num_heads
+        heads, kv_heads = _attention_heads(module)
+        if heads:
+            attrs["num_heads"] = heads
+        if kv_heads:
+            attrs["num_kv_heads"] = kv_heads
         classes = [c.__name__ for c in type(module).__mro__
                    if issubclass(c, nn.Module) and c is not nn.Module]
         records.append((name, classes, attrs))
@@ -665,10 +688,10 @@ def loss_of(factory, output, values, targets):
 
 
 def trace(factory, optimizer, args, seed, accumulate=1, fake=False):
-    """Traces one training step into a functional FX graph of ATen ops and
-    runs it once after torch.manual_seed(seed) (with `fake`, traces on fake
-    tensors and runs nothing: only shapes and dtypes are known, and the
-    step's outputs are meta tensors). With `accumulate` K, the step
+    """Traces one training step on fake tensors into a functional FX graph
+    of ATen ops and runs it once on the real values after
+    torch.manual_seed(seed) (with `fake`, runs nothing: only shapes and
+    dtypes are known, and the step's outputs are meta tensors). With `accumulate` K, the step
     is K forward/backward micro-steps on the micro-batches of `args`
     (step_args), each loss divided by K, the gradients summed, then one
     optimizer update: PyTorch's gradient accumulation. The loss result is the
@@ -737,7 +760,12 @@ def trace(factory, optimizer, args, seed, accumulate=1, fake=False):
             results.extend(Result(args[i].fqn, i) for i, _ in new_params + new_state)
         return (loss, *(t for _, t in new_params + new_state))
 
-    mode = "fake" if fake else "real"
+    # Always on fake tensors: the model's Python code then sees what it sees
+    # under torch.compile and torch.export (transformers' `is_tracing`
+    # picks its trace-safe paths rather than reading values), and a value
+    # read into Python is a symbol, reported below. The graph then runs
+    # once on the real values.
+    mode = "fake"
     flat = [a.value.clone().requires_grad_(i in trainable) for i, a in enumerate(args)]
     if fake and any(t.is_meta for t in flat):
         # Values built on the meta device (capture --meta) trace as CPU

@@ -221,7 +221,40 @@ DimLayout checkCat(const char *kernel, const SpmdBuffer *out, int32_t n,
 /// at <start> along dim <dim>`). Returns self's layout around `dim` with
 /// `size` the number of elements taken along it.
 DimLayout checkSlice(const char *kernel, const SpmdBuffer *out,
-                     const SpmdBuffer *self, int64_t dim, int64_t start);
+                     const SpmdBuffer *self, int64_t dim, int64_t start,
+                     int64_t step);
+
+/// slice_scatter: out is self's shape, and src a slice of self (checkSlice,
+/// same rank). Returns self's layout around `dim` with `size` src's length
+/// along it.
+DimLayout checkSliceScatter(const char *kernel, const SpmdBuffer *out,
+                            const SpmdBuffer *self, const SpmdBuffer *src,
+                            int64_t dim, int64_t start, int64_t step);
+
+/// constant_pad_nd: `n` even, at most twice self's rank, and out self's
+/// shape with dim rank-1-k grown by pad[2k] + pad[2k+1] (`<kernel>: out
+/// <shape> is not self <shape> padded by <n> amounts`).
+void checkConstantPad(const char *kernel, const SpmdBuffer *out,
+                      const SpmdBuffer *self, int32_t n, const int64_t *pad);
+
+/// cumsum: checkDim(self, dim) and out self's shape. Returns self's layout
+/// around `dim`.
+DimLayout checkCumsum(const char *kernel, const SpmdBuffer *out,
+                      const SpmdBuffer *self, int64_t dim);
+
+/// gather: checkDim(self, dim), out index's shape, and index of self's rank
+/// and no larger outside `dim` (`<kernel>: index <shape> does not fit self
+/// <shape> outside dim <dim>`).
+void checkGather(const char *kernel, const SpmdBuffer *out,
+                 const SpmdBuffer *self, int64_t dim, const SpmdBuffer *index);
+
+/// index: 1 <= n <= self's rank, out the indices' broadcast shape followed
+/// by self's dims after the n indexed ones, each index broadcasting to that
+/// shape (`<kernel>: out <shape> is not self <shape> indexed by <n>
+/// broadcast indices`).
+void checkIndex(const char *kernel, const SpmdBuffer *out,
+                const SpmdBuffer *self, int32_t n,
+                const SpmdBuffer *const *indices);
 
 /// local_take and local_take_runs: checkDim(self, dim), then out must be
 /// self's shape outside `dim` (`<kernel>: out <shape> and self <shape>

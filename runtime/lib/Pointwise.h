@@ -107,6 +107,36 @@ template <typename T, typename Math> struct Maximum {
   }
 };
 
+/// ATen's minimum: the smaller of self and other, NaN where either is NaN.
+template <typename T, typename Math> struct Minimum {
+  SPMD_RT_HOST_DEVICE T operator()(T self, T other) const {
+    if (isNan(self))
+      return self;
+    if (isNan(other))
+      return other;
+    return other < self ? other : self;
+  }
+};
+
+/// ATen's bitwise_and and bitwise_or: bitwise on integers, logical on
+/// bools (T is then Bool8, whose values are 0 and 1).
+template <typename T, typename Math> struct BitwiseAnd {
+  SPMD_RT_HOST_DEVICE T operator()(T self, T other) const {
+    if constexpr (std::is_integral_v<T>)
+      return self & other;
+    else
+      return self != T(0) && other != T(0) ? T(1) : T(0);
+  }
+};
+template <typename T, typename Math> struct BitwiseOr {
+  SPMD_RT_HOST_DEVICE T operator()(T self, T other) const {
+    if constexpr (std::is_integral_v<T>)
+      return self | other;
+    else
+      return self != T(0) || other != T(0) ? T(1) : T(0);
+  }
+};
+
 //===----------------------------------------------------------------------===//
 // Tensor-scalar
 //===----------------------------------------------------------------------===//
@@ -117,6 +147,13 @@ template <typename T, typename Math> struct AddScalar {
   T addend;
   SPMD_RT_HOST_DEVICE AddScalar(T other, T alpha) : addend(alpha * other) {}
   SPMD_RT_HOST_DEVICE T operator()(T self) const { return self + addend; }
+};
+
+/// ATen's sub.Scalar: self - alpha * other.
+template <typename T, typename Math> struct SubScalar {
+  T subtrahend;
+  SPMD_RT_HOST_DEVICE SubScalar(T other, T alpha) : subtrahend(alpha * other) {}
+  SPMD_RT_HOST_DEVICE T operator()(T self) const { return self - subtrahend; }
 };
 
 template <typename T, typename Math> struct MulScalar {
@@ -229,6 +266,40 @@ template <typename T, typename Math> struct Sqrt {
 };
 
 /// ATen's clamp_min(self, 0): NaN propagates, -0 stays -0.
+template <typename T, typename Math> struct Rsqrt {
+  SPMD_RT_HOST_DEVICE T operator()(T self) const { return Math::rsqrt(self); }
+};
+
+template <typename T, typename Math> struct Exp {
+  SPMD_RT_HOST_DEVICE T operator()(T self) const { return Math::exp(self); }
+};
+
+template <typename T, typename Math> struct Log {
+  SPMD_RT_HOST_DEVICE T operator()(T self) const { return Math::log(self); }
+};
+
+template <typename T, typename Math> struct Cos {
+  SPMD_RT_HOST_DEVICE T operator()(T self) const { return Math::cos(self); }
+};
+
+template <typename T, typename Math> struct Sin {
+  SPMD_RT_HOST_DEVICE T operator()(T self) const { return Math::sin(self); }
+};
+
+/// 1 / (1 + exp(-x)), as ATen's CPU and CUDA sigmoid kernels.
+template <typename T, typename Math> struct Sigmoid {
+  SPMD_RT_HOST_DEVICE T operator()(T x) const {
+    return T(1) / (T(1) + Math::exp(-x));
+  }
+};
+
+/// ATen's sigmoid_backward: grad_output * (1 - output) * output.
+template <typename T, typename Math> struct SigmoidBackward {
+  SPMD_RT_HOST_DEVICE T operator()(T dy, T y) const {
+    return dy * (T(1) - y) * y;
+  }
+};
+
 template <typename T, typename Math> struct Relu {
   SPMD_RT_HOST_DEVICE T operator()(T self) const {
     return self < T(0) ? T(0) : self;
@@ -353,6 +424,63 @@ template <typename T, typename Math> struct EqScalar {
   }
 };
 
+/// ATen's comparisons of self with a Scalar (ne, lt, le, gt, ge .Scalar)
+/// and of two tensors (eq, ne, lt, le, gt, ge .Tensor), by predicate.
+struct Ne {
+  template <typename T> SPMD_RT_HOST_DEVICE static bool test(T a, T b) {
+    return a != b;
+  }
+};
+struct Lt {
+  template <typename T> SPMD_RT_HOST_DEVICE static bool test(T a, T b) {
+    return a < b;
+  }
+};
+struct Le {
+  template <typename T> SPMD_RT_HOST_DEVICE static bool test(T a, T b) {
+    return a <= b;
+  }
+};
+struct Gt {
+  template <typename T> SPMD_RT_HOST_DEVICE static bool test(T a, T b) {
+    return a > b;
+  }
+};
+struct Ge {
+  template <typename T> SPMD_RT_HOST_DEVICE static bool test(T a, T b) {
+    return a >= b;
+  }
+};
+struct Eq {
+  template <typename T> SPMD_RT_HOST_DEVICE static bool test(T a, T b) {
+    return a == b;
+  }
+};
+template <typename T, typename Math, typename Pred> struct CompareScalar {
+  static constexpr bool kGivesBool = true;
+  T other;
+  SPMD_RT_HOST_DEVICE T operator()(T self) const {
+    return Pred::test(self, other) ? T(1) : T(0);
+  }
+};
+template <typename T, typename Math, typename Pred> struct CompareTensor {
+  static constexpr bool kGivesBool = true;
+  SPMD_RT_HOST_DEVICE T operator()(T self, T other) const {
+    return Pred::test(self, other) ? T(1) : T(0);
+  }
+};
+template <typename T, typename M> using NeScalar = CompareScalar<T, M, Ne>;
+template <typename T, typename M> using LtScalar = CompareScalar<T, M, Lt>;
+template <typename T, typename M> using LeScalar = CompareScalar<T, M, Le>;
+template <typename T, typename M> using GtScalar = CompareScalar<T, M, Gt>;
+template <typename T, typename M> using GeScalar = CompareScalar<T, M, Ge>;
+template <typename T, typename M> using EqTensor = CompareTensor<T, M, Eq>;
+template <typename T, typename M> using NeTensor = CompareTensor<T, M, Ne>;
+template <typename T, typename M> using LtTensor = CompareTensor<T, M, Lt>;
+template <typename T, typename M> using LeTensor = CompareTensor<T, M, Le>;
+template <typename T, typename M> using GtTensor = CompareTensor<T, M, Gt>;
+template <typename T, typename M> using GeTensor = CompareTensor<T, M, Ge>;
+
 /// ATen's logical_not: whether self is zero.
 template <typename T, typename Math> struct LogicalNot {
   static constexpr bool kGivesBool = true;
@@ -412,13 +540,42 @@ template <typename Op>
 struct GivesBool<Op, std::void_t<decltype(Op::kGivesBool)>>
     : std::bool_constant<Op::kGivesBool> {};
 
-/// The dtype a truth-valued op computes in: its first input's, or f64 when
-/// that is an integer or bool and a scalar is not integral (eq(x, 0.5) on
-/// integers is false everywhere, as in ATen).
+/// ATen's promotion of two tensor dtypes (promoteTypes): bool < integers <
+/// floats, the wider of two of a kind; bf16 with f16 gives f32.
+inline int32_t promoteDtypes(int32_t a, int32_t b) {
+  auto rank = [](int32_t t) {
+    switch (t) {
+    case SPMD_I1:
+      return 0;
+    case SPMD_I32:
+      return 1;
+    case SPMD_I64:
+      return 2;
+    case SPMD_F16:
+    case SPMD_BF16:
+      return 3;
+    case SPMD_F32:
+      return 4;
+    default:
+      return 5;
+    }
+  };
+  if (a == b)
+    return a;
+  if (rank(a) == 3 && rank(b) == 3)
+    return SPMD_F32;
+  return rank(a) < rank(b) ? b : a;
+}
+
+/// The dtype a truth-valued op computes in: its inputs' promoted one, or
+/// f64 when that is an integer or bool and a scalar is not integral
+/// (eq(x, 0.5) on integers is false everywhere, as in ATen).
 template <size_t N, typename... Scalars>
 int32_t truthComputeDtype(const std::array<const SpmdBuffer *, N> &ins,
                           const std::tuple<Scalars...> &scalars) {
-  const int32_t dtype = ins[0]->dtype;
+  int32_t dtype = ins[0]->dtype;
+  for (size_t k = 1; k < N; ++k)
+    dtype = promoteDtypes(dtype, ins[k]->dtype);
   if (dtype == SPMD_F32 || dtype == SPMD_F64 || dtype == SPMD_BF16 ||
       dtype == SPMD_F16)
     return dtype;

@@ -1149,6 +1149,59 @@ void checkSilu(DType dt, Tol tol) {
   CHECK_KERNEL(tol, silu_backward, Tensor(dt, {3, 5, 67}), dyRow, x);
 }
 
+/// The language models' pointwise kernels of dtype `dt` within `tol`:
+/// transcendental unary ops (log and rsqrt on positive values), sigmoid and
+/// its backward, sub.Scalar, minimum, and the comparisons with a Scalar and
+/// of two tensors (of `dt` against i64, promoted), broadcasting.
+void checkLanguageModelPointwise(DType dt, Tol tol) {
+  Tensor x = random(dt, {3, 5, 67}, -6, 6);
+  Tensor positive = random(dt, {3, 5, 67}, 0.01, 8);
+  Tensor row = random(dt, {67}, -6, 6);
+  const Shape shape = {3, 5, 67};
+  CHECK_KERNEL(tol, exp, Tensor(dt, shape), x);
+  CHECK_KERNEL(tol, log, Tensor(dt, shape), positive);
+  CHECK_KERNEL(tol, rsqrt, Tensor(dt, shape), positive);
+  CHECK_KERNEL(tol, cos, Tensor(dt, shape), x);
+  CHECK_KERNEL(tol, sin, Tensor(dt, shape), x);
+  CHECK_KERNEL(tol, sigmoid, Tensor(dt, shape), x);
+  CHECK_KERNEL(tol, sigmoid_backward, Tensor(dt, shape), row, positive);
+  CHECK_KERNEL(tol, sub_scalar, Tensor(dt, shape), x, 0.5, 2.0);
+  CHECK_KERNEL(tol, minimum, Tensor(dt, shape), x, row);
+  CHECK_KERNEL(kExact, ne_scalar, Tensor(SPMD_I1, shape), x, 0.0);
+  CHECK_KERNEL(kExact, lt_scalar, Tensor(SPMD_I1, shape), x, 0.5);
+  CHECK_KERNEL(kExact, le_scalar, Tensor(SPMD_I1, shape), x, -0.5);
+  CHECK_KERNEL(kExact, gt_scalar, Tensor(SPMD_I1, shape), x, 1.0);
+  CHECK_KERNEL(kExact, ge_scalar, Tensor(SPMD_I1, shape), x, -1.0);
+  Tensor ints = random(SPMD_I64, {67}, -6, 6);
+  CHECK_KERNEL(kExact, eq_tensor, Tensor(SPMD_I1, shape), x, x);
+  CHECK_KERNEL(kExact, ne_tensor, Tensor(SPMD_I1, shape), x, row);
+  CHECK_KERNEL(kExact, lt_tensor, Tensor(SPMD_I1, shape), x, ints);
+  CHECK_KERNEL(kExact, le_tensor, Tensor(SPMD_I1, shape), ints, x);
+  CHECK_KERNEL(kExact, gt_tensor, Tensor(SPMD_I1, shape), x, row);
+  CHECK_KERNEL(kExact, ge_tensor, Tensor(SPMD_I1, shape), row, x);
+}
+
+TEST_F(CudaKernels, LanguageModelPointwise) {
+  for (int32_t dt : kFloatTypes) {
+    SCOPED_TRACE(spmd_rt_dtype_name(dt));
+    checkLanguageModelPointwise(dt, kElementwise);
+  }
+  // Integers and bools: bitwise ops, comparisons, minimum, sub.Scalar.
+  Tensor a = random(SPMD_I64, {3, 5, 67}, -50, 50);
+  Tensor b = random(SPMD_I64, {5, 1}, -50, 50);
+  Tensor p = random(SPMD_I1, {3, 5, 67}, 0, 1), q = random(SPMD_I1, {67}, 0, 1);
+  const Shape shape = {3, 5, 67};
+  CHECK_KERNEL(kExact, bitwise_and, Tensor(SPMD_I64, shape), a, b);
+  CHECK_KERNEL(kExact, bitwise_or, Tensor(SPMD_I64, shape), a, b);
+  CHECK_KERNEL(kExact, bitwise_and, Tensor(SPMD_I1, shape), p, q);
+  CHECK_KERNEL(kExact, bitwise_or, Tensor(SPMD_I1, shape), p, q);
+  CHECK_KERNEL(kExact, minimum, Tensor(SPMD_I64, shape), a, b);
+  CHECK_KERNEL(kExact, sub_scalar, Tensor(SPMD_I64, shape), a, 1.0, 1.0);
+  CHECK_KERNEL(kExact, eq_tensor, Tensor(SPMD_I1, shape), a, b);
+  CHECK_KERNEL(kExact, le_tensor, Tensor(SPMD_I1, shape), p, q);
+  CHECK_KERNEL(kExact, ne_scalar, Tensor(SPMD_I1, shape), a, 1.0);
+}
+
 TEST_F(CudaKernels, Silu) {
   for (int32_t dt : kFloatTypes) {
     SCOPED_TRACE(spmd_rt_dtype_name(dt));
@@ -1349,10 +1402,12 @@ void checkLargeCat(DType dt) {
 /// slice of dtype `dt` on every dim of a 3-D tensor, with a size-1 piece.
 void checkSliceEveryDim(DType dt) {
   Tensor self = random(dt, {3, 10, 7}, -1, 1);
-  CHECK_KERNEL(kExact, slice, Tensor(dt, {3, 5, 7}), self, 1, 2);
-  CHECK_KERNEL(kExact, slice, Tensor(dt, {2, 10, 7}), self, 0, 1);
-  CHECK_KERNEL(kExact, slice, Tensor(dt, {3, 10, 1}), self, 2, 6);
-  CHECK_KERNEL(kExact, slice, Tensor(dt, {3, 10, 3}), self, 2, 0);
+  CHECK_KERNEL(kExact, slice, Tensor(dt, {3, 5, 7}), self, 1, 2, 1);
+  CHECK_KERNEL(kExact, slice, Tensor(dt, {2, 10, 7}), self, 0, 1, 1);
+  CHECK_KERNEL(kExact, slice, Tensor(dt, {3, 10, 1}), self, 2, 6, 1);
+  CHECK_KERNEL(kExact, slice, Tensor(dt, {3, 10, 3}), self, 2, 0, 1);
+  // With a step (slice.Tensor's self[..., 1::3]).
+  CHECK_KERNEL(kExact, slice, Tensor(dt, {3, 3, 7}), self, 1, 1, 3);
 }
 
 TEST_F(CudaKernels, CatAndSlice) {
@@ -1380,14 +1435,14 @@ TEST_F(CudaKernels, CatAndSlice) {
 
   checkSliceEveryDim(SPMD_F32);
   Tensor ints = random(SPMD_I64, {4, 6}, -100, 100);
-  CHECK_KERNEL(kExact, slice, Tensor(SPMD_I64, {4, 3}), ints, 1, 3);
+  CHECK_KERNEL(kExact, slice, Tensor(SPMD_I64, {4, 3}), ints, 1, 3, 1);
   Tensor mask = random(SPMD_I1, {4, 6}, 0, 1);
-  CHECK_KERNEL(kExact, slice, Tensor(SPMD_I1, {1, 6}), mask, 0, 3);
+  CHECK_KERNEL(kExact, slice, Tensor(SPMD_I1, {1, 6}), mask, 0, 3, 1);
   // An i32 input sliced into i64.
   Tensor j = random(SPMD_I32, {4, 6}, -100, 100);
-  CHECK_KERNEL(kExact, slice, Tensor(SPMD_I64, {4, 2}), j, 1, 4);
+  CHECK_KERNEL(kExact, slice, Tensor(SPMD_I64, {4, 2}), j, 1, 4, 1);
   Tensor big = random(SPMD_F32, {2048, 1030}, -1, 1);
-  CHECK_KERNEL(kExact, slice, Tensor(SPMD_F32, {2048, 515}), big, 1, 515);
+  CHECK_KERNEL(kExact, slice, Tensor(SPMD_F32, {2048, 515}), big, 1, 515, 1);
 }
 
 // Tables of spmd.local_take (one row per rank; this job has 1 rank). The
@@ -2517,6 +2572,10 @@ TEST_F(CudaKernelsBf16, Gelu) {
 
 TEST_F(CudaKernelsBf16, Silu) { checkSilu(kBF16, kBf16Elementwise); }
 
+TEST_F(CudaKernelsBf16, LanguageModelPointwise) {
+  checkLanguageModelPointwise(kBF16, kBf16Elementwise);
+}
+
 TEST_F(CudaKernelsBf16, ExpandPermuteCatSlice) {
   // bf16 inputs move exactly; inputs of other dtypes are rounded to bf16
   // (kBf16Rounded).
@@ -2572,9 +2631,9 @@ TEST_F(CudaKernelsBf16, ExpandPermuteCatSlice) {
 
   checkSliceEveryDim(dt);
   Tensor f32Self = random(SPMD_F32, {4, 6}, -1, 1);
-  CHECK_KERNEL(kBf16Rounded, slice, Tensor(dt, {4, 3}), f32Self, 1, 3);
+  CHECK_KERNEL(kBf16Rounded, slice, Tensor(dt, {4, 3}), f32Self, 1, 3, 1);
   Tensor big = random(dt, {2048, 1030}, -1, 1);
-  CHECK_KERNEL(kExact, slice, Tensor(dt, {2048, 515}), big, 1, 515);
+  CHECK_KERNEL(kExact, slice, Tensor(dt, {2048, 515}), big, 1, 515, 1);
 }
 
 TEST_F(CudaKernelsBf16, LocalTake) {
@@ -3042,12 +3101,18 @@ const std::vector<std::string> &kernelListNames() {
 
 /// The kernels the CUDA backend lacks (null table entries, Backend.cpp's
 /// SPMD_RT_CUDA_LACKS_<name>): a call reports "not implemented by backend
-/// 'cuda'". Scaled-dot-product attention runs on the CPU backend only.
-TEST_F(CudaKernels, LacksOnlyAttention) {
+/// 'cuda'". Scaled-dot-product attention, slice_scatter, constant_pad_nd,
+/// cumsum, gather and index run on the CPU backend only.
+TEST_F(CudaKernels, LacksOnlyCpuOnlyKernels) {
   const spmd::rt::Backend &cuda = spmd::rt::cuda::backend();
   EXPECT_EQ(cuda.attention, nullptr);
   EXPECT_EQ(cuda.attention_backward, nullptr);
-  EXPECT_EQ(kernelListNames().size(), 62u);
+  EXPECT_EQ(cuda.slice_scatter, nullptr);
+  EXPECT_EQ(cuda.constant_pad_nd, nullptr);
+  EXPECT_EQ(cuda.cumsum, nullptr);
+  EXPECT_EQ(cuda.gather, nullptr);
+  EXPECT_EQ(cuda.index, nullptr);
+  EXPECT_EQ(kernelListNames().size(), 84u);
 }
 
 TEST_F(CudaKernelsDeathTest, LackingKernelIsReported) {
@@ -3074,12 +3139,14 @@ TEST_F(CudaKernels, ZzEveryKernelOfKernelListRan) {
         << "spmd_rt_" << name << " is never compared";
 }
 
-// Every kernel takes bf16 on the CUDA backend.
+// Every kernel takes bf16 on the CUDA backend but the bitwise ones, which
+// ATen refuses on floats.
 TEST_F(CudaKernelsBf16, ZzEveryKernelOfKernelListRanOnBf16) {
   if (!runsWholeSuite())
     GTEST_SKIP() << "needs the whole suite, in order, in a 1-rank job";
   for (const std::string &name : kernelListNames())
-    EXPECT_TRUE(exercisedBf16Kernels().count(name))
+    EXPECT_TRUE(exercisedBf16Kernels().count(name) || name == "bitwise_and" ||
+                name == "bitwise_or")
         << "spmd_rt_" << name << " is never compared on bf16 data";
 }
 

@@ -763,18 +763,88 @@ TEST(RuntimeKernels, CatI1) {
 TEST(RuntimeKernels, SliceAlongDims) {
   Buffer self = iota<float>({2, 4});
   Buffer out = empty(SPMD_F32, {2, 2});
-  spmd_rt_slice(out.get(), self.get(), 1, 1);
+  spmd_rt_slice(out.get(), self.get(), 1, 1, 1);
   expectF32(out, {1, 2, 5, 6});
   Buffer row = empty(SPMD_F32, {1, 4});
-  spmd_rt_slice(row.get(), self.get(), 0, 1);
+  spmd_rt_slice(row.get(), self.get(), 0, 1, 1);
   expectF32(row, {4, 5, 6, 7});
   Buffer self3 = iota<int64_t>({2, 3, 2});
   Buffer out3 = empty(SPMD_I64, {2, 1, 2});
-  spmd_rt_slice(out3.get(), self3.get(), 1, 2);
+  spmd_rt_slice(out3.get(), self3.get(), 1, 2, 1);
   expectExact<int64_t>(out3, {4, 5, 10, 11});
   Buffer last = empty(SPMD_I64, {2, 3, 1});
-  spmd_rt_slice(last.get(), self3.get(), 2, 1);
+  spmd_rt_slice(last.get(), self3.get(), 2, 1, 1);
   expectExact<int64_t>(last, {1, 3, 5, 7, 9, 11});
+}
+
+TEST(RuntimeKernels, SliceWithStepAndScatter) {
+  Buffer self = iota<float>({2, 5});
+  Buffer out = empty(SPMD_F32, {2, 2});
+  spmd_rt_slice(out.get(), self.get(), 1, 1, 3); // self[:, 1:5:3]
+  expectF32(out, {1, 4, 6, 9});
+  Buffer src = f32({2, 2}, {-1, -2, -3, -4});
+  Buffer scattered = empty(SPMD_F32, {2, 5});
+  spmd_rt_slice_scatter(scattered.get(), self.get(), src.get(), 1, 0, 2);
+  expectF32(scattered, {-1, 1, -2, 3, 4, -3, 6, -4, 8, 9});
+  Buffer rows = f32({1, 5}, {9, 9, 9, 9, 9});
+  spmd_rt_slice_scatter(scattered.get(), self.get(), rows.get(), 0, 1, 1);
+  expectF32(scattered, {0, 1, 2, 3, 4, 9, 9, 9, 9, 9});
+}
+
+TEST(RuntimeKernels, ConstantPadNd) {
+  // F.pad(labels, (0, 1), value=-100): the causal LM's label shift.
+  Buffer labels = i64({2, 2}, {1, 2, 3, 4});
+  Buffer padded = empty(SPMD_I64, {2, 3});
+  const int64_t shift[] = {0, 1};
+  spmd_rt_constant_pad_nd(padded.get(), labels.get(), 2, shift, -100);
+  expectExact<int64_t>(padded, {1, 2, -100, 3, 4, -100});
+  // Two dims, and a negative amount that crops.
+  Buffer self = iota<float>({2, 3});
+  Buffer out = empty(SPMD_F32, {3, 3});
+  const int64_t pad[] = {-1, 1, 1, 0};
+  spmd_rt_constant_pad_nd(out.get(), self.get(), 4, pad, 0.5);
+  expectF32(out, {0.5, 0.5, 0.5, 1, 2, 0.5, 4, 5, 0.5});
+}
+
+TEST(RuntimeKernels, Cumsum) {
+  Buffer self = i1({2, 3}, {1, 0, 1, 0, 1, 1});
+  Buffer out = empty(SPMD_I64, {2, 3});
+  spmd_rt_cumsum(out.get(), self.get(), 1);
+  expectExact<int64_t>(out, {1, 1, 2, 0, 1, 2});
+  Buffer f = f32({2, 2}, {1.5, 2, -1, 4});
+  Buffer cols = empty(SPMD_F32, {2, 2});
+  spmd_rt_cumsum(cols.get(), f.get(), 0);
+  expectF32(cols, {1.5, 2, 0.5, 6});
+}
+
+TEST(RuntimeKernels, Gather) {
+  Buffer self = iota<float>({2, 3});
+  Buffer index = i64({2, 2}, {2, 0, -1, 1});
+  Buffer out = empty(SPMD_F32, {2, 2});
+  spmd_rt_gather(out.get(), self.get(), 1, index.get());
+  expectF32(out, {2, 0, 5, 4});
+  Buffer rows = i64({1, 3}, {1, 0, 1});
+  Buffer picked = empty(SPMD_F32, {1, 3});
+  spmd_rt_gather(picked.get(), self.get(), 0, rows.get());
+  expectF32(picked, {3, 1, 5});
+}
+
+TEST(RuntimeKernels, IndexBroadcastIndices) {
+  // mask[batch[:, None], position[None, :]] of a [2, 3] mask.
+  Buffer mask = i1({2, 3}, {1, 0, 1, 0, 1, 1});
+  Buffer batch = i64({2, 1}, {1, 0});
+  Buffer position = i64({1, 2}, {2, -3});
+  Buffer out = empty(SPMD_I1, {2, 2});
+  const SpmdBuffer *indices[] = {batch.get(), position.get()};
+  spmd_rt_index(out.get(), mask.get(), 2, indices);
+  expectExact<uint8_t>(out, {1, 0, 1, 1});
+  // Rows of a matrix: the trailing dim is copied whole.
+  Buffer self = iota<int32_t>({3, 2});
+  Buffer rows = i32({2}, {2, 0});
+  Buffer picked = empty(SPMD_I32, {2, 2});
+  const SpmdBuffer *one[] = {rows.get()};
+  spmd_rt_index(picked.get(), self.get(), 1, one);
+  expectExact<int32_t>(picked, {4, 5, 0, 1});
 }
 
 TEST(RuntimeKernels, Triu) {
@@ -830,10 +900,10 @@ TEST(RuntimeKernels, FillAndArange) {
 TEST(RuntimeKernels, SelectIsASliceWithoutTheDim) {
   Buffer self = iota<float>({2, 3, 4}); // self[i][j][k] = 12i + 4j + k
   Buffer row = empty(SPMD_F32, {2, 4});
-  spmd_rt_slice(row.get(), self.get(), 1, 2);
+  spmd_rt_slice(row.get(), self.get(), 1, 2, 1);
   expectF32(row, {8, 9, 10, 11, 20, 21, 22, 23});
   Buffer last = empty(SPMD_F32, {2, 3});
-  spmd_rt_slice(last.get(), self.get(), 2, 3);
+  spmd_rt_slice(last.get(), self.get(), 2, 3, 1);
   expectF32(last, {3, 7, 11, 15, 19, 23});
 }
 
@@ -897,7 +967,7 @@ TEST_F(RuntimeKernelsDeathTest, ShapeKernelsRejectMismatches) {
   EXPECT_DEATH(spmd_rt_cat(out2.get(), 2, ins2, 0),
                "spmd_rt_cat: inputs sum to 4");
   Buffer slice = empty(SPMD_F32, {2, 2});
-  EXPECT_DEATH(spmd_rt_slice(slice.get(), b.get(), 1, 2),
+  EXPECT_DEATH(spmd_rt_slice(slice.get(), b.get(), 1, 2, 1),
                "spmd_rt_slice: out \\[2, 2\\] is not a slice");
   Buffer copy = empty(SPMD_F32, {5});
   EXPECT_DEATH(spmd_rt_copy(copy.get(), a.get()),

@@ -101,11 +101,13 @@ def ods_type(op, arg):
     t, name = arg.type, arg.name
     optional = t.endswith("?") and name not in op.required
     t = t.rstrip("?")
-    default = None if name in op.nodefault else arg.default
+    default = None if name in op.nodefault or arg.default == "None" \
+        else arg.default
     if t == "Tensor":
         c = op.types.get(name, op.tensor)
         return "Optional<%s>" % c if optional else c
-    if t == "Tensor[]":
+    if t in ("Tensor[]", "Tensor?[]"):
+        # A None in a list of optional tensors is refused at capture.
         return "Variadic<%s>" % op.types.get(name, op.tensor)
     if t == "Scalar":
         if optional:
@@ -147,9 +149,12 @@ def kernel_argument(op, args, token):
     """The C++ expression of one KernelArgument of `op`'s kernel."""
     ka = "::spmd::aten::KernelArgument"
     if token.startswith("="):
+        # An integer constant fits integer and double parameters alike.
+        if re.fullmatch(r"-?\d+", token[1:]):
+            return "%s::value(b.getI64IntegerAttr(%s))" % (ka, token[1:])
         return "%s::value(b.getF64FloatAttr(%s))" % (ka, token[1:])
     if token.startswith("@"):
-        return "%s::list(%s())" % (ka, token[1:])
+        return "%s::list(::llvm::to_vector(%s()))" % (ka, token[1:])
     if token.startswith("$"):
         return "%s::value(b.getI64IntegerAttr(%s()))" % (ka, token[1:])
     if token.startswith("%"):
@@ -173,7 +178,7 @@ def kernel_argument(op, args, token):
     if arg.is_tensor:
         group = [a.name for a in args if a.is_tensor].index(arg.name)
         return "%s::operands(getODSOperandIndexAndLength(%d), %s)" % (
-            ka, group, "true" if arg.type == "Tensor[]" else "false")
+            ka, group, "true" if arg.type.endswith("[]") else "false")
     t = ods_type(op, arg)
     if t == "Aten_ScaleAttr":
         return "%s::value(b.getF64FloatAttr(%s().convertToDouble()))" % (

@@ -23,7 +23,7 @@ says only what the schema cannot:
   values     the values a `str` argument may take (in kernel order).
   kernel_args  the kernel's arguments after the results, when they are not
              the schema's tensors and numbers in schema order: a schema
-             argument's name, `=<number>` (a constant double), `#<name>` (the
+             argument's name, `=<number>` (a constant), `#<name>` (the
              length of an int list), `^<name>` (a dim normalized against the
              result's rank), `@<method>` (an int list the op computes:
              count and array), `$<method>` (an integer the op computes),
@@ -81,6 +81,37 @@ OPS = [
        doc="The larger of `self` and `other`, broadcasting; NaN where either "
            "is NaN (`torch.maximum`). Partial(max) operands give a "
            "Partial(max) result, alone or together (DTensor's rule)."),
+    Op("minimum", 'Aten_PointwiseOp<"{{0, 1}, {0}, {1}}", reduce = "Min">',
+       "minimum",
+       doc="The smaller of `self` and `other`, broadcasting; NaN where either "
+           "is NaN (`torch.minimum`). Partial(min) operands give a "
+           "Partial(min) result, alone or together (DTensor's rule)."),
+    Op("bitwise_and.Tensor", "Aten_PointwiseOp", "bitwise_and",
+       tensor="Aten_IntegralTensor",
+       doc="`self & other` of integers, `self and other` of bools, "
+           "broadcasting (attention masks combined)."),
+    Op("bitwise_or.Tensor", "Aten_PointwiseOp", "bitwise_or",
+       tensor="Aten_IntegralTensor",
+       doc="`self | other` of integers, `self or other` of bools, "
+           "broadcasting."),
+    Op("eq.Tensor", "Aten_PointwiseOp", "eq_tensor", infer="Aten_InferBroadcastBool",
+       doc="Whether `self == other`, broadcasting; compared in the operands' "
+           "promoted dtype."),
+    Op("ne.Tensor", "Aten_PointwiseOp", "ne_tensor", infer="Aten_InferBroadcastBool",
+       doc="Whether `self != other`, broadcasting; compared in the operands' "
+           "promoted dtype."),
+    Op("lt.Tensor", "Aten_PointwiseOp", "lt_tensor", infer="Aten_InferBroadcastBool",
+       doc="Whether `self < other`, broadcasting; compared in the operands' "
+           "promoted dtype."),
+    Op("le.Tensor", "Aten_PointwiseOp", "le_tensor", infer="Aten_InferBroadcastBool",
+       doc="Whether `self <= other`, broadcasting; compared in the operands' "
+           "promoted dtype."),
+    Op("gt.Tensor", "Aten_PointwiseOp", "gt_tensor", infer="Aten_InferBroadcastBool",
+       doc="Whether `self > other`, broadcasting; compared in the operands' "
+           "promoted dtype."),
+    Op("ge.Tensor", "Aten_PointwiseOp", "ge_tensor", infer="Aten_InferBroadcastBool",
+       doc="Whether `self >= other`, broadcasting; compared in the operands' "
+           "promoted dtype."),
     # Pointwise with a Scalar.
     Op("add.Scalar", "Aten_PointwiseOp", "add_scalar",
        infer="Aten_InferWithScalar"),
@@ -89,6 +120,8 @@ OPS = [
     Op("div.Scalar", 'Aten_PointwiseOp<"{{0}}">', "div_scalar", infer="",
        doc="True division: an integer or bool `self` gives the default "
            "float dtype (f32)."),
+    Op("sub.Scalar", "Aten_PointwiseOp", "sub_scalar",
+       infer="Aten_InferWithScalar", doc="`self - alpha * other`."),
     Op("rsub.Scalar", "Aten_PointwiseOp", "rsub_scalar",
        infer="Aten_InferWithScalar", doc="`other - alpha * self`."),
     Op("pow.Scalar", "Aten_PointwiseOp", "pow_scalar", infer="",
@@ -115,6 +148,23 @@ OPS = [
     Op("sqrt", "Aten_PointwiseOp", "sqrt", infer="Aten_InferFloat",
        doc="An integer or bool `self` gives the default float dtype (f32)."),
     Op("relu", "Aten_PointwiseOp", "relu", infer="Aten_InferSame"),
+    Op("rsqrt", "Aten_PointwiseOp", "rsqrt", infer="Aten_InferFloat",
+       doc="`1 / sqrt(self)`. An integer or bool `self` gives the default "
+           "float dtype (f32)."),
+    Op("exp", "Aten_PointwiseOp", "exp", infer="Aten_InferFloat",
+       doc="An integer or bool `self` gives the default float dtype (f32)."),
+    Op("log", "Aten_PointwiseOp", "log", infer="Aten_InferFloat",
+       doc="The natural logarithm: -inf at 0, NaN below. An integer or bool "
+           "`self` gives the default float dtype (f32)."),
+    Op("cos", "Aten_PointwiseOp", "cos", infer="Aten_InferFloat",
+       doc="An integer or bool `self` gives the default float dtype (f32)."),
+    Op("sin", "Aten_PointwiseOp", "sin", infer="Aten_InferFloat",
+       doc="An integer or bool `self` gives the default float dtype (f32)."),
+    Op("sigmoid", "Aten_PointwiseOp", "sigmoid", infer="Aten_InferFloat",
+       doc="`1 / (1 + exp(-self))`. An integer or bool `self` gives the "
+           "default float dtype (f32)."),
+    Op("sigmoid_backward", 'Aten_PointwiseOp<"{{0}}">', "sigmoid_backward",
+       tensor=FLOAT, doc="`grad_output * (1 - output) * output`."),
     Op("tanh", "Aten_PointwiseOp", "tanh", infer="Aten_InferFloat"),
     Op("lerp.Scalar", 'Aten_PointwiseOp<"{{0, 1}}">', "lerp_scalar",
        tensor=FLOAT, kernel_args=["self", "end", "weight"],
@@ -127,6 +177,16 @@ OPS = [
     # Truth values: i1 results.
     Op("eq.Scalar", "Aten_PointwiseOp", "eq_scalar", infer="Aten_InferBool",
        doc="Whether each element of `self` equals `other`."),
+    Op("ne.Scalar", "Aten_PointwiseOp", "ne_scalar", infer="Aten_InferBool",
+       doc="Whether each element of `self` differs from `other`."),
+    Op("lt.Scalar", "Aten_PointwiseOp", "lt_scalar", infer="Aten_InferBool",
+       doc="Whether each element of `self` is less than `other`."),
+    Op("le.Scalar", "Aten_PointwiseOp", "le_scalar", infer="Aten_InferBool",
+       doc="Whether each element of `self` is at most `other`."),
+    Op("gt.Scalar", "Aten_PointwiseOp", "gt_scalar", infer="Aten_InferBool",
+       doc="Whether each element of `self` is greater than `other`."),
+    Op("ge.Scalar", "Aten_PointwiseOp", "ge_scalar", infer="Aten_InferBool",
+       doc="Whether each element of `self` is at least `other`."),
     Op("logical_not", "Aten_PointwiseOp", "logical_not",
        infer="Aten_InferBool", doc="Whether each element of `self` is zero."),
     Op("tanh_backward", 'Aten_PointwiseOp<"{{0}}">', "tanh_backward",
@@ -217,8 +277,30 @@ OPS = [
        doc="Removes the listed dims, which must have size 1 (capture drops "
            "the others, which ATen leaves in place)."),
     Op("select.int", "Aten_SelectOp", "slice",
-       kernel_args=["self", "$getSelectedDim", "$getSelectedIndex"],
+       kernel_args=["self", "$getSelectedDim", "$getSelectedIndex", "=1"],
        doc="Element `index` of dim `dim`, which the result drops."),
+    Op("slice.Tensor", "Aten_OtherOp", "slice", infer="", rule="",
+       required=["start", "end"],
+       kernel_args=["self", "^dim", "start", "step"],
+       doc="Elements `start, start + step, ...` below `end` along `dim` "
+           "(`self[..., start:end:step]`). `start` and `end` are normalized "
+           "(0 <= start <= end <= size; capture resolves None, negative and "
+           "out-of-range bounds as Python slicing does); `step` >= 1. The "
+           "sliced dim stays whole unless the slice takes all of it "
+           "(DTensor's slice rule); the others shard through."),
+    Op("slice_scatter", "Aten_OtherOp", "slice_scatter", infer="", rule="",
+       required=["start", "end"],
+       kernel_args=["self", "src", "^dim", "start", "step"],
+       doc="`self` with its slice `start:end:step` along `dim` replaced by "
+           "`src` (the backward of `aten.slice.Tensor`); bounds as there. "
+           "Linear in `self` and `src` together; the sliced dim stays "
+           "whole."),
+    Op("constant_pad_nd", "Aten_OtherOp", "constant_pad_nd", infer="",
+       rule="", kernel_args=["self", "@getPad", "value"],
+       doc="Pads the last `len(pad) / 2` dims with `value`: `pad` is (before, "
+           "after) of the last dim, then of the one before it, ...; a "
+           "negative amount crops (`torch.nn.functional.pad`, constant "
+           "mode). The padded dims stay whole."),
     Op("t", "Aten_PermuteOp", "permute", infer="",
        kernel_args=["self", "@getPermutation"],
        doc="Transposes a 2-D tensor; 0-D and 1-D tensors are returned as "
@@ -265,6 +347,12 @@ OPS = [
        doc="The largest element (NaN when there is one). Over a sharded "
            "dim the result is Partial(max); an empty shard holds the "
            "lowest value."),
+    # Scans.
+    Op("cumsum", "Aten_OtherOp", "cumsum", infer="", rule="",
+       kernel_args=["self", "^dim"],
+       doc="Running sums along `dim`; integer and bool inputs sum to i64 "
+           "unless `dtype` is given. The scanned dim stays whole; linear, so "
+           "a Partial(sum) passes through."),
     # Softmax.
     Op("_softmax", "Aten_SoftmaxOp", "softmax", tensor=FLOAT,
        kernel_args=["self", "^dim"]),
@@ -331,6 +419,22 @@ OPS = [
                     "scale_grad_by_freq"],
        doc="Scatter-adds `grad_output` rows into a `[num_weights, D]` "
            "gradient."),
+    Op("gather", "Aten_OtherOp", "gather", infer="", rule="",
+       types={"index": "Aten_IndexTensor"},
+       kernel_args=["self", "^dim", "index"],
+       doc="`out[i][j] = self[index[i][j]][j]` for `dim` 0, and so on: `out` "
+           "is shaped like `index`, which is no larger than `self` outside "
+           "`dim` (`torch.gather`). `dim` stays whole; other dims shard "
+           "through where `index` and `self` have one size."),
+    Op("index.Tensor", "Aten_OtherOp", "index", infer="", rule="",
+       types={"indices": "Aten_IndexTensor"},
+       kernel_args=["self", "indices"],
+       doc="Advanced indexing of the leading dims: `self[indices[0], ..., "
+           "indices[k-1]]`. The indices broadcast to one shape `I`; the "
+           "result is `I + self.shape[k:]` (the capture rejects a `None` "
+           "index, a slice before an indexed dim). Negative indices count "
+           "from the end. The indexed dims stay whole; the trailing dims "
+           "and the indices' broadcast dims shard through."),
     # Losses.
     Op("nll_loss_forward", "Aten_OtherOp", "nll_loss_forward", infer="",
        rule="", tensor=FLOAT, types={"target": "Aten_TargetTensor"},

@@ -721,6 +721,142 @@ LogicalResult spmd::aten::detail::inferSelect(Type selfType, int64_t dim,
   return success();
 }
 
+/// Checks normalized slice bounds `0 <= start <= end <= size` of `dim`
+/// and `step >= 1`; returns the slice's length along `dim`.
+static FailureOr<int64_t> sliceLength(RankedTensorType self, int64_t dim,
+                                      int64_t start, int64_t end, int64_t step,
+                                      EmitErrorFn emitError) {
+  if (self.getRank() == 0) {
+    emitError() << "slice of a 0-D tensor";
+    return failure();
+  }
+  auto d = wrapDim(dim, self.getRank(), emitError);
+  if (failed(d))
+    return failure();
+  int64_t size = self.getDimSize(*d);
+  if (step < 1) {
+    emitError() << "slice step must be positive, got " << step;
+    return failure();
+  }
+  if (start < 0 || start > end || end > size) {
+    emitError() << "slice bounds [" << start << ", " << end
+                << ") are not normalized for dim " << dim << " of size " << size
+                << " (expected 0 <= start <= end <= size)";
+    return failure();
+  }
+  return (end - start + step - 1) / step;
+}
+
+LogicalResult SliceTensorOp::inferResultTypes(Adaptor adaptor,
+                                              EmitErrorFn emitError,
+                                              SmallVectorImpl<Type> &types) {
+  auto self = tensorType(adaptor.getSelf());
+  auto length = sliceLength(self, adaptor.getDim(), adaptor.getStart(),
+                            adaptor.getEnd(), adaptor.getStep(), emitError);
+  if (failed(length))
+    return failure();
+  SmallVector<int64_t> shape(self.getShape());
+  shape[spmd::aten::normalizeDim(adaptor.getDim(), self.getRank())] = *length;
+  types.push_back(self.clone(shape));
+  return success();
+}
+
+LogicalResult SliceScatterOp::inferResultTypes(Adaptor adaptor,
+                                               EmitErrorFn emitError,
+                                               SmallVectorImpl<Type> &types) {
+  auto self = tensorType(adaptor.getSelf());
+  auto src = tensorType(adaptor.getSrc());
+  auto length = sliceLength(self, adaptor.getDim(), adaptor.getStart(),
+                            adaptor.getEnd(), adaptor.getStep(), emitError);
+  if (failed(length))
+    return failure();
+  SmallVector<int64_t> shape(self.getShape());
+  shape[spmd::aten::normalizeDim(adaptor.getDim(), self.getRank())] = *length;
+  if (src.getShape() != ArrayRef<int64_t>(shape))
+    return emitError() << "src " << src << " is not shaped like the slice "
+                       << self.clone(shape);
+  types.push_back(self);
+  return success();
+}
+
+LogicalResult ConstantPadNdOp::inferResultTypes(Adaptor adaptor,
+                                                EmitErrorFn emitError,
+                                                SmallVectorImpl<Type> &types) {
+  auto self = tensorType(adaptor.getSelf());
+  ArrayRef<int64_t> pad = adaptor.getPad();
+  int64_t rank = self.getRank();
+  if (pad.size() % 2 != 0 || static_cast<int64_t>(pad.size()) > 2 * rank)
+    return emitError() << "pad needs an even number of amounts, at most 2 per "
+                          "dim of "
+                       << self << ", got " << pad.size();
+  SmallVector<int64_t> shape(self.getShape());
+  for (size_t k = 0; 2 * k < pad.size(); ++k) {
+    int64_t &size = shape[rank - 1 - k];
+    size += pad[2 * k] + pad[2 * k + 1];
+    if (size < 0)
+      return emitError() << "padding dim " << rank - 1 - k << " of " << self
+                         << " by (" << pad[2 * k] << ", " << pad[2 * k + 1]
+                         << ") leaves a negative size";
+  }
+  types.push_back(self.clone(shape));
+  return success();
+}
+
+LogicalResult CumsumOp::inferResultTypes(Adaptor adaptor, EmitErrorFn emitError,
+                                         SmallVectorImpl<Type> &types) {
+  auto self = tensorType(adaptor.getSelf());
+  if (failed(wrapDim(adaptor.getDim(), self.getRank(), emitError)))
+    return failure();
+  Type elem = self.getElementType();
+  if (std::optional<Type> dtype = adaptor.getDtype()) {
+    if (failed(expectElementType(*dtype, emitError)))
+      return failure();
+    elem = *dtype;
+  } else if (getCategory(elem) != Category::Float) {
+    elem = IntegerType::get(self.getContext(), 64); // ATen: integers sum to i64
+  }
+  types.push_back(self.clone(elem));
+  return success();
+}
+
+LogicalResult GatherOp::inferResultTypes(Adaptor adaptor, EmitErrorFn emitError,
+                                         SmallVectorImpl<Type> &types) {
+  auto self = tensorType(adaptor.getSelf());
+  auto index = tensorType(adaptor.getIndex());
+  auto dim = wrapDim(adaptor.getDim(), self.getRank(), emitError);
+  if (failed(dim))
+    return failure();
+  if (index.getRank() != self.getRank())
+    return emitError() << "index " << index << " and self " << self
+                       << " differ in rank";
+  for (int64_t d = 0; d < self.getRank(); ++d)
+    if (d != *dim && index.getDimSize(d) > self.getDimSize(d))
+      return emitError() << "index " << index << " is larger than self " << self
+                         << " along dim " << d;
+  types.push_back(index.clone(self.getElementType()));
+  return success();
+}
+
+LogicalResult IndexTensorOp::inferResultTypes(Adaptor adaptor,
+                                              EmitErrorFn emitError,
+                                              SmallVectorImpl<Type> &types) {
+  auto self = tensorType(adaptor.getSelf());
+  ValueRange indices = adaptor.getIndices();
+  if (indices.empty() || static_cast<int64_t>(indices.size()) > self.getRank())
+    return emitError() << "index needs 1 to " << self.getRank()
+                       << " indices for " << self << ", got " << indices.size();
+  SmallVector<int64_t> shape;
+  for (Value index : indices) {
+    auto b = broadcastShapes(shape, tensorType(index).getShape(), emitError);
+    if (failed(b))
+      return failure();
+    shape = *b;
+  }
+  llvm::append_range(shape, self.getShape().drop_front(indices.size()));
+  types.push_back(self.clone(shape));
+  return success();
+}
+
 LogicalResult WhereSelfOp::inferResultTypes(Adaptor adaptor,
                                             EmitErrorFn emitError,
                                             SmallVectorImpl<Type> &types) {

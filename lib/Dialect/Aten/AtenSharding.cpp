@@ -15,6 +15,8 @@
 
 #include "spmd/Dialect/Aten/Aten.h"
 
+#include <numeric>
+
 #include "spmd/Dialect/Aten/AtenInterfaces.cpp.inc"
 
 using namespace mlir;
@@ -392,6 +394,112 @@ EinsumRule aten::rules::select(Operation *op, int64_t dim) {
   rule.operands = {in};
   rule.results = {in.substr(0, dim) + in.substr(dim + 1)};
   rule.unshardable = std::string(1, in[dim]);
+  rule.linearGroups = {{0}};
+  rule.movesElements = true;
+  return rule;
+}
+
+/// A rearrangement of `self` along `dim`, which stays whole; the other dims
+/// shard through (DTensor's slice, slice_scatter and pad rules). `operands`
+/// more operands are labelled like `self`.
+static EinsumRule alongWholeDim(Value self, int64_t dim, size_t operands) {
+  std::string labels = resultLabels(rankOf(self));
+  EinsumRule rule;
+  rule.operands.assign(operands, labels);
+  rule.results = {labels};
+  rule.unshardable = std::string(1, labels[dim]);
+  std::vector<int> all(operands);
+  std::iota(all.begin(), all.end(), 0);
+  rule.linearGroups = {all};
+  rule.movesElements = true;
+  return rule;
+}
+
+std::optional<EinsumRule> SliceTensorOp::getShardingRule() {
+  return alongWholeDim(getSelf(), normalizeDim(getDim(), rankOf(getSelf())), 1);
+}
+
+/// Linear in `self` and `src` together: each rank's share of a Partial sum
+/// of both is the scatter of the shares.
+std::optional<EinsumRule> SliceScatterOp::getShardingRule() {
+  return alongWholeDim(getSelf(), normalizeDim(getDim(), rankOf(getSelf())), 2);
+}
+
+/// The padded dims stay whole; padding with 0 is linear.
+std::optional<EinsumRule> ConstantPadNdOp::getShardingRule() {
+  int64_t rank = rankOf(getSelf());
+  std::string labels = resultLabels(rank);
+  EinsumRule rule;
+  rule.operands = {labels};
+  rule.results = {labels};
+  for (size_t k = 0; 2 * k < getPad().size(); ++k)
+    rule.unshardable += labels[rank - 1 - k];
+  auto value = dyn_cast<FloatAttr>(getValue());
+  auto intValue = dyn_cast<IntegerAttr>(getValue());
+  if ((value && value.getValueAsDouble() == 0.0) ||
+      (intValue && intValue.getInt() == 0)) {
+    rule.linearGroups = {{0}};
+    rule.movesElements = true;
+  }
+  return rule;
+}
+
+/// The scanned dim stays whole; a running sum is linear (Partial(sum)
+/// only).
+std::optional<EinsumRule> CumsumOp::getShardingRule() {
+  std::string labels = resultLabels(rankOf(getSelf()));
+  EinsumRule rule;
+  rule.operands = {labels};
+  rule.results = {labels};
+  rule.unshardable =
+      std::string(1, labels[normalizeDim(getDim(), rankOf(getSelf()))]);
+  rule.linearGroups = {{0}};
+  return rule;
+}
+
+/// The result is labelled like `index`; `self` shares a label where its size
+/// is `index`'s, and `dim` (whose values `index` holds) stays whole, as does
+/// any dim `index` takes only a part of.
+std::optional<EinsumRule> GatherOp::getShardingRule() {
+  auto self = cast<RankedTensorType>(getSelf().getType());
+  auto index = cast<RankedTensorType>(getIndex().getType());
+  int64_t rank = self.getRank(), dim = normalizeDim(getDim(), rank);
+  std::string indexLabels = resultLabels(rank);
+  std::string selfLabels = labelsFrom('A', rank);
+  EinsumRule rule;
+  for (int64_t d = 0; d < rank; ++d) {
+    if (d != dim && self.getDimSize(d) == index.getDimSize(d)) {
+      selfLabels[d] = indexLabels[d];
+      continue;
+    }
+    rule.unshardable += selfLabels[d];
+    rule.unshardable += indexLabels[d];
+  }
+  rule.operands = {selfLabels, indexLabels};
+  rule.results = {indexLabels};
+  rule.linearGroups = {{0}};
+  rule.movesElements = true;
+  return rule;
+}
+
+/// The indexed dims of `self` stay whole; the indices' broadcast dims (the
+/// result's leading ones) and `self`'s trailing dims shard through.
+std::optional<EinsumRule> IndexTensorOp::getShardingRule() {
+  auto self = cast<RankedTensorType>(getSelf().getType());
+  auto result = cast<RankedTensorType>(getResult().getType());
+  int64_t n = getIndices().size();
+  int64_t batch = result.getRank() - (self.getRank() - n);
+  std::string labels = resultLabels(result.getRank());
+  std::string indexed = labelsFrom('A', n);
+  auto batchType = RankedTensorType::get(result.getShape().take_front(batch),
+                                         result.getElementType());
+  EinsumRule rule;
+  rule.operands = {indexed + labels.substr(batch)};
+  for (Value index : getIndices())
+    rule.operands.push_back(
+        broadcastLabels(index, batchType, StringRef(labels).take_front(batch)));
+  rule.results = {labels};
+  rule.unshardable = indexed;
   rule.linearGroups = {{0}};
   rule.movesElements = true;
   return rule;

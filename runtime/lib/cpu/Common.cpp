@@ -198,7 +198,11 @@ DimLayout checkCat(const char *kernel, const SpmdBuffer *out, int32_t n,
 }
 
 DimLayout checkSlice(const char *kernel, const SpmdBuffer *out,
-                     const SpmdBuffer *self, int64_t dim, int64_t start) {
+                     const SpmdBuffer *self, int64_t dim, int64_t start,
+                     int64_t step) {
+  if (step < 1)
+    spmd_rt_fatal("%s: step must be positive, got %lld", kernel,
+                  static_cast<long long>(step));
   checkDim(kernel, self, dim);
   // A select: out is self without `dim`, one element of it.
   bool select = out->rank == self->rank - 1;
@@ -210,15 +214,87 @@ DimLayout checkSlice(const char *kernel, const SpmdBuffer *out,
     ++o;
   }
   const int64_t length = select ? 1 : out->shape[dim];
-  ok = ok && start >= 0 && start + length <= self->shape[dim];
+  ok = ok && start >= 0 &&
+       (length == 0 || start + (length - 1) * step < self->shape[dim]);
   if (!ok)
-    spmd_rt_fatal("%s: out %s is not a slice of self %s at %lld along dim "
-                  "%lld",
+    spmd_rt_fatal("%s: out %s is not a slice of self %s at %lld step %lld "
+                  "along dim %lld",
                   kernel, shapeStr(out).c_str(), shapeStr(self).c_str(),
-                  static_cast<long long>(start), static_cast<long long>(dim));
+                  static_cast<long long>(start), static_cast<long long>(step),
+                  static_cast<long long>(dim));
   DimLayout l = layoutAround(self, dim);
   l.size = length;
   return l;
+}
+
+DimLayout checkSliceScatter(const char *kernel, const SpmdBuffer *out,
+                            const SpmdBuffer *self, const SpmdBuffer *src,
+                            int64_t dim, int64_t start, int64_t step) {
+  checkSameShape(kernel, "out", out, "self", self);
+  checkSlice(kernel, src, self, dim, start, step);
+  if (src->rank != self->rank)
+    spmd_rt_fatal("%s: src %s and self %s differ in rank", kernel,
+                  shapeStr(src).c_str(), shapeStr(self).c_str());
+  DimLayout l = layoutAround(self, dim);
+  l.size = src->shape[dim];
+  return l;
+}
+
+void checkConstantPad(const char *kernel, const SpmdBuffer *out,
+                      const SpmdBuffer *self, int32_t n, const int64_t *pad) {
+  bool ok = n % 2 == 0 && n / 2 <= self->rank && out->rank == self->rank;
+  for (int32_t d = 0; d < self->rank && ok; ++d) {
+    int32_t k = self->rank - 1 - d; // pad pair k pads dim d
+    int64_t size = self->shape[d];
+    if (2 * k < n)
+      size += pad[2 * k] + pad[2 * k + 1];
+    ok = size >= 0 && out->shape[d] == size;
+  }
+  if (!ok)
+    spmd_rt_fatal("%s: out %s is not self %s padded by %d amounts", kernel,
+                  shapeStr(out).c_str(), shapeStr(self).c_str(), n);
+}
+
+DimLayout checkCumsum(const char *kernel, const SpmdBuffer *out,
+                      const SpmdBuffer *self, int64_t dim) {
+  checkDim(kernel, self, dim);
+  checkSameShape(kernel, "out", out, "self", self);
+  return layoutAround(self, dim);
+}
+
+void checkGather(const char *kernel, const SpmdBuffer *out,
+                 const SpmdBuffer *self, int64_t dim, const SpmdBuffer *index) {
+  checkDim(kernel, self, dim);
+  checkSameShape(kernel, "out", out, "index", index);
+  bool ok = index->rank == self->rank;
+  for (int32_t d = 0; d < self->rank && ok; ++d)
+    ok = d == dim || index->shape[d] <= self->shape[d];
+  if (!ok)
+    spmd_rt_fatal("%s: index %s does not fit self %s outside dim %lld", kernel,
+                  shapeStr(index).c_str(), shapeStr(self).c_str(),
+                  static_cast<long long>(dim));
+}
+
+void checkIndex(const char *kernel, const SpmdBuffer *out,
+                const SpmdBuffer *self, int32_t n,
+                const SpmdBuffer *const *indices) {
+  // out = broadcast(indices) + self's dims after the n indexed ones.
+  int32_t batch = out->rank - (self->rank - n);
+  bool ok = n >= 1 && n <= self->rank && batch >= 0;
+  for (int32_t d = n; d < self->rank && ok; ++d)
+    ok = out->shape[batch + d - n] == self->shape[d];
+  for (int32_t k = 0; k < n && ok; ++k) {
+    const SpmdBuffer *ix = indices[k];
+    ok = ix->rank <= batch;
+    for (int32_t d = 0; d < ix->rank && ok; ++d) {
+      int64_t size = ix->shape[d], target = out->shape[batch - ix->rank + d];
+      ok = size == target || size == 1;
+    }
+  }
+  if (!ok)
+    spmd_rt_fatal("%s: out %s is not self %s indexed by %d broadcast "
+                  "indices",
+                  kernel, shapeStr(out).c_str(), shapeStr(self).c_str(), n);
 }
 
 DimLayout checkLocalTake(const char *kernel, const SpmdBuffer *out,

@@ -32,6 +32,9 @@ struct PointwiseEngine {
     template <typename T> static T exp(T x) { return math::exp(x); }
     template <typename T> static T sqrt(T x) { return std::sqrt(x); }
     template <typename T> static T rsqrt(T x) { return T(1) / std::sqrt(x); }
+    template <typename T> static T log(T x) { return std::log(x); }
+    template <typename T> static T cos(T x) { return std::cos(x); }
+    template <typename T> static T sin(T x) { return std::sin(x); }
     template <typename T> static T pow(T base, T exponent) {
       return std::pow(base, exponent);
     }

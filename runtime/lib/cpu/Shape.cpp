@@ -1,4 +1,4 @@
-//===- Shape.cpp - copies, expand, permute, cat, slice, triu, factories ---===//
+//===- Shape.cpp - copies, views, cat, slices, padding, indexing, scans ---===//
 //
 // Data movement kernels. They support every dtype but f16/bf16; an input of
 // another dtype than out is converted to out's dtype first.
@@ -10,7 +10,10 @@
 #include "../Math.h"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
+#include <type_traits>
+#include <vector>
 
 using namespace spmd::rt;
 
@@ -157,18 +160,185 @@ void spmd_rt_cat(SpmdBuffer *out, int32_t n, const SpmdBuffer *const *inputs,
 }
 
 void spmd_rt_slice(SpmdBuffer *out, const SpmdBuffer *self, int64_t dim,
-                   int64_t start) {
+                   int64_t start, int64_t step) {
   const char *kernel = "spmd_rt_slice";
-  const DimLayout l = checkSlice(kernel, out, self, dim, start);
-  const int64_t outer = l.outer, inner = l.inner;
+  const DimLayout l = checkSlice(kernel, out, self, dim, start, step);
+  const int64_t outer = l.outer, size = l.size, inner = l.inner;
   const int64_t inRow = self->shape[dim] * inner;
-  const int64_t outRow = l.size * inner;
+  const int64_t outRow = size * inner;
   withInputAs(kernel, out, self, [&](auto tag, const auto *in) {
     using T = decltype(tag);
     T *o = dataOf<T>(out);
+    for (int64_t i = 0; i < outer; ++i) {
+      if (step == 1) {
+        std::memcpy(o + i * outRow, in + i * inRow + start * inner,
+                    static_cast<size_t>(outRow) * sizeof(T));
+        continue;
+      }
+      for (int64_t k = 0; k < size; ++k)
+        std::memcpy(o + i * outRow + k * inner,
+                    in + i * inRow + (start + k * step) * inner,
+                    static_cast<size_t>(inner) * sizeof(T));
+    }
+  });
+}
+
+void spmd_rt_slice_scatter(SpmdBuffer *out, const SpmdBuffer *self,
+                           const SpmdBuffer *src, int64_t dim, int64_t start,
+                           int64_t step) {
+  const char *kernel = "spmd_rt_slice_scatter";
+  const DimLayout l =
+      checkSliceScatter(kernel, out, self, src, dim, start, step);
+  const int64_t outer = l.outer, size = l.size, inner = l.inner;
+  const int64_t outRow = self->shape[dim] * inner, srcRow = size * inner;
+  withInputAs(kernel, out, self, [&](auto tag, const auto *in) {
+    using T = decltype(tag);
+    T *o = dataOf<T>(out);
+    std::memcpy(o, in, static_cast<size_t>(out->numel) * sizeof(T));
+    std::vector<T> storage;
+    const T *from = dataAs<T>(src, storage, kernel);
     for (int64_t i = 0; i < outer; ++i)
-      std::memcpy(o + i * outRow, in + i * inRow + start * inner,
-                  static_cast<size_t>(outRow) * sizeof(T));
+      for (int64_t k = 0; k < size; ++k)
+        std::memcpy(o + i * outRow + (start + k * step) * inner,
+                    from + i * srcRow + k * inner,
+                    static_cast<size_t>(inner) * sizeof(T));
+  });
+}
+
+void spmd_rt_constant_pad_nd(SpmdBuffer *out, const SpmdBuffer *self, int32_t n,
+                             const int64_t *pad, double value) {
+  const char *kernel = "spmd_rt_constant_pad_nd";
+  checkConstantPad(kernel, out, self, n, pad);
+  const int32_t rank = self->rank;
+  // before[d]: how far out's dim d starts before self's (negative: crops).
+  int64_t before[SPMD_MAX_RANK] = {};
+  for (int32_t k = 0; 2 * k < n; ++k)
+    before[rank - 1 - k] = pad[2 * k];
+  int64_t selfStrides[SPMD_MAX_RANK];
+  contiguousStrides(rank, self->shape, selfStrides);
+  withInputAs(kernel, out, self, [&](auto tag, const auto *in) {
+    using T = decltype(tag);
+    T *o = dataOf<T>(out);
+    const T fill = convertElem<T>(value);
+    int64_t index[SPMD_MAX_RANK] = {};
+    for (int64_t i = 0, e = out->numel; i < e; ++i) {
+      int64_t from = 0;
+      bool inside = true;
+      for (int32_t d = 0; d < rank && inside; ++d) {
+        int64_t at = index[d] - before[d];
+        inside = at >= 0 && at < self->shape[d];
+        from += at * selfStrides[d];
+      }
+      o[i] = inside ? in[from] : fill;
+      for (int32_t d = rank - 1; d >= 0 && ++index[d] == out->shape[d]; --d)
+        index[d] = 0;
+    }
+  });
+}
+
+void spmd_rt_cumsum(SpmdBuffer *out, const SpmdBuffer *self, int64_t dim) {
+  const char *kernel = "spmd_rt_cumsum";
+  const DimLayout l = checkCumsum(kernel, out, self, dim);
+  withInputAs(kernel, out, self, [&](auto tag, const auto *in) {
+    using T = decltype(tag);
+    T *o = dataOf<T>(out);
+    for (int64_t i = 0; i < l.outer; ++i)
+      for (int64_t j = 0; j < l.inner; ++j) {
+        // ATen's CPU cumsum accumulates in the result's type (at::acc_type
+        // of float is double on the CPU).
+        using Acc = std::conditional_t<std::is_floating_point_v<T>, double, T>;
+        Acc sum = 0;
+        for (int64_t k = 0; k < l.size; ++k) {
+          int64_t at = (i * l.size + k) * l.inner + j;
+          sum += static_cast<Acc>(in[at]);
+          o[at] = static_cast<T>(sum);
+        }
+      }
+  });
+}
+
+void spmd_rt_gather(SpmdBuffer *out, const SpmdBuffer *self, int64_t dim,
+                    const SpmdBuffer *index) {
+  const char *kernel = "spmd_rt_gather";
+  checkGather(kernel, out, self, dim, index);
+  const int32_t rank = self->rank;
+  int64_t selfStrides[SPMD_MAX_RANK];
+  contiguousStrides(rank, self->shape, selfStrides);
+  std::vector<int64_t> indexStorage;
+  const int64_t *ix = dataAs<int64_t>(index, indexStorage, kernel);
+  withInputAs(kernel, out, self, [&](auto tag, const auto *in) {
+    using T = decltype(tag);
+    T *o = dataOf<T>(out);
+    int64_t at[SPMD_MAX_RANK] = {};
+    const int64_t size = self->shape[dim];
+    for (int64_t i = 0, e = out->numel; i < e; ++i) {
+      int64_t k = ix[i];
+      if (k < -size || k >= size)
+        spmd_rt_fatal("%s: index %lld is out of bounds for dim %lld of size "
+                      "%lld",
+                      kernel, static_cast<long long>(k),
+                      static_cast<long long>(dim),
+                      static_cast<long long>(size));
+      int64_t from = 0;
+      for (int32_t d = 0; d < rank; ++d)
+        from += (d == dim ? (k < 0 ? k + size : k) : at[d]) * selfStrides[d];
+      o[i] = in[from];
+      for (int32_t d = rank - 1; d >= 0 && ++at[d] == out->shape[d]; --d)
+        at[d] = 0;
+    }
+  });
+}
+
+void spmd_rt_index(SpmdBuffer *out, const SpmdBuffer *self, int32_t n,
+                   const SpmdBuffer *const *indices) {
+  const char *kernel = "spmd_rt_index";
+  checkIndex(kernel, out, self, n, indices);
+  const int32_t batch = out->rank - (self->rank - n);
+  int64_t rows = 1, inner = 1;
+  for (int32_t d = 0; d < batch; ++d)
+    rows *= out->shape[d];
+  for (int32_t d = n; d < self->rank; ++d)
+    inner *= self->shape[d];
+  // Each index's strides over out's leading `batch` dims (0 where it
+  // broadcasts), and self's strides over the indexed dims, in rows.
+  std::vector<std::vector<int64_t>> storage(n);
+  std::vector<const int64_t *> ix(n);
+  std::vector<std::array<int64_t, SPMD_MAX_RANK>> strides(n);
+  int64_t selfStrides[SPMD_MAX_RANK];
+  contiguousStrides(self->rank, self->shape, selfStrides);
+  for (int32_t k = 0; k < n; ++k) {
+    const SpmdBuffer *b = indices[k];
+    ix[k] = dataAs<int64_t>(b, storage[k], kernel);
+    int64_t own[SPMD_MAX_RANK];
+    contiguousStrides(b->rank, b->shape, own);
+    strides[k].fill(0);
+    for (int32_t d = 0; d < b->rank; ++d)
+      if (b->shape[d] != 1)
+        strides[k][batch - b->rank + d] = own[d];
+  }
+  withInputAs(kernel, out, self, [&](auto tag, const auto *in) {
+    using T = decltype(tag);
+    T *o = dataOf<T>(out);
+    int64_t at[SPMD_MAX_RANK] = {};
+    for (int64_t r = 0; r < rows; ++r) {
+      int64_t from = 0;
+      for (int32_t k = 0; k < n; ++k) {
+        int64_t offset = 0;
+        for (int32_t d = 0; d < batch; ++d)
+          offset += at[d] * strides[k][d];
+        int64_t i = ix[k][offset], size = self->shape[k];
+        if (i < -size || i >= size)
+          spmd_rt_fatal("%s: index %lld is out of bounds for dim %d of size "
+                        "%lld",
+                        kernel, static_cast<long long>(i), k,
+                        static_cast<long long>(size));
+        from += (i < 0 ? i + size : i) * selfStrides[k];
+      }
+      std::memcpy(o + r * inner, in + from,
+                  static_cast<size_t>(inner) * sizeof(T));
+      for (int32_t d = batch - 1; d >= 0 && ++at[d] == out->shape[d]; --d)
+        at[d] = 0;
+    }
   });
 }
 

@@ -22,6 +22,13 @@ namespace {
 // Scaled-dot-product attention runs on the CPU backend only.
 #define SPMD_RT_CUDA_LACKS_attention ,
 #define SPMD_RT_CUDA_LACKS_attention_backward ,
+// Slice scatter, padding, cumsum, gather and index (the language models'
+// masks, positions and labels) run on the CPU backend only so far.
+#define SPMD_RT_CUDA_LACKS_slice_scatter ,
+#define SPMD_RT_CUDA_LACKS_constant_pad_nd ,
+#define SPMD_RT_CUDA_LACKS_cumsum ,
+#define SPMD_RT_CUDA_LACKS_gather ,
+#define SPMD_RT_CUDA_LACKS_index ,
 // `lacking` when this backend lacks kernel `name`, else `present`: the probe
 // macro's comma, where it is defined, shifts `lacking` into second place.
 #define SPMD_RT_SECOND_(first, second, ...) second

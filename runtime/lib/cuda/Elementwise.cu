@@ -473,6 +473,15 @@ struct PointwiseEngine {
     template <typename T> SPMD_RT_HOST_DEVICE static T sqrt(T x) {
       return ::sqrt(x);
     }
+    template <typename T> SPMD_RT_HOST_DEVICE static T log(T x) {
+      return ::log(x);
+    }
+    template <typename T> SPMD_RT_HOST_DEVICE static T cos(T x) {
+      return ::cos(x);
+    }
+    template <typename T> SPMD_RT_HOST_DEVICE static T sin(T x) {
+      return ::sin(x);
+    }
     /// ATen's CUDA rsqrt kernel: the device's rsqrt (1 / sqrt on the
     /// host, which has none).
     template <typename T> SPMD_RT_HOST_DEVICE static T rsqrt(T x) {
@@ -498,16 +507,16 @@ struct PointwiseEngine {
   static void copy(SpmdBuffer *out, const SpmdBuffer *self) {
     cuda::spmd_rt_copy(out, self);
   }
-  /// As on the CPU: dispatches on out's dtype T within `Set` (or bf16:
-  /// every op here takes floats), converts inputs to T, checks
+  /// As on the CPU: dispatches on out's dtype T within `Set` (and bf16
+  /// where `Set` has the floats), converts inputs to T, checks
   /// broadcasting and maps `makeOp(T{})` over out, an op computing in
   /// M = OpMathT<T>: the op and its scalars are in float for bf16.
   template <unsigned Set, int N, typename MakeOp>
   static void elementwise(const char *kernel, SpmdBuffer *out,
                           const std::array<const SpmdBuffer *, N> &ins,
                           MakeOp &&makeOp) {
-    static_assert((Set & kFloat) != 0, "bf16 is added to float sets only");
-    dispatchDevice<Set | kBFloat16>(out->dtype, kernel, [&](auto tag) {
+    constexpr unsigned kSet = (Set & kFloat) != 0 ? Set | kBFloat16 : Set;
+    dispatchDevice<kSet>(out->dtype, kernel, [&](auto tag) {
       using T = decltype(tag);
       using M = OpMathT<T>;
       Indexing<N> ix;

@@ -65,6 +65,12 @@ struct RunSource {
   }
 };
 
+/// slice with a step: out position k reads start + k * step.
+struct StepSource {
+  int64_t start, step;
+  __device__ int64_t operator()(int64_t k) const { return start + k * step; }
+};
+
 /// Out row r = (i, k) of `inner` elements (i over the dims before `dim`, k
 /// along it) is self row (i, source(k)), or `fill` when that is outside
 /// [0, selfSize).
@@ -166,9 +172,15 @@ void spmd_rt_cat(SpmdBuffer *out, int32_t n, const SpmdBuffer *const *inputs,
 }
 
 void spmd_rt_slice(SpmdBuffer *out, const SpmdBuffer *self, int64_t dim,
-                   int64_t start) {
+                   int64_t start, int64_t step) {
   const char *kernel = "spmd_rt_slice";
-  const DimLayout l = checkSlice(kernel, out, self, dim, start);
+  const DimLayout l = checkSlice(kernel, out, self, dim, start, step);
+  if (step != 1) {
+    localTake(kernel, out, self, dim, 0.0, [&] {
+      return StepSource{start, step};
+    });
+    return;
+  }
   const int64_t outer = l.outer, inner = l.inner;
   withInputAs(kernel, out, self, [&](auto tag, const auto *in) {
     using T = decltype(tag);

@@ -168,8 +168,15 @@ def checkpointed(reentrant=False):
 
 # Rejected models.
 
-def sigmoid():
-    return Pair(act=nn.Sigmoid()), (torch.randn(4, 6),)
+class Atan(nn.Module):
+    """aten.atan, a Core ATen op the dialect lacks."""
+
+    def forward(self, x):
+        return torch.atan(x)
+
+
+def atan():
+    return Pair(act=Atan()), (torch.randn(4, 6),)
 
 
 class Both(Pair):
@@ -275,11 +282,11 @@ def forward_raises():
 def unsupported_ops():
     """Ops the dialect lacks, one of them in two modules and phases: one
     error lists them all."""
-    return Pair(act=nn.Sigmoid()), (torch.randn(4, 6),), \
-        lambda out: out.sigmoid().exp().sum(), ()
+    return Pair(act=Atan()), (torch.randn(4, 6),), \
+        lambda out: out.atan().erf().sum(), ()
 
 
 def deep_unsupported():
     """One op the dialect lacks in six modules: the error names four."""
-    layers = [m for _ in range(6) for m in (nn.Linear(6, 6), nn.Sigmoid())]
+    layers = [m for _ in range(6) for m in (nn.Linear(6, 6), Atan())]
     return nn.Sequential(*layers), (torch.randn(4, 6),)

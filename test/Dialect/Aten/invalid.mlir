@@ -1447,3 +1447,83 @@ func.func @attention_backward_dropout(%q: tensor<2x4x8x48xf32>, %lse: tensor<2x4
   %0:3 = aten._scaled_dot_product_flash_attention_for_cpu_backward %q, %q, %q, %q, %q, %lse {dropout_p = 0.5 : f64, is_causal = false} : (tensor<2x4x8x48xf32>, tensor<2x4x8x48xf32>, tensor<2x4x8x48xf32>, tensor<2x4x8x48xf32>, tensor<2x4x8x48xf32>, tensor<2x4x8xf32>) -> (tensor<2x4x8x48xf32>, tensor<2x4x8x48xf32>, tensor<2x4x8x48xf32>)
   return
 }
+
+// -----
+
+func.func @slice_not_normalized(%x: tensor<4x8xf32>) {
+  // expected-error @+1 {{'aten.slice.Tensor' op slice bounds [-1, 8) are not normalized for dim 1 of size 8 (expected 0 <= start <= end <= size)}}
+  %0 = aten.slice.Tensor %x {dim = 1 : i64, start = -1 : i64, end = 8 : i64} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  return
+}
+
+// -----
+
+func.func @slice_zero_step(%x: tensor<4x8xf32>) {
+  // expected-error @+1 {{'aten.slice.Tensor' op slice step must be positive, got 0}}
+  %0 = aten.slice.Tensor %x {dim = 1 : i64, start = 0 : i64, end = 8 : i64, step = 0 : i64} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  return
+}
+
+// -----
+
+func.func @slice_scatter_src(%x: tensor<4x8xf32>, %s: tensor<4x3xf32>) {
+  // expected-error @+1 {{'aten.slice_scatter' op src 'tensor<4x3xf32>' is not shaped like the slice 'tensor<4x4xf32>'}}
+  %0 = aten.slice_scatter %x, %s {dim = 1 : i64, start = 0 : i64, end = 8 : i64, step = 2 : i64} : (tensor<4x8xf32>, tensor<4x3xf32>) -> tensor<4x8xf32>
+  return
+}
+
+// -----
+
+func.func @pad_odd(%x: tensor<4x8xf32>) {
+  // expected-error @+1 {{'aten.constant_pad_nd' op pad needs an even number of amounts, at most 2 per dim of 'tensor<4x8xf32>', got 3}}
+  %0 = aten.constant_pad_nd %x {pad = array<i64: 1, 1, 1>, value = 0 : i64} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  return
+}
+
+// -----
+
+func.func @pad_negative(%x: tensor<4x2xf32>) {
+  // expected-error @+1 {{'aten.constant_pad_nd' op padding dim 1 of 'tensor<4x2xf32>' by (-2, -1) leaves a negative size}}
+  %0 = aten.constant_pad_nd %x {pad = array<i64: -2, -1>, value = 0 : i64} : (tensor<4x2xf32>) -> tensor<4x2xf32>
+  return
+}
+
+// -----
+
+func.func @cumsum_dim(%x: tensor<4x8xi1>) {
+  // expected-error @+1 {{'aten.cumsum' op dim 2 is out of range for a tensor of rank 2}}
+  %0 = aten.cumsum %x {dim = 2 : i64} : (tensor<4x8xi1>) -> tensor<4x8xi64>
+  return
+}
+
+// -----
+
+func.func @gather_larger_index(%x: tensor<4x8xf32>, %i: tensor<5x2xi64>) {
+  // expected-error @+1 {{'aten.gather' op index 'tensor<5x2xi64>' is larger than self 'tensor<4x8xf32>' along dim 0}}
+  %0 = aten.gather %x, %i {dim = 1 : i64} : (tensor<4x8xf32>, tensor<5x2xi64>) -> tensor<5x2xf32>
+  return
+}
+
+// -----
+
+func.func @index_broadcast(%x: tensor<4x8xi1>, %a: tensor<3xi64>, %b: tensor<2xi64>) {
+  // expected-error @+1 {{'aten.index.Tensor' op shapes [3] and [2] do not broadcast (dim 0: 3 vs 2)}}
+  %0 = aten.index.Tensor %x, %a, %b : (tensor<4x8xi1>, tensor<3xi64>, tensor<2xi64>) -> tensor<3xi1>
+  return
+}
+
+// -----
+
+func.func @index_too_many(%x: tensor<4xf32>, %a: tensor<3xi64>) {
+  // expected-error @+1 {{'aten.index.Tensor' op index needs 1 to 1 indices for 'tensor<4xf32>', got 2}}
+  %0 = aten.index.Tensor %x, %a, %a : (tensor<4xf32>, tensor<3xi64>, tensor<3xi64>) -> tensor<3xf32>
+  return
+}
+
+// -----
+
+func.func @bitwise_and_float(%x: tensor<4xf32>) {
+  // expected-error @+1 {{'aten.bitwise_and.Tensor' op operand #0 must be}}
+  %0 = aten.bitwise_and.Tensor %x, %x : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  return
+}

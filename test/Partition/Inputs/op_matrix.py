@@ -167,7 +167,23 @@ def build_cases(z):
         C("maximum", self=f(B, S, D), other=f(D)),
         C("maximum", self=f(B, 1), other=idx(3, B, D)),
         C("maximum", self=f(B, D), other=f()),
+        C("minimum", self=f(B, S, D), other=f(D)),
+        C("minimum", self=f(B, 1), other=idx(3, B, D)),
+        C("bitwise_and.Tensor", self=mask(B, S, D), other=mask(S, D)),
+        C("bitwise_and.Tensor", self=idx(K, B, D), other=idx(K, B, 1)),
+        C("bitwise_or.Tensor", self=mask(B, 1, D), other=mask(B, S, 1)),
+        C("bitwise_or.Tensor", self=idx(K, B, D, dtype="int32"), other=idx(K, D)),
+        # Comparisons of two tensors, in their promoted dtype (masks of the
+        # language models: positions against positions).
+        C("eq.Tensor", self=idx(3, B, S), other=idx(3, S)),
+        C("ne.Tensor", self=f(B, D), other=f(B, D)),
+        C("lt.Tensor", self=idx(K, B, 1), other=f(D)),
+        C("le.Tensor", self=idx(S, S, 1), other=idx(S, 1, S)),
+        C("gt.Tensor", self=f(B, S, D), other=f()),
+        C("ge.Tensor", self=idx(S, B, S, 1), other=idx(S, S, dtype="int32")),
         C("add.Scalar", self=f(B, D), other=1, alpha=2.0),
+        C("sub.Scalar", self=idx(K, B, S), other=1),
+        C("sub.Scalar", self=f(B, D), other=0.5, alpha=2.0),
         C("mul.Scalar", self=f(B, D), other=0.9),
         C("div.Scalar", self=f(B, S, D), other=8.0),
         C("rsub.Scalar", self=f(B, D), other=1),
@@ -191,6 +207,14 @@ def build_cases(z):
             r.integers(-9, 9, (B, D), dtype=np.int32)), desc="integers in [-9, 9)")),
         C("reciprocal", self=pos(B, D)),
         C("sqrt", self=pos(B, S, D)),
+        C("rsqrt", self=pos(B, S, 1)),
+        C("exp", self=f(B, S, D)),
+        C("log", self=pos(B, S, D)),
+        C("log", self=idx(K, B, D, put={0: 0})),
+        C("cos", self=f(S, D)),
+        C("sin", self=f(B, S, D)),
+        C("sigmoid", self=f(B, S, D)),
+        C("sigmoid_backward", grad_output=f(B, S, D), output=pos(B, S, D)),
         C("relu", self=f(B, S, D)),
         C("tanh", self=f(B, S, D)),
         C("tanh_backward", grad_output=f(B, S, D), output=f(B, S, D)),
@@ -213,6 +237,11 @@ def build_cases(z):
         C("where.self", condition=mask(B, 1), self=f(B, D), other=f()),
         C("eq.Scalar", self=idx(3, B, S), other=1),
         C("eq.Scalar", self=f(B, D), other=0.5),
+        C("ne.Scalar", self=idx(3, B, S), other=1),
+        C("lt.Scalar", self=f(B, D), other=0.25),
+        C("le.Scalar", self=idx(K, B, D), other=2.5),
+        C("gt.Scalar", self=idx(K, B, S), other=3),
+        C("ge.Scalar", self=f(B, S, D), other=0),
         C("logical_not", self=mask(B, S, D)),
         C("logical_not", self=idx(2, B, D)),
         C("triu", self=f(S, S), diagonal=1),
@@ -253,6 +282,24 @@ def build_cases(z):
         C("squeeze.dims", self=f(1, 1, D), dim=[0, 1]),
         C("select.int", self=f(B, S, 3 * P), dim=-1, index=P),
         C("select.int", self=f(3, B, S, D), dim=0, index=-1),
+        # Slices (normalized bounds), their scatter, padding and indexing:
+        # the language models' label shift, rotary halves, masks, positions.
+        C("slice.Tensor", self=f(B, S, D), dim=1, start=1, end=S),
+        C("slice.Tensor", self=f(B, S, 2 * P), dim=-1, start=0, end=P),
+        C("slice.Tensor", self=f(K, D), dim=0, start=1, end=K, step=2),
+        C("slice_scatter", self=f(B, S, 2 * P), src=f(B, S, P), dim=2, start=P, end=2 * P),
+        C("slice_scatter", self=f(K, D), src=f(K // 2, D), dim=0, start=0, end=K, step=2),
+        C("constant_pad_nd", self=idx(K, B, S), pad=[0, 1], value=-100),
+        C("constant_pad_nd", self=f(B, S, D), pad=[1, 2, 0, 1], value=0),
+        C("constant_pad_nd", self=f(B, S, D), pad=[-1, 1], value=0.5),
+        C("cumsum", self=idx(2, B, S), dim=-1),
+        C("cumsum", self=f(B, S, D), dim=1),
+        C("cumsum", self=mask(B, S), dim=1, dtype=Dt("i32")),
+        C("gather", self=f(B, S, D), dim=1, index=idx(S, B, 2, D)),
+        C("gather", self=idx(K, 1, V), dim=1, index=idx(V, 1, S)),
+        C("index.Tensor", self=mask(B, S), indices=[idx(B, B, 1, 1, 1), idx(S, 1, 1, 1, S)]),
+        C("index.Tensor", self=f(K, D), indices=[idx(K, B, S, put={0: -1})]),
+        C("index.Tensor", self=f(B, S, D), indices=[idx(B, N), idx(S, N)]),
         C("unsqueeze", self=f(B, D), dim=-1),
         C("unsqueeze", self=f(B, D), dim=0),
         C("expand", self=f(D), size=[S, -1]),
@@ -410,10 +457,14 @@ def run_torch(op, names, tensors, attrs, wide=False):
     """torch.ops.aten.<op> on operands and attributes given by schema name, in
     float64 with `wide` (float operands and float dtype attributes widened).
     Returns the list of results (None where PyTorch returns none)."""
+    packet, _, name = op.partition(".")
+    overload = getattr(getattr(torch.ops.aten, packet), name or "default")
+    schema = overload._schema.arguments
+    lists = {a.name for a in schema if str(a.type).startswith("List[")}
     values = {}
     for name, t in zip(names, tensors):
         t = t.double() if wide and t.is_floating_point() else t
-        if name == "tensors":
+        if name in lists:  # cat's tensors, index's indices
             values.setdefault(name, []).append(t)
         else:
             values[name] = t
@@ -421,9 +472,6 @@ def run_torch(op, names, tensors, attrs, wide=False):
         if isinstance(v, Dt):
             v = torch.float64 if wide and v.name == "f32" else TORCH_DTYPES[v.name]
         values[name] = v
-    packet, _, name = op.partition(".")
-    overload = getattr(getattr(torch.ops.aten, packet), name or "default")
-    schema = overload._schema.arguments
     positional = [a for a in schema if not a.kwarg_only]
     last = max([i for i, a in enumerate(positional) if a.name in values], default=-1)
     args = [values.pop(a.name) if a.name in values else

@@ -37,6 +37,8 @@ def Aten_NumericTensor : StaticShapeTensorOf<[F32, BF16, F16, F64, I64, I32]>;
 def Aten_TargetTensor : StaticShapeTensorOf<[I64]>;
 /// A boolean mask (torch.bool).
 def Aten_BoolTensor : StaticShapeTensorOf<[I1]>;
+/// Integers and bools (bitwise ops: ATen rejects floats).
+def Aten_IntegralTensor : StaticShapeTensorOf<[I64, I32, I1]>;
 
 /// An ATen `Scalar`: an integer (i64) or floating-point (f64) number. The
 /// kind matters for type promotion (int tensor op float scalar -> float).
@@ -111,6 +113,15 @@ defvar Aten_InferBool = [{
   types.push_back(::llvm::cast<::mlir::RankedTensorType>(
       adaptor.getSelf().getType()).clone(
           ::mlir::IntegerType::get(adaptor.getSelf().getContext(), 1)));
+  return ::mlir::success();
+}];
+/// The operands' broadcast shape, i1 (comparisons of two tensors).
+defvar Aten_InferBroadcastBool = [{
+  if (::mlir::failed(::spmd::aten::detail::inferBroadcast(
+          adaptor.getOperands().getTypes(), emitError, types)))
+    return ::mlir::failure();
+  types.back() = ::llvm::cast<::mlir::RankedTensorType>(types.back()).clone(
+      ::mlir::IntegerType::get(adaptor.getSelf().getContext(), 1));
   return ::mlir::success();
 }];
 /// A reshape to `size` (one entry may be -1).

@@ -140,6 +140,156 @@ def Aten_MaximumOp : Aten_PointwiseOp<"maximum", "{{0, 1}, {0}, {1}}", reduce = 
   }];
 }
 
+def Aten_MinimumOp : Aten_PointwiseOp<"minimum", "{{0, 1}, {0}, {1}}", reduce = "Min"> {
+  let summary = "aten::minimum(Tensor self, Tensor other) -> Tensor";
+  let description = [{
+    The smaller of `self` and `other`, broadcasting; NaN where either is NaN
+    (`torch.minimum`). Partial(min) operands give a Partial(min) result,
+    alone or together (DTensor's rule).
+  }];
+  let arguments = (ins Aten_Tensor:$self,
+                    Aten_Tensor:$other);
+  let results = (outs Aten_Tensor:$result);
+  let kernel = "minimum";
+  let kernelArguments = [{
+    return {::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(0), false),
+            ::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(1), false)};
+  }];
+}
+
+def Aten_BitwiseAndTensorOp : Aten_PointwiseOp<"bitwise_and.Tensor"> {
+  let summary = "aten::bitwise_and.Tensor(Tensor self, Tensor other) -> Tensor";
+  let description = [{
+    `self & other` of integers, `self and other` of bools, broadcasting
+    (attention masks combined).
+  }];
+  let arguments = (ins Aten_IntegralTensor:$self,
+                    Aten_IntegralTensor:$other);
+  let results = (outs Aten_IntegralTensor:$result);
+  let kernel = "bitwise_and";
+  let kernelArguments = [{
+    return {::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(0), false),
+            ::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(1), false)};
+  }];
+}
+
+def Aten_BitwiseOrTensorOp : Aten_PointwiseOp<"bitwise_or.Tensor"> {
+  let summary = "aten::bitwise_or.Tensor(Tensor self, Tensor other) -> Tensor";
+  let description = [{
+    `self | other` of integers, `self or other` of bools, broadcasting.
+  }];
+  let arguments = (ins Aten_IntegralTensor:$self,
+                    Aten_IntegralTensor:$other);
+  let results = (outs Aten_IntegralTensor:$result);
+  let kernel = "bitwise_or";
+  let kernelArguments = [{
+    return {::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(0), false),
+            ::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(1), false)};
+  }];
+}
+
+def Aten_EqTensorOp : Aten_PointwiseOp<"eq.Tensor"> {
+  let summary = "aten::eq.Tensor(Tensor self, Tensor other) -> Tensor";
+  let description = [{
+    Whether `self == other`, broadcasting; compared in the operands'
+    promoted dtype.
+  }];
+  let arguments = (ins Aten_Tensor:$self,
+                    Aten_Tensor:$other);
+  let results = (outs Aten_Tensor:$result);
+  let kernel = "eq_tensor";
+  let kernelArguments = [{
+    return {::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(0), false),
+            ::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(1), false)};
+  }];
+  let inferBody = Aten_InferBroadcastBool;
+}
+
+def Aten_NeTensorOp : Aten_PointwiseOp<"ne.Tensor"> {
+  let summary = "aten::ne.Tensor(Tensor self, Tensor other) -> Tensor";
+  let description = [{
+    Whether `self != other`, broadcasting; compared in the operands'
+    promoted dtype.
+  }];
+  let arguments = (ins Aten_Tensor:$self,
+                    Aten_Tensor:$other);
+  let results = (outs Aten_Tensor:$result);
+  let kernel = "ne_tensor";
+  let kernelArguments = [{
+    return {::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(0), false),
+            ::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(1), false)};
+  }];
+  let inferBody = Aten_InferBroadcastBool;
+}
+
+def Aten_LtTensorOp : Aten_PointwiseOp<"lt.Tensor"> {
+  let summary = "aten::lt.Tensor(Tensor self, Tensor other) -> Tensor";
+  let description = [{
+    Whether `self < other`, broadcasting; compared in the operands' promoted
+    dtype.
+  }];
+  let arguments = (ins Aten_Tensor:$self,
+                    Aten_Tensor:$other);
+  let results = (outs Aten_Tensor:$result);
+  let kernel = "lt_tensor";
+  let kernelArguments = [{
+    return {::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(0), false),
+            ::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(1), false)};
+  }];
+  let inferBody = Aten_InferBroadcastBool;
+}
+
+def Aten_LeTensorOp : Aten_PointwiseOp<"le.Tensor"> {
+  let summary = "aten::le.Tensor(Tensor self, Tensor other) -> Tensor";
+  let description = [{
+    Whether `self <= other`, broadcasting; compared in the operands'
+    promoted dtype.
+  }];
+  let arguments = (ins Aten_Tensor:$self,
+                    Aten_Tensor:$other);
+  let results = (outs Aten_Tensor:$result);
+  let kernel = "le_tensor";
+  let kernelArguments = [{
+    return {::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(0), false),
+            ::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(1), false)};
+  }];
+  let inferBody = Aten_InferBroadcastBool;
+}
+
+def Aten_GtTensorOp : Aten_PointwiseOp<"gt.Tensor"> {
+  let summary = "aten::gt.Tensor(Tensor self, Tensor other) -> Tensor";
+  let description = [{
+    Whether `self > other`, broadcasting; compared in the operands' promoted
+    dtype.
+  }];
+  let arguments = (ins Aten_Tensor:$self,
+                    Aten_Tensor:$other);
+  let results = (outs Aten_Tensor:$result);
+  let kernel = "gt_tensor";
+  let kernelArguments = [{
+    return {::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(0), false),
+            ::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(1), false)};
+  }];
+  let inferBody = Aten_InferBroadcastBool;
+}
+
+def Aten_GeTensorOp : Aten_PointwiseOp<"ge.Tensor"> {
+  let summary = "aten::ge.Tensor(Tensor self, Tensor other) -> Tensor";
+  let description = [{
+    Whether `self >= other`, broadcasting; compared in the operands'
+    promoted dtype.
+  }];
+  let arguments = (ins Aten_Tensor:$self,
+                    Aten_Tensor:$other);
+  let results = (outs Aten_Tensor:$result);
+  let kernel = "ge_tensor";
+  let kernelArguments = [{
+    return {::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(0), false),
+            ::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(1), false)};
+  }];
+  let inferBody = Aten_InferBroadcastBool;
+}
+
 def Aten_AddScalarOp : Aten_PointwiseOp<"add.Scalar"> {
   let summary = "aten::add.Scalar(Tensor self, Scalar other, Scalar alpha=1) -> Tensor";
   let arguments = (ins Aten_Tensor:$self,
@@ -183,6 +333,24 @@ def Aten_DivScalarOp : Aten_PointwiseOp<"div.Scalar", "{{0}}"> {
             ::spmd::aten::KernelArgument::value(getOtherAttr())};
   }];
   let inferBody = "";
+}
+
+def Aten_SubScalarOp : Aten_PointwiseOp<"sub.Scalar"> {
+  let summary = "aten::sub.Scalar(Tensor self, Scalar other, Scalar alpha=1) -> Tensor";
+  let description = [{
+    `self - alpha * other`.
+  }];
+  let arguments = (ins Aten_Tensor:$self,
+                    Aten_ScalarAttr:$other,
+                    Aten_ScaleAttr:$alpha);
+  let results = (outs Aten_Tensor:$result);
+  let kernel = "sub_scalar";
+  let kernelArguments = [{
+    return {::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(0), false),
+            ::spmd::aten::KernelArgument::value(getOtherAttr()),
+            ::spmd::aten::KernelArgument::value(b.getF64FloatAttr(getAlpha().convertToDouble()))};
+  }];
+  let inferBody = Aten_InferWithScalar;
 }
 
 def Aten_RsubScalarOp : Aten_PointwiseOp<"rsub.Scalar"> {
@@ -324,6 +492,108 @@ def Aten_ReluOp : Aten_PointwiseOp<"relu"> {
   let inferBody = Aten_InferSame;
 }
 
+def Aten_RsqrtOp : Aten_PointwiseOp<"rsqrt"> {
+  let summary = "aten::rsqrt(Tensor self) -> Tensor";
+  let description = [{
+    `1 / sqrt(self)`. An integer or bool `self` gives the default float
+    dtype (f32).
+  }];
+  let arguments = (ins Aten_Tensor:$self);
+  let results = (outs Aten_Tensor:$result);
+  let kernel = "rsqrt";
+  let kernelArguments = [{
+    return {::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(0), false)};
+  }];
+  let inferBody = Aten_InferFloat;
+}
+
+def Aten_ExpOp : Aten_PointwiseOp<"exp"> {
+  let summary = "aten::exp(Tensor self) -> Tensor";
+  let description = [{
+    An integer or bool `self` gives the default float dtype (f32).
+  }];
+  let arguments = (ins Aten_Tensor:$self);
+  let results = (outs Aten_Tensor:$result);
+  let kernel = "exp";
+  let kernelArguments = [{
+    return {::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(0), false)};
+  }];
+  let inferBody = Aten_InferFloat;
+}
+
+def Aten_LogOp : Aten_PointwiseOp<"log"> {
+  let summary = "aten::log(Tensor self) -> Tensor";
+  let description = [{
+    The natural logarithm: -inf at 0, NaN below. An integer or bool `self`
+    gives the default float dtype (f32).
+  }];
+  let arguments = (ins Aten_Tensor:$self);
+  let results = (outs Aten_Tensor:$result);
+  let kernel = "log";
+  let kernelArguments = [{
+    return {::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(0), false)};
+  }];
+  let inferBody = Aten_InferFloat;
+}
+
+def Aten_CosOp : Aten_PointwiseOp<"cos"> {
+  let summary = "aten::cos(Tensor self) -> Tensor";
+  let description = [{
+    An integer or bool `self` gives the default float dtype (f32).
+  }];
+  let arguments = (ins Aten_Tensor:$self);
+  let results = (outs Aten_Tensor:$result);
+  let kernel = "cos";
+  let kernelArguments = [{
+    return {::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(0), false)};
+  }];
+  let inferBody = Aten_InferFloat;
+}
+
+def Aten_SinOp : Aten_PointwiseOp<"sin"> {
+  let summary = "aten::sin(Tensor self) -> Tensor";
+  let description = [{
+    An integer or bool `self` gives the default float dtype (f32).
+  }];
+  let arguments = (ins Aten_Tensor:$self);
+  let results = (outs Aten_Tensor:$result);
+  let kernel = "sin";
+  let kernelArguments = [{
+    return {::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(0), false)};
+  }];
+  let inferBody = Aten_InferFloat;
+}
+
+def Aten_SigmoidOp : Aten_PointwiseOp<"sigmoid"> {
+  let summary = "aten::sigmoid(Tensor self) -> Tensor";
+  let description = [{
+    `1 / (1 + exp(-self))`. An integer or bool `self` gives the default
+    float dtype (f32).
+  }];
+  let arguments = (ins Aten_Tensor:$self);
+  let results = (outs Aten_Tensor:$result);
+  let kernel = "sigmoid";
+  let kernelArguments = [{
+    return {::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(0), false)};
+  }];
+  let inferBody = Aten_InferFloat;
+}
+
+def Aten_SigmoidBackwardOp : Aten_PointwiseOp<"sigmoid_backward", "{{0}}"> {
+  let summary = "aten::sigmoid_backward(Tensor grad_output, Tensor output) -> Tensor";
+  let description = [{
+    `grad_output * (1 - output) * output`.
+  }];
+  let arguments = (ins Aten_FloatTensor:$grad_output,
+                    Aten_FloatTensor:$output);
+  let results = (outs Aten_FloatTensor:$result);
+  let kernel = "sigmoid_backward";
+  let kernelArguments = [{
+    return {::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(0), false),
+            ::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(1), false)};
+  }];
+}
+
 def Aten_TanhOp : Aten_PointwiseOp<"tanh"> {
   let summary = "aten::tanh(Tensor self) -> Tensor";
   let arguments = (ins Aten_Tensor:$self);
@@ -380,6 +650,86 @@ def Aten_EqScalarOp : Aten_PointwiseOp<"eq.Scalar"> {
                     Aten_ScalarAttr:$other);
   let results = (outs Aten_Tensor:$result);
   let kernel = "eq_scalar";
+  let kernelArguments = [{
+    return {::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(0), false),
+            ::spmd::aten::KernelArgument::value(getOtherAttr())};
+  }];
+  let inferBody = Aten_InferBool;
+}
+
+def Aten_NeScalarOp : Aten_PointwiseOp<"ne.Scalar"> {
+  let summary = "aten::ne.Scalar(Tensor self, Scalar other) -> Tensor";
+  let description = [{
+    Whether each element of `self` differs from `other`.
+  }];
+  let arguments = (ins Aten_Tensor:$self,
+                    Aten_ScalarAttr:$other);
+  let results = (outs Aten_Tensor:$result);
+  let kernel = "ne_scalar";
+  let kernelArguments = [{
+    return {::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(0), false),
+            ::spmd::aten::KernelArgument::value(getOtherAttr())};
+  }];
+  let inferBody = Aten_InferBool;
+}
+
+def Aten_LtScalarOp : Aten_PointwiseOp<"lt.Scalar"> {
+  let summary = "aten::lt.Scalar(Tensor self, Scalar other) -> Tensor";
+  let description = [{
+    Whether each element of `self` is less than `other`.
+  }];
+  let arguments = (ins Aten_Tensor:$self,
+                    Aten_ScalarAttr:$other);
+  let results = (outs Aten_Tensor:$result);
+  let kernel = "lt_scalar";
+  let kernelArguments = [{
+    return {::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(0), false),
+            ::spmd::aten::KernelArgument::value(getOtherAttr())};
+  }];
+  let inferBody = Aten_InferBool;
+}
+
+def Aten_LeScalarOp : Aten_PointwiseOp<"le.Scalar"> {
+  let summary = "aten::le.Scalar(Tensor self, Scalar other) -> Tensor";
+  let description = [{
+    Whether each element of `self` is at most `other`.
+  }];
+  let arguments = (ins Aten_Tensor:$self,
+                    Aten_ScalarAttr:$other);
+  let results = (outs Aten_Tensor:$result);
+  let kernel = "le_scalar";
+  let kernelArguments = [{
+    return {::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(0), false),
+            ::spmd::aten::KernelArgument::value(getOtherAttr())};
+  }];
+  let inferBody = Aten_InferBool;
+}
+
+def Aten_GtScalarOp : Aten_PointwiseOp<"gt.Scalar"> {
+  let summary = "aten::gt.Scalar(Tensor self, Scalar other) -> Tensor";
+  let description = [{
+    Whether each element of `self` is greater than `other`.
+  }];
+  let arguments = (ins Aten_Tensor:$self,
+                    Aten_ScalarAttr:$other);
+  let results = (outs Aten_Tensor:$result);
+  let kernel = "gt_scalar";
+  let kernelArguments = [{
+    return {::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(0), false),
+            ::spmd::aten::KernelArgument::value(getOtherAttr())};
+  }];
+  let inferBody = Aten_InferBool;
+}
+
+def Aten_GeScalarOp : Aten_PointwiseOp<"ge.Scalar"> {
+  let summary = "aten::ge.Scalar(Tensor self, Scalar other) -> Tensor";
+  let description = [{
+    Whether each element of `self` is at least `other`.
+  }];
+  let arguments = (ins Aten_Tensor:$self,
+                    Aten_ScalarAttr:$other);
+  let results = (outs Aten_Tensor:$result);
+  let kernel = "ge_scalar";
   let kernelArguments = [{
     return {::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(0), false),
             ::spmd::aten::KernelArgument::value(getOtherAttr())};
@@ -612,7 +962,7 @@ def Aten_OnesLikeOp : Aten_FactoryOp<"ones_like"> {
   let results = (outs Aten_Tensor:$result);
   let kernel = "fill";
   let kernelArguments = [{
-    return {::spmd::aten::KernelArgument::value(b.getF64FloatAttr(1))};
+    return {::spmd::aten::KernelArgument::value(b.getI64IntegerAttr(1))};
   }];
   let inferBody = "";
 }
@@ -645,8 +995,8 @@ def Aten_ArangeOp : Aten_FactoryOp<"arange"> {
   let results = (outs Aten_Tensor:$result);
   let kernel = "arange";
   let kernelArguments = [{
-    return {::spmd::aten::KernelArgument::value(b.getF64FloatAttr(0)),
-            ::spmd::aten::KernelArgument::value(b.getF64FloatAttr(1))};
+    return {::spmd::aten::KernelArgument::value(b.getI64IntegerAttr(0)),
+            ::spmd::aten::KernelArgument::value(b.getI64IntegerAttr(1))};
   }];
   let inferBody = "";
   let ruleBody = "";
@@ -787,8 +1137,82 @@ def Aten_SelectIntOp : Aten_SelectOp<"select.int"> {
   let kernelArguments = [{
     return {::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(0), false),
             ::spmd::aten::KernelArgument::value(b.getI64IntegerAttr(getSelectedDim())),
-            ::spmd::aten::KernelArgument::value(b.getI64IntegerAttr(getSelectedIndex()))};
+            ::spmd::aten::KernelArgument::value(b.getI64IntegerAttr(getSelectedIndex())),
+            ::spmd::aten::KernelArgument::value(b.getI64IntegerAttr(1))};
   }];
+}
+
+def Aten_SliceTensorOp : Aten_OtherOp<"slice.Tensor"> {
+  let summary = "aten::slice.Tensor(Tensor(a) self, int dim=0, SymInt? start=None, SymInt? end=None, SymInt step=1) -> Tensor(a)";
+  let description = [{
+    Elements `start, start + step, ...` below `end` along `dim` (`self[...,
+    start:end:step]`). `start` and `end` are normalized (0 <= start <= end
+    <= size; capture resolves None, negative and out-of-range bounds as
+    Python slicing does); `step` >= 1. The sliced dim stays whole unless the
+    slice takes all of it (DTensor's slice rule); the others shard through.
+  }];
+  let arguments = (ins Aten_Tensor:$self,
+                    DefaultValuedAttr<I64Attr, "0">:$dim,
+                    I64Attr:$start,
+                    I64Attr:$end,
+                    DefaultValuedAttr<I64Attr, "1">:$step);
+  let results = (outs Aten_Tensor:$result);
+  let kernel = "slice";
+  let kernelArguments = [{
+    return {::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(0), false),
+            ::spmd::aten::KernelArgument::value(b.getI64IntegerAttr(::spmd::aten::normalizeDim(getDim(), ::llvm::cast<::mlir::RankedTensorType>(getOperation()->getResult(0).getType()).getRank()))),
+            ::spmd::aten::KernelArgument::value(getStartAttr()),
+            ::spmd::aten::KernelArgument::value(b.getI64IntegerAttr(getStep()))};
+  }];
+  let inferBody = "";
+  let ruleBody = "";
+}
+
+def Aten_SliceScatterOp : Aten_OtherOp<"slice_scatter"> {
+  let summary = "aten::slice_scatter(Tensor self, Tensor src, int dim=0, SymInt? start=None, SymInt? end=None, SymInt step=1) -> Tensor";
+  let description = [{
+    `self` with its slice `start:end:step` along `dim` replaced by `src`
+    (the backward of `aten.slice.Tensor`); bounds as there. Linear in `self`
+    and `src` together; the sliced dim stays whole.
+  }];
+  let arguments = (ins Aten_Tensor:$self,
+                    Aten_Tensor:$src,
+                    DefaultValuedAttr<I64Attr, "0">:$dim,
+                    I64Attr:$start,
+                    I64Attr:$end,
+                    DefaultValuedAttr<I64Attr, "1">:$step);
+  let results = (outs Aten_Tensor:$result);
+  let kernel = "slice_scatter";
+  let kernelArguments = [{
+    return {::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(0), false),
+            ::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(1), false),
+            ::spmd::aten::KernelArgument::value(b.getI64IntegerAttr(::spmd::aten::normalizeDim(getDim(), ::llvm::cast<::mlir::RankedTensorType>(getOperation()->getResult(0).getType()).getRank()))),
+            ::spmd::aten::KernelArgument::value(getStartAttr()),
+            ::spmd::aten::KernelArgument::value(b.getI64IntegerAttr(getStep()))};
+  }];
+  let inferBody = "";
+  let ruleBody = "";
+}
+
+def Aten_ConstantPadNdOp : Aten_OtherOp<"constant_pad_nd"> {
+  let summary = "aten::constant_pad_nd(Tensor self, SymInt[] pad, Scalar value=0) -> Tensor";
+  let description = [{
+    Pads the last `len(pad) / 2` dims with `value`: `pad` is (before, after)
+    of the last dim, then of the one before it, ...; a negative amount crops
+    (`torch.nn.functional.pad`, constant mode). The padded dims stay whole.
+  }];
+  let arguments = (ins Aten_Tensor:$self,
+                    DenseI64ArrayAttr:$pad,
+                    Aten_ScalarAttr:$value);
+  let results = (outs Aten_Tensor:$result);
+  let kernel = "constant_pad_nd";
+  let kernelArguments = [{
+    return {::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(0), false),
+            ::spmd::aten::KernelArgument::list(::llvm::to_vector(getPad())),
+            ::spmd::aten::KernelArgument::value(getValueAttr())};
+  }];
+  let inferBody = "";
+  let ruleBody = "";
 }
 
 def Aten_TOp : Aten_PermuteOp<"t"> {
@@ -801,7 +1225,7 @@ def Aten_TOp : Aten_PermuteOp<"t"> {
   let kernel = "permute";
   let kernelArguments = [{
     return {::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(0), false),
-            ::spmd::aten::KernelArgument::list(getPermutation())};
+            ::spmd::aten::KernelArgument::list(::llvm::to_vector(getPermutation()))};
   }];
   let inferBody = "";
 }
@@ -815,7 +1239,7 @@ def Aten_TransposeIntOp : Aten_PermuteOp<"transpose.int"> {
   let kernel = "permute";
   let kernelArguments = [{
     return {::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(0), false),
-            ::spmd::aten::KernelArgument::list(getPermutation())};
+            ::spmd::aten::KernelArgument::list(::llvm::to_vector(getPermutation()))};
   }];
   let inferBody = "";
 }
@@ -828,7 +1252,7 @@ def Aten_PermuteOp : Aten_PermuteOp<"permute"> {
   let kernel = "permute";
   let kernelArguments = [{
     return {::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(0), false),
-            ::spmd::aten::KernelArgument::list(getPermutation())};
+            ::spmd::aten::KernelArgument::list(::llvm::to_vector(getPermutation()))};
   }];
   let inferBody = "";
 }
@@ -902,7 +1326,7 @@ def Aten_SumOp : Aten_ReductionOp<"sum", "Sum", withDims = 0, promotes = 1> {
   let kernel = "sum";
   let kernelArguments = [{
     return {::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(0), false),
-            ::spmd::aten::KernelArgument::list(getReducedDims())};
+            ::spmd::aten::KernelArgument::list(::llvm::to_vector(getReducedDims()))};
   }];
 }
 
@@ -919,7 +1343,7 @@ def Aten_SumDimIntListOp : Aten_ReductionOp<"sum.dim_IntList", "Sum", promotes =
   let kernel = "sum";
   let kernelArguments = [{
     return {::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(0), false),
-            ::spmd::aten::KernelArgument::list(getReducedDims())};
+            ::spmd::aten::KernelArgument::list(::llvm::to_vector(getReducedDims()))};
   }];
 }
 
@@ -937,7 +1361,7 @@ def Aten_MeanDimOp : Aten_ReductionOp<"mean.dim", "Avg"> {
   let kernel = "mean";
   let kernelArguments = [{
     return {::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(0), false),
-            ::spmd::aten::KernelArgument::list(getReducedDims())};
+            ::spmd::aten::KernelArgument::list(::llvm::to_vector(getReducedDims()))};
   }];
 }
 
@@ -954,7 +1378,7 @@ def Aten_AnyDimOp : Aten_ReductionOp<"any.dim", "Max", withDtype = 0, singleDim 
   let kernel = "any";
   let kernelArguments = [{
     return {::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(0), false),
-            ::spmd::aten::KernelArgument::list(getReducedDims())};
+            ::spmd::aten::KernelArgument::list(::llvm::to_vector(getReducedDims()))};
   }];
 }
 
@@ -971,8 +1395,28 @@ def Aten_AmaxOp : Aten_ReductionOp<"amax", "Max", withDtype = 0> {
   let kernel = "amax";
   let kernelArguments = [{
     return {::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(0), false),
-            ::spmd::aten::KernelArgument::list(getReducedDims())};
+            ::spmd::aten::KernelArgument::list(::llvm::to_vector(getReducedDims()))};
   }];
+}
+
+def Aten_CumsumOp : Aten_OtherOp<"cumsum"> {
+  let summary = "aten::cumsum(Tensor self, int dim, *, ScalarType? dtype=None) -> Tensor";
+  let description = [{
+    Running sums along `dim`; integer and bool inputs sum to i64 unless
+    `dtype` is given. The scanned dim stays whole; linear, so a Partial(sum)
+    passes through.
+  }];
+  let arguments = (ins Aten_Tensor:$self,
+                    I64Attr:$dim,
+                    OptionalAttr<TypeAttr>:$dtype);
+  let results = (outs Aten_Tensor:$result);
+  let kernel = "cumsum";
+  let kernelArguments = [{
+    return {::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(0), false),
+            ::spmd::aten::KernelArgument::value(b.getI64IntegerAttr(::spmd::aten::normalizeDim(getDim(), ::llvm::cast<::mlir::RankedTensorType>(getOperation()->getResult(0).getType()).getRank())))};
+  }];
+  let inferBody = "";
+  let ruleBody = "";
 }
 
 def Aten_SoftmaxOp : Aten_SoftmaxOp<"_softmax"> {
@@ -1215,6 +1659,50 @@ def Aten_EmbeddingDenseBackwardOp : Aten_OtherOp<"embedding_dense_backward"> {
             ::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(1), false),
             ::spmd::aten::KernelArgument::value(getPaddingIdxAttr()),
             ::spmd::aten::KernelArgument::value(b.getBoolAttr(getScaleGradByFreq()))};
+  }];
+  let inferBody = "";
+  let ruleBody = "";
+}
+
+def Aten_GatherOp : Aten_OtherOp<"gather"> {
+  let summary = "aten::gather(Tensor self, int dim, Tensor index, *, bool sparse_grad=False) -> Tensor";
+  let description = [{
+    `out[i][j] = self[index[i][j]][j]` for `dim` 0, and so on: `out` is
+    shaped like `index`, which is no larger than `self` outside `dim`
+    (`torch.gather`). `dim` stays whole; other dims shard through where
+    `index` and `self` have one size.
+  }];
+  let arguments = (ins Aten_Tensor:$self,
+                    I64Attr:$dim,
+                    Aten_IndexTensor:$index,
+                    DefaultValuedAttr<BoolAttr, "false">:$sparse_grad);
+  let results = (outs Aten_Tensor:$result);
+  let kernel = "gather";
+  let kernelArguments = [{
+    return {::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(0), false),
+            ::spmd::aten::KernelArgument::value(b.getI64IntegerAttr(::spmd::aten::normalizeDim(getDim(), ::llvm::cast<::mlir::RankedTensorType>(getOperation()->getResult(0).getType()).getRank()))),
+            ::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(1), false)};
+  }];
+  let inferBody = "";
+  let ruleBody = "";
+}
+
+def Aten_IndexTensorOp : Aten_OtherOp<"index.Tensor"> {
+  let summary = "aten::index.Tensor(Tensor self, Tensor?[] indices) -> Tensor";
+  let description = [{
+    Advanced indexing of the leading dims: `self[indices[0], ...,
+    indices[k-1]]`. The indices broadcast to one shape `I`; the result is `I
+    + self.shape[k:]` (the capture rejects a `None` index, a slice before an
+    indexed dim). Negative indices count from the end. The indexed dims stay
+    whole; the trailing dims and the indices' broadcast dims shard through.
+  }];
+  let arguments = (ins Aten_Tensor:$self,
+                    Variadic<Aten_IndexTensor>:$indices);
+  let results = (outs Aten_Tensor:$result);
+  let kernel = "index";
+  let kernelArguments = [{
+    return {::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(0), false),
+            ::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(1), true)};
   }];
   let inferBody = "";
   let ruleBody = "";
