@@ -20,21 +20,27 @@ the config has).
 import torch
 import transformers
 
-# Config field names of the sizes, per config class (the first that the
-# config has wins).
+# Config field names of the sizes, per config class: every one the config
+# has is set (an encoder-decoder has one per stack).
 _FIELDS = {
     "vocab": ["vocab_size"],
     "hidden": ["hidden_size", "n_embd", "d_model", "dim"],
-    "heads": ["num_attention_heads", "n_head", "num_heads", "n_heads"],
-    "kv_heads": ["num_key_value_heads"],
-    "ffn": ["intermediate_size", "n_inner", "ffn_dim", "d_ff", "hidden_dim"],
-    "layers": ["num_hidden_layers", "n_layer", "num_layers", "n_layers"],
+    "heads": ["num_attention_heads", "n_head", "num_heads", "n_heads",
+              "encoder_attention_heads", "decoder_attention_heads"],
+    "kv_heads": ["num_key_value_heads", "num_kv_heads"],
+    "ffn": ["intermediate_size", "n_inner", "ffn_dim", "d_ff", "hidden_dim",
+            "encoder_ffn_dim", "decoder_ffn_dim"],
+    "layers": ["num_hidden_layers", "n_layer", "num_layers", "n_layers",
+               "encoder_layers", "decoder_layers", "num_decoder_layers"],
     "positions": ["max_position_embeddings", "n_positions"],
 }
+# Sizes a config may lack: BLOOM and Falcon fix the MLP at 4 * hidden.
+_OPTIONAL = {"ffn", "kv_heads", "positions"}
 _DROPOUTS = ["hidden_dropout_prob", "attention_probs_dropout_prob",
              "resid_pdrop", "embd_pdrop", "attn_pdrop", "dropout",
              "attention_dropout", "activation_dropout", "dropout_rate",
-             "hidden_dropout", "attention_dropout_prob"]
+             "hidden_dropout", "attention_dropout_prob", "summary_first_dropout",
+             "classifier_dropout", "seq_classif_dropout", "qa_dropout"]
 _TASKS = {
     "causal": transformers.AutoModelForCausalLM,
     "masked": transformers.AutoModelForMaskedLM,
@@ -43,12 +49,26 @@ _TASKS = {
 
 
 def _set(config, name, value):
-    for field in _FIELDS[name]:
-        if hasattr(config, field):
-            setattr(config, field, value)
-            return
-    raise ValueError("%s config has no %s field (%s)"
-                     % (type(config).__name__, name, ", ".join(_FIELDS[name])))
+    fields = [f for f in _FIELDS[name] if hasattr(config, f)]
+    if not fields and name not in _OPTIONAL:
+        raise ValueError("%s has no %s field (%s)"
+                         % (type(config).__name__, name, ", ".join(_FIELDS[name])))
+    for field in fields:
+        setattr(config, field, value)
+    return bool(fields)
+
+
+def _build(task, config):
+    """The model, with PyTorch's scaled-dot-product attention where the
+    class has it, else its own (eager) attention: both are traced op by op
+    or kept whole, never an external kernel."""
+    for attention in ("sdpa", "eager"):
+        config._attn_implementation = attention
+        try:
+            return _TASKS[task].from_config(config)
+        except ValueError as e:
+            if attention == "eager" or "attention implementation" not in str(e):
+                raise
 
 
 def lm(model_type="gpt2", task="causal", batch=2, seq=8, vocab=96, hidden=64,
@@ -66,28 +86,27 @@ def lm(model_type="gpt2", task="causal", batch=2, seq=8, vocab=96, hidden=64,
     _set(config, "heads", heads)
     _set(config, "ffn", ffn)
     _set(config, "layers", layers)
-    if kv_heads is not None:
-        _set(config, "kv_heads", kv_heads)
-    elif any(hasattr(config, f) for f in _FIELDS["kv_heads"]):
-        _set(config, "kv_heads", heads)
-    for field in _FIELDS["positions"]:
-        if hasattr(config, field):
-            setattr(config, field, max(seq, 16))
-    if hasattr(config, "head_dim"):
-        config.head_dim = hidden // heads
+    _set(config, "kv_heads", heads if kv_heads is None else kv_heads)
+    _set(config, "positions", max(seq, 16))
+    for field in ("head_dim", "rotary_dim"):  # partial rotary: whole heads
+        settable = not isinstance(getattr(type(config), field, None), property)
+        if settable and isinstance(getattr(config, field, None), int):
+            setattr(config, field, hidden // heads)
+    # Special tokens inside the small vocabulary (an embedding's padding_idx
+    # must be a row of it).
+    for k, field in enumerate(("pad_token_id", "bos_token_id", "eos_token_id")):
+        if isinstance(getattr(config, field, None), int) and getattr(config, field) >= vocab:
+            setattr(config, field, k)
     if dropout is not None:
         for field in _DROPOUTS:
             if isinstance(getattr(config, field, None), float):
                 setattr(config, field, float(dropout))
     for field, value in config_fields.items():
         setattr(config, field, value)
-    # Every path through the model is traced: the eager attention (softmax
-    # of explicit scores) or PyTorch's SDPA, never an external kernel.
-    config._attn_implementation = "sdpa"
     config.use_cache = False
 
     torch.manual_seed(seed)
-    model = _TASKS[task].from_config(config)
+    model = _build(task, config)
     ids = torch.randint(0, vocab, (batch, seq))
     if task == "causal":
         inputs = {"input_ids": ids, "labels": ids.clone()}

@@ -403,8 +403,9 @@ Value rankRow(Operation *op, StringRef name, int64_t rowLength,
 }
 
 /// Per-op changes to the generic kernel call; the default changes nothing.
-/// A vocabulary-sharded embedding (spmd-partition) calls the `_rows`
-/// variant with this rank's row of the {begin, count, vocab} table.
+/// A vocabulary-sharded embedding and a class-sharded nll_loss
+/// (spmd-partition) call the `_rows` variant with this rank's row of the
+/// {begin, count, size} table.
 template <typename OpTy>
 void adjustKernelCall(OpTy, spmd::RuntimeKernel &, SmallVector<CallArg> &,
                       CallBuilder &) {}
@@ -422,6 +423,23 @@ void adjustKernelCall(aten::EmbeddingDenseBackwardOp op,
                       CallBuilder &b) {
   if (Value rows = rankRow(op, "spmd.vocab_rows", 3, b)) {
     kernel = spmd::RuntimeKernel::embedding_dense_backward_rows;
+    args.push_back(rows);
+  }
+}
+
+template <>
+void adjustKernelCall(aten::NllLossForwardOp op, spmd::RuntimeKernel &kernel,
+                      SmallVector<CallArg> &args, CallBuilder &b) {
+  if (Value rows = rankRow(op, "spmd.class_rows", 3, b)) {
+    kernel = spmd::RuntimeKernel::nll_loss_forward_rows;
+    args.push_back(rows);
+  }
+}
+template <>
+void adjustKernelCall(aten::NllLossBackwardOp op, spmd::RuntimeKernel &kernel,
+                      SmallVector<CallArg> &args, CallBuilder &b) {
+  if (Value rows = rankRow(op, "spmd.class_rows", 3, b)) {
+    kernel = spmd::RuntimeKernel::nll_loss_backward_rows;
     args.push_back(rows);
   }
 }

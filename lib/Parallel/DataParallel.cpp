@@ -149,12 +149,17 @@ LogicalResult spmd::bucketGradientAllReduces(ModuleOp module, int64_t capBytes,
   for (auto fn : module.getOps<func::FuncOp>()) {
     if (fn.isExternal())
       continue;
-    // Gradient reductions, in the order their gradients are computed.
+    // Gradient reductions (of a value of backward that the update reads;
+    // not the loss, which accumulated micro-steps also sum in backward), in
+    // the order their gradients are computed.
     SmallVector<AllReduceOp> grads;
     fn.walk([&](AllReduceOp r) {
       Operation *def = r.getInput().getDefiningOp();
       if (def && def->getBlock() == r->getBlock() &&
-          getPhase(def) == "backward")
+          getPhase(def) == "backward" &&
+          llvm::any_of(r->getUsers(), [](Operation *user) {
+            return getPhase(user) == "optimizer";
+          }))
         grads.push_back(r);
     });
     llvm::stable_sort(grads, [](AllReduceOp a, AllReduceOp b) {

@@ -80,10 +80,14 @@ private:
   LogicalResult rewriteOp(Operation *op);
   void expandMeanNllLoss(aten::NllLossForwardOp op);
   LogicalResult setRandomOffsets(Operation *op);
-  /// Gives an embedding (or its backward) whose table `table` is laid out
-  /// as `p` with dim 0 sharded its per-rank rows, `spmd.vocab_rows`.
-  LogicalResult setVocabRows(Operation *op, const Placements &p,
-                             RankedTensorType table);
+  /// Gives an op whose operand or result `table` is laid out as `p` with
+  /// dim `dim` sharded the per-rank {first, count, size} of that dim as
+  /// attribute `name`: an embedding (or its backward) its vocabulary rows,
+  /// `spmd.vocab_rows`; nll_loss (or its backward) its classes,
+  /// `spmd.class_rows`.
+  LogicalResult setShardRows(Operation *op, const Placements &p,
+                             RankedTensorType table, int64_t dim,
+                             StringRef name);
 
   FlatSymbolRefAttr meshRef;
   std::vector<int64_t> meshShape;
@@ -529,26 +533,27 @@ LogicalResult Partitioner::setRandomOffsets(Operation *op) {
   return success();
 }
 
-LogicalResult Partitioner::setVocabRows(Operation *op, const Placements &p,
-                                        RankedTensorType table) {
-  if (llvm::none_of(
-          p, [](const Placement &x) { return x.isShardLike() && x.dim == 0; }))
+LogicalResult Partitioner::setShardRows(Operation *op, const Placements &p,
+                                        RankedTensorType table, int64_t dim,
+                                        StringRef name) {
+  if (llvm::none_of(p, [&](const Placement &x) {
+        return x.isShardLike() && x.dim == dim;
+      }))
     return success();
   std::optional<std::vector<layout::Interval>> pieces =
-      contiguousPieces(table, p, {0});
+      contiguousPieces(table, p, {dim});
   if (!pieces)
-    return op->emitOpError("embedding table layout ")
-           << layout::placementsStr(p)
-           << " gives a rank non-contiguous rows; a vocabulary-sharded "
-              "embedding needs Shard placements";
+    return op->emitOpError("layout ")
+           << layout::placementsStr(p) << " gives a rank non-contiguous "
+           << "pieces of dim " << dim << " of " << table
+           << "; a sharded vocabulary or class dim needs Shard placements";
   std::vector<int64_t> rows;
   for (const layout::Interval &piece : *pieces) {
     rows.push_back(piece.begin);
     rows.push_back(piece.size());
-    rows.push_back(table.getDimSize(0));
+    rows.push_back(table.getDimSize(dim));
   }
-  op->setAttr("spmd.vocab_rows",
-              Builder(op->getContext()).getDenseI64ArrayAttr(rows));
+  op->setAttr(name, Builder(op->getContext()).getDenseI64ArrayAttr(rows));
   return success();
 }
 
@@ -557,13 +562,22 @@ LogicalResult Partitioner::rewriteOp(Operation *op) {
   maskReducedOperands(op);
   if (isa<aten::EmbeddingOp>(op)) {
     auto [p, type] = operandLayouts.lookup(op)[0];
-    if (failed(setVocabRows(op, p, type)))
+    if (failed(setShardRows(op, p, type, 0, "spmd.vocab_rows")))
       return failure();
   }
   if (isa<aten::EmbeddingDenseBackwardOp>(op) &&
-      failed(setVocabRows(op, layouts[op->getResult(0)],
-                          globals[op->getResult(0)])))
+      failed(setShardRows(op, layouts[op->getResult(0)],
+                          globals[op->getResult(0)], 0, "spmd.vocab_rows")))
     return failure();
+  // Classes sharded over ranks (loss_parallel: a vocabulary-sharded head's
+  // logits): each rank takes the targets it holds.
+  if (isa<aten::NllLossForwardOp, aten::NllLossBackwardOp>(op)) {
+    auto [p, type] =
+        operandLayouts.lookup(op)[isa<aten::NllLossForwardOp>(op) ? 0 : 1];
+    if (failed(
+            setShardRows(op, p, type, type.getRank() - 1, "spmd.class_rows")))
+      return failure();
+  }
   for (Value v : op->getResults())
     v.setType(localType(globals[v], layouts[v]));
   if (op->hasTrait<aten::OpTrait::Random>() && failed(setRandomOffsets(op)))

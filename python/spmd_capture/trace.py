@@ -48,14 +48,14 @@ aten = torch.ops.aten
 # indexing and pointwise ops whose sharding the propagation would have to
 # rediscover and whose intermediates the runtime would have to hold.
 KEPT_WHOLE = {
-    # The backward ops of the core forward ops native_layer_norm, _softmax,
-    # _log_softmax and embedding, and the loss: fused kernels of the dialect.
+    # The backward ops of the core forward ops native_layer_norm, _softmax
+    # and embedding, and the loss: fused kernels of the dialect.
     "native_layer_norm_backward", "_softmax_backward_data",
-    "_log_softmax_backward_data", "embedding_dense_backward",
+    "embedding_dense_backward",
     "nll_loss_forward", "nll_loss_backward",
     # Pointwise backward ops: one pass over memory instead of several.
     "threshold_backward", "gelu_backward", "silu_backward", "tanh_backward",
-    "native_dropout_backward",
+    "sigmoid_backward", "native_dropout_backward",
     # SiLU (Llama's SwiGLU activation): one pointwise op, as gelu (which is
     # core) is; decomposed, x * sigmoid(x).
     "silu",
@@ -82,9 +82,26 @@ def kept_whole(op):
                                   "attention" in name)
 
 
+# Core ATen ops that spmd writes as others, with PyTorch's own
+# decompositions (torch._decomp): repeat as unsqueeze + expand + a copy
+# (views and copies, sharded as such), index_select as index.Tensor, and
+# log-softmax (forward: x - amax - log(sum(exp(x - amax))); backward:
+# g - exp(out) * sum(g)) as reductions and pointwise ops, so that logits
+# sharded on the vocabulary (a colwise LM head) stay sharded through the
+# loss: the max and the sum of exponentials reduce over the shards, as
+# DTensor's loss_parallel, instead of the logits being gathered.
+DECOMPOSED_BEYOND_CORE = ("repeat.default", "index_select.default",
+                          "_log_softmax.default", "_log_softmax_backward_data.default")
+
+
 def decompositions():
-    """PyTorch's Core ATen decomposition table, less the ops kept whole."""
-    return {op: fn for op, fn in core_aten_decompositions().items() if not kept_whole(op)}
+    """PyTorch's Core ATen decomposition table, less the ops kept whole,
+    plus DECOMPOSED_BEYOND_CORE."""
+    table = {op: fn for op, fn in core_aten_decompositions().items() if not kept_whole(op)}
+    for name in DECOMPOSED_BEYOND_CORE:
+        op = getattr(getattr(aten, name.split(".")[0]), name.split(".")[1])
+        table[op] = torch._decomp.decomposition_table[op]
+    return table
 
 
 @dataclasses.dataclass
@@ -592,6 +609,14 @@ class _Replay(torch.fx.Interpreter):
     def run_node(self, n):
         self.scope.set(n.meta.get("spmd_fqn", ""), n.meta.get("spmd_phase", "forward"))
         return super().run_node(n)
+
+    def call_function(self, target, args, kwargs):
+        # A decomposition may lay out a result other than eager did (BLOOM's
+        # fused QKV), so that a view eager could take needs a copy here; in
+        # value semantics a view is a reshape.
+        if target is aten.view.default and not args[0].is_contiguous():
+            target = aten.reshape.default
+        return super().call_function(target, args, kwargs)
 
 
 def default_loss(output):

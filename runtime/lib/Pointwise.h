@@ -221,6 +221,17 @@ template <typename T, typename Math> struct PowTensorScalar {
   }
 };
 
+/// ATen's pow.Tensor_Tensor: std::pow of floats, integer powers of
+/// integers.
+template <typename T, typename Math> struct PowTensorTensor {
+  SPMD_RT_HOST_DEVICE T operator()(T self, T exponent) const {
+    if constexpr (!std::is_floating_point_v<T>)
+      return intPow(self, exponent);
+    else
+      return Math::pow(self, exponent);
+  }
+};
+
 /// ATen's clamp with the bounds `kMin` and `kMax` given (its clamp_min,
 /// clamp_max and clamp kernels): the bounds in self's dtype (scalar_t), min
 /// applied first so that max wins where min > max; NaN in self or in a

@@ -1151,8 +1151,9 @@ void checkSilu(DType dt, Tol tol) {
 
 /// The language models' pointwise kernels of dtype `dt` within `tol`:
 /// transcendental unary ops (log and rsqrt on positive values), sigmoid and
-/// its backward, sub.Scalar, minimum, and the comparisons with a Scalar and
-/// of two tensors (of `dt` against i64, promoted), broadcasting.
+/// its backward, sub.Scalar, minimum, pow.Tensor_Tensor, and the comparisons
+/// with a Scalar and of two tensors (of `dt` against i64, promoted),
+/// broadcasting.
 void checkLanguageModelPointwise(DType dt, Tol tol) {
   Tensor x = random(dt, {3, 5, 67}, -6, 6);
   Tensor positive = random(dt, {3, 5, 67}, 0.01, 8);
@@ -1167,6 +1168,7 @@ void checkLanguageModelPointwise(DType dt, Tol tol) {
   CHECK_KERNEL(tol, sigmoid_backward, Tensor(dt, shape), row, positive);
   CHECK_KERNEL(tol, sub_scalar, Tensor(dt, shape), x, 0.5, 2.0);
   CHECK_KERNEL(tol, minimum, Tensor(dt, shape), x, row);
+  CHECK_KERNEL(tol, pow_tensor_tensor, Tensor(dt, shape), positive, row);
   CHECK_KERNEL(kExact, ne_scalar, Tensor(SPMD_I1, shape), x, 0.0);
   CHECK_KERNEL(kExact, lt_scalar, Tensor(SPMD_I1, shape), x, 0.5);
   CHECK_KERNEL(kExact, le_scalar, Tensor(SPMD_I1, shape), x, -0.5);
@@ -1196,6 +1198,8 @@ TEST_F(CudaKernels, LanguageModelPointwise) {
   CHECK_KERNEL(kExact, bitwise_and, Tensor(SPMD_I1, shape), p, q);
   CHECK_KERNEL(kExact, bitwise_or, Tensor(SPMD_I1, shape), p, q);
   CHECK_KERNEL(kExact, minimum, Tensor(SPMD_I64, shape), a, b);
+  Tensor small = random(SPMD_I64, {5, 1}, 0, 4);
+  CHECK_KERNEL(kExact, pow_tensor_tensor, Tensor(SPMD_I64, shape), a, small);
   CHECK_KERNEL(kExact, sub_scalar, Tensor(SPMD_I64, shape), a, 1.0, 1.0);
   CHECK_KERNEL(kExact, eq_tensor, Tensor(SPMD_I1, shape), a, b);
   CHECK_KERNEL(kExact, le_tensor, Tensor(SPMD_I1, shape), p, q);
@@ -3102,7 +3106,8 @@ const std::vector<std::string> &kernelListNames() {
 /// The kernels the CUDA backend lacks (null table entries, Backend.cpp's
 /// SPMD_RT_CUDA_LACKS_<name>): a call reports "not implemented by backend
 /// 'cuda'". Scaled-dot-product attention, slice_scatter, constant_pad_nd,
-/// cumsum, gather and index run on the CPU backend only.
+/// cumsum, gather, index and the class-sharded nll_loss run on the CPU
+/// backend only.
 TEST_F(CudaKernels, LacksOnlyCpuOnlyKernels) {
   const spmd::rt::Backend &cuda = spmd::rt::cuda::backend();
   EXPECT_EQ(cuda.attention, nullptr);
@@ -3112,7 +3117,9 @@ TEST_F(CudaKernels, LacksOnlyCpuOnlyKernels) {
   EXPECT_EQ(cuda.cumsum, nullptr);
   EXPECT_EQ(cuda.gather, nullptr);
   EXPECT_EQ(cuda.index, nullptr);
-  EXPECT_EQ(kernelListNames().size(), 84u);
+  EXPECT_EQ(cuda.nll_loss_forward_rows, nullptr);
+  EXPECT_EQ(cuda.nll_loss_backward_rows, nullptr);
+  EXPECT_EQ(kernelListNames().size(), 85u);
 }
 
 TEST_F(CudaKernelsDeathTest, LackingKernelIsReported) {

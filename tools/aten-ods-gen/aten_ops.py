@@ -131,6 +131,8 @@ OPS = [
            "for its special exponents (2: `self * self`, 0.5: `sqrt`, ...). "
            "An integer `self` with a negative integer exponent is an error, "
            "as in ATen."),
+    Op("pow.Tensor_Tensor", "Aten_PointwiseOp", "pow_tensor_tensor",
+       doc="`self ** exponent`, broadcasting (BLOOM's ALiBi slopes)."),
     Op("clamp", "Aten_PointwiseOp", "clamp", infer="",
        kernel_args=["self", "min", "max", "?min", "?max"],
        doc="`self` limited to `[min, max]`; either bound may be absent, not "
@@ -441,7 +443,9 @@ OPS = [
        doc="`self` is `[N, C]` (or `[C]`) log-probabilities, `target` `[N]` "
            "(or `[]`) class indices, `weight` optional `[C]`. `reduction` is "
            "0 (none: output `[N]`), 1 (mean) or 2 (sum) (0-D output). "
-           "`total_weight` is 0-D."),
+           "`total_weight` is 0-D. The classes may be sharded "
+           "(loss_parallel): each rank sums the targets it holds, a "
+           "Partial(sum) of the loss and of `total_weight`."),
     Op("nll_loss_backward", "Aten_OtherOp", "nll_loss_backward", infer="",
        rule="", tensor=FLOAT, types={"target": "Aten_TargetTensor"},
        kernel_args=["grad_output", "self", "target", "weight", "total_weight",

@@ -44,6 +44,12 @@ def PartitionPass : Pass<"spmd-partition", "mlir::ModuleOp"> {
       backward, whose gradient is) gets `spmd.vocab_rows`, per rank {first
       row, row count, vocabulary}: the forward looks up only the rows it
       holds and gives a masked Partial(sum), the backward writes only them.
+    - nll_loss_forward and nll_loss_backward whose classes are sharded
+      (loss_parallel: the logits of a colwise head stay vocabulary-sharded)
+      get `spmd.class_rows`, per rank {first class, class count, classes}:
+      the forward sums (and counts) only the targets a rank holds, a
+      Partial(sum) of the loss and of the mean's total weight, the backward
+      writes only them.
     - Argument and result types become local; their `spmd.layout` stays,
       so a runner knows what each rank holds.
 

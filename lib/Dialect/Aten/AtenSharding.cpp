@@ -75,6 +75,20 @@ EinsumRule aten::rules::pointwise(Operation *op,
   return rule;
 }
 
+EinsumRule aten::rules::factory(Operation *op) {
+  EinsumRule rule = pointwise(op, {});
+  if (op->getNumOperands() != 1)
+    return rule;
+  for (layout::ReduceKind kind :
+       {layout::ReduceKind::Sum, layout::ReduceKind::Avg,
+        layout::ReduceKind::Max, layout::ReduceKind::Min})
+    rule.extra.push_back(
+        {{layout::Placement::partial(kind)},
+         std::vector<layout::Placement>(op->getNumResults(),
+                                        layout::Placement::replicate())});
+  return rule;
+}
+
 EinsumRule aten::rules::reduction(Operation *op, ArrayRef<int64_t> dims,
                                   bool keepdim, layout::ReduceKind reduce) {
   int64_t rank = rankOf(op->getOperand(0));
@@ -565,7 +579,8 @@ std::optional<EinsumRule> NllLossForwardOp::getShardingRule() {
   rule.operands = {n + "c", n};
   if (getWeight())
     rule.operands.push_back("c");
-  rule.unshardable = "c";
+  // Sharded classes (loss_parallel): a rank sums the targets it holds
+  // (spmd.class_rows), a Partial(sum) of the loss and of total_weight.
   rule.results = {getReduction() == 0 ? n : "", ""};
   if (getReduction() == 1)
     rule.selfReduced = {1};
@@ -580,7 +595,6 @@ std::optional<EinsumRule> NllLossBackwardOp::getShardingRule() {
     rule.operands.push_back("c");
   rule.operands.push_back("");
   rule.results = {n + "c"};
-  rule.unshardable = "c";
   rule.linearGroups = {{0}};
   return rule;
 }

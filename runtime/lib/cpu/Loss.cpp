@@ -2,7 +2,8 @@
 //
 // ATen 1.13's nll_loss_out_frame / nll_loss_backward_out_frame: self is
 // [N, C] (or [C]) log-probabilities, target [N] (or []) class indices,
-// weight an optional [C]; reduction 0 none, 1 mean, 2 sum.
+// weight an optional [C]; reduction 0 none, 1 mean, 2 sum. The _rows
+// variants hold a piece of the classes (loss_parallel).
 //
 //===----------------------------------------------------------------------===//
 
@@ -15,11 +16,35 @@ using namespace spmd::rt;
 
 namespace {
 
-/// Calls `fn(i, t)` for each sample i whose target t is not ignore_index;
-/// fatal when t is outside [0, classes).
+/// The classes a rank holds: global classes [begin, begin + count) of
+/// `total` (the _rows kernels' {begin, count, total}; all of self's
+/// classes when `rows` is NULL).
+struct ClassRange {
+  int64_t begin, count, total;
+};
+
+ClassRange classRange(const char *kernel, const NllShape &s,
+                      const int64_t *rows) {
+  if (!rows)
+    return {0, s.classes, s.classes};
+  if (rows[0] < 0 || rows[1] < 0 || rows[1] > s.classes ||
+      rows[0] + rows[1] > rows[2])
+    spmd_rt_fatal("%s: classes [%lld, %lld) of %lld held in a self of %lld "
+                  "classes",
+                  kernel, static_cast<long long>(rows[0]),
+                  static_cast<long long>(rows[0] + rows[1]),
+                  static_cast<long long>(rows[2]),
+                  static_cast<long long>(s.classes));
+  return {rows[0], rows[1], rows[2]};
+}
+
+/// Calls `fn(i, c)` for each sample i whose target is not ignore_index and
+/// lies in the held classes, c its index among them; fatal when a target
+/// is outside [0, total).
 template <typename Fn>
 void forEachTarget(const char *kernel, const SpmdBuffer *target,
-                   const NllShape &s, int64_t ignoreIndex, Fn &&fn) {
+                   const NllShape &s, ClassRange held, int64_t ignoreIndex,
+                   Fn &&fn) {
   dispatch<kInt>(
       target->dtype, kernel,
       [&](auto tag) {
@@ -29,33 +54,31 @@ void forEachTarget(const char *kernel, const SpmdBuffer *target,
           const int64_t c = t[i];
           if (c == ignoreIndex)
             continue;
-          if (c < 0 || c >= s.classes)
+          if (c < 0 || c >= held.total)
             spmd_rt_fatal("%s: target %lld of sample %lld is out of bounds "
                           "[0, %lld)",
                           kernel, static_cast<long long>(c),
                           static_cast<long long>(i),
-                          static_cast<long long>(s.classes));
-          fn(i, c);
+                          static_cast<long long>(held.total));
+          if (c >= held.begin && c < held.begin + held.count)
+            fn(i, c - held.begin);
         }
       },
       "target");
 }
 
-} // namespace
-
-namespace spmd::rt::cpu {
-
 /// Per sample -self[i, t] * weight[t] (0 where t == ignore_index). mean
 /// divides the sum by total_weight, the sum of the weights of the
 /// non-ignored targets (their count without weight; NaN result when 0).
 /// total_weight is 0 for reduction none over a batch, as in ATen.
-void spmd_rt_nll_loss_forward(SpmdBuffer *output, SpmdBuffer *total_weight,
-                              const SpmdBuffer *self, const SpmdBuffer *target,
-                              const SpmdBuffer *weight, int64_t reduction,
-                              int64_t ignore_index) {
-  const char *kernel = "spmd_rt_nll_loss_forward";
+void nllLossForward(const char *kernel, SpmdBuffer *output,
+                    SpmdBuffer *total_weight, const SpmdBuffer *self,
+                    const SpmdBuffer *target, const SpmdBuffer *weight,
+                    int64_t reduction, int64_t ignore_index,
+                    const int64_t *rows) {
   const NllShape s = checkNllLoss(kernel, output, total_weight, self, target,
                                   weight, reduction);
+  const ClassRange held = classRange(kernel, s, rows);
   dispatch<kFloat>(output->dtype, kernel, [&](auto tag) {
     using T = decltype(tag);
     checkTotalWeightDType(kernel, output, total_weight);
@@ -67,9 +90,10 @@ void spmd_rt_nll_loss_forward(SpmdBuffer *output, SpmdBuffer *total_weight,
     *tw = T(0);
     if (s.perSample) {
       std::fill(o, o + s.batch, T(0));
-      forEachTarget(kernel, target, s, ignore_index, [&](int64_t i, int64_t c) {
-        o[i] = -x[i * s.classes + c] * (w ? w[c] : T(1));
-      });
+      forEachTarget(kernel, target, s, held, ignore_index,
+                    [&](int64_t i, int64_t c) {
+                      o[i] = -x[i * s.classes + c] * (w ? w[c] : T(1));
+                    });
       return;
     }
     if (s.batch == 0) {
@@ -80,11 +104,12 @@ void spmd_rt_nll_loss_forward(SpmdBuffer *output, SpmdBuffer *total_weight,
     }
     // Double sums (ATen uses a float cascade sum: same to rounding).
     double loss = 0, weightSum = 0;
-    forEachTarget(kernel, target, s, ignore_index, [&](int64_t i, int64_t c) {
-      const double wc = w ? w[c] : 1.0;
-      loss -= static_cast<double>(x[i * s.classes + c]) * wc;
-      weightSum += wc;
-    });
+    forEachTarget(kernel, target, s, held, ignore_index,
+                  [&](int64_t i, int64_t c) {
+                    const double wc = w ? w[c] : 1.0;
+                    loss -= static_cast<double>(x[i * s.classes + c]) * wc;
+                    weightSum += wc;
+                  });
     const T total = static_cast<T>(weightSum);
     T result = static_cast<T>(loss);
     if (reduction == kReductionMean)
@@ -96,14 +121,14 @@ void spmd_rt_nll_loss_forward(SpmdBuffer *output, SpmdBuffer *total_weight,
 
 /// The gradient of self: zero but at (i, target[i]) of non-ignored samples,
 /// where it is -weight[t] * grad (grad / total_weight for mean).
-void spmd_rt_nll_loss_backward(SpmdBuffer *out, const SpmdBuffer *grad_output,
-                               const SpmdBuffer *self, const SpmdBuffer *target,
-                               const SpmdBuffer *weight,
-                               const SpmdBuffer *total_weight,
-                               int64_t reduction, int64_t ignore_index) {
-  const char *kernel = "spmd_rt_nll_loss_backward";
+void nllLossBackward(const char *kernel, SpmdBuffer *out,
+                     const SpmdBuffer *grad_output, const SpmdBuffer *self,
+                     const SpmdBuffer *target, const SpmdBuffer *weight,
+                     const SpmdBuffer *total_weight, int64_t reduction,
+                     int64_t ignore_index, const int64_t *rows) {
   const NllShape s = checkNllLossBackward(
       kernel, out, grad_output, self, target, weight, total_weight, reduction);
+  const ClassRange held = classRange(kernel, s, rows);
   dispatch<kFloat>(out->dtype, kernel, [&](auto tag) {
     using T = decltype(tag);
     std::vector<T> gS, wS, twS;
@@ -112,17 +137,58 @@ void spmd_rt_nll_loss_backward(SpmdBuffer *out, const SpmdBuffer *grad_output,
     T *o = dataOf<T>(out);
     std::fill(o, o + out->numel, T(0));
     if (s.perSample) {
-      forEachTarget(kernel, target, s, ignore_index, [&](int64_t i, int64_t c) {
-        o[i * s.classes + c] = -(w ? w[c] : T(1)) * g[i];
-      });
+      forEachTarget(kernel, target, s, held, ignore_index,
+                    [&](int64_t i, int64_t c) {
+                      o[i * s.classes + c] = -(w ? w[c] : T(1)) * g[i];
+                    });
       return;
     }
     const T tw = *dataAs<T>(total_weight, twS, kernel);
     const T grad = -(reduction == kReductionMean ? g[0] / tw : g[0]);
-    forEachTarget(kernel, target, s, ignore_index, [&](int64_t i, int64_t c) {
-      o[i * s.classes + c] = w ? w[c] * grad : grad;
-    });
+    forEachTarget(kernel, target, s, held, ignore_index,
+                  [&](int64_t i, int64_t c) {
+                    o[i * s.classes + c] = w ? w[c] * grad : grad;
+                  });
   });
+}
+
+} // namespace
+
+namespace spmd::rt::cpu {
+
+void spmd_rt_nll_loss_forward(SpmdBuffer *output, SpmdBuffer *total_weight,
+                              const SpmdBuffer *self, const SpmdBuffer *target,
+                              const SpmdBuffer *weight, int64_t reduction,
+                              int64_t ignore_index) {
+  nllLossForward("spmd_rt_nll_loss_forward", output, total_weight, self, target,
+                 weight, reduction, ignore_index, nullptr);
+}
+
+void spmd_rt_nll_loss_forward_rows(SpmdBuffer *output, SpmdBuffer *total_weight,
+                                   const SpmdBuffer *self,
+                                   const SpmdBuffer *target,
+                                   const SpmdBuffer *weight, int64_t reduction,
+                                   int64_t ignore_index, const int64_t *rows) {
+  nllLossForward("spmd_rt_nll_loss_forward_rows", output, total_weight, self,
+                 target, weight, reduction, ignore_index, rows);
+}
+
+void spmd_rt_nll_loss_backward(SpmdBuffer *out, const SpmdBuffer *grad_output,
+                               const SpmdBuffer *self, const SpmdBuffer *target,
+                               const SpmdBuffer *weight,
+                               const SpmdBuffer *total_weight,
+                               int64_t reduction, int64_t ignore_index) {
+  nllLossBackward("spmd_rt_nll_loss_backward", out, grad_output, self, target,
+                  weight, total_weight, reduction, ignore_index, nullptr);
+}
+
+void spmd_rt_nll_loss_backward_rows(
+    SpmdBuffer *out, const SpmdBuffer *grad_output, const SpmdBuffer *self,
+    const SpmdBuffer *target, const SpmdBuffer *weight,
+    const SpmdBuffer *total_weight, int64_t reduction, int64_t ignore_index,
+    const int64_t *rows) {
+  nllLossBackward("spmd_rt_nll_loss_backward_rows", out, grad_output, self,
+                  target, weight, total_weight, reduction, ignore_index, rows);
 }
 
 } // namespace spmd::rt::cpu

@@ -29,6 +29,9 @@ namespace {
 #define SPMD_RT_CUDA_LACKS_cumsum ,
 #define SPMD_RT_CUDA_LACKS_gather ,
 #define SPMD_RT_CUDA_LACKS_index ,
+// The class-sharded losses (loss_parallel) too.
+#define SPMD_RT_CUDA_LACKS_nll_loss_forward_rows ,
+#define SPMD_RT_CUDA_LACKS_nll_loss_backward_rows ,
 // `lacking` when this backend lacks kernel `name`, else `present`: the probe
 // macro's comma, where it is defined, shifts `lacking` into second place.
 #define SPMD_RT_SECOND_(first, second, ...) second

@@ -57,8 +57,9 @@ func.func @more_rules(%x: tensor<2x4x8xf32>, %lp: tensor<4x8xf32>, %t: tensor<4x
   // expected-remark @+1 {{abc->acb: [replicate -> replicate] [shard<0> -> shard<0>] [shard<2> -> shard<1>] [shard<1> -> shard<2>] [partial<sum> -> partial<sum>]}}
   %1 = aten.transpose.int %x {dim0 = 1 : i64, dim1 = 2 : i64} : (tensor<2x4x8xf32>) -> tensor<2x8x4xf32>
   // The batch is contracted: the loss is Partial, the mean's total weight is
-  // reduced by the partitioner.
-  // expected-remark @+1 {{nc,n->, whole c: [replicate, replicate -> replicate, replicate] [shard<0>, shard<0> -> partial<sum>, replicate]}}
+  // reduced by the partitioner. So are the classes (loss_parallel: each rank
+  // takes the targets it holds).
+  // expected-remark @+1 {{nc,n->,: [replicate, replicate -> replicate, replicate] [shard<0>, shard<0> -> partial<sum>, replicate] [shard<1>, replicate -> partial<sum>, replicate]}}
   %2:2 = aten.nll_loss_forward %lp, %t {ignore_index = -100 : i64, reduction = 1 : i64} : (tensor<4x8xf32>, tensor<4xi64>) -> (tensor<f32>, tensor<f32>)
   // expected-remark @+1 {{abt,t,t->abt,ab1,ab1 whole t: [replicate, replicate, replicate -> replicate, replicate, replicate] [shard<0>, replicate, replicate -> shard<0>, shard<0>, shard<0>] [shard<1>, replicate, replicate -> shard<1>, shard<1>, shard<1>]}}
   %3:3 = aten.native_layer_norm %x weight %w bias %b {eps = 1.0e-05 : f64, normalized_shape = array<i64: 8>} : (tensor<2x4x8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<2x4x8xf32>, tensor<2x4x1xf32>, tensor<2x4x1xf32>)

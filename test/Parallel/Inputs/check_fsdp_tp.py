@@ -43,10 +43,12 @@ def main():
     captured, parallel = open(sys.argv[1]).read(), open(sys.argv[2]).read()
     tp_rows, ft_rows = rows(open(sys.argv[3]).read()), rows(open(sys.argv[4]).read())
     tp_kinds = [(k, p) for k, p, dims, _, _ in tp_rows]
-    ft_tp = [(k, p) for k, p, dims, _, _ in ft_rows if dims == "tp"]
+    # A collective over both mesh dims (the mean's total weight) counts for
+    # each.
+    ft_tp = [(k, p) for k, p, dims, _, _ in ft_rows if "tp" in dims.split(",")]
     print("tp collectives: tp plan %d, fsdp-tp %d, same kinds and phases in order: %s" %
           (len(tp_kinds), len(ft_tp), tp_kinds == ft_tp))
-    dp = [r for r in ft_rows if r[2] != "tp"]
+    dp = [r for r in ft_rows if "dp" in r[2].split(",")]
     gathers = [r for r in dp if r[0] == "all_gather"]
     print("dp all_gathers: %d, all of parameters: %s" %
           (len(gathers), all(r[4].startswith("fsdp-tp: gather parameter") for r in gathers)))

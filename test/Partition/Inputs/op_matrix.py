@@ -191,6 +191,8 @@ def build_cases(z):
         C("pow.Scalar", self=0.9, exponent=pos()),
         # pow.Tensor_Scalar: linalg_vector_norm's x ** 2 and s ** 0.5, an
         # exponent with no special case, an integer power.
+        C("pow.Tensor_Tensor", self=pos(B, S, D), exponent=f(D)),
+        C("pow.Tensor_Tensor", self=idx(K, B, D), exponent=idx(3, B, 1)),
         C("pow.Tensor_Scalar", self=f(B, S, D), exponent=2.0),
         C("pow.Tensor_Scalar", self=pos(), exponent=0.5),
         C("pow.Tensor_Scalar", self=pos(B, D), exponent=-1.5),

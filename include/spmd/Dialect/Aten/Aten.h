@@ -85,6 +85,10 @@ namespace rules {
 layout::EinsumRule
 pointwise(mlir::Operation *op, std::vector<std::vector<int>> linear,
           layout::ReduceKind reduce = layout::ReduceKind::Sum);
+/// Factories (full_like, ones_like, ...): pointwise, and a `self` whose
+/// values are never read may also be Partial of any kind, the result
+/// Replicate (autograd's ones_like of a Partial loss needs no all_reduce).
+layout::EinsumRule factory(mlir::Operation *op);
 /// `rule` with the label of result dim `dim` (may be negative) kept whole.
 layout::EinsumRule keepWhole(layout::EinsumRule rule, int64_t dim);
 /// DTensor's view rule from operand 0's shape to result 0's.

@@ -243,7 +243,9 @@ class Aten_RandomOp<string mnemonic, list<Trait> traits = []>
 
 /// Factories: the result's values depend on its shape (and dtype) only.
 class Aten_FactoryOp<string mnemonic, list<Trait> traits = []>
-    : Aten_PointwiseOp<mnemonic, "{}", traits>;
+    : Aten_PointwiseOp<mnemonic, "{}", traits> {
+  let ruleBody = "return ::spmd::aten::rules::factory(getOperation());";
+}
 
 /// Views and reshapes to `size`: same elements, same order (DTensor's view
 /// rule: dims merged or split are sharded only evenly).

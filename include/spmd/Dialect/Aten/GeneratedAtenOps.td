@@ -405,6 +405,21 @@ def Aten_PowTensorScalarOp : Aten_PointwiseOp<"pow.Tensor_Scalar"> {
   let inferBody = "";
 }
 
+def Aten_PowTensorTensorOp : Aten_PointwiseOp<"pow.Tensor_Tensor"> {
+  let summary = "aten::pow.Tensor_Tensor(Tensor self, Tensor exponent) -> Tensor";
+  let description = [{
+    `self ** exponent`, broadcasting (BLOOM's ALiBi slopes).
+  }];
+  let arguments = (ins Aten_Tensor:$self,
+                    Aten_Tensor:$exponent);
+  let results = (outs Aten_Tensor:$result);
+  let kernel = "pow_tensor_tensor";
+  let kernelArguments = [{
+    return {::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(0), false),
+            ::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(1), false)};
+  }];
+}
+
 def Aten_ClampOp : Aten_PointwiseOp<"clamp"> {
   let summary = "aten::clamp(Tensor self, Scalar? min=None, Scalar? max=None) -> Tensor";
   let description = [{
@@ -1714,6 +1729,8 @@ def Aten_NllLossForwardOp : Aten_OtherOp<"nll_loss_forward"> {
     `self` is `[N, C]` (or `[C]`) log-probabilities, `target` `[N]` (or
     `[]`) class indices, `weight` optional `[C]`. `reduction` is 0 (none:
     output `[N]`), 1 (mean) or 2 (sum) (0-D output). `total_weight` is 0-D.
+    The classes may be sharded (loss_parallel): each rank sums the targets
+    it holds, a Partial(sum) of the loss and of `total_weight`.
   }];
   let arguments = (ins Aten_FloatTensor:$self,
                     Aten_TargetTensor:$target,

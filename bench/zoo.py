@@ -1,0 +1,107 @@
+#!/usr/bin/python3
+"""The language-model zoo table: each transformers model of examples/hf.py in
+each parallel mode, checked against PyTorch, with its collectives per step
+and bytes per rank.
+
+  bench/zoo.py [--build DIR] [--models gpt2,bert,llama,opt,t5]
+               [--optimizer adamw] [--markdown]
+
+Each model is captured once (spmd-capture, small config, random weights);
+each mode is `spmd-opt --spmd-parallelize=... --spmd-report` (its "total per
+step" line: collectives and bytes per rank, as the partitioned program
+sends them) and `spmd-run --check` on that many ranks (whether every result
+matches PyTorch's single-device step). Plans are examples/hf_<model>.tp.json
+(Megatron) and, where it exists, examples/hf_<model>.sp.json (with sequence
+parallel). The README's model-zoo table is this script's --markdown
+output."""
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "python"))
+import spmd_env  # noqa: E402
+
+spmd_env.use_project_python()
+
+# The factory of each model in examples/hf.py (Llama with grouped-query
+# attention: 8 query heads, 4 key/value heads).
+MODELS = {"gpt2": "gpt2", "bert": "bert", "llama": "llama(heads=8, kv_heads=4)",
+          "opt": "opt", "t5": "t5"}
+
+
+def modes(model):
+    """(column, --spmd-parallelize options or None for 1 rank, ranks)."""
+    plan = os.path.join(ROOT, "examples", "hf_%s.tp.json" % model)
+    sp = os.path.join(ROOT, "examples", "hf_%s.sp.json" % model)
+    out = [("1 rank", None, 1), ("ddp 3", "mode=ddp mesh=3", 3),
+           ("fsdp 4", "mode=fsdp mesh=4", 4),
+           ("tp 2", "mode=tp mesh=2 plan=" + plan, 2),
+           ("tp 4", "mode=tp mesh=4 plan=" + plan, 4)]
+    if os.path.exists(sp):
+        out.append(("tp+sp 4", "mode=tp mesh=4 plan=" + sp, 4))
+    out.append(("fsdp-tp 2x2", "mode=fsdp-tp mesh=2x2 plan=" + plan, 4))
+    return out
+
+
+def run(cmd):
+    return subprocess.run(cmd, capture_output=True, text=True)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--build", default=os.path.join(ROOT, "build"))
+    parser.add_argument("--models", default=",".join(MODELS))
+    parser.add_argument("--optimizer", default="adamw")
+    parser.add_argument("--markdown", action="store_true")
+    args = parser.parse_args()
+    tools = os.path.join(args.build, "bin")
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for model in args.models.split(","):
+            captured = os.path.join(tmp, model + ".mlir")
+            bundle = os.path.join(tmp, model)
+            cap = run([os.path.join(tools, "spmd-capture"), "--model",
+                       "%s/examples/hf.py:%s" % (ROOT, MODELS[model]),
+                       "--optimizer", args.optimizer, "-o", captured, "--bundle", bundle])
+            if cap.returncode != 0:
+                rows.append((model, "capture", "fails: " + cap.stderr.strip().splitlines()[-1],
+                             "", ""))
+                continue
+            for column, options, ranks in modes(model):
+                program, collectives, nbytes = captured, "0", "0"
+                if options:
+                    program = os.path.join(tmp, "%s.%d.mlir" % (model, len(rows)))
+                    opt = run([os.path.join(tools, "spmd-opt"), captured,
+                               "--spmd-parallelize=" + options, "--spmd-report",
+                               "-o", program])
+                    total = re.search(r"total per step: (\d+) collectives, (\d+) bytes/rank",
+                                      opt.stdout + opt.stderr)
+                    if opt.returncode != 0 or not total:
+                        rows.append((model, column, "spmd-opt fails", "", ""))
+                        continue
+                    collectives, nbytes = total.groups()
+                check = run([os.path.join(tools, "spmd-run"), "--np", str(ranks), program,
+                             "--bundle", bundle, "--check"])
+                verdict = re.search(r"spmd-run: (all \d+ results match PyTorch|\d+ of \d+ "
+                                    r"results do not match PyTorch)", check.stdout)
+                rows.append((model, column, verdict.group(1) if verdict else "run fails",
+                             collectives, nbytes))
+    head = ("model", "mode", "against PyTorch", "collectives/step", "bytes/rank")
+    if args.markdown:
+        print("| %s |" % " | ".join(head))
+        print("| %s |" % " | ".join("---" for _ in head))
+        for row in rows:
+            print("| %s |" % " | ".join(row))
+    else:
+        print("%-6s %-12s %-40s %16s %11s" % head)
+        for row in rows:
+            print("%-6s %-12s %-40s %16s %11s" % row)
+    return 0 if all(r[2].startswith("all ") for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
