@@ -582,7 +582,19 @@ LogicalResult spmd::constrainTPBoundaries(func::FuncOp fn,
     if (m != tpDim)
       free.push_back(m);
 
-  for (const TPStyledModule &styled : resolution.styled) {
+  // Outer modules first: a module's input constraints then feed its
+  // submodules, whose own constraints on the same input (a colwise
+  // projection's replicate inside prepare_module_input's) find it already
+  // in place instead of redistributing it again.
+  SmallVector<const TPStyledModule *> order;
+  for (const TPStyledModule &styled : resolution.styled)
+    order.push_back(&styled);
+  llvm::stable_sort(
+      order, [](const TPStyledModule *a, const TPStyledModule *b) {
+        return llvm::count(a->fqn, '.') < llvm::count(b->fqn, '.');
+      });
+  for (const TPStyledModule *styledPtr : order) {
+    const TPStyledModule &styled = *styledPtr;
     const std::string &m = styled.fqn;
     const TPPlanEntry *entry = styled.entry;
     llvm::SetVector<Operation *> all = moduleOps(fn, m);
@@ -591,14 +603,18 @@ LogicalResult spmd::constrainTPBoundaries(func::FuncOp fn,
              << entry->pattern << "': module '" << m
              << "' runs no op in the captured forward";
     for (const llvm::SetVector<Operation *> &ops : splitCalls(fn, all)) {
-      // Boundary values.
+      // Boundary values, of the module's own ops (not the constraints an
+      // enclosing module's style put at its boundary).
       llvm::SetVector<Value> inputs, outputs;
       for (Operation *op : ops)
         for (Value v : op->getOperands()) {
+          if (isa<ShardingConstraintOp>(op))
+            break;
           if (!isa<RankedTensorType>(v.getType()))
             continue;
           if (Operation *def = v.getDefiningOp()) {
-            if (ops.contains(def) || def->hasTrait<OpTrait::ConstantLike>())
+            if ((ops.contains(def) && !isa<ShardingConstraintOp>(def)) ||
+                def->hasTrait<OpTrait::ConstantLike>())
               continue;
           } else if (within(
                          getArgFqn(fn, cast<BlockArgument>(v).getArgNumber()),
@@ -611,7 +627,8 @@ LogicalResult spmd::constrainTPBoundaries(func::FuncOp fn,
       // uses) are not outputs.
       for (Operation *op : ops)
         for (Value v : op->getResults())
-          if (llvm::any_of(v.getUsers(), [&](Operation *user) {
+          if (!isa<ShardingConstraintOp>(op) &&
+              llvm::any_of(v.getUsers(), [&](Operation *user) {
                 StringRef phase = getPhase(user);
                 return !all.contains(user) &&
                        (phase == "forward" || phase == "loss" ||
