@@ -417,31 +417,36 @@ void adjustKernelCall(aten::EmbeddingOp op, spmd::RuntimeKernel &kernel,
     args.back() = rows; // in place of padding_idx
   }
 }
+/// Where `op` carries the per-rank table `attr`, calls `rowsKernel` with
+/// this rank's row appended.
+static void appendRows(Operation *op, StringRef attr,
+                       spmd::RuntimeKernel rowsKernel,
+                       spmd::RuntimeKernel &kernel, SmallVector<CallArg> &args,
+                       CallBuilder &b) {
+  if (Value rows = rankRow(op, attr, 3, b)) {
+    kernel = rowsKernel;
+    args.push_back(rows);
+  }
+}
 template <>
 void adjustKernelCall(aten::EmbeddingDenseBackwardOp op,
                       spmd::RuntimeKernel &kernel, SmallVector<CallArg> &args,
                       CallBuilder &b) {
-  if (Value rows = rankRow(op, "spmd.vocab_rows", 3, b)) {
-    kernel = spmd::RuntimeKernel::embedding_dense_backward_rows;
-    args.push_back(rows);
-  }
+  appendRows(op, "spmd.vocab_rows",
+             spmd::RuntimeKernel::embedding_dense_backward_rows, kernel, args,
+             b);
 }
-
 template <>
 void adjustKernelCall(aten::NllLossForwardOp op, spmd::RuntimeKernel &kernel,
                       SmallVector<CallArg> &args, CallBuilder &b) {
-  if (Value rows = rankRow(op, "spmd.class_rows", 3, b)) {
-    kernel = spmd::RuntimeKernel::nll_loss_forward_rows;
-    args.push_back(rows);
-  }
+  appendRows(op, "spmd.class_rows", spmd::RuntimeKernel::nll_loss_forward_rows,
+             kernel, args, b);
 }
 template <>
 void adjustKernelCall(aten::NllLossBackwardOp op, spmd::RuntimeKernel &kernel,
                       SmallVector<CallArg> &args, CallBuilder &b) {
-  if (Value rows = rankRow(op, "spmd.class_rows", 3, b)) {
-    kernel = spmd::RuntimeKernel::nll_loss_backward_rows;
-    args.push_back(rows);
-  }
+  appendRows(op, "spmd.class_rows", spmd::RuntimeKernel::nll_loss_backward_rows,
+             kernel, args, b);
 }
 
 /// A family pattern that reads the LoweringState.

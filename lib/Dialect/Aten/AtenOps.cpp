@@ -721,11 +721,12 @@ LogicalResult spmd::aten::detail::inferSelect(Type selfType, int64_t dim,
   return success();
 }
 
-/// Checks normalized slice bounds `0 <= start <= end <= size` of `dim`
-/// and `step >= 1`; returns the slice's length along `dim`.
-static FailureOr<int64_t> sliceLength(RankedTensorType self, int64_t dim,
-                                      int64_t start, int64_t end, int64_t step,
-                                      EmitErrorFn emitError) {
+/// The type of `self[..., start:end:step]` along `dim`: checks normalized
+/// bounds `0 <= start <= end <= size` and `step >= 1`.
+static FailureOr<RankedTensorType> sliceType(RankedTensorType self, int64_t dim,
+                                             int64_t start, int64_t end,
+                                             int64_t step,
+                                             EmitErrorFn emitError) {
   if (self.getRank() == 0) {
     emitError() << "slice of a 0-D tensor";
     return failure();
@@ -744,20 +745,20 @@ static FailureOr<int64_t> sliceLength(RankedTensorType self, int64_t dim,
                 << " (expected 0 <= start <= end <= size)";
     return failure();
   }
-  return (end - start + step - 1) / step;
+  SmallVector<int64_t> shape(self.getShape());
+  shape[*d] = (end - start + step - 1) / step;
+  return self.clone(shape);
 }
 
 LogicalResult SliceTensorOp::inferResultTypes(Adaptor adaptor,
                                               EmitErrorFn emitError,
                                               SmallVectorImpl<Type> &types) {
-  auto self = tensorType(adaptor.getSelf());
-  auto length = sliceLength(self, adaptor.getDim(), adaptor.getStart(),
-                            adaptor.getEnd(), adaptor.getStep(), emitError);
-  if (failed(length))
+  auto slice = sliceType(tensorType(adaptor.getSelf()), adaptor.getDim(),
+                         adaptor.getStart(), adaptor.getEnd(),
+                         adaptor.getStep(), emitError);
+  if (failed(slice))
     return failure();
-  SmallVector<int64_t> shape(self.getShape());
-  shape[spmd::aten::normalizeDim(adaptor.getDim(), self.getRank())] = *length;
-  types.push_back(self.clone(shape));
+  types.push_back(*slice);
   return success();
 }
 
@@ -766,15 +767,13 @@ LogicalResult SliceScatterOp::inferResultTypes(Adaptor adaptor,
                                                SmallVectorImpl<Type> &types) {
   auto self = tensorType(adaptor.getSelf());
   auto src = tensorType(adaptor.getSrc());
-  auto length = sliceLength(self, adaptor.getDim(), adaptor.getStart(),
-                            adaptor.getEnd(), adaptor.getStep(), emitError);
-  if (failed(length))
+  auto slice = sliceType(self, adaptor.getDim(), adaptor.getStart(),
+                         adaptor.getEnd(), adaptor.getStep(), emitError);
+  if (failed(slice))
     return failure();
-  SmallVector<int64_t> shape(self.getShape());
-  shape[spmd::aten::normalizeDim(adaptor.getDim(), self.getRank())] = *length;
-  if (src.getShape() != ArrayRef<int64_t>(shape))
+  if (src.getShape() != slice->getShape())
     return emitError() << "src " << src << " is not shaped like the slice "
-                       << self.clone(shape);
+                       << *slice;
   types.push_back(self);
   return success();
 }
