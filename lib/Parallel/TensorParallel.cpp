@@ -268,6 +268,63 @@ bool within(StringRef fqn, StringRef module) {
           fqn[module.size()] == '.');
 }
 
+/// How many equal pieces the output features of the projection whose
+/// weight is argument `weight` are split into, or 1: a packed projection
+/// (GPT-2's c_attn, q|k|v) feeds a matrix product whose result, through
+/// same-elements views, is split into k equal pieces along its last dim.
+/// Colwise on it must shard each piece (StridedShard(d, k)), as Megatron
+/// does, or the pieces would be redistributed in every layer.
+int64_t packedPieces(func::FuncOp fn, BlockArgument weight) {
+  SmallVector<Value> work = {weight};
+  DenseSet<Value> seen;
+  while (!work.empty()) {
+    Value v = work.pop_back_val();
+    if (!seen.insert(v).second)
+      continue;
+    for (Operation *user : v.getUsers()) {
+      if (getPhase(user) != "forward" || user->getNumResults() != 1)
+        continue;
+      if (user->hasTrait<aten::OpTrait::Rearrangement>() &&
+          !user->hasTrait<aten::OpTrait::Split>()) {
+        if (!user->hasTrait<aten::OpTrait::MatrixProduct>())
+          work.push_back(user->getResult(0));
+        continue;
+      }
+      if (!user->hasTrait<aten::OpTrait::MatrixProduct>())
+        continue;
+      // The product's output features, through same-elements views.
+      SmallVector<Value> outs = {user->getResult(0)};
+      while (!outs.empty()) {
+        Value o = outs.pop_back_val();
+        for (Operation *next : o.getUsers()) {
+          if (next->hasTrait<aten::OpTrait::SameElementsView>() &&
+              !next->hasTrait<aten::OpTrait::Split>()) {
+            outs.push_back(next->getResult(0));
+            continue;
+          }
+          if (!next->hasTrait<aten::OpTrait::Split>())
+            continue;
+          auto in = cast<RankedTensorType>(next->getOperand(0).getType());
+          int64_t last = in.getRank() - 1;
+          auto pieces = next->getResultTypes();
+          bool equal =
+              pieces.size() > 1 && llvm::all_of(pieces, [&](Type t) {
+                auto piece = cast<RankedTensorType>(t);
+                return piece.getRank() == in.getRank() &&
+                       piece.getShape().drop_back() ==
+                           in.getShape().drop_back() &&
+                       piece.getDimSize(last) * int64_t(pieces.size()) ==
+                           in.getDimSize(last);
+              });
+          if (equal)
+            return static_cast<int64_t>(pieces.size());
+        }
+      }
+    }
+  }
+  return 1;
+}
+
 } // namespace
 
 FailureOr<TPResolution> spmd::resolveTPPlan(func::FuncOp fn, const TPPlan &plan,
@@ -364,6 +421,7 @@ FailureOr<TPResolution> spmd::resolveTPPlan(func::FuncOp fn, const TPPlan &plan,
       bool conv1d = isA(cls, "Conv1D");
       bool linear = isA(cls, "Linear") || conv1d;
       bool embedding = isA(cls, "Embedding");
+      int64_t packed = 1;
       auto unsupported = [&](StringRef supported) {
         return emitError(fn.getLoc(), "TP plan entry '")
                << entry.pattern << "': " << styleName(entry.style)
@@ -385,14 +443,20 @@ FailureOr<TPResolution> spmd::resolveTPPlan(func::FuncOp fn, const TPPlan &plan,
         // Seed 002: colwise Linear S(0) weight and bias, Embedding S(1);
         // rowwise Linear S(1) weight and Replicate bias, Embedding S(0).
         // Conv1D: colwise S(1), rowwise S(0).
-        Placement weight = Placement::shard((linear && !conv1d) == col ? 0 : 1);
-        if (auto w = paramsOf("weight"))
-          if (failed(assign(*w, weight, entry)))
-            return failure();
+        int64_t weightDim = (linear && !conv1d) == col ? 0 : 1;
+        std::optional<std::string> w = paramsOf("weight");
+        // A packed colwise projection shards each of its pieces.
+        if (col && linear && w)
+          packed = packedPieces(fn, fn.getArgument(params[*w]));
+        auto sharded = [&](int64_t dim) {
+          return packed > 1 ? Placement::stridedShard(dim, packed)
+                            : Placement::shard(dim);
+        };
+        if (w && failed(assign(*w, sharded(weightDim), entry)))
+          return failure();
         if (auto b = paramsOf("bias"))
-          if (failed(assign(*b,
-                            col ? Placement::shard(0) : Placement::replicate(),
-                            entry)))
+          if (failed(
+                  assign(*b, col ? sharded(0) : Placement::replicate(), entry)))
             return failure();
         break;
       }
@@ -410,7 +474,7 @@ FailureOr<TPResolution> spmd::resolveTPPlan(func::FuncOp fn, const TPPlan &plan,
       default:
         break;
       }
-      out.styled.push_back({m, &entry, embedding});
+      out.styled.push_back({m, &entry, embedding, packed});
     }
   }
 
@@ -646,7 +710,10 @@ LogicalResult spmd::constrainTPBoundaries(func::FuncOp fn,
       case Style::Colwise:
         in = {orDefault(entry->inputLayouts, Placement::replicate())};
         desiredIn = {Placement::replicate()};
-        out = {orDefault(entry->outputLayouts, Placement::shard(-1))};
+        out = {orDefault(entry->outputLayouts,
+                         styled.packed > 1
+                             ? Placement::stridedShard(-1, styled.packed)
+                             : Placement::shard(-1))};
         break;
       case Style::Rowwise: {
         Placement desired =

@@ -121,11 +121,24 @@ int relaunchUnderMpirun(int argc, char **argv) {
   }
   std::string self = llvm::sys::fs::getMainExecutable(
       argv[0], reinterpret_cast<void *>(&relaunchUnderMpirun));
+  // A session directory of this job's own: Open MPI's shared one under
+  // TMPDIR races when several jobs start at once ("mkdir ... File
+  // exists", as lit runs tests in parallel).
+  llvm::SmallString<128> session;
+  if (std::error_code ec =
+          llvm::sys::fs::createUniqueDirectory("spmd-run-mpi", session)) {
+    llvm::errs() << "spmd-run: error: cannot create a session directory: "
+                 << ec.message() << "\n";
+    return 1;
+  }
   std::vector<std::string> args = {*mpirun,
                                    "--allow-run-as-root",
                                    "--oversubscribe",
                                    "--bind-to",
                                    "none",
+                                   "--mca",
+                                   "orte_tmpdir_base",
+                                   session.str().str(),
                                    "-np",
                                    std::to_string(numRanks),
                                    self};
@@ -145,6 +158,7 @@ int relaunchUnderMpirun(int argc, char **argv) {
   std::string error;
   int rc =
       llvm::sys::ExecuteAndWait(*mpirun, refs, std::nullopt, {}, 0, 0, &error);
+  llvm::sys::fs::remove_directories(session);
   if (rc < 0)
     llvm::errs() << "spmd-run: error: " << error << "\n";
   return rc < 0 ? 1 : rc;

@@ -73,6 +73,10 @@ struct TPStyledModule {
   const TPPlanEntry *entry;
   /// An nn.Embedding (rowwise then wants its input Replicate).
   bool embedding;
+  /// A colwise projection whose output is split into this many equal
+  /// pieces (packed q|k|v): its weight, bias and output are
+  /// StridedShard(d, packed); 1 otherwise.
+  int64_t packed = 1;
 };
 
 /// A plan resolved against a captured step on a tp mesh dim of `tpSize`
