@@ -55,7 +55,6 @@ def _set(config, name, value):
                          % (type(config).__name__, name, ", ".join(_FIELDS[name])))
     for field in fields:
         setattr(config, field, value)
-    return bool(fields)
 
 
 def _build(task, config):

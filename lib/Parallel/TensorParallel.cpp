@@ -670,10 +670,10 @@ LogicalResult spmd::constrainTPBoundaries(func::FuncOp fn,
       // Boundary values, of the module's own ops (not the constraints an
       // enclosing module's style put at its boundary).
       llvm::SetVector<Value> inputs, outputs;
-      for (Operation *op : ops)
+      for (Operation *op : ops) {
+        if (isa<ShardingConstraintOp>(op))
+          continue;
         for (Value v : op->getOperands()) {
-          if (isa<ShardingConstraintOp>(op))
-            break;
           if (!isa<RankedTensorType>(v.getType()))
             continue;
           if (Operation *def = v.getDefiningOp()) {
@@ -687,6 +687,7 @@ LogicalResult spmd::constrainTPBoundaries(func::FuncOp fn,
           }
           inputs.insert(v);
         }
+      }
       // Values the module's own ops read (a parameter view every call
       // uses) are not outputs.
       for (Operation *op : ops)

@@ -790,7 +790,6 @@ def trace(factory, optimizer, args, seed, accumulate=1, fake=False):
     # picks its trace-safe paths rather than reading values), and a value
     # read into Python is a symbol, reported below. The graph then runs
     # once on the real values.
-    mode = "fake"
     flat = [a.value.clone().requires_grad_(i in trainable) for i, a in enumerate(args)]
     if fake and any(t.is_meta for t in flat):
         # Values built on the meta device (capture --meta) trace as CPU
@@ -804,11 +803,11 @@ def trace(factory, optimizer, args, seed, accumulate=1, fake=False):
     try:
         with _tag_nodes(scope), _module_scopes(model, scope), _AutogradScopes(scope), \
                 _reentrant_checkpoint_replayed():
-            raw = make_fx(step, tracing_mode=mode)(*flat)
+            raw = make_fx(step, tracing_mode="fake")(*flat)
         with _tag_nodes(scope):
             gm = make_fx(functionalize(_Replay(raw, scope).run, remove="mutations"),
                          decomposition_table=decompositions(),
-                         tracing_mode=mode)(*[t.clone() for t in flat])
+                         tracing_mode="fake")(*[t.clone() for t in flat])
     except CaptureError:
         raise
     except RuntimeError as e:
