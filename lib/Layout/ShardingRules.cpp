@@ -43,6 +43,9 @@ std::vector<OpStrategy> EinsumRule::strategies() const {
       continue;
     OpStrategy s = replicated;
     s.evenShards = evenOnly.find(label) != std::string::npos;
+    for (auto [grouped, count] : groupedLabels)
+      if (grouped == label)
+        s.divides = count;
     for (size_t i = 0; i < operands.size(); ++i) {
       size_t pos = operands[i].find(label);
       if (pos != std::string::npos)

@@ -609,6 +609,19 @@ LogicalResult Partitioner::rewriteOp(Operation *op) {
   }
   if (auto nll = dyn_cast<aten::NllLossForwardOp>(op))
     expandMeanNllLoss(nll);
+  // A grouped convolution sharded on its channels convolves its own groups
+  // (the strategy keeps groups whole).
+  auto localGroups = [&](int64_t groups, unsigned input) -> int64_t {
+    if (groups == 1) // ungrouped: channels contract instead
+      return 1;
+    auto global = operandLayouts.lookup(op)[input].second;
+    auto local = cast<RankedTensorType>(op->getOperand(input).getType());
+    return groups * local.getDimSize(1) / global.getDimSize(1);
+  };
+  if (auto conv = dyn_cast<aten::ConvolutionOp>(op))
+    conv.setGroups(localGroups(conv.getGroups(), 0));
+  if (auto conv = dyn_cast<aten::ConvolutionBackwardOp>(op))
+    conv.setGroups(localGroups(conv.getGroups(), 1));
   // A vocabulary shard's gradient has the local (padded) row count.
   if (auto backward = dyn_cast<aten::EmbeddingDenseBackwardOp>(op))
     backward.setNumWeights(localShape()[0]);

@@ -333,6 +333,12 @@ class Emitter:
             shape, dtype = bound["normalized_shape"], meta(bound["input"]).dtype
             val = [v if v is not None else meta(x) if x is not None else
                    torch.empty(shape, dtype=dtype, device="meta") for v, x in zip(val, like)]
+        if node.target is aten.convolution_backward.default:
+            # The dialect's op has no bias gradient (capture sums
+            # grad_output); a gradient output_mask skips is typed as its
+            # operand.
+            val = [v if v is not None else meta(bound[x])
+                   for v, x in zip(val[:2], ("input", "weight"))]
         results = [tensor_type(v, where) for v in val]
         res = "%%%d" % len(self.lines)
         self.names[node] = res

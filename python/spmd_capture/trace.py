@@ -94,13 +94,78 @@ DECOMPOSED_BEYOND_CORE = ("repeat.default", "index_select.default",
                           "_log_softmax.default", "_log_softmax_backward_data.default")
 
 
+def _batch_norm(input, weight, bias, running_mean, running_var, training,
+                momentum, eps):
+    """native_batch_norm as its reductions and pointwise ops, so that the
+    statistics of a batch sharded over ranks are sums over the shards
+    (Partial, all-reduced): every rank normalizes with the statistics of the
+    whole batch, exactly the single-device step, uneven batches included
+    (DDP without SyncBatchNorm uses each rank's own). Training mode: the
+    biased variance normalizes, the unbiased one (n - 1) updates
+    running_var, as ATen's batch_norm_cpu_update_stats. Returns (output,
+    save_mean, save_invstd), the latter two [C] (empty in eval mode), which
+    PyTorch's native_batch_norm_backward decomposition reads."""
+    dims = [0] + list(range(2, input.dim()))
+    per_channel = [1, input.shape[1]] + [1] * (input.dim() - 2)
+    if training:
+        n = input.numel() // input.shape[1]
+        mean = aten.div.Scalar(aten.sum.dim_IntList(input, dims, True), n)
+        centered = aten.sub.Tensor(input, mean)
+        squares = aten.sum.dim_IntList(aten.mul.Tensor(centered, centered), dims, True)
+        invstd = aten.rsqrt.default(aten.add.Scalar(aten.div.Scalar(squares, n), eps))
+        out = aten.mul.Tensor(centered, invstd)
+        save_mean = aten.view.default(mean, [input.shape[1]])
+        save_invstd = aten.view.default(invstd, [input.shape[1]])
+        if running_mean is not None:
+            unbiased = aten.div.Scalar(squares, max(n - 1, 1))
+            for stat, batch in ((running_mean, save_mean),
+                                (running_var, aten.view.default(unbiased, [input.shape[1]]))):
+                stat.copy_(aten.add.Tensor(aten.mul.Scalar(batch, momentum),
+                                           aten.mul.Scalar(stat, 1 - momentum)))
+    else:
+        invstd = aten.rsqrt.default(aten.add.Scalar(running_var, eps))
+        out = aten.mul.Tensor(aten.sub.Tensor(input, aten.view.default(running_mean, per_channel)),
+                              aten.view.default(invstd, per_channel))
+        save_mean = save_invstd = aten.full.default([0], 0.0, dtype=input.dtype)
+    if weight is not None:
+        out = aten.mul.Tensor(out, aten.view.default(weight, per_channel))
+    if bias is not None:
+        out = aten.add.Tensor(out, aten.view.default(bias, per_channel))
+    return out, save_mean, save_invstd
+
+
+def _convolution_backward(grad_output, input, weight, bias_sizes, stride, padding,
+                          dilation, transposed, output_padding, groups, output_mask):
+    """convolution_backward without its bias gradient, which is the sum of
+    grad_output over every dim but the channels: one reduction with its own
+    sharding (the dialect's convolution_backward computes the input and
+    weight gradients only)."""
+    if not output_mask[2]:
+        return NotImplemented  # recorded as it is
+    grad_input = grad_weight = None
+    if output_mask[0] or output_mask[1]:
+        grad_input, grad_weight, _ = aten.convolution_backward.default(
+            grad_output, input, weight, bias_sizes, stride, padding, dilation, transposed,
+            output_padding, groups, [output_mask[0], output_mask[1], False])
+    dims = [0] + list(range(2, grad_output.dim()))
+    return grad_input, grad_weight, aten.sum.dim_IntList(grad_output, dims)
+
+
+# Ops written as others by spmd's own decompositions.
+DECOMPOSED_BY_SPMD = {
+    aten.native_batch_norm.default: _batch_norm,
+    aten.convolution_backward.default: _convolution_backward,
+}
+
+
 def decompositions():
     """PyTorch's Core ATen decomposition table, less the ops kept whole,
-    plus DECOMPOSED_BEYOND_CORE."""
+    plus DECOMPOSED_BEYOND_CORE and DECOMPOSED_BY_SPMD."""
     table = {op: fn for op, fn in core_aten_decompositions().items() if not kept_whole(op)}
     for name in DECOMPOSED_BEYOND_CORE:
         op = getattr(getattr(aten, name.split(".")[0]), name.split(".")[1])
         table[op] = torch._decomp.decomposition_table[op]
+    table.update(DECOMPOSED_BY_SPMD)
     return table
 
 
@@ -860,4 +925,9 @@ def _updates_to_results(gm, args, results):
             graph.erase_node(node)
     if extra:
         output.args = (tuple(output.args[0]) + tuple(extra),)
-        gm.recompile()
+    # Unused uninitialized tensors (ATen's batch_norm returns an empty
+    # reserve buffer) mean nothing in value semantics.
+    for node in reversed(list(graph.nodes)):
+        if node.target is aten.empty.memory_format and not node.users:
+            graph.erase_node(node)
+    gm.recompile()

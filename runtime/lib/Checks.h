@@ -256,6 +256,41 @@ void checkIndex(const char *kernel, const SpmdBuffer *out,
                 const SpmdBuffer *self, int32_t n,
                 const SpmdBuffer *const *indices);
 
+/// The geometry of a convolution or a pooling, spatial dims promoted to 3
+/// (leading size-1 dims with a window of 1): [N, C, D, H, W] in, [N, O,
+/// OD, OH, OW] out, per-dim kernel, stride, padding and dilation.
+struct WindowGeometry {
+  int64_t n = 1, channels = 1, outChannels = 1, groups = 1;
+  int64_t in[3] = {1, 1, 1}, out[3] = {1, 1, 1}, k[3] = {1, 1, 1};
+  int64_t stride[3] = {1, 1, 1}, pad[3] = {0, 0, 0}, dilation[3] = {1, 1, 1};
+  int64_t inPlane() const { return in[0] * in[1] * in[2]; }
+  int64_t outPlane() const { return out[0] * out[1] * out[2]; }
+  int64_t window() const { return k[0] * k[1] * k[2]; }
+};
+
+/// convolution: input [N, C, *S] with 1 to 3 spatial dims, weight [O, C /
+/// groups, *K], bias NULL or [O], one stride (>= 1), padding (>= 0) and
+/// dilation (>= 1) per spatial dim, out [N, O, *P] with ATen's output size,
+/// one float dtype (`<kernel>: ...` naming the mismatch).
+WindowGeometry checkConvolution(const char *kernel, const SpmdBuffer *out,
+                                const SpmdBuffer *input,
+                                const SpmdBuffer *weight,
+                                const SpmdBuffer *bias, int32_t nStride,
+                                const int64_t *stride, int32_t nPadding,
+                                const int64_t *padding, int32_t nDilation,
+                                const int64_t *dilation, int64_t groups);
+
+/// max_pool2d_with_indices: self [*B, H, W] (rank 3 or 4), two entries per
+/// window list (stride empty: kernel_size), output [*B, OH, OW] with ATen's
+/// pooled size (ceil_mode included) and indices of that shape, i64.
+WindowGeometry checkMaxPool2d(const char *kernel, const SpmdBuffer *output,
+                              const SpmdBuffer *indices, const SpmdBuffer *self,
+                              int32_t nKernelSize, const int64_t *kernelSize,
+                              int32_t nStride, const int64_t *stride,
+                              int32_t nPadding, const int64_t *padding,
+                              int32_t nDilation, const int64_t *dilation,
+                              int64_t ceilMode);
+
 /// local_take and local_take_runs: checkDim(self, dim), then out must be
 /// self's shape outside `dim` (`<kernel>: out <shape> and self <shape>
 /// differ outside dim <dim>`). Returns self's layout around `dim`.

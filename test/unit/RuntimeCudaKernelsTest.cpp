@@ -1009,6 +1009,8 @@ void checkAbsMaximumPowClamp(DType dt, Tol tol) {
   CHECK_KERNEL(tol, clamp, Tensor(dt, {7}), special({7}), nan, 1.0, 1, 1);
   CHECK_KERNEL(tol, clamp, Tensor(dt, {7}), special({7}), 0.0, nan, 0, 1);
   CHECK_KERNEL(tol, clamp, Tensor(dt, {7}), special({7}), nan, 0.0, 1, 0);
+  // hardtanh (ReLU6) is clamp with both bounds.
+  CHECK_KERNEL(tol, hardtanh, Tensor(dt, out), x, 0.0, 6.0);
 
   Tensor large = random(dt, {1000003}, -2, 2);
   CHECK_KERNEL(tol, pow_tensor_scalar, Tensor(dt, {1000003}), large, 2.0);
@@ -3106,8 +3108,8 @@ const std::vector<std::string> &kernelListNames() {
 /// The kernels the CUDA backend lacks (null table entries, Backend.cpp's
 /// SPMD_RT_CUDA_LACKS_<name>): a call reports "not implemented by backend
 /// 'cuda'". Scaled-dot-product attention, slice_scatter, constant_pad_nd,
-/// cumsum, gather, index and the class-sharded nll_loss run on the CPU
-/// backend only.
+/// cumsum, gather, index, the class-sharded nll_loss, convolution and max
+/// pooling run on the CPU backend only.
 TEST_F(CudaKernels, LacksOnlyCpuOnlyKernels) {
   const spmd::rt::Backend &cuda = spmd::rt::cuda::backend();
   EXPECT_EQ(cuda.attention, nullptr);
@@ -3119,7 +3121,11 @@ TEST_F(CudaKernels, LacksOnlyCpuOnlyKernels) {
   EXPECT_EQ(cuda.index, nullptr);
   EXPECT_EQ(cuda.nll_loss_forward_rows, nullptr);
   EXPECT_EQ(cuda.nll_loss_backward_rows, nullptr);
-  EXPECT_EQ(kernelListNames().size(), 85u);
+  EXPECT_EQ(cuda.convolution, nullptr);
+  EXPECT_EQ(cuda.convolution_backward, nullptr);
+  EXPECT_EQ(cuda.max_pool2d_with_indices, nullptr);
+  EXPECT_EQ(cuda.max_pool2d_with_indices_backward, nullptr);
+  EXPECT_EQ(kernelListNames().size(), 86u);
 }
 
 TEST_F(CudaKernelsDeathTest, LackingKernelIsReported) {

@@ -806,6 +806,78 @@ TEST(RuntimeKernels, ConstantPadNd) {
   expectF32(out, {0.5, 0.5, 0.5, 1, 2, 0.5, 4, 5, 0.5});
 }
 
+TEST(RuntimeKernels, Hardtanh) {
+  const float fnan = std::numeric_limits<float>::quiet_NaN();
+  Buffer x = f32({5}, {-2, 0.5f, 6.5f, 3, fnan});
+  Buffer out = empty(SPMD_F32, {5});
+  spmd_rt_hardtanh(out.get(), x.get(), 0, 6);
+  expectF32(out, {0, 0.5f, 6, 3, fnan});
+}
+
+/// A 2-D convolution with stride, padding, dilation and groups against
+/// direct summation.
+TEST(RuntimeKernels, Convolution) {
+  // input [1, 2, 3, 3], weight [2, 1, 2, 2] (groups 2), stride 1, pad 1,
+  // dilation 2: out [1, 2, 3, 3].
+  Buffer input = iota<float>({1, 2, 3, 3});
+  const std::vector<float> w = {1, 2, 3, 4, -1, 0.5f, 2, 1};
+  Buffer weight = f32({2, 1, 2, 2}, w);
+  Buffer bias = f32({2}, {0.5f, -1});
+  Buffer out = empty(SPMD_F32, {1, 2, 3, 3});
+  const int64_t one[] = {1, 1}, pad[] = {1, 1}, dil[] = {2, 2};
+  spmd_rt_convolution(out.get(), input.get(), weight.get(), bias.get(), 2, one,
+                      2, pad, 2, dil, 2);
+  std::vector<float> expected;
+  for (int c = 0; c < 2; ++c)
+    for (int oh = 0; oh < 3; ++oh)
+      for (int ow = 0; ow < 3; ++ow) {
+        float sum = c == 0 ? 0.5f : -1;
+        for (int kh = 0; kh < 2; ++kh)
+          for (int kw = 0; kw < 2; ++kw) {
+            int ih = oh - 1 + 2 * kh, iw = ow - 1 + 2 * kw;
+            if (ih >= 0 && ih < 3 && iw >= 0 && iw < 3)
+              sum += w[c * 4 + kh * 2 + kw] * float(c * 9 + ih * 3 + iw);
+          }
+        expected.push_back(sum);
+      }
+  expectF32(out, expected);
+}
+
+/// The backward of a 1-D, stride-2 convolution: the weight gradient sums
+/// over the batch, the input gradient folds the taps back.
+TEST(RuntimeKernels, ConvolutionBackward) {
+  // input [2, 1, 5], weight [1, 1, 3], stride 2: out [2, 1, 2].
+  Buffer input = f32({2, 1, 5}, {1, 2, 3, 4, 5, -1, 0, 1, 0, 2});
+  Buffer weight = f32({1, 1, 3}, {1, -2, 0.5f});
+  Buffer grad = f32({2, 1, 2}, {1, 2, -1, 3});
+  Buffer gi = empty(SPMD_F32, {2, 1, 5}), gw = empty(SPMD_F32, {1, 1, 3});
+  const int64_t stride[] = {2}, pad[] = {0}, dil[] = {1};
+  spmd_rt_convolution_backward(gi.get(), gw.get(), grad.get(), input.get(),
+                               weight.get(), 1, stride, 1, pad, 1, dil, 1);
+  // gw[k] = sum_n sum_p grad[n, p] * input[n, 2p + k].
+  expectF32(gw, {1 * 1 + 2 * 3 + -1 * -1 + 3 * 1, 1 * 2 + 2 * 4 + 3 * 0,
+                 1 * 3 + 2 * 5 + -1 * 1 + 3 * 2});
+  expectF32(gi, {1, -2, 0.5f + 2, -4, 1, -1, 2, -0.5f + 3, -6, 1.5f});
+}
+
+TEST(RuntimeKernels, MaxPool2dWithIndices) {
+  // [1, 3, 3], kernel 2, stride 1, padding 1: windows reach into the
+  // padding, which is never picked; ceil_mode keeps a last partial window.
+  Buffer self = f32({1, 3, 3}, {1, 5, 2, 7, 3, 4, 0, 9, 6});
+  Buffer out = empty(SPMD_F32, {1, 4, 4});
+  Buffer idx = empty(SPMD_I64, {1, 4, 4});
+  const int64_t k[] = {2, 2}, s[] = {1, 1}, p[] = {1, 1}, d[] = {1, 1};
+  spmd_rt_max_pool2d_with_indices(out.get(), idx.get(), self.get(), 2, k, 2, s,
+                                  2, p, 2, d, 0);
+  expectF32(out, {1, 5, 5, 2, 7, 7, 5, 4, 7, 9, 9, 6, 0, 9, 9, 6});
+  expectExact<int64_t>(idx, {0, 1, 1, 2, 3, 3, 1, 5, 3, 7, 7, 8, 6, 7, 7, 8});
+  Buffer grad =
+      f32({1, 4, 4}, {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1});
+  Buffer dx = empty(SPMD_F32, {1, 3, 3});
+  spmd_rt_max_pool2d_with_indices_backward(dx.get(), grad.get(), idx.get());
+  expectF32(dx, {1, 3, 1, 3, 0, 1, 1, 4, 2});
+}
+
 TEST(RuntimeKernels, Cumsum) {
   Buffer self = i1({2, 3}, {1, 0, 1, 0, 1, 1});
   Buffer out = empty(SPMD_I64, {2, 3});

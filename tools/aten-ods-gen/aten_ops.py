@@ -168,6 +168,10 @@ OPS = [
     Op("sigmoid_backward", 'Aten_PointwiseOp<"{{0}}">', "sigmoid_backward",
        tensor=FLOAT, doc="`grad_output * (1 - output) * output`."),
     Op("tanh", "Aten_PointwiseOp", "tanh", infer="Aten_InferFloat"),
+    Op("hardtanh", "Aten_PointwiseOp", "hardtanh", infer="Aten_InferSame",
+       tensor="Aten_NumericTensor",
+       doc="`self` limited to `[min_val, max_val]` (ReLU6: `[0, 6]`); NaN "
+           "stays NaN."),
     Op("lerp.Scalar", 'Aten_PointwiseOp<"{{0, 1}}">', "lerp_scalar",
        tensor=FLOAT, kernel_args=["self", "end", "weight"],
        doc="`self + weight * (end - self)`, broadcasting (Adam's moment "
@@ -437,6 +441,59 @@ OPS = [
            "index, a slice before an indexed dim). Negative indices count "
            "from the end. The indexed dims stay whole; the trailing dims "
            "and the indices' broadcast dims shard through."),
+    # Convolution and pooling (channels first: [N, C, spatial...]).
+    Op("convolution", "Aten_OtherOp", "convolution", infer="", rule="",
+       tensor=FLOAT,
+       kernel_args=["input", "weight", "bias", "@getStride", "@getPadding",
+                    "@getDilation", "groups"],
+       doc="`input` `[N, C, *S]` (1 to 3 spatial dims) correlated with "
+           "`weight` `[O, C / groups, *K]`, plus `bias` `[O]`: the result is "
+           "`[N, O, *P]` with `P = (S + 2 * padding - dilation * (K - 1) - "
+           "1) / stride + 1` (`torch.nn.functional.conv2d`). `groups` "
+           "splits the channels into independent groups (depthwise: "
+           "`groups == C`). `transposed` must be false and `output_padding` "
+           "zeros. Sharding: the batch; the output channels (weight and bias "
+           "Shard(0)); the input channels (weight Shard(1): a Partial(sum) "
+           "result) when `groups` is 1; the channels of a depthwise "
+           "convolution (one input channel per group; evenly when a group "
+           "has several outputs). The spatial dims stay whole."),
+    Op("convolution_backward", "Aten_OtherOp", "convolution_backward",
+       infer="", rule="", tensor=FLOAT,
+       results=["grad_input", "grad_weight"],
+       kernel_args=["grad_output", "input", "weight", "@getStride",
+                    "@getPadding", "@getDilation", "groups"],
+       doc="The gradients of `aten.convolution`'s input (shaped like "
+           "`input`) and weight (shaped like `weight`) from `grad_output`; "
+           "arguments as there. The bias gradient, the sum of `grad_output` "
+           "over all dims but 1, is captured as `aten.sum.dim_IntList`, so "
+           "`output_mask[2]` must be false and the op has two results (a "
+           "result whose mask entry is false is produced but unused). "
+           "Sharded as the convolution: the batch (a Partial(sum) weight "
+           "gradient), output channels (a Partial(sum) input gradient), "
+           "input channels."),
+    Op("max_pool2d_with_indices", "Aten_OtherOp", "max_pool2d_with_indices",
+       infer="", rule="", results=["output", "indices"],
+       types={"indices": "Aten_IndexTensor", "self": "Aten_NumericTensor",
+              "output": "Aten_NumericTensor"},
+       kernel_args=["self", "@getKernelSize", "@getStride", "@getPadding",
+                    "@getDilation", "ceil_mode"],
+       doc="The largest element of each `kernel_size` window of the last two "
+           "dims of `self` `[*B, H, W]`, and its position `h * W + w` in "
+           "its plane (i64); padding is -inf, never picked "
+           "(`torch.nn.functional.max_pool2d`). `stride` is `kernel_size` "
+           "when empty. Windows that start in the padding are dropped with "
+           "`ceil_mode`, as in ATen. The pooled dims stay whole; the leading "
+           "ones shard through."),
+    Op("max_pool2d_with_indices_backward", "Aten_OtherOp",
+       "max_pool2d_with_indices_backward", infer="", rule="",
+       types={"indices": "Aten_IndexTensor", "self": "Aten_NumericTensor",
+              "grad_output": "Aten_NumericTensor",
+              "result": "Aten_NumericTensor"},
+       kernel_args=["grad_output", "indices"],
+       doc="`grad_output` scatter-added into a tensor shaped like `self` at "
+           "the positions `indices` of `aten.max_pool2d_with_indices` "
+           "picked; the other arguments are the forward's. Linear in "
+           "`grad_output`; the pooled dims stay whole."),
     # Losses.
     Op("nll_loss_forward", "Aten_OtherOp", "nll_loss_forward", infer="",
        rule="", tensor=FLOAT, types={"target": "Aten_TargetTensor"},

@@ -66,6 +66,11 @@ struct EinsumRule {
   /// Labels that may be sharded only evenly (OpStrategy::evenShards): the
   /// outer dim of a group of dims that a view merges or splits.
   std::string evenOnly;
+  /// Labels of dims made of equal groups that must stay whole on a rank,
+  /// with their group count (a grouped convolution's channels): the mesh
+  /// dims sharding the label must divide the count (OpStrategy::divides),
+  /// so the shards are even and hold whole groups.
+  std::vector<std::pair<char, int64_t>> groupedLabels;
   /// Results that a contraction over a sharded label leaves Replicate rather
   /// than Partial(sum) because the op reduces them itself (the mean
   /// nll_loss's total_weight, which the partitioner all-reduces).

@@ -1270,6 +1270,192 @@ static FailureOr<int64_t> checkNllLoss(RankedTensorType self,
   return batch;
 }
 
+//===----------------------------------------------------------------------===//
+// Convolution and pooling
+//===----------------------------------------------------------------------===//
+
+/// The window arguments of a convolution or pooling over `spatial` dims:
+/// one entry each (an empty `stride` of max_pool2d is its kernel_size),
+/// strides and dilations positive, paddings non-negative.
+static LogicalResult expectWindow(int64_t spatial, ArrayRef<int64_t> stride,
+                                  ArrayRef<int64_t> padding,
+                                  ArrayRef<int64_t> dilation,
+                                  EmitErrorFn emitError) {
+  for (auto [name, list, least] :
+       {std::tuple<StringRef, ArrayRef<int64_t>, int64_t>{"stride", stride, 1},
+        {"padding", padding, 0},
+        {"dilation", dilation, 1}}) {
+    if (static_cast<int64_t>(list.size()) != spatial)
+      return emitError() << name << " needs " << spatial
+                         << " entries (one per spatial dim), got "
+                         << list.size();
+    if (llvm::any_of(list, [least = least](int64_t v) { return v < least; }))
+      return emitError() << name << " entries must be at least " << least;
+  }
+  return success();
+}
+
+/// The output size of a window of `k` elements over `size` (ATen's
+/// pooling_output_shape; a convolution is ceil_mode false): -1 when no
+/// window fits.
+static int64_t windowOutputSize(int64_t size, int64_t k, int64_t stride,
+                                int64_t pad, int64_t dilation, bool ceilMode) {
+  int64_t span = size + 2 * pad - dilation * (k - 1) - 1;
+  if (span < 0)
+    return -1;
+  int64_t out = (span + (ceilMode ? stride - 1 : 0)) / stride + 1;
+  // A last window that would start in the right padding is dropped.
+  if (ceilMode && (out - 1) * stride >= size + pad)
+    --out;
+  return out;
+}
+
+/// The shape of a convolution's result, after checking its operands
+/// (`aten.convolution` and `aten.convolution_backward` share it).
+static FailureOr<SmallVector<int64_t>> inferConvolution(
+    RankedTensorType input, RankedTensorType weight, ArrayRef<int64_t> stride,
+    ArrayRef<int64_t> padding, ArrayRef<int64_t> dilation, bool transposed,
+    ArrayRef<int64_t> outputPadding, int64_t groups, EmitErrorFn emitError) {
+  if (transposed || llvm::any_of(outputPadding, [](int64_t v) { return v; }))
+    return emitError() << "transposed convolution is not supported";
+  int64_t rank = input.getRank(), spatial = rank - 2;
+  if (spatial < 1 || spatial > 3)
+    return emitError() << "input must be [N, C, spatial...] with 1 to 3 "
+                          "spatial dims, got "
+                       << input;
+  if (failed(expectRank(weight, rank, "weight", emitError)) ||
+      failed(expectSameElementType(input, weight, "input and weight",
+                                   emitError)) ||
+      failed(expectWindow(spatial, stride, padding, dilation, emitError)))
+    return failure();
+  int64_t channels = input.getDimSize(1), outChannels = weight.getDimSize(0);
+  if (groups < 1 || channels % groups != 0 || outChannels % groups != 0 ||
+      weight.getDimSize(1) * groups != channels)
+    return emitError() << "weight " << weight << " does not fit " << channels
+                       << " input channels in " << groups << " groups";
+  SmallVector<int64_t> shape = {input.getDimSize(0), outChannels};
+  for (int64_t d = 0; d < spatial; ++d) {
+    int64_t size =
+        windowOutputSize(input.getDimSize(2 + d), weight.getDimSize(2 + d),
+                         stride[d], padding[d], dilation[d], false);
+    if (size < 1)
+      return emitError() << "the kernel " << weight << " does not fit input "
+                         << input << " along spatial dim " << d;
+    shape.push_back(size);
+  }
+  return shape;
+}
+
+LogicalResult ConvolutionOp::inferResultTypes(Adaptor adaptor,
+                                              EmitErrorFn emitError,
+                                              SmallVectorImpl<Type> &types) {
+  auto input = tensorType(adaptor.getInput());
+  auto shape = inferConvolution(
+      input, tensorType(adaptor.getWeight()), adaptor.getStride(),
+      adaptor.getPadding(), adaptor.getDilation(), adaptor.getTransposed(),
+      adaptor.getOutputPadding(), adaptor.getGroups(), emitError);
+  if (failed(shape))
+    return failure();
+  if (Value bias = adaptor.getBias()) {
+    auto b = tensorType(bias);
+    if (b.getShape() != ArrayRef<int64_t>((*shape)[1]) ||
+        b.getElementType() != input.getElementType())
+      return emitError() << "bias " << b << " is not one "
+                         << input.getElementType() << " per output channel ("
+                         << (*shape)[1] << ")";
+  }
+  types.push_back(input.clone(*shape));
+  return success();
+}
+
+LogicalResult
+ConvolutionBackwardOp::inferResultTypes(Adaptor adaptor, EmitErrorFn emitError,
+                                        SmallVectorImpl<Type> &types) {
+  auto input = tensorType(adaptor.getInput());
+  auto weight = tensorType(adaptor.getWeight());
+  auto grad = tensorType(adaptor.getGradOutput());
+  auto shape = inferConvolution(
+      input, weight, adaptor.getStride(), adaptor.getPadding(),
+      adaptor.getDilation(), adaptor.getTransposed(),
+      adaptor.getOutputPadding(), adaptor.getGroups(), emitError);
+  if (failed(shape))
+    return failure();
+  if (grad != input.clone(*shape))
+    return emitError() << "grad_output " << grad
+                       << " is not the convolution's result "
+                       << input.clone(*shape);
+  if (adaptor.getOutputMask()[2])
+    return emitError() << "the bias gradient is not computed here (output_mask "
+                          "[2] must be false): it is the sum of grad_output "
+                          "over all dims but 1, aten.sum.dim_IntList";
+  types.append({input, weight});
+  return success();
+}
+
+/// The pooled shape of `self` [*B, H, W] (`aten.max_pool2d_with_indices`
+/// and its backward).
+static FailureOr<SmallVector<int64_t>>
+inferMaxPool2d(RankedTensorType self, ArrayRef<int64_t> kernelSize,
+               ArrayRef<int64_t> stride, ArrayRef<int64_t> padding,
+               ArrayRef<int64_t> dilation, bool ceilMode,
+               EmitErrorFn emitError) {
+  int64_t rank = self.getRank();
+  if (rank != 3 && rank != 4)
+    return emitError() << "self must be [C, H, W] or [N, C, H, W], got "
+                       << self;
+  if (stride.empty())
+    stride = kernelSize;
+  if (failed(expectWindow(2, kernelSize, padding, dilation, emitError)) ||
+      failed(expectWindow(2, stride, padding, dilation, emitError)))
+    return failure();
+  SmallVector<int64_t> shape(self.getShape().drop_back(2));
+  for (int64_t d = 0; d < 2; ++d) {
+    if (2 * padding[d] > kernelSize[d])
+      return emitError() << "padding " << padding[d]
+                         << " is more than half of kernel_size "
+                         << kernelSize[d];
+    int64_t size =
+        windowOutputSize(self.getDimSize(rank - 2 + d), kernelSize[d],
+                         stride[d], padding[d], dilation[d], ceilMode);
+    if (size < 1)
+      return emitError() << "the window does not fit " << self << " along dim "
+                         << rank - 2 + d;
+    shape.push_back(size);
+  }
+  return shape;
+}
+
+LogicalResult
+MaxPool2dWithIndicesOp::inferResultTypes(Adaptor adaptor, EmitErrorFn emitError,
+                                         SmallVectorImpl<Type> &types) {
+  auto self = tensorType(adaptor.getSelf());
+  auto shape = inferMaxPool2d(
+      self, adaptor.getKernelSize(), adaptor.getStride(), adaptor.getPadding(),
+      adaptor.getDilation(), adaptor.getCeilMode(), emitError);
+  if (failed(shape))
+    return failure();
+  types.append({self.clone(*shape),
+                self.clone(*shape, IntegerType::get(self.getContext(), 64))});
+  return success();
+}
+
+LogicalResult MaxPool2dWithIndicesBackwardOp::inferResultTypes(
+    Adaptor adaptor, EmitErrorFn emitError, SmallVectorImpl<Type> &types) {
+  auto self = tensorType(adaptor.getSelf());
+  auto shape = inferMaxPool2d(
+      self, adaptor.getKernelSize(), adaptor.getStride(), adaptor.getPadding(),
+      adaptor.getDilation(), adaptor.getCeilMode(), emitError);
+  if (failed(shape))
+    return failure();
+  auto grad = tensorType(adaptor.getGradOutput());
+  auto indices = tensorType(adaptor.getIndices());
+  if (grad != self.clone(*shape) || indices.getShape() != ArrayRef(*shape))
+    return emitError() << "grad_output " << grad << " and indices " << indices
+                       << " are not the pooled shape of " << self;
+  types.push_back(self);
+  return success();
+}
+
 LogicalResult NllLossForwardOp::inferResultTypes(Adaptor adaptor,
                                                  EmitErrorFn emitError,
                                                  SmallVectorImpl<Type> &types) {

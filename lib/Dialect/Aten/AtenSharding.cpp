@@ -570,6 +570,83 @@ std::optional<EinsumRule> EmbeddingDenseBackwardOp::getShardingRule() {
   return EinsumRule{{indices + "z", indices}, {"vz"}, whole, {{0}}};
 }
 
+/// The labels of a convolution: batch `n`, channels, and the spatial dims
+/// of the input (`HWD`), the kernel (`KLM`) and the result (`PQR`), which
+/// stay whole (a shard would need its neighbours' halo). Ungrouped: input
+/// channels `c` (contracted: a Partial(sum) result) and output channels
+/// `o`. Grouped: one label `g` for the input and output channels, sharded
+/// only in whole groups (the weight's per-group input channels `x` stay
+/// whole), so each rank convolves its own groups.
+namespace {
+struct ConvLabels {
+  std::string input, weight, result, bias;
+  EinsumRule rule;
+
+  ConvLabels(int64_t spatial, int64_t groups) {
+    std::string in = std::string("HWD").substr(0, spatial);
+    std::string k = std::string("KLM").substr(0, spatial);
+    std::string out = std::string("PQR").substr(0, spatial);
+    char cin = groups == 1 ? 'c' : 'g', cout = groups == 1 ? 'o' : 'g';
+    input = std::string("n") + cin + in;
+    weight = std::string(1, cout) + (groups == 1 ? 'c' : 'x') + k;
+    result = std::string("n") + cout + out;
+    bias = std::string(1, cout);
+    rule.unshardable = in + k + out + "x";
+    if (groups > 1)
+      rule.groupedLabels = {{'g', groups}};
+  }
+};
+} // namespace
+
+/// Bilinear in input and weight; the bias is added (Partial with a
+/// contraction over input channels).
+std::optional<EinsumRule> ConvolutionOp::getShardingRule() {
+  ConvLabels l(rankOf(getInput()) - 2, getGroups());
+  EinsumRule rule = l.rule;
+  rule.operands = {l.input, l.weight};
+  if (getBias()) {
+    rule.operands.push_back(l.bias);
+    rule.additive = {2};
+  }
+  rule.results = {l.result};
+  rule.linearGroups = {{0}, {1}};
+  return rule;
+}
+
+/// Linear in grad_output: the input gradient contracts the output
+/// channels, the weight gradient the batch and the positions.
+std::optional<EinsumRule> ConvolutionBackwardOp::getShardingRule() {
+  ConvLabels l(rankOf(getInput()) - 2, getGroups());
+  EinsumRule rule = l.rule;
+  rule.operands = {l.result, l.input, l.weight};
+  rule.results = {l.input, l.weight};
+  rule.linearGroups = {{0}};
+  return rule;
+}
+
+/// The pooled dims (the last two) stay whole; the leading ones shard
+/// through, and the indices are positions within a plane.
+std::optional<EinsumRule> MaxPool2dWithIndicesOp::getShardingRule() {
+  int64_t rank = rankOf(getSelf());
+  std::string lead = resultLabels(rank - 2);
+  EinsumRule rule;
+  rule.operands = {lead + "HW"};
+  rule.results = {lead + "PQ", lead + "PQ"};
+  rule.unshardable = "HWPQ";
+  return rule;
+}
+
+std::optional<EinsumRule> MaxPool2dWithIndicesBackwardOp::getShardingRule() {
+  int64_t rank = rankOf(getSelf());
+  std::string lead = resultLabels(rank - 2);
+  EinsumRule rule;
+  rule.operands = {lead + "PQ", lead + "HW", lead + "PQ"};
+  rule.results = {lead + "HW"};
+  rule.unshardable = "HWPQ";
+  rule.linearGroups = {{0}};
+  return rule;
+}
+
 /// Batch results (reduction none) keep the batch label. The mean's
 /// total_weight is all-reduced by the partitioner, which turns the op into
 /// a sum divided by that global total (spmd-partition).

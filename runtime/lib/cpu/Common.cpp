@@ -275,6 +275,139 @@ void checkGather(const char *kernel, const SpmdBuffer *out,
                   static_cast<long long>(dim));
 }
 
+/// The window entries of `spatial` dims into the last `spatial` slots of
+/// g's 3-D arrays (`<kernel>: <name> needs <spatial> entries ...`).
+static void setWindow(const char *kernel, const char *name, int64_t *to,
+                      int32_t n, const int64_t *values, int32_t spatial,
+                      int64_t least) {
+  if (n != spatial)
+    spmd_rt_fatal("%s: %s needs %d entries (one per spatial dim), got %d",
+                  kernel, name, spatial, n);
+  for (int32_t d = 0; d < spatial; ++d) {
+    if (values[d] < least)
+      spmd_rt_fatal("%s: %s entries must be at least %lld", kernel, name,
+                    static_cast<long long>(least));
+    to[3 - spatial + d] = values[d];
+  }
+}
+
+/// ATen's pooling_output_shape (a convolution: ceil_mode false); -1 when
+/// no window fits.
+static int64_t windowOutput(int64_t size, int64_t k, int64_t stride,
+                            int64_t pad, int64_t dilation, bool ceilMode) {
+  int64_t span = size + 2 * pad - dilation * (k - 1) - 1;
+  if (span < 0)
+    return -1;
+  int64_t out = (span + (ceilMode ? stride - 1 : 0)) / stride + 1;
+  if (ceilMode && (out - 1) * stride >= size + pad)
+    --out;
+  return out;
+}
+
+/// Fatal unless `b` is [lead..., out[3 - spatial]...].
+static void checkWindowOutput(const char *kernel, const char *name,
+                              const SpmdBuffer *b,
+                              std::initializer_list<int64_t> lead,
+                              const WindowGeometry &g, int32_t spatial) {
+  bool ok = b->rank == static_cast<int32_t>(lead.size()) + spatial;
+  int32_t d = 0;
+  for (int64_t size : lead)
+    ok = ok && b->shape[d++] == size;
+  for (int32_t k = 0; k < spatial && ok; ++k)
+    ok = b->shape[d + k] == g.out[3 - spatial + k];
+  if (!ok)
+    spmd_rt_fatal("%s: %s %s is not the window output shape", kernel, name,
+                  shapeStr(b).c_str());
+}
+
+WindowGeometry checkConvolution(const char *kernel, const SpmdBuffer *out,
+                                const SpmdBuffer *input,
+                                const SpmdBuffer *weight,
+                                const SpmdBuffer *bias, int32_t nStride,
+                                const int64_t *stride, int32_t nPadding,
+                                const int64_t *padding, int32_t nDilation,
+                                const int64_t *dilation, int64_t groups) {
+  const int32_t spatial = input->rank - 2;
+  if (spatial < 1 || spatial > 3 || weight->rank != input->rank)
+    spmd_rt_fatal("%s: input %s and weight %s are not [N, C, 1 to 3 spatial "
+                  "dims] and [O, C / groups, kernel dims]",
+                  kernel, shapeStr(input).c_str(), shapeStr(weight).c_str());
+  WindowGeometry g;
+  g.n = input->shape[0];
+  g.channels = input->shape[1];
+  g.outChannels = weight->shape[0];
+  g.groups = groups;
+  if (groups < 1 || g.channels % groups != 0 || g.outChannels % groups != 0 ||
+      weight->shape[1] * groups != g.channels)
+    spmd_rt_fatal("%s: weight %s does not fit input %s in %lld groups", kernel,
+                  shapeStr(weight).c_str(), shapeStr(input).c_str(),
+                  static_cast<long long>(groups));
+  setWindow(kernel, "stride", g.stride, nStride, stride, spatial, 1);
+  setWindow(kernel, "padding", g.pad, nPadding, padding, spatial, 0);
+  setWindow(kernel, "dilation", g.dilation, nDilation, dilation, spatial, 1);
+  for (int32_t d = 0; d < spatial; ++d) {
+    const int32_t at = 3 - spatial + d;
+    g.in[at] = input->shape[2 + d];
+    g.k[at] = weight->shape[2 + d];
+    g.out[at] = windowOutput(g.in[at], g.k[at], g.stride[at], g.pad[at],
+                             g.dilation[at], false);
+    if (g.out[at] < 1)
+      spmd_rt_fatal("%s: weight %s does not fit input %s", kernel,
+                    shapeStr(weight).c_str(), shapeStr(input).c_str());
+  }
+  if (bias && (bias->rank != 1 || bias->shape[0] != g.outChannels))
+    spmd_rt_fatal("%s: bias %s is not [%lld]", kernel, shapeStr(bias).c_str(),
+                  static_cast<long long>(g.outChannels));
+  checkWindowOutput(kernel, "out", out, {g.n, g.outChannels}, g, spatial);
+  checkSameDTypes(kernel, "input", input, {"weight", "bias", "out"},
+                  {weight, bias, out});
+  return g;
+}
+
+WindowGeometry checkMaxPool2d(const char *kernel, const SpmdBuffer *output,
+                              const SpmdBuffer *indices, const SpmdBuffer *self,
+                              int32_t nKernelSize, const int64_t *kernelSize,
+                              int32_t nStride, const int64_t *stride,
+                              int32_t nPadding, const int64_t *padding,
+                              int32_t nDilation, const int64_t *dilation,
+                              int64_t ceilMode) {
+  if (self->rank != 3 && self->rank != 4)
+    spmd_rt_fatal("%s: self %s is not [C, H, W] or [N, C, H, W]", kernel,
+                  shapeStr(self).c_str());
+  WindowGeometry g;
+  // Every leading dim is a plane: n planes of one channel.
+  g.n = product(self->shape, 0, self->rank - 2);
+  setWindow(kernel, "kernel_size", g.k, nKernelSize, kernelSize, 2, 1);
+  if (nStride == 0)
+    setWindow(kernel, "stride", g.stride, nKernelSize, kernelSize, 2, 1);
+  else
+    setWindow(kernel, "stride", g.stride, nStride, stride, 2, 1);
+  setWindow(kernel, "padding", g.pad, nPadding, padding, 2, 0);
+  setWindow(kernel, "dilation", g.dilation, nDilation, dilation, 2, 1);
+  for (int32_t at = 1; at < 3; ++at) {
+    g.in[at] = self->shape[self->rank - 3 + at];
+    g.out[at] = windowOutput(g.in[at], g.k[at], g.stride[at], g.pad[at],
+                             g.dilation[at], ceilMode != 0);
+    if (2 * g.pad[at] > g.k[at] || g.out[at] < 1)
+      spmd_rt_fatal("%s: the window does not fit self %s", kernel,
+                    shapeStr(self).c_str());
+  }
+  for (const SpmdBuffer *b : {output, indices}) {
+    bool ok = b->rank == self->rank && b->shape[b->rank - 2] == g.out[1] &&
+              b->shape[b->rank - 1] == g.out[2];
+    for (int32_t d = 0; d < self->rank - 2 && ok; ++d)
+      ok = b->shape[d] == self->shape[d];
+    if (!ok)
+      spmd_rt_fatal("%s: %s %s is not self %s pooled", kernel,
+                    b == output ? "output" : "indices", shapeStr(b).c_str(),
+                    shapeStr(self).c_str());
+  }
+  checkSameDTypes(kernel, "self", self, {"output"}, {output});
+  if (indices->dtype != SPMD_I64)
+    spmd_rt_fatal("%s: indices must be i64", kernel);
+  return g;
+}
+
 void checkIndex(const char *kernel, const SpmdBuffer *out,
                 const SpmdBuffer *self, int32_t n,
                 const SpmdBuffer *const *indices) {

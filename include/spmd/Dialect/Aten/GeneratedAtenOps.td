@@ -620,6 +620,24 @@ def Aten_TanhOp : Aten_PointwiseOp<"tanh"> {
   let inferBody = Aten_InferFloat;
 }
 
+def Aten_HardtanhOp : Aten_PointwiseOp<"hardtanh"> {
+  let summary = "aten::hardtanh(Tensor self, Scalar min_val=-1, Scalar max_val=1) -> Tensor";
+  let description = [{
+    `self` limited to `[min_val, max_val]` (ReLU6: `[0, 6]`); NaN stays NaN.
+  }];
+  let arguments = (ins Aten_NumericTensor:$self,
+                    Aten_ScalarAttr:$min_val,
+                    Aten_ScaleAttr:$max_val);
+  let results = (outs Aten_NumericTensor:$result);
+  let kernel = "hardtanh";
+  let kernelArguments = [{
+    return {::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(0), false),
+            ::spmd::aten::KernelArgument::value(getMinValAttr()),
+            ::spmd::aten::KernelArgument::value(b.getF64FloatAttr(getMaxVal().convertToDouble()))};
+  }];
+  let inferBody = Aten_InferSame;
+}
+
 def Aten_LerpScalarOp : Aten_PointwiseOp<"lerp.Scalar", "{{0, 1}}"> {
   let summary = "aten::lerp.Scalar(Tensor self, Tensor end, Scalar weight) -> Tensor";
   let description = [{
@@ -1718,6 +1736,144 @@ def Aten_IndexTensorOp : Aten_OtherOp<"index.Tensor"> {
   let kernelArguments = [{
     return {::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(0), false),
             ::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(1), true)};
+  }];
+  let inferBody = "";
+  let ruleBody = "";
+}
+
+def Aten_ConvolutionOp : Aten_OtherOp<"convolution"> {
+  let summary = "aten::convolution(Tensor input, Tensor weight, Tensor? bias, SymInt[] stride, SymInt[] padding, SymInt[] dilation, bool transposed, SymInt[] output_padding, SymInt groups) -> Tensor";
+  let description = [{
+    `input` `[N, C, *S]` (1 to 3 spatial dims) correlated with `weight` `[O,
+    C / groups, *K]`, plus `bias` `[O]`: the result is `[N, O, *P]` with `P
+    = (S + 2 * padding - dilation * (K - 1) - 1) / stride + 1`
+    (`torch.nn.functional.conv2d`). `groups` splits the channels into
+    independent groups (depthwise: `groups == C`). `transposed` must be
+    false and `output_padding` zeros. Sharding: the batch; the output
+    channels (weight and bias Shard(0)); the input channels (weight
+    Shard(1): a Partial(sum) result) when `groups` is 1; the channels of a
+    depthwise convolution (one input channel per group; evenly when a group
+    has several outputs). The spatial dims stay whole.
+  }];
+  let arguments = (ins Aten_FloatTensor:$input,
+                    Aten_FloatTensor:$weight,
+                    Optional<Aten_FloatTensor>:$bias,
+                    DenseI64ArrayAttr:$stride,
+                    DenseI64ArrayAttr:$padding,
+                    DenseI64ArrayAttr:$dilation,
+                    BoolAttr:$transposed,
+                    DenseI64ArrayAttr:$output_padding,
+                    I64Attr:$groups);
+  let results = (outs Aten_FloatTensor:$result);
+  let kernel = "convolution";
+  let kernelArguments = [{
+    return {::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(0), false),
+            ::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(1), false),
+            ::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(2), false),
+            ::spmd::aten::KernelArgument::list(::llvm::to_vector(getStride())),
+            ::spmd::aten::KernelArgument::list(::llvm::to_vector(getPadding())),
+            ::spmd::aten::KernelArgument::list(::llvm::to_vector(getDilation())),
+            ::spmd::aten::KernelArgument::value(getGroupsAttr())};
+  }];
+  let inferBody = "";
+  let ruleBody = "";
+  let assemblyFormat = [{
+    $input `,` $weight (`bias` $bias^)? attr-dict `:`
+    functional-type(operands, results)
+  }];
+}
+
+def Aten_ConvolutionBackwardOp : Aten_OtherOp<"convolution_backward"> {
+  let summary = "aten::convolution_backward(Tensor grad_output, Tensor input, Tensor weight, SymInt[]? bias_sizes, SymInt[] stride, SymInt[] padding, SymInt[] dilation, bool transposed, SymInt[] output_padding, SymInt groups, bool[3] output_mask) -> (Tensor, Tensor, Tensor)";
+  let description = [{
+    The gradients of `aten.convolution`'s input (shaped like `input`) and
+    weight (shaped like `weight`) from `grad_output`; arguments as there.
+    The bias gradient, the sum of `grad_output` over all dims but 1, is
+    captured as `aten.sum.dim_IntList`, so `output_mask[2]` must be false
+    and the op has two results (a result whose mask entry is false is
+    produced but unused). Sharded as the convolution: the batch (a
+    Partial(sum) weight gradient), output channels (a Partial(sum) input
+    gradient), input channels.
+  }];
+  let arguments = (ins Aten_FloatTensor:$grad_output,
+                    Aten_FloatTensor:$input,
+                    Aten_FloatTensor:$weight,
+                    OptionalAttr<DenseI64ArrayAttr>:$bias_sizes,
+                    DenseI64ArrayAttr:$stride,
+                    DenseI64ArrayAttr:$padding,
+                    DenseI64ArrayAttr:$dilation,
+                    BoolAttr:$transposed,
+                    DenseI64ArrayAttr:$output_padding,
+                    I64Attr:$groups,
+                    DenseBoolArrayAttr:$output_mask);
+  let results = (outs Aten_FloatTensor:$grad_input,
+                    Aten_FloatTensor:$grad_weight);
+  let kernel = "convolution_backward";
+  let kernelArguments = [{
+    return {::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(0), false),
+            ::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(1), false),
+            ::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(2), false),
+            ::spmd::aten::KernelArgument::list(::llvm::to_vector(getStride())),
+            ::spmd::aten::KernelArgument::list(::llvm::to_vector(getPadding())),
+            ::spmd::aten::KernelArgument::list(::llvm::to_vector(getDilation())),
+            ::spmd::aten::KernelArgument::value(getGroupsAttr())};
+  }];
+  let inferBody = "";
+  let ruleBody = "";
+}
+
+def Aten_MaxPool2dWithIndicesOp : Aten_OtherOp<"max_pool2d_with_indices"> {
+  let summary = "aten::max_pool2d_with_indices(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, int[2] dilation=1, bool ceil_mode=False) -> (Tensor, Tensor)";
+  let description = [{
+    The largest element of each `kernel_size` window of the last two dims of
+    `self` `[*B, H, W]`, and its position `h * W + w` in its plane (i64);
+    padding is -inf, never picked (`torch.nn.functional.max_pool2d`).
+    `stride` is `kernel_size` when empty. Windows that start in the padding
+    are dropped with `ceil_mode`, as in ATen. The pooled dims stay whole;
+    the leading ones shard through.
+  }];
+  let arguments = (ins Aten_NumericTensor:$self,
+                    DenseI64ArrayAttr:$kernel_size,
+                    DefaultValuedAttr<DenseI64ArrayAttr, "{}">:$stride,
+                    DenseI64ArrayAttr:$padding,
+                    DenseI64ArrayAttr:$dilation,
+                    DefaultValuedAttr<BoolAttr, "false">:$ceil_mode);
+  let results = (outs Aten_NumericTensor:$output,
+                    Aten_IndexTensor:$indices);
+  let kernel = "max_pool2d_with_indices";
+  let kernelArguments = [{
+    return {::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(0), false),
+            ::spmd::aten::KernelArgument::list(::llvm::to_vector(getKernelSize())),
+            ::spmd::aten::KernelArgument::list(::llvm::to_vector(getStride())),
+            ::spmd::aten::KernelArgument::list(::llvm::to_vector(getPadding())),
+            ::spmd::aten::KernelArgument::list(::llvm::to_vector(getDilation())),
+            ::spmd::aten::KernelArgument::value(b.getBoolAttr(getCeilMode()))};
+  }];
+  let inferBody = "";
+  let ruleBody = "";
+}
+
+def Aten_MaxPool2dWithIndicesBackwardOp : Aten_OtherOp<"max_pool2d_with_indices_backward"> {
+  let summary = "aten::max_pool2d_with_indices_backward(Tensor grad_output, Tensor self, int[2] kernel_size, int[2] stride, int[2] padding, int[2] dilation, bool ceil_mode, Tensor indices) -> Tensor";
+  let description = [{
+    `grad_output` scatter-added into a tensor shaped like `self` at the
+    positions `indices` of `aten.max_pool2d_with_indices` picked; the other
+    arguments are the forward's. Linear in `grad_output`; the pooled dims
+    stay whole.
+  }];
+  let arguments = (ins Aten_NumericTensor:$grad_output,
+                    Aten_NumericTensor:$self,
+                    DenseI64ArrayAttr:$kernel_size,
+                    DenseI64ArrayAttr:$stride,
+                    DenseI64ArrayAttr:$padding,
+                    DenseI64ArrayAttr:$dilation,
+                    BoolAttr:$ceil_mode,
+                    Aten_IndexTensor:$indices);
+  let results = (outs Aten_NumericTensor:$result);
+  let kernel = "max_pool2d_with_indices_backward";
+  let kernelArguments = [{
+    return {::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(0), false),
+            ::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(2), false)};
   }];
   let inferBody = "";
   let ruleBody = "";

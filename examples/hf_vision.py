@@ -1,0 +1,84 @@
+"""Hugging Face `transformers` image classifiers as spmd-capture factories,
+built from small configs with random weights (nothing is downloaded).
+
+  spmd-capture --model 'examples/hf_vision.py:resnet(batch=6)' \
+      --optimizer sgd -o r.mlir --bundle r.bundle
+
+Each named factory (vit, resnet, convnext, mobilenet_v2) is
+`vision(model_type, ...)` with that family's config fields; `vision` takes
+any `transformers` model type that has an image-classification head. The
+model computes its own cross-entropy loss from `labels`, which
+spmd-capture takes from the output's `loss`. The model is in training
+mode: BatchNorm normalizes with the batch's statistics and updates its
+running statistics (buffers, results of the step).
+
+Sizes: `batch`, `image` (height and width), `channels`, `labels` (the
+number of classes); the other keyword arguments set config fields.
+"""
+import torch
+import transformers
+
+
+def vision(model_type, batch=4, image=32, channels=3, labels=10, seed=0,
+           **config_fields):
+    """A `transformers` `model_type` image classifier with random weights,
+    and a batch of random images [batch, channels, image, image] with
+    random class labels."""
+    config = transformers.AutoConfig.for_model(model_type)
+    config.num_labels = labels
+    config.num_channels = channels
+    if hasattr(config, "image_size"):
+        config.image_size = image
+    for field, value in config_fields.items():
+        setattr(config, field, value)
+    # PyTorch's scaled-dot-product attention where the class has it (kept
+    # whole by the capture), else the model's own.
+    for attention in ("sdpa", "eager"):
+        config._attn_implementation = attention
+        try:
+            torch.manual_seed(seed)
+            model = transformers.AutoModelForImageClassification.from_config(config)
+            break
+        except ValueError as e:
+            if attention == "eager" or "attention implementation" not in str(e):
+                raise
+    pixels = torch.randn(batch, channels, image, image)
+    return model, {"pixel_values": pixels,
+                   "labels": torch.randint(0, labels, (batch,))}
+
+
+def vit(hidden=64, heads=4, layers=2, ffn=128, patch=8, dropout=0.0, **sizes):
+    """ViTForImageClassification: a convolution cuts the image into
+    `patch` x `patch` patches, a [CLS] token and learned positions, a
+    pre-LayerNorm encoder (GELU MLP), the head on [CLS]."""
+    return vision("vit", hidden_size=hidden, num_attention_heads=heads,
+                  num_hidden_layers=layers, intermediate_size=ffn,
+                  patch_size=patch, hidden_dropout_prob=dropout,
+                  attention_probs_dropout_prob=dropout, **sizes)
+
+
+def resnet(hidden_sizes=(16, 32), depths=(1, 1), embedding=8,
+           layer_type="bottleneck", **sizes):
+    """ResNetForImageClassification: a 7x7 stride-2 stem convolution,
+    BatchNorm, ReLU and 3x3 max pooling, then stages of bottleneck (or
+    basic) residual blocks of convolution + BatchNorm, the first of each
+    stage downsampling by a strided 1x1 shortcut; global average pooling
+    and a linear head."""
+    return vision("resnet", hidden_sizes=list(hidden_sizes), depths=list(depths),
+                  embedding_size=embedding, layer_type=layer_type, **sizes)
+
+
+def convnext(hidden_sizes=(16, 32), depths=(1, 1), **sizes):
+    """ConvNextForImageClassification: a patchify stem, depthwise 7x7
+    convolutions (groups = channels), channels-last LayerNorm, an inverted
+    MLP with GELU and a learned layer scale."""
+    return vision("convnext", hidden_sizes=list(hidden_sizes), depths=list(depths),
+                  num_stages=len(hidden_sizes), **sizes)
+
+
+def mobilenet_v2(depth_multiplier=0.25, **sizes):
+    """MobileNetV2ForImageClassification: inverted residual blocks of a 1x1
+    expansion, a depthwise 3x3 convolution and a 1x1 projection, each with
+    BatchNorm and ReLU6 (hardtanh)."""
+    sizes.setdefault("classifier_dropout_prob", 0.0)
+    return vision("mobilenet_v2", depth_multiplier=depth_multiplier, **sizes)

@@ -1,0 +1,268 @@
+//===- Convolution.cpp - convolution, its backward, max pooling ----------===//
+//
+// Convolutions as GEMMs over an im2col matrix (Caffe's and ATen's slow
+// path): per image and group, column (c, kd, kh, kw) x position (od, oh,
+// ow) holds the input element that kernel tap meets at that output
+// position, 0 in the padding. The forward is weight [O/g, C/g * K] x
+// columns; the backward's weight gradient is grad_output x columns^T and
+// its input gradient is weight^T x grad_output folded back (col2im). One
+// and two spatial dims are run as three with leading dims of size 1.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Gemm.h"
+#include "Kernels.h"
+
+#include <algorithm>
+#include <limits>
+#include <vector>
+
+using namespace spmd::rt;
+
+namespace {
+
+/// Calls `fn(column, position, offset)` for every (column, output position)
+/// of one group's im2col matrix whose input element lies inside the plane,
+/// `offset` its index in the group's [C/g, D, H, W] input.
+template <typename Fn>
+void forEachTap(const WindowGeometry &g, int64_t channels, Fn &&fn) {
+  const int64_t plane = g.inPlane(), positions = g.outPlane();
+  int64_t column = 0;
+  for (int64_t c = 0; c < channels; ++c)
+    for (int64_t kd = 0; kd < g.k[0]; ++kd)
+      for (int64_t kh = 0; kh < g.k[1]; ++kh)
+        for (int64_t kw = 0; kw < g.k[2]; ++kw, ++column) {
+          int64_t position = 0;
+          for (int64_t od = 0; od < g.out[0]; ++od) {
+            const int64_t id = od * g.stride[0] - g.pad[0] + kd * g.dilation[0];
+            for (int64_t oh = 0; oh < g.out[1]; ++oh) {
+              const int64_t ih =
+                  oh * g.stride[1] - g.pad[1] + kh * g.dilation[1];
+              const bool rowInside =
+                  id >= 0 && id < g.in[0] && ih >= 0 && ih < g.in[1];
+              for (int64_t ow = 0; ow < g.out[2]; ++ow, ++position) {
+                const int64_t iw =
+                    ow * g.stride[2] - g.pad[2] + kw * g.dilation[2];
+                if (rowInside && iw >= 0 && iw < g.in[2])
+                  fn(column * positions + position,
+                     c * plane + (id * g.in[1] + ih) * g.in[2] + iw);
+              }
+            }
+          }
+        }
+}
+
+/// Whether the im2col matrix is the input itself: a 1x1 kernel at stride 1
+/// without padding.
+bool isPointwise(const WindowGeometry &g) {
+  for (int d = 0; d < 3; ++d)
+    if (g.k[d] != 1 || g.stride[d] != 1 || g.pad[d] != 0)
+      return false;
+  return true;
+}
+
+/// One group's im2col matrix [C/g * K, positions] of `in` [C/g, D, H, W].
+template <typename T>
+void im2col(const WindowGeometry &g, int64_t channels, const T *in, T *col) {
+  std::fill(col, col + channels * g.window() * g.outPlane(), T(0));
+  forEachTap(g, channels,
+             [&](int64_t at, int64_t from) { col[at] = in[from]; });
+}
+
+/// Adds one group's im2col-shaped gradient back into `in` [C/g, D, H, W].
+template <typename T>
+void col2imAdd(const WindowGeometry &g, int64_t channels, const T *col, T *in) {
+  forEachTap(g, channels,
+             [&](int64_t at, int64_t from) { in[from] += col[at]; });
+}
+
+} // namespace
+
+namespace spmd::rt::cpu {
+
+void spmd_rt_convolution(SpmdBuffer *out, const SpmdBuffer *input,
+                         const SpmdBuffer *weight, const SpmdBuffer *bias,
+                         int32_t n_stride, const int64_t *stride,
+                         int32_t n_padding, const int64_t *padding,
+                         int32_t n_dilation, const int64_t *dilation,
+                         int64_t groups) {
+  const char *kernel = "spmd_rt_convolution";
+  const WindowGeometry g =
+      checkConvolution(kernel, out, input, weight, bias, n_stride, stride,
+                       n_padding, padding, n_dilation, dilation, groups);
+  const int64_t cg = g.channels / groups, og = g.outChannels / groups;
+  const int64_t rows = cg * g.window(), positions = g.outPlane();
+  const bool pointwise = isPointwise(g);
+  dispatch<kFloat>(out->dtype, kernel, [&](auto tag) {
+    using T = decltype(tag);
+    const T *x = dataOf<T>(input);
+    const T *w = dataOf<T>(weight);
+    T *o = dataOf<T>(out);
+    std::vector<T> col(pointwise ? 0 : rows * positions);
+    for (int64_t i = 0; i < g.n; ++i)
+      for (int64_t grp = 0; grp < groups; ++grp) {
+        const T *in = x + (i * g.channels + grp * cg) * g.inPlane();
+        if (!pointwise)
+          im2col(g, cg, in, col.data());
+        gemm<T>(og, positions, rows, T(1), w + grp * og * rows, false,
+                pointwise ? in : col.data(), false, T(0),
+                o + (i * g.outChannels + grp * og) * positions);
+      }
+    if (bias) {
+      const T *b = dataOf<T>(bias);
+      for (int64_t i = 0; i < g.n; ++i)
+        for (int64_t c = 0; c < g.outChannels; ++c) {
+          T *row = o + (i * g.outChannels + c) * positions;
+          for (int64_t p = 0; p < positions; ++p)
+            row[p] += b[c];
+        }
+    }
+  });
+}
+
+void spmd_rt_convolution_backward(SpmdBuffer *grad_input,
+                                  SpmdBuffer *grad_weight,
+                                  const SpmdBuffer *grad_output,
+                                  const SpmdBuffer *input,
+                                  const SpmdBuffer *weight, int32_t n_stride,
+                                  const int64_t *stride, int32_t n_padding,
+                                  const int64_t *padding, int32_t n_dilation,
+                                  const int64_t *dilation, int64_t groups) {
+  const char *kernel = "spmd_rt_convolution_backward";
+  const WindowGeometry g = checkConvolution(
+      kernel, grad_output, input, weight, nullptr, n_stride, stride, n_padding,
+      padding, n_dilation, dilation, groups);
+  checkSameShape(kernel, "grad_input", grad_input, "input", input);
+  checkSameShape(kernel, "grad_weight", grad_weight, "weight", weight);
+  checkSameDTypes(kernel, "input", input, {"grad_input", "grad_weight"},
+                  {grad_input, grad_weight});
+  const int64_t cg = g.channels / groups, og = g.outChannels / groups;
+  const int64_t rows = cg * g.window(), positions = g.outPlane();
+  const bool pointwise = isPointwise(g);
+  dispatch<kFloat>(input->dtype, kernel, [&](auto tag) {
+    using T = decltype(tag);
+    const T *x = dataOf<T>(input);
+    const T *w = dataOf<T>(weight);
+    const T *go = dataOf<T>(grad_output);
+    T *gi = dataOf<T>(grad_input);
+    T *gw = dataOf<T>(grad_weight);
+    std::vector<T> col(pointwise ? 0 : rows * positions);
+    if (!pointwise)
+      std::fill(gi, gi + grad_input->numel, T(0));
+    for (int64_t i = 0; i < g.n; ++i)
+      for (int64_t grp = 0; grp < groups; ++grp) {
+        const size_t inAt = (i * g.channels + grp * cg) * g.inPlane();
+        const T *dy = go + (i * g.outChannels + grp * og) * positions;
+        const T *wg = w + grp * og * rows;
+        // The weight gradient [O/g, rows] sums dy x columns^T over images.
+        const T *columns = x + inAt;
+        if (!pointwise) {
+          im2col(g, cg, x + inAt, col.data());
+          columns = col.data();
+        }
+        gemm<T>(og, rows, positions, T(1), dy, false, columns, true,
+                i == 0 ? T(0) : T(1), gw + grp * og * rows);
+        // The input gradient: weight^T x dy, folded back.
+        if (pointwise) {
+          gemm<T>(rows, positions, og, T(1), wg, true, dy, false, T(0),
+                  gi + inAt);
+        } else {
+          gemm<T>(rows, positions, og, T(1), wg, true, dy, false, T(0),
+                  col.data());
+          col2imAdd(g, cg, col.data(), gi + inAt);
+        }
+      }
+    if (g.n == 0)
+      std::fill(gw, gw + grad_weight->numel, T(0));
+  });
+}
+
+void spmd_rt_max_pool2d_with_indices(
+    SpmdBuffer *output, SpmdBuffer *indices, const SpmdBuffer *self,
+    int32_t n_kernel_size, const int64_t *kernel_size, int32_t n_stride,
+    const int64_t *stride, int32_t n_padding, const int64_t *padding,
+    int32_t n_dilation, const int64_t *dilation, int64_t ceil_mode) {
+  const char *kernel = "spmd_rt_max_pool2d_with_indices";
+  const WindowGeometry g = checkMaxPool2d(
+      kernel, output, indices, self, n_kernel_size, kernel_size, n_stride,
+      stride, n_padding, padding, n_dilation, dilation, ceil_mode);
+  const int64_t height = g.in[1], width = g.in[2];
+  dispatch<kNumeric>(self->dtype, kernel, [&](auto tag) {
+    using T = decltype(tag);
+    const T *x = dataOf<T>(self);
+    T *o = dataOf<T>(output);
+    int64_t *idx = dataOf<int64_t>(indices);
+    const T lowest = std::numeric_limits<T>::has_infinity
+                         ? -std::numeric_limits<T>::infinity()
+                         : std::numeric_limits<T>::lowest();
+    for (int64_t p = 0; p < g.n; ++p) {
+      const T *plane = x + p * height * width;
+      for (int64_t oh = 0; oh < g.out[1]; ++oh)
+        for (int64_t ow = 0; ow < g.out[2]; ++ow) {
+          // ATen's max_pool2d: the first in-plane tap, then any larger
+          // element or NaN.
+          int64_t h0 = oh * g.stride[1] - g.pad[1];
+          int64_t w0 = ow * g.stride[2] - g.pad[2];
+          const int64_t h1 =
+              std::min(h0 + (g.k[1] - 1) * g.dilation[1] + 1, height);
+          const int64_t w1 =
+              std::min(w0 + (g.k[2] - 1) * g.dilation[2] + 1, width);
+          while (h0 < 0)
+            h0 += g.dilation[1];
+          while (w0 < 0)
+            w0 += g.dilation[2];
+          T best = lowest;
+          int64_t at = h0 * width + w0;
+          for (int64_t h = h0; h < h1; h += g.dilation[1])
+            for (int64_t w = w0; w < w1; w += g.dilation[2]) {
+              const T v = plane[h * width + w];
+              if (v > best || v != v) {
+                best = v;
+                at = h * width + w;
+              }
+            }
+          const int64_t k = (p * g.out[1] + oh) * g.out[2] + ow;
+          o[k] = best;
+          idx[k] = at;
+        }
+    }
+  });
+}
+
+void spmd_rt_max_pool2d_with_indices_backward(SpmdBuffer *out,
+                                              const SpmdBuffer *grad_output,
+                                              const SpmdBuffer *indices) {
+  const char *kernel = "spmd_rt_max_pool2d_with_indices_backward";
+  checkSameShape(kernel, "grad_output", grad_output, "indices", indices);
+  checkSameDTypes(kernel, "out", out, {"grad_output"}, {grad_output});
+  bool ok = out->rank == grad_output->rank && out->rank >= 2 &&
+            indices->dtype == SPMD_I64;
+  for (int32_t d = 0; d + 2 < out->rank && ok; ++d)
+    ok = out->shape[d] == grad_output->shape[d];
+  if (!ok)
+    spmd_rt_fatal("%s: out %s and grad_output %s (indices i64) do not have "
+                  "the same planes",
+                  kernel, shapeStr(out).c_str(), shapeStr(grad_output).c_str());
+  const int64_t planes = product(out->shape, 0, out->rank - 2);
+  const int64_t inPlane = product(out->shape, out->rank - 2, out->rank);
+  const int64_t outPlane =
+      product(grad_output->shape, out->rank - 2, out->rank);
+  dispatch<kNumeric>(out->dtype, kernel, [&](auto tag) {
+    using T = decltype(tag);
+    const T *dy = dataOf<T>(grad_output);
+    const int64_t *idx = dataOf<int64_t>(indices);
+    T *dx = dataOf<T>(out);
+    std::fill(dx, dx + out->numel, T(0));
+    for (int64_t p = 0; p < planes; ++p)
+      for (int64_t k = 0; k < outPlane; ++k) {
+        const int64_t at = idx[p * outPlane + k];
+        if (at < 0 || at >= inPlane)
+          spmd_rt_fatal("%s: index %lld is outside a plane of %lld elements",
+                        kernel, static_cast<long long>(at),
+                        static_cast<long long>(inPlane));
+        dx[p * inPlane + at] += dy[p * outPlane + k];
+      }
+  });
+}
+
+} // namespace spmd::rt::cpu
