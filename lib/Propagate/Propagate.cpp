@@ -77,6 +77,22 @@ private:
   /// The objective: every op's compute plus every value's redistributions.
   double totalCost();
   bool sweep();
+  /// The objective's part that the choices of `region` (op indices) change:
+  /// their compute and the redistributions of their operands and results.
+  /// With `bytes`, the bytes per rank of those redistributions and their
+  /// number of collectives instead.
+  std::pair<double, double> regionVolume(ArrayRef<unsigned> region);
+  double regionCost(ArrayRef<unsigned> region);
+  /// Chain moves, which single-op sweeps cannot make when each step alone
+  /// costs as much as it saves: where a value is redistributed for a use,
+  /// its producer takes a strategy that gives the needed layout, and so on
+  /// up the producers of the operands that then mismatch (at most
+  /// kChainDepth ops), kept if the chain lowers the objective with fewer
+  /// collectives moving no more bytes. A Partial
+  /// reduced once, then carried through a few small ops, beats a
+  /// reduce_scatter whose shard is gathered again (BatchNorm's statistics).
+  bool sweepChains();
+  bool tryChain(unsigned i, unsigned result, unsigned want);
 
   func::FuncOp fn;
   CostModel &cost;
@@ -335,6 +351,185 @@ double FunctionPropagation::totalCost() {
   return total;
 }
 
+/// The distinct values an op of `region` reads or writes.
+static SmallVector<Value, 16> regionValues(ArrayRef<Operation *> ops,
+                                           ArrayRef<unsigned> region) {
+  SmallVector<Value, 16> values;
+  for (unsigned i : region) {
+    for (Value v : ops[i]->getOperands())
+      if (isa<RankedTensorType>(v.getType()) && !llvm::is_contained(values, v))
+        values.push_back(v);
+    for (Value v : ops[i]->getResults())
+      if (!llvm::is_contained(values, v))
+        values.push_back(v);
+  }
+  return values;
+}
+
+double FunctionPropagation::regionCost(ArrayRef<unsigned> region) {
+  double total = 0;
+  for (unsigned i : region)
+    total += ids[i][choice[i]].compute;
+  for (Value v : regionValues(ops, region))
+    total += valueCost(v, layoutOf(v));
+  return total;
+}
+
+std::pair<double, double>
+FunctionPropagation::regionVolume(ArrayRef<unsigned> region) {
+  double bytes = 0, collectives = 0;
+  for (Value v : regionValues(ops, region)) {
+    auto type = cast<RankedTensorType>(v.getType());
+    SmallVector<unsigned, 4> targets;
+    for (OpOperand &use : v.getUses())
+      if (!llvm::is_contained(targets, required(use)))
+        targets.push_back(required(use));
+    for (unsigned to : targets) {
+      auto [b, n] = cost.redistributeVolume(type, layoutOf(v), to);
+      bytes += b;
+      collectives += n;
+    }
+  }
+  return {bytes, collectives};
+}
+
+/// Ops whose strategy splits the step's heavy compute (matrix products,
+/// convolutions, attention, embeddings): the parallel mode's choice, which
+/// chain moves leave alone. Re-placing them can trade a gradient's
+/// reduce_scatter for a gather of activations, which at small sizes the
+/// cost model prefers and FSDP's users do not expect.
+static bool isContraction(Operation *op) {
+  return op->hasTrait<aten::OpTrait::MatrixProduct>() ||
+         isa<aten::ConvolutionOp, aten::ConvolutionBackwardOp,
+             aten::ScaledDotProductFlashAttentionForCpuOp,
+             aten::ScaledDotProductFlashAttentionForCpuBackwardOp,
+             aten::EmbeddingOp, aten::EmbeddingDenseBackwardOp>(op);
+}
+
+/// Bound on the ops one chain move changes.
+static constexpr unsigned kChainDepth = 6;
+
+bool FunctionPropagation::tryChain(unsigned i, unsigned result, unsigned want) {
+  SmallVector<unsigned, kChainDepth> region, saved;
+  auto restore = [&]() {
+    for (auto [k, s] : llvm::zip(region, saved))
+      choice[k] = s;
+  };
+  // Op k joins the region with strategy s: the change of the objective,
+  // and whether the grown region is kept. A region is kept when it lowers
+  // the objective with fewer collectives and no more bytes, a merge of
+  // collectives: at small sizes the latency term alone would favour
+  // gathering activations (or, under FSDP, gathering them instead of
+  // reduce-scattering gradients).
+  auto evaluate = [&](unsigned k, unsigned s) -> std::pair<double, bool> {
+    SmallVector<unsigned, kChainDepth + 1> grown(region.begin(), region.end());
+    grown.push_back(k);
+    SmallVector<unsigned, kChainDepth + 1> moved;
+    for (unsigned c : region)
+      moved.push_back(choice[c]);
+    unsigned mine = choice[k];
+    restore();
+    double before = regionCost(grown);
+    auto [bytesBefore, collectivesBefore] = regionVolume(grown);
+    for (auto [c, m] : llvm::zip(region, moved))
+      choice[c] = m;
+    choice[k] = s;
+    double after = regionCost(grown);
+    auto [bytes, collectives] = regionVolume(grown);
+    choice[k] = mine;
+    return {after - before, after < before - 1e-9 * before - 1e-15 &&
+                                bytes <= bytesBefore &&
+                                collectives < collectivesBefore};
+  };
+  // Candidate moves: (op, operand or result position, layout it must take
+  // there), from the redistributions at the region's edge.
+  struct Move {
+    unsigned op;
+    bool isResult;
+    unsigned position, layout;
+  };
+  SmallVector<Move> moves = {{i, true, result, want}};
+  while (region.size() < kChainDepth && !moves.empty()) {
+    // Any move that completes a kept region is taken; otherwise the region
+    // grows by the move that lowers the objective most (or raises it least).
+    double bestSeconds = kInf;
+    unsigned bestOp = 0, bestStrategy = 0;
+    for (const Move &m : moves) {
+      if (forced[m.op] >= 0 || llvm::is_contained(region, m.op) ||
+          isContraction(ops[m.op]))
+        continue;
+      for (unsigned s = 0; s < ids[m.op].size(); ++s) {
+        const StrategyIds &st = ids[m.op][s];
+        if ((m.isResult ? st.results : st.operands)[m.position] != m.layout)
+          continue;
+        auto [seconds, kept] = evaluate(m.op, s);
+        if (kept) {
+          choice[m.op] = s;
+          return true;
+        }
+        if (seconds < bestSeconds) {
+          bestSeconds = seconds;
+          bestOp = m.op;
+          bestStrategy = s;
+        }
+      }
+    }
+    if (bestSeconds == kInf)
+      break;
+    region.push_back(bestOp);
+    saved.push_back(choice[bestOp]);
+    choice[bestOp] = bestStrategy;
+    // The redistributions at the region's edge: producers of its operands,
+    // users of its results, and other users of its operands, each to take
+    // the layout the region gives or needs.
+    moves.clear();
+    for (unsigned k : region) {
+      for (auto [q, v] : llvm::enumerate(ops[k]->getOperands())) {
+        unsigned need = ids[k][choice[k]].operands[q];
+        if (auto r = dyn_cast<OpResult>(v)) {
+          auto it = index.find(r.getOwner());
+          if (it != index.end() && layoutOf(v) != need)
+            moves.push_back({it->second, true, r.getResultNumber(), need});
+        }
+        for (OpOperand &use : v.getUses()) {
+          auto it = index.find(use.getOwner());
+          if (it != index.end() && it->second != k && required(use) != need)
+            moves.push_back({it->second, false, use.getOperandNumber(), need});
+        }
+      }
+      for (Value v : ops[k]->getResults())
+        for (OpOperand &use : v.getUses()) {
+          auto it = index.find(use.getOwner());
+          if (it != index.end() && required(use) != layoutOf(v))
+            moves.push_back(
+                {it->second, false, use.getOperandNumber(), layoutOf(v)});
+        }
+    }
+  }
+  restore();
+  return false;
+}
+
+bool FunctionPropagation::sweepChains() {
+  bool changed = false;
+  for (unsigned i = 0; i < ops.size(); ++i)
+    for (auto [r, v] : llvm::enumerate(ops[i]->getResults())) {
+      unsigned from = layoutOf(v);
+      SmallVector<unsigned, 4> wanted;
+      for (OpOperand &use : v.getUses()) {
+        unsigned to = required(use);
+        if (to != from && !llvm::is_contained(wanted, to))
+          wanted.push_back(to);
+      }
+      for (unsigned want : wanted)
+        if (tryChain(i, r, want)) {
+          changed = true;
+          break;
+        }
+    }
+  return changed;
+}
+
 bool FunctionPropagation::sweep() {
   bool changed = false;
   // Equal within rounding.
@@ -519,9 +714,38 @@ LogicalResult FunctionPropagation::run() {
     }
   }
   choice = std::move(best);
-  for (unsigned n = 0; n < maxSweeps && sweep(); ++n) {
+  for (unsigned n = 0; n < maxSweeps; ++n) {
+    bool moved = sweep();
+    if (!sweepChains() && !moved)
+      break;
   }
   return success();
+}
+
+/// "batch statistics of '<module>'" (" (backward)" in backward) when `v`
+/// is computed in a BatchNorm module (a subclass of torch's _BatchNorm in
+/// the step's `spmd.modules`): its Partial is a sum over the batch, which
+/// capture writes as reductions so that data parallelism normalizes with
+/// the whole batch's statistics.
+static std::optional<std::string> batchStatistics(Value v) {
+  Operation *def = v.getDefiningOp();
+  auto module = def ? def->getAttrOfType<StringAttr>("spmd.module") : nullptr;
+  auto fn = def ? def->getParentOfType<func::FuncOp>() : nullptr;
+  auto modules =
+      fn ? fn->getAttrOfType<DictionaryAttr>("spmd.modules") : DictionaryAttr();
+  if (!module || !modules)
+    return std::nullopt;
+  auto info = modules.getAs<DictionaryAttr>(module.getValue());
+  auto classes = info ? info.getAs<ArrayAttr>("classes") : ArrayAttr();
+  if (!classes || llvm::none_of(classes, [](Attribute c) {
+        auto name = dyn_cast<StringAttr>(c);
+        return name && name.getValue() == "_BatchNorm";
+      }))
+    return std::nullopt;
+  std::string reason = "batch statistics of '" + module.str() + "'";
+  if (getPhase(def) == "backward")
+    reason += " (backward)";
+  return reason;
 }
 
 LogicalResult FunctionPropagation::materialize(FlatSymbolRefAttr mesh) {
@@ -571,6 +795,11 @@ LogicalResult FunctionPropagation::materialize(FlatSymbolRefAttr mesh) {
           why ? why.str()
               : "operand " + std::to_string(first->getOperandNumber()) +
                     " of " + user->getName().getStringRef().str();
+      if (!why && llvm::any_of(cost.layout(from), [](const auto &p) {
+            return p.kind == layout::Placement::Kind::Partial;
+          }))
+        if (std::optional<std::string> stats = batchStatistics(v))
+          reason = *stats;
       auto r = RedistributeOp::create(b, user->getLoc(), type, v,
                                       layoutAttr(cost.layout(from)),
                                       layoutAttr(cost.layout(to)));

@@ -294,10 +294,8 @@ unsigned CostModel::intern(const Placements &placements) {
   return it->second;
 }
 
-double CostModel::redistribute(RankedTensorType type, unsigned from,
-                               unsigned to) {
-  if (from == to)
-    return 0;
+const CostModel::PlanCost &CostModel::plan(RankedTensorType type, unsigned from,
+                                           unsigned to) {
   auto key = std::make_tuple(type.getAsOpaquePointer(), from, to);
   auto it = cache.find(key);
   if (it != cache.end())
@@ -305,10 +303,29 @@ double CostModel::redistribute(RankedTensorType type, unsigned from,
   layout::RedistributePlan plan = layout::planRedistribute(
       shapeOf(type), elementBytes(type.getElementType()), meshShape,
       layouts[from], layouts[to], mesh);
-  double seconds = plan.error.empty() ? plan.seconds
-                                      : std::numeric_limits<double>::infinity();
-  cache[key] = seconds;
-  return seconds;
+  PlanCost entry = {std::numeric_limits<double>::infinity(), 0, 0};
+  if (plan.error.empty()) {
+    entry.seconds = plan.seconds;
+    for (const layout::RedistributeStep &step : plan.steps) {
+      entry.bytes += step.bytesPerRank;
+      entry.steps += step.bytesPerRank > 0;
+    }
+  }
+  return cache[key] = entry;
+}
+
+double CostModel::redistribute(RankedTensorType type, unsigned from,
+                               unsigned to) {
+  return from == to ? 0 : plan(type, from, to).seconds;
+}
+
+std::pair<int64_t, int64_t> CostModel::redistributeVolume(RankedTensorType type,
+                                                          unsigned from,
+                                                          unsigned to) {
+  if (from == to)
+    return {0, 0};
+  const PlanCost &p = plan(type, from, to);
+  return {p.bytes, p.steps};
 }
 
 static double numel(const std::vector<int64_t> &shape) {
@@ -333,6 +350,22 @@ double CostModel::compute(Operation *op, const MeshStrategy &strategy) {
         local(op->getOperand(n - 1), strategy.operands[n - 1]);
     return 2 * numel(a) * static_cast<double>(b.back()) / flopsPerSecond;
   }
+  // A convolution is a GEMM per position: 2 * output elements * (C /
+  // groups) * kernel taps flop; its backward, two of them.
+  auto convolution = [&](Value out, Value weight, const Placements &p,
+                         double gemms) {
+    auto w = cast<RankedTensorType>(weight.getType()).getShape();
+    double taps = 1;
+    for (int64_t k : w.drop_front())
+      taps *= static_cast<double>(k);
+    return gemms * 2 * numel(local(out, p)) * taps / flopsPerSecond;
+  };
+  if (auto conv = dyn_cast<aten::ConvolutionOp>(op))
+    return convolution(conv.getResult(), conv.getWeight(), strategy.results[0],
+                       1);
+  if (auto conv = dyn_cast<aten::ConvolutionBackwardOp>(op))
+    return convolution(conv.getGradOutput(), conv.getWeight(),
+                       strategy.operands[0], 2);
   double bytes = 0;
   auto add = [&](ValueRange values, ArrayRef<Placements> layouts) {
     for (auto [v, p] : llvm::zip(values, layouts))

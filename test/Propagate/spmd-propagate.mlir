@@ -162,11 +162,11 @@ func.func @blocks(%a: tensor<4xf32>) -> tensor<4xf32> {
 
 // A sharding constraint pins the tp mesh dim and leaves dp free: the
 // producer is redistributed on tp only (with the constraint's reason),
-// and dp keeps the batch shard.
+// and dp keeps the batch shard, which the result keeps too.
 spmd.mesh @mesh shape = [2, 2] names = ["dp", "tp"]
 // CHECK-LABEL: func.func @constraint
 func.func @constraint(%x: tensor<8x16xf32> {spmd.layout = #spmd.layout<@mesh, [shard<0>, shard<1>]>})
-    -> tensor<8x16xf32> {
+    -> (tensor<8x16xf32> {spmd.layout = #spmd.layout<@mesh, [shard<0>, replicate]>}) {
   // CHECK: spmd.redistribute %{{.*}} from #spmd.layout<@mesh, [shard<0>, shard<1>]> to #spmd.layout<@mesh, [shard<0>, replicate]> {spmd.reason = "pin tp"}
   // CHECK-NEXT: spmd.sharding_constraint {{.*}} free [0] {spmd.layouts = [#spmd.layout<@mesh, [shard<0>, replicate]>], spmd.reason = "pin tp"}
   %0 = spmd.sharding_constraint %x : tensor<8x16xf32> to #spmd.layout<@mesh, [replicate, replicate]> free [0] {spmd.reason = "pin tp"}

@@ -127,6 +127,10 @@ public:
   /// `from` to layout `to` (interned ids); 0 when equal; +inf when no plan
   /// exists.
   double redistribute(mlir::RankedTensorType type, unsigned from, unsigned to);
+  /// Bytes each rank sends for that redistribution, and its number of
+  /// collectives (its plan's steps).
+  std::pair<int64_t, int64_t> redistributeVolume(mlir::RankedTensorType type,
+                                                 unsigned from, unsigned to);
 
   /// Estimated seconds of `op` on one rank under `strategy`: GEMMs by their
   /// local flops, other ops by the local bytes they read and write.
@@ -144,7 +148,13 @@ private:
   double flopsPerSecond, bytesPerSecond;
   llvm::StringMap<unsigned> ids;
   std::vector<Placements> layouts;
-  llvm::DenseMap<std::tuple<const void *, unsigned, unsigned>, double> cache;
+  /// Per (type, from, to): seconds, bytes per rank and steps.
+  struct PlanCost {
+    double seconds;
+    int64_t bytes, steps;
+  };
+  llvm::DenseMap<std::tuple<const void *, unsigned, unsigned>, PlanCost> cache;
+  const PlanCost &plan(mlir::RankedTensorType type, unsigned from, unsigned to);
 };
 
 } // namespace spmd

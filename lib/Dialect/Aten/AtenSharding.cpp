@@ -604,12 +604,14 @@ std::optional<EinsumRule> ConvolutionOp::getShardingRule() {
   ConvLabels l(rankOf(getInput()) - 2, getGroups());
   EinsumRule rule = l.rule;
   rule.operands = {l.input, l.weight};
-  if (getBias()) {
-    rule.operands.push_back(l.bias);
-    rule.additive = {2};
-  }
   rule.results = {l.result};
   rule.linearGroups = {{0}, {1}};
+  if (getBias()) {
+    // Partial with the input or the weight, or every rank would add it.
+    rule.operands.push_back(l.bias);
+    rule.additive = {2};
+    rule.linearGroups = {{0, 2}, {1, 2}};
+  }
   return rule;
 }
 

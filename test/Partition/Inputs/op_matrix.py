@@ -60,7 +60,7 @@ SIZES = {"even": dict(B=4, S=8, D=12, K=16, N=8, C=8, V=12, P=8),
 SKIPPED = {"bernoulli.p": "random: checked by the dropout runs",
            "native_dropout": "random: checked by the dropout runs"}
 # Optional operands, printed `weight %w` instead of after a comma.
-KEYWORD_OPERANDS = {"native_layer_norm": ("weight", "bias"),
+KEYWORD_OPERANDS = {"native_layer_norm": ("weight", "bias"), "convolution": ("bias",),
                     "native_layer_norm_backward": ("weight", "bias"),
                     "nll_loss_forward": ("weight",), "nll_loss_backward": ("weight",),
                     "_scaled_dot_product_flash_attention_for_cpu": ("attn_mask",),
@@ -109,17 +109,19 @@ class Dt:
         self.name = name
 
 
-def C(op, drop=None, **kw):
+def C(op, drop=None, keep=None, **kw):
     """A case: operands (In, or a list of In for `tensors`) and attributes by
     ATen schema name, in the op's operand order; `drop` maps result indices
-    whose value is undefined to the reason."""
+    whose value is undefined to the reason; `keep`: the dialect's op has only
+    the first `keep` of PyTorch's results (convolution_backward's bias
+    gradient is a sum of its own)."""
     operands, attrs = [], {}
     for name, v in kw.items():
         if isinstance(v, In) or (isinstance(v, list) and v and isinstance(v[0], In)):
             operands += [(name, x) for x in (v if isinstance(v, list) else [v])]
         else:
             attrs[name] = v
-    return {"op": op, "operands": operands, "attrs": attrs, "drop": drop or {}}
+    return {"op": op, "operands": operands, "attrs": attrs, "drop": drop or {}, "keep": keep}
 
 
 def build_cases(z):
@@ -218,6 +220,7 @@ def build_cases(z):
         C("sigmoid", self=f(B, S, D)),
         C("sigmoid_backward", grad_output=f(B, S, D), output=pos(B, S, D)),
         C("relu", self=f(B, S, D)),
+        C("hardtanh", self=f(B, S, D), min_val=0.0, max_val=0.5),
         C("tanh", self=f(B, S, D)),
         C("tanh_backward", grad_output=f(B, S, D), output=f(B, S, D)),
         C("tanh_backward", grad_output=f(B, S, D), output=f(D)),
@@ -372,6 +375,37 @@ def build_cases(z):
           out=sdpa_out(0, True, m=(B, 1, S, K)), logsumexp=sdpa_out(1, True, m=(B, 1, S, K)),
           attn_mask=In("derived", fn=lambda v, r: amask(B, 1, S, K), desc="mask"),
           dropout_p=0.0, is_causal=True),
+        # Convolution [batch, channels, spatial...]: 2-D with stride,
+        # padding and dilation and a bias, 1-D, grouped (groups of 2
+        # channels), depthwise with 2 outputs per channel; max pooling with
+        # padding and ceil_mode. Its backward's indices are PyTorch's.
+        C("convolution", input=f(B, C_, 6, 5), weight=f(D, C_, 3, 3), bias=f(D),
+          stride=[2, 1], padding=[1, 0], dilation=[1, 2], transposed=False,
+          output_padding=[0, 0], groups=1),
+        C("convolution", input=f(B, C_, 9), weight=f(D, C_, 3), stride=[2],
+          padding=[1], dilation=[1], transposed=False, output_padding=[0], groups=1),
+        C("convolution", input=f(B, 2 * C_, 5, 5), weight=f(2 * C_, 2, 3, 3), bias=f(2 * C_),
+          stride=[1, 1], padding=[1, 1], dilation=[1, 1], transposed=False,
+          output_padding=[0, 0], groups=C_),
+        C("convolution", input=f(B, C_, 5, 5), weight=f(2 * C_, 1, 3, 3),
+          stride=[2, 2], padding=[1, 1], dilation=[1, 1], transposed=False,
+          output_padding=[0, 0], groups=C_),
+        C("convolution_backward", grad_output=f(B, D, 3, 1), input=f(B, C_, 6, 5),
+          weight=f(D, C_, 3, 3), bias_sizes=[D], stride=[2, 1], padding=[1, 0],
+          dilation=[1, 2], transposed=False, output_padding=[0, 0], groups=1,
+          output_mask=[True, True, False], keep=2),
+        C("convolution_backward", grad_output=f(B, 2 * C_, 5, 5), input=f(B, 2 * C_, 5, 5),
+          weight=f(2 * C_, 2, 3, 3), stride=[1, 1], padding=[1, 1],
+          dilation=[1, 1], transposed=False, output_padding=[0, 0], groups=C_,
+          output_mask=[True, True, False], keep=2),
+        C("max_pool2d_with_indices", self=f(B, C_, 7, 6), kernel_size=[3, 3], stride=[2, 2],
+          padding=[1, 1], dilation=[1, 1], ceil_mode=False),
+        C("max_pool2d_with_indices", self=f(C_, 5, 5), kernel_size=[2, 2], stride=[],
+          padding=[0, 0], dilation=[1, 1], ceil_mode=True),
+        C("max_pool2d_with_indices_backward", grad_output=f(B, C_, 4, 3), self=f(B, C_, 7, 6),
+          kernel_size=[3, 3], stride=[2, 2], padding=[1, 1], dilation=[1, 1], ceil_mode=False,
+          indices=In("derived", fn=lambda v, r: torch.ops.aten.max_pool2d_with_indices(
+              v["self"], [3, 3], [2, 2], [1, 1])[1], desc="indices of self")),
         # Embedding: indices in [0, V).
         C("embedding", weight=f(V, D), indices=idx(V, B, S)),
         C("embedding", weight=f(V, D), indices=idx(V, K, dtype="int32", put={0: 0}),
@@ -490,7 +524,7 @@ def references(out, case):
     attrs = {k: decode_attr(v) for k, v in case["attrs"].items()}
     tensors = [torch.from_numpy(np.load(os.path.join(out, o["file"]))) for o in case["operands"]]
     return [[None if r is None else r.detach().contiguous().numpy()
-             for r in run_torch(case["op"], names, tensors, attrs, wide)]
+             for r in run_torch(case["op"], names, tensors, attrs, wide)[:case.get("keep")]]
             for wide in (False, True)]
 
 #===----------------------------------------------------------------------===#
@@ -551,7 +585,8 @@ def phase_cases(a):
             operands.append({"name": name, "shape": list(value.shape), "dtype": str(value.dtype),
                              "type": tensor_type(value.shape, str(value.dtype)),
                              "file": file, "generator": make.desc})
-        outs = run_torch(spec["op"], [o["name"] for o in operands], tensors, spec["attrs"])
+        outs = run_torch(spec["op"], [o["name"] for o in operands], tensors,
+                         spec["attrs"])[:spec["keep"]]
         results = []
         for k, r in enumerate(outs):
             if r is None:  # only layer-norm backward's masked grads: [normalized_shape]
@@ -564,7 +599,7 @@ def phase_cases(a):
         case = {"func": "case_%d" % i, "op": spec["op"], "seed": seed, "operands": operands,
                 "attrs": {k: {"dtype": v.name} if isinstance(v, Dt) else v
                           for k, v in spec["attrs"].items()},
-                "results": results}
+                "results": results, "keep": spec["keep"]}
         cases.append(case)
         args = ", ".join("%%a%d: %s" % (n, o["type"]) for n, o in enumerate(operands))
         rtypes = [r["type"] for r in results]
