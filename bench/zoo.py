@@ -1,9 +1,9 @@
 #!/usr/bin/python3
-"""The language-model zoo table: each transformers model of examples/hf.py in
-each parallel mode, checked against PyTorch, with its collectives per step
-and bytes per rank.
+"""The model-zoo table: each transformers model of examples/hf.py (language
+models) and examples/hf_vision.py (image classifiers) in each parallel mode,
+checked against PyTorch, with its collectives per step and bytes per rank.
 
-  bench/zoo.py [--build DIR] [--models gpt2,bert,llama,opt,t5]
+  bench/zoo.py [--build DIR] [--models gpt2,bert,llama,opt,t5,vit,resnet,convnext]
                [--optimizer adamw] [--markdown]
 
 Each model is captured once (spmd-capture, small config, random weights);
@@ -12,7 +12,8 @@ step" line: collectives and bytes per rank, as the partitioned program
 sends them) and `spmd-run --check` on that many ranks (whether every result
 matches PyTorch's single-device step). Plans are examples/hf_<model>.tp.json
 (Megatron) and, where it exists, examples/hf_<model>.sp.json (with sequence
-parallel). The README's model-zoo table is this script's --markdown
+parallel); a model without a plan runs the data-parallel modes only, ddp on
+4 ranks too (the vision batches do not divide by 4). The README's model-zoo table is this script's --markdown
 output."""
 import argparse
 import os
@@ -27,20 +28,25 @@ import spmd_env  # noqa: E402
 
 spmd_env.use_project_python()
 
-# The factory of each model in examples/hf.py (Llama with grouped-query
-# attention: 8 query heads, 4 key/value heads).
-MODELS = {"gpt2": "gpt2", "bert": "bert", "llama": "llama(heads=8, kv_heads=4)",
-          "opt": "opt", "t5": "t5"}
+# The factory of each model: examples/<file>:<call> (Llama with grouped-query
+# attention: 8 query heads, 4 key/value heads; ResNet with BatchNorm on a
+# batch of 6).
+MODELS = {"gpt2": "hf.py:gpt2", "bert": "hf.py:bert",
+          "llama": "hf.py:llama(heads=8, kv_heads=4)", "opt": "hf.py:opt", "t5": "hf.py:t5",
+          "vit": "hf_vision.py:vit", "resnet": "hf_vision.py:resnet(batch=6)",
+          "convnext": "hf_vision.py:convnext(batch=6)"}
 
 
 def modes(model):
     """(column, --spmd-parallelize options or None for 1 rank, ranks)."""
     plan = os.path.join(ROOT, "examples", "hf_%s.tp.json" % model)
     sp = os.path.join(ROOT, "examples", "hf_%s.sp.json" % model)
-    out = [("1 rank", None, 1), ("ddp 3", "mode=ddp mesh=3", 3),
-           ("fsdp 4", "mode=fsdp mesh=4", 4),
-           ("tp 2", "mode=tp mesh=2 plan=" + plan, 2),
-           ("tp 4", "mode=tp mesh=4 plan=" + plan, 4)]
+    out = [("1 rank", None, 1), ("ddp 3", "mode=ddp mesh=3", 3)]
+    if not os.path.exists(plan):
+        return out + [("ddp 4", "mode=ddp mesh=4", 4), ("fsdp 4", "mode=fsdp mesh=4", 4)]
+    out += [("fsdp 4", "mode=fsdp mesh=4", 4),
+            ("tp 2", "mode=tp mesh=2 plan=" + plan, 2),
+            ("tp 4", "mode=tp mesh=4 plan=" + plan, 4)]
     if os.path.exists(sp):
         out.append(("tp+sp 4", "mode=tp mesh=4 plan=" + sp, 4))
     out.append(("fsdp-tp 2x2", "mode=fsdp-tp mesh=2x2 plan=" + plan, 4))
@@ -65,7 +71,7 @@ def main():
             captured = os.path.join(tmp, model + ".mlir")
             bundle = os.path.join(tmp, model)
             cap = run([os.path.join(tools, "spmd-capture"), "--model",
-                       "%s/examples/hf.py:%s" % (ROOT, MODELS[model]),
+                       "%s/examples/%s" % (ROOT, MODELS[model]),
                        "--optimizer", args.optimizer, "-o", captured, "--bundle", bundle])
             if cap.returncode != 0:
                 rows.append((model, "capture", "fails: " + cap.stderr.strip().splitlines()[-1],
@@ -97,9 +103,9 @@ def main():
         for row in rows:
             print("| %s |" % " | ".join(row))
     else:
-        print("%-6s %-12s %-40s %16s %11s" % head)
+        print("%-8s %-12s %-40s %16s %11s" % head)
         for row in rows:
-            print("%-6s %-12s %-40s %16s %11s" % row)
+            print("%-8s %-12s %-40s %16s %11s" % row)
     return 0 if all(r[2].startswith("all ") for r in rows) else 1
 
 

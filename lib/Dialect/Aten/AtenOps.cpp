@@ -1384,10 +1384,12 @@ ConvolutionBackwardOp::inferResultTypes(Adaptor adaptor, EmitErrorFn emitError,
     return emitError() << "grad_output " << grad
                        << " is not the convolution's result "
                        << input.clone(*shape);
-  if (adaptor.getOutputMask()[2])
-    return emitError() << "the bias gradient is not computed here (output_mask "
-                          "[2] must be false): it is the sum of grad_output "
-                          "over all dims but 1, aten.sum.dim_IntList";
+  ArrayRef<bool> mask = adaptor.getOutputMask();
+  if (mask.size() != 3 || mask[2])
+    return emitError() << "the bias gradient is not computed here "
+                          "(output_mask[2] must be false, of 3 entries): it "
+                          "is the sum of grad_output over all dims but 1, "
+                          "aten.sum.dim_IntList";
   types.append({input, weight});
   return success();
 }

@@ -1527,3 +1527,51 @@ func.func @bitwise_and_float(%x: tensor<4xf32>) {
   %0 = aten.bitwise_and.Tensor %x, %x : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
   return
 }
+
+// -----
+
+func.func @convolution_groups(%x: tensor<2x6x5x5xf32>, %w: tensor<4x4x3x3xf32>) {
+  // expected-error @+1 {{'aten.convolution' op weight 'tensor<4x4x3x3xf32>' does not fit 6 input channels in 2 groups}}
+  %0 = aten.convolution %x, %w {dilation = array<i64: 1, 1>, groups = 2 : i64, output_padding = array<i64: 0, 0>, padding = array<i64: 0, 0>, stride = array<i64: 1, 1>, transposed = false} : (tensor<2x6x5x5xf32>, tensor<4x4x3x3xf32>) -> tensor<2x4x3x3xf32>
+  return
+}
+
+// -----
+
+func.func @convolution_transposed(%x: tensor<2x4x5x5xf32>, %w: tensor<4x4x3x3xf32>) {
+  // expected-error @+1 {{'aten.convolution' op transposed convolution is not supported}}
+  %0 = aten.convolution %x, %w {dilation = array<i64: 1, 1>, groups = 1 : i64, output_padding = array<i64: 0, 0>, padding = array<i64: 0, 0>, stride = array<i64: 1, 1>, transposed = true} : (tensor<2x4x5x5xf32>, tensor<4x4x3x3xf32>) -> tensor<2x4x7x7xf32>
+  return
+}
+
+// -----
+
+func.func @convolution_window(%x: tensor<2x4x2x5xf32>, %w: tensor<4x4x3x3xf32>) {
+  // expected-error @+1 {{'aten.convolution' op the kernel 'tensor<4x4x3x3xf32>' does not fit input 'tensor<2x4x2x5xf32>' along spatial dim 0}}
+  %0 = aten.convolution %x, %w {dilation = array<i64: 1, 1>, groups = 1 : i64, output_padding = array<i64: 0, 0>, padding = array<i64: 0, 0>, stride = array<i64: 1, 1>, transposed = false} : (tensor<2x4x2x5xf32>, tensor<4x4x3x3xf32>) -> tensor<2x4x1x3xf32>
+  return
+}
+
+// -----
+
+func.func @convolution_stride(%x: tensor<2x4x5x5xf32>, %w: tensor<4x4x3x3xf32>) {
+  // expected-error @+1 {{'aten.convolution' op stride needs 2 entries (one per spatial dim), got 1}}
+  %0 = aten.convolution %x, %w {dilation = array<i64: 1, 1>, groups = 1 : i64, output_padding = array<i64: 0, 0>, padding = array<i64: 0, 0>, stride = array<i64: 1>, transposed = false} : (tensor<2x4x5x5xf32>, tensor<4x4x3x3xf32>) -> tensor<2x4x3x3xf32>
+  return
+}
+
+// -----
+
+func.func @convolution_backward_bias(%g: tensor<2x4x3x3xf32>, %x: tensor<2x4x5x5xf32>, %w: tensor<4x4x3x3xf32>) {
+  // expected-error @+1 {{'aten.convolution_backward' op the bias gradient is not computed here (output_mask[2] must be false, of 3 entries)}}
+  %0:2 = aten.convolution_backward %g, %x, %w {dilation = array<i64: 1, 1>, groups = 1 : i64, output_mask = array<i1: true, true, true>, output_padding = array<i64: 0, 0>, padding = array<i64: 0, 0>, stride = array<i64: 1, 1>, transposed = false} : (tensor<2x4x3x3xf32>, tensor<2x4x5x5xf32>, tensor<4x4x3x3xf32>) -> (tensor<2x4x5x5xf32>, tensor<4x4x3x3xf32>)
+  return
+}
+
+// -----
+
+func.func @max_pool_padding(%x: tensor<2x4x5x5xf32>) {
+  // expected-error @+1 {{'aten.max_pool2d_with_indices' op padding 2 is more than half of kernel_size 3}}
+  %0:2 = aten.max_pool2d_with_indices %x {ceil_mode = false, dilation = array<i64: 1, 1>, kernel_size = array<i64: 3, 3>, padding = array<i64: 2, 2>, stride = array<i64: 1, 1>} : (tensor<2x4x5x5xf32>) -> (tensor<2x4x7x7xf32>, tensor<2x4x7x7xi64>)
+  return
+}

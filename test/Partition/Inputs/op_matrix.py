@@ -6,6 +6,7 @@ phases around `spmd-opt --spmd-test-print-strategies`, the compiler's own
 list of the strategies of each op on the mesh:
 
   op_matrix.py cases  --mesh 4|2x2 --sizes even|uneven --out DIR [--only OP...]
+                      [--part K/N]
       DIR/cases.mlir  `spmd.mesh @mesh` and one `func.func @case_<i>` per
                       case: one aten op on the function arguments, returning
                       all of its results; no layouts.
@@ -565,13 +566,24 @@ def mesh_text(mesh):
     return "spmd.mesh @mesh shape = %s names = %s" % (json.dumps(shape), json.dumps(names))
 
 
+def in_part(op, ops, part):
+    """Whether `op` is in part K of N (`part` "K/N", 1-based) of `ops`, the
+    distinct ops in table order: a matrix too large for one program (each
+    rank JIT-compiles it) runs as N programs."""
+    if not part:
+        return True
+    k, n = (int(x) for x in part.split("/"))
+    return ops.index(op) % n == k - 1
+
+
 def phase_cases(a):
     table = build_cases(SIZES[a.sizes])
     check_coverage(table)
+    ops = list(dict.fromkeys(spec["op"] for spec in table))
     os.makedirs(os.path.join(a.out, "inputs"), exist_ok=True)
     cases, lines = [], [mesh_text(a.mesh), ""]
     for seed, spec in enumerate(table):
-        if not matches_only(spec["op"], a.only):
+        if not matches_only(spec["op"], a.only) or not in_part(spec["op"], ops, a.part):
             continue
         i = len(cases)
         rng = np.random.default_rng(seed)
@@ -790,6 +802,7 @@ def main():
     parser.add_argument("--out", required=True, help="output directory")
     parser.add_argument("--strategies", help="expand: spmd-opt --spmd-test-print-strategies")
     parser.add_argument("--only", nargs="+", help="only these ops (e.g. mm or aten.mm)")
+    parser.add_argument("--part", help="cases: only part K of N of the ops (K/N, 1-based)")
     a = parser.parse_args()
     os.makedirs(a.out, exist_ok=True)
     if a.phase == "cases":
