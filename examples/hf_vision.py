@@ -81,4 +81,8 @@ def mobilenet_v2(depth_multiplier=0.25, **sizes):
     expansion, a depthwise 3x3 convolution and a 1x1 projection, each with
     BatchNorm and ReLU6 (hardtanh)."""
     sizes.setdefault("classifier_dropout_prob", 0.0)
+    # Its last BatchNorms see 1x1 images: with fewer than 8 of them per
+    # channel the gradients are so ill-conditioned that float32 rounding
+    # alone moves them by 1e-3 (eager PyTorch against itself decomposed).
+    sizes.setdefault("batch", 8)
     return vision("mobilenet_v2", depth_multiplier=depth_multiplier, **sizes)
