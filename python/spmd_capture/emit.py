@@ -134,6 +134,9 @@ def _filled(name, arg, node):
         return True  # ATen: train=None means training
     if arg.name == "dim" and name == "aten.sum.dim_IntList":
         return list(range(len(meta(node.args[0]).shape)))
+    if arg.name == "divisor_override" and name in ("aten.avg_pool2d",
+                                                   "aten.avg_pool2d_backward"):
+        return 0  # the dialect's "none" (ATen refuses a divisor of 0)
     return None
 
 

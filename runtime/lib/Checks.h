@@ -280,9 +280,17 @@ WindowGeometry checkConvolution(const char *kernel, const SpmdBuffer *out,
                                 const int64_t *padding, int32_t nDilation,
                                 const int64_t *dilation, int64_t groups);
 
-/// max_pool2d_with_indices: self [*B, H, W] (rank 3 or 4), two entries per
-/// window list (stride empty: kernel_size), output [*B, OH, OW] with ATen's
-/// pooled size (ceil_mode included) and indices of that shape, i64.
+/// A pooling of self's last two dims: self [*B, H, W] (rank 3 or 4), two
+/// entries per window list (stride empty: kernel_size), `pooled` [*B, OH,
+/// OW] with ATen's pooled size (ceil_mode included), of self's dtype.
+WindowGeometry checkPool2d(const char *kernel, const SpmdBuffer *pooled,
+                           const SpmdBuffer *self, int32_t nKernelSize,
+                           const int64_t *kernelSize, int32_t nStride,
+                           const int64_t *stride, int32_t nPadding,
+                           const int64_t *padding, int32_t nDilation,
+                           const int64_t *dilation, int64_t ceilMode);
+
+/// max_pool2d_with_indices: checkPool2d, and indices of output's shape, i64.
 WindowGeometry checkMaxPool2d(const char *kernel, const SpmdBuffer *output,
                               const SpmdBuffer *indices, const SpmdBuffer *self,
                               int32_t nKernelSize, const int64_t *kernelSize,
@@ -290,6 +298,11 @@ WindowGeometry checkMaxPool2d(const char *kernel, const SpmdBuffer *output,
                               int32_t nPadding, const int64_t *padding,
                               int32_t nDilation, const int64_t *dilation,
                               int64_t ceilMode);
+
+/// _adaptive_avg_pool2d: self [*B, H, W] (rank 3 or 4), `pooled` [*B, OH,
+/// OW] with OH, OW >= 1, of self's dtype; the geometry's in and out.
+WindowGeometry checkAdaptivePool2d(const char *kernel, const SpmdBuffer *pooled,
+                                   const SpmdBuffer *self);
 
 /// local_take and local_take_runs: checkDim(self, dim), then out must be
 /// self's shape outside `dim` (`<kernel>: out <shape> and self <shape>

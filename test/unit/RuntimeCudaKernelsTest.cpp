@@ -3108,7 +3108,7 @@ const std::vector<std::string> &kernelListNames() {
 /// The kernels the CUDA backend lacks (null table entries, Backend.cpp's
 /// SPMD_RT_CUDA_LACKS_<name>): a call reports "not implemented by backend
 /// 'cuda'". Scaled-dot-product attention, slice_scatter, constant_pad_nd,
-/// cumsum, gather, index, the class-sharded nll_loss, convolution and max
+/// cumsum, gather, index, the class-sharded nll_loss, convolution and
 /// pooling run on the CPU backend only.
 TEST_F(CudaKernels, LacksOnlyCpuOnlyKernels) {
   const spmd::rt::Backend &cuda = spmd::rt::cuda::backend();
@@ -3125,6 +3125,10 @@ TEST_F(CudaKernels, LacksOnlyCpuOnlyKernels) {
   EXPECT_EQ(cuda.convolution_backward, nullptr);
   EXPECT_EQ(cuda.max_pool2d_with_indices, nullptr);
   EXPECT_EQ(cuda.max_pool2d_with_indices_backward, nullptr);
+  EXPECT_EQ(cuda.avg_pool2d, nullptr);
+  EXPECT_EQ(cuda.avg_pool2d_backward, nullptr);
+  EXPECT_EQ(cuda.adaptive_avg_pool2d, nullptr);
+  EXPECT_EQ(cuda.adaptive_avg_pool2d_backward, nullptr);
   EXPECT_EQ(kernelListNames().size(), 86u);
 }
 

@@ -494,6 +494,37 @@ OPS = [
            "the positions `indices` of `aten.max_pool2d_with_indices` "
            "picked; the other arguments are the forward's. Linear in "
            "`grad_output`; the pooled dims stay whole."),
+    Op("avg_pool2d", "Aten_OtherOp", "avg_pool2d", infer="", rule="",
+       tensor=FLOAT, required=["divisor_override"],
+       kernel_args=["self", "@getKernelSize", "@getStride", "@getPadding",
+                    "ceil_mode", "count_include_pad", "divisor_override"],
+       doc="The mean of each `kernel_size` window of the last two dims of "
+           "`self` `[*B, H, W]` (`torch.nn.functional.avg_pool2d`): the sum "
+           "of its elements inside the plane over `divisor_override` when "
+           "it is not 0 (the schema's None; ATen refuses 0), else over the "
+           "window's size, padding included with `count_include_pad`. "
+           "`stride` is `kernel_size` when empty; output sizes as "
+           "`max_pool2d_with_indices`. Linear; the pooled dims stay whole."),
+    Op("avg_pool2d_backward", "Aten_OtherOp", "avg_pool2d_backward",
+       infer="", rule="", tensor=FLOAT, required=["divisor_override"],
+       kernel_args=["grad_output", "@getKernelSize", "@getStride",
+                    "@getPadding", "ceil_mode", "count_include_pad",
+                    "divisor_override"],
+       doc="The gradient of `aten.avg_pool2d` (shaped like `self`): each "
+           "window's `grad_output` over its divisor added to the window's "
+           "elements; arguments as there."),
+    Op("_adaptive_avg_pool2d", "Aten_OtherOp", "adaptive_avg_pool2d",
+       infer="", rule="", tensor=FLOAT, kernel_args=["self"],
+       doc="The mean of `self` `[*B, H, W]` over `output_size` windows: "
+           "window `i` of a dim of `n` elements pooled to `m` spans "
+           "`[floor(i * n / m), ceil((i + 1) * n / m))` "
+           "(`torch.nn.functional.adaptive_avg_pool2d`). Linear; the pooled "
+           "dims stay whole."),
+    Op("_adaptive_avg_pool2d_backward", "Aten_OtherOp",
+       "adaptive_avg_pool2d_backward", infer="", rule="", tensor=FLOAT,
+       kernel_args=["grad_output"],
+       doc="The gradient of `aten._adaptive_avg_pool2d` (shaped like "
+           "`self`)."),
     # Losses.
     Op("nll_loss_forward", "Aten_OtherOp", "nll_loss_forward", infer="",
        rule="", tensor=FLOAT, types={"target": "Aten_TargetTensor"},

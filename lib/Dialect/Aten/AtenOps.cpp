@@ -1394,13 +1394,12 @@ ConvolutionBackwardOp::inferResultTypes(Adaptor adaptor, EmitErrorFn emitError,
   return success();
 }
 
-/// The pooled shape of `self` [*B, H, W] (`aten.max_pool2d_with_indices`
-/// and its backward).
+/// The pooled shape of `self` [*B, H, W] (`aten.max_pool2d_with_indices`,
+/// `aten.avg_pool2d` and their backward ops).
 static FailureOr<SmallVector<int64_t>>
-inferMaxPool2d(RankedTensorType self, ArrayRef<int64_t> kernelSize,
-               ArrayRef<int64_t> stride, ArrayRef<int64_t> padding,
-               ArrayRef<int64_t> dilation, bool ceilMode,
-               EmitErrorFn emitError) {
+inferPool2d(RankedTensorType self, ArrayRef<int64_t> kernelSize,
+            ArrayRef<int64_t> stride, ArrayRef<int64_t> padding,
+            ArrayRef<int64_t> dilation, bool ceilMode, EmitErrorFn emitError) {
   int64_t rank = self.getRank();
   if (rank != 3 && rank != 4)
     return emitError() << "self must be [C, H, W] or [N, C, H, W], got "
@@ -1431,9 +1430,9 @@ LogicalResult
 MaxPool2dWithIndicesOp::inferResultTypes(Adaptor adaptor, EmitErrorFn emitError,
                                          SmallVectorImpl<Type> &types) {
   auto self = tensorType(adaptor.getSelf());
-  auto shape = inferMaxPool2d(
-      self, adaptor.getKernelSize(), adaptor.getStride(), adaptor.getPadding(),
-      adaptor.getDilation(), adaptor.getCeilMode(), emitError);
+  auto shape = inferPool2d(self, adaptor.getKernelSize(), adaptor.getStride(),
+                           adaptor.getPadding(), adaptor.getDilation(),
+                           adaptor.getCeilMode(), emitError);
   if (failed(shape))
     return failure();
   types.append({self.clone(*shape),
@@ -1444,9 +1443,9 @@ MaxPool2dWithIndicesOp::inferResultTypes(Adaptor adaptor, EmitErrorFn emitError,
 LogicalResult MaxPool2dWithIndicesBackwardOp::inferResultTypes(
     Adaptor adaptor, EmitErrorFn emitError, SmallVectorImpl<Type> &types) {
   auto self = tensorType(adaptor.getSelf());
-  auto shape = inferMaxPool2d(
-      self, adaptor.getKernelSize(), adaptor.getStride(), adaptor.getPadding(),
-      adaptor.getDilation(), adaptor.getCeilMode(), emitError);
+  auto shape = inferPool2d(self, adaptor.getKernelSize(), adaptor.getStride(),
+                           adaptor.getPadding(), adaptor.getDilation(),
+                           adaptor.getCeilMode(), emitError);
   if (failed(shape))
     return failure();
   auto grad = tensorType(adaptor.getGradOutput());
@@ -1454,6 +1453,78 @@ LogicalResult MaxPool2dWithIndicesBackwardOp::inferResultTypes(
   if (grad != self.clone(*shape) || indices.getShape() != ArrayRef(*shape))
     return emitError() << "grad_output " << grad << " and indices " << indices
                        << " are not the pooled shape of " << self;
+  types.push_back(self);
+  return success();
+}
+
+/// Checks that `grad` is the pooled `shape` of `self`'s element type.
+static LogicalResult expectPooledGrad(RankedTensorType grad,
+                                      RankedTensorType self,
+                                      ArrayRef<int64_t> shape,
+                                      EmitErrorFn emitError) {
+  if (grad != self.clone(shape))
+    return emitError() << "grad_output " << grad
+                       << " is not the pooled shape of " << self;
+  return success();
+}
+
+static constexpr int64_t kNoDilation[] = {1, 1};
+
+LogicalResult AvgPool2dOp::inferResultTypes(Adaptor adaptor,
+                                            EmitErrorFn emitError,
+                                            SmallVectorImpl<Type> &types) {
+  auto self = tensorType(adaptor.getSelf());
+  auto shape = inferPool2d(self, adaptor.getKernelSize(), adaptor.getStride(),
+                           adaptor.getPadding(), kNoDilation,
+                           adaptor.getCeilMode(), emitError);
+  if (failed(shape))
+    return failure();
+  if (adaptor.getDivisorOverrideAttr().getInt() < 0)
+    return emitError() << "divisor_override must be positive (0: none)";
+  types.push_back(self.clone(*shape));
+  return success();
+}
+
+LogicalResult
+AvgPool2dBackwardOp::inferResultTypes(Adaptor adaptor, EmitErrorFn emitError,
+                                      SmallVectorImpl<Type> &types) {
+  auto self = tensorType(adaptor.getSelf());
+  auto shape = inferPool2d(self, adaptor.getKernelSize(), adaptor.getStride(),
+                           adaptor.getPadding(), kNoDilation,
+                           adaptor.getCeilMode(), emitError);
+  if (failed(shape) ||
+      failed(expectPooledGrad(tensorType(adaptor.getGradOutput()), self, *shape,
+                              emitError)))
+    return failure();
+  types.push_back(self);
+  return success();
+}
+
+LogicalResult
+AdaptiveAvgPool2dOp::inferResultTypes(Adaptor adaptor, EmitErrorFn emitError,
+                                      SmallVectorImpl<Type> &types) {
+  auto self = tensorType(adaptor.getSelf());
+  ArrayRef<int64_t> size = adaptor.getOutputSize();
+  if (self.getRank() != 3 && self.getRank() != 4)
+    return emitError() << "self must be [C, H, W] or [N, C, H, W], got "
+                       << self;
+  if (size.size() != 2 || llvm::any_of(size, [](int64_t v) { return v < 1; }))
+    return emitError() << "output_size needs 2 positive entries";
+  SmallVector<int64_t> shape(self.getShape().drop_back(2));
+  llvm::append_range(shape, size);
+  types.push_back(self.clone(shape));
+  return success();
+}
+
+LogicalResult AdaptiveAvgPool2dBackwardOp::inferResultTypes(
+    Adaptor adaptor, EmitErrorFn emitError, SmallVectorImpl<Type> &types) {
+  auto self = tensorType(adaptor.getSelf());
+  auto grad = tensorType(adaptor.getGradOutput());
+  if (grad.getRank() != self.getRank() || self.getRank() < 3 ||
+      grad.getElementType() != self.getElementType() ||
+      grad.getShape().drop_back(2) != self.getShape().drop_back(2))
+    return emitError() << "grad_output " << grad << " is not a pooled shape of "
+                       << self;
   types.push_back(self);
   return success();
 }

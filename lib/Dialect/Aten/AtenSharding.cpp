@@ -626,27 +626,48 @@ std::optional<EinsumRule> ConvolutionBackwardOp::getShardingRule() {
   return rule;
 }
 
-/// The pooled dims (the last two) stay whole; the leading ones shard
-/// through, and the indices are positions within a plane.
-std::optional<EinsumRule> MaxPool2dWithIndicesOp::getShardingRule() {
-  int64_t rank = rankOf(getSelf());
-  std::string lead = resultLabels(rank - 2);
+/// A pooling of the last two dims: they stay whole (`HW` in, `PQ` pooled);
+/// the leading ones shard through. `operands` are labelled in order from
+/// "in" (the pooled input) and "out" (a pooled-shape operand: a gradient,
+/// max pooling's indices); `results` likewise. Linear in operand `linear`
+/// (-1: not linear).
+static EinsumRule poolRule(Value self, ArrayRef<bool> operandsPooled,
+                           ArrayRef<bool> resultsPooled, int linear) {
+  std::string lead = resultLabels(rankOf(self) - 2);
   EinsumRule rule;
-  rule.operands = {lead + "HW"};
-  rule.results = {lead + "PQ", lead + "PQ"};
+  for (bool pooled : operandsPooled)
+    rule.operands.push_back(lead + (pooled ? "PQ" : "HW"));
+  for (bool pooled : resultsPooled)
+    rule.results.push_back(lead + (pooled ? "PQ" : "HW"));
   rule.unshardable = "HWPQ";
+  if (linear >= 0)
+    rule.linearGroups = {{linear}};
   return rule;
 }
 
+/// The indices are positions within a plane.
+std::optional<EinsumRule> MaxPool2dWithIndicesOp::getShardingRule() {
+  return poolRule(getSelf(), {false}, {true, true}, -1);
+}
+
 std::optional<EinsumRule> MaxPool2dWithIndicesBackwardOp::getShardingRule() {
-  int64_t rank = rankOf(getSelf());
-  std::string lead = resultLabels(rank - 2);
-  EinsumRule rule;
-  rule.operands = {lead + "PQ", lead + "HW", lead + "PQ"};
-  rule.results = {lead + "HW"};
-  rule.unshardable = "HWPQ";
-  rule.linearGroups = {{0}};
-  return rule;
+  return poolRule(getSelf(), {true, false, true}, {false}, 0);
+}
+
+std::optional<EinsumRule> AvgPool2dOp::getShardingRule() {
+  return poolRule(getSelf(), {false}, {true}, 0);
+}
+
+std::optional<EinsumRule> AvgPool2dBackwardOp::getShardingRule() {
+  return poolRule(getSelf(), {true, false}, {false}, 0);
+}
+
+std::optional<EinsumRule> AdaptiveAvgPool2dOp::getShardingRule() {
+  return poolRule(getSelf(), {false}, {true}, 0);
+}
+
+std::optional<EinsumRule> AdaptiveAvgPool2dBackwardOp::getShardingRule() {
+  return poolRule(getSelf(), {true, false}, {false}, 0);
 }
 
 /// Batch results (reduction none) keep the batch label. The mean's

@@ -364,13 +364,27 @@ WindowGeometry checkConvolution(const char *kernel, const SpmdBuffer *out,
   return g;
 }
 
-WindowGeometry checkMaxPool2d(const char *kernel, const SpmdBuffer *output,
-                              const SpmdBuffer *indices, const SpmdBuffer *self,
-                              int32_t nKernelSize, const int64_t *kernelSize,
-                              int32_t nStride, const int64_t *stride,
-                              int32_t nPadding, const int64_t *padding,
-                              int32_t nDilation, const int64_t *dilation,
-                              int64_t ceilMode) {
+/// Fatal unless `pooled` is `plane`'s shape with its last two dims `h`, `w`
+/// (`<kernel>: <name> <shape> is not <planeName> <shape> pooled`).
+static void checkPooledShape(const char *kernel, const char *name,
+                             const SpmdBuffer *pooled, const char *planeName,
+                             const SpmdBuffer *plane, int64_t h, int64_t w) {
+  bool ok = pooled->rank == plane->rank &&
+            pooled->shape[pooled->rank - 2] == h &&
+            pooled->shape[pooled->rank - 1] == w;
+  for (int32_t d = 0; d < plane->rank - 2 && ok; ++d)
+    ok = pooled->shape[d] == plane->shape[d];
+  if (!ok)
+    spmd_rt_fatal("%s: %s %s is not %s %s pooled", kernel, name,
+                  shapeStr(pooled).c_str(), planeName, shapeStr(plane).c_str());
+}
+
+WindowGeometry checkPool2d(const char *kernel, const SpmdBuffer *pooled,
+                           const SpmdBuffer *self, int32_t nKernelSize,
+                           const int64_t *kernelSize, int32_t nStride,
+                           const int64_t *stride, int32_t nPadding,
+                           const int64_t *padding, int32_t nDilation,
+                           const int64_t *dilation, int64_t ceilMode) {
   if (self->rank != 3 && self->rank != 4)
     spmd_rt_fatal("%s: self %s is not [C, H, W] or [N, C, H, W]", kernel,
                   shapeStr(self).c_str());
@@ -392,19 +406,45 @@ WindowGeometry checkMaxPool2d(const char *kernel, const SpmdBuffer *output,
       spmd_rt_fatal("%s: the window does not fit self %s", kernel,
                     shapeStr(self).c_str());
   }
-  for (const SpmdBuffer *b : {output, indices}) {
-    bool ok = b->rank == self->rank && b->shape[b->rank - 2] == g.out[1] &&
-              b->shape[b->rank - 1] == g.out[2];
-    for (int32_t d = 0; d < self->rank - 2 && ok; ++d)
-      ok = b->shape[d] == self->shape[d];
-    if (!ok)
-      spmd_rt_fatal("%s: %s %s is not self %s pooled", kernel,
-                    b == output ? "output" : "indices", shapeStr(b).c_str(),
-                    shapeStr(self).c_str());
-  }
-  checkSameDTypes(kernel, "self", self, {"output"}, {output});
+  checkPooledShape(kernel, "output", pooled, "self", self, g.out[1], g.out[2]);
+  checkSameDTypes(kernel, "self", self, {"output"}, {pooled});
+  return g;
+}
+
+WindowGeometry checkMaxPool2d(const char *kernel, const SpmdBuffer *output,
+                              const SpmdBuffer *indices, const SpmdBuffer *self,
+                              int32_t nKernelSize, const int64_t *kernelSize,
+                              int32_t nStride, const int64_t *stride,
+                              int32_t nPadding, const int64_t *padding,
+                              int32_t nDilation, const int64_t *dilation,
+                              int64_t ceilMode) {
+  WindowGeometry g =
+      checkPool2d(kernel, output, self, nKernelSize, kernelSize, nStride,
+                  stride, nPadding, padding, nDilation, dilation, ceilMode);
+  checkSameShape(kernel, "indices", indices, "output", output);
   if (indices->dtype != SPMD_I64)
     spmd_rt_fatal("%s: indices must be i64", kernel);
+  return g;
+}
+
+WindowGeometry checkAdaptivePool2d(const char *kernel, const SpmdBuffer *pooled,
+                                   const SpmdBuffer *self) {
+  if (self->rank != 3 && self->rank != 4)
+    spmd_rt_fatal("%s: self %s is not [C, H, W] or [N, C, H, W]", kernel,
+                  shapeStr(self).c_str());
+  checkPooledShape(
+      kernel, "output", pooled, "self", self,
+      pooled->rank == self->rank ? pooled->shape[self->rank - 2] : -1,
+      pooled->rank == self->rank ? pooled->shape[self->rank - 1] : -1);
+  checkSameDTypes(kernel, "self", self, {"output"}, {pooled});
+  WindowGeometry g;
+  g.n = product(self->shape, 0, self->rank - 2);
+  for (int32_t at = 1; at < 3; ++at) {
+    g.in[at] = self->shape[self->rank - 3 + at];
+    g.out[at] = pooled->shape[self->rank - 3 + at];
+    if (g.out[at] < 1)
+      spmd_rt_fatal("%s: output %s is empty", kernel, shapeStr(pooled).c_str());
+  }
   return g;
 }
 

@@ -1,4 +1,4 @@
-//===- Convolution.cpp - convolution, its backward, max pooling ----------===//
+//===- Convolution.cpp - convolution, its backward, pooling ---------------===//
 //
 // Convolutions as GEMMs over an im2col matrix (Caffe's and ATen's slow
 // path): per image and group, column (c, kd, kh, kw) x position (od, oh,
@@ -74,6 +74,97 @@ template <typename T>
 void col2imAdd(const WindowGeometry &g, int64_t channels, const T *col, T *in) {
   forEachTap(g, channels,
              [&](int64_t at, int64_t from) { in[from] += col[at]; });
+}
+
+/// One window of an average pooling: rows [h0, h1), columns [w0, w1) of
+/// the plane, and what its sum is divided by.
+struct AvgWindow {
+  int64_t h0, h1, w0, w1;
+  double divisor;
+};
+
+/// Calls `fn(k, window)` for each output position k of a plane: ATen's
+/// avg_pool2d windows (`adaptive` false: padding, count_include_pad,
+/// divisor_override 0 for none) or adaptive_avg_pool2d's
+/// [floor(i * n / m), ceil((i + 1) * n / m)).
+template <typename Fn>
+void forEachAvgWindow(const WindowGeometry &g, bool adaptive, bool countPad,
+                      int64_t divisorOverride, Fn &&fn) {
+  const int64_t height = g.in[1], width = g.in[2];
+  for (int64_t oh = 0, k = 0; oh < g.out[1]; ++oh)
+    for (int64_t ow = 0; ow < g.out[2]; ++ow, ++k) {
+      AvgWindow w;
+      if (adaptive) {
+        w.h0 = oh * height / g.out[1];
+        w.h1 = ((oh + 1) * height + g.out[1] - 1) / g.out[1];
+        w.w0 = ow * width / g.out[2];
+        w.w1 = ((ow + 1) * width + g.out[2] - 1) / g.out[2];
+        w.divisor = double((w.h1 - w.h0) * (w.w1 - w.w0));
+      } else {
+        w.h0 = oh * g.stride[1] - g.pad[1];
+        w.w0 = ow * g.stride[2] - g.pad[2];
+        w.h1 = std::min(w.h0 + g.k[1], height + g.pad[1]);
+        w.w1 = std::min(w.w0 + g.k[2], width + g.pad[2]);
+        const int64_t padded = (w.h1 - w.h0) * (w.w1 - w.w0);
+        w.h0 = std::max<int64_t>(w.h0, 0);
+        w.w0 = std::max<int64_t>(w.w0, 0);
+        w.h1 = std::min(w.h1, height);
+        w.w1 = std::min(w.w1, width);
+        w.divisor =
+            divisorOverride
+                ? double(divisorOverride)
+                : double(countPad ? padded : (w.h1 - w.h0) * (w.w1 - w.w0));
+      }
+      fn(k, w);
+    }
+}
+
+/// Average pooling of every plane: out = window sum / divisor (an empty
+/// window gives 0, as ATen).
+void avgPool(const char *kernel, SpmdBuffer *out, const SpmdBuffer *self,
+             const WindowGeometry &g, bool adaptive, bool countPad,
+             int64_t divisorOverride) {
+  const int64_t width = g.in[2], inPlane = g.in[1] * width;
+  const int64_t outPlane = g.out[1] * g.out[2];
+  dispatch<kFloat>(out->dtype, kernel, [&](auto tag) {
+    using T = decltype(tag);
+    const T *x = dataOf<T>(self);
+    T *o = dataOf<T>(out);
+    for (int64_t p = 0; p < g.n; ++p)
+      forEachAvgWindow(g, adaptive, countPad, divisorOverride,
+                       [&](int64_t k, const AvgWindow &w) {
+                         T sum = 0;
+                         for (int64_t h = w.h0; h < w.h1; ++h)
+                           for (int64_t c = w.w0; c < w.w1; ++c)
+                             sum += x[p * inPlane + h * width + c];
+                         o[p * outPlane + k] =
+                             w.h0 < w.h1 && w.w0 < w.w1
+                                 ? static_cast<T>(sum / T(w.divisor))
+                                 : T(0);
+                       });
+  });
+}
+
+/// Its gradient: each window's grad_output / divisor added to the window.
+void avgPoolBackward(const char *kernel, SpmdBuffer *out,
+                     const SpmdBuffer *grad, const WindowGeometry &g,
+                     bool adaptive, bool countPad, int64_t divisorOverride) {
+  const int64_t width = g.in[2], inPlane = g.in[1] * width;
+  const int64_t outPlane = g.out[1] * g.out[2];
+  dispatch<kFloat>(out->dtype, kernel, [&](auto tag) {
+    using T = decltype(tag);
+    const T *dy = dataOf<T>(grad);
+    T *dx = dataOf<T>(out);
+    std::fill(dx, dx + out->numel, T(0));
+    for (int64_t p = 0; p < g.n; ++p)
+      forEachAvgWindow(g, adaptive, countPad, divisorOverride,
+                       [&](int64_t k, const AvgWindow &w) {
+                         const T share = dy[p * outPlane + k] / T(w.divisor);
+                         for (int64_t h = w.h0; h < w.h1; ++h)
+                           for (int64_t c = w.w0; c < w.w1; ++c)
+                             dx[p * inPlane + h * width + c] += share;
+                       });
+  });
 }
 
 } // namespace
@@ -263,6 +354,51 @@ void spmd_rt_max_pool2d_with_indices_backward(SpmdBuffer *out,
         dx[p * inPlane + at] += dy[p * outPlane + k];
       }
   });
+}
+
+static constexpr int64_t kNoDilation[] = {1, 1};
+
+void spmd_rt_avg_pool2d(SpmdBuffer *out, const SpmdBuffer *self,
+                        int32_t n_kernel_size, const int64_t *kernel_size,
+                        int32_t n_stride, const int64_t *stride,
+                        int32_t n_padding, const int64_t *padding,
+                        int64_t ceil_mode, int64_t count_include_pad,
+                        int64_t divisor_override) {
+  const char *kernel = "spmd_rt_avg_pool2d";
+  const WindowGeometry g =
+      checkPool2d(kernel, out, self, n_kernel_size, kernel_size, n_stride,
+                  stride, n_padding, padding, 2, kNoDilation, ceil_mode);
+  avgPool(kernel, out, self, g, false, count_include_pad, divisor_override);
+}
+
+void spmd_rt_avg_pool2d_backward(SpmdBuffer *out, const SpmdBuffer *grad_output,
+                                 int32_t n_kernel_size,
+                                 const int64_t *kernel_size, int32_t n_stride,
+                                 const int64_t *stride, int32_t n_padding,
+                                 const int64_t *padding, int64_t ceil_mode,
+                                 int64_t count_include_pad,
+                                 int64_t divisor_override) {
+  const char *kernel = "spmd_rt_avg_pool2d_backward";
+  // out is shaped like the pooled input, grad_output like the pooling.
+  const WindowGeometry g = checkPool2d(kernel, grad_output, out, n_kernel_size,
+                                       kernel_size, n_stride, stride, n_padding,
+                                       padding, 2, kNoDilation, ceil_mode);
+  avgPoolBackward(kernel, out, grad_output, g, false, count_include_pad,
+                  divisor_override);
+}
+
+void spmd_rt_adaptive_avg_pool2d(SpmdBuffer *out, const SpmdBuffer *self) {
+  const char *kernel = "spmd_rt_adaptive_avg_pool2d";
+  avgPool(kernel, out, self, checkAdaptivePool2d(kernel, out, self), true,
+          false, 0);
+}
+
+void spmd_rt_adaptive_avg_pool2d_backward(SpmdBuffer *out,
+                                          const SpmdBuffer *grad_output) {
+  const char *kernel = "spmd_rt_adaptive_avg_pool2d_backward";
+  avgPoolBackward(kernel, out, grad_output,
+                  checkAdaptivePool2d(kernel, grad_output, out), true, false,
+                  0);
 }
 
 } // namespace spmd::rt::cpu

@@ -32,11 +32,15 @@ namespace {
 // The class-sharded losses (loss_parallel) too.
 #define SPMD_RT_CUDA_LACKS_nll_loss_forward_rows ,
 #define SPMD_RT_CUDA_LACKS_nll_loss_backward_rows ,
-// Convolution and max pooling (the vision models) too.
+// Convolution and pooling (the vision models) too.
 #define SPMD_RT_CUDA_LACKS_convolution ,
 #define SPMD_RT_CUDA_LACKS_convolution_backward ,
 #define SPMD_RT_CUDA_LACKS_max_pool2d_with_indices ,
 #define SPMD_RT_CUDA_LACKS_max_pool2d_with_indices_backward ,
+#define SPMD_RT_CUDA_LACKS_avg_pool2d ,
+#define SPMD_RT_CUDA_LACKS_avg_pool2d_backward ,
+#define SPMD_RT_CUDA_LACKS_adaptive_avg_pool2d ,
+#define SPMD_RT_CUDA_LACKS_adaptive_avg_pool2d_backward ,
 // `lacking` when this backend lacks kernel `name`, else `present`: the probe
 // macro's comma, where it is defined, shifts `lacking` into second place.
 #define SPMD_RT_SECOND_(first, second, ...) second

@@ -66,6 +66,9 @@ KEYWORD_OPERANDS = {"native_layer_norm": ("weight", "bias"), "convolution": ("bi
                     "nll_loss_forward": ("weight",), "nll_loss_backward": ("weight",),
                     "_scaled_dot_product_flash_attention_for_cpu": ("attn_mask",),
                     "_scaled_dot_product_flash_attention_for_cpu_backward": ("attn_mask",)}
+# Optional schema arguments the dialect requires, with its value for None.
+DIALECT_NONE = {"avg_pool2d": {"divisor_override": 0},
+                "avg_pool2d_backward": {"divisor_override": 0}}
 NP_DTYPES = {"float32": "f32", "float64": "f64", "int64": "i64", "int32": "i32", "bool": "i1"}
 TORCH_DTYPES = {"f32": torch.float32, "f64": torch.float64, "i64": torch.int64,
                 "i32": torch.int32, "i1": torch.bool}
@@ -407,6 +410,15 @@ def build_cases(z):
           kernel_size=[3, 3], stride=[2, 2], padding=[1, 1], dilation=[1, 1], ceil_mode=False,
           indices=In("derived", fn=lambda v, r: torch.ops.aten.max_pool2d_with_indices(
               v["self"], [3, 3], [2, 2], [1, 1])[1], desc="indices of self")),
+        C("avg_pool2d", self=f(B, C_, 7, 6), kernel_size=[3, 3], stride=[2, 2],
+          padding=[1, 1], ceil_mode=True, count_include_pad=False),
+        C("avg_pool2d", self=f(C_, 5, 4), kernel_size=[2, 2], stride=[], padding=[1, 0],
+          divisor_override=3),
+        C("avg_pool2d_backward", grad_output=f(B, C_, 4, 4), self=f(B, C_, 7, 6),
+          kernel_size=[3, 3], stride=[2, 2], padding=[1, 1], ceil_mode=True,
+          count_include_pad=True, divisor_override=None),
+        C("_adaptive_avg_pool2d", self=f(B, C_, 7, 5), output_size=[3, 2]),
+        C("_adaptive_avg_pool2d_backward", grad_output=f(B, C_, 3, 2), self=f(B, C_, 7, 5)),
         # Embedding: indices in [0, V).
         C("embedding", weight=f(V, D), indices=idx(V, B, S)),
         C("embedding", weight=f(V, D), indices=idx(V, K, dtype="int32", put={0: 0}),
@@ -480,7 +492,9 @@ def op_text(case, operands, results, extra=None):
     for o, v in zip(case["operands"], operands):
         text += (" %s %s" % (o["name"], v)) if o["name"] in keywords else \
             ((", " if text else " ") + v)
-    attrs = [(k, mlir_attr(decode_attr(v))) for k, v in case["attrs"].items()]
+    given = dict(DIALECT_NONE.get(case["op"], {}))
+    given.update({k: v for k, v in case["attrs"].items() if v is not None or k not in given})
+    attrs = [(k, mlir_attr(decode_attr(v))) for k, v in given.items()]
     attrs += list((extra or {}).items())
     if attrs:
         text += " {%s}" % ", ".join("%s = %s" % kv for kv in attrs)

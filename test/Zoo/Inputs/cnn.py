@@ -1,6 +1,7 @@
 """A plain PyTorch CNN factory (not transformers): grouped and depthwise
 convolutions with and without bias, BatchNorm2d and BatchNorm1d, ReLU6,
-max and adaptive average pooling, 1-D convolution, a linear head."""
+max, average and adaptive average pooling, 1-D convolution, a linear
+head."""
 import torch
 import torch.nn as nn
 
@@ -16,15 +17,16 @@ class CNN(nn.Module):
         self.depthwise = nn.Conv2d(2 * width, 2 * width, 3, padding=2, dilation=2,
                                    groups=2 * width, bias=False)
         self.norm = nn.BatchNorm2d(2 * width, momentum=0.3)
-        self.pool = nn.AdaptiveAvgPool2d(1)
+        self.smooth = nn.AvgPool2d(3, stride=1, padding=1, count_include_pad=False)
+        self.pool = nn.AdaptiveAvgPool2d((2, 1))
         self.conv1d = nn.Conv1d(1, 2, 3, padding=1)
         self.norm1d = nn.BatchNorm1d(2)
-        self.head = nn.Linear(4 * width, classes)
+        self.head = nn.Linear(8 * width, classes)
 
     def forward(self, x):
         x = self.stem(x)
         x = torch.relu(self.norm(self.depthwise(self.grouped(x))))
-        x = self.pool(x).flatten(1)
+        x = self.pool(self.smooth(x)).flatten(1)
         y = self.norm1d(self.conv1d(x.unsqueeze(1))).flatten(1)
         return self.head(y)
 

@@ -1879,6 +1879,103 @@ def Aten_MaxPool2dWithIndicesBackwardOp : Aten_OtherOp<"max_pool2d_with_indices_
   let ruleBody = "";
 }
 
+def Aten_AvgPool2dOp : Aten_OtherOp<"avg_pool2d"> {
+  let summary = "aten::avg_pool2d(Tensor self, int[2] kernel_size, int[2] stride=[], int[2] padding=0, bool ceil_mode=False, bool count_include_pad=True, int? divisor_override=None) -> Tensor";
+  let description = [{
+    The mean of each `kernel_size` window of the last two dims of `self`
+    `[*B, H, W]` (`torch.nn.functional.avg_pool2d`): the sum of its elements
+    inside the plane over `divisor_override` when it is not 0 (the schema's
+    None; ATen refuses 0), else over the window's size, padding included
+    with `count_include_pad`. `stride` is `kernel_size` when empty; output
+    sizes as `max_pool2d_with_indices`. Linear; the pooled dims stay whole.
+  }];
+  let arguments = (ins Aten_FloatTensor:$self,
+                    DenseI64ArrayAttr:$kernel_size,
+                    DefaultValuedAttr<DenseI64ArrayAttr, "{}">:$stride,
+                    DenseI64ArrayAttr:$padding,
+                    DefaultValuedAttr<BoolAttr, "false">:$ceil_mode,
+                    DefaultValuedAttr<BoolAttr, "true">:$count_include_pad,
+                    I64Attr:$divisor_override);
+  let results = (outs Aten_FloatTensor:$result);
+  let kernel = "avg_pool2d";
+  let kernelArguments = [{
+    return {::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(0), false),
+            ::spmd::aten::KernelArgument::list(::llvm::to_vector(getKernelSize())),
+            ::spmd::aten::KernelArgument::list(::llvm::to_vector(getStride())),
+            ::spmd::aten::KernelArgument::list(::llvm::to_vector(getPadding())),
+            ::spmd::aten::KernelArgument::value(b.getBoolAttr(getCeilMode())),
+            ::spmd::aten::KernelArgument::value(b.getBoolAttr(getCountIncludePad())),
+            ::spmd::aten::KernelArgument::value(getDivisorOverrideAttr())};
+  }];
+  let inferBody = "";
+  let ruleBody = "";
+}
+
+def Aten_AvgPool2dBackwardOp : Aten_OtherOp<"avg_pool2d_backward"> {
+  let summary = "aten::avg_pool2d_backward(Tensor grad_output, Tensor self, int[2] kernel_size, int[2] stride, int[2] padding, bool ceil_mode, bool count_include_pad, int? divisor_override) -> Tensor";
+  let description = [{
+    The gradient of `aten.avg_pool2d` (shaped like `self`): each window's
+    `grad_output` over its divisor added to the window's elements; arguments
+    as there.
+  }];
+  let arguments = (ins Aten_FloatTensor:$grad_output,
+                    Aten_FloatTensor:$self,
+                    DenseI64ArrayAttr:$kernel_size,
+                    DenseI64ArrayAttr:$stride,
+                    DenseI64ArrayAttr:$padding,
+                    BoolAttr:$ceil_mode,
+                    BoolAttr:$count_include_pad,
+                    I64Attr:$divisor_override);
+  let results = (outs Aten_FloatTensor:$result);
+  let kernel = "avg_pool2d_backward";
+  let kernelArguments = [{
+    return {::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(0), false),
+            ::spmd::aten::KernelArgument::list(::llvm::to_vector(getKernelSize())),
+            ::spmd::aten::KernelArgument::list(::llvm::to_vector(getStride())),
+            ::spmd::aten::KernelArgument::list(::llvm::to_vector(getPadding())),
+            ::spmd::aten::KernelArgument::value(b.getBoolAttr(getCeilMode())),
+            ::spmd::aten::KernelArgument::value(b.getBoolAttr(getCountIncludePad())),
+            ::spmd::aten::KernelArgument::value(getDivisorOverrideAttr())};
+  }];
+  let inferBody = "";
+  let ruleBody = "";
+}
+
+def Aten_AdaptiveAvgPool2dOp : Aten_OtherOp<"_adaptive_avg_pool2d"> {
+  let summary = "aten::_adaptive_avg_pool2d(Tensor self, SymInt[2] output_size) -> Tensor";
+  let description = [{
+    The mean of `self` `[*B, H, W]` over `output_size` windows: window `i`
+    of a dim of `n` elements pooled to `m` spans `[floor(i * n / m), ceil((i
+    + 1) * n / m))` (`torch.nn.functional.adaptive_avg_pool2d`). Linear; the
+    pooled dims stay whole.
+  }];
+  let arguments = (ins Aten_FloatTensor:$self,
+                    DenseI64ArrayAttr:$output_size);
+  let results = (outs Aten_FloatTensor:$result);
+  let kernel = "adaptive_avg_pool2d";
+  let kernelArguments = [{
+    return {::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(0), false)};
+  }];
+  let inferBody = "";
+  let ruleBody = "";
+}
+
+def Aten_AdaptiveAvgPool2dBackwardOp : Aten_OtherOp<"_adaptive_avg_pool2d_backward"> {
+  let summary = "aten::_adaptive_avg_pool2d_backward(Tensor grad_output, Tensor self) -> Tensor";
+  let description = [{
+    The gradient of `aten._adaptive_avg_pool2d` (shaped like `self`).
+  }];
+  let arguments = (ins Aten_FloatTensor:$grad_output,
+                    Aten_FloatTensor:$self);
+  let results = (outs Aten_FloatTensor:$result);
+  let kernel = "adaptive_avg_pool2d_backward";
+  let kernelArguments = [{
+    return {::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(0), false)};
+  }];
+  let inferBody = "";
+  let ruleBody = "";
+}
+
 def Aten_NllLossForwardOp : Aten_OtherOp<"nll_loss_forward"> {
   let summary = "aten::nll_loss_forward(Tensor self, Tensor target, Tensor? weight, int reduction, SymInt ignore_index) -> (Tensor output, Tensor total_weight)";
   let description = [{
