@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "spmd/Dialect/Aten/Aten.h"
+#include "spmd/Runtime/Window.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
@@ -1295,21 +1296,6 @@ static LogicalResult expectWindow(int64_t spatial, ArrayRef<int64_t> stride,
   return success();
 }
 
-/// The output size of a window of `k` elements over `size` (ATen's
-/// pooling_output_shape; a convolution is ceil_mode false): -1 when no
-/// window fits.
-static int64_t windowOutputSize(int64_t size, int64_t k, int64_t stride,
-                                int64_t pad, int64_t dilation, bool ceilMode) {
-  int64_t span = size + 2 * pad - dilation * (k - 1) - 1;
-  if (span < 0)
-    return -1;
-  int64_t out = (span + (ceilMode ? stride - 1 : 0)) / stride + 1;
-  // A last window that would start in the right padding is dropped.
-  if (ceilMode && (out - 1) * stride >= size + pad)
-    --out;
-  return out;
-}
-
 /// The shape of a convolution's result, after checking its operands
 /// (`aten.convolution` and `aten.convolution_backward` share it).
 static FailureOr<SmallVector<int64_t>> inferConvolution(
@@ -1335,9 +1321,9 @@ static FailureOr<SmallVector<int64_t>> inferConvolution(
                        << " input channels in " << groups << " groups";
   SmallVector<int64_t> shape = {input.getDimSize(0), outChannels};
   for (int64_t d = 0; d < spatial; ++d) {
-    int64_t size =
-        windowOutputSize(input.getDimSize(2 + d), weight.getDimSize(2 + d),
-                         stride[d], padding[d], dilation[d], false);
+    int64_t size = spmd::rt::windowOutputSize(
+        input.getDimSize(2 + d), weight.getDimSize(2 + d), stride[d],
+        padding[d], dilation[d], false);
     if (size < 1)
       return emitError() << "the kernel " << weight << " does not fit input "
                          << input << " along spatial dim " << d;
@@ -1415,9 +1401,9 @@ inferPool2d(RankedTensorType self, ArrayRef<int64_t> kernelSize,
       return emitError() << "padding " << padding[d]
                          << " is more than half of kernel_size "
                          << kernelSize[d];
-    int64_t size =
-        windowOutputSize(self.getDimSize(rank - 2 + d), kernelSize[d],
-                         stride[d], padding[d], dilation[d], ceilMode);
+    int64_t size = spmd::rt::windowOutputSize(
+        self.getDimSize(rank - 2 + d), kernelSize[d], stride[d], padding[d],
+        dilation[d], ceilMode);
     if (size < 1)
       return emitError() << "the window does not fit " << self << " along dim "
                          << rank - 2 + d;

@@ -6,6 +6,8 @@
 
 #include "Kernels.h"
 
+#include "spmd/Runtime/Window.h"
+
 #include <climits>
 #include <initializer_list>
 
@@ -291,19 +293,6 @@ static void setWindow(const char *kernel, const char *name, int64_t *to,
   }
 }
 
-/// ATen's pooling_output_shape (a convolution: ceil_mode false); -1 when
-/// no window fits.
-static int64_t windowOutput(int64_t size, int64_t k, int64_t stride,
-                            int64_t pad, int64_t dilation, bool ceilMode) {
-  int64_t span = size + 2 * pad - dilation * (k - 1) - 1;
-  if (span < 0)
-    return -1;
-  int64_t out = (span + (ceilMode ? stride - 1 : 0)) / stride + 1;
-  if (ceilMode && (out - 1) * stride >= size + pad)
-    --out;
-  return out;
-}
-
 /// Fatal unless `b` is [lead..., out[3 - spatial]...].
 static void checkWindowOutput(const char *kernel, const char *name,
                               const SpmdBuffer *b,
@@ -349,8 +338,8 @@ WindowGeometry checkConvolution(const char *kernel, const SpmdBuffer *out,
     const int32_t at = 3 - spatial + d;
     g.in[at] = input->shape[2 + d];
     g.k[at] = weight->shape[2 + d];
-    g.out[at] = windowOutput(g.in[at], g.k[at], g.stride[at], g.pad[at],
-                             g.dilation[at], false);
+    g.out[at] = windowOutputSize(g.in[at], g.k[at], g.stride[at], g.pad[at],
+                                 g.dilation[at], false);
     if (g.out[at] < 1)
       spmd_rt_fatal("%s: weight %s does not fit input %s", kernel,
                     shapeStr(weight).c_str(), shapeStr(input).c_str());
@@ -400,8 +389,8 @@ WindowGeometry checkPool2d(const char *kernel, const SpmdBuffer *pooled,
   setWindow(kernel, "dilation", g.dilation, nDilation, dilation, 2, 1);
   for (int32_t at = 1; at < 3; ++at) {
     g.in[at] = self->shape[self->rank - 3 + at];
-    g.out[at] = windowOutput(g.in[at], g.k[at], g.stride[at], g.pad[at],
-                             g.dilation[at], ceilMode != 0);
+    g.out[at] = windowOutputSize(g.in[at], g.k[at], g.stride[at], g.pad[at],
+                                 g.dilation[at], ceilMode != 0);
     if (2 * g.pad[at] > g.k[at] || g.out[at] < 1)
       spmd_rt_fatal("%s: the window does not fit self %s", kernel,
                     shapeStr(self).c_str());
