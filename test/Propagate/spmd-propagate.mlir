@@ -184,3 +184,31 @@ func.func @too_large(%a: tensor<1xf32>) -> tensor<8x8589934592xf32> {
   %0 = aten.expand %a {size = array<i64: 8, 8589934592>} : (tensor<1xf32>) -> tensor<8x8589934592xf32>
   return %0 : tensor<8x8589934592xf32>
 }
+
+// -----
+
+// Chain moves: BatchNorm's variance over a batch-sharded input, normalized
+// and used to update the running variance. Single-op moves leave it
+// reduce-scattered, carried on channel shards and gathered twice (for the
+// normalization and where the running variance is returned); re-placing the
+// chain of small ops together all-reduces it once.
+// CHECK-LABEL: func.func @batch_norm
+// CHECK: spmd.redistribute %{{.*}} from #spmd.layout<@mesh, [partial<sum>]> to #spmd.layout<@mesh, [replicate]>
+// CHECK-NOT: spmd.redistribute
+// CHECK: return
+spmd.mesh @mesh shape = [4] names = ["dp"]
+func.func @batch_norm(%x: tensor<8x16x4xf32> {spmd.layout = #spmd.layout<@mesh, [shard<0>]>}, %rv: tensor<16xf32> {spmd.layout = #spmd.layout<@mesh, [replicate]>})
+    -> (tensor<8x16x4xf32> {spmd.layout = #spmd.layout<@mesh, [shard<0>]>}, tensor<16xf32> {spmd.layout = #spmd.layout<@mesh, [replicate]>}) {
+  %sq = aten.mul.Tensor %x, %x : (tensor<8x16x4xf32>, tensor<8x16x4xf32>) -> tensor<8x16x4xf32>
+  %s = aten.sum.dim_IntList %sq {dim = array<i64: 0, 2>, keepdim = true} : (tensor<8x16x4xf32>) -> tensor<1x16x1xf32>
+  %var = aten.div.Scalar %s {other = 32.0 : f64} : (tensor<1x16x1xf32>) -> tensor<1x16x1xf32>
+  %eps = aten.add.Scalar %var {other = 1.0e-05 : f64} : (tensor<1x16x1xf32>) -> tensor<1x16x1xf32>
+  %inv = aten.rsqrt %eps : (tensor<1x16x1xf32>) -> tensor<1x16x1xf32>
+  %y = aten.mul.Tensor %x, %inv : (tensor<8x16x4xf32>, tensor<1x16x1xf32>) -> tensor<8x16x4xf32>
+  %u = aten.div.Scalar %s {other = 31.0 : f64} : (tensor<1x16x1xf32>) -> tensor<1x16x1xf32>
+  %uv = aten.view %u {size = array<i64: 16>} : (tensor<1x16x1xf32>) -> tensor<16xf32>
+  %m = aten.mul.Scalar %uv {other = 0.1 : f64} : (tensor<16xf32>) -> tensor<16xf32>
+  %k = aten.mul.Scalar %rv {other = 0.9 : f64} : (tensor<16xf32>) -> tensor<16xf32>
+  %new = aten.add.Tensor %m, %k : (tensor<16xf32>, tensor<16xf32>) -> tensor<16xf32>
+  return %y, %new : tensor<8x16x4xf32>, tensor<16xf32>
+}
