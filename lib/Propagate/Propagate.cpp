@@ -274,8 +274,8 @@ void FunctionPropagation::chooseGreedy(bool followShards, bool keepReplicated) {
     // DTensor's order of preference: the least communication, then the
     // fewest operands to redistribute at all (a free slice of a replicated
     // operand commits its consumers to that shard), then the least compute.
-    std::tuple<unsigned, unsigned, double, unsigned, double> best{
-        ~0u, ~0u, kInf, 0, kInf};
+    std::tuple<unsigned, unsigned, double, unsigned, unsigned, double> best{
+        ~0u, ~0u, kInf, 0, 0, kInf};
     using Kind = layout::Placement::Kind;
     auto is = [&](unsigned layout, size_t m, Kind kind) {
       return cost.layout(layout)[m].kind == kind;
@@ -326,8 +326,19 @@ void FunctionPropagation::chooseGreedy(bool followShards, bool keepReplicated) {
                             return cost.layout(o)[m].isShardLike();
                           });
       }
-      std::tuple<unsigned, unsigned, double, unsigned, double> key{
-          unreplicated, resharded, operandCost(i, s), moved, ids[i][s].compute};
+      // Following shards, a result is not sharded where no operand is (a
+      // free slice of a replicated value, ViT's expanded [CLS] token): as
+      // DTensor's strategies, it follows its operands.
+      unsigned sliced = 0;
+      for (size_t m = 0; followShards && m < meshRank; ++m)
+        for (unsigned r : ids[i][s].results)
+          sliced += cost.layout(r)[m].isShardLike() &&
+                    llvm::none_of(ids[i][s].operands, [&](unsigned o) {
+                      return cost.layout(o)[m].isShardLike();
+                    });
+      std::tuple<unsigned, unsigned, double, unsigned, unsigned, double> key{
+          unreplicated, resharded, operandCost(i, s),
+          moved,        sliced,    ids[i][s].compute};
       if (key < best) {
         best = key;
         choice[i] = s;
