@@ -79,19 +79,20 @@ private:
   bool sweep();
   /// The objective's part that the choices of `region` (op indices) change:
   /// their compute and the redistributions of their operands and results.
-  /// With `bytes`, the bytes per rank of those redistributions and their
-  /// number of collectives instead.
-  std::pair<double, double> regionVolume(ArrayRef<unsigned> region);
   double regionCost(ArrayRef<unsigned> region);
+  /// The same redistributions' bytes per rank and number of collectives.
+  std::pair<int64_t, int64_t> regionVolume(ArrayRef<unsigned> region);
   /// Chain moves, which single-op sweeps cannot make when each step alone
-  /// costs as much as it saves: where a value is redistributed for a use,
-  /// its producer takes a strategy that gives the needed layout, and so on
-  /// up the producers of the operands that then mismatch (at most
-  /// kChainDepth ops), kept if the chain lowers the objective with fewer
-  /// collectives moving no more bytes. A Partial
-  /// reduced once, then carried through a few small ops, beats a
-  /// reduce_scatter whose shard is gathered again (BatchNorm's statistics).
+  /// costs as much as it saves: each value redistributed for a use seeds
+  /// tryChain. A Partial reduced once, then carried through a few small
+  /// ops, beats a reduce_scatter whose shard is gathered again (BatchNorm's
+  /// statistics).
   bool sweepChains();
+  /// Op i's result `result` takes layout `want`; the region of re-placed
+  /// ops grows best-first (at most kChainDepth ops, contractions never)
+  /// across the redistributions at its edge, and is kept, returning true,
+  /// once it lowers the objective with fewer collectives moving no more
+  /// bytes. Otherwise the choices are restored.
   bool tryChain(unsigned i, unsigned result, unsigned want);
 
   func::FuncOp fn;
@@ -273,7 +274,8 @@ void FunctionPropagation::chooseGreedy(bool followShards, bool keepReplicated) {
     }
     // DTensor's order of preference: the least communication, then the
     // fewest operands to redistribute at all (a free slice of a replicated
-    // operand commits its consumers to that shard), then the least compute.
+    // operand commits its consumers to that shard), then (following shards)
+    // no result sharded where no operand is, then the least compute.
     std::tuple<unsigned, unsigned, double, unsigned, unsigned, double> best{
         ~0u, ~0u, kInf, 0, 0, kInf};
     using Kind = layout::Placement::Kind;
@@ -386,9 +388,9 @@ double FunctionPropagation::regionCost(ArrayRef<unsigned> region) {
   return total;
 }
 
-std::pair<double, double>
+std::pair<int64_t, int64_t>
 FunctionPropagation::regionVolume(ArrayRef<unsigned> region) {
-  double bytes = 0, collectives = 0;
+  int64_t bytes = 0, collectives = 0;
   for (Value v : regionValues(ops, region)) {
     auto type = cast<RankedTensorType>(v.getType());
     SmallVector<unsigned, 4> targets;

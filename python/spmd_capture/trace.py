@@ -117,7 +117,7 @@ def _batch_norm(input, weight, bias, running_mean, running_var, training,
         save_mean = aten.view.default(mean, [input.shape[1]])
         save_invstd = aten.view.default(invstd, [input.shape[1]])
         if running_mean is not None:
-            unbiased = aten.div.Scalar(squares, max(n - 1, 1))
+            unbiased = aten.div.Scalar(squares, n - 1)
             for stat, batch in ((running_mean, save_mean),
                                 (running_var, aten.view.default(unbiased, [input.shape[1]]))):
                 stat.copy_(aten.add.Tensor(aten.mul.Scalar(batch, momentum),

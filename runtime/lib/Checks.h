@@ -299,10 +299,12 @@ WindowGeometry checkMaxPool2d(const char *kernel, const SpmdBuffer *output,
                               int32_t nDilation, const int64_t *dilation,
                               int64_t ceilMode);
 
-/// _adaptive_avg_pool2d: self [*B, H, W] (rank 3 or 4), `pooled` [*B, OH,
-/// OW] with OH, OW >= 1, of self's dtype; the geometry's in and out.
-WindowGeometry checkAdaptivePool2d(const char *kernel, const SpmdBuffer *pooled,
-                                   const SpmdBuffer *self);
+/// The planes of a pooling whose window is not given (the adaptive poolings,
+/// max pooling's backward): self [*B, H, W] (rank 3 or 4), `pooled` [*B,
+/// OH, OW] with OH, OW >= 1, of self's dtype; the geometry's planes, in and
+/// out.
+WindowGeometry checkPooledPlanes(const char *kernel, const SpmdBuffer *pooled,
+                                 const SpmdBuffer *self);
 
 /// local_take and local_take_runs: checkDim(self, dim), then out must be
 /// self's shape outside `dim` (`<kernel>: out <shape> and self <shape>

@@ -591,9 +591,11 @@ struct ConvLabels {
     weight = std::string(1, cout) + (groups == 1 ? 'c' : 'x') + k;
     result = std::string("n") + cout + out;
     bias = std::string(1, cout);
-    rule.unshardable = in + k + out + "x";
-    if (groups > 1)
+    rule.unshardable = in + k + out;
+    if (groups > 1) {
+      rule.unshardable += 'x';
       rule.groupedLabels = {{'g', groups}};
+    }
   }
 };
 } // namespace
@@ -627,9 +629,9 @@ std::optional<EinsumRule> ConvolutionBackwardOp::getShardingRule() {
 }
 
 /// A pooling of the last two dims: they stay whole (`HW` in, `PQ` pooled);
-/// the leading ones shard through. `operands` are labelled in order from
-/// "in" (the pooled input) and "out" (a pooled-shape operand: a gradient,
-/// max pooling's indices); `results` likewise. Linear in operand `linear`
+/// the leading ones shard through. `operandsPooled[i]` (`resultsPooled[i]`)
+/// says whether operand (result) i has the pooled shape (a gradient, max
+/// pooling's indices) rather than the input's. Linear in operand `linear`
 /// (-1: not linear).
 static EinsumRule poolRule(Value self, ArrayRef<bool> operandsPooled,
                            ArrayRef<bool> resultsPooled, int linear) {

@@ -293,17 +293,17 @@ static void setWindow(const char *kernel, const char *name, int64_t *to,
   }
 }
 
-/// Fatal unless `b` is [lead..., out[3 - spatial]...].
+/// Fatal unless `b` is [lead[0], ..., lead[nLead - 1], out[3 - spatial]...]
+/// (`<kernel>: <name> <shape> is not the window output shape`).
 static void checkWindowOutput(const char *kernel, const char *name,
-                              const SpmdBuffer *b,
-                              std::initializer_list<int64_t> lead,
-                              const WindowGeometry &g, int32_t spatial) {
-  bool ok = b->rank == static_cast<int32_t>(lead.size()) + spatial;
-  int32_t d = 0;
-  for (int64_t size : lead)
-    ok = ok && b->shape[d++] == size;
+                              const SpmdBuffer *b, const int64_t *lead,
+                              int32_t nLead, const WindowGeometry &g,
+                              int32_t spatial) {
+  bool ok = b->rank == nLead + spatial;
+  for (int32_t d = 0; d < nLead && ok; ++d)
+    ok = b->shape[d] == lead[d];
   for (int32_t k = 0; k < spatial && ok; ++k)
-    ok = b->shape[d + k] == g.out[3 - spatial + k];
+    ok = b->shape[nLead + k] == g.out[3 - spatial + k];
   if (!ok)
     spmd_rt_fatal("%s: %s %s is not the window output shape", kernel, name,
                   shapeStr(b).c_str());
@@ -347,25 +347,11 @@ WindowGeometry checkConvolution(const char *kernel, const SpmdBuffer *out,
   if (bias && (bias->rank != 1 || bias->shape[0] != g.outChannels))
     spmd_rt_fatal("%s: bias %s is not [%lld]", kernel, shapeStr(bias).c_str(),
                   static_cast<long long>(g.outChannels));
-  checkWindowOutput(kernel, "out", out, {g.n, g.outChannels}, g, spatial);
+  const int64_t lead[] = {g.n, g.outChannels};
+  checkWindowOutput(kernel, "out", out, lead, 2, g, spatial);
   checkSameDTypes(kernel, "input", input, {"weight", "bias", "out"},
                   {weight, bias, out});
   return g;
-}
-
-/// Fatal unless `pooled` is `plane`'s shape with its last two dims `h`, `w`
-/// (`<kernel>: <name> <shape> is not <planeName> <shape> pooled`).
-static void checkPooledShape(const char *kernel, const char *name,
-                             const SpmdBuffer *pooled, const char *planeName,
-                             const SpmdBuffer *plane, int64_t h, int64_t w) {
-  bool ok = pooled->rank == plane->rank &&
-            pooled->shape[pooled->rank - 2] == h &&
-            pooled->shape[pooled->rank - 1] == w;
-  for (int32_t d = 0; d < plane->rank - 2 && ok; ++d)
-    ok = pooled->shape[d] == plane->shape[d];
-  if (!ok)
-    spmd_rt_fatal("%s: %s %s is not %s %s pooled", kernel, name,
-                  shapeStr(pooled).c_str(), planeName, shapeStr(plane).c_str());
 }
 
 WindowGeometry checkPool2d(const char *kernel, const SpmdBuffer *pooled,
@@ -395,7 +381,8 @@ WindowGeometry checkPool2d(const char *kernel, const SpmdBuffer *pooled,
       spmd_rt_fatal("%s: the window does not fit self %s", kernel,
                     shapeStr(self).c_str());
   }
-  checkPooledShape(kernel, "output", pooled, "self", self, g.out[1], g.out[2]);
+  checkWindowOutput(kernel, "output", pooled, self->shape, self->rank - 2, g,
+                    2);
   checkSameDTypes(kernel, "self", self, {"output"}, {pooled});
   return g;
 }
@@ -416,16 +403,12 @@ WindowGeometry checkMaxPool2d(const char *kernel, const SpmdBuffer *output,
   return g;
 }
 
-WindowGeometry checkAdaptivePool2d(const char *kernel, const SpmdBuffer *pooled,
-                                   const SpmdBuffer *self) {
-  if (self->rank != 3 && self->rank != 4)
-    spmd_rt_fatal("%s: self %s is not [C, H, W] or [N, C, H, W]", kernel,
-                  shapeStr(self).c_str());
-  checkPooledShape(
-      kernel, "output", pooled, "self", self,
-      pooled->rank == self->rank ? pooled->shape[self->rank - 2] : -1,
-      pooled->rank == self->rank ? pooled->shape[self->rank - 1] : -1);
-  checkSameDTypes(kernel, "self", self, {"output"}, {pooled});
+WindowGeometry checkPooledPlanes(const char *kernel, const SpmdBuffer *pooled,
+                                 const SpmdBuffer *self) {
+  if ((self->rank != 3 && self->rank != 4) || pooled->rank != self->rank)
+    spmd_rt_fatal("%s: self %s and output %s are not [C, H, W] or [N, C, H, "
+                  "W] alike",
+                  kernel, shapeStr(self).c_str(), shapeStr(pooled).c_str());
   WindowGeometry g;
   g.n = product(self->shape, 0, self->rank - 2);
   for (int32_t at = 1; at < 3; ++at) {
@@ -434,6 +417,9 @@ WindowGeometry checkAdaptivePool2d(const char *kernel, const SpmdBuffer *pooled,
     if (g.out[at] < 1)
       spmd_rt_fatal("%s: output %s is empty", kernel, shapeStr(pooled).c_str());
   }
+  checkWindowOutput(kernel, "output", pooled, self->shape, self->rank - 2, g,
+                    2);
+  checkSameDTypes(kernel, "self", self, {"output"}, {pooled});
   return g;
 }
 

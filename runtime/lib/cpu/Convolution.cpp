@@ -324,20 +324,12 @@ void spmd_rt_max_pool2d_with_indices_backward(SpmdBuffer *out,
                                               const SpmdBuffer *grad_output,
                                               const SpmdBuffer *indices) {
   const char *kernel = "spmd_rt_max_pool2d_with_indices_backward";
-  checkSameShape(kernel, "grad_output", grad_output, "indices", indices);
-  checkSameDTypes(kernel, "out", out, {"grad_output"}, {grad_output});
-  bool ok = out->rank == grad_output->rank && out->rank >= 2 &&
-            indices->dtype == SPMD_I64;
-  for (int32_t d = 0; d + 2 < out->rank && ok; ++d)
-    ok = out->shape[d] == grad_output->shape[d];
-  if (!ok)
-    spmd_rt_fatal("%s: out %s and grad_output %s (indices i64) do not have "
-                  "the same planes",
-                  kernel, shapeStr(out).c_str(), shapeStr(grad_output).c_str());
-  const int64_t planes = product(out->shape, 0, out->rank - 2);
-  const int64_t inPlane = product(out->shape, out->rank - 2, out->rank);
-  const int64_t outPlane =
-      product(grad_output->shape, out->rank - 2, out->rank);
+  // out is shaped like the pooled input, grad_output like the pooling.
+  const WindowGeometry g = checkPooledPlanes(kernel, grad_output, out);
+  checkSameShape(kernel, "indices", indices, "grad_output", grad_output);
+  if (indices->dtype != SPMD_I64)
+    spmd_rt_fatal("%s: indices must be i64", kernel);
+  const int64_t planes = g.n, inPlane = g.inPlane(), outPlane = g.outPlane();
   dispatch<kNumeric>(out->dtype, kernel, [&](auto tag) {
     using T = decltype(tag);
     const T *dy = dataOf<T>(grad_output);
@@ -389,16 +381,15 @@ void spmd_rt_avg_pool2d_backward(SpmdBuffer *out, const SpmdBuffer *grad_output,
 
 void spmd_rt_adaptive_avg_pool2d(SpmdBuffer *out, const SpmdBuffer *self) {
   const char *kernel = "spmd_rt_adaptive_avg_pool2d";
-  avgPool(kernel, out, self, checkAdaptivePool2d(kernel, out, self), true,
-          false, 0);
+  avgPool(kernel, out, self, checkPooledPlanes(kernel, out, self), true, false,
+          0);
 }
 
 void spmd_rt_adaptive_avg_pool2d_backward(SpmdBuffer *out,
                                           const SpmdBuffer *grad_output) {
   const char *kernel = "spmd_rt_adaptive_avg_pool2d_backward";
   avgPoolBackward(kernel, out, grad_output,
-                  checkAdaptivePool2d(kernel, grad_output, out), true, false,
-                  0);
+                  checkPooledPlanes(kernel, grad_output, out), true, false, 0);
 }
 
 } // namespace spmd::rt::cpu
