@@ -200,6 +200,11 @@ class Factory:
     inputs: list
     loss_fn: object
     targets: list
+    # A user's whole step, train_step(model, optimizer, *inputs) (the
+    # Python API, spmd.compile): it computes the loss, calls loss.backward()
+    # and optimizer.step() itself; loss_fn and targets are then unused.
+    train_step: object = None
+    optimizer: object = None  # the torch.optim optimizer train_step is given
 
     def tensors(self, role):
         """(key, tensor) of the tensors among `role`'s ("input"/"target") entries."""
@@ -802,14 +807,12 @@ def trace(factory, optimizer, args, seed, accumulate=1, fake=False):
         # The model holds the traced tensors through backward too: activation
         # checkpointing re-runs its forward there.
         with _reparametrize_module(model, tensors, tie_weights=True):
+            if factory.train_step is not None:
+                return _user_step(factory, flat, inputs, trainable, scope)
             out = forward(factory, lambda a, kw: model(*a, **kw), flat, inputs)
             scope.set("", "loss")
             loss = loss_of(factory, out, flat, targets)
-            if not isinstance(loss, torch.Tensor) or loss.dim() != 0 or \
-                    not loss.is_floating_point():
-                raise CaptureError("the loss must be a 0-dim floating-point tensor, got %s" % (
-                    "a %s tensor of shape %s" % (loss.dtype, tuple(loss.shape))
-                    if isinstance(loss, torch.Tensor) else "a " + type(loss).__name__))
+            _loss_check(loss)
             if accumulate > 1:
                 loss = loss / accumulate
             scope.set("", "backward")
@@ -895,6 +898,72 @@ def trace(factory, optimizer, args, seed, accumulate=1, fake=False):
     torch.manual_seed(seed)
     outputs = _Record(gm).run(*[a.value.clone() for a in args])
     return Step(gm, args, results, list(outputs), module_records(model))
+
+
+class _OptimizerCalls:
+    """What a user's train_step gets as its optimizer while it is traced:
+    the real optimizer's attributes (param_groups, state, ...), with step()
+    and zero_grad() counted instead of run. The traced step applies the
+    update itself (Optimizer.update) once the train_step returns."""
+
+    def __init__(self, optimizer, backwards):
+        self._optimizer, self._backwards, self.steps = optimizer, backwards, 0
+
+    def step(self, closure=None):
+        if closure is not None:
+            raise CaptureError("optimizer.step(closure): a closure (LBFGS-style) cannot be "
+                               "traced; call loss.backward() and optimizer.step() instead")
+        if not self._backwards:
+            raise CaptureError("train_step calls optimizer.step() before loss.backward()")
+        self.steps += 1
+
+    def zero_grad(self, set_to_none=True):
+        pass
+
+    def __getattr__(self, name):
+        return getattr(self._optimizer, name)
+
+
+def _loss_check(loss):
+    if not isinstance(loss, torch.Tensor) or loss.dim() != 0 or not loss.is_floating_point():
+        raise CaptureError("the loss must be a 0-dim floating-point tensor, got %s" % (
+            "a %s tensor of shape %s" % (loss.dtype, tuple(loss.shape))
+            if isinstance(loss, torch.Tensor) else "a " + type(loss).__name__))
+
+
+def _user_step(factory, flat, inputs, trainable, scope):
+    """(loss, gradients) of a user's train_step(model, optimizer, *inputs):
+    its loss.backward() becomes torch.autograd.grad of that loss with respect
+    to the trainable parameters (what autograd would accumulate into .grad),
+    and its optimizer.step() is counted; both must happen exactly once, the
+    backward first. The loss is the tensor backward was called on."""
+    backwards = []
+    optimizer = _OptimizerCalls(factory.optimizer, backwards)
+    tensor_backward = torch.Tensor.backward
+
+    def backward(loss, gradient=None, retain_graph=None, create_graph=False, inputs=None):
+        if gradient is not None or create_graph or inputs is not None:
+            raise CaptureError("loss.backward() with gradient, create_graph or inputs cannot "
+                               "be traced: call loss.backward() on the scalar loss")
+        _loss_check(loss)
+        if backwards:
+            raise CaptureError("train_step calls backward() more than once: accumulate the "
+                               "losses and call backward() once")
+        scope.set("", "backward")
+        backwards.append((loss, torch.autograd.grad(loss, [flat[i] for i in trainable],
+                                                    allow_unused=True)))
+    args, kwargs = call_arguments(factory.inputs, {k: flat[j] for k, j in inputs.items()})
+    torch.Tensor.backward = backward
+    try:
+        factory.train_step(factory.model, optimizer, *args, **kwargs)
+    finally:
+        torch.Tensor.backward = tensor_backward
+    if not backwards:
+        raise CaptureError("train_step never calls loss.backward()")
+    if optimizer.steps != 1:
+        raise CaptureError("train_step calls optimizer.step() %d times: it must call it once, "
+                           "after loss.backward()" % optimizer.steps)
+    return backwards[0]
 
 
 def _data_dependent(fqn, phase):

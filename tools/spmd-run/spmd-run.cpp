@@ -22,25 +22,17 @@
 //===----------------------------------------------------------------------===//
 
 #include "Bundle.h"
+#include "Executable.h"
 
-#include "spmd/Conversion/Passes.h"
 #include "spmd/Dialect/Aten/Aten.h"
 #include "spmd/Dialect/SPMD/SPMD.h"
 #include "spmd/Runtime/Runtime.h"
 #include "spmd/Support/MLIRSource.h"
 
-#include "mlir/Dialect/Arith/IR/Arith.h"
-#include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
-#include "mlir/ExecutionEngine/ExecutionEngine.h"
-#include "mlir/ExecutionEngine/OptUtils.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Parser/Parser.h"
-#include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
-#include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
-#include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/CommandLine.h"
@@ -49,7 +41,6 @@
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Program.h"
 #include "llvm/Support/SourceMgr.h"
-#include "llvm/Support/TargetSelect.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <mpi.h>
@@ -58,7 +49,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
-#include <functional>
 
 using namespace mlir;
 using namespace spmd::run;
@@ -169,143 +159,6 @@ bool insideMpiJob() {
          std::getenv("PMIX_RANK");
 }
 
-/// What the runner needs of one argument or result of the entry function.
-struct Slot {
-  RankedTensorType type; // the local (per-rank) type
-  std::string fqn;
-  std::vector<spmd::layout::Placement> placements; // empty: replicated
-  int64_t updates = -1;
-};
-
-std::string typeString(Type type) {
-  std::string s;
-  llvm::raw_string_ostream os(s);
-  os << type;
-  return s;
-}
-
-std::optional<int32_t> dtypeOf(Type type) {
-  if (type.isF32())
-    return SPMD_F32;
-  if (type.isF64())
-    return SPMD_F64;
-  if (type.isBF16())
-    return SPMD_BF16;
-  if (type.isInteger(64))
-    return SPMD_I64;
-  if (type.isInteger(32))
-    return SPMD_I32;
-  if (type.isInteger(1))
-    return SPMD_I1;
-  return std::nullopt;
-}
-
-Slot readSlot(Type type, DictionaryAttr attrs, const char *what, unsigned i) {
-  Slot slot;
-  slot.type = dyn_cast<RankedTensorType>(type);
-  if (!slot.type || !dtypeOf(slot.type.getElementType()))
-    FATAL("%s %u of @%s has type %s, which spmd-run cannot load", what, i,
-          funcName.c_str(), typeString(type).c_str());
-  if (!attrs)
-    return slot;
-  if (auto fqn = attrs.getAs<StringAttr>("spmd.fqn"))
-    slot.fqn = fqn.str();
-  if (auto layout = attrs.getAs<spmd::LayoutAttr>("spmd.layout"))
-    slot.placements = layout.getLayoutPlacements();
-  if (auto updates = attrs.getAs<IntegerAttr>("spmd.updates"))
-    slot.updates = updates.getInt();
-  return slot;
-}
-
-/// The per-dim global indices this rank holds of a tensor of global shape
-/// `global` laid out as `slot` (all of them when replicated).
-std::vector<std::vector<int64_t>> mapsFor(const Slot &slot,
-                                          const std::vector<int64_t> &global,
-                                          const std::vector<int64_t> &mesh,
-                                          const std::vector<int64_t> &coords) {
-  std::vector<spmd::layout::Placement> placements = slot.placements;
-  for (const spmd::layout::Placement &p : placements)
-    if (p.kind == spmd::layout::Placement::Kind::Partial)
-      FATAL("'%s' has a Partial layout: spmd-run loads and gathers Shard and "
-            "Replicate values only",
-            slot.fqn.c_str());
-  if (placements.empty())
-    placements.assign(mesh.size(), spmd::layout::Placement::replicate());
-  std::string why = spmd::layout::validate(global, mesh, placements, coords);
-  if (!why.empty())
-    FATAL("'%s': layout does not fit global shape: %s", slot.fqn.c_str(),
-          why.c_str());
-  return localIndexMaps(global, mesh, placements, coords);
-}
-
-/// A buffer's values; bf16 widened to f32 by the runtime's cast (.npy and
-/// Array have no bf16).
-Array fromBuffer(const SpmdBuffer *buffer) {
-  if (buffer->dtype == SPMD_BF16) {
-    SpmdBuffer *wide = spmd_rt_alloc(SPMD_F32, buffer->rank, buffer->shape);
-    spmd_rt_copy(wide, buffer);
-    Array a = fromBuffer(wide);
-    spmd_rt_free(wide);
-    return a;
-  }
-  Array a;
-  a.dtype = buffer->dtype;
-  a.shape.assign(buffer->shape, buffer->shape + buffer->rank);
-  a.data.resize(a.numel() * a.elementSize());
-  spmd_rt_read(buffer, a.data.data());
-  return a;
-}
-
-/// A buffer of `dtype` holding `a`: the same dtype, or bf16 from the f32
-/// values the bundle keeps for it, rounded by the runtime's cast.
-SpmdBuffer *toBuffer(const Array &a, int32_t dtype) {
-  SpmdBuffer *b = spmd_rt_alloc(a.dtype, a.shape.size(), a.shape.data());
-  spmd_rt_write(b, a.data.data());
-  if (dtype == a.dtype)
-    return b;
-  SpmdBuffer *narrow = spmd_rt_alloc(dtype, b->rank, b->shape);
-  spmd_rt_copy(narrow, b);
-  spmd_rt_free(b);
-  return narrow;
-}
-
-/// Assembles a result on rank 0 from every rank's local piece.
-Array gather(const SpmdBuffer *local, const Slot &slot,
-             const std::vector<int64_t> &global,
-             const std::vector<int64_t> &mesh) {
-  int rank = spmd_rt_rank(), size = spmd_rt_world_size();
-  Array mine = fromBuffer(local);
-  int bytes = static_cast<int>(mine.data.size());
-  std::vector<int> counts(size), displs(size);
-  MPI_Gather(&bytes, 1, MPI_INT, counts.data(), 1, MPI_INT, 0, MPI_COMM_WORLD);
-  std::vector<char> all;
-  if (rank == 0) {
-    int total = 0;
-    for (int r = 0; r < size; ++r) {
-      displs[r] = total;
-      total += counts[r];
-    }
-    all.resize(total);
-  }
-  MPI_Gatherv(mine.data.data(), bytes, MPI_BYTE, all.data(), counts.data(),
-              displs.data(), MPI_BYTE, 0, MPI_COMM_WORLD);
-  Array result;
-  result.dtype = mine.dtype;
-  result.shape = global;
-  if (rank != 0)
-    return result;
-  result.data.assign(result.numel() * result.elementSize(), 0);
-  for (int r = 0; r < size; ++r) {
-    Array piece = mine;
-    piece.data.assign(all.begin() + displs[r],
-                      all.begin() + displs[r] + counts[r]);
-    insertPiece(
-        result, piece,
-        mapsFor(slot, global, mesh, spmd::layout::rankToCoords(r, mesh)));
-  }
-  return result;
-}
-
 std::string shapeString(const std::vector<int64_t> &shape) {
   std::string s = "[";
   for (size_t i = 0; i < shape.size(); ++i)
@@ -343,27 +196,11 @@ Array readEntryFile(const Entry &entry, const std::string &file) {
 /// or read past a buffer.
 void checkAgainstModule(const Slot &slot, const Entry &entry,
                         const std::vector<int64_t> &mesh, const char *what) {
-  int32_t dtype = *dtypeOf(slot.type.getElementType());
-  if (dtype != entry.dtype)
-    FATAL("%s '%s': the module's type is %s, the bundle's dtype %s", what,
-          entry.fqn.c_str(), typeString(slot.type).c_str(),
-          dtypeName(entry.dtype));
-  std::vector<spmd::layout::Placement> placements = slot.placements;
-  if (placements.empty())
-    placements.assign(mesh.size(), spmd::layout::Placement::replicate());
-  std::string why = spmd::layout::validate(entry.shape, mesh, placements);
+  std::string why = misfit(slot, entry.shape, entry.dtype, mesh);
   if (!why.empty())
-    FATAL("%s '%s': its layout %s does not fit the bundle's shape %s: %s", what,
-          entry.fqn.c_str(), spmd::layout::placementsStr(placements).c_str(),
-          shapeString(entry.shape).c_str(), why.c_str());
-  std::vector<int64_t> local =
-      spmd::layout::maxLocalShape(entry.shape, mesh, placements);
-  if (llvm::ArrayRef<int64_t>(local) != slot.type.getShape())
-    FATAL("%s '%s': the module's local type %s is not the per-rank piece %s "
-          "of the bundle's shape %s under layout %s",
-          what, entry.fqn.c_str(), typeString(slot.type).c_str(),
-          shapeString(local).c_str(), shapeString(entry.shape).c_str(),
-          spmd::layout::placementsStr(placements).c_str());
+    FATAL("%s '%s' of the bundle (shape %s, dtype %s): %s", what,
+          entry.fqn.c_str(), shapeString(entry.shape).c_str(),
+          dtypeName(entry.dtype), why.c_str());
 }
 
 /// The --out file name of each result: its FQN with every character but
@@ -535,10 +372,7 @@ int main(int argc, char **argv) {
           lrSchedule.size(), steps.getValue());
 
   DialectRegistry registry;
-  registry.insert<func::FuncDialect, arith::ArithDialect, LLVM::LLVMDialect,
-                  spmd::SPMDDialect, spmd::aten::AtenDialect>();
-  registerBuiltinDialectTranslation(registry);
-  registerLLVMDialectTranslation(registry);
+  registerExecutableDialects(registry);
   MLIRContext context(registry);
   llvm::SourceMgr sourceMgr;
   SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
@@ -553,22 +387,17 @@ int main(int argc, char **argv) {
   if (!module)
     FATAL("cannot parse %s", inputFile.c_str());
 
-  // The mesh and the entry function's slots, before lowering erases them.
-  std::vector<int64_t> mesh = {size};
-  for (auto meshOp : module->getOps<spmd::MeshOp>())
-    mesh.assign(meshOp.getShape().begin(), meshOp.getShape().end());
-  spmd_rt_set_mesh(mesh.size(), mesh.data());
+  std::string runtimeLib =
+      llvm::sys::path::parent_path(
+          llvm::sys::path::parent_path(llvm::sys::fs::getMainExecutable(
+              argv[0], reinterpret_cast<void *>(&main))))
+          .str() +
+      "/lib/libspmd_runtime.so";
+  std::unique_ptr<Executable> exe =
+      Executable::create(*module, funcName, runtimeLib);
+  const std::vector<int64_t> &mesh = exe->mesh;
   std::vector<int64_t> coords = spmd::layout::rankToCoords(rank, mesh);
-  auto fn = module->lookupSymbol<func::FuncOp>(funcName);
-  if (!fn || fn.isExternal())
-    FATAL("%s has no function @%s", inputFile.c_str(), funcName.c_str());
-  std::vector<Slot> argSlots, resultSlots;
-  for (unsigned i = 0; i < fn.getNumArguments(); ++i)
-    argSlots.push_back(readSlot(fn.getArgumentTypes()[i], fn.getArgAttrDict(i),
-                                "argument", i));
-  for (unsigned i = 0; i < fn.getNumResults(); ++i)
-    resultSlots.push_back(
-        readSlot(fn.getResultTypes()[i], fn.getResultAttrDict(i), "result", i));
+  const std::vector<Slot> &argSlots = exe->args, &resultSlots = exe->results;
 
   auto manifest = readManifest(bundleDir);
   if (!manifest)
@@ -649,33 +478,6 @@ int main(int argc, char **argv) {
     args[i] = toBuffer(a, SPMD_F32);
   };
 
-  // Lower and JIT-compile against the runtime library.
-  PassManager pm(&context);
-  spmd::buildLowerToRuntimePipeline(pm);
-  if (failed(pm.run(*module)))
-    FATAL("lowering %s failed (see the diagnostics above)", inputFile.c_str());
-  llvm::InitializeNativeTarget();
-  llvm::InitializeNativeTargetAsmPrinter();
-  std::string runtimeLib =
-      llvm::sys::path::parent_path(
-          llvm::sys::path::parent_path(llvm::sys::fs::getMainExecutable(
-              argv[0], reinterpret_cast<void *>(&main))))
-          .str() +
-      "/lib/libspmd_runtime.so";
-  ExecutionEngineOptions options;
-  // ExecutionEngineOptions::transformer is a function_ref: the function it
-  // refers to must outlive ExecutionEngine::create.
-  std::function<llvm::Error(llvm::Module *)> optimize =
-      makeOptimizingTransformer(2, 0, nullptr);
-  options.transformer = optimize;
-  llvm::SmallVector<llvm::StringRef> libs = {runtimeLib};
-  options.sharedLibPaths = libs;
-  auto engine = ExecutionEngine::create(*module, options);
-  if (!engine)
-    FATAL("JIT compilation failed: %s",
-          llvm::toString(engine.takeError()).c_str());
-
-  std::vector<void *> results(resultSlots.size());
   std::vector<double> times;
   std::vector<Array> checked;
   int mismatches = 0;
@@ -685,14 +487,9 @@ int main(int argc, char **argv) {
       setScalar(*lrArg, lrSchedule[step]);
     if (stepArg)
       setScalar(*stepArg, firstStep + step);
-    std::vector<void *> packed;
-    for (SpmdBuffer *&a : args)
-      packed.push_back(&a);
-    packed.push_back(results.data());
     MPI_Barrier(MPI_COMM_WORLD);
     auto start = std::chrono::steady_clock::now();
-    if (llvm::Error e = (*engine)->invokePacked(funcName, packed))
-      FATAL("%s", llvm::toString(std::move(e)).c_str());
+    std::vector<SpmdBuffer *> results = exe->invoke(args);
     // The GPU may still be running the step the host finished issuing.
     spmd_rt_synchronize();
     MPI_Barrier(MPI_COMM_WORLD);
@@ -703,9 +500,8 @@ int main(int argc, char **argv) {
     if ((check && step == 0) || (last && !outDir.empty())) {
       std::vector<Array> gathered;
       for (size_t i = 0; i < results.size(); ++i)
-        gathered.push_back(gather(static_cast<SpmdBuffer *>(results[i]),
-                                  resultSlots[i], manifest->results[i].shape,
-                                  mesh));
+        gathered.push_back(gather(results[i], resultSlots[i],
+                                  manifest->results[i].shape, mesh));
       if (check && step == 0 && rank == 0)
         mismatches = compare(gathered, *manifest, resultSlots);
       if (last && !outDir.empty() && rank == 0) {
@@ -722,7 +518,7 @@ int main(int argc, char **argv) {
     }
     // Updated values become the next step's arguments.
     for (size_t i = 0; i < results.size(); ++i) {
-      auto *buffer = static_cast<SpmdBuffer *>(results[i]);
+      SpmdBuffer *buffer = results[i];
       int64_t target = resultSlots[i].updates;
       if (target >= 0 && target < static_cast<int64_t>(args.size())) {
         spmd_rt_free(args[target]);

@@ -1,0 +1,387 @@
+//===- Session.cpp - compile and run a training step, C API ---------------===//
+//
+// The C ABI of spmd-c/Session.h: rank 0 runs the pass pipeline, every rank
+// lowers and JIT-compiles the same per-rank program (spmd::run::Executable)
+// and keeps its pieces of the step's arguments between calls.
+//
+//===----------------------------------------------------------------------===//
+
+#include "spmd-c/Session.h"
+
+#include "Executable.h"
+
+#include "spmd/Parallel/ParallelMode.h"
+#include "spmd/Parallel/Passes.h"
+#include "spmd/Partition/Passes.h"
+#include "spmd/Propagate/Passes.h"
+#include "spmd/Support/MLIRSource.h"
+
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassRegistry.h"
+#include "mlir/Transforms/Passes.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <mpi.h>
+
+#include <cstdarg>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+
+using namespace mlir;
+using namespace spmd::run;
+
+struct SpmdSession {
+  MLIRContext context;
+  std::string program;
+  std::unique_ptr<Executable> exe;
+  std::vector<SpmdBuffer *> args;    // this rank's pieces; null until set
+  std::vector<SpmdBuffer *> results; // the last step's non-update results
+  std::vector<std::optional<std::vector<int64_t>>> argShapes, resultShapes;
+  std::string layoutText;
+
+  explicit SpmdSession(DialectRegistry &registry) : context(registry) {}
+  ~SpmdSession() {
+    for (SpmdBuffer *b : args)
+      spmd_rt_free(b);
+    for (SpmdBuffer *b : results)
+      spmd_rt_free(b);
+  }
+};
+
+namespace {
+
+int32_t fail(char *error, int64_t size, const char *format, ...)
+    __attribute__((format(printf, 3, 4)));
+int32_t fail(char *error, int64_t size, const char *format, ...) {
+  if (error && size > 0) {
+    va_list ap;
+    va_start(ap, format);
+    vsnprintf(error, size, format, ap);
+    va_end(ap);
+  }
+  return 1;
+}
+
+std::vector<int64_t> shapeOf(int32_t rank, const int64_t *shape) {
+  return std::vector<int64_t>(shape, shape + rank);
+}
+
+/// Broadcasts `text` from rank 0 (the others' is replaced).
+void broadcast(std::string &text) {
+  int64_t size = text.size();
+  MPI_Bcast(&size, 1, MPI_INT64_T, 0, MPI_COMM_WORLD);
+  text.resize(size);
+  MPI_Bcast(text.data(), static_cast<int>(size), MPI_CHAR, 0, MPI_COMM_WORLD);
+}
+
+/// Rank 0's part of spmd_session_create: the per-rank program's text, or
+/// the diagnostics that stopped it (`ok` false).
+std::string partition(MLIRContext &context, llvm::StringRef module,
+                      llvm::StringRef pipeline, bool &ok) {
+  ok = false;
+  if (llvm::Error e = spmd::checkMLIRSource(module))
+    return "the captured module: " + llvm::toString(std::move(e));
+  std::string diagnostics;
+  llvm::raw_string_ostream os(diagnostics);
+  ScopedDiagnosticHandler handler(&context, [&](Diagnostic &diag) {
+    if (diag.getSeverity() == DiagnosticSeverity::Error ||
+        diag.getSeverity() == DiagnosticSeverity::Warning) {
+      os << diag.getLocation() << ": "
+         << (diag.getSeverity() == DiagnosticSeverity::Error ? "error: "
+                                                             : "warning: ")
+         << diag << "\n";
+      for (Diagnostic &note : diag.getNotes())
+        os << note.getLocation() << ": note: " << note << "\n";
+    }
+    return success();
+  });
+  OwningOpRef<ModuleOp> parsed =
+      parseSourceString<ModuleOp>(module, ParserConfig(&context));
+  if (!parsed)
+    return "the captured module does not parse:\n" + diagnostics;
+  PassManager pm(&context);
+  std::string parseError;
+  llvm::raw_string_ostream parseErrors(parseError);
+  if (failed(parsePassPipeline(pipeline, pm, parseErrors)))
+    return "pipeline '" + pipeline.str() + "': " + parseError;
+  if (failed(pm.run(*parsed)))
+    return diagnostics.empty() ? "the pipeline failed" : diagnostics;
+  std::string text;
+  llvm::raw_string_ostream out(text);
+  parsed->print(out);
+  ok = true;
+  return text;
+}
+
+int32_t checkIndex(const SpmdSession *s, int32_t which, int32_t i, char *error,
+                   int64_t size) {
+  size_t n = which == 0 ? s->exe->args.size() : s->exe->results.size();
+  if (which != 0 && which != 1)
+    return fail(error, size, "`which` must be 0 (argument) or 1 (result)");
+  if (i < 0 || static_cast<size_t>(i) >= n)
+    return fail(error, size, "%s %d out of range (%zu)",
+                which == 0 ? "argument" : "result", i, n);
+  return 0;
+}
+
+const char *nameOf(const Slot &slot) {
+  return slot.fqn.empty() ? "(unnamed)" : slot.fqn.c_str();
+}
+
+} // namespace
+
+extern "C" {
+
+int32_t spmd_session_init(const char *backend, char *error,
+                          int64_t error_size) {
+  static std::once_flag once;
+  std::string name = backend ? backend : "cpu";
+  if (name != "cpu" && name != "cuda")
+    return fail(error, error_size, "unknown backend '%s' (known: cpu, cuda)",
+                name.c_str());
+  std::call_once(once, [&] {
+    spmd_rt_set_backend(name.c_str());
+    spmd_rt_init(nullptr, nullptr);
+  });
+  if (name != spmd_rt_backend())
+    return fail(error, error_size,
+                "the runtime already runs on backend '%s', not '%s'",
+                spmd_rt_backend(), name.c_str());
+  return 0;
+}
+
+int32_t spmd_session_rank(void) { return spmd_rt_rank(); }
+int32_t spmd_session_world_size(void) { return spmd_rt_world_size(); }
+void spmd_session_barrier(void) { MPI_Barrier(MPI_COMM_WORLD); }
+void spmd_session_finalize(void) { spmd_rt_finalize(); }
+
+SpmdSession *spmd_session_create(const char *module, int64_t size,
+                                 const char *pipeline, const char *runtime_lib,
+                                 char *error, int64_t error_size) {
+  static std::once_flag registered;
+  std::call_once(registered, [] {
+    spmd::registerSPMDPropagatePasses();
+    spmd::registerSPMDParallelPasses();
+    spmd::registerBuiltinParallelModes();
+    spmd::registerSPMDPartitionPasses();
+    registerCanonicalizer();
+    registerCSE();
+  });
+  DialectRegistry registry;
+  registerExecutableDialects(registry);
+  auto session = std::make_unique<SpmdSession>(registry);
+  session->context.loadAllAvailableDialects();
+  bool ok = true;
+  std::string text;
+  if (spmd_rt_rank() == 0)
+    text = partition(session->context, llvm::StringRef(module, size), pipeline,
+                     ok);
+  int okFlag = ok;
+  MPI_Bcast(&okFlag, 1, MPI_INT, 0, MPI_COMM_WORLD);
+  broadcast(text);
+  if (!okFlag) {
+    fail(error, error_size, "%s", text.c_str());
+    return nullptr;
+  }
+  session->program = text;
+  OwningOpRef<ModuleOp> program =
+      parseSourceString<ModuleOp>(text, ParserConfig(&session->context));
+  if (!program)
+    spmd_rt_fatal("the per-rank program does not parse (a bug)");
+  session->exe = Executable::create(*program, "train_step", runtime_lib);
+  session->args.assign(session->exe->args.size(), nullptr);
+  session->argShapes.resize(session->exe->args.size());
+  session->resultShapes.resize(session->exe->results.size());
+  session->results.assign(session->exe->results.size(), nullptr);
+  return session.release();
+}
+
+void spmd_session_destroy(SpmdSession *session) { delete session; }
+
+const char *spmd_session_program(const SpmdSession *session) {
+  return session->program.c_str();
+}
+
+int32_t spmd_session_num_args(const SpmdSession *session) {
+  return session->exe->args.size();
+}
+
+int32_t spmd_session_num_results(const SpmdSession *session) {
+  return session->exe->results.size();
+}
+
+int64_t spmd_session_result_updates(const SpmdSession *session, int32_t i) {
+  if (checkIndex(session, 1, i, nullptr, 0))
+    return -1;
+  return session->exe->results[i].updates;
+}
+
+const char *spmd_session_layout(SpmdSession *session, int32_t which,
+                                int32_t i) {
+  if (checkIndex(session, which, i, nullptr, 0))
+    return "";
+  const Slot &slot =
+      which == 0 ? session->exe->args[i] : session->exe->results[i];
+  std::vector<spmd::layout::Placement> placements = slot.placements;
+  if (placements.empty())
+    placements.assign(session->exe->mesh.size(),
+                      spmd::layout::Placement::replicate());
+  session->layoutText = spmd::layout::placementsStr(placements);
+  return session->layoutText.c_str();
+}
+
+int32_t spmd_session_set_arg(SpmdSession *session, int32_t i, const void *data,
+                             int32_t dtype, int32_t rank, const int64_t *shape,
+                             int32_t root, char *error, int64_t error_size) {
+  if (checkIndex(session, 0, i, error, error_size))
+    return 1;
+  const Slot &slot = session->exe->args[i];
+  std::vector<int64_t> global = shapeOf(rank, shape);
+  int32_t want = *dtypeOf(slot.type.getElementType());
+  int32_t slotDtype = want == SPMD_BF16 ? SPMD_F32 : want;
+  // A bf16 argument takes f32 values: misfit compares the program's dtype.
+  std::string why = misfit(slot, global, dtype == slotDtype ? want : dtype,
+                           session->exe->mesh);
+  if (!why.empty())
+    return fail(error, error_size, "argument %d '%s': %s", i, nameOf(slot),
+                why.c_str());
+  Array array;
+  array.dtype = dtype;
+  array.shape = global;
+  array.data.resize(array.numel() * array.elementSize());
+  if (root < 0 || spmd_rt_rank() == root)
+    std::memcpy(array.data.data(), data, array.data.size());
+  if (root >= 0) {
+    if (root >= spmd_rt_world_size())
+      spmd_rt_fatal("spmd_session_set_arg: root %d of a world of %d", root,
+                    spmd_rt_world_size());
+    // MPI counts are ints: large arrays go in pieces.
+    constexpr size_t kChunk = size_t(1) << 30;
+    for (size_t at = 0; at < array.data.size(); at += kChunk)
+      MPI_Bcast(array.data.data() + at,
+                static_cast<int>(std::min(kChunk, array.data.size() - at)),
+                MPI_BYTE, root, MPI_COMM_WORLD);
+  }
+  auto maps =
+      mapsFor(slot, global, session->exe->mesh,
+              spmd::layout::rankToCoords(spmd_rt_rank(), session->exe->mesh));
+  std::vector<int64_t> local(slot.type.getShape());
+  spmd_rt_free(session->args[i]);
+  session->args[i] = toBuffer(extractPiece(array, maps, local), want);
+  session->argShapes[i] = global;
+  return 0;
+}
+
+int32_t spmd_session_set_result_shape(SpmdSession *session, int32_t i,
+                                      int32_t rank, const int64_t *shape,
+                                      char *error, int64_t error_size) {
+  if (checkIndex(session, 1, i, error, error_size))
+    return 1;
+  const Slot &slot = session->exe->results[i];
+  std::vector<int64_t> global = shapeOf(rank, shape);
+  std::string why = misfit(slot, global, *dtypeOf(slot.type.getElementType()),
+                           session->exe->mesh);
+  if (!why.empty())
+    return fail(error, error_size, "result %d '%s': %s", i, nameOf(slot),
+                why.c_str());
+  session->resultShapes[i] = global;
+  return 0;
+}
+
+int32_t spmd_session_run(SpmdSession *session, int64_t step, char *error,
+                         int64_t error_size) {
+  for (size_t i = 0; i < session->args.size(); ++i)
+    if (!session->args[i])
+      return fail(error, error_size, "argument %zu '%s' was never set", i,
+                  nameOf(session->exe->args[i]));
+  for (size_t i = 0; i < session->results.size(); ++i) {
+    int64_t updates = session->exe->results[i].updates;
+    if (updates < 0 && !session->resultShapes[i])
+      return fail(error, error_size, "result %zu '%s' has no global shape", i,
+                  nameOf(session->exe->results[i]));
+  }
+  spmd_rt_set_step(step);
+  std::vector<SpmdBuffer *> results = session->exe->invoke(session->args);
+  for (size_t i = 0; i < results.size(); ++i) {
+    int64_t target = session->exe->results[i].updates;
+    spmd_rt_free(session->results[i]);
+    session->results[i] = nullptr;
+    if (target >= 0 && target < static_cast<int64_t>(session->args.size())) {
+      spmd_rt_free(session->args[target]);
+      session->args[target] = results[i];
+      session->resultShapes[i] = session->argShapes[target];
+    } else {
+      session->results[i] = results[i];
+    }
+  }
+  return 0;
+}
+
+int32_t spmd_session_gather(SpmdSession *session, int32_t which, int32_t i,
+                            void *out, char *error, int64_t error_size) {
+  if (checkIndex(session, which, i, error, error_size))
+    return 1;
+  const Slot *slot;
+  const SpmdBuffer *buffer;
+  std::optional<std::vector<int64_t>> global;
+  if (which == 0) {
+    slot = &session->exe->args[i];
+    buffer = session->args[i];
+    global = session->argShapes[i];
+  } else {
+    slot = &session->exe->results[i];
+    int64_t target = slot->updates;
+    buffer = target >= 0 ? session->args[target] : session->results[i];
+    global =
+        target >= 0 ? session->argShapes[target] : session->resultShapes[i];
+  }
+  if (!buffer || !global)
+    return fail(error, error_size, "%s %d '%s' has no value yet",
+                which == 0 ? "argument" : "result", i, nameOf(*slot));
+  Array array = gather(buffer, *slot, *global, session->exe->mesh,
+                       /*everyRank=*/true);
+  std::memcpy(out, array.data.data(), array.data.size());
+  return 0;
+}
+
+int32_t spmd_session_piece(SpmdSession *session, int32_t i, int64_t *shape,
+                           void *data, int64_t *indices, char *error,
+                           int64_t error_size) {
+  if (checkIndex(session, 0, i, error, error_size))
+    return 1;
+  const Slot &slot = session->exe->args[i];
+  if (!session->args[i])
+    return fail(error, error_size, "argument %d '%s' has no value yet", i,
+                nameOf(slot));
+  auto maps =
+      mapsFor(slot, *session->argShapes[i], session->exe->mesh,
+              spmd::layout::rankToCoords(spmd_rt_rank(), session->exe->mesh));
+  for (size_t d = 0; d < maps.size(); ++d)
+    shape[d] = maps[d].size();
+  if (!data || !indices)
+    return 0;
+  // The valid region of the (padded) local buffer: the piece as a global
+  // array of the piece's own shape, read through identity maps.
+  Array local = fromBuffer(session->args[i]);
+  Array piece;
+  piece.dtype = local.dtype;
+  std::vector<std::vector<int64_t>> identity;
+  for (const auto &map : maps) {
+    piece.shape.push_back(map.size());
+    identity.emplace_back();
+    for (int64_t k = 0; k < static_cast<int64_t>(map.size()); ++k)
+      identity.back().push_back(k);
+  }
+  piece.data.assign(piece.numel() * piece.elementSize(), 0);
+  insertPiece(piece, local, identity);
+  std::memcpy(data, piece.data.data(), piece.data.size());
+  for (const auto &map : maps)
+    indices = std::copy(map.begin(), map.end(), indices);
+  return 0;
+}
+
+} // extern "C"

@@ -1,0 +1,439 @@
+"""spmd from Python: turn a single-device training step into a distributed one.
+
+    import spmd
+
+    @spmd.compile(parallel_mode="fsdp")        # ddp | fsdp | tp | fsdp-tp
+    def train_step(model, optimizer, x, y):
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        return loss
+
+    for x, y in data:                          # every rank: the same global batch
+        loss = train_step(model, optimizer, x, y)
+
+and `mpirun -np 4 python train.py`: each process is one rank of the MPI
+job (the world is MPI_COMM_WORLD; a process started without mpirun is a
+world of one). The first call traces the step (forward, loss, backward,
+optimizer update; spmd-capture's tracer), partitions it for the mode and the
+device mesh (`spmd-parallelize` on rank 0, which sends the per-rank program
+to the others), lowers and JIT-compiles it; every later call runs it.
+
+- **The batch**: every rank passes the *global* batch (the single-device
+  step's; load the same data on every rank, e.g. the same seed); each rank
+  keeps the piece its layout gives it (its Shard(0) rows under data
+  parallelism, all of it under tensor parallelism).
+- **State**: the first call takes the parameters, buffers and optimizer
+  state (zero if the optimizer has not stepped) from rank 0's model and
+  optimizer, as DDP does; from then on they live sharded in the runtime and
+  the model's own tensors are not updated: `state_dict()` gathers them,
+  `sync(model, optimizer)` writes them back, `save(dir)` / `load(dir)` write
+  and read a sharded checkpoint (each rank its own pieces, plus metadata to
+  reload on another mesh).
+- **Per call**: the learning rate is read from
+  `optimizer.param_groups[0]["lr"]` (a scheduler changes it without a
+  recompile); the step count (Adam's bias correction, dropout's draws) counts
+  the steps taken. A call whose batch shapes, dtypes or Python constants, or
+  whose optimizer's other hyperparameters, differ from the compiled ones
+  recompiles (`on_recompile="recompile"`, after writing the state back into
+  the model and optimizer) or raises (`"error"`), as torch.compile's guards.
+- **The train_step** calls `loss.backward()` once on the scalar loss and
+  `optimizer.step()` once after it (`zero_grad` is free); the optimizer is
+  torch.optim's SGD, Adam or AdamW with one parameter group. Clip gradients
+  with `clip_grad_norm=` (the step sees no `.grad`). It returns the loss; the
+  call returns it as a 0-dim tensor, the same on every rank.
+"""
+import ctypes
+import json
+import os
+import atexit
+
+import numpy as np
+import torch
+
+from ._lib import DTYPES, HOST, SpmdError, call, lib, path, shape_array
+
+__all__ = ["compile", "CompiledStep", "SpmdError", "init", "rank", "world_size"]
+
+_started = False
+_live = []
+
+
+def init(backend="cpu"):
+    """Starts the runtime (MPI_Init) on `backend`: "cpu" (MPI and the CPU
+    kernels) or "cuda" (one GPU per rank, NCCL). The first compile calls it
+    with its own backend; call it first to learn rank() before compiling."""
+    global _started
+    call("spmd_session_init", backend.encode())
+    if not _started:
+        _started = True
+        atexit.register(_finalize)
+
+
+def _finalize():
+    for session in list(_live):
+        session.close()
+    lib().spmd_session_finalize()
+
+
+def rank():
+    """This process's rank in the job (starts the runtime on "cpu")."""
+    if not _started:
+        init()
+    return lib().spmd_session_rank()
+
+
+def world_size():
+    if not _started:
+        init()
+    return lib().spmd_session_world_size()
+
+
+def _optimizer_of(optimizer, clip_grad_norm, clip_norm_type):
+    """The tracer's description of a torch.optim optimizer (SGD, Adam, AdamW)."""
+    from spmd_capture.trace import Optimizer
+    kinds = {torch.optim.SGD: "sgd", torch.optim.Adam: "adam", torch.optim.AdamW: "adamw"}
+    name = kinds.get(type(optimizer))
+    if name is None:
+        raise SpmdError("the optimizer is a %s: spmd.compile takes torch.optim's SGD, Adam "
+                        "and AdamW" % type(optimizer).__name__)
+    if len(optimizer.param_groups) != 1:
+        raise SpmdError("the optimizer has %d parameter groups: spmd.compile takes one"
+                        % len(optimizer.param_groups))
+    g = optimizer.param_groups[0]
+    for flag in ("maximize", "capturable", "differentiable"):
+        if g.get(flag):
+            raise SpmdError("the optimizer's %s=True is not supported" % flag)
+    lr = float(g["lr"])
+    if name == "sgd":
+        return Optimizer(name, lr, momentum=g["momentum"], dampening=g["dampening"],
+                         nesterov=g["nesterov"], weight_decay=g["weight_decay"],
+                         clip_grad_norm=clip_grad_norm, clip_norm_type=clip_norm_type)
+    return Optimizer(name, lr, weight_decay=g["weight_decay"], betas=g["betas"], eps=g["eps"],
+                     amsgrad=g["amsgrad"], clip_grad_norm=clip_grad_norm,
+                     clip_norm_type=clip_norm_type)
+
+
+def _hyperparameters(optimizer):
+    """What the compiled step bakes in: everything of the group but lr."""
+    return tuple(sorted((k, repr(v)) for k, v in optimizer.param_groups[0].items()
+                        if k not in ("params", "lr", "initial_lr")))
+
+
+def _guard(model, optimizer, batch):
+    """What a compiled step depends on besides the state: the model and the
+    optimizer it was compiled for, each batch entry's shape and dtype (a
+    tensor) or value (a constant), the optimizer's hyperparameters."""
+    entries = tuple(("tensor", tuple(b.shape), b.dtype) if isinstance(b, torch.Tensor)
+                    else ("constant", repr(b)) for b in batch)
+    return (id(model), id(optimizer), entries, _hyperparameters(optimizer))
+
+
+def _to_host(tensor, dtype):
+    """A C-contiguous NumPy array of `tensor`'s values in what crosses for
+    `dtype` (bf16 as f32)."""
+    t = tensor.detach().cpu()
+    if dtype == torch.bfloat16:
+        t = t.float()
+    return t.contiguous().numpy()
+
+
+class _Session:
+    """One compiled program and the state it holds (libspmd_session)."""
+
+    def __init__(self, module_text, pipeline):
+        error = ctypes.create_string_buffer(65536)
+        text = module_text.encode()
+        handle = lib().spmd_session_create(text, len(text), pipeline.encode(),
+                                           path("lib", "libspmd_runtime.so").encode(),
+                                           error, len(error))
+        if not handle:
+            raise SpmdError("compiling the step failed:\n" + error.value.decode(errors="replace"))
+        self.handle = handle
+        _live.append(self)
+
+    def close(self):
+        if self.handle:
+            lib().spmd_session_destroy(self.handle)
+            self.handle = None
+            _live.remove(self)
+
+    def program(self):
+        return lib().spmd_session_program(self.handle).decode()
+
+    def layout(self, which, i):
+        return lib().spmd_session_layout(self.handle, which, i).decode()
+
+    def set_arg(self, i, tensor, dtype, root=-1):
+        array = _to_host(tensor, dtype)
+        code = DTYPES[torch.float32 if dtype == torch.bfloat16 else dtype]
+        call("spmd_session_set_arg", self.handle, i, array.ctypes.data_as(ctypes.c_void_p),
+             code, array.ndim, shape_array(array.shape), root)
+
+    def set_result_shape(self, i, shape):
+        call("spmd_session_set_result_shape", self.handle, i, len(shape), shape_array(shape))
+
+    def run(self, step):
+        call("spmd_session_run", self.handle, step)
+
+    def gather(self, which, i, shape, dtype):
+        out = np.empty(shape, dtype=HOST[dtype])
+        call("spmd_session_gather", self.handle, which, i, out.ctypes.data_as(ctypes.c_void_p))
+        return torch.from_numpy(out).to(dtype)
+
+    def piece(self, i, ndim, dtype):
+        """(values, per-dim global indices) of this rank's piece of arg i."""
+        shape = (ctypes.c_int64 * max(ndim, 1))()
+        call("spmd_session_piece", self.handle, i, shape, None, None)
+        dims = [shape[d] for d in range(ndim)]
+        data = np.empty(dims, dtype=HOST[dtype])
+        indices = np.empty(sum(dims), dtype=np.int64)
+        call("spmd_session_piece", self.handle, i, shape, data.ctypes.data_as(ctypes.c_void_p),
+             indices.ctypes.data_as(ctypes.POINTER(ctypes.c_int64)))
+        return data, np.split(indices, np.cumsum(dims)[:-1]) if ndim else []
+
+
+def _mesh_text(mesh):
+    if isinstance(mesh, str):
+        return mesh
+    return "x".join(str(int(m)) for m in mesh)
+
+
+class CompiledStep:
+    """A train_step compiled by spmd.compile (see the module's doc)."""
+
+    STATE_ROLES = ("param", "buffer", "optim_state")
+
+    def __init__(self, fn, parallel_mode, mesh, plan, options, backend, on_recompile,
+                 clip_grad_norm, clip_norm_type, report, seed):
+        if on_recompile not in ("recompile", "error"):
+            raise SpmdError("on_recompile must be 'recompile' or 'error', got %r" % on_recompile)
+        self.fn, self.parallel_mode, self.mesh, self.plan = fn, parallel_mode, mesh, plan
+        self.options, self.backend, self.on_recompile = dict(options or {}), backend, on_recompile
+        self.clip_grad_norm, self.clip_norm_type = clip_grad_norm, clip_norm_type
+        self.report, self.seed = report, seed
+        self.compiles = 0    # how many times the step was compiled
+        self.steps = 0       # optimizer steps taken (Adam's t - 1)
+        self._session = self._step = self._key = None
+        self._model = self._optimizer = None
+        self._pending = None  # a checkpoint to load at the first compile
+
+    # -- compiling ---------------------------------------------------------
+    def pipeline(self):
+        """The pass pipeline the step is compiled with."""
+        mesh = self.mesh if self.mesh is not None else [world_size()]
+        opts = ["mode=%s" % self.parallel_mode, "mesh=%s" % _mesh_text(mesh)]
+        if self.plan:
+            opts.append("plan=%s" % os.path.abspath(self.plan))
+        opts += ["%s=%s" % kv for kv in self.options.items()]
+        passes = ["spmd-parallelize{%s}" % " ".join(opts)]
+        if self.report:
+            passes.append("spmd-report")
+        return "builtin.module(%s)" % ",".join(passes)
+
+    def _compile(self, model, optimizer, batch):
+        from spmd_capture.cli import dialect_ops
+        from spmd_capture.emit import emit_module
+        from spmd_capture.trace import Factory, step_args, trace
+        init(self.backend)
+        described = _optimizer_of(optimizer, self.clip_grad_norm, self.clip_norm_type)
+        factory = Factory(model, [(i, b) for i, b in enumerate(batch)], None, [],
+                          train_step=self.fn, optimizer=optimizer)
+        args = step_args(factory, described)
+        self._initial_optimizer_state(model, optimizer, args)
+        step = trace(factory, described, args, self.seed, fake=True)
+        text = emit_module(step, dialect_ops(path("bin", "spmd-opt"))) if rank() == 0 else ""
+        session = _Session(text, self.pipeline())
+        for i, a in enumerate(step.args):
+            if a.role in self.STATE_ROLES:
+                session.set_arg(i, a.value, a.value.dtype, root=0)
+        for i, (r, out) in enumerate(zip(step.results, step.outputs)):
+            if r.updates is None:
+                session.set_result_shape(i, list(out.shape))
+        self._session, self._step = session, step
+        self._model, self._optimizer = model, optimizer
+        self.compiles += 1
+
+    def _initial_optimizer_state(self, model, optimizer, args):
+        """Optimizer state a torch optimizer already has (it has stepped, or
+        loaded a state_dict) replaces the zeros of step_args, and its step
+        count becomes ours."""
+        params = dict(model.named_parameters())
+        for a in args:
+            if a.role != "optim_state":
+                continue
+            fqn, _, key = a.fqn.rpartition(".")
+            state = optimizer.state.get(params.get(fqn), {})
+            if key in state:
+                a.value = state[key].detach().clone()
+            if "step" in state and self.steps == 0:
+                self.steps = int(state["step"])
+
+    def close(self):
+        """Frees the compiled program and its state (collective)."""
+        if self._session:
+            self._session.close()
+            self._session = None
+
+    # -- running -------------------------------------------------------------
+    def __call__(self, model, optimizer, *batch):
+        key = _guard(model, optimizer, batch)
+        if self._session is None or key != self._key:
+            if self._session is not None:
+                if self.on_recompile == "error":
+                    raise SpmdError("the step was compiled for %s, called with %s "
+                                    "(on_recompile='error')" % (_describe(self._key),
+                                                                 _describe(key)))
+                self.sync(self._model, self._optimizer)
+                self.close()
+            self._compile(model, optimizer, batch)
+            self._key = key
+            if self._pending:
+                self.load(self._pending)
+                self._pending = None
+        session, step = self._session, self._step
+        lr = optimizer.param_groups[0]["lr"]
+        for i, a in enumerate(step.args):
+            if a.role in ("input", "target"):
+                session.set_arg(i, batch[a.slot], a.value.dtype)
+            elif a.role == "lr":
+                session.set_arg(i, torch.tensor(float(lr)), torch.float32)
+            elif a.role == "step":
+                session.set_arg(i, torch.tensor(float(self.steps)), torch.float32)
+        session.run(self.steps)
+        self.steps += 1
+        loss = step.results.index(next(r for r in step.results if r.updates is None))
+        return session.gather(1, loss, list(step.outputs[loss].shape), step.outputs[loss].dtype)
+
+    # -- state ---------------------------------------------------------------
+    def _state_args(self):
+        return [(i, a) for i, a in enumerate(self._step.args) if a.role in self.STATE_ROLES]
+
+    def _require(self):
+        if self._session is None:
+            raise SpmdError("the step has not been compiled yet: call it once first")
+
+    def state_dict(self):
+        """Collective. {FQN: full tensor} of the parameters, buffers and
+        optimizer state (`<param FQN>.<state key>`, e.g. `fc.weight.exp_avg`),
+        gathered on every rank, and `step`, the optimizer steps taken."""
+        self._require()
+        out = {a.fqn: self._session.gather(0, i, list(a.value.shape), a.value.dtype)
+               for i, a in self._state_args()}
+        out["step"] = self.steps
+        return out
+
+    def sync(self, model, optimizer=None):
+        """Collective. Writes the gathered state into `model` (parameters,
+        buffers) and `optimizer` (its per-parameter state and `step`, as
+        torch.optim keeps it), e.g. to evaluate or save with PyTorch."""
+        state = self.state_dict()
+        with torch.no_grad():
+            for fqn, t in list(model.named_parameters()) + list(model.named_buffers()):
+                if fqn in state:
+                    t.copy_(state[fqn])
+        if optimizer is None:
+            return
+        params = dict(model.named_parameters())
+        for i, a in self._state_args():
+            if a.role != "optim_state":
+                continue
+            fqn, _, key = a.fqn.rpartition(".")
+            slot = optimizer.state[params[fqn]]
+            slot[key] = state[a.fqn].clone()
+            if "momentum" not in key:
+                slot["step"] = torch.tensor(float(self.steps))
+
+    def save(self, directory):
+        """Collective. A sharded checkpoint: each rank writes its pieces of the
+        state (`rank<r>.npz`: values and, per dim, the global indices they
+        hold), rank 0 `metadata.json` (FQNs, roles, dtypes, global shapes,
+        layouts, mesh, mode, steps). `load` reassembles the pieces for any mesh
+        and mode."""
+        self._require()
+        r = rank()
+        if r == 0:
+            os.makedirs(directory, exist_ok=True)
+        _barrier()
+        arrays, meta = {}, []
+        for i, a in self._state_args():
+            data, maps = self._session.piece(i, a.value.dim(), a.value.dtype)
+            arrays["%d" % i] = data
+            for d, m in enumerate(maps):
+                arrays["%d.%d" % (i, d)] = m
+            meta.append({"key": "%d" % i, "fqn": a.fqn, "role": a.role,
+                         "dtype": str(a.value.dtype)[6:], "shape": list(a.value.shape),
+                         "layout": self._session.layout(0, i)})
+        np.savez(os.path.join(directory, "rank%d.npz" % r), **arrays)
+        if r == 0:
+            with open(os.path.join(directory, "metadata.json"), "w") as f:
+                json.dump({"format": "spmd-checkpoint", "version": 1,
+                           "world_size": world_size(), "mode": self.parallel_mode,
+                           "mesh": _mesh_text(self.mesh or [world_size()]),
+                           "steps": self.steps, "state": meta}, f, indent=1)
+        _barrier()
+
+    def load(self, directory):
+        """Collective. Loads a checkpoint `save` wrote, on any mesh and mode:
+        each tensor is reassembled from the saved pieces and this rank keeps
+        its piece. Before the first call it is applied once the step is
+        compiled. Errors name a missing file or a tensor whose FQN, shape or
+        dtype the step does not have."""
+        with open(os.path.join(directory, "metadata.json")) as f:
+            meta = json.load(f)
+        if meta.get("format") != "spmd-checkpoint":
+            raise SpmdError("%s is not an spmd checkpoint" % directory)
+        if self._session is None:
+            self._pending = directory
+            return
+        pieces = [np.load(os.path.join(directory, "rank%d.npz" % r))
+                  for r in range(meta["world_size"])]
+        saved = {m["fqn"]: m for m in meta["state"]}
+        for i, a in self._state_args():
+            m = saved.get(a.fqn)
+            if m is None:
+                raise SpmdError("checkpoint %s has no '%s'" % (directory, a.fqn))
+            if m["shape"] != list(a.value.shape) or m["dtype"] != str(a.value.dtype)[6:]:
+                raise SpmdError("checkpoint %s: '%s' is %s %s, the step's %s %s" % (
+                    directory, a.fqn, m["dtype"], m["shape"], str(a.value.dtype)[6:],
+                    list(a.value.shape)))
+            full = np.zeros(m["shape"], dtype=HOST[a.value.dtype])
+            for npz in pieces:
+                maps = [npz["%s.%d" % (m["key"], d)] for d in range(len(m["shape"]))]
+                full[np.ix_(*maps)] = npz[m["key"]]
+            self._session.set_arg(i, torch.from_numpy(full), a.value.dtype)
+        self.steps = meta["steps"]
+
+
+def _describe(key):
+    entries = ", ".join("%s%s" % (e[2], list(e[1])) if e[0] == "tensor" else e[1]
+                        for e in key[2])
+    return "(%s)" % entries
+
+
+def _barrier():
+    lib().spmd_session_barrier()
+
+
+def compile(parallel_mode="ddp", mesh=None, plan=None, options=None, backend="cpu",
+            on_recompile="recompile", clip_grad_norm=None, clip_norm_type=2.0,
+            report=False, seed=0):
+    """Decorates train_step(model, optimizer, *batch) (see the module's doc).
+
+    parallel_mode: ddp, fsdp, tp or fsdp-tp (spmd-parallelize's modes).
+    mesh: the device mesh's shape, e.g. [4] or [2, 2] or "2x2" (default: all
+      ranks in one dim); its size must be the world size.
+    plan: a tensor-parallel plan file (tp, fsdp-tp), as spmd-parallelize's.
+    options: more spmd-parallelize options, e.g. {"bucket-cap-mb": 25}.
+    backend: "cpu" or "cuda".
+    on_recompile: "recompile" or "error" when a call does not match.
+    clip_grad_norm, clip_norm_type: torch.nn.utils.clip_grad_norm_ before
+      the update.
+    report: print the per-rank program's collectives and memory (rank 0).
+    seed: the seed of the step's random draws (dropout).
+    """
+    def wrap(fn):
+        return CompiledStep(fn, parallel_mode, mesh, plan, options, backend, on_recompile,
+                            clip_grad_norm, clip_norm_type, report, seed)
+    return wrap
