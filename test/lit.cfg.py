@@ -45,6 +45,9 @@ config.substitutions.append(
 config.environment["OMPI_ALLOW_RUN_AS_ROOT"] = "1"
 config.environment["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1"
 config.environment["OMPI_MCA_rmaps_base_oversubscribe"] = "1"
+# The Python package `spmd` (python/spmd) of this build.
+config.environment["SPMD_BUILD_DIR"] = config.spmd_obj_root
+config.environment["PYTHONPATH"] = os.path.join(config.spmd_src_root, "python")
 
 
 # GPU features for the NCCL and CUDA backends' tests (test/Runtime/):

@@ -10,6 +10,7 @@
 
 #include "Executable.h"
 
+#include "spmd/Dialect/SPMD/SPMD.h"
 #include "spmd/Parallel/ParallelMode.h"
 #include "spmd/Parallel/Passes.h"
 #include "spmd/Partition/Passes.h"
@@ -103,12 +104,20 @@ std::string partition(MLIRContext &context, llvm::StringRef module,
       parseSourceString<ModuleOp>(module, ParserConfig(&context));
   if (!parsed)
     return "the captured module does not parse:\n" + diagnostics;
-  PassManager pm(&context);
   std::string parseError;
   llvm::raw_string_ostream parseErrors(parseError);
-  if (failed(parsePassPipeline(pipeline, pm, parseErrors)))
+  FailureOr<OpPassManager> passes = parsePassPipeline(pipeline, parseErrors);
+  if (failed(passes))
     return "pipeline '" + pipeline.str() + "': " + parseError;
-  if (failed(pm.run(*parsed)))
+  if (passes->getOpAnchorName() != ModuleOp::getOperationName())
+    return "pipeline '" + pipeline.str() +
+           "' is not anchored on builtin.module";
+  PassManager pm(&context);
+  static_cast<OpPassManager &>(pm) = *passes;
+  LogicalResult result = pm.run(*parsed);
+  // What passes print (spmd-report) comes before the Python side's output.
+  llvm::outs().flush();
+  if (failed(result))
     return diagnostics.empty() ? "the pipeline failed" : diagnostics;
   std::string text;
   llvm::raw_string_ostream out(text);
@@ -192,6 +201,18 @@ SpmdSession *spmd_session_create(const char *module, int64_t size,
       parseSourceString<ModuleOp>(text, ParserConfig(&session->context));
   if (!program)
     spmd_rt_fatal("the per-rank program does not parse (a bug)");
+  for (auto mesh : program->getOps<spmd::MeshOp>()) {
+    int64_t devices = 1;
+    for (int64_t size : mesh.getShape())
+      devices *= size;
+    if (devices != spmd_rt_world_size()) {
+      fail(error, error_size,
+           "the mesh @%s has %lld devices but the job has %d ranks",
+           mesh.getSymName().str().c_str(), static_cast<long long>(devices),
+           spmd_rt_world_size());
+      return nullptr;
+    }
+  }
   session->exe = Executable::create(*program, "train_step", runtime_lib);
   session->args.assign(session->exe->args.size(), nullptr);
   session->argShapes.resize(session->exe->args.size());

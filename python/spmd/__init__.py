@@ -194,10 +194,22 @@ class _Session:
         return data, np.split(indices, np.cumsum(dims)[:-1]) if ndim else []
 
 
+def _mesh_shape(mesh):
+    """[sizes] of a mesh given as a list, an int or "2x2" (None: one dim of
+    all ranks)."""
+    if mesh is None:
+        return [world_size()]
+    if isinstance(mesh, int):
+        return [mesh]
+    try:
+        return [int(m) for m in (mesh.split("x") if isinstance(mesh, str) else mesh)]
+    except ValueError:
+        raise SpmdError("mesh %r is not a shape such as [4], [2, 2] or \"2x2\"" % (mesh,)) \
+            from None
+
+
 def _mesh_text(mesh):
-    if isinstance(mesh, str):
-        return mesh
-    return "x".join(str(int(m)) for m in mesh)
+    return "x".join(str(m) for m in _mesh_shape(mesh))
 
 
 class CompiledStep:
@@ -222,8 +234,7 @@ class CompiledStep:
     # -- compiling ---------------------------------------------------------
     def pipeline(self):
         """The pass pipeline the step is compiled with."""
-        mesh = self.mesh if self.mesh is not None else [world_size()]
-        opts = ["mode=%s" % self.parallel_mode, "mesh=%s" % _mesh_text(mesh)]
+        opts = ["mode=%s" % self.parallel_mode, "mesh=%s" % _mesh_text(self.mesh)]
         if self.plan:
             opts.append("plan=%s" % os.path.abspath(self.plan))
         opts += ["%s=%s" % kv for kv in self.options.items()]
@@ -233,10 +244,21 @@ class CompiledStep:
         return "builtin.module(%s)" % ",".join(passes)
 
     def _compile(self, model, optimizer, batch):
+        from spmd_capture import CaptureError
+        try:
+            self._capture_and_compile(model, optimizer, batch)
+        except CaptureError as e:
+            raise SpmdError("capturing the step: %s" % e) from None
+
+    def _capture_and_compile(self, model, optimizer, batch):
         from spmd_capture.cli import dialect_ops
         from spmd_capture.emit import emit_module
         from spmd_capture.trace import Factory, step_args, trace
         init(self.backend)
+        mesh = _mesh_shape(self.mesh)
+        if int(np.prod(mesh)) != world_size():
+            raise SpmdError("the mesh %s has %d devices but the job has %d ranks (mpirun -np)"
+                            % (_mesh_text(mesh), int(np.prod(mesh)), world_size()))
         described = _optimizer_of(optimizer, self.clip_grad_norm, self.clip_norm_type)
         factory = Factory(model, [(i, b) for i, b in enumerate(batch)], None, [],
                           train_step=self.fn, optimizer=optimizer)
@@ -370,7 +392,7 @@ class CompiledStep:
             with open(os.path.join(directory, "metadata.json"), "w") as f:
                 json.dump({"format": "spmd-checkpoint", "version": 1,
                            "world_size": world_size(), "mode": self.parallel_mode,
-                           "mesh": _mesh_text(self.mesh or [world_size()]),
+                           "mesh": _mesh_text(self.mesh),
                            "steps": self.steps, "state": meta}, f, indent=1)
         _barrier()
 

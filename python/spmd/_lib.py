@@ -5,6 +5,7 @@ lib/libspmd_session.so (this binding), lib/libspmd_runtime.so (the kernels and
 collectives the JIT-compiled program calls) and bin/spmd-opt (which ATen ops
 the dialect has, for the tracer)."""
 import ctypes
+import ctypes.util
 import os
 
 import numpy as np
@@ -36,16 +37,23 @@ _lib = None
 
 
 def lib():
-    """The loaded library, its functions typed. RTLD_GLOBAL: Open MPI's
-    components, which the runtime's MPI_Init loads, resolve MPI's symbols in
-    the global scope."""
+    """The loaded library, its functions typed.
+
+    MPI goes into the global symbol scope (Open MPI's components, which
+    MPI_Init loads, resolve MPI's symbols there); the library and its LLVM
+    stay local: in the global scope LLVM's symbols would interpose on those
+    of another LLVM in the process (Triton's, which torch loads on demand,
+    crashes in its static initializers)."""
     global _lib
     if _lib is not None:
         return _lib
     so = path("lib", "libspmd_session.so")
     if not os.path.exists(so):
         raise SpmdError("%s not found: build spmd (README) or set SPMD_BUILD_DIR" % so)
-    L = ctypes.CDLL(so, mode=ctypes.RTLD_GLOBAL)
+    mpi = ctypes.util.find_library("mpi")
+    if mpi:
+        ctypes.CDLL(mpi, mode=ctypes.RTLD_GLOBAL)
+    L = ctypes.CDLL(so, mode=ctypes.RTLD_LOCAL)
     P, I32, I64, S = ctypes.c_void_p, ctypes.c_int32, ctypes.c_int64, ctypes.c_char_p
     I64P = ctypes.POINTER(ctypes.c_int64)
     sigs = {

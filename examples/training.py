@@ -1,0 +1,157 @@
+"""The training loop the spmd.compile examples share (train_lm.py,
+train_digits.py): options, the compiled step, a PyTorch single-device
+reference run beside it, checkpoints, progress lines.
+
+Every rank builds the same model (same seed) and draws the same global
+batches; spmd.compile keeps each rank's piece. With --reference, rank 0 also
+trains a copy of the model with PyTorch alone, from step 0 (a resumed run
+replays the steps before the checkpoint), and every step's loss must agree
+to --rtol relative, and the parameters at the end; the exit status says
+whether they did."""
+import argparse
+import copy
+import os
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "python"))
+
+import torch  # noqa: E402
+
+import spmd  # noqa: E402
+
+
+def parser(description):
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("--mode", default="ddp", choices=("ddp", "fsdp", "tp", "fsdp-tp"))
+    p.add_argument("--mesh", help="device mesh shape, e.g. 4 or 2x2 (default: all ranks)")
+    p.add_argument("--plan", help="tensor-parallel plan (tp, fsdp-tp; default: the example's)")
+    p.add_argument("--steps", type=int, default=50)
+    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--optimizer", choices=("sgd", "adam", "adamw"), default="adamw")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--checkpoint", metavar="DIR", help="save a sharded checkpoint here")
+    p.add_argument("--save-at", type=int, metavar="STEP",
+                   help="save after this many steps (default: at the end)")
+    p.add_argument("--stop-at", type=int, metavar="STEP",
+                   help="stop after this many steps (an interrupted run)")
+    p.add_argument("--resume", metavar="DIR", help="resume from a checkpoint")
+    p.add_argument("--reference", action="store_true",
+                   help="check every step against PyTorch's single-device training")
+    p.add_argument("--rtol", type=float, default=1e-4)
+    p.add_argument("--report", action="store_true",
+                   help="print the per-rank program's collectives")
+    p.add_argument("--every", type=int, default=10, help="progress line every N steps")
+    return p
+
+
+def make_optimizer(name, params, lr):
+    if name == "sgd":
+        return torch.optim.SGD(params, lr=lr, momentum=0.9)
+    return (torch.optim.Adam if name == "adam" else torch.optim.AdamW)(params, lr=lr)
+
+
+def cosine(step, steps, lr):
+    """The learning rate of `step` (0-based): linear warm-up over 5 steps,
+    then cosine decay to a tenth."""
+    import math
+    if step < 5:
+        return lr * (step + 1) / 5
+    return lr * (0.1 + 0.45 * (1 + math.cos(math.pi * (step - 5) / max(steps - 5, 1))))
+
+
+def train(args, model, loss_fn, batch, tokens_per_step, default_plan=None, evaluate=None):
+    """Trains `model` for args.steps steps of loss_fn(model, *batch(step));
+    then writes the trained state back into `model` and prints
+    evaluate(model) (a line) on rank 0. Returns the process exit status."""
+    @spmd.compile(parallel_mode=args.mode, mesh=args.mesh,
+                  plan=args.plan or (default_plan if args.mode in ("tp", "fsdp-tp") else None),
+                  report=args.report, seed=args.seed)
+    def train_step(model, optimizer, *data):
+        loss = loss_fn(model, *data)
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        return loss
+
+    rank = spmd.rank()
+    reference = copy.deepcopy(model) if args.reference and rank == 0 else None
+    optimizer = make_optimizer(args.optimizer, model.parameters(), args.lr)
+    ref_opt = make_optimizer(args.optimizer, reference.parameters(), args.lr) \
+        if reference is not None else None
+    start = 0
+    if args.resume:
+        train_step.load(args.resume)  # applied when the first call compiles
+        import json
+        with open(os.path.join(args.resume, "metadata.json")) as f:
+            start = json.load(f)["steps"]
+    worst_loss, status = 0.0, 0
+
+    def reference_step(step):
+        for g in ref_opt.param_groups:
+            g["lr"] = cosine(step, args.steps, args.lr)
+        loss = loss_fn(reference, *batch(step))
+        loss.backward()
+        ref_opt.step()
+        ref_opt.zero_grad()
+        return loss.item()
+
+    if reference is not None:
+        for step in range(start):  # what the checkpoint holds
+            reference_step(step)
+    stop = min(args.stop_at or args.steps, args.steps)
+    t0, seen = time.perf_counter(), 0
+    for step in range(start, stop):
+        for g in optimizer.param_groups:
+            g["lr"] = cosine(step, args.steps, args.lr)
+        loss = train_step(model, optimizer, *batch(step)).item()
+        seen += tokens_per_step
+        line = "step %4d  loss %.6f  lr %.2e" % (step + 1, loss, optimizer.param_groups[0]["lr"])
+        if reference is not None:
+            ref = reference_step(step)
+            rel = abs(loss - ref) / max(abs(ref), 1e-12)
+            worst_loss = max(worst_loss, rel)
+            line += "  pytorch %.6f  rel %.1e" % (ref, rel)
+            if rel > args.rtol:
+                status = 1
+                line += "  MISMATCH"
+        if rank == 0 and ((step + 1) % args.every == 0 or step == start or step + 1 == stop
+                          or status):
+            elapsed = time.perf_counter() - t0
+            print("%s  %.0f tokens/s" % (line, seen / elapsed), flush=True)
+        if args.checkpoint and args.save_at == step + 1:
+            train_step.save(args.checkpoint)
+            if rank == 0:
+                print("saved %s after step %d" % (args.checkpoint, step + 1), flush=True)
+    if args.checkpoint and args.save_at is None:
+        train_step.save(args.checkpoint)
+    state = train_step.state_dict()
+    if reference is not None:
+        # Per tensor, the norm of the difference relative to the parameter's
+        # norm: elementwise, an element near zero has no relative precision.
+        # In norm, over the whole model: elementwise, an element near zero has
+        # no relative precision, and a tensor whose gradient is zero up to
+        # rounding (attention's key bias: softmax ignores it) moves by
+        # Adam's normalized noise, of order lr per step, on both sides.
+        names = [n for n, _ in reference.named_parameters()]
+        diff = torch.stack([torch.linalg.vector_norm(state[n] - p.detach())
+                            for n, p in reference.named_parameters()])
+        norm = torch.stack([torch.linalg.vector_norm(p.detach())
+                            for p in reference.parameters()])
+        params = (torch.linalg.vector_norm(diff) / torch.linalg.vector_norm(norm)).item()
+        worst = int((diff / norm.clamp(min=1e-30)).argmax())
+        print("largest difference of one tensor, relative to its norm: %.1e (%s)"
+              % ((diff[worst] / norm[worst]).item(), names[worst]))
+        ok = params <= args.rtol and not status
+        print("spmd %s on mesh %s, %d ranks: steps %d-%d against PyTorch: largest loss "
+              "difference %.1e, parameters %.1e (relative, in norm over the model): %s" % (
+                  args.mode, args.mesh or spmd.world_size(), spmd.world_size(), start + 1, stop,
+                  worst_loss, params, "match" if ok else "MISMATCH"), flush=True)
+        status = 0 if ok else 1
+    train_step.sync(model, optimizer)
+    if rank == 0:
+        if evaluate is not None:
+            print(evaluate(model), flush=True)
+        print("compiled %d time(s)" % train_step.compiles, flush=True)
+    return status

@@ -1,0 +1,96 @@
+"""spmd.compile's guard and its errors, on a small MLP.
+
+  guard.py recompile   a batch of another size at call 3 recompiles; every
+                       call's loss matches PyTorch's single-device training
+  guard.py error       the same call raises with on_recompile="error"
+  guard.py misuse      train_steps that spmd.compile refuses, each message
+"""
+import copy
+import sys
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import spmd
+
+
+def model_and_data():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(6, 8), nn.ReLU(), nn.Linear(8, 3))
+    g = torch.Generator().manual_seed(1)
+    batches = [(torch.randn(b, 6, generator=g), torch.randint(0, 3, (b,), generator=g))
+               for b in (8, 8, 6, 6, 8)]
+    return model, batches
+
+
+def step_fn(model, optimizer, x, y):
+    loss = F.cross_entropy(model(x), y)
+    loss.backward()
+    optimizer.step()
+    optimizer.zero_grad()
+    return loss
+
+
+def guard(on_recompile):
+    model, batches = model_and_data()
+    reference = copy.deepcopy(model)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    ref_opt = torch.optim.Adam(reference.parameters(), lr=1e-2)
+    step = spmd.compile(parallel_mode="fsdp", on_recompile=on_recompile)(step_fn)
+    for k, (x, y) in enumerate(batches):
+        try:
+            loss = step(model, opt, x, y).item()
+        except spmd.SpmdError as e:
+            print("call %d: SpmdError: %s" % (k + 1, e))
+            return
+        ref = step_fn(reference, ref_opt, x, y).item()
+        if spmd.rank() == 0:
+            print("call %d: batch %d, compiled %d time(s), loss %s PyTorch's" % (
+                k + 1, len(x), step.compiles,
+                "matches" if abs(loss - ref) <= 1e-5 * abs(ref) else "DIFFERS FROM"))
+
+
+def misuse():
+    model, batches = model_and_data()
+    x, y = batches[0]
+
+    def no_backward(model, optimizer, x, y):
+        loss = F.cross_entropy(model(x), y)
+        optimizer.step()
+        return loss
+
+    def two_steps(model, optimizer, x, y):
+        step_fn(model, optimizer, x, y)
+        optimizer.step()
+
+    def item(model, optimizer, x, y):
+        loss = F.cross_entropy(model(x), y)
+        if loss.item() > 0:
+            loss.backward()
+        optimizer.step()
+
+    cases = [("no backward", no_backward, torch.optim.SGD(model.parameters(), lr=0.1), {}),
+             ("two optimizer steps", two_steps, torch.optim.SGD(model.parameters(), lr=0.1), {}),
+             ("a value read", item, torch.optim.SGD(model.parameters(), lr=0.1), {}),
+             ("RMSprop", step_fn, torch.optim.RMSprop(model.parameters()), {}),
+             ("two groups", step_fn, torch.optim.SGD(
+                 [{"params": model[0].parameters()}, {"params": model[2].parameters()}],
+                 lr=0.1), {}),
+             ("a mesh of 3", step_fn, torch.optim.SGD(model.parameters(), lr=0.1),
+              {"mesh": [3]}),
+             ("a plan that names no module", step_fn,
+              torch.optim.SGD(model.parameters(), lr=0.1),
+              {"parallel_mode": "tp", "plan": sys.argv[2] if len(sys.argv) > 2 else None})]
+    for name, fn, opt, kwargs in cases:
+        try:
+            spmd.compile(**kwargs)(fn)(model, opt, x, y)
+            print("%s: no error" % name)
+        except Exception as e:  # noqa: BLE001 - the test prints what it got
+            first = str(e).strip().splitlines()
+            print("%s: %s: %s" % (name, type(e).__name__, first[-1] if first else ""))
+
+
+if __name__ == "__main__":
+    {"recompile": lambda: guard("recompile"), "error": lambda: guard("error"),
+     "misuse": misuse}[sys.argv[1]]()
