@@ -2,7 +2,8 @@
 # Installs every dependency of spmd: the system packages from Debian, and the
 # project's Python environment, a venv with torch, numpy and transformers
 # from PyPI (python/requirements.txt) that spmd-capture, the reference
-# results, the tests and the benchmarks run in.
+# results, the tests and the benchmarks run in, and in which `import spmd`
+# finds this checkout's Python API.
 # Idempotent: does nothing when everything is already there.
 #   scripts/setup.sh               what the build and the test suite need
 #   scripts/setup.sh --sanitizers  also clang-22 and its sanitizer and
@@ -51,11 +52,17 @@ fi
 env_dir="${SPMD_PYTHON_ENV:-$root/.venv}"
 python="$env_dir/bin/python"
 requirements="$root/python/requirements.txt"
-if [ -x "$python" ] &&
-   "$python" -m pip install -q --no-index -r "$requirements" >/dev/null 2>&1; then
-  exit 0
+if ! { [ -x "$python" ] &&
+        "$python" -m pip install -q --no-index -r "$requirements" >/dev/null 2>&1; }; then
+  echo "spmd setup: installing $(grep -v '^#' "$requirements" | xargs) from PyPI into $env_dir"
+  /usr/bin/python3 -m venv "$env_dir"
+  "$python" -m pip install -q --upgrade pip
+  "$python" -m pip install -q --upgrade -r "$requirements"
 fi
-echo "spmd setup: installing $(grep -v '^#' "$requirements" | xargs) from PyPI into $env_dir"
-/usr/bin/python3 -m venv "$env_dir"
-"$python" -m pip install -q --upgrade pip
-"$python" -m pip install -q --upgrade -r "$requirements"
+# `import spmd` (the Python API, python/spmd) in the environment: a .pth
+# file naming this checkout's python/, as an editable install does. The
+# package finds the build in <repo>/build (or $SPMD_BUILD_DIR).
+site="$("$python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+if [ "$(cat "$site/spmd.pth" 2>/dev/null)" != "$root/python" ]; then
+  echo "$root/python" > "$site/spmd.pth"
+fi

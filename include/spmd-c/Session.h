@@ -69,11 +69,18 @@ const char *spmd_session_layout(SpmdSession *session, int32_t which, int32_t i);
    rank takes rank `root`'s array (broadcast; the others' `data` is not
    read, but their `shape` must agree), as DDP starts from rank 0's
    parameters. `dtype` must be the argument's (f32 for a bf16 one).
-   Errors: an index out of range, a dtype or shape that is not the
-   program's (the piece of `shape` under the layout is not the local type). */
+   With `borrow` nonzero, `root` < 0 and the "cpu" backend, a piece that is
+   one contiguous run of `data` needing no padding (the rows of a batch
+   that the mesh divides, a replicated input) is used in place, not
+   copied: `data` must then stay alive and unchanged until the next
+   spmd_session_run returns, after which the argument is unset (a batch
+   input is set before each run). Errors: an index out of range, a dtype or
+   shape that is not the program's (the piece of `shape` under the layout
+   is not the local type), a root outside the world. */
 int32_t spmd_session_set_arg(SpmdSession *session, int32_t i, const void *data,
                              int32_t dtype, int32_t rank, const int64_t *shape,
-                             int32_t root, char *error, int64_t error_size);
+                             int32_t root, int32_t borrow, char *error,
+                             int64_t error_size);
 /* The global shape of result `i` (a result that updates an argument has
    that argument's). Errors as spmd_session_set_arg. */
 int32_t spmd_session_set_result_shape(SpmdSession *session, int32_t i,

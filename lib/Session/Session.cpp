@@ -40,6 +40,7 @@ struct SpmdSession {
   std::string program;
   std::unique_ptr<Executable> exe;
   std::vector<SpmdBuffer *> args;    // this rank's pieces; null until set
+  std::vector<bool> borrowed;        // args over the caller's memory
   std::vector<SpmdBuffer *> results; // the last step's non-update results
   std::vector<std::optional<std::vector<int64_t>>> argShapes, resultShapes;
   std::string layoutText;
@@ -215,6 +216,7 @@ SpmdSession *spmd_session_create(const char *module, int64_t size,
   }
   session->exe = Executable::create(*program, "train_step", runtime_lib);
   session->args.assign(session->exe->args.size(), nullptr);
+  session->borrowed.assign(session->exe->args.size(), false);
   session->argShapes.resize(session->exe->args.size());
   session->resultShapes.resize(session->exe->results.size());
   session->results.assign(session->exe->results.size(), nullptr);
@@ -255,9 +257,29 @@ const char *spmd_session_layout(SpmdSession *session, int32_t which,
   return session->layoutText.c_str();
 }
 
+/// Whether the piece `maps` selects of a row-major array of shape `global`
+/// is one contiguous run of it that fills `local` exactly: every dim but
+/// the first whole, the first a range, no padding.
+static bool isContiguousPiece(const std::vector<std::vector<int64_t>> &maps,
+                              const std::vector<int64_t> &global,
+                              llvm::ArrayRef<int64_t> local) {
+  for (size_t d = 0; d < maps.size(); ++d) {
+    if (static_cast<int64_t>(maps[d].size()) != local[d])
+      return false;
+    for (size_t k = 0; k < maps[d].size(); ++k)
+      if (maps[d][k] !=
+          (d == 0 ? maps[0].front() : 0) + static_cast<int64_t>(k))
+        return false;
+    if (d > 0 && local[d] != global[d])
+      return false;
+  }
+  return true;
+}
+
 int32_t spmd_session_set_arg(SpmdSession *session, int32_t i, const void *data,
                              int32_t dtype, int32_t rank, const int64_t *shape,
-                             int32_t root, char *error, int64_t error_size) {
+                             int32_t root, int32_t borrow, char *error,
+                             int64_t error_size) {
   if (checkIndex(session, 0, i, error, error_size))
     return 1;
   const Slot &slot = session->exe->args[i];
@@ -270,6 +292,30 @@ int32_t spmd_session_set_arg(SpmdSession *session, int32_t i, const void *data,
   if (!why.empty())
     return fail(error, error_size, "argument %d '%s': %s", i, nameOf(slot),
                 why.c_str());
+  if (root >= spmd_rt_world_size())
+    return fail(error, error_size, "root %d of a world of %d", root,
+                spmd_rt_world_size());
+  auto maps =
+      mapsFor(slot, global, session->exe->mesh,
+              spmd::layout::rankToCoords(spmd_rt_rank(), session->exe->mesh));
+  std::vector<int64_t> local(slot.type.getShape());
+  spmd_rt_free(session->args[i]);
+  session->argShapes[i] = global;
+  session->borrowed[i] = borrow && root < 0 && dtype == want &&
+                         std::string(spmd_rt_backend()) == "cpu" &&
+                         isContiguousPiece(maps, global, local);
+  if (session->borrowed[i]) {
+    int64_t offset = 0;
+    if (!maps.empty() && !maps[0].empty()) {
+      offset = maps[0].front() * spmd_rt_dtype_size(dtype);
+      for (size_t d = 1; d < global.size(); ++d)
+        offset *= global[d];
+    }
+    session->args[i] = spmd_rt_borrow(
+        want, local.size(), local.data(),
+        const_cast<char *>(static_cast<const char *>(data)) + offset);
+    return 0;
+  }
   Array array;
   array.dtype = dtype;
   array.shape = global;
@@ -277,9 +323,6 @@ int32_t spmd_session_set_arg(SpmdSession *session, int32_t i, const void *data,
   if (root < 0 || spmd_rt_rank() == root)
     std::memcpy(array.data.data(), data, array.data.size());
   if (root >= 0) {
-    if (root >= spmd_rt_world_size())
-      spmd_rt_fatal("spmd_session_set_arg: root %d of a world of %d", root,
-                    spmd_rt_world_size());
     // MPI counts are ints: large arrays go in pieces.
     constexpr size_t kChunk = size_t(1) << 30;
     for (size_t at = 0; at < array.data.size(); at += kChunk)
@@ -287,13 +330,7 @@ int32_t spmd_session_set_arg(SpmdSession *session, int32_t i, const void *data,
                 static_cast<int>(std::min(kChunk, array.data.size() - at)),
                 MPI_BYTE, root, MPI_COMM_WORLD);
   }
-  auto maps =
-      mapsFor(slot, global, session->exe->mesh,
-              spmd::layout::rankToCoords(spmd_rt_rank(), session->exe->mesh));
-  std::vector<int64_t> local(slot.type.getShape());
-  spmd_rt_free(session->args[i]);
   session->args[i] = toBuffer(extractPiece(array, maps, local), want);
-  session->argShapes[i] = global;
   return 0;
 }
 
@@ -327,6 +364,13 @@ int32_t spmd_session_run(SpmdSession *session, int64_t step, char *error,
   }
   spmd_rt_set_step(step);
   std::vector<SpmdBuffer *> results = session->exe->invoke(session->args);
+  // The caller's memory is only promised until this run returns.
+  for (size_t i = 0; i < session->args.size(); ++i)
+    if (session->borrowed[i]) {
+      spmd_rt_free(session->args[i]);
+      session->args[i] = nullptr;
+      session->borrowed[i] = false;
+    }
   for (size_t i = 0; i < results.size(); ++i) {
     int64_t target = session->exe->results[i].updates;
     spmd_rt_free(session->results[i]);

@@ -69,6 +69,14 @@ def init(backend="cpu"):
     if not _started:
         _started = True
         atexit.register(_finalize)
+        # torchrun's processes are each an MPI world of one: every one would
+        # train alone on the whole batch.
+        launched = int(os.environ.get("WORLD_SIZE", "1"))
+        if launched > 1 and lib().spmd_session_world_size() != launched:
+            raise SpmdError("this process is one of %d (WORLD_SIZE, as torchrun sets it) but "
+                            "its MPI job has %d rank(s): spmd's ranks are MPI's; start them "
+                            "with mpirun -np %d" % (launched, lib().spmd_session_world_size(),
+                                                    launched))
 
 
 def _finalize():
@@ -121,22 +129,35 @@ def _hyperparameters(optimizer):
                         if k not in ("params", "lr", "initial_lr")))
 
 
-def _guard(model, optimizer, batch):
+def _guard(model, optimizer, batch, kwbatch):
     """What a compiled step depends on besides the state: the model and the
     optimizer it was compiled for, each batch entry's shape and dtype (a
     tensor) or value (a constant), the optimizer's hyperparameters."""
-    entries = tuple(("tensor", tuple(b.shape), b.dtype) if isinstance(b, torch.Tensor)
-                    else ("constant", repr(b)) for b in batch)
+    def entry(key, b):
+        if isinstance(b, torch.Tensor):
+            return (key, "%s%s" % (b.dtype, list(b.shape)))
+        return (key, repr(b))
+    entries = tuple(entry(i, b) for i, b in enumerate(batch)) + \
+        tuple(entry(k, v) for k, v in sorted(kwbatch.items()))
     return (id(model), id(optimizer), entries, _hyperparameters(optimizer))
 
 
 def _to_host(tensor, dtype):
     """A C-contiguous NumPy array of `tensor`'s values in what crosses for
-    `dtype` (bf16 as f32)."""
+    `dtype` (bf16 as f32): the tensor's own memory when it is a contiguous
+    CPU tensor of that dtype (no copy)."""
     t = tensor.detach().cpu()
     if dtype == torch.bfloat16:
         t = t.float()
     return t.contiguous().numpy()
+
+
+def _batch_entry(value):
+    """A batch entry as the step takes it: tensors as they are, other arrays
+    through DLPack (NumPy, CuPy, JAX...: no copy), constants as they are."""
+    if isinstance(value, torch.Tensor) or not hasattr(value, "__dlpack__"):
+        return value
+    return torch.from_dlpack(value)
 
 
 class _Session:
@@ -151,6 +172,7 @@ class _Session:
         if not handle:
             raise SpmdError("compiling the step failed:\n" + error.value.decode(errors="replace"))
         self.handle = handle
+        self.borrowed = []  # host arrays the next run reads in place
         _live.append(self)
 
     def close(self):
@@ -165,17 +187,25 @@ class _Session:
     def layout(self, which, i):
         return lib().spmd_session_layout(self.handle, which, i).decode()
 
-    def set_arg(self, i, tensor, dtype, root=-1):
+    def set_arg(self, i, tensor, dtype, root=-1, borrow=False):
+        """Argument i from `tensor` (global). With `borrow` the session may
+        use the tensor's memory in place until the next run (kept alive
+        here until then)."""
         array = _to_host(tensor, dtype)
         code = DTYPES[torch.float32 if dtype == torch.bfloat16 else dtype]
         call("spmd_session_set_arg", self.handle, i, array.ctypes.data_as(ctypes.c_void_p),
-             code, array.ndim, shape_array(array.shape), root)
+             code, array.ndim, shape_array(array.shape), root, int(borrow))
+        if borrow:
+            self.borrowed.append(array)
 
     def set_result_shape(self, i, shape):
         call("spmd_session_set_result_shape", self.handle, i, len(shape), shape_array(shape))
 
     def run(self, step):
-        call("spmd_session_run", self.handle, step)
+        try:
+            call("spmd_session_run", self.handle, step)
+        finally:
+            self.borrowed = []
 
     def gather(self, which, i, shape, dtype):
         out = np.empty(shape, dtype=HOST[dtype])
@@ -243,14 +273,14 @@ class CompiledStep:
             passes.append("spmd-report")
         return "builtin.module(%s)" % ",".join(passes)
 
-    def _compile(self, model, optimizer, batch):
+    def _compile(self, model, optimizer, batch, kwbatch):
         from spmd_capture import CaptureError
         try:
-            self._capture_and_compile(model, optimizer, batch)
+            self._capture_and_compile(model, optimizer, batch, kwbatch)
         except CaptureError as e:
             raise SpmdError("capturing the step: %s" % e) from None
 
-    def _capture_and_compile(self, model, optimizer, batch):
+    def _capture_and_compile(self, model, optimizer, batch, kwbatch):
         from spmd_capture.cli import dialect_ops
         from spmd_capture.emit import emit_module
         from spmd_capture.trace import Factory, step_args, trace
@@ -260,7 +290,7 @@ class CompiledStep:
             raise SpmdError("the mesh %s has %d devices but the job has %d ranks (mpirun -np)"
                             % (_mesh_text(mesh), int(np.prod(mesh)), world_size()))
         described = _optimizer_of(optimizer, self.clip_grad_norm, self.clip_norm_type)
-        factory = Factory(model, [(i, b) for i, b in enumerate(batch)], None, [],
+        factory = Factory(model, list(enumerate(batch)) + list(kwbatch.items()), None, [],
                           train_step=self.fn, optimizer=optimizer)
         args = step_args(factory, described)
         self._initial_optimizer_state(model, optimizer, args)
@@ -299,8 +329,10 @@ class CompiledStep:
             self._session = None
 
     # -- running -------------------------------------------------------------
-    def __call__(self, model, optimizer, *batch):
-        key = _guard(model, optimizer, batch)
+    def __call__(self, model, optimizer, *batch, **kwbatch):
+        batch = tuple(_batch_entry(b) for b in batch)
+        kwbatch = {k: _batch_entry(v) for k, v in kwbatch.items()}
+        key = _guard(model, optimizer, batch, kwbatch)
         if self._session is None or key != self._key:
             if self._session is not None:
                 if self.on_recompile == "error":
@@ -309,7 +341,7 @@ class CompiledStep:
                                                                  _describe(key)))
                 self.sync(self._model, self._optimizer)
                 self.close()
-            self._compile(model, optimizer, batch)
+            self._compile(model, optimizer, batch, kwbatch)
             self._key = key
             if self._pending:
                 self.load(self._pending)
@@ -318,7 +350,8 @@ class CompiledStep:
         lr = optimizer.param_groups[0]["lr"]
         for i, a in enumerate(step.args):
             if a.role in ("input", "target"):
-                session.set_arg(i, batch[a.slot], a.value.dtype)
+                value = batch[a.slot] if isinstance(a.slot, int) else kwbatch[a.slot]
+                session.set_arg(i, value, a.value.dtype, borrow=True)
             elif a.role == "lr":
                 session.set_arg(i, torch.tensor(float(lr)), torch.float32)
             elif a.role == "step":
@@ -429,9 +462,8 @@ class CompiledStep:
 
 
 def _describe(key):
-    entries = ", ".join("%s%s" % (e[2], list(e[1])) if e[0] == "tensor" else e[1]
-                        for e in key[2])
-    return "(%s)" % entries
+    """The batch a guard key was made for: "(torch.float32[8, 6], mask=None)"."""
+    return "(%s)" % ", ".join(v if isinstance(k, int) else "%s=%s" % (k, v) for k, v in key[2])
 
 
 def _barrier():

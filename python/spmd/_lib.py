@@ -69,7 +69,7 @@ def lib():
         "spmd_session_num_results": (I32, [P]),
         "spmd_session_result_updates": (I64, [P, I32]),
         "spmd_session_layout": (S, [P, I32, I32]),
-        "spmd_session_set_arg": (I32, [P, I32, P, I32, I32, I64P, I32, S, I64]),
+        "spmd_session_set_arg": (I32, [P, I32, P, I32, I32, I64P, I32, I32, S, I64]),
         "spmd_session_set_result_shape": (I32, [P, I32, I32, I64P, S, I64]),
         "spmd_session_run": (I32, [P, I64, S, I64]),
         "spmd_session_gather": (I32, [P, I32, I32, P, S, I64]),

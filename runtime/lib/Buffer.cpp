@@ -163,8 +163,19 @@ SpmdBuffer *spmd_rt_view(const SpmdBuffer *source, int32_t rank,
                   static_cast<long long>(view->numel));
   view->data = source->data;
   view->storage = source->storage;
-  static_cast<Storage *>(view->storage)->refs++;
+  if (view->storage) // a borrowed buffer's memory has no owner here
+    static_cast<Storage *>(view->storage)->refs++;
   return view;
+}
+
+SpmdBuffer *spmd_rt_borrow(int32_t dtype, int32_t rank, const int64_t *shape,
+                           void *data) {
+  if (&spmd::rt::activeBackend() != &spmd::rt::cpu::backend())
+    spmd_rt_fatal("spmd_rt_borrow: borrowed host memory on backend '%s'",
+                  spmd_rt_backend());
+  SpmdBuffer *buffer = newDescriptor(dtype, rank, shape);
+  buffer->data = data;
+  return buffer;
 }
 
 void spmd_rt_free(SpmdBuffer *buffer) {

@@ -118,6 +118,28 @@ protected:
 };
 
 //===----------------------------------------------------------------------===//
+// Borrowed buffers
+//===----------------------------------------------------------------------===//
+
+TEST(RuntimeKernels, BorrowedBufferIsReadInPlaceAndNeverFreed) {
+  std::vector<float> host = {1, 2, 3, 4, 5, 6};
+  const int64_t live = spmd_rt_live_bytes();
+  const int64_t shape[] = {2, 3};
+  Buffer borrowed(spmd_rt_borrow(SPMD_F32, 2, shape, host.data()));
+  EXPECT_EQ(borrowed->data, host.data());
+  EXPECT_EQ(spmd_rt_live_bytes(), live);
+  // A view shares the caller's memory; freeing both leaves it alone.
+  const int64_t flat[] = {6};
+  Buffer view(spmd_rt_view(borrowed.get(), 1, flat));
+  Buffer out = empty(SPMD_F32, {6});
+  spmd_rt_add_tensor(out.get(), view.get(), view.get(), 1.0);
+  expectF32(out, {2, 4, 6, 8, 10, 12});
+  view.reset();
+  borrowed.reset();
+  EXPECT_EQ(host, (std::vector<float>{1, 2, 3, 4, 5, 6}));
+}
+
+//===----------------------------------------------------------------------===//
 // Broadcasting elementwise ops
 //===----------------------------------------------------------------------===//
 

@@ -4,6 +4,8 @@
                        call's loss matches PyTorch's single-device training
   guard.py error       the same call raises with on_recompile="error"
   guard.py misuse      train_steps that spmd.compile refuses, each message
+  guard.py dlpack      NumPy batches (through DLPack) given as keyword
+                       arguments; losses match PyTorch's
 """
 import copy
 import sys
@@ -91,6 +93,20 @@ def misuse():
             print("%s: %s: %s" % (name, type(e).__name__, first[-1] if first else ""))
 
 
+def dlpack():
+    model, batches = model_and_data()
+    reference = copy.deepcopy(model)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    ref_opt = torch.optim.SGD(reference.parameters(), lr=0.1, momentum=0.9)
+    step = spmd.compile(parallel_mode="ddp")(step_fn)
+    for k, (x, y) in enumerate(batches[:2]):
+        loss = step(model, opt, x=x.numpy(), y=y.numpy()).item()
+        ref = step_fn(reference, ref_opt, x, y).item()
+        if spmd.rank() == 0:
+            print("call %d: numpy keyword batch, loss %s PyTorch's" % (
+                k + 1, "matches" if abs(loss - ref) <= 1e-5 * abs(ref) else "DIFFERS FROM"))
+
+
 if __name__ == "__main__":
     {"recompile": lambda: guard("recompile"), "error": lambda: guard("error"),
-     "misuse": misuse}[sys.argv[1]]()
+     "misuse": misuse, "dlpack": dlpack}[sys.argv[1]]()

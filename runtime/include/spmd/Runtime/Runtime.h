@@ -89,6 +89,13 @@ SpmdBuffer *spmd_rt_alloc(int32_t dtype, int32_t rank, const int64_t *shape);
    the element counts differ. */
 SpmdBuffer *spmd_rt_view(const SpmdBuffer *source, int32_t rank,
                          const int64_t *shape);
+/* A buffer over `data`, host memory the caller owns (a tensor of the
+   embedding framework: no copy): spmd_rt_free frees the descriptor only,
+   and views share the memory without owning it. The caller keeps the
+   memory alive and unchanged while the buffer or a view of it is used.
+   Fatal unless the running backend is "cpu". */
+SpmdBuffer *spmd_rt_borrow(int32_t dtype, int32_t rank, const int64_t *shape,
+                           void *data);
 /* Frees a buffer (NULL is a no-op); its data goes with the last buffer
    that shares it. */
 void spmd_rt_free(SpmdBuffer *buffer);
