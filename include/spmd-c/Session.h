@@ -33,10 +33,16 @@ typedef struct SpmdSession SpmdSession;
    world of one process outside mpirun. Once per process; later calls are
    no-ops. Returns 0, nonzero with `error` for an unknown backend. */
 int32_t spmd_session_init(const char *backend, char *error, int64_t error_size);
+/* The name of every operation the session's dialects register, one per
+   line (what spmd-capture's emitter may write; owned by the library). */
+const char *spmd_session_op_names(void);
 int32_t spmd_session_rank(void);
 int32_t spmd_session_world_size(void);
 /* Collective. Waits for every rank (MPI_Barrier). */
 void spmd_session_barrier(void);
+/* Collective. 1 when `flag` is nonzero on any rank: the ranks' agreement
+   on a choice each makes alone (whether a call recompiles). */
+int32_t spmd_session_any(int32_t flag);
 /* Ends the runtime (MPI_Finalize); no session may be used afterwards. */
 void spmd_session_finalize(void);
 
@@ -88,8 +94,11 @@ int32_t spmd_session_set_result_shape(SpmdSession *session, int32_t i,
                                       char *error, int64_t error_size);
 /* Collective. Runs one step (`step` keys the random draws, as spmd-run's
    step number); each result that updates an argument becomes that
-   argument, the others are kept until the next step. Errors: an argument
-   never set, a result shape never set. */
+   argument, the others are kept until the next step. The ranks first agree
+   that every one of them has all its arguments and result shapes set (a
+   failed spmd_session_set_arg unsets its argument): if one has not, no
+   rank runs and each returns an error, the rank's own reason or "another
+   rank's arguments are not set". */
 int32_t spmd_session_run(SpmdSession *session, int64_t step, char *error,
                          int64_t error_size);
 /* Collective. Gathers argument (`which` 0) or result (1) `i` to its global

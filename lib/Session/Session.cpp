@@ -164,9 +164,29 @@ int32_t spmd_session_init(const char *backend, char *error,
   return 0;
 }
 
+const char *spmd_session_op_names(void) {
+  static std::string names = [] {
+    DialectRegistry registry;
+    registerExecutableDialects(registry);
+    MLIRContext context(registry);
+    context.loadAllAvailableDialects();
+    std::string all;
+    for (RegisteredOperationName op : context.getRegisteredOperations())
+      all += op.getStringRef().str() + "\n";
+    return all;
+  }();
+  return names.c_str();
+}
+
 int32_t spmd_session_rank(void) { return spmd_rt_rank(); }
 int32_t spmd_session_world_size(void) { return spmd_rt_world_size(); }
 void spmd_session_barrier(void) { MPI_Barrier(MPI_COMM_WORLD); }
+
+int32_t spmd_session_any(int32_t flag) {
+  int32_t mine = flag != 0, any = 0;
+  MPI_Allreduce(&mine, &any, 1, MPI_INT32_T, MPI_MAX, MPI_COMM_WORLD);
+  return any;
+}
 void spmd_session_finalize(void) { spmd_rt_finalize(); }
 
 SpmdSession *spmd_session_create(const char *module, int64_t size,
@@ -282,6 +302,11 @@ int32_t spmd_session_set_arg(SpmdSession *session, int32_t i, const void *data,
                              int64_t error_size) {
   if (checkIndex(session, 0, i, error, error_size))
     return 1;
+  // A failed set leaves the argument unset, so that no run (which checks
+  // every rank's arguments) uses a stale value.
+  spmd_rt_free(session->args[i]);
+  session->args[i] = nullptr;
+  session->borrowed[i] = false;
   const Slot &slot = session->exe->args[i];
   std::vector<int64_t> global = shapeOf(rank, shape);
   int32_t want = *dtypeOf(slot.type.getElementType());
@@ -299,7 +324,6 @@ int32_t spmd_session_set_arg(SpmdSession *session, int32_t i, const void *data,
       mapsFor(slot, global, session->exe->mesh,
               spmd::layout::rankToCoords(spmd_rt_rank(), session->exe->mesh));
   std::vector<int64_t> local(slot.type.getShape());
-  spmd_rt_free(session->args[i]);
   session->argShapes[i] = global;
   session->borrowed[i] = borrow && root < 0 && dtype == want &&
                          std::string(spmd_rt_backend()) == "cpu" &&
@@ -352,15 +376,33 @@ int32_t spmd_session_set_result_shape(SpmdSession *session, int32_t i,
 
 int32_t spmd_session_run(SpmdSession *session, int64_t step, char *error,
                          int64_t error_size) {
-  for (size_t i = 0; i < session->args.size(); ++i)
+  std::string why;
+  for (size_t i = 0; i < session->args.size() && why.empty(); ++i)
     if (!session->args[i])
-      return fail(error, error_size, "argument %zu '%s' was never set", i,
-                  nameOf(session->exe->args[i]));
-  for (size_t i = 0; i < session->results.size(); ++i) {
+      why = "argument " + std::to_string(i) + " '" +
+            nameOf(session->exe->args[i]) + "' is not set";
+  for (size_t i = 0; i < session->results.size() && why.empty(); ++i) {
     int64_t updates = session->exe->results[i].updates;
     if (updates < 0 && !session->resultShapes[i])
-      return fail(error, error_size, "result %zu '%s' has no global shape", i,
-                  nameOf(session->exe->results[i]));
+      why = "result " + std::to_string(i) + " '" +
+            nameOf(session->exe->results[i]) + "' has no global shape";
+  }
+  // Every rank runs or none does: a rank that would not run (its batch did
+  // not fit) must not leave the others waiting in the step's collectives.
+  int ready = why.empty(), everyone = 0;
+  MPI_Allreduce(&ready, &everyone, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  if (!everyone) {
+    for (size_t i = 0; i < session->args.size(); ++i)
+      if (session->borrowed[i]) {
+        spmd_rt_free(session->args[i]);
+        session->args[i] = nullptr;
+        session->borrowed[i] = false;
+      }
+    if (!why.empty())
+      return fail(error, error_size, "rank %d: %s", spmd_rt_rank(),
+                  why.c_str());
+    return fail(error, error_size,
+                "another rank's arguments are not set (see its error)");
   }
   spmd_rt_set_step(step);
   std::vector<SpmdBuffer *> results = session->exe->invoke(session->args);

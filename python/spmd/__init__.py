@@ -130,16 +130,17 @@ def _hyperparameters(optimizer):
 
 
 def _guard(model, optimizer, batch, kwbatch):
-    """What a compiled step depends on besides the state: the model and the
-    optimizer it was compiled for, each batch entry's shape and dtype (a
-    tensor) or value (a constant), the optimizer's hyperparameters."""
+    """What a compiled step depends on besides the state: the model (and
+    whether it is in training mode) and the optimizer it was compiled for,
+    each batch entry's shape and dtype (a tensor) or value (a constant), the
+    optimizer's hyperparameters."""
     def entry(key, b):
         if isinstance(b, torch.Tensor):
             return (key, "%s%s" % (b.dtype, list(b.shape)))
         return (key, repr(b))
     entries = tuple(entry(i, b) for i, b in enumerate(batch)) + \
         tuple(entry(k, v) for k, v in sorted(kwbatch.items()))
-    return (id(model), id(optimizer), entries, _hyperparameters(optimizer))
+    return (id(model), model.training, id(optimizer), entries, _hyperparameters(optimizer))
 
 
 def _to_host(tensor, dtype):
@@ -275,27 +276,21 @@ class CompiledStep:
 
     def _compile(self, model, optimizer, batch, kwbatch):
         from spmd_capture import CaptureError
-        try:
-            self._capture_and_compile(model, optimizer, batch, kwbatch)
-        except CaptureError as e:
-            raise SpmdError("capturing the step: %s" % e) from None
-
-    def _capture_and_compile(self, model, optimizer, batch, kwbatch):
-        from spmd_capture.cli import dialect_ops
-        from spmd_capture.emit import emit_module
-        from spmd_capture.trace import Factory, step_args, trace
         init(self.backend)
-        mesh = _mesh_shape(self.mesh)
-        if int(np.prod(mesh)) != world_size():
-            raise SpmdError("the mesh %s has %d devices but the job has %d ranks (mpirun -np)"
-                            % (_mesh_text(mesh), int(np.prod(mesh)), world_size()))
-        described = _optimizer_of(optimizer, self.clip_grad_norm, self.clip_norm_type)
-        factory = Factory(model, list(enumerate(batch)) + list(kwbatch.items()), None, [],
-                          train_step=self.fn, optimizer=optimizer)
-        args = step_args(factory, described)
-        self._initial_optimizer_state(model, optimizer, args)
-        step = trace(factory, described, args, self.seed, fake=True)
-        text = emit_module(step, dialect_ops(path("bin", "spmd-opt"))) if rank() == 0 else ""
+        try:
+            step, text = self._capture(model, optimizer, batch, kwbatch)
+            failure = None
+        except CaptureError as e:
+            failure = SpmdError("capturing the step: %s" % e)
+        except Exception as e:  # noqa: BLE001 - re-raised below, on every rank
+            failure = e
+        # Every rank compiles or none does: a rank whose capture failed (its
+        # batch differs, its model code raised) must not leave the others
+        # waiting in the compile's collectives.
+        if lib().spmd_session_any(failure is not None):
+            if failure is None:
+                raise SpmdError("capturing the step failed on another rank (see its error)")
+            raise failure
         session = _Session(text, self.pipeline())
         for i, a in enumerate(step.args):
             if a.role in self.STATE_ROLES:
@@ -306,6 +301,26 @@ class CompiledStep:
         self._session, self._step = session, step
         self._model, self._optimizer = model, optimizer
         self.compiles += 1
+
+    def _capture(self, model, optimizer, batch, kwbatch):
+        """(traced step, module text) of this rank's call."""
+        from spmd_capture.emit import emit_module
+        from spmd_capture.trace import Factory, step_args, trace
+        mesh = _mesh_shape(self.mesh)
+        if int(np.prod(mesh)) != world_size():
+            raise SpmdError("the mesh %s has %d devices but the job has %d ranks (mpirun -np)"
+                            % (_mesh_text(mesh), int(np.prod(mesh)), world_size()))
+        described = _optimizer_of(optimizer, self.clip_grad_norm, self.clip_norm_type)
+        factory = Factory(model, list(enumerate(batch)) + list(kwbatch.items()), None, [],
+                          train_step=self.fn, optimizer=optimizer)
+        args = step_args(factory, described)
+        self._initial_optimizer_state(model, optimizer, args)
+        step = trace(factory, described, args, self.seed, fake=True)
+        # Rank 0's module is the one compiled; the others' emit checks that
+        # their own call captures too.
+        ops = {op for op in lib().spmd_session_op_names().decode().split()
+               if op.startswith("aten.")}
+        return step, emit_module(step, ops)
 
     def _initial_optimizer_state(self, model, optimizer, args):
         """Optimizer state a torch optimizer already has (it has stepped, or
@@ -333,7 +348,9 @@ class CompiledStep:
         batch = tuple(_batch_entry(b) for b in batch)
         kwbatch = {k: _batch_entry(v) for k, v in kwbatch.items()}
         key = _guard(model, optimizer, batch, kwbatch)
-        if self._session is None or key != self._key:
+        # Ranks recompile together: one whose batch changed takes the others
+        # along (their collectives must match).
+        if self._session is None or lib().spmd_session_any(int(key != self._key)):
             if self._session is not None:
                 if self.on_recompile == "error":
                     raise SpmdError("the step was compiled for %s, called with %s "
@@ -348,15 +365,24 @@ class CompiledStep:
                 self._pending = None
         session, step = self._session, self._step
         lr = optimizer.param_groups[0]["lr"]
+        # A batch that does not fit (another rank's shapes differ) fails
+        # here; run() then has every rank stop together.
+        mine = None
         for i, a in enumerate(step.args):
-            if a.role in ("input", "target"):
-                value = batch[a.slot] if isinstance(a.slot, int) else kwbatch[a.slot]
-                session.set_arg(i, value, a.value.dtype, borrow=True)
-            elif a.role == "lr":
-                session.set_arg(i, torch.tensor(float(lr)), torch.float32)
-            elif a.role == "step":
-                session.set_arg(i, torch.tensor(float(self.steps)), torch.float32)
-        session.run(self.steps)
+            try:
+                if a.role in ("input", "target"):
+                    value = batch[a.slot] if isinstance(a.slot, int) else kwbatch[a.slot]
+                    session.set_arg(i, value, a.value.dtype, borrow=True)
+                elif a.role == "lr":
+                    session.set_arg(i, torch.tensor(float(lr)), torch.float32)
+                elif a.role == "step":
+                    session.set_arg(i, torch.tensor(float(self.steps)), torch.float32)
+            except SpmdError as e:
+                mine = mine or e
+        try:
+            session.run(self.steps)
+        except SpmdError as e:
+            raise (mine or e) from None
         self.steps += 1
         loss = step.results.index(next(r for r in step.results if r.updates is None))
         return session.gather(1, loss, list(step.outputs[loss].shape), step.outputs[loss].dtype)
@@ -463,7 +489,7 @@ class CompiledStep:
 
 def _describe(key):
     """The batch a guard key was made for: "(torch.float32[8, 6], mask=None)"."""
-    return "(%s)" % ", ".join(v if isinstance(k, int) else "%s=%s" % (k, v) for k, v in key[2])
+    return "(%s)" % ", ".join(v if isinstance(k, int) else "%s=%s" % (k, v) for k, v in key[3])
 
 
 def _barrier():

@@ -58,10 +58,12 @@ def lib():
     I64P = ctypes.POINTER(ctypes.c_int64)
     sigs = {
         "spmd_session_init": (I32, [S, S, I64]),
+        "spmd_session_op_names": (S, []),
         "spmd_session_rank": (I32, []),
         "spmd_session_world_size": (I32, []),
         "spmd_session_finalize": (None, []),
         "spmd_session_barrier": (None, []),
+        "spmd_session_any": (I32, [I32]),
         "spmd_session_create": (P, [S, I64, S, S, S, I64]),
         "spmd_session_destroy": (None, [P]),
         "spmd_session_program": (S, [P]),

@@ -4,6 +4,8 @@
                        call's loss matches PyTorch's single-device training
   guard.py error       the same call raises with on_recompile="error"
   guard.py misuse      train_steps that spmd.compile refuses, each message
+  guard.py ranks       rank 1 passes a batch of another size: every rank
+                       gets an error, none waits for the others
   guard.py dlpack      NumPy batches (through DLPack) given as keyword
                        arguments; losses match PyTorch's
 """
@@ -93,6 +95,23 @@ def misuse():
             print("%s: %s: %s" % (name, type(e).__name__, first[-1] if first else ""))
 
 
+def ranks():
+    model, batches = model_and_data()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    step = spmd.compile(parallel_mode="ddp")(step_fn)
+    x, y = batches[0] if spmd.rank() != 1 else batches[2]
+    try:
+        step(model, opt, x, y)
+        said = "no error"
+    except spmd.SpmdError as e:
+        said = "SpmdError: %s" % e
+    # The job goes on: the next call with agreeing batches runs.
+    loss = step(model, opt, *batches[0]).item()
+    # One write per rank: mpirun interleaves the ranks' output.
+    sys.stdout.write("rank %d: %s; then loss %.4f\n" % (spmd.rank(), said, loss))
+    sys.stdout.flush()
+
+
 def dlpack():
     model, batches = model_and_data()
     reference = copy.deepcopy(model)
@@ -109,4 +128,4 @@ def dlpack():
 
 if __name__ == "__main__":
     {"recompile": lambda: guard("recompile"), "error": lambda: guard("error"),
-     "misuse": misuse, "dlpack": dlpack}[sys.argv[1]]()
+     "misuse": misuse, "ranks": ranks, "dlpack": dlpack}[sys.argv[1]]()
