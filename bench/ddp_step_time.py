@@ -1,13 +1,16 @@
 #!/usr/bin/python3
-"""4-rank data-parallel step time: spmd's ddp mode next to PyTorch's own
-DistributedDataParallel (gloo) on the same machine, model, batch and
-optimizer.
+"""4-rank data-parallel step time: spmd's ddp mode, run by spmd-run and from
+Python (spmd.compile), next to PyTorch's own DistributedDataParallel (gloo)
+on the same machine, model, batch and optimizer.
 
   bench/ddp_step_time.py [--ranks N] [--steps K] [--build DIR] [CONFIG ...]
 
 spmd: the step is captured (spmd-capture), parallelized with
 `--spmd-parallelize="mode=ddp mesh=N"` and run by `spmd-run --np N
---timing --steps K` (median step time of rank 0). PyTorch: N processes
+--timing --steps K` (median step time of rank 0). spmd.compile: `mpirun -np
+N` processes each calling the compiled step on the global batch, K timed
+calls after two warm-up calls (the first compiles), median on rank 0; a call
+includes setting the batch and returning the loss. PyTorch: N processes
 (torch.multiprocessing), `init_process_group("gloo")`, the model wrapped in
 DistributedDataParallel, each rank training on its torch.chunk of the batch
 (the same split as Shard(0)), K timed steps after two warm-up steps, median
@@ -96,20 +99,61 @@ def spmd_median(spec, ranks, steps, build, work):
     return float(m.group(1)) / 1e3
 
 
+def python_worker(spec, steps):
+    """One rank of the spmd.compile measurement (under mpirun)."""
+    import spmd
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    f = load_factory(os.path.join(ROOT, spec))
+    opt = torch.optim.Adam([p for p in f.model.parameters() if p.requires_grad], lr=1e-3)
+    inputs = [t for _, t in f.tensors("input")]
+
+    @spmd.compile(parallel_mode="ddp")
+    def step(model, optimizer, *batch):
+        loss = f.loss_fn(model(*batch[:len(inputs)]), *batch[len(inputs):])
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        return loss
+    batch = inputs + [t for _, t in f.tensors("target")]
+    times = []
+    for i in range(steps + 2):
+        start = time.perf_counter()
+        step(f.model, opt, *batch)
+        if i >= 2:
+            times.append(time.perf_counter() - start)
+    if spmd.rank() == 0:
+        print("median %.9f" % statistics.median(times))
+
+
+def python_median(spec, ranks, steps, build):
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMPI_ALLOW_RUN_AS_ROOT="1",
+               OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1", SPMD_BUILD_DIR=build)
+    out = subprocess.run(["mpirun", "--oversubscribe", "--bind-to", "none", "-np", str(ranks),
+                          sys.executable, os.path.abspath(__file__), "--python-worker", spec,
+                          "--steps", str(steps)],
+                         check=True, capture_output=True, text=True, env=env).stdout
+    return float(re.search(r"median ([0-9.]+)", out).group(1))
+
+
 def main():
+    if sys.argv[1:2] == ["--python-worker"]:
+        return python_worker(sys.argv[2], int(sys.argv[4]))
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("configs", nargs="*", default=DEFAULT)
     parser.add_argument("--ranks", type=int, default=4)
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--build", default=os.path.join(ROOT, "build"))
     args = parser.parse_args()
-    print("%-100s %10s %10s %7s" % ("model (adam, %d ranks, CPU, ddp)" % args.ranks,
-                                    "spmd ms", "torch ms", "ratio"))
+    print("%-100s %10s %12s %10s %7s" % ("model (adam, %d ranks, CPU, ddp)" % args.ranks,
+                                         "spmd ms", "compile() ms", "torch ms", "ratio"))
     for i, spec in enumerate(args.configs):
         with tempfile.TemporaryDirectory() as work:
             spmd = spmd_median(spec, args.ranks, args.steps, args.build, work)
+        python = python_median(spec, args.ranks, args.steps, args.build)
         eager = torch_median(spec, args.ranks, args.steps, 29500 + i)
-        print("%-100s %10.2f %10.2f %6.2fx" % (spec, spmd * 1e3, eager * 1e3, spmd / eager))
+        print("%-100s %10.2f %12.2f %10.2f %6.2fx" % (spec, spmd * 1e3, python * 1e3,
+                                                     eager * 1e3, spmd / eager))
         sys.stdout.flush()
 
 
