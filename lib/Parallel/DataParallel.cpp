@@ -68,56 +68,147 @@ spmd::parseDataParallelConfig(ModuleOp module, const ParallelOptions &options,
 
 namespace {
 
-/// One bucket's all_reduces (in the order their gradients are computed)
-/// become a flat one after the last gradient, which is returned.
-AllReduceOp fuse(MutableArrayRef<AllReduceOp> bucket, unsigned index) {
-  AllReduceOp first = bucket.front();
-  Operation *last = bucket.back().getInput().getDefiningOp();
-  int64_t total = 0, bytes = 0;
-  for (AllReduceOp r : bucket) {
-    total += cast<RankedTensorType>(r.getType()).getNumElements();
-    bytes += tensorBytes(r.getInput().getType());
-  }
-  ProvenanceListener provenance(first);
-  OpBuilder b(last->getContext(), &provenance);
-  b.setInsertionPointAfter(last);
-  Location loc = first.getLoc();
-  auto elementType = cast<RankedTensorType>(first.getType()).getElementType();
-  SmallVector<Value> flats;
-  SmallVector<int64_t> sizes;
-  for (AllReduceOp r : bucket) {
-    int64_t n = cast<RankedTensorType>(r.getType()).getNumElements();
-    sizes.push_back(n);
-    flats.push_back(
-        aten::ViewOp::create(b, loc, RankedTensorType::get({n}, elementType),
-                             r.getInput(), b.getDenseI64ArrayAttr({n})));
-  }
-  auto flatType = RankedTensorType::get({total}, elementType);
-  Value cat =
-      aten::CatOp::create(b, loc, flatType, flats, b.getI64IntegerAttr(0));
-  auto reduced =
-      AllReduceOp::create(b, loc, flatType, cat, first.getMeshAttr(),
-                          first.getMeshDimsAttr(), first.getReduceAttr());
-  reduced->setAttr(
-      "spmd.reason",
-      b.getStringAttr("ddp gradient bucket " + std::to_string(index) + ": " +
-                      std::to_string(bucket.size()) + " gradients, " +
-                      std::to_string(bytes) + " bytes"));
-  SmallVector<Type> pieceTypes;
-  for (int64_t n : sizes)
-    pieceTypes.push_back(RankedTensorType::get({n}, elementType));
-  auto pieces = aten::SplitWithSizesOp::create(
-      b, loc, pieceTypes, reduced.getResult(), b.getDenseI64ArrayAttr(sizes),
-      b.getI64IntegerAttr(0));
-  for (auto [r, piece] : llvm::zip(bucket, pieces.getResults())) {
-    auto type = cast<RankedTensorType>(r.getType());
-    Value whole = aten::ViewOp::create(b, loc, type, piece,
-                                       b.getDenseI64ArrayAttr(type.getShape()));
-    r.getResult().replaceAllUsesWith(whole);
-    r->erase();
-  }
-  return reduced;
+/// `v` with dim `dim` moved to the front (aten.permute; `v` itself for 0).
+Value dimToFront(OpBuilder &b, Location loc, Value v, int64_t dim) {
+  auto type = cast<RankedTensorType>(v.getType());
+  if (dim == 0)
+    return v;
+  SmallVector<int64_t> perm = {dim}, shape = {type.getDimSize(dim)};
+  for (int64_t d = 0; d < type.getRank(); ++d)
+    if (d != dim) {
+      perm.push_back(d);
+      shape.push_back(type.getDimSize(d));
+    }
+  return aten::PermuteOp::create(
+      b, loc, RankedTensorType::get(shape, type.getElementType()), v,
+      b.getDenseI64ArrayAttr(perm));
 }
+
+/// The inverse of dimToFront: `v` (dim `dim` of `type` first) as `type`.
+Value dimFromFront(OpBuilder &b, Location loc, Value v, int64_t dim,
+                   RankedTensorType type) {
+  if (dim == 0)
+    return v;
+  SmallVector<int64_t> perm;
+  for (int64_t d = 0; d < type.getRank(); ++d)
+    perm.push_back(d == dim ? 0 : d < dim ? d + 1 : d);
+  return aten::PermuteOp::create(b, loc, type, v, b.getDenseI64ArrayAttr(perm));
+}
+
+/// The dim a collective gathers or scatters along (0 for an all_reduce).
+int64_t collectiveDim(Operation *op) {
+  if (auto g = dyn_cast<AllGatherOp>(op))
+    return g.getGatherDim();
+  if (auto r = dyn_cast<ReduceScatterOp>(op))
+    return r.getScatterDim();
+  return 0;
+}
+
+} // namespace
+
+Operation *spmd::fuseCollectives(ArrayRef<Operation *> group, OpBuilder &b,
+                                 StringRef reason) {
+  Operation *first = group.front();
+  Location loc = first->getLoc();
+  auto elementType =
+      cast<RankedTensorType>(first->getResult(0).getType()).getElementType();
+  bool gather = isa<AllGatherOp>(first), scatter = isa<ReduceScatterOp>(first);
+  // Per member: its data with the collective's dim first, as [c, rest...]
+  // (the local piece's shape), and its element count k = c * prod(rest).
+  // The flat operand concatenates the members' pieces: [K] for an
+  // all_reduce and an all_gather (each rank its pieces), [R, K] for a
+  // reduce_scatter (each destination rank's chunk of every member).
+  SmallVector<Value> pieces;
+  SmallVector<int64_t> counts;
+  int64_t total = 0, ranks = 1;
+  for (Operation *op : group) {
+    int64_t dim = collectiveDim(op);
+    Value front = dimToFront(b, loc, op->getOperand(0), dim);
+    auto type = cast<RankedTensorType>(front.getType());
+    auto result = cast<RankedTensorType>(op->getResult(0).getType());
+    int64_t k = type.getNumElements();
+    if (gather)
+      ranks = result.getDimSize(dim) / type.getDimSize(0);
+    if (scatter) {
+      ranks = type.getDimSize(0) / result.getDimSize(dim);
+      k /= ranks;
+    }
+    SmallVector<int64_t> shape =
+        scatter ? SmallVector<int64_t>{ranks, k} : SmallVector<int64_t>{k};
+    pieces.push_back(
+        aten::ViewOp::create(b, loc, RankedTensorType::get(shape, elementType),
+                             front, b.getDenseI64ArrayAttr(shape)));
+    counts.push_back(k);
+    total += k;
+  }
+  SmallVector<int64_t> catShape = scatter ? SmallVector<int64_t>{ranks, total}
+                                          : SmallVector<int64_t>{total};
+  Value cat =
+      aten::CatOp::create(b, loc, RankedTensorType::get(catShape, elementType),
+                          pieces, b.getI64IntegerAttr(scatter ? 1 : 0));
+  auto flatType = [&](int64_t n) {
+    return RankedTensorType::get({n}, elementType);
+  };
+  Operation *fused;
+  if (auto g = dyn_cast<AllGatherOp>(first)) {
+    fused = AllGatherOp::create(b, loc, flatType(ranks * total), cat,
+                                g.getMeshAttr(), g.getMeshDimsAttr(),
+                                b.getI64IntegerAttr(0));
+  } else if (auto r = dyn_cast<ReduceScatterOp>(first)) {
+    Value flat = aten::ViewOp::create(b, loc, flatType(ranks * total), cat,
+                                      b.getDenseI64ArrayAttr({ranks * total}));
+    fused = ReduceScatterOp::create(b, loc, flatType(total), flat,
+                                    r.getMeshAttr(), r.getMeshDimsAttr(),
+                                    b.getI64IntegerAttr(0), r.getReduceAttr());
+  } else {
+    auto a = cast<AllReduceOp>(first);
+    fused = AllReduceOp::create(b, loc, flatType(total), cat, a.getMeshAttr(),
+                                a.getMeshDimsAttr(), a.getReduceAttr());
+  }
+  fused->setAttr("spmd.reason", b.getStringAttr(reason));
+  // Each member's result: its columns of [R, K] for an all_gather (rank r's
+  // pieces are row r), its range of [K] otherwise.
+  Value out = fused->getResult(0);
+  SmallVector<Value> parts;
+  if (gather) {
+    Value rows = aten::ViewOp::create(
+        b, loc, RankedTensorType::get({ranks, total}, elementType), out,
+        b.getDenseI64ArrayAttr({ranks, total}));
+    int64_t offset = 0;
+    for (int64_t k : counts) {
+      parts.push_back(aten::SliceTensorOp::create(
+          b, loc, RankedTensorType::get({ranks, k}, elementType), rows,
+          b.getI64IntegerAttr(1), b.getI64IntegerAttr(offset),
+          b.getI64IntegerAttr(offset + k), b.getI64IntegerAttr(1)));
+      offset += k;
+    }
+  } else {
+    SmallVector<Type> types;
+    for (int64_t k : counts)
+      types.push_back(flatType(k));
+    auto split = aten::SplitWithSizesOp::create(b, loc, types, out,
+                                                b.getDenseI64ArrayAttr(counts),
+                                                b.getI64IntegerAttr(0));
+    llvm::append_range(parts, split.getResults());
+  }
+  for (auto [op, part] : llvm::zip(group, parts)) {
+    auto type = cast<RankedTensorType>(op->getResult(0).getType());
+    int64_t dim = collectiveDim(op);
+    // The result's shape with `dim` first.
+    SmallVector<int64_t> front = {type.getDimSize(dim)};
+    for (int64_t d = 0; d < type.getRank(); ++d)
+      if (d != dim)
+        front.push_back(type.getDimSize(d));
+    Value whole =
+        aten::ViewOp::create(b, loc, RankedTensorType::get(front, elementType),
+                             part, b.getDenseI64ArrayAttr(front));
+    op->getResult(0).replaceAllUsesWith(dimFromFront(b, loc, whole, dim, type));
+    op->erase();
+  }
+  return fused;
+}
+
+namespace {
 
 /// The bf16 communication hook on one gradient all_reduce: cast to bf16,
 /// reduce, cast back.
@@ -203,8 +294,24 @@ LogicalResult spmd::bucketGradientAllReduces(ModuleOp module, int64_t capBytes,
     }
     unsigned index = 0;
     for (auto &bucket : buckets) {
-      AllReduceOp reduced =
-          bucket.size() > 1 ? fuse(bucket, index++) : bucket.front();
+      AllReduceOp reduced = bucket.front();
+      if (bucket.size() > 1) {
+        // One flat all_reduce after the bucket's last gradient.
+        int64_t bytes = 0;
+        SmallVector<Operation *> ops;
+        for (AllReduceOp r : bucket) {
+          bytes += tensorBytes(r.getInput().getType());
+          ops.push_back(r);
+        }
+        ProvenanceListener provenance(bucket.front());
+        OpBuilder b(fn.getContext(), &provenance);
+        b.setInsertionPointAfter(bucket.back().getInput().getDefiningOp());
+        reduced = cast<AllReduceOp>(fuseCollectives(
+            ops, b,
+            "ddp gradient bucket " + std::to_string(index++) + ": " +
+                std::to_string(bucket.size()) + " gradients, " +
+                std::to_string(bytes) + " bytes"));
+      }
       auto element = cast<RankedTensorType>(reduced.getType()).getElementType();
       if (compressBf16 && (element.isF32() || element.isF64()))
         compressToBf16(reduced);
@@ -213,9 +320,10 @@ LogicalResult spmd::bucketGradientAllReduces(ModuleOp module, int64_t capBytes,
   return success();
 }
 
-LogicalResult spmd::gatherShardedParameters(func::FuncOp fn, int64_t meshDim,
-                                            StringRef mode) {
-  DenseSet<Operation *> gathers;
+LogicalResult
+spmd::gatherShardedParameters(func::FuncOp fn, int64_t meshDim, StringRef mode,
+                              function_ref<bool(StringRef)> keepGathered) {
+  DenseSet<Operation *> gathers, kept;
   auto gather = [&](BlockArgument param, Operation *before) -> Value {
     auto layoutAttr =
         fn.getArgAttrOfType<LayoutAttr>(param.getArgNumber(), "spmd.layout");
@@ -239,11 +347,29 @@ LogicalResult spmd::gatherShardedParameters(func::FuncOp fn, int64_t meshDim,
     if (getArgRole(fn, arg.getArgNumber()) != "param" || !layoutAttr ||
         !layoutAttr.getLayoutPlacements()[meshDim].isShardLike())
       continue;
-    for (OpOperand &use : llvm::make_early_inc_range(arg.getUses())) {
+    SmallVector<OpOperand *> uses;
+    for (OpOperand &use : arg.getUses()) {
       StringRef phase = getPhase(use.getOwner());
       if (phase == "forward" || phase == "loss" || phase == "backward")
-        use.set(gather(arg, use.getOwner()));
+        uses.push_back(&use);
     }
+    if (uses.empty())
+      continue;
+    if (keepGathered && keepGathered(getArgFqn(fn, arg.getArgNumber()))) {
+      // Not resharded after forward: one gather, before the first use,
+      // serves every use through backward.
+      Operation *first = uses.front()->getOwner();
+      for (OpOperand *use : uses)
+        if (use->getOwner()->isBeforeInBlock(first))
+          first = use->getOwner();
+      Value whole = gather(arg, first);
+      kept.insert(whole.getDefiningOp());
+      for (OpOperand *use : uses)
+        use->set(whole);
+      continue;
+    }
+    for (OpOperand *use : uses)
+      use->set(gather(arg, use->getOwner()));
   }
   // The backward gathers again: what it reads of a gathered parameter
   // through forward's view ops is recomputed next to it.
@@ -255,8 +381,9 @@ LogicalResult spmd::gatherShardedParameters(func::FuncOp fn, int64_t meshDim,
     if (!def)
       return v;
     if (gathers.contains(def))
-      return nested ? gather(cast<BlockArgument>(def->getOperand(0)), before)
-                    : v;
+      return nested && !kept.contains(def)
+                 ? gather(cast<BlockArgument>(def->getOperand(0)), before)
+                 : v;
     if (!aten::isRearrangement(def) || getPhase(def) == "backward")
       return v;
     Value source = recompute(def->getOperand(0), before, true);
@@ -273,5 +400,240 @@ LogicalResult spmd::gatherShardedParameters(func::FuncOp fn, int64_t meshDim,
     for (OpOperand &operand : op->getOpOperands())
       operand.set(recompute(operand.get(), op, false));
   });
+  return success();
+}
+
+std::string FsdpUnits::unitOf(StringRef module) const {
+  SmallVector<StringRef> parts;
+  if (!module.empty())
+    module.split(parts, '.');
+  if (patterns.empty()) {
+    // The first element of a module list: `layers.0`, `h.3`, `block.1`.
+    for (size_t i = 0; i < parts.size(); ++i)
+      if (llvm::all_of(parts[i], llvm::isDigit))
+        return llvm::join(ArrayRef<StringRef>(parts).take_front(i + 1), ".");
+    return "";
+  }
+  // The deepest enclosing module a pattern names.
+  for (size_t n = parts.size(); n > 0; --n) {
+    std::string prefix =
+        llvm::join(ArrayRef<StringRef>(parts).take_front(n), ".");
+    if (llvm::any_of(patterns,
+                     [&](const std::string &p) { return matchFqn(p, prefix); }))
+      return prefix;
+  }
+  return "";
+}
+
+bool FsdpUnits::keepsGathered(StringRef param) const {
+  if (!reshardAfterForward || perParameter)
+    return !reshardAfterForward;
+  auto [owner, name] = param.rsplit('.');
+  return unitOf(name.empty() ? StringRef() : owner).empty();
+}
+
+FailureOr<FsdpUnits> spmd::parseFsdpUnits(ModuleOp module,
+                                          const ParallelOptions &options,
+                                          StringRef mode) {
+  FsdpUnits units;
+  auto reshard = options.options.find("reshard-after-forward");
+  if (reshard != options.options.end()) {
+    if (reshard->second != "true" && reshard->second != "false")
+      return module.emitError()
+             << mode << ": reshard-after-forward must be true or false, got '"
+             << reshard->second << "'";
+    units.reshardAfterForward = reshard->second == "true";
+  }
+  auto it = options.options.find("units");
+  if (it == options.options.end() || it->second == "auto")
+    return units;
+  if (it->second == "none") {
+    units.perParameter = true;
+    return units;
+  }
+  SmallVector<StringRef> patterns;
+  StringRef(it->second).split(patterns, ',', -1, false);
+  for (StringRef p : patterns) {
+    if (p.trim().empty())
+      return module.emitError()
+             << mode << ": units '" << it->second << "' has an empty pattern";
+    units.patterns.push_back(p.trim().str());
+  }
+  return units;
+}
+
+/// The module whose backward computed a gradient `def` produces: its own,
+/// or, for the root's ops that only combine gradients (gradient
+/// accumulation's sum of the micro-steps'), the first module found among
+/// the backward ops it combines.
+static StringRef gradientModule(Operation *def) {
+  for (int depth = 0; depth < 8 && def; ++depth) {
+    if (!getModuleFqn(def).empty() || getPhase(def) != "backward")
+      return getModuleFqn(def);
+    Operation *next = nullptr;
+    for (Value operand : def->getOperands())
+      if (Operation *d = operand.getDefiningOp();
+          d && getPhase(d) == "backward" && !next)
+        next = d;
+    def = next;
+  }
+  return "";
+}
+
+LogicalResult spmd::fuseUnitCollectives(ModuleOp module, int64_t meshDim,
+                                        StringRef mode,
+                                        const FsdpUnits &units) {
+  auto onDim = [&](ArrayRef<int64_t> dims) {
+    return dims.size() == 1 && dims[0] == meshDim;
+  };
+  if (units.perParameter)
+    return success();
+  auto byteCount = [](ArrayRef<Operation *> ops, bool result) {
+    int64_t bytes = 0;
+    for (Operation *op : ops)
+      bytes += tensorBytes(result ? op->getResult(0).getType()
+                                  : op->getOperand(0).getType());
+    return bytes;
+  };
+  for (auto fn : module.getOps<func::FuncOp>()) {
+    if (fn.isExternal())
+      continue;
+    // Parameter gathers by (unit, phase, element type), in program order:
+    // each group's one all_gather goes before the first use of any of its
+    // results (its operands are arguments). A parameter gathered again
+    // (the next micro-step of gradient accumulation, a second use) starts
+    // the unit's next group: what was resharded stays so until then.
+    std::map<std::tuple<std::string, std::string, std::string>,
+             SmallVector<SmallVector<Operation *>>>
+        gathers;
+    fn.walk([&](AllGatherOp g) {
+      auto arg = dyn_cast<BlockArgument>(g.getInput());
+      if (!arg || arg.getOwner() != &fn.getBody().front() ||
+          !onDim(g.getMeshDims()) ||
+          getArgRole(fn, arg.getArgNumber()) != "param")
+        return;
+      StringRef fqn = getArgFqn(fn, arg.getArgNumber());
+      std::string element;
+      llvm::raw_string_ostream(element) << g.getType().getElementType();
+      auto &groups = gathers[{units.unitOf(fqn.rsplit('.').first == fqn
+                                               ? StringRef()
+                                               : fqn.rsplit('.').first),
+                              getPhase(g).str(), element}];
+      if (groups.empty() || llvm::any_of(groups.back(), [&](Operation *o) {
+            return o->getOperand(0) == arg;
+          }))
+        groups.push_back({});
+      groups.back().push_back(g);
+    });
+    for (auto &[key, groups] : gathers)
+      for (auto &group : groups) {
+        if (group.size() < 2)
+          continue;
+        Operation *firstUse = nullptr;
+        for (Operation *g : group)
+          for (Operation *user : g->getUsers())
+            if (!firstUse || user->isBeforeInBlock(firstUse))
+              firstUse = user;
+        if (!firstUse)
+          continue;
+        ProvenanceListener provenance(group.front());
+        OpBuilder b(firstUse, &provenance);
+        const auto &[unit, phase, element] = key;
+        fuseCollectives(group, b,
+                        mode.str() + ": unit " +
+                            (unit.empty() ? "(root)" : "'" + unit + "'") +
+                            ": gather " + std::to_string(group.size()) +
+                            " parameters for " + phase + ", " +
+                            std::to_string(byteCount(group, true)) + " bytes");
+      }
+
+    // Gradient reduce_scatters (of a value backward computed) by (unit of
+    // the module whose backward computed it, reduction, element type; not
+    // where the reduce_scatter sits, e.g. at gradient clipping), in the order
+    // the gradients are computed; as DDP's buckets, a group goes after its
+    // last gradient and grows while every result it gives is used after
+    // that. The view ops that rearrange a result (a weight gradient's
+    // transpose) move down with the group, so they do not count as uses.
+    std::map<std::tuple<std::string, int64_t, std::string>,
+             SmallVector<SmallVector<Operation *>>>
+        scatters;
+    SmallVector<ReduceScatterOp> grads;
+    fn.walk([&](ReduceScatterOp r) {
+      Operation *def = r.getInput().getDefiningOp();
+      StringRef phase = getPhase(r);
+      if (def && def->getBlock() == r->getBlock() && onDim(r.getMeshDims()) &&
+          getPhase(def) == "backward" &&
+          (phase == "backward" || phase == "optimizer"))
+        grads.push_back(r);
+    });
+    // The rearrangements of a result, transitively, and the other uses.
+    auto rearrangements = [](Operation *op, SmallVectorImpl<Operation *> &moved,
+                             SmallVectorImpl<Operation *> &uses) {
+      SmallVector<Operation *> work = {op};
+      while (!work.empty())
+        for (Operation *user : work.pop_back_val()->getUsers()) {
+          if (aten::isRearrangement(user) && user->getNumOperands() == 1 &&
+              getPhase(user) == "backward") {
+            moved.push_back(user);
+            work.push_back(user);
+          } else {
+            uses.push_back(user);
+          }
+        }
+    };
+    llvm::stable_sort(grads, [](ReduceScatterOp a, ReduceScatterOp b) {
+      return a.getInput().getDefiningOp()->isBeforeInBlock(
+          b.getInput().getDefiningOp());
+    });
+    auto lastDef = [](ArrayRef<Operation *> ops) {
+      return ops.back()->getOperand(0).getDefiningOp();
+    };
+    for (ReduceScatterOp r : grads) {
+      std::string element;
+      llvm::raw_string_ostream(element) << r.getType().getElementType();
+      Operation *def = r.getInput().getDefiningOp();
+      auto &buckets = scatters[{units.unitOf(gradientModule(def)),
+                                static_cast<int64_t>(r.getReduce()), element}];
+      auto usedAfter = [&](Operation *op) {
+        SmallVector<Operation *> moved, uses;
+        rearrangements(op, moved, uses);
+        return llvm::all_of(
+            uses, [&](Operation *user) { return def->isBeforeInBlock(user); });
+      };
+      bool fits = !buckets.empty() && usedAfter(r) &&
+                  llvm::all_of(buckets.back(), usedAfter);
+      if (!fits)
+        buckets.push_back({});
+      buckets.back().push_back(r);
+    }
+    for (auto &[key, buckets] : scatters)
+      for (auto &group : buckets) {
+        if (group.size() < 2)
+          continue;
+        // The rearrangements of the results go right after the last
+        // gradient, in their order, and the fused collective before them.
+        Operation *last = lastDef(group);
+        SmallVector<Operation *> moved, uses;
+        for (Operation *r : group)
+          rearrangements(r, moved, uses);
+        llvm::sort(moved, [](Operation *a, Operation *b) {
+          return a->isBeforeInBlock(b);
+        });
+        moved.erase(std::unique(moved.begin(), moved.end()), moved.end());
+        for (Operation *op : llvm::reverse(moved))
+          op->moveAfter(last);
+        // Built where the last gradient is: its module and phase.
+        ProvenanceListener provenance(last);
+        OpBuilder b(fn.getContext(), &provenance);
+        b.setInsertionPointAfter(last);
+        const std::string &unit = std::get<0>(key);
+        fuseCollectives(group, b,
+                        mode.str() + ": unit " +
+                            (unit.empty() ? "(root)" : "'" + unit + "'") +
+                            ": reduce_scatter " + std::to_string(group.size()) +
+                            " gradients, " +
+                            std::to_string(byteCount(group, false)) + " bytes");
+      }
+  }
   return success();
 }

@@ -830,9 +830,12 @@ LogicalResult spmd::constrainTPBoundaries(func::FuncOp fn,
 
 FailureOr<std::unique_ptr<TPConfig>>
 spmd::parseTPConfig(ModuleOp module, const ParallelOptions &options,
-                    StringRef mode, ArrayRef<std::string> names) {
-  FailureOr<ParallelOptions> checked = checkModeOptions(
-      module, options, mode, names, {"plan", "bucket-cap-mb", "search"});
+                    StringRef mode, ArrayRef<std::string> names,
+                    ArrayRef<StringRef> known) {
+  SmallVector<StringRef> keys = {"plan", "bucket-cap-mb", "search"};
+  keys.append(known.begin(), known.end());
+  FailureOr<ParallelOptions> checked =
+      checkModeOptions(module, options, mode, names, keys);
   if (failed(checked))
     return failure();
   auto config = std::make_unique<TPConfig>();

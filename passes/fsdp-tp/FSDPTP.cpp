@@ -11,7 +11,8 @@
 // follows its parameter; inputs and targets are Shard(0) on dp and
 // Replicate on tp. Every forward and backward use of a parameter gathers
 // it on dp; gradients are reduce-scattered on dp; the TP collectives run
-// on tp.
+// on tp. transformAndCompile makes the dp gathers and reduce_scatters one
+// per FSDP unit (`units=`, as the fsdp mode).
 //
 //===----------------------------------------------------------------------===//
 
@@ -39,8 +40,12 @@ public:
   LogicalResult partition(ModuleOp module,
                           const ParallelOptions &options) override {
     FailureOr<std::unique_ptr<TPConfig>> config =
-        parseTPConfig(module, options, "fsdp-tp", {"dp", "tp"});
+        parseTPConfig(module, options, "fsdp-tp", {"dp", "tp"},
+                      {"units", "reshard-after-forward"});
     if (failed(config))
+      return failure();
+    FailureOr<FsdpUnits> units = parseFsdpUnits(module, options, "fsdp-tp");
+    if (failed(units))
       return failure();
     const TPResolution &resolution = (*config)->resolution;
     int64_t tpSize = options.meshShape[1];
@@ -64,8 +69,18 @@ public:
         [&](func::FuncOp fn) {
           if (failed(constrainTPBoundaries(fn, resolution)))
             return failure();
-          return gatherShardedParameters(fn, /*meshDim=*/0, "fsdp-tp");
+          return gatherShardedParameters(
+              fn, /*meshDim=*/0, "fsdp-tp",
+              [&](StringRef fqn) { return units->keepsGathered(fqn); });
         });
+  }
+
+  LogicalResult transformAndCompile(ModuleOp module,
+                                    const ParallelOptions &options) override {
+    FailureOr<FsdpUnits> units = parseFsdpUnits(module, options, "fsdp-tp");
+    if (failed(units))
+      return failure();
+    return fuseUnitCollectives(module, /*meshDim=*/0, "fsdp-tp", *units);
   }
 };
 

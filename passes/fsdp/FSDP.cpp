@@ -10,6 +10,15 @@
 // parameters stay sharded between steps. Uneven dim-0 sizes are padded
 // (docs/partition.md).
 //
+// transformAndCompile communicates per FSDP unit, as FSDP2 (`fully_shard`
+// on each transformer block and on the root): one all_gather of a unit's
+// parameters in forward, one in backward, one reduce_scatter of its
+// gradients (fuseUnitCollectives). `units=` picks the unit modules by FQN
+// pattern (default: each module list element, `layers.0`; `none`: one
+// collective per parameter). The root unit is not resharded after forward
+// (FSDP2's root): its parameters are gathered once for forward and
+// backward; `reshard-after-forward=false` keeps every unit so.
+//
 //===----------------------------------------------------------------------===//
 
 #include "spmd/Parallel/DataParallel.h"
@@ -23,9 +32,12 @@ class FSDPMode : public ParallelMode {
 public:
   LogicalResult partition(ModuleOp module,
                           const ParallelOptions &options) override {
-    FailureOr<DataParallelConfig> config =
-        parseDataParallelConfig(module, options, "fsdp", {});
+    FailureOr<DataParallelConfig> config = parseDataParallelConfig(
+        module, options, "fsdp", {"units", "reshard-after-forward"});
     if (failed(config))
+      return failure();
+    FailureOr<FsdpUnits> units = parseFsdpUnits(module, options, "fsdp");
+    if (failed(units))
       return failure();
     return annotateAndPartition(
         module, config->options,
@@ -34,8 +46,18 @@ public:
                                   {"input", "target", "param", "optim_state"});
         },
         [&](func::FuncOp fn) {
-          return gatherShardedParameters(fn, /*meshDim=*/0, "fsdp");
+          return gatherShardedParameters(
+              fn, /*meshDim=*/0, "fsdp",
+              [&](StringRef fqn) { return units->keepsGathered(fqn); });
         });
+  }
+
+  LogicalResult transformAndCompile(ModuleOp module,
+                                    const ParallelOptions &options) override {
+    FailureOr<FsdpUnits> units = parseFsdpUnits(module, options, "fsdp");
+    if (failed(units))
+      return failure();
+    return fuseUnitCollectives(module, /*meshDim=*/0, "fsdp", *units);
   }
 };
 

@@ -827,7 +827,9 @@ def trace(factory, optimizer, args, seed, accumulate=1, fake=False):
                 loss, grads = micro_loss, list(micro_grads)
                 continue
             # As autograd accumulates into .grad: the first gradient as is,
-            # later ones added.
+            # later ones added, by the root (not the module whose backward
+            # ran last).
+            scope.set("", "backward")
             loss = loss + micro_loss
             grads = [g if m is None else m if g is None else g + m
                      for g, m in zip(grads, micro_grads)]

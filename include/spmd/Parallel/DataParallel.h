@@ -73,9 +73,76 @@ mlir::LogicalResult bucketGradientAllReduces(mlir::ModuleOp module,
 /// gathered copy of forward is not kept alive. `mode` names the mode in the
 /// gathers' `spmd.reason`. Runs before propagation (a beforePropagate hook
 /// of annotateAndPartition).
-mlir::LogicalResult gatherShardedParameters(mlir::func::FuncOp fn,
-                                            int64_t meshDim,
-                                            llvm::StringRef mode);
+///
+/// A parameter for which `keepGathered(fqn)` holds is not resharded after
+/// forward (FSDP2's reshard_after_forward=False, and its root unit): one
+/// gather before its first use serves forward and backward.
+mlir::LogicalResult gatherShardedParameters(
+    mlir::func::FuncOp fn, int64_t meshDim, llvm::StringRef mode,
+    llvm::function_ref<bool(llvm::StringRef)> keepGathered = nullptr);
+
+/// Fuses `group`, collectives of one kind (spmd.all_reduce, all_gather or
+/// reduce_scatter) on the same mesh dims, reduction and element type, into
+/// one flat collective of that kind built at `b`'s insertion point (which
+/// every operand must dominate and every use of a result must follow), as
+/// FSDP2's flat all_gather and reduce_scatter and DDP's buckets do: each
+/// operand with its gathered or scattered dim moved first (aten.permute) is
+/// flattened (aten.view) and concatenated (aten.cat; along dim 1 of [R, k]
+/// pieces for a reduce_scatter, so that destination rank r's chunks of
+/// every member are contiguous), and each member's result is cut back out
+/// (aten.slice of the gathered [R, K] rows, aten.split_with_sizes
+/// otherwise) and restored to its shape. The members are erased; the fused
+/// collective, with `reason` as its `spmd.reason`, is returned. Bytes moved
+/// are the members' sum.
+mlir::Operation *fuseCollectives(llvm::ArrayRef<mlir::Operation *> group,
+                                 mlir::OpBuilder &b, llvm::StringRef reason);
+
+/// FSDP units (FSDP2's `fully_shard` granularity): which parameters are
+/// gathered by one all_gather and whose gradients are reduced by one
+/// reduce_scatter.
+struct FsdpUnits {
+  /// `units=` FQN patterns of the unit modules; empty: the first element of
+  /// each module list (`layers.0`, `h.3`, `block.1`), as FSDP2 is applied
+  /// to each transformer block.
+  std::vector<std::string> patterns;
+  /// `units=none`: every parameter its own unit: one collective per
+  /// parameter and use, nothing fused, no root unit.
+  bool perParameter = false;
+  /// `reshard-after-forward=true` (default): a unit's parameters are
+  /// gathered again for backward; `false`: they stay gathered from forward
+  /// to backward (more memory, no backward gathers).
+  bool reshardAfterForward = true;
+  /// Whether parameter `param` stays gathered from forward to backward: in
+  /// the root unit (as FSDP2's root, which never reshards: its parameters,
+  /// the head and final norm, are the first backward needs) or with
+  /// reshard-after-forward=false.
+  bool keepsGathered(llvm::StringRef param) const;
+  /// The unit of the module (or parameter owner) with FQN `module`: the
+  /// deepest enclosing module a pattern names (by default the first module
+  /// list element on its path), or "" (the root unit: every parameter no
+  /// unit claims, as the root `fully_shard`). Not used with perParameter.
+  std::string unitOf(llvm::StringRef module) const;
+};
+
+/// The `units=auto|none|glob,glob` option of `mode` ("auto" when absent)
+/// and `reshard-after-forward=true|false` (true when absent). Errors: an
+/// empty pattern ("<mode>: units '...' has an empty pattern"), another
+/// reshard value ("<mode>: reshard-after-forward must be true or false").
+mlir::FailureOr<FsdpUnits> parseFsdpUnits(mlir::ModuleOp module,
+                                          const ParallelOptions &options,
+                                          llvm::StringRef mode);
+
+/// FSDP's communication per unit, on a per-rank program (fsdp and fsdp-tp's
+/// transformAndCompile): the all_gathers of parameters (arguments with role
+/// "param") on mesh dim `meshDim` become one per unit and phase (forward,
+/// backward), placed before the first use of any of them; the gradient
+/// reduce_scatters on that mesh dim (in backward) become one per unit
+/// (of the module that computed the gradient), placed after the last
+/// gradient, split where a result is used before a later gradient exists.
+/// fuseCollectives does each fusion; `mode` begins each `spmd.reason`.
+mlir::LogicalResult fuseUnitCollectives(mlir::ModuleOp module, int64_t meshDim,
+                                        llvm::StringRef mode,
+                                        const FsdpUnits &units);
 
 /// Registration of the modes of passes/ (one library each).
 void registerDDPMode();

@@ -132,11 +132,13 @@ struct TPConfig {
 /// Checks `options` for TP mode `mode` ("tp", "fsdp-tp") on a mesh named
 /// `names` (the mesh must have that many dims; the tp mesh dim is the last),
 /// reads the `plan=FILE` option and resolves it against `module`'s
-/// @train_step. Errors: a diagnostic at the module (wrong mesh rank, an
+/// @train_step. Option keys: `plan`, `bucket-cap-mb`, `search` and
+/// `known`. Errors: a diagnostic at the module (wrong mesh rank, an
 /// unknown option, no plan) or whatever parseTPPlan/resolveTPPlan report.
 mlir::FailureOr<std::unique_ptr<TPConfig>>
 parseTPConfig(mlir::ModuleOp module, const ParallelOptions &options,
-              llvm::StringRef mode, llvm::ArrayRef<std::string> names);
+              llvm::StringRef mode, llvm::ArrayRef<std::string> names,
+              llvm::ArrayRef<llvm::StringRef> known = {});
 
 } // namespace spmd
 

@@ -4,17 +4,18 @@ module's own parameter types, against spmd-opt --spmd-report's lines:
   check_dp_bytes.py MODULE.mlir REPORT.txt ddp|fsdp
 
 ddp:  the gradient all_reduces (buckets) move every parameter byte once.
-fsdp: forward gathers every parameter exactly once (all parameter bytes,
-      dim 0 padded to a multiple of the mesh size as the shards are),
-      backward gathers each parameter it reads at most once, and the
-      reduce_scatters move every (padded) parameter byte once.
+fsdp: one all_gather per unit in forward moves every parameter exactly
+      once (all parameter bytes, dim 0 padded to a multiple of the mesh size
+      as the shards are); backward gathers each non-root unit at most once,
+      at most its bytes (the root unit stays gathered from forward); one
+      reduce_scatter per unit moves every (padded) parameter byte once.
 The claims hold for plans where only gradients are reduced (a batch that
 divides); an uneven batch adds activation collectives (docs/parallel-modes.md).
 Prints one line per claim with its figures and True/False."""
 import re
 import sys
 
-from report import padded_bytes, parameters, rows
+from report import padded_bytes, parameters, rows, unit_of, unit_rows
 
 
 def parameter_bytes(module, ranks=1):
@@ -34,23 +35,24 @@ def main():
         print("ddp gradient all_reduce bytes %d == parameter bytes: %s" % (
             sum(buckets), sum(buckets) == total))
         return
-    gathers = {"forward": [], "backward": []}
-    for line in report.splitlines():
-        m = re.search(r"^\s*\d+\s+all_gather\s+\w+\s+\[dp\]\s+(\d+).*fsdp: gather parameter "
-                      r"'([^']+)' for (forward|backward)", line)
-        if m:
-            gathers[m.group(3)].append((m.group(2), int(m.group(1))))
-    fwd, bwd = gathers["forward"], gathers["backward"]
-    print("fsdp forward gathers each parameter once, %d bytes == parameter bytes: %s" % (
+    units = {}
+    for fqn, b in params.items():
+        units[unit_of(fqn)] = units.get(unit_of(fqn), 0) + b
+    print("units: %d (%s)" % (len(units), ", ".join(sorted(u or "(root)" for u in units))))
+    fused = unit_rows(report)
+    fwd = [(u, b) for kind, phase, _, b, u, _ in fused if kind == "all_gather" and phase == "forward"]
+    bwd = [(u, b) for kind, phase, _, b, u, _ in fused if kind == "all_gather" and phase == "backward"]
+    print("fsdp forward: one all_gather per unit, %d bytes == parameter bytes: %s" % (
         sum(b for _, b in fwd),
-        sorted(f for f, _ in fwd) == sorted(params) and
-        all(b == params[f] for f, b in fwd) and sum(b for _, b in fwd) == total))
-    print("fsdp backward gathers %d parameters at most once each, full size: %s" % (
-        len(bwd), len({f for f, _ in bwd}) == len(bwd) and
-        all(f in params and b == params[f] for f, b in bwd)))
+        sorted(u for u, _ in fwd) == sorted(units) and
+        all(b == units[u] for u, b in fwd) and sum(b for _, b in fwd) == total))
+    print("fsdp backward: %d all_gathers, at most one per non-root unit, within its bytes: %s" % (
+        len(bwd), len({u for u, _ in bwd}) == len(bwd) and
+        all(u in units and u != "" and b <= units[u] for u, b in bwd)))
+    scatters = [(u, b) for kind, _, _, b, u, _ in fused if kind == "reduce_scatter"]
     scatter = sum(b for kind, _, _, b, _ in collectives if kind == "reduce_scatter")
-    print("fsdp gradient reduce_scatter bytes %d == parameter bytes: %s" % (
-        scatter, scatter == total))
+    print("fsdp gradients: one reduce_scatter per unit, %d bytes == parameter bytes: %s" % (
+        scatter, sorted(u for u, _ in scatters) == sorted(units) and scatter == total))
 
 
 if __name__ == "__main__":

@@ -27,3 +27,35 @@ def rows(report):
     """(kind, phase, mesh dims, bytes per rank, reason) of each collective."""
     return [(k, p, dims, int(b), why)
             for k, p, dims, b, why in (m.groups() for m in map(ROW.match, report.splitlines()) if m)]
+
+
+def unit_of(fqn):
+    """The fsdp mode's default unit of a parameter: its path up to the first
+    module-list index (`layers.0`), or "" (the root unit)."""
+    parts = fqn.split(".")[:-1]
+    for i, part in enumerate(parts):
+        if part.isdigit():
+            return ".".join(parts[:i + 1])
+    return ""
+
+
+UNIT = re.compile(r"(fsdp|fsdp-tp): unit (?:\(root\)|'([^']+)'): (?:gather (\d+) parameters for "
+                  r"(forward|backward)|reduce_scatter (\d+) gradients)")
+SINGLE = re.compile(r"(fsdp|fsdp-tp): gather parameter '([^']+)' for (forward|backward)")
+
+
+def unit_rows(report):
+    """(kind, phase, mesh dims, bytes, unit, members) of each dp collective
+    of an fsdp unit: a fused one (`unit U: gather N parameters`,
+    `reduce_scatter N gradients`) or a unit's only parameter's gather."""
+    out = []
+    for kind, phase, dims, nbytes, why in rows(report):
+        m = UNIT.search(why)
+        if m:
+            out.append((kind, m.group(4) or phase, dims, nbytes, m.group(2) or "",
+                        int(m.group(3) or m.group(5))))
+            continue
+        m = SINGLE.search(why)
+        if m:
+            out.append((kind, m.group(3), dims, nbytes, unit_of(m.group(2)), 1))
+    return out
