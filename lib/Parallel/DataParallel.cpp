@@ -468,7 +468,7 @@ FailureOr<FsdpUnits> spmd::parseFsdpUnits(ModuleOp module,
 /// the backward ops it combines.
 static StringRef gradientModule(Operation *def) {
   for (int depth = 0; depth < 8 && def; ++depth) {
-    if (!getModuleFqn(def).empty() || getPhase(def) != "backward")
+    if (!getModuleFqn(def).empty() || getPhase(def) == "optimizer")
       return getModuleFqn(def);
     Operation *next = nullptr;
     for (Value operand : def->getOperands())
@@ -561,9 +561,11 @@ LogicalResult spmd::fuseUnitCollectives(ModuleOp module, int64_t meshDim,
     fn.walk([&](ReduceScatterOp r) {
       Operation *def = r.getInput().getDefiningOp();
       StringRef phase = getPhase(r);
+      auto late = [](StringRef p) {
+        return p == "backward" || p == "optimizer";
+      };
       if (def && def->getBlock() == r->getBlock() && onDim(r.getMeshDims()) &&
-          getPhase(def) == "backward" &&
-          (phase == "backward" || phase == "optimizer"))
+          late(getPhase(def)) && late(phase))
         grads.push_back(r);
     });
     // The rearrangements of a result, transitively, and the other uses.

@@ -9,9 +9,11 @@ Claims (the issue's "fsdp-tp adds only dp-dim all_gathers of parameters and
 reduce_scatters of gradients"):
   - the tp-dim collectives are the tp plan's, kind and phase, in order
     (plus at most two optimizer all_reduces the 1-D plan saves);
-  - every dp-dim all_gather gathers a parameter (fsdp-tp's reason);
-  - the dp-dim reduce_scatters reduce each parameter's gradient once: as many
-    as parameters, moving the bytes of every parameter's TP-local shard (dim 0
+  - every dp-dim all_gather gathers parameters of an FSDP unit (fsdp-tp's
+    reason), one per unit in forward (per micro-step with accumulation);
+  - the dp-dim reduce_scatters reduce each parameter's gradient once: one per
+    unit (at most two with gradient accumulation), moving the bytes of every
+    parameter's TP-local shard (dim 0
     padded to a multiple of dp, as the shards are);
   - nothing else runs on dp but all_reduces of scalars (the loss and the
     mean's total weight, 4 or 8 bytes).
@@ -19,7 +21,7 @@ Prints one line per claim with its figures and True/False."""
 import re
 import sys
 
-from report import padded_bytes, parameters, rows
+from report import padded_bytes, parameters, rows, unit_of, unit_rows
 
 
 def tp_local_bytes(captured, parallel):
@@ -61,15 +63,22 @@ def main():
           (len(tp_kinds), len(ft_tp), ordered and
            all(x == ("all_reduce", "optimizer") for x in extra) and len(extra) <= 2))
     dp = [r for r in ft_rows if "dp" in r[2].split(",")]
-    gathers = [r for r in dp if r[0] == "all_gather"]
-    print("dp all_gathers: %d, all of parameters: %s" %
-          (len(gathers), all(r[4].startswith("fsdp-tp: gather parameter") for r in gathers)))
     params = tp_local_bytes(captured, parallel)
+    units = sorted({unit_of(f) for f in params})
+    fused = [r for r in unit_rows(open(sys.argv[4]).read()) if "dp" in r[2].split(",")]
+    gathers = [r for r in dp if r[0] == "all_gather"]
+    forward = sorted(u for k, p, _, _, u, _ in fused if k == "all_gather" and p == "forward")
+    # Gradient accumulation gathers once per micro-step.
+    print("dp all_gathers: %d, all of unit parameters, one per unit in forward: %s" %
+          (len(gathers), len([r for r in fused if r[0] == "all_gather"]) == len(gathers) and
+           sorted(set(forward)) == units))
     scatters = [r for r in dp if r[0] == "reduce_scatter"]
     moved = sum(r[3] for r in scatters)
-    print("dp reduce_scatters: %d for %d parameters, %d bytes == TP-local parameter bytes %d: %s" %
-          (len(scatters), len(params), moved, sum(params.values()),
-           len(scatters) == len(params) and moved == sum(params.values())))
+    # One per unit; with gradient accumulation a gradient the update needs
+    # before the unit's last one is computed (a StridedShard bias) goes alone.
+    print("dp reduce_scatters: %d for %d units, %d bytes == TP-local parameter bytes %d: %s" %
+          (len(scatters), len(units), moved, sum(params.values()),
+           len(units) <= len(scatters) <= 2 * len(units) and moved == sum(params.values())))
     others = [r for r in dp if r[0] not in ("all_gather", "reduce_scatter")]
     print("other dp collectives: %d, all scalar all_reduces: %s" %
           (len(others), all(r[0] == "all_reduce" and r[3] <= 8 for r in others)))
