@@ -4,7 +4,7 @@ models) and examples/hf_vision.py (image classifiers) in each parallel mode,
 checked against PyTorch, with its collectives per step and bytes per rank.
 
   bench/zoo.py [--build DIR] [--models gpt2,bert,llama,opt,t5,vit,resnet,convnext]
-               [--optimizer adamw] [--markdown]
+               [--modes "fsdp 4,fsdp-tp 2x2"] [--optimizer adamw] [--markdown]
 
 Each model is captured once (spmd-capture, small config, random weights);
 each mode is `spmd-opt --spmd-parallelize=... --spmd-report` (its "total per
@@ -61,6 +61,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--build", default=os.path.join(ROOT, "build"))
     parser.add_argument("--models", default=",".join(MODELS))
+    parser.add_argument("--modes", help="only these columns, comma-separated (default: all)")
     parser.add_argument("--optimizer", default="adamw")
     parser.add_argument("--markdown", action="store_true")
     args = parser.parse_args()
@@ -78,6 +79,8 @@ def main():
                              "", ""))
                 continue
             for column, options, ranks in modes(model):
+                if args.modes and column not in args.modes.split(","):
+                    continue
                 program, collectives, nbytes = captured, "0", "0"
                 if options:
                     program = os.path.join(tmp, "%s.%d.mlir" % (model, len(rows)))
