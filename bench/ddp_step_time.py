@@ -34,8 +34,8 @@ spmd_env.use_project_python()
 
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
-import torch.multiprocessing as mp  # noqa: E402
 
+from gloo_ranks import run_on_ranks  # noqa: E402
 from spmd_capture.trace import Optimizer, load_factory  # noqa: E402
 
 DEFAULT = [
@@ -65,19 +65,6 @@ def torch_worker(rank, ranks, spec, steps, port, out):
     if rank == 0:
         out.put(statistics.median(times))
     dist.destroy_process_group()
-
-
-def torch_median(spec, ranks, steps, port):
-    ctx = mp.get_context("spawn")
-    out = ctx.Queue()
-    procs = [ctx.Process(target=torch_worker, args=(r, ranks, spec, steps, port, out))
-             for r in range(ranks)]
-    for p in procs:
-        p.start()
-    result = out.get()
-    for p in procs:
-        p.join()
-    return result
 
 
 def spmd_median(spec, ranks, steps, build, work):
@@ -151,7 +138,7 @@ def main():
         with tempfile.TemporaryDirectory() as work:
             spmd = spmd_median(spec, args.ranks, args.steps, args.build, work)
         python = python_median(spec, args.ranks, args.steps, args.build)
-        eager = torch_median(spec, args.ranks, args.steps, 29500 + i)
+        eager = run_on_ranks(torch_worker, args.ranks, spec, args.steps, 29500 + i)
         print("%-100s %10.2f %12.2f %10.2f %6.2fx" % (spec, spmd * 1e3, python * 1e3,
                                                      eager * 1e3, spmd / eager))
         sys.stdout.flush()

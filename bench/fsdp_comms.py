@@ -32,8 +32,8 @@ spmd_env.use_project_python()
 
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
-import torch.multiprocessing as mp  # noqa: E402
 
+from gloo_ranks import run_on_ranks  # noqa: E402
 from spmd_capture.trace import load_factory  # noqa: E402
 
 DEFAULT = [
@@ -91,19 +91,6 @@ def fsdp2_worker(rank, ranks, spec, port, out):
     dist.destroy_process_group()
 
 
-def fsdp2(spec, ranks, port):
-    ctx = mp.get_context("spawn")
-    out = ctx.Queue()
-    procs = [ctx.Process(target=fsdp2_worker, args=(r, ranks, spec, port, out))
-             for r in range(ranks)]
-    for p in procs:
-        p.start()
-    result = out.get()
-    for p in procs:
-        p.join()
-    return result
-
-
 def spmd(spec, ranks, build, work, units):
     module = os.path.join(work, "m.mlir")
     bin_dir = os.path.join(build, "bin")
@@ -142,7 +129,7 @@ def main():
             for units, name in ((None, "spmd fsdp (units)"), ("none", "spmd fsdp units=none")):
                 kinds, count, nbytes = spmd(spec, args.ranks, args.build, work, units)
                 print("%-90s %-26s %8d %10d  %s" % (spec, name, count, nbytes, describe(kinds)))
-        counts, nbytes = fsdp2(spec, args.ranks, 29600 + i)
+        counts, nbytes = run_on_ranks(fsdp2_worker, args.ranks, spec, 29600 + i)
         print("%-90s %-26s %8d %10d  %s" % (spec, "FSDP2 fully_shard", sum(counts.values()),
                                            nbytes, describe(counts)))
         sys.stdout.flush()
