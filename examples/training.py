@@ -10,6 +10,7 @@ to --rtol relative, and the parameters at the end; the exit status says
 whether they did."""
 import argparse
 import copy
+import math
 import os
 import sys
 import time
@@ -55,7 +56,6 @@ def make_optimizer(name, params, lr):
 def cosine(step, steps, lr):
     """The learning rate of `step` (0-based): linear warm-up over 5 steps,
     then cosine decay to a tenth."""
-    import math
     if step < 5:
         return lr * (step + 1) / 5
     return lr * (0.1 + 0.45 * (1 + math.cos(math.pi * (step - 5) / max(steps - 5, 1))))
@@ -80,12 +80,9 @@ def train(args, model, loss_fn, batch, tokens_per_step, default_plan=None, evalu
     optimizer = make_optimizer(args.optimizer, model.parameters(), args.lr)
     ref_opt = make_optimizer(args.optimizer, reference.parameters(), args.lr) \
         if reference is not None else None
-    start = 0
     if args.resume:
         train_step.load(args.resume)  # applied when the first call compiles
-        import json
-        with open(os.path.join(args.resume, "metadata.json")) as f:
-            start = json.load(f)["steps"]
+    start = train_step.steps
     worst_loss, status = 0.0, 0
 
     def reference_step(step):
@@ -126,30 +123,26 @@ def train(args, model, loss_fn, batch, tokens_per_step, default_plan=None, evalu
                 print("saved %s after step %d" % (args.checkpoint, step + 1), flush=True)
     if args.checkpoint and args.save_at is None:
         train_step.save(args.checkpoint)
-    state = train_step.state_dict()
+    train_step.sync(model, optimizer)
     if reference is not None:
-        # Per tensor, the norm of the difference relative to the parameter's
-        # norm: elementwise, an element near zero has no relative precision.
         # In norm, over the whole model: elementwise, an element near zero has
         # no relative precision, and a tensor whose gradient is zero up to
         # rounding (attention's key bias: softmax ignores it) moves by
         # Adam's normalized noise, of order lr per step, on both sides.
-        names = [n for n, _ in reference.named_parameters()]
-        diff = torch.stack([torch.linalg.vector_norm(state[n] - p.detach())
-                            for n, p in reference.named_parameters()])
-        norm = torch.stack([torch.linalg.vector_norm(p.detach())
-                            for p in reference.parameters()])
+        pairs = list(zip(model.named_parameters(), reference.parameters()))
+        diff = torch.stack([torch.linalg.vector_norm(p.detach() - r.detach())
+                            for (_, p), r in pairs])
+        norm = torch.stack([torch.linalg.vector_norm(r.detach()) for _, r in pairs])
         params = (torch.linalg.vector_norm(diff) / torch.linalg.vector_norm(norm)).item()
         worst = int((diff / norm.clamp(min=1e-30)).argmax())
         print("largest difference of one tensor, relative to its norm: %.1e (%s)"
-              % ((diff[worst] / norm[worst]).item(), names[worst]))
+              % ((diff[worst] / norm[worst]).item(), pairs[worst][0][0]))
         ok = params <= args.rtol and not status
         print("spmd %s on mesh %s, %d ranks: steps %d-%d against PyTorch: largest loss "
               "difference %.1e, parameters %.1e (relative, in norm over the model): %s" % (
                   args.mode, args.mesh or spmd.world_size(), spmd.world_size(), start + 1, stop,
                   worst_loss, params, "match" if ok else "MISMATCH"), flush=True)
         status = 0 if ok else 1
-    train_step.sync(model, optimizer)
     if rank == 0:
         if evaluate is not None:
             print(evaluate(model), flush=True)

@@ -403,6 +403,12 @@ spmd::gatherShardedParameters(func::FuncOp fn, int64_t meshDim, StringRef mode,
   return success();
 }
 
+/// The FQN of the module that holds parameter `fqn` ("" for the root).
+static StringRef ownerModule(StringRef fqn) {
+  auto [owner, name] = fqn.rsplit('.');
+  return name.empty() ? StringRef() : owner;
+}
+
 std::string FsdpUnits::unitOf(StringRef module) const {
   SmallVector<StringRef> parts;
   if (!module.empty())
@@ -426,10 +432,9 @@ std::string FsdpUnits::unitOf(StringRef module) const {
 }
 
 bool FsdpUnits::keepsGathered(StringRef param) const {
-  if (!reshardAfterForward || perParameter)
-    return !reshardAfterForward;
-  auto [owner, name] = param.rsplit('.');
-  return unitOf(name.empty() ? StringRef() : owner).empty();
+  if (!reshardAfterForward)
+    return true;
+  return !perParameter && unitOf(ownerModule(param)).empty();
 }
 
 FailureOr<FsdpUnits> spmd::parseFsdpUnits(ModuleOp module,
@@ -480,20 +485,33 @@ static StringRef gradientModule(Operation *def) {
   return "";
 }
 
-LogicalResult spmd::fuseUnitCollectives(ModuleOp module, int64_t meshDim,
-                                        StringRef mode,
-                                        const FsdpUnits &units) {
-  auto onDim = [&](ArrayRef<int64_t> dims) {
-    return dims.size() == 1 && dims[0] == meshDim;
-  };
+/// The `spmd.reason` of a unit's fused collective: "<mode>: unit 'U': <verb>
+/// N <what>, B bytes", B the members' bytes (results of a gather, operands
+/// of a reduce_scatter: the full tensors either way).
+static std::string unitReason(StringRef mode, StringRef unit,
+                              ArrayRef<Operation *> group, StringRef verb,
+                              StringRef what) {
+  int64_t bytes = 0;
+  for (Operation *op : group)
+    bytes += tensorBytes(isa<AllGatherOp>(op) ? op->getResult(0).getType()
+                                              : op->getOperand(0).getType());
+  return (mode + ": unit " + (unit.empty() ? "(root)" : "'" + unit + "'") +
+          ": " + verb + " " + std::to_string(group.size()) + " " + what + ", " +
+          std::to_string(bytes) + " bytes")
+      .str();
+}
+
+LogicalResult spmd::fuseUnitCollectives(ModuleOp module,
+                                        const ParallelOptions &options,
+                                        int64_t meshDim, StringRef mode) {
+  FailureOr<FsdpUnits> parsed = parseFsdpUnits(module, options, mode);
+  if (failed(parsed))
+    return failure();
+  const FsdpUnits &units = *parsed;
   if (units.perParameter)
     return success();
-  auto byteCount = [](ArrayRef<Operation *> ops, bool result) {
-    int64_t bytes = 0;
-    for (Operation *op : ops)
-      bytes += tensorBytes(result ? op->getResult(0).getType()
-                                  : op->getOperand(0).getType());
-    return bytes;
+  auto onDim = [&](ArrayRef<int64_t> dims) {
+    return dims.size() == 1 && dims[0] == meshDim;
   };
   for (auto fn : module.getOps<func::FuncOp>()) {
     if (fn.isExternal())
@@ -503,7 +521,8 @@ LogicalResult spmd::fuseUnitCollectives(ModuleOp module, int64_t meshDim,
     // results (its operands are arguments). A parameter gathered again
     // (the next micro-step of gradient accumulation, a second use) starts
     // the unit's next group: what was resharded stays so until then.
-    std::map<std::tuple<std::string, std::string, std::string>,
+    // (Types are keyed by their uniqued pointer.)
+    std::map<std::tuple<std::string, std::string, const void *>,
              SmallVector<SmallVector<Operation *>>>
         gathers;
     fn.walk([&](AllGatherOp g) {
@@ -513,12 +532,9 @@ LogicalResult spmd::fuseUnitCollectives(ModuleOp module, int64_t meshDim,
           getArgRole(fn, arg.getArgNumber()) != "param")
         return;
       StringRef fqn = getArgFqn(fn, arg.getArgNumber());
-      std::string element;
-      llvm::raw_string_ostream(element) << g.getType().getElementType();
-      auto &groups = gathers[{units.unitOf(fqn.rsplit('.').first == fqn
-                                               ? StringRef()
-                                               : fqn.rsplit('.').first),
-                              getPhase(g).str(), element}];
+      auto &groups =
+          gathers[{units.unitOf(ownerModule(fqn)), getPhase(g).str(),
+                   g.getType().getElementType().getAsOpaquePointer()}];
       if (groups.empty() || llvm::any_of(groups.back(), [&](Operation *o) {
             return o->getOperand(0) == arg;
           }))
@@ -539,12 +555,9 @@ LogicalResult spmd::fuseUnitCollectives(ModuleOp module, int64_t meshDim,
         ProvenanceListener provenance(group.front());
         OpBuilder b(firstUse, &provenance);
         const auto &[unit, phase, element] = key;
-        fuseCollectives(group, b,
-                        mode.str() + ": unit " +
-                            (unit.empty() ? "(root)" : "'" + unit + "'") +
-                            ": gather " + std::to_string(group.size()) +
-                            " parameters for " + phase + ", " +
-                            std::to_string(byteCount(group, true)) + " bytes");
+        fuseCollectives(
+            group, b,
+            unitReason(mode, unit, group, "gather", "parameters for " + phase));
       }
 
     // Gradient reduce_scatters (of a value backward computed) by (unit of
@@ -554,87 +567,73 @@ LogicalResult spmd::fuseUnitCollectives(ModuleOp module, int64_t meshDim,
     // last gradient and grows while every result it gives is used after
     // that. The view ops that rearrange a result (a weight gradient's
     // transpose) move down with the group, so they do not count as uses.
-    std::map<std::tuple<std::string, int64_t, std::string>,
-             SmallVector<SmallVector<Operation *>>>
+    struct Bucket {
+      SmallVector<Operation *> ops;
+      // The rearrangements of the results (transitively), and the first
+      // other use of any result.
+      SmallVector<Operation *> moved;
+      Operation *firstUse = nullptr;
+    };
+    std::map<std::tuple<std::string, int64_t, const void *>,
+             SmallVector<Bucket>>
         scatters;
     SmallVector<ReduceScatterOp> grads;
     fn.walk([&](ReduceScatterOp r) {
       Operation *def = r.getInput().getDefiningOp();
-      StringRef phase = getPhase(r);
       auto late = [](StringRef p) {
         return p == "backward" || p == "optimizer";
       };
       if (def && def->getBlock() == r->getBlock() && onDim(r.getMeshDims()) &&
-          late(getPhase(def)) && late(phase))
+          late(getPhase(def)) && late(getPhase(r)))
         grads.push_back(r);
     });
-    // The rearrangements of a result, transitively, and the other uses.
-    auto rearrangements = [](Operation *op, SmallVectorImpl<Operation *> &moved,
-                             SmallVectorImpl<Operation *> &uses) {
-      SmallVector<Operation *> work = {op};
-      while (!work.empty())
-        for (Operation *user : work.pop_back_val()->getUsers()) {
-          if (aten::isRearrangement(user) && user->getNumOperands() == 1 &&
-              getPhase(user) == "backward") {
-            moved.push_back(user);
-            work.push_back(user);
-          } else {
-            uses.push_back(user);
-          }
-        }
-    };
     llvm::stable_sort(grads, [](ReduceScatterOp a, ReduceScatterOp b) {
       return a.getInput().getDefiningOp()->isBeforeInBlock(
           b.getInput().getDefiningOp());
     });
-    auto lastDef = [](ArrayRef<Operation *> ops) {
-      return ops.back()->getOperand(0).getDefiningOp();
-    };
     for (ReduceScatterOp r : grads) {
-      std::string element;
-      llvm::raw_string_ostream(element) << r.getType().getElementType();
       Operation *def = r.getInput().getDefiningOp();
-      auto &buckets = scatters[{units.unitOf(gradientModule(def)),
-                                static_cast<int64_t>(r.getReduce()), element}];
-      auto usedAfter = [&](Operation *op) {
-        SmallVector<Operation *> moved, uses;
-        rearrangements(op, moved, uses);
-        return llvm::all_of(
-            uses, [&](Operation *user) { return def->isBeforeInBlock(user); });
-      };
-      bool fits = !buckets.empty() && usedAfter(r) &&
-                  llvm::all_of(buckets.back(), usedAfter);
-      if (!fits)
-        buckets.push_back({});
-      buckets.back().push_back(r);
+      auto &buckets =
+          scatters[{units.unitOf(gradientModule(def)),
+                    static_cast<int64_t>(r.getReduce()),
+                    r.getType().getElementType().getAsOpaquePointer()}];
+      if (buckets.empty() || (buckets.back().firstUse &&
+                              !def->isBeforeInBlock(buckets.back().firstUse)))
+        buckets.emplace_back();
+      Bucket &bucket = buckets.back();
+      bucket.ops.push_back(r);
+      SmallVector<Operation *> work = {r};
+      while (!work.empty())
+        for (Operation *user : work.pop_back_val()->getUsers()) {
+          if (aten::isRearrangement(user) && user->getNumOperands() == 1 &&
+              getPhase(user) == "backward") {
+            bucket.moved.push_back(user);
+            work.push_back(user);
+          } else if (!bucket.firstUse ||
+                     user->isBeforeInBlock(bucket.firstUse)) {
+            bucket.firstUse = user;
+          }
+        }
     }
     for (auto &[key, buckets] : scatters)
-      for (auto &group : buckets) {
-        if (group.size() < 2)
+      for (Bucket &bucket : buckets) {
+        if (bucket.ops.size() < 2)
           continue;
         // The rearrangements of the results go right after the last
         // gradient, in their order, and the fused collective before them.
-        Operation *last = lastDef(group);
-        SmallVector<Operation *> moved, uses;
-        for (Operation *r : group)
-          rearrangements(r, moved, uses);
-        llvm::sort(moved, [](Operation *a, Operation *b) {
+        Operation *last = bucket.ops.back()->getOperand(0).getDefiningOp();
+        llvm::sort(bucket.moved, [](Operation *a, Operation *b) {
           return a->isBeforeInBlock(b);
         });
-        moved.erase(std::unique(moved.begin(), moved.end()), moved.end());
-        for (Operation *op : llvm::reverse(moved))
+        for (Operation *op : llvm::reverse(bucket.moved))
           op->moveAfter(last);
         // Built where the last gradient is: its module and phase.
         ProvenanceListener provenance(last);
         OpBuilder b(fn.getContext(), &provenance);
         b.setInsertionPointAfter(last);
-        const std::string &unit = std::get<0>(key);
-        fuseCollectives(group, b,
-                        mode.str() + ": unit " +
-                            (unit.empty() ? "(root)" : "'" + unit + "'") +
-                            ": reduce_scatter " + std::to_string(group.size()) +
-                            " gradients, " +
-                            std::to_string(byteCount(group, false)) + " bytes");
+        fuseCollectives(bucket.ops, b,
+                        unitReason(mode, std::get<0>(key), bucket.ops,
+                                   "reduce_scatter", "gradients"));
       }
   }
   return success();

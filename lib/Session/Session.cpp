@@ -42,6 +42,8 @@ struct SpmdSession {
   std::vector<SpmdBuffer *> args;    // this rank's pieces; null until set
   std::vector<bool> borrowed;        // args over the caller's memory
   std::vector<SpmdBuffer *> results; // the last step's non-update results
+  // Global shapes: of each argument once set, of each result that updates
+  // none (the others have their argument's).
   std::vector<std::optional<std::vector<int64_t>>> argShapes, resultShapes;
   std::string layoutText;
 
@@ -136,6 +138,17 @@ int32_t checkIndex(const SpmdSession *s, int32_t which, int32_t i, char *error,
     return fail(error, size, "%s %d out of range (%zu)",
                 which == 0 ? "argument" : "result", i, n);
   return 0;
+}
+
+/// Unsets the arguments that borrow the caller's memory (only promised
+/// until the run that reads them returns).
+void releaseBorrowed(SpmdSession *session) {
+  for (size_t i = 0; i < session->args.size(); ++i)
+    if (session->borrowed[i]) {
+      spmd_rt_free(session->args[i]);
+      session->args[i] = nullptr;
+      session->borrowed[i] = false;
+    }
 }
 
 const char *nameOf(const Slot &slot) {
@@ -392,12 +405,7 @@ int32_t spmd_session_run(SpmdSession *session, int64_t step, char *error,
   int ready = why.empty(), everyone = 0;
   MPI_Allreduce(&ready, &everyone, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
   if (!everyone) {
-    for (size_t i = 0; i < session->args.size(); ++i)
-      if (session->borrowed[i]) {
-        spmd_rt_free(session->args[i]);
-        session->args[i] = nullptr;
-        session->borrowed[i] = false;
-      }
+    releaseBorrowed(session);
     if (!why.empty())
       return fail(error, error_size, "rank %d: %s", spmd_rt_rank(),
                   why.c_str());
@@ -406,13 +414,7 @@ int32_t spmd_session_run(SpmdSession *session, int64_t step, char *error,
   }
   spmd_rt_set_step(step);
   std::vector<SpmdBuffer *> results = session->exe->invoke(session->args);
-  // The caller's memory is only promised until this run returns.
-  for (size_t i = 0; i < session->args.size(); ++i)
-    if (session->borrowed[i]) {
-      spmd_rt_free(session->args[i]);
-      session->args[i] = nullptr;
-      session->borrowed[i] = false;
-    }
+  releaseBorrowed(session);
   for (size_t i = 0; i < results.size(); ++i) {
     int64_t target = session->exe->results[i].updates;
     spmd_rt_free(session->results[i]);
@@ -420,7 +422,6 @@ int32_t spmd_session_run(SpmdSession *session, int64_t step, char *error,
     if (target >= 0 && target < static_cast<int64_t>(session->args.size())) {
       spmd_rt_free(session->args[target]);
       session->args[target] = results[i];
-      session->resultShapes[i] = session->argShapes[target];
     } else {
       session->results[i] = results[i];
     }

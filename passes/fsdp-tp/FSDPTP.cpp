@@ -77,10 +77,7 @@ public:
 
   LogicalResult transformAndCompile(ModuleOp module,
                                     const ParallelOptions &options) override {
-    FailureOr<FsdpUnits> units = parseFsdpUnits(module, options, "fsdp-tp");
-    if (failed(units))
-      return failure();
-    return fuseUnitCollectives(module, /*meshDim=*/0, "fsdp-tp", *units);
+    return fuseUnitCollectives(module, options, /*meshDim=*/0, "fsdp-tp");
   }
 };
 

@@ -44,10 +44,11 @@ to the others), lowers and JIT-compiles it; every later call runs it.
   with `clip_grad_norm=` (the step sees no `.grad`). It returns the loss; the
   call returns it as a 0-dim tensor, the same on every rank.
 """
+import atexit
+import collections
 import ctypes
 import json
 import os
-import atexit
 
 import numpy as np
 import torch
@@ -129,6 +130,9 @@ def _hyperparameters(optimizer):
                         if k not in ("params", "lr", "initial_lr")))
 
 
+_Guard = collections.namedtuple("_Guard", "model training optimizer batch hyperparameters")
+
+
 def _guard(model, optimizer, batch, kwbatch):
     """What a compiled step depends on besides the state: the model (and
     whether it is in training mode) and the optimizer it was compiled for,
@@ -140,7 +144,8 @@ def _guard(model, optimizer, batch, kwbatch):
         return (key, repr(b))
     entries = tuple(entry(i, b) for i, b in enumerate(batch)) + \
         tuple(entry(k, v) for k, v in sorted(kwbatch.items()))
-    return (id(model), model.training, id(optimizer), entries, _hyperparameters(optimizer))
+    return _Guard(id(model), model.training, id(optimizer), entries,
+                  _hyperparameters(optimizer))
 
 
 def _to_host(tensor, dtype):
@@ -181,9 +186,6 @@ class _Session:
             lib().spmd_session_destroy(self.handle)
             self.handle = None
             _live.remove(self)
-
-    def program(self):
-        return lib().spmd_session_program(self.handle).decode()
 
     def layout(self, which, i):
         return lib().spmd_session_layout(self.handle, which, i).decode()
@@ -299,6 +301,7 @@ class CompiledStep:
             if r.updates is None:
                 session.set_result_shape(i, list(out.shape))
         self._session, self._step = session, step
+        self._loss = next(i for i, r in enumerate(step.results) if r.updates is None)
         self._model, self._optimizer = model, optimizer
         self.compiles += 1
 
@@ -384,8 +387,8 @@ class CompiledStep:
         except SpmdError as e:
             raise (mine or e) from None
         self.steps += 1
-        loss = step.results.index(next(r for r in step.results if r.updates is None))
-        return session.gather(1, loss, list(step.outputs[loss].shape), step.outputs[loss].dtype)
+        loss = step.outputs[self._loss]
+        return session.gather(1, self._loss, list(loss.shape), loss.dtype)
 
     # -- state ---------------------------------------------------------------
     def _state_args(self):
@@ -436,7 +439,7 @@ class CompiledStep:
         r = rank()
         if r == 0:
             os.makedirs(directory, exist_ok=True)
-        _barrier()
+        lib().spmd_session_barrier()
         arrays, meta = {}, []
         for i, a in self._state_args():
             data, maps = self._session.piece(i, a.value.dim(), a.value.dtype)
@@ -453,18 +456,19 @@ class CompiledStep:
                            "world_size": world_size(), "mode": self.parallel_mode,
                            "mesh": _mesh_text(self.mesh),
                            "steps": self.steps, "state": meta}, f, indent=1)
-        _barrier()
+        lib().spmd_session_barrier()
 
     def load(self, directory):
         """Collective. Loads a checkpoint `save` wrote, on any mesh and mode:
         each tensor is reassembled from the saved pieces and this rank keeps
         its piece. Before the first call it is applied once the step is
-        compiled. Errors name a missing file or a tensor whose FQN, shape or
-        dtype the step does not have."""
+        compiled; `steps` is the checkpoint's at once. Errors name a missing
+        file or a tensor whose FQN, shape or dtype the step does not have."""
         with open(os.path.join(directory, "metadata.json")) as f:
             meta = json.load(f)
         if meta.get("format") != "spmd-checkpoint":
             raise SpmdError("%s is not an spmd checkpoint" % directory)
+        self.steps = meta["steps"]
         if self._session is None:
             self._pending = directory
             return
@@ -484,16 +488,12 @@ class CompiledStep:
                 maps = [npz["%s.%d" % (m["key"], d)] for d in range(len(m["shape"]))]
                 full[np.ix_(*maps)] = npz[m["key"]]
             self._session.set_arg(i, torch.from_numpy(full), a.value.dtype)
-        self.steps = meta["steps"]
 
 
 def _describe(key):
     """The batch a guard key was made for: "(torch.float32[8, 6], mask=None)"."""
-    return "(%s)" % ", ".join(v if isinstance(k, int) else "%s=%s" % (k, v) for k, v in key[3])
-
-
-def _barrier():
-    lib().spmd_session_barrier()
+    return "(%s)" % ", ".join(v if isinstance(k, int) else "%s=%s" % (k, v)
+                              for k, v in key.batch)
 
 
 def compile(parallel_mode="ddp", mesh=None, plan=None, options=None, backend="cpu",

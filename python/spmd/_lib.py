@@ -1,9 +1,8 @@
 """The C ABI of include/spmd-c/Session.h, loaded with ctypes.
 
 The build directory is $SPMD_BUILD_DIR, by default <repo>/build: its
-lib/libspmd_session.so (this binding), lib/libspmd_runtime.so (the kernels and
-collectives the JIT-compiled program calls) and bin/spmd-opt (which ATen ops
-the dialect has, for the tracer)."""
+lib/libspmd_session.so (this binding) and lib/libspmd_runtime.so (the kernels
+and collectives the JIT-compiled program calls)."""
 import ctypes
 import ctypes.util
 import os

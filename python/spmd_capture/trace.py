@@ -954,10 +954,10 @@ def _user_step(factory, flat, inputs, trainable, scope):
         scope.set("", "backward")
         backwards.append((loss, torch.autograd.grad(loss, [flat[i] for i in trainable],
                                                     allow_unused=True)))
-    args, kwargs = call_arguments(factory.inputs, {k: flat[j] for k, j in inputs.items()})
     torch.Tensor.backward = backward
     try:
-        factory.train_step(factory.model, optimizer, *args, **kwargs)
+        forward(factory, lambda a, kw: factory.train_step(factory.model, optimizer, *a, **kw),
+                flat, inputs)
     finally:
         torch.Tensor.backward = tensor_backward
     if not backwards:

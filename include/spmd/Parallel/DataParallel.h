@@ -133,16 +133,17 @@ mlir::FailureOr<FsdpUnits> parseFsdpUnits(mlir::ModuleOp module,
                                           llvm::StringRef mode);
 
 /// FSDP's communication per unit, on a per-rank program (fsdp and fsdp-tp's
-/// transformAndCompile): the all_gathers of parameters (arguments with role
-/// "param") on mesh dim `meshDim` become one per unit and phase (forward,
-/// backward), placed before the first use of any of them; the gradient
-/// reduce_scatters on that mesh dim (in backward) become one per unit
-/// (of the module that computed the gradient), placed after the last
-/// gradient, split where a result is used before a later gradient exists.
-/// fuseCollectives does each fusion; `mode` begins each `spmd.reason`.
-mlir::LogicalResult fuseUnitCollectives(mlir::ModuleOp module, int64_t meshDim,
-                                        llvm::StringRef mode,
-                                        const FsdpUnits &units);
+/// transformAndCompile; the units from `options`, parseFsdpUnits): the
+/// all_gathers of parameters (arguments with role "param") on mesh dim
+/// `meshDim` become one per unit and phase (forward, backward), placed
+/// before the first use of any of them; the gradient reduce_scatters on
+/// that mesh dim become one per unit (of the module whose backward computed
+/// the gradient), placed after the last gradient, split where a result is
+/// used before a later gradient exists. fuseCollectives does each fusion;
+/// `mode` begins each `spmd.reason`. Errors: parseFsdpUnits'.
+mlir::LogicalResult fuseUnitCollectives(mlir::ModuleOp module,
+                                        const ParallelOptions &options,
+                                        int64_t meshDim, llvm::StringRef mode);
 
 /// Registration of the modes of passes/ (one library each).
 void registerDDPMode();
