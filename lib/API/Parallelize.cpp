@@ -34,6 +34,10 @@ spmd::parallelize(ModuleOp module, StringRef mode, ArrayRef<int64_t> mesh,
       if (StringRef(value).getAsDouble(passOptions.bucketCapMb))
         return module.emitError("spmd::parallelize: bucket-cap-mb '")
                << value << "' is not a number";
+    } else if (key == "overlap") {
+      if (StringRef(value).getAsInteger(10, passOptions.overlap))
+        return module.emitError("spmd::parallelize: overlap '")
+               << value << "' is not a count";
     } else if (key == "placements") {
       passOptions.placements = value;
     } else {

@@ -318,6 +318,9 @@ using FoldedTransposes = llvm::DenseSet<Operation *>;
 struct LoweringState {
   RandomIds randomIds;
   FoldedTransposes folds;
+  /// The collectives that start asynchronously, and the waits that
+  /// complete them (spmd.wait).
+  llvm::DenseSet<Operation *> asyncCollectives, completingWaits;
 };
 
 /// A matrix operand of a matrix product: its last two operands.
@@ -609,9 +612,10 @@ struct FoldTranspose : ConversionPattern {
 
 /// The spmd collectives and local_take: their own runtime entry points.
 struct CollectiveToCall : ConversionPattern {
-  CollectiveToCall(const TypeConverter &converter, MLIRContext *ctx)
-      : ConversionPattern(converter, MatchAnyOpTypeTag(), /*benefit=*/1, ctx) {
-  }
+  CollectiveToCall(const TypeConverter &converter, MLIRContext *ctx,
+                   const LoweringState &state)
+      : ConversionPattern(converter, MatchAnyOpTypeTag(), /*benefit=*/1, ctx),
+        state(state) {}
 
   LogicalResult
   matchAndRewrite(Operation *op, ArrayRef<Value> operands,
@@ -625,29 +629,36 @@ struct CollectiveToCall : ConversionPattern {
       ArrayRef<int64_t> meshDims = collective.getMeshDims();
       args = {b.i32(meshDims.size()), b.i64Array(meshDims)};
     }
+    // An asynchronous collective calls the `_start` form (same arguments).
+    bool async = state.asyncCollectives.contains(op);
     Callee callee =
         llvm::TypeSwitch<Operation *, Callee>(op)
             .Case([&](spmd::AllReduceOp o) {
               args.push_back(b.i32(static_cast<int32_t>(o.getReduce())));
-              return SPMD_CALLEE(spmd_rt_all_reduce);
+              return async ? SPMD_CALLEE(spmd_rt_all_reduce_start)
+                           : SPMD_CALLEE(spmd_rt_all_reduce);
             })
             .Case([&](spmd::AllGatherOp o) {
               args.push_back(b.i64(o.getGatherDimAttr().getInt()));
-              return SPMD_CALLEE(spmd_rt_all_gather);
+              return async ? SPMD_CALLEE(spmd_rt_all_gather_start)
+                           : SPMD_CALLEE(spmd_rt_all_gather);
             })
             .Case([&](spmd::ReduceScatterOp o) {
               args.push_back(b.i64(o.getScatterDimAttr().getInt()));
               args.push_back(b.i32(static_cast<int32_t>(o.getReduce())));
-              return SPMD_CALLEE(spmd_rt_reduce_scatter);
+              return async ? SPMD_CALLEE(spmd_rt_reduce_scatter_start)
+                           : SPMD_CALLEE(spmd_rt_reduce_scatter);
             })
             .Case([&](spmd::AllToAllOp o) {
               args.push_back(b.i64(o.getSplitDimAttr().getInt()));
               args.push_back(b.i64(o.getConcatDimAttr().getInt()));
-              return SPMD_CALLEE(spmd_rt_all_to_all);
+              return async ? SPMD_CALLEE(spmd_rt_all_to_all_start)
+                           : SPMD_CALLEE(spmd_rt_all_to_all);
             })
             .Case([&](spmd::BroadcastOp o) {
               args.push_back(b.i64(o.getRootAttr().getInt()));
-              return SPMD_CALLEE(spmd_rt_broadcast);
+              return async ? SPMD_CALLEE(spmd_rt_broadcast_start)
+                           : SPMD_CALLEE(spmd_rt_broadcast);
             })
             .Case([&](spmd::LocalTakeOp o) {
               args.push_back(b.i64(o.getDim()));
@@ -669,6 +680,29 @@ struct CollectiveToCall : ConversionPattern {
     if (b.failed())
       return failure();
     rewriter.replaceOp(op, std::get<Value>(all[0]));
+    return success();
+  }
+
+  const LoweringState &state;
+};
+
+/// spmd.wait: the result is the collective's buffer; the wait that
+/// completes an asynchronous collective calls spmd_rt_wait(out, in), which
+/// also keeps `in` allocated until there (insertFrees).
+struct WaitToCall : StatefulPattern<spmd::WaitOp> {
+  using StatefulPattern::StatefulPattern;
+
+  LogicalResult
+  matchAndRewrite(spmd::WaitOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    if (state.completingWaits.contains(op)) {
+      CallBuilder b(rewriter, op);
+      Value in = rewriter.getRemappedValue(op.getCollective()->getOperand(0));
+      b.call(SPMD_CALLEE(spmd_rt_wait), {adaptor.getInput(), in});
+      if (b.failed())
+        return failure();
+    }
+    rewriter.replaceOp(op, adaptor.getInput());
     return success();
   }
 };
@@ -834,6 +868,12 @@ struct ConvertToRuntimeCallsPass
     for (auto fn : module.getOps<func::FuncOp>())
       cloneAliasedResults(fn);
     state.folds = findFoldedTransposes(module);
+    module.walk([&](spmd::CollectiveOpInterface op) {
+      if (spmd::WaitOp wait = spmd::WaitOp::getCompletingWait(op)) {
+        state.asyncCollectives.insert(op);
+        state.completingWaits.insert(wait);
+      }
+    });
 
     Type ptrType = LLVM::LLVMPointerType::get(ctx);
     TypeConverter converter;
@@ -860,8 +900,8 @@ struct ConvertToRuntimeCallsPass
 #include "spmd/Dialect/Aten/AtenOps.cpp.inc"
         >(patterns, converter, state);
     patterns.add<FoldTranspose>(converter, ctx, state);
-    patterns.add<CollectiveToCall, ConstantToRuntimeCall, EraseMesh>(converter,
-                                                                    ctx);
+    patterns.add<CollectiveToCall, WaitToCall>(converter, ctx, state);
+    patterns.add<ConstantToRuntimeCall, EraseMesh>(converter, ctx);
     populateFunctionOpInterfaceTypeConversionPattern<func::FuncOp>(patterns,
                                                                    converter);
     populateReturnOpTypeConversionPattern(patterns, converter);

@@ -296,6 +296,12 @@ struct ParallelizePass : spmd::impl::ParallelizePassBase<ParallelizePass> {
     if (failed(parallelMode->partition(module, options)) ||
         failed(parallelMode->transformAndCompile(module, options)))
       return signalPassFailure();
+    if (overlap != 0) {
+      OpPassManager pm(ModuleOp::getOperationName());
+      pm.addPass(createOverlapCollectivesPass({overlap}));
+      if (failed(runPipeline(pm, module)))
+        return signalPassFailure();
+    }
   }
 };
 

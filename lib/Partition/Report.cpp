@@ -9,7 +9,9 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
 
+#include <functional>
 #include <limits>
 #include <map>
 
@@ -35,13 +37,30 @@ struct ReportPass : spmd::impl::ReportPassBase<ReportPass> {
         getMeshCostModel(mesh, latency, bandwidth, "spmd-report");
     if (failed(model))
       return signalPassFailure();
+    CostModel cost(
+        std::vector<int64_t>(mesh.getShape().begin(), mesh.getShape().end()),
+        *model, flops, memoryBandwidth);
     for (auto fn : module.getOps<func::FuncOp>())
       if (!fn.isExternal())
-        report(fn, mesh, *model);
+        report(fn, mesh, *model, cost);
   }
 
-  void report(func::FuncOp fn, MeshOp mesh,
-              const layout::MeshCostModel &model) {
+  /// Seconds of `op` on one rank (its types are local: every operand and
+  /// result replicated), 0 for ops that are not aten ops.
+  static double computeSeconds(Operation *op, CostModel &cost,
+                               size_t meshRank) {
+    if (!isa<aten::AtenDialect>(op->getDialect()) ||
+        !llvm::all_of(op->getOperandTypes(), llvm::IsaPred<RankedTensorType>) ||
+        !llvm::all_of(op->getResultTypes(), llvm::IsaPred<RankedTensorType>))
+      return 0;
+    MeshStrategy local;
+    local.operands.assign(op->getNumOperands(), replicated(meshRank));
+    local.results.assign(op->getNumResults(), replicated(meshRank));
+    return cost.compute(op, local);
+  }
+
+  void report(func::FuncOp fn, MeshOp mesh, const layout::MeshCostModel &model,
+              CostModel &cost) {
     llvm::raw_ostream &os = llvm::outs();
     os << "spmd-report: @" << fn.getSymName() << " on @" << mesh.getSymName()
        << " [";
@@ -53,6 +72,7 @@ struct ReportPass : spmd::impl::ReportPassBase<ReportPass> {
     std::map<std::string, std::pair<int64_t, int64_t>> perKind;
     int64_t count = 0, totalBytes = 0;
     double totalSeconds = 0;
+    DenseMap<Operation *, std::pair<int64_t, double>> rows; // number, seconds
     fn.walk([&](CollectiveOpInterface op) {
       Operation *o = op.getOperation();
       auto dims = o->getAttrOfType<DenseI64ArrayAttr>("mesh_dims");
@@ -87,6 +107,7 @@ struct ReportPass : spmd::impl::ReportPassBase<ReportPass> {
                          ("[" + names + "]").c_str(),
                          static_cast<long long>(bytes), seconds * 1e6,
                          reason ? reason.getValue().str().c_str() : "-");
+      rows[o] = {count, seconds};
       perKind[name].first += 1;
       perKind[name].second += bytes;
       totalBytes += bytes;
@@ -98,6 +119,7 @@ struct ReportPass : spmd::impl::ReportPassBase<ReportPass> {
     os << "total per step: " << count << " collectives, " << totalBytes
        << " bytes/rank, " << llvm::format("%.2f", totalSeconds * 1e6)
        << " us estimated\n";
+    reportOverlap(fn, rows, cost, mesh.getShape().size());
 
     // Peak memory: arguments stay live; each result lives from its op to
     // its last use (returned values to the end); views share memory.
@@ -112,25 +134,118 @@ struct ReportPass : spmd::impl::ReportPassBase<ReportPass> {
         ops.push_back(op);
       }
     });
+    // A wait's result is its collective's buffer, and an asynchronous
+    // collective reads its input until its wait.
+    std::function<unsigned(Value, unsigned)> lastUse = [&](Value v,
+                                                           unsigned last) {
+      for (Operation *user : v.getUsers()) {
+        if (isa<func::ReturnOp>(user))
+          return static_cast<unsigned>(ops.size());
+        last = std::max(last, order.lookup(user));
+        if (isa<WaitOp>(user))
+          last = lastUse(user->getResult(0), last);
+        if (auto collective = dyn_cast<CollectiveOpInterface>(user))
+          if (WaitOp wait = WaitOp::getCompletingWait(collective))
+            last = std::max(last, order.lookup(wait));
+      }
+      return last;
+    };
     std::vector<int64_t> freed(ops.size() + 1, 0);
     int64_t live = 0, peak = 0;
     for (auto [i, op] : llvm::enumerate(ops)) {
-      if (!aten::isSameElementsView(op))
+      if (!aten::isSameElementsView(op) && !isa<WaitOp>(op))
         for (Value v : op->getResults()) {
           int64_t bytes = tensorBytes(v.getType());
-          unsigned last = i;
-          for (Operation *user : v.getUsers())
-            last = std::max(last, isa<func::ReturnOp>(user)
-                                      ? static_cast<unsigned>(ops.size())
-                                      : order.lookup(user));
           live += bytes;
-          freed[last] += bytes;
+          freed[lastUse(v, i)] += bytes;
         }
       peak = std::max(peak, live);
       live -= freed[i];
     }
     os << "peak memory per rank: " << arguments + peak << " bytes (arguments "
        << arguments << ", op results " << peak << ")\n";
+  }
+
+  /// The overlap rows: each asynchronous collective with the ops that run
+  /// while it is in flight; then the step under a timeline where compute
+  /// runs in program order and the collectives one after another on one
+  /// link, each starting when issued and the link is free: what a wait
+  /// stalls is exposed communication.
+  void
+  reportOverlap(func::FuncOp fn,
+                const DenseMap<Operation *, std::pair<int64_t, double>> &rows,
+                CostModel &cost, size_t meshRank) {
+    llvm::raw_ostream &os = llvm::outs();
+    double now = 0, linkFree = 0, compute = 0, exposed = 0;
+    struct InFlight {
+      double done;
+      int64_t ops = 0;
+      double overlapped = 0;
+      StringRef first, last;
+    };
+    DenseMap<Operation *, InFlight> inFlight; // by collective
+    SmallVector<std::string> lines;
+    for (Operation &op : fn.getBody().front()) {
+      if (auto collective = dyn_cast<CollectiveOpInterface>(op)) {
+        double start = std::max(now, linkFree);
+        linkFree = start + rows.lookup(&op).second;
+        if (WaitOp::getCompletingWait(collective)) {
+          inFlight[&op] = {linkFree};
+        } else {
+          exposed += linkFree - now;
+          now = linkFree;
+        }
+        continue;
+      }
+      if (auto wait = dyn_cast<WaitOp>(op)) {
+        auto found = inFlight.find(wait.getCollective());
+        if (found == inFlight.end() ||
+            WaitOp::getCompletingWait(wait.getCollective()) != wait)
+          continue;
+        InFlight &f = found->second;
+        double stall = std::max(0.0, f.done - now);
+        exposed += stall;
+        now += stall;
+        auto [number, seconds] = rows.lookup(wait.getCollective());
+        std::string with = f.ops == 0
+                               ? std::string("nothing")
+                               : llvm::formatv("{0} ops, {1} .. {2}", f.ops,
+                                               f.first.empty() ? "-" : f.first,
+                                               f.last.empty() ? "-" : f.last)
+                                     .str();
+        lines.push_back(
+            llvm::formatv("{0,-4} {1,-15} {2,10:F2} {3,10:F2}  {4}", number,
+                          wait.getCollective()->getName().stripDialect().str(),
+                          std::max(0.0, seconds - stall) * 1e6, stall * 1e6,
+                          with)
+                .str());
+        inFlight.erase(found);
+        continue;
+      }
+      double seconds = computeSeconds(&op, cost, meshRank);
+      now += seconds;
+      compute += seconds;
+      for (auto &entry : inFlight) {
+        InFlight &f = entry.second;
+        ++f.ops;
+        f.overlapped += seconds;
+        StringRef fqn = getModuleFqn(&op);
+        if (f.first.empty())
+          f.first = fqn;
+        if (!fqn.empty())
+          f.last = fqn;
+      }
+    }
+    if (!lines.empty()) {
+      os << "overlap (asynchronous collectives, spmd.wait):\n"
+         << llvm::format("%-4s %-15s %10s %10s  %s\n", "#", "collective",
+                         "hidden us", "exposed us", "in flight during");
+      for (const std::string &line : lines)
+        os << line << "\n";
+    }
+    os << llvm::format("estimated step: %.2f us (compute %.2f us, exposed "
+                       "communication %.2f us)\n",
+                       now * 1e6, compute * 1e6, exposed * 1e6);
   }
 };
 

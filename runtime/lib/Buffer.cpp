@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Backends.h"
+#include "Collectives.h"
 #include "JobStatus.h"
 #include "spmd/Runtime/Runtime.h"
 
@@ -138,6 +139,8 @@ const char *spmd_rt_dtype_name(int32_t dtype) {
 }
 
 SpmdBuffer *spmd_rt_alloc(int32_t dtype, int32_t rank, const int64_t *shape) {
+  // Once per op of a lowered program: MPI moves its collectives in flight.
+  spmd::runtime::progressCollectives();
   SpmdBuffer *buffer = newDescriptor(dtype, rank, shape);
   auto *storage = new Storage;
   storage->bytes = byteSize(buffer);
@@ -181,6 +184,7 @@ SpmdBuffer *spmd_rt_borrow(int32_t dtype, int32_t rank, const int64_t *shape,
 void spmd_rt_free(SpmdBuffer *buffer) {
   if (!buffer)
     return;
+  spmd::runtime::completeCollective(buffer);
   auto *storage = static_cast<Storage *>(buffer->storage);
   if (storage && --storage->refs == 0) {
     liveBytes -= storage->bytes;

@@ -159,7 +159,8 @@ void copyBuffer(SpmdBuffer *out, const SpmdBuffer *in, const char *what) {
   backend().copyRows(out->data, bytes, in->data, bytes, bytes, 1, what);
 }
 
-/// Scratch memory of the backend for packing, released at scope exit.
+/// Scratch memory of the backend for packing, released with the last
+/// reference (shared with the steps of an asynchronous collective).
 class Scratch {
 public:
   Scratch(int64_t bytes, const char *what)
@@ -208,6 +209,8 @@ struct RuntimeState {
   std::vector<int64_t> meshShape;
   /// This rank's coordinates on meshShape (row-major ranks).
   std::vector<int64_t> meshCoords;
+  /// The collectives started and not yet waited for, by their `out`.
+  std::map<const SpmdBuffer *, Request> pending;
 };
 
 RuntimeState &state() {
@@ -288,68 +291,77 @@ CollectiveGroup groupOf(const char *what, int32_t n, const int64_t *meshDims) {
 
 /// all_gather of checked buffers along `dim`, issued (not yet synchronised).
 void gatherBlocks(SpmdBuffer *out, const SpmdBuffer *in,
-                  const CollectiveGroup &group, int64_t dim, const char *what) {
+                  const CollectiveGroup &group, int64_t dim, const char *what,
+                  Request *async) {
   if (group.size == 1)
     return copyBuffer(out, in, what);
   int64_t bytes = bytesOf(in);
   int64_t outer = product(in->shape, in->shape + dim);
   if (outer == 1 || bytes == 0)
-    return backend().allGather(out->data, in->data, bytes, group, what);
+    return backend().allGather(out->data, in->data, bytes, group, what, async);
   // The gathered blocks are [g][outer][piece]; out is [outer][g][piece].
-  Scratch blocks(bytes * group.size, what);
-  backend().allGather(blocks.data, in->data, bytes, group, what);
-  joinBlocks(static_cast<char *>(out->data), blocks.data, outer, group.size,
-             bytes / outer, what);
+  auto blocks = std::make_shared<Scratch>(bytes * group.size, what);
+  backend().allGather(blocks->data, in->data, bytes, group, what, async);
+  then(async, [=, size = group.size] {
+    joinBlocks(static_cast<char *>(out->data), blocks->data, outer, size,
+               bytes / outer, what);
+  });
 }
 
 /// reduce_scatter of checked buffers along `dim`, issued.
 void scatterBlocks(SpmdBuffer *out, const SpmdBuffer *in,
                    const CollectiveGroup &group, int64_t dim, int32_t reduce,
-                   const char *what) {
+                   const char *what, Request *async) {
   if (group.size == 1)
     return copyBuffer(out, in, what);
   int64_t blockCount = out->numel;
   int64_t outer = product(in->shape, in->shape + dim);
   if (outer == 1 || blockCount == 0)
     return backend().reduceScatter(out->data, in->data, blockCount, in->dtype,
-                                   reduce, group, what);
+                                   reduce, group, what, async);
   // in is [outer][g][piece]; the backend scatters blocks [g][outer][piece].
   int64_t blockBytes = bytesOf(out);
-  Scratch blocks(blockBytes * group.size, what);
-  splitIntoBlocks(blocks.data, static_cast<const char *>(in->data), outer,
+  auto blocks = std::make_shared<Scratch>(blockBytes * group.size, what);
+  splitIntoBlocks(blocks->data, static_cast<const char *>(in->data), outer,
                   group.size, blockBytes / outer, what);
-  backend().reduceScatter(out->data, blocks.data, blockCount, in->dtype, reduce,
-                          group, what);
+  backend().reduceScatter(out->data, blocks->data, blockCount, in->dtype,
+                          reduce, group, what, async);
+  then(async, [blocks] {}); // the blocks are read until the end
 }
 
 /// all_to_all of checked buffers (`piece`: the shape of one piece), issued.
 void exchangeBlocks(SpmdBuffer *out, const SpmdBuffer *in,
                     const CollectiveGroup &group, int64_t splitDim,
                     int64_t concatDim, const std::vector<int64_t> &piece,
-                    const char *what) {
+                    const char *what, Request *async) {
   if (group.size == 1)
     return copyBuffer(out, in, what);
   int64_t blockBytes = bytesOf(in) / group.size;
   if (blockBytes == 0)
-    return backend().allToAll(out->data, in->data, 0, group, what);
+    return backend().allToAll(out->data, in->data, 0, group, what, async);
   // Send blocks: piece j of in along split_dim, contiguous.
   const char *send = static_cast<const char *>(in->data);
   int64_t splitOuter = product(in->shape, in->shape + splitDim);
   bool packSend = splitOuter != 1 || out->data == in->data;
-  Scratch sendBlocks(packSend ? blockBytes * group.size : 0, what);
+  auto sendBlocks =
+      std::make_shared<Scratch>(packSend ? blockBytes * group.size : 0, what);
   if (packSend) {
-    splitIntoBlocks(sendBlocks.data, send, splitOuter, group.size,
+    splitIntoBlocks(sendBlocks->data, send, splitOuter, group.size,
                     blockBytes / splitOuter, what);
-    send = sendBlocks.data;
+    send = sendBlocks->data;
   }
   // Received blocks: piece i from member i, concatenated along concat_dim.
   int64_t concatOuter = product(piece.data(), piece.data() + concatDim);
-  if (concatOuter == 1)
-    return backend().allToAll(out->data, send, blockBytes, group, what);
-  Scratch recvBlocks(blockBytes * group.size, what);
-  backend().allToAll(recvBlocks.data, send, blockBytes, group, what);
-  joinBlocks(static_cast<char *>(out->data), recvBlocks.data, concatOuter,
-             group.size, blockBytes / concatOuter, what);
+  if (concatOuter == 1) {
+    backend().allToAll(out->data, send, blockBytes, group, what, async);
+    return then(async, [sendBlocks] {});
+  }
+  auto recvBlocks = std::make_shared<Scratch>(blockBytes * group.size, what);
+  backend().allToAll(recvBlocks->data, send, blockBytes, group, what, async);
+  then(async, [=, keep = sendBlocks, size = group.size] {
+    joinBlocks(static_cast<char *>(out->data), recvBlocks->data, concatOuter,
+               size, blockBytes / concatOuter, what);
+  });
 }
 
 //===----------------------------------------------------------------------===//
@@ -601,52 +613,104 @@ MPI_Comm MpiBackend::communicator(const CollectiveGroup &group,
   return comm;
 }
 
+MPI_Request *MpiBackend::track(Request *async, const char *what) {
+  auto request = std::make_shared<MPI_Request>(MPI_REQUEST_NULL);
+  inFlight.push_back(request);
+  async->steps.push_back([request, what] {
+    checkMpi(MPI_Wait(request.get(), MPI_STATUS_IGNORE), what, "MPI_Wait");
+  });
+  return request.get();
+}
+
+void MpiBackend::progress() {
+  for (auto it = inFlight.begin(); it != inFlight.end();) {
+    std::shared_ptr<MPI_Request> request = it->lock();
+    int done = 1;
+    if (request && *request != MPI_REQUEST_NULL)
+      checkMpi(MPI_Test(request.get(), &done, MPI_STATUS_IGNORE), "progress",
+               "MPI_Test");
+    it = done ? inFlight.erase(it) : it + 1;
+  }
+}
+
 void MpiBackend::allReduce(void *out, const void *in, int64_t count,
                            int32_t dtype, int32_t reduce,
-                           const CollectiveGroup &group, const char *what) {
+                           const CollectiveGroup &group, const char *what,
+                           Request *async) {
   MPI_Comm comm = communicator(group, what);
   const void *send = out == in ? MPI_IN_PLACE : in;
-  checkMpi(MPI_Allreduce(send, out, toMpiCount(count, what),
-                         mpiType(dtype, what), mpiOp(reduce, dtype, what),
-                         comm),
-           what, "MPI_Allreduce");
+  int n = toMpiCount(count, what);
+  MPI_Datatype type = mpiType(dtype, what);
+  MPI_Op op = mpiOp(reduce, dtype, what);
+  if (async)
+    checkMpi(MPI_Iallreduce(send, out, n, type, op, comm, track(async, what)),
+             what, "MPI_Iallreduce");
+  else
+    checkMpi(MPI_Allreduce(send, out, n, type, op, comm), what,
+             "MPI_Allreduce");
   if (reduce == SPMD_REDUCE_AVG)
-    finishAverage(out, count, dtype, group.size);
+    then(async,
+         [=, size = group.size] { finishAverage(out, count, dtype, size); });
 }
 
 void MpiBackend::allGather(void *out, const void *in, int64_t bytes,
-                           const CollectiveGroup &group, const char *what) {
+                           const CollectiveGroup &group, const char *what,
+                           Request *async) {
   MPI_Comm comm = communicator(group, what);
   auto [type, count] = byteBlock(bytes, what);
-  checkMpi(MPI_Allgather(in, count, type, out, count, type, comm), what,
-           "MPI_Allgather");
+  if (async)
+    checkMpi(MPI_Iallgather(in, count, type, out, count, type, comm,
+                            track(async, what)),
+             what, "MPI_Iallgather");
+  else
+    checkMpi(MPI_Allgather(in, count, type, out, count, type, comm), what,
+             "MPI_Allgather");
 }
 
 void MpiBackend::reduceScatter(void *out, const void *in, int64_t count,
                                int32_t dtype, int32_t reduce,
-                               const CollectiveGroup &group, const char *what) {
+                               const CollectiveGroup &group, const char *what,
+                               Request *async) {
   MPI_Comm comm = communicator(group, what);
-  checkMpi(MPI_Reduce_scatter_block(in, out, toMpiCount(count, what),
-                                    mpiType(dtype, what),
-                                    mpiOp(reduce, dtype, what), comm),
-           what, "MPI_Reduce_scatter_block");
+  int n = toMpiCount(count, what);
+  MPI_Datatype type = mpiType(dtype, what);
+  MPI_Op op = mpiOp(reduce, dtype, what);
+  if (async)
+    checkMpi(MPI_Ireduce_scatter_block(in, out, n, type, op, comm,
+                                       track(async, what)),
+             what, "MPI_Ireduce_scatter_block");
+  else
+    checkMpi(MPI_Reduce_scatter_block(in, out, n, type, op, comm), what,
+             "MPI_Reduce_scatter_block");
   if (reduce == SPMD_REDUCE_AVG)
-    finishAverage(out, count, dtype, group.size);
+    then(async,
+         [=, size = group.size] { finishAverage(out, count, dtype, size); });
 }
 
 void MpiBackend::allToAll(void *out, const void *in, int64_t bytes,
-                          const CollectiveGroup &group, const char *what) {
+                          const CollectiveGroup &group, const char *what,
+                          Request *async) {
   MPI_Comm comm = communicator(group, what);
   auto [type, count] = byteBlock(bytes, what);
-  checkMpi(MPI_Alltoall(in, count, type, out, count, type, comm), what,
-           "MPI_Alltoall");
+  if (async)
+    checkMpi(MPI_Ialltoall(in, count, type, out, count, type, comm,
+                           track(async, what)),
+             what, "MPI_Ialltoall");
+  else
+    checkMpi(MPI_Alltoall(in, count, type, out, count, type, comm), what,
+             "MPI_Alltoall");
 }
 
 void MpiBackend::broadcast(void *buffer, int64_t bytes, int root,
-                           const CollectiveGroup &group, const char *what) {
+                           const CollectiveGroup &group, const char *what,
+                           Request *async) {
   MPI_Comm comm = communicator(group, what);
   auto [type, count] = byteBlock(bytes, what);
-  checkMpi(MPI_Bcast(buffer, count, type, root, comm), what, "MPI_Bcast");
+  if (async)
+    checkMpi(MPI_Ibcast(buffer, count, type, root, comm, track(async, what)),
+             what, "MPI_Ibcast");
+  else
+    checkMpi(MPI_Bcast(buffer, count, type, root, comm), what, "MPI_Bcast");
 }
 
 const CollectiveLibrary &spmd::runtime::mpiLibrary() {
@@ -663,12 +727,157 @@ void startCollective(const char *what) {
     before(what);
 }
 
-/// Completes a collective: on return for the host backends; with the CUDA
-/// backend, events make its result wait-at-first-use (Device.cu).
-void finishCollective(SpmdBuffer *out, const SpmdBuffer *in, const char *what) {
+/// Completes a collective: on return for the host backends (at its wait
+/// when `async`); with the CUDA backend, events make its result
+/// wait-at-first-use (Device.cu).
+void finishCollective(SpmdBuffer *out, const SpmdBuffer *in, const char *what,
+                      Request *async) {
   if (auto after = spmd::rt::activeBackend().afterCollective)
     return after(out, in, what);
-  backend().synchronize(what);
+  then(async, [=] { backend().synchronize(what); });
+}
+
+/// Runs the steps that complete the collective started on `out`, if any.
+void complete(const SpmdBuffer *out) {
+  auto &pending = state().pending;
+  auto found = pending.find(out);
+  if (found == pending.end())
+    return;
+  Request request = std::move(found->second);
+  pending.erase(found);
+  for (auto &step : request.steps)
+    step();
+}
+
+/// Starts `collective` (called with the Request to fill, or null to run
+/// it synchronously) and records it under `out`. Synchronous where the
+/// backends cannot leave it in flight: the CUDA backend (already queued
+/// on its communication stream) and collective backends without
+/// supportsAsync.
+template <typename Collective>
+void start(SpmdBuffer *out, const char *what, Collective collective) {
+  if (spmd::rt::activeBackend().afterCollective || !backend().supportsAsync())
+    return collective(nullptr);
+  auto &pending = state().pending;
+  if (pending.count(out))
+    spmd_rt_fatal("%s: its result buffer already has a collective in flight",
+                  what);
+  Request request;
+  collective(&request);
+  if (!request.steps.empty())
+    pending.emplace(out, std::move(request));
+}
+
+} // namespace
+
+namespace {
+
+void allReduceCollective(SpmdBuffer *out, const SpmdBuffer *in, int32_t n,
+                         const int64_t *mesh_dims, int32_t reduce,
+                         Request *async) {
+  const char *what = "all_reduce";
+  checkBuffers(what, out, in, /*reduces=*/true);
+  checkReduce(what, reduce, in->dtype);
+  checkShape(what, out, shapeOf(in), "in shape " + formatShape(in));
+  CollectiveGroup group = groupOf(what, n, mesh_dims);
+  startCollective(what);
+  if (group.size == 1)
+    copyBuffer(out, in, what);
+  else
+    backend().allReduce(out->data, in->data, in->numel, in->dtype, reduce,
+                        group, what, async);
+  finishCollective(out, in, what, async);
+}
+
+void allGatherCollective(SpmdBuffer *out, const SpmdBuffer *in, int32_t n,
+                         const int64_t *mesh_dims, int64_t gather_dim,
+                         Request *async) {
+  const char *what = "all_gather";
+  checkBuffers(what, out, in, /*reduces=*/false);
+  checkDim(what, "gather_dim", gather_dim, in);
+  CollectiveGroup group = groupOf(what, n, mesh_dims);
+  startCollective(what);
+  std::vector<int64_t> expected = shapeOf(in);
+  expected[gather_dim] *= group.size;
+  checkShape(what, out, expected,
+             "in shape " + formatShape(in) + " gathered from " +
+                 std::to_string(group.size) + " ranks along dim " +
+                 std::to_string(gather_dim));
+  gatherBlocks(out, in, group, gather_dim, what, async);
+  finishCollective(out, in, what, async);
+}
+
+void reduceScatterCollective(SpmdBuffer *out, const SpmdBuffer *in, int32_t n,
+                             const int64_t *mesh_dims, int64_t scatter_dim,
+                             int32_t reduce, Request *async) {
+  const char *what = "reduce_scatter";
+  checkBuffers(what, out, in, /*reduces=*/true);
+  checkReduce(what, reduce, in->dtype);
+  checkDim(what, "scatter_dim", scatter_dim, in);
+  CollectiveGroup group = groupOf(what, n, mesh_dims);
+  startCollective(what);
+  if (in->shape[scatter_dim] % group.size != 0)
+    spmd_rt_fatal("%s: in shape %s: dim %lld of size %lld does not split into "
+                  "%d equal pieces",
+                  what, formatShape(in).c_str(),
+                  static_cast<long long>(scatter_dim),
+                  static_cast<long long>(in->shape[scatter_dim]), group.size);
+  std::vector<int64_t> expected = shapeOf(in);
+  expected[scatter_dim] /= group.size;
+  checkShape(what, out, expected,
+             "in shape " + formatShape(in) + " scattered to " +
+                 std::to_string(group.size) + " ranks along dim " +
+                 std::to_string(scatter_dim));
+  scatterBlocks(out, in, group, scatter_dim, reduce, what, async);
+  finishCollective(out, in, what, async);
+}
+
+void allToAllCollective(SpmdBuffer *out, const SpmdBuffer *in, int32_t n,
+                        const int64_t *mesh_dims, int64_t split_dim,
+                        int64_t concat_dim, Request *async) {
+  const char *what = "all_to_all";
+  checkBuffers(what, out, in, /*reduces=*/false);
+  checkDim(what, "split_dim", split_dim, in);
+  checkDim(what, "concat_dim", concat_dim, in);
+  CollectiveGroup group = groupOf(what, n, mesh_dims);
+  startCollective(what);
+  if (in->shape[split_dim] % group.size != 0)
+    spmd_rt_fatal("%s: in shape %s: dim %lld of size %lld does not split into "
+                  "%d equal pieces",
+                  what, formatShape(in).c_str(),
+                  static_cast<long long>(split_dim),
+                  static_cast<long long>(in->shape[split_dim]), group.size);
+  // The shape of one piece, and of the concatenation of the g received ones.
+  std::vector<int64_t> piece = shapeOf(in);
+  piece[split_dim] /= group.size;
+  std::vector<int64_t> expected = piece;
+  expected[concat_dim] *= group.size;
+  checkShape(what, out, expected,
+             "in shape " + formatShape(in) + " split " +
+                 std::to_string(group.size) + " ways along dim " +
+                 std::to_string(split_dim) + " and concatenated along dim " +
+                 std::to_string(concat_dim));
+  exchangeBlocks(out, in, group, split_dim, concat_dim, piece, what, async);
+  finishCollective(out, in, what, async);
+}
+
+void broadcastCollective(SpmdBuffer *out, const SpmdBuffer *in, int32_t n,
+                         const int64_t *mesh_dims, int64_t root,
+                         Request *async) {
+  const char *what = "broadcast";
+  checkBuffers(what, out, in, /*reduces=*/false);
+  checkShape(what, out, shapeOf(in), "in shape " + formatShape(in));
+  CollectiveGroup group = groupOf(what, n, mesh_dims);
+  startCollective(what);
+  if (root < 0 || root >= group.size)
+    spmd_rt_fatal("%s: root %lld is out of range for a group of %d ranks", what,
+                  static_cast<long long>(root), group.size);
+  if (group.position == root)
+    copyBuffer(out, in, what);
+  if (group.size > 1)
+    backend().broadcast(out->data, bytesOf(out), static_cast<int>(root), group,
+                        what, async);
+  finishCollective(out, in, what, async);
 }
 
 } // namespace
@@ -716,6 +925,8 @@ void spmd_rt_finalize(void) {
   spmd::rt::jobStatusDone();
   // Device errors are reported while MPI can still end the job; the streams
   // outlive the communicators that use them.
+  while (!s.pending.empty())
+    complete(s.pending.begin()->first);
   const spmd::rt::Backend &compute = spmd::rt::activeBackend();
   bool started = s.backend != nullptr;
   if (started && compute.finish)
@@ -764,107 +975,71 @@ int64_t spmd_rt_mesh_coord(int32_t dim) {
 
 void spmd_rt_all_reduce(SpmdBuffer *out, const SpmdBuffer *in, int32_t n,
                         const int64_t *mesh_dims, int32_t reduce) {
-  const char *what = "all_reduce";
-  checkBuffers(what, out, in, /*reduces=*/true);
-  checkReduce(what, reduce, in->dtype);
-  checkShape(what, out, shapeOf(in), "in shape " + formatShape(in));
-  CollectiveGroup group = groupOf(what, n, mesh_dims);
-  startCollective(what);
-  if (group.size == 1)
-    copyBuffer(out, in, what);
-  else
-    backend().allReduce(out->data, in->data, in->numel, in->dtype, reduce,
-                        group, what);
-  finishCollective(out, in, what);
+  allReduceCollective(out, in, n, mesh_dims, reduce, nullptr);
+}
+
+void spmd_rt_all_reduce_start(SpmdBuffer *out, const SpmdBuffer *in, int32_t n,
+                              const int64_t *mesh_dims, int32_t reduce) {
+  start(out, "all_reduce", [&](Request *async) {
+    allReduceCollective(out, in, n, mesh_dims, reduce, async);
+  });
 }
 
 void spmd_rt_all_gather(SpmdBuffer *out, const SpmdBuffer *in, int32_t n,
                         const int64_t *mesh_dims, int64_t gather_dim) {
-  const char *what = "all_gather";
-  checkBuffers(what, out, in, /*reduces=*/false);
-  checkDim(what, "gather_dim", gather_dim, in);
-  CollectiveGroup group = groupOf(what, n, mesh_dims);
-  startCollective(what);
-  std::vector<int64_t> expected = shapeOf(in);
-  expected[gather_dim] *= group.size;
-  checkShape(what, out, expected,
-             "in shape " + formatShape(in) + " gathered from " +
-                 std::to_string(group.size) + " ranks along dim " +
-                 std::to_string(gather_dim));
-  gatherBlocks(out, in, group, gather_dim, what);
-  finishCollective(out, in, what);
+  allGatherCollective(out, in, n, mesh_dims, gather_dim, nullptr);
+}
+
+void spmd_rt_all_gather_start(SpmdBuffer *out, const SpmdBuffer *in, int32_t n,
+                              const int64_t *mesh_dims, int64_t gather_dim) {
+  start(out, "all_gather", [&](Request *async) {
+    allGatherCollective(out, in, n, mesh_dims, gather_dim, async);
+  });
 }
 
 void spmd_rt_reduce_scatter(SpmdBuffer *out, const SpmdBuffer *in, int32_t n,
                             const int64_t *mesh_dims, int64_t scatter_dim,
                             int32_t reduce) {
-  const char *what = "reduce_scatter";
-  checkBuffers(what, out, in, /*reduces=*/true);
-  checkReduce(what, reduce, in->dtype);
-  checkDim(what, "scatter_dim", scatter_dim, in);
-  CollectiveGroup group = groupOf(what, n, mesh_dims);
-  startCollective(what);
-  if (in->shape[scatter_dim] % group.size != 0)
-    spmd_rt_fatal("%s: in shape %s: dim %lld of size %lld does not split into "
-                  "%d equal pieces",
-                  what, formatShape(in).c_str(),
-                  static_cast<long long>(scatter_dim),
-                  static_cast<long long>(in->shape[scatter_dim]), group.size);
-  std::vector<int64_t> expected = shapeOf(in);
-  expected[scatter_dim] /= group.size;
-  checkShape(what, out, expected,
-             "in shape " + formatShape(in) + " scattered to " +
-                 std::to_string(group.size) + " ranks along dim " +
-                 std::to_string(scatter_dim));
-  scatterBlocks(out, in, group, scatter_dim, reduce, what);
-  finishCollective(out, in, what);
+  reduceScatterCollective(out, in, n, mesh_dims, scatter_dim, reduce, nullptr);
+}
+
+void spmd_rt_reduce_scatter_start(SpmdBuffer *out, const SpmdBuffer *in,
+                                  int32_t n, const int64_t *mesh_dims,
+                                  int64_t scatter_dim, int32_t reduce) {
+  start(out, "reduce_scatter", [&](Request *async) {
+    reduceScatterCollective(out, in, n, mesh_dims, scatter_dim, reduce, async);
+  });
 }
 
 void spmd_rt_all_to_all(SpmdBuffer *out, const SpmdBuffer *in, int32_t n,
                         const int64_t *mesh_dims, int64_t split_dim,
                         int64_t concat_dim) {
-  const char *what = "all_to_all";
-  checkBuffers(what, out, in, /*reduces=*/false);
-  checkDim(what, "split_dim", split_dim, in);
-  checkDim(what, "concat_dim", concat_dim, in);
-  CollectiveGroup group = groupOf(what, n, mesh_dims);
-  startCollective(what);
-  if (in->shape[split_dim] % group.size != 0)
-    spmd_rt_fatal("%s: in shape %s: dim %lld of size %lld does not split into "
-                  "%d equal pieces",
-                  what, formatShape(in).c_str(),
-                  static_cast<long long>(split_dim),
-                  static_cast<long long>(in->shape[split_dim]), group.size);
-  // The shape of one piece, and of the concatenation of the g received ones.
-  std::vector<int64_t> piece = shapeOf(in);
-  piece[split_dim] /= group.size;
-  std::vector<int64_t> expected = piece;
-  expected[concat_dim] *= group.size;
-  checkShape(what, out, expected,
-             "in shape " + formatShape(in) + " split " +
-                 std::to_string(group.size) + " ways along dim " +
-                 std::to_string(split_dim) + " and concatenated along dim " +
-                 std::to_string(concat_dim));
-  exchangeBlocks(out, in, group, split_dim, concat_dim, piece, what);
-  finishCollective(out, in, what);
+  allToAllCollective(out, in, n, mesh_dims, split_dim, concat_dim, nullptr);
+}
+
+void spmd_rt_all_to_all_start(SpmdBuffer *out, const SpmdBuffer *in, int32_t n,
+                              const int64_t *mesh_dims, int64_t split_dim,
+                              int64_t concat_dim) {
+  start(out, "all_to_all", [&](Request *async) {
+    allToAllCollective(out, in, n, mesh_dims, split_dim, concat_dim, async);
+  });
 }
 
 void spmd_rt_broadcast(SpmdBuffer *out, const SpmdBuffer *in, int32_t n,
                        const int64_t *mesh_dims, int64_t root) {
-  const char *what = "broadcast";
-  checkBuffers(what, out, in, /*reduces=*/false);
-  checkShape(what, out, shapeOf(in), "in shape " + formatShape(in));
-  CollectiveGroup group = groupOf(what, n, mesh_dims);
-  startCollective(what);
-  if (root < 0 || root >= group.size)
-    spmd_rt_fatal("%s: root %lld is out of range for a group of %d ranks", what,
-                  static_cast<long long>(root), group.size);
-  if (group.position == root)
-    copyBuffer(out, in, what);
-  if (group.size > 1)
-    backend().broadcast(out->data, bytesOf(out), static_cast<int>(root), group,
-                        what);
-  finishCollective(out, in, what);
+  broadcastCollective(out, in, n, mesh_dims, root, nullptr);
+}
+
+void spmd_rt_broadcast_start(SpmdBuffer *out, const SpmdBuffer *in, int32_t n,
+                             const int64_t *mesh_dims, int64_t root) {
+  start(out, "broadcast", [&](Request *async) {
+    broadcastCollective(out, in, n, mesh_dims, root, async);
+  });
+}
+
+void spmd_rt_wait(SpmdBuffer *out, const SpmdBuffer *in) {
+  (void)in; // the caller kept it allocated until here
+  complete(out);
 }
 
 } // extern "C"
@@ -877,4 +1052,21 @@ void spmd::runtime::checkMpi(int rc, const char *what, const char *call) {
   if (MPI_Error_string(rc, message, &length) != MPI_SUCCESS)
     std::snprintf(message, sizeof(message), "error code %d", rc);
   spmd_rt_fatal("%s: %s failed: %s", what, call, message);
+}
+
+void spmd::runtime::then(Request *async, std::function<void()> step) {
+  if (async)
+    async->steps.push_back(std::move(step));
+  else
+    step();
+}
+
+void spmd::runtime::progressCollectives() {
+  if (!state().pending.empty())
+    backend().progress();
+}
+
+void spmd::runtime::completeCollective(const SpmdBuffer *out) {
+  if (!state().pending.empty())
+    complete(out);
 }

@@ -33,6 +33,7 @@
 
 #include "spmd/Runtime/Runtime.h"
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -62,6 +63,24 @@ struct CollectiveGroup {
   /// Number of ranks in the group.
   int size = 1;
 };
+
+/// A collective in flight (the `_start` forms of Runtime.h): the steps that
+/// complete it, in order (the backend's wait, then unpacking, averaging and
+/// releasing scratch memory).
+struct Request {
+  std::vector<std::function<void()>> steps;
+};
+
+/// Runs `step` now when `async` is null (a synchronous collective), else
+/// when `async` completes.
+void then(Request *async, std::function<void()> step);
+
+/// Advances the collectives in flight (spmd_rt_alloc calls it, so that a
+/// library without a progress thread moves them while kernels run).
+void progressCollectives();
+/// Completes the collective in flight on `out`, if any (spmd_rt_free of
+/// a buffer whose collective was not waited for).
+void completeCollective(const SpmdBuffer *out);
 
 /// A communication library that runs collectives on contiguous blocks.
 ///
@@ -107,28 +126,40 @@ public:
   /// can be used by any code (the end of each collective of Runtime.h).
   virtual void synchronize(const char *what) = 0;
 
+  /// Whether the collectives below take a non-null `async`: they then only
+  /// start, `in` and `out` must stay valid and `out` unread until the steps
+  /// they add to `async` have run. Backends without it are given null.
+  virtual bool supportsAsync() const { return false; }
+  /// Advances the collectives in flight (a library without a progress
+  /// thread moves them only when called); cheap when none is.
+  virtual void progress() {}
+
   /// out[i] = reduce over the group of in[i], i < count; `dtype` is one
   /// `canReduce` accepts, `reduce` a SpmdReduceKind (avg = sum / size, and
   /// not for integers). `out` may equal `in`.
   virtual void allReduce(void *out, const void *in, int64_t count,
                          int32_t dtype, int32_t reduce,
-                         const CollectiveGroup &group, const char *what) = 0;
+                         const CollectiveGroup &group, const char *what,
+                         Request *async) = 0;
   /// out = the group's `bytes`-byte blocks concatenated in position order.
   virtual void allGather(void *out, const void *in, int64_t bytes,
-                         const CollectiveGroup &group, const char *what) = 0;
+                         const CollectiveGroup &group, const char *what,
+                         Request *async) = 0;
   /// `in` holds `size` blocks of `count` elements; out = reduce over the
   /// group of block number `position` (MPI_Reduce_scatter_block).
   virtual void reduceScatter(void *out, const void *in, int64_t count,
                              int32_t dtype, int32_t reduce,
-                             const CollectiveGroup &group,
-                             const char *what) = 0;
+                             const CollectiveGroup &group, const char *what,
+                             Request *async) = 0;
   /// `in` holds `size` blocks of `bytes` bytes; block j goes to member j and
   /// out block i comes from member i (MPI_Alltoall).
   virtual void allToAll(void *out, const void *in, int64_t bytes,
-                        const CollectiveGroup &group, const char *what) = 0;
+                        const CollectiveGroup &group, const char *what,
+                        Request *async) = 0;
   /// `buffer` (`bytes` bytes) takes the value of member `root`'s buffer.
   virtual void broadcast(void *buffer, int64_t bytes, int root,
-                         const CollectiveGroup &group, const char *what) = 0;
+                         const CollectiveGroup &group, const char *what,
+                         Request *async) = 0;
 };
 
 /// The MPI backend: MPI_Init (or a singleton job of one rank when not
@@ -152,28 +183,39 @@ public:
   void copyRows(void *dst, int64_t dstPitch, const void *src, int64_t srcPitch,
                 int64_t width, int64_t rows, const char *what) override;
   void synchronize(const char *what) override {}
+  /// Nonblocking MPI collectives (MPI_Iallreduce, ...), completed by
+  /// MPI_Wait and advanced by `progress` (MPI_Test on each).
+  bool supportsAsync() const override { return true; }
+  void progress() override;
 
   void allReduce(void *out, const void *in, int64_t count, int32_t dtype,
-                 int32_t reduce, const CollectiveGroup &group,
-                 const char *what) override;
+                 int32_t reduce, const CollectiveGroup &group, const char *what,
+                 Request *async) override;
   void allGather(void *out, const void *in, int64_t bytes,
-                 const CollectiveGroup &group, const char *what) override;
+                 const CollectiveGroup &group, const char *what,
+                 Request *async) override;
   void reduceScatter(void *out, const void *in, int64_t count, int32_t dtype,
                      int32_t reduce, const CollectiveGroup &group,
-                     const char *what) override;
+                     const char *what, Request *async) override;
   void allToAll(void *out, const void *in, int64_t bytes,
-                const CollectiveGroup &group, const char *what) override;
+                const CollectiveGroup &group, const char *what,
+                Request *async) override;
   void broadcast(void *buffer, int64_t bytes, int root,
-                 const CollectiveGroup &group, const char *what) override;
+                 const CollectiveGroup &group, const char *what,
+                 Request *async) override;
 
 private:
   /// The communicator of `group` (created on first use).
   MPI_Comm communicator(const CollectiveGroup &group, const char *what);
+  /// A new MPI request that `async` waits for (its first step).
+  MPI_Request *track(Request *async, const char *what);
 
   int worldRank = 0;
   int worldRanks = 1;
   bool ownsMpi = false;
   std::map<std::vector<int64_t>, MPI_Comm> comms;
+  /// The requests of the collectives in flight (owned by their Request).
+  std::vector<std::weak_ptr<MPI_Request>> inFlight;
 };
 
 /// A collective backend that spmd_rt_set_collective_backend can choose.

@@ -319,7 +319,8 @@ void NcclBackend::synchronize(const char *what) {
 
 void NcclBackend::allReduce(void *out, const void *in, int64_t count,
                             int32_t dtype, int32_t reduce,
-                            const CollectiveGroup &group, const char *what) {
+                            const CollectiveGroup &group, const char *what,
+                            Request * /*async: unsupported*/) {
   ncclComm_t comm = communicator(group, what);
   if (count == 0)
     return; // Same on every member (every piece has the same size).
@@ -330,7 +331,8 @@ void NcclBackend::allReduce(void *out, const void *in, int64_t count,
 }
 
 void NcclBackend::allGather(void *out, const void *in, int64_t bytes,
-                            const CollectiveGroup &group, const char *what) {
+                            const CollectiveGroup &group, const char *what,
+                            Request * /*async: unsupported*/) {
   ncclComm_t comm = communicator(group, what);
   if (bytes == 0)
     return;
@@ -342,8 +344,8 @@ void NcclBackend::allGather(void *out, const void *in, int64_t bytes,
 
 void NcclBackend::reduceScatter(void *out, const void *in, int64_t count,
                                 int32_t dtype, int32_t reduce,
-                                const CollectiveGroup &group,
-                                const char *what) {
+                                const CollectiveGroup &group, const char *what,
+                                Request * /*async: unsupported*/) {
   ncclComm_t comm = communicator(group, what);
   if (count == 0)
     return;
@@ -355,7 +357,8 @@ void NcclBackend::reduceScatter(void *out, const void *in, int64_t count,
 }
 
 void NcclBackend::allToAll(void *out, const void *in, int64_t bytes,
-                           const CollectiveGroup &group, const char *what) {
+                           const CollectiveGroup &group, const char *what,
+                           Request * /*async: unsupported*/) {
   ncclComm_t comm = communicator(group, what);
   if (bytes == 0)
     return;
@@ -377,7 +380,8 @@ void NcclBackend::allToAll(void *out, const void *in, int64_t bytes,
 }
 
 void NcclBackend::broadcast(void *buffer, int64_t bytes, int root,
-                            const CollectiveGroup &group, const char *what) {
+                            const CollectiveGroup &group, const char *what,
+                            Request * /*async: unsupported*/) {
   ncclComm_t comm = communicator(group, what);
   if (bytes == 0)
     return;

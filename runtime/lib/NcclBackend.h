@@ -63,17 +63,20 @@ public:
   void synchronize(const char *what) override;
 
   void allReduce(void *out, const void *in, int64_t count, int32_t dtype,
-                 int32_t reduce, const CollectiveGroup &group,
-                 const char *what) override;
+                 int32_t reduce, const CollectiveGroup &group, const char *what,
+                 Request *async) override;
   void allGather(void *out, const void *in, int64_t bytes,
-                 const CollectiveGroup &group, const char *what) override;
+                 const CollectiveGroup &group, const char *what,
+                 Request *async) override;
   void reduceScatter(void *out, const void *in, int64_t count, int32_t dtype,
                      int32_t reduce, const CollectiveGroup &group,
-                     const char *what) override;
+                     const char *what, Request *async) override;
   void allToAll(void *out, const void *in, int64_t bytes,
-                const CollectiveGroup &group, const char *what) override;
+                const CollectiveGroup &group, const char *what,
+                Request *async) override;
   void broadcast(void *buffer, int64_t bytes, int root,
-                 const CollectiveGroup &group, const char *what) override;
+                 const CollectiveGroup &group, const char *what,
+                 Request *async) override;
 
 private:
   /// The communicator of `group` (created on first use, collectively).

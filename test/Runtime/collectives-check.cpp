@@ -43,6 +43,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -52,6 +53,24 @@ using Shape = std::vector<int64_t>;
 
 /// Whether the runtime's buffers are device memory (`--backend nccl`).
 bool onDevice = false;
+/// --async: every collective runs as its `_start` form, then spmd_rt_wait.
+bool async = false;
+
+/// Runs a collective through its synchronous form or, with --async, its
+/// `_start` form, an allocation (which advances collectives in flight) and
+/// spmd_rt_wait.
+template <typename T> struct Same { using type = T; };
+template <typename... A>
+void runCollective(void (*sync)(SpmdBuffer *, const SpmdBuffer *, A...),
+                   void (*start)(SpmdBuffer *, const SpmdBuffer *, A...),
+                   SpmdBuffer *out, const SpmdBuffer *in,
+                   typename Same<A>::type... args) {
+  if (!async)
+    return sync(out, in, args...);
+  start(out, in, args...);
+  spmd_rt_free(spmd_rt_alloc(SPMD_F32, 0, nullptr));
+  spmd_rt_wait(out, in);
+}
 
 const char *reduceName(int32_t reduce) {
   static const char *names[] = {"sum", "avg", "max", "min"};
@@ -345,13 +364,7 @@ public:
 
   /// Runs every collective over the mesh dims list `dims`.
   void checkGroup(const Shape &dims) {
-    groupDims = dims;
-    groupSize = 1;
-    position = 0;
-    for (int64_t dim : dims) {
-      groupSize *= mesh[dim];
-      position = position * mesh[dim] + coords[dim];
-    }
+    setGroup(dims);
     checkAllReduce();
     checkAllGather();
     checkReduceScatter();
@@ -359,7 +372,59 @@ public:
     checkBroadcast();
   }
 
+  /// An all_reduce and an all_gather over every mesh dim in flight at once,
+  /// waited for in the opposite order, each input freed right after.
+  void checkTwoInFlight() {
+    Shape all;
+    for (size_t dim = 0; dim < mesh.size(); ++dim)
+      all.push_back(static_cast<int64_t>(dim));
+    setGroup(all);
+    const Shape shape = {4, 3};
+    Shape gathered = shape;
+    gathered[0] *= groupSize;
+    int64_t s = nextSalt();
+    auto in1 = std::make_unique<Buffer>(SPMD_F32, shape);
+    auto in2 = std::make_unique<Buffer>(SPMD_I64, shape);
+    Buffer out1(SPMD_F32, shape), out2(SPMD_I64, gathered);
+    fill(*in1, s);
+    fill(*in2, s);
+    int32_t n = static_cast<int32_t>(all.size());
+    spmd_rt_all_reduce_start(out1.arg(), in1->arg(), n, all.data(),
+                             SPMD_REDUCE_SUM);
+    spmd_rt_all_gather_start(out2.arg(), in2->arg(), n, all.data(), 0);
+    spmd_rt_free(spmd_rt_alloc(SPMD_F32, 0, nullptr));
+    spmd_rt_wait(out2.arg(), in2->arg());
+    in2.reset();
+    spmd_rt_wait(out1.arg(), in1->arg());
+    in1.reset();
+    compare(out1, shape, describe("all_reduce", SPMD_F32, "two in flight"),
+            [&](const Shape &index) {
+              std::vector<double> values;
+              for (int64_t m = 0; m < groupSize; ++m)
+                values.push_back(inputValue(SPMD_F32, memberRank(m),
+                                            ravel(index, shape), s));
+              return reduceValues(SPMD_REDUCE_SUM, values);
+            });
+    compare(out2, gathered, describe("all_gather", SPMD_I64, "two in flight"),
+            [&](Shape index) {
+              int64_t member = index[0] / shape[0];
+              index[0] %= shape[0];
+              return inputValue(SPMD_I64, memberRank(member),
+                                ravel(index, shape), s);
+            });
+  }
+
 private:
+  void setGroup(const Shape &dims) {
+    groupDims = dims;
+    groupSize = 1;
+    position = 0;
+    for (int64_t dim : dims) {
+      groupSize *= mesh[dim];
+      position = position * mesh[dim] + coords[dim];
+    }
+  }
+
   /// The world rank of the group member at `member`.
   int memberRank(int64_t member) const {
     Shape memberCoords = coords;
@@ -439,9 +504,9 @@ private:
           Buffer in(dtype, shape), separate(dtype, shape);
           Buffer &out = inPlace ? in : separate;
           fill(in, s);
-          spmd_rt_all_reduce(out.arg(), in.arg(),
-                             static_cast<int32_t>(groupDims.size()),
-                             groupDims.data(), reduce);
+          runCollective(spmd_rt_all_reduce, spmd_rt_all_reduce_start, out.arg(),
+                        in.arg(), static_cast<int32_t>(groupDims.size()),
+                        groupDims.data(), reduce);
           compare(
               out, shape,
               describe("all_reduce", dtype,
@@ -471,9 +536,9 @@ private:
         outShape[dim] *= groupSize;
         Buffer in(dtype, base), out(dtype, outShape);
         fill(in, s);
-        spmd_rt_all_gather(out.arg(), in.arg(),
-                           static_cast<int32_t>(groupDims.size()),
-                           groupDims.data(), dim);
+        runCollective(spmd_rt_all_gather, spmd_rt_all_gather_start, out.arg(),
+                      in.arg(), static_cast<int32_t>(groupDims.size()),
+                      groupDims.data(), dim);
         compare(
             out, outShape,
             describe("all_gather", dtype, "gather_dim " + std::to_string(dim)),
@@ -503,9 +568,10 @@ private:
           inShape[dim] *= groupSize;
           Buffer in(dtype, inShape), out(dtype, base);
           fill(in, s);
-          spmd_rt_reduce_scatter(out.arg(), in.arg(),
-                                 static_cast<int32_t>(groupDims.size()),
-                                 groupDims.data(), dim, reduce);
+          runCollective(spmd_rt_reduce_scatter, spmd_rt_reduce_scatter_start,
+                        out.arg(), in.arg(),
+                        static_cast<int32_t>(groupDims.size()),
+                        groupDims.data(), dim, reduce);
           compare(
               out, base,
               describe("reduce_scatter", dtype,
@@ -540,9 +606,9 @@ private:
           outShape[concat] *= groupSize;
           Buffer in(dtype, inShape), out(dtype, outShape);
           fill(in, s);
-          spmd_rt_all_to_all(out.arg(), in.arg(),
-                             static_cast<int32_t>(groupDims.size()),
-                             groupDims.data(), split, concat);
+          runCollective(spmd_rt_all_to_all, spmd_rt_all_to_all_start, out.arg(),
+                        in.arg(), static_cast<int32_t>(groupDims.size()),
+                        groupDims.data(), split, concat);
           compare(out, outShape,
                   describe("all_to_all", dtype,
                            "split_dim " + std::to_string(split) +
@@ -570,9 +636,9 @@ private:
         int64_t s = nextSalt();
         Buffer in(dtype, shape), out(dtype, shape);
         fill(in, s);
-        spmd_rt_broadcast(out.arg(), in.arg(),
-                          static_cast<int32_t>(groupDims.size()),
-                          groupDims.data(), root);
+        runCollective(spmd_rt_broadcast, spmd_rt_broadcast_start, out.arg(),
+                      in.arg(), static_cast<int32_t>(groupDims.size()),
+                      groupDims.data(), root);
         compare(out, shape,
                 describe("broadcast", dtype, "root " + std::to_string(root)),
                 [&](const Shape &index) {
@@ -626,7 +692,7 @@ bool parseMesh(const char *text, Shape &mesh) {
 int usage() {
   std::fprintf(stderr, "usage: spmd-collectives-check MESH (e.g. 4 or 2x2) "
                        "[--backend mpi|nccl] [--fail-on-rank R] "
-                       "[--bad-shape]\n");
+                       "[--bad-shape] [--async]\n");
   return 2;
 }
 
@@ -645,6 +711,8 @@ int main(int argc, char **argv) {
       failRank = std::atoi(argv[++i]);
     else if (std::strcmp(argv[i], "--bad-shape") == 0)
       badShape = true;
+    else if (std::strcmp(argv[i], "--async") == 0)
+      async = true;
     else if (!meshText && parseMesh(argv[i], mesh))
       meshText = argv[i];
     else
@@ -689,6 +757,8 @@ int main(int argc, char **argv) {
   checker.checkMeshCoords();
   for (const Shape &dims : allDimLists(static_cast<int64_t>(mesh.size())))
     checker.checkGroup(dims);
+  if (async)
+    checker.checkTwoInFlight();
 
   // Tally over the job with plain MPI, independently of the runtime.
   int failures = checker.failures, totalFailures = 0;

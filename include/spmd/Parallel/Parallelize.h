@@ -33,7 +33,9 @@ void registerParallelizeDialects(mlir::DialectRegistry &registry);
 /// transformAndCompile, so `module` becomes the per-rank program (local
 /// types, spmd collectives, `spmd.layout` on every argument and result).
 /// `options` are the mode's key/value options (`bucket-cap-mb`,
-/// `placements`, ...). Errors: diagnostics through the module's context
+/// `placements`, ...) and `overlap` (collectives per class in flight,
+/// --spmd-overlap-collectives; "0", the default, keeps them synchronous).
+/// Errors: diagnostics through the module's context
 /// (an unknown mode, a mesh that does not fit, invalid options, an op the
 /// compiler cannot shard) and failure; `module` is then unspecified.
 mlir::LogicalResult

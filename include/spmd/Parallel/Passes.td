@@ -25,7 +25,10 @@ def ParallelizePass : Pass<"spmd-parallelize", "mlir::ModuleOp"> {
     overrides, `fqn-glob=placements` separated by `;`, e.g.
     `placements=fc1.*=shard<0>`), and `options` for further mode options
     and modes from plugins (`key=value` pairs separated by `;`; ddp takes
-    `ignored=glob,glob` and `comm-hook=bf16|none`).
+    `ignored=glob,glob` and `comm-hook=bf16|none`). `overlap=N` (N >= 1)
+    ends with `--spmd-overlap-collectives{max-in-flight=N}`: collectives
+    become asynchronous, prefetched and overlapped with compute, at most N
+    per class in flight.
 
     Errors: no mode or an unknown one (the message lists the registered
     modes), a malformed mesh or option, and whatever the mode reports.
@@ -43,6 +46,10 @@ def ParallelizePass : Pass<"spmd-parallelize", "mlir::ModuleOp"> {
            "tp, fsdp-tp: the TP plan, a JSON file (DESIGN.md 4)">,
     Option<"modeOptions", "options", "std::string", "\"\"",
            "Further mode options: key=value;...">,
+    Option<"overlap", "overlap", "unsigned", "0",
+           "Run --spmd-overlap-collectives last with this max-in-flight "
+           "(collectives per class in flight); 0 keeps every collective "
+           "synchronous">,
   ];
   let dependentDialects = ["spmd::SPMDDialect", "spmd::aten::AtenDialect"];
 }

@@ -63,6 +63,53 @@ def PartitionPass : Pass<"spmd-partition", "mlir::ModuleOp"> {
   let dependentDialects = ["spmd::SPMDDialect", "spmd::aten::AtenDialect"];
 }
 
+def OverlapCollectivesPass
+    : Pass<"spmd-overlap-collectives", "mlir::ModuleOp"> {
+  let summary = "Make collectives asynchronous and overlap them with compute";
+  let description = [{
+    Schedules the per-rank program's collectives (the output of
+    `--spmd-partition` or `--spmd-parallelize`) so that communication runs
+    while independent compute does, as FSDP2's prefetching and DDP's
+    bucket overlap do:
+
+    - every collective that has uses gets a `spmd.wait` before its first
+      user (it becomes asynchronous);
+    - collectives form two classes, each with its own window, as FSDP2's
+      all-gather and reduce-scatter streams: gathers (`all_gather`,
+      `all_to_all`, `broadcast`) and reductions (`all_reduce`,
+      `reduce_scatter`). Within a class at most `max-in-flight`
+      collectives are started and not yet waited for: the wait of
+      collective k moves up to before collective k + `max-in-flight` of
+      its class where it came later;
+    - each collective then starts as early as it can: right after the wait
+      of collective k - `max-in-flight` of its class and after the
+      previous collective of its class (a class keeps its order), moving
+      up with it the side-effect-free ops after that point that it
+      depends on (its input's concat, padding, views). Ops with effects
+      (random ops, collectives, waits) stay where they are and bound the
+      move.
+
+    So with `max-in-flight=1`, an FSDP unit's all_gather starts when the
+    previous unit's first op needs its own gather (prefetch of one unit),
+    a reduce_scatter or a DDP bucket's all_reduce runs until the next one
+    of its class starts, and no more than one unit per class is in flight
+    (memory stays predictable: `--spmd-report` counts it). Every rank runs
+    the same program, so the changed order of collectives is the same on
+    every rank. A collective with no uses stays synchronous; collectives
+    that are already asynchronous keep their waits (the pass is
+    idempotent).
+
+    Errors: `max-in-flight` of 0, or a function of more than one block: a
+    diagnostic, and the pass fails.
+  }];
+  let options = [
+    Option<"maxInFlight", "max-in-flight", "unsigned", "1",
+           "Collectives of one class (gathers, reductions) started and not "
+           "yet waited for, at most">,
+  ];
+  let dependentDialects = ["spmd::SPMDDialect"];
+}
+
 def ReportPass : Pass<"spmd-report", "mlir::ModuleOp"> {
   let summary = "Print the collectives of the per-rank program and its "
                 "peak memory";
@@ -85,6 +132,11 @@ def ReportPass : Pass<"spmd-report", "mlir::ModuleOp"> {
     ListOption<"bandwidth", "bandwidth", "double",
                "Per mesh dim bandwidth in bytes per second (default as "
                "spmd-propagate)">,
+    Option<"flops", "flops", "double", "100e12",
+           "GEMM throughput of one rank in flop/s (as spmd-propagate)">,
+    Option<"memoryBandwidth", "memory-bandwidth", "double", "2e12",
+           "Memory bandwidth of one rank in bytes per second, for the other "
+           "ops (as spmd-propagate)">,
   ];
 }
 

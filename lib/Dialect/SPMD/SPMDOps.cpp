@@ -356,3 +356,28 @@ LocalTakeOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
            << " are needed";
   return success();
 }
+
+LogicalResult WaitOp::verify() {
+  auto collective = getInput().getDefiningOp<CollectiveOpInterface>();
+  if (!collective || collective->getBlock() != (*this)->getBlock())
+    return emitOpError("waits for a value that is not the result of a "
+                       "collective in the same block");
+  return success();
+}
+
+bool WaitOp::isAsync(CollectiveOpInterface op) {
+  Value result = op->getResult(0);
+  return !result.use_empty() &&
+         llvm::all_of(result.getUsers(),
+                      [](Operation *user) { return isa<WaitOp>(user); });
+}
+
+WaitOp WaitOp::getCompletingWait(CollectiveOpInterface op) {
+  if (!isAsync(op))
+    return nullptr;
+  WaitOp first;
+  for (Operation *user : op->getResult(0).getUsers())
+    if (!first || user->isBeforeInBlock(first))
+      first = cast<WaitOp>(user);
+  return first;
+}

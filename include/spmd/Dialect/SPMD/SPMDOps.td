@@ -269,6 +269,52 @@ def SPMD_BroadcastOp : SPMD_CollectiveOp<"broadcast", [SameOperandsAndResultType
   }];
 }
 
+def SPMD_WaitOp : SPMD_Op<"wait", [SameOperandsAndResultType]> {
+  let summary = "Where an asynchronous collective's result is first needed";
+  let description = [{
+    `result` is `input`, the result of a collective of the same block. A
+    collective whose every use is a `spmd.wait` is asynchronous: it starts
+    where it stands and completes at its first wait (in block order), so
+    the ops in between run while it is in flight; a collective with any
+    other use completes where it stands and its waits cost nothing. Until
+    the wait the collective's input must stay allocated and its result
+    must not be read, which the wait's position gives the lowering
+    (`spmd_rt_<collective>_start` ... `spmd_rt_wait`). XLA's
+    all-gather-start/done pair, with the value semantics of the start kept:
+    removing every wait only makes the collective synchronous.
+
+    `--spmd-overlap-collectives` places the waits. Like the collectives,
+    a wait is not pure: `cse` does not merge two, `canonicalize` does not
+    move one.
+
+    Example:
+    ```mlir
+    %1 = spmd.all_gather %0 on @mesh mesh_dims = [0] gather_dim = 0
+           : tensor<2x8xf32> -> tensor<8x8xf32>
+    %2 = aten.mm %a, %b : ...   // runs while the gather is in flight
+    %3 = spmd.wait %1 : tensor<8x8xf32>
+    ```
+    Errors: an input that is not the result of a collective op in the
+    same block.
+  }];
+  let arguments = (ins AnyStaticShapeTensor:$input);
+  let results = (outs AnyStaticShapeTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The collective whose result this waits for.
+    ::spmd::CollectiveOpInterface getCollective() {
+      return ::mlir::cast<::spmd::CollectiveOpInterface>(
+          getInput().getDefiningOp());
+    }
+    /// Whether `op` is asynchronous: it has uses and every one is a wait.
+    static bool isAsync(::spmd::CollectiveOpInterface op);
+    /// The wait that completes `op` (its first, in block order), or null
+    /// when `op` is not asynchronous.
+    static WaitOp getCompletingWait(::spmd::CollectiveOpInterface op);
+  }];
+}
+
 def SPMD_LocalTakeOp : SPMD_Op<"local_take", [
     Pure, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "Rank-dependent gather along one dim (no communication)";

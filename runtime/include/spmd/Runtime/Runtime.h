@@ -224,6 +224,33 @@ void spmd_rt_all_to_all(SpmdBuffer *out, const SpmdBuffer *in, int32_t n,
 void spmd_rt_broadcast(SpmdBuffer *out, const SpmdBuffer *in, int32_t n,
                        const int64_t *mesh_dims, int64_t root);
 
+/* The same collectives, started (the lowering of a collective whose uses
+   are all spmd.wait): `out` must not be read, and `in` must stay allocated,
+   until spmd_rt_wait(out, in) completes it. On the MPI backend with host
+   buffers a nonblocking MPI collective (MPI_Iallgather, ...), advanced by
+   every spmd_rt_alloc while kernels run, so that communication overlaps
+   compute; elsewhere (NCCL, or the "cuda" backend, which queues every
+   collective on its communication stream anyway) it runs as the forms
+   above and the wait has nothing left to do. Fatal if `out` already has a
+   collective in flight. spmd_rt_free of `out` and spmd_rt_finalize
+   complete what was not waited for. */
+void spmd_rt_all_reduce_start(SpmdBuffer *out, const SpmdBuffer *in, int32_t n,
+                              const int64_t *mesh_dims, int32_t reduce);
+void spmd_rt_all_gather_start(SpmdBuffer *out, const SpmdBuffer *in, int32_t n,
+                              const int64_t *mesh_dims, int64_t gather_dim);
+void spmd_rt_reduce_scatter_start(SpmdBuffer *out, const SpmdBuffer *in,
+                                  int32_t n, const int64_t *mesh_dims,
+                                  int64_t scatter_dim, int32_t reduce);
+void spmd_rt_all_to_all_start(SpmdBuffer *out, const SpmdBuffer *in, int32_t n,
+                              const int64_t *mesh_dims, int64_t split_dim,
+                              int64_t concat_dim);
+void spmd_rt_broadcast_start(SpmdBuffer *out, const SpmdBuffer *in, int32_t n,
+                             const int64_t *mesh_dims, int64_t root);
+/* Completes the collective started on `out` (its input `in`), if it is
+   still in flight: afterwards `out` holds its result and `in` may be
+   freed. */
+void spmd_rt_wait(SpmdBuffer *out, const SpmdBuffer *in);
+
 #ifdef __cplusplus
 }
 #endif
