@@ -742,9 +742,9 @@ struct EraseMesh : OpConversionPattern<spmd::MeshOp> {
 };
 
 /// Returned values must be buffers of their own: a returned argument or a
-/// value returned twice is cloned first (at tensor level, before conversion;
-/// the clone is a new buffer sharing the data, which the caller may free
-/// independently).
+/// value returned twice (or two waits of one collective) is cloned first (at
+/// tensor level, before conversion; the clone is a new buffer sharing the data,
+/// which the caller may free independently).
 void cloneAliasedResults(func::FuncOp fn) {
   for (auto ret : llvm::make_early_inc_range(fn.getOps<func::ReturnOp>())) {
     OpBuilder b(ret);
@@ -753,7 +753,11 @@ void cloneAliasedResults(func::FuncOp fn) {
       Value v = operand.get();
       if (!isa<RankedTensorType>(v.getType()))
         continue;
-      if (isa<BlockArgument>(v) || !seen.insert(v).second)
+      // A wait's result is its collective's buffer.
+      Value buffer = v;
+      if (auto wait = v.getDefiningOp<spmd::WaitOp>())
+        buffer = wait.getInput();
+      if (isa<BlockArgument>(v) || !seen.insert(buffer).second)
         operand.set(aten::CloneOp::create(b, ret.getLoc(), v.getType(), v));
     }
   }

@@ -207,12 +207,12 @@ struct ReportPass : spmd::impl::ReportPassBase<ReportPass> {
         exposed += stall;
         now += stall;
         auto [number, seconds] = rows.lookup(wait.getCollective());
-        std::string with = f.ops == 0
-                               ? std::string("nothing")
-                               : llvm::formatv("{0} ops, {1} .. {2}", f.ops,
-                                               f.first.empty() ? "-" : f.first,
-                                               f.last.empty() ? "-" : f.last)
-                                     .str();
+        std::string with = "nothing";
+        if (f.ops != 0)
+          with = f.last.empty() ? llvm::formatv("{0} ops", f.ops).str()
+                                : llvm::formatv("{0} ops, {1} .. {2}", f.ops,
+                                                f.first, f.last)
+                                      .str();
         lines.push_back(
             llvm::formatv("{0,-4} {1,-15} {2,10:F2} {3,10:F2}  {4}", number,
                           wait.getCollective()->getName().stripDialect().str(),
@@ -230,10 +230,11 @@ struct ReportPass : spmd::impl::ReportPassBase<ReportPass> {
         ++f.ops;
         f.overlapped += seconds;
         StringRef fqn = getModuleFqn(&op);
+        if (fqn.empty())
+          continue;
         if (f.first.empty())
           f.first = fqn;
-        if (!fqn.empty())
-          f.last = fqn;
+        f.last = fqn;
       }
     }
     if (!lines.empty()) {

@@ -159,3 +159,37 @@ func.func @clamp(%x: tensor<4xf32>, %i: tensor<4xi64>) -> (tensor<4xf32>, tensor
   %2 = aten.pow.Tensor_Scalar %0 {exponent = 2.0 : f64} : (tensor<4xf32>) -> tensor<4xf32>
   return %0, %1, %2 : tensor<4xf32>, tensor<4xi64>, tensor<4xf32>
 }
+
+// -----
+
+// An asynchronous collective (every use a wait) calls its _start form; its
+// first wait calls spmd_rt_wait, after which its input is freed. The second
+// wait, and the wait of a collective that has another use, cost nothing.
+// CHECK-LABEL: func.func @async(
+// CHECK: %[[IN:.*]] = call @spmd_rt_alloc(
+// CHECK: call @spmd_rt_relu(%[[IN]], %arg0)
+// CHECK: %[[OUT:.*]] = call @spmd_rt_alloc(
+// CHECK: call @spmd_rt_all_gather_start(%[[OUT]], %[[IN]],
+// CHECK-NOT: spmd_rt_free(%[[IN]])
+// CHECK: call @spmd_rt_relu(
+// CHECK: call @spmd_rt_wait(%[[OUT]], %[[IN]])
+// CHECK-NEXT: call @spmd_rt_free(%[[IN]])
+// CHECK: %[[SYNC:.*]] = call @spmd_rt_alloc(
+// CHECK: call @spmd_rt_all_reduce(%[[SYNC]], %arg0,
+// CHECK-NOT: spmd_rt_wait
+// Two waits of one collective are one buffer: the second one returned is
+// a copy (aten.clone, a view of it).
+// CHECK: %[[COPY:.*]] = call @spmd_rt_view(%[[OUT]],
+// CHECK: return %[[OUT]], %[[COPY]],
+spmd.mesh @mesh shape = [2] names = ["dp"]
+func.func @async(%a: tensor<4xf32>) -> (tensor<8xf32>, tensor<8xf32>, tensor<4xf32>, tensor<4xf32>) {
+  %0 = aten.relu %a : (tensor<4xf32>) -> tensor<4xf32>
+  %1 = spmd.all_gather %0 on @mesh mesh_dims = [0] gather_dim = 0 : tensor<4xf32> -> tensor<8xf32>
+  %2 = aten.relu %a : (tensor<4xf32>) -> tensor<4xf32>
+  %3 = spmd.wait %1 : tensor<8xf32>
+  %4 = spmd.wait %1 : tensor<8xf32>
+  %5 = spmd.all_reduce %a on @mesh mesh_dims = [0] reduce = sum : tensor<4xf32>
+  %6 = spmd.wait %5 : tensor<4xf32>
+  %7 = aten.add.Tensor %5, %6 : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  return %3, %4, %2, %7 : tensor<8xf32>, tensor<8xf32>, tensor<4xf32>, tensor<4xf32>
+}

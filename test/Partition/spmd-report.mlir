@@ -1,5 +1,6 @@
 // RUN: spmd-opt %s --spmd-propagate --spmd-partition --spmd-report -o /dev/null | FileCheck %s
 // RUN: spmd-opt %s --spmd-propagate --spmd-partition --spmd-report="latency=1e-6 bandwidth=1e9" -o /dev/null | FileCheck %s --check-prefix=MODEL
+// RUN: spmd-opt %s --spmd-propagate --spmd-partition --spmd-overlap-collectives --spmd-report -o /dev/null | FileCheck %s --check-prefix=OVERLAP
 
 // A data-parallel linear layer: the gradient's Partial stays lazy through
 // the (linear) update and is reduced for the replicated result, as is the
@@ -21,9 +22,23 @@ func.func @train_step(%x: tensor<4096x256xf32> {spmd.layout = #spmd.layout<@mesh
 // CHECK-NEXT: #    collective      phase      mesh dims    bytes/rank    est. us  reason
 // CHECK-DAG: {{[0-9]+}} all_reduce - [dp] 4 {{[0-9.]+}} operand 0 of func.return
 // CHECK-DAG: {{[0-9]+}} all_reduce - [dp] 262144 {{[0-9.]+}} operand 1 of func.return
-// CHECK: total per step: {{[0-9]+}} collectives
+// CHECK: total per step: {{[0-9]+}} collectives, 262148 bytes/rank, 22.62 us estimated
+// Synchronous collectives: all of their time is exposed.
+// CHECK-NOT: overlap
+// CHECK: estimated step: {{[0-9.]+}} us (compute {{[0-9.]+}} us, exposed communication 22.62 us)
 // CHECK: peak memory per rank: {{[0-9]+}} bytes (arguments 1310720, op results {{[0-9]+}})
 
 // The cost model's options: log2(4) rounds x 1 us + 2 x 3/4 x 4 B / 1 GB/s
 // for the loss.
 // MODEL: all_reduce - [dp] 4 2.01 operand 0 of func.return
+
+// Asynchronous: the loss's all_reduce runs while the gradient is computed
+// (5 ops); the gradient's, last, has nothing to overlap. The link is
+// serial, so the exposed time is what neither hides.
+// OVERLAP: total per step: 2 collectives, 262148 bytes/rank, 22.62 us estimated
+// OVERLAP-NEXT: overlap (asynchronous collectives, spmd.wait):
+// OVERLAP-NEXT: #    collective       hidden us exposed us  in flight during
+// OVERLAP-NEXT: 1    all_reduce      {{ *}}{{[1-9][0-9.]+}} {{ *}}{{[0-9.]+}}  5 ops
+// OVERLAP-NEXT: 2    all_reduce      {{ *}}0.00 {{ *}}12.62  nothing
+// OVERLAP-NEXT: estimated step: {{[0-9.]+}} us (compute {{[0-9.]+}} us, exposed communication {{[0-9.]+}} us)
+// OVERLAP-NEXT: peak memory per rank:

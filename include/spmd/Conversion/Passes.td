@@ -28,6 +28,11 @@ def ConvertToRuntimeCallsPass
       `broadcast` become the runtime's collectives over the listed mesh
       dims, `spmd.local_take` the rank-indexed `spmd_rt_local_take`;
       `spmd.mesh` is removed (the runner sets the mesh of the job);
+    - a collective whose every use is a `spmd.wait` (asynchronous) calls
+      its `_start` form, and its first wait `spmd_rt_wait(out, in)`: the
+      wait is the last use of the collective's input, which is freed
+      after it; later waits, and the waits of synchronous collectives,
+      cost nothing (the result is the collective's buffer);
     - every buffer the function allocates is freed right after its last use,
       except the ones it returns. Arguments stay owned by the caller; every
       result is a buffer of its own (a returned argument, or a value

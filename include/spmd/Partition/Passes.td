@@ -124,7 +124,21 @@ def ReportPass : Pass<"spmd-report", "mlir::ModuleOp"> {
     kind and per step; then the estimated peak memory per rank: the
     arguments plus the largest live set of op results, each freed after its
     last use, views sharing their source's memory (the lowering's buffer
-    discipline, docs/lowering.md).
+    discipline, docs/lowering.md; an asynchronous collective's input lives
+    until its wait, and its result is the wait's).
+
+    Where the program has asynchronous collectives (`spmd.wait`,
+    `--spmd-overlap-collectives`), an overlap table follows the totals:
+    per asynchronous collective, the microseconds of it hidden behind
+    compute and exposed at its wait, and what runs while it is in flight
+    (the number of ops and the first and last module, `spmd.module`).
+    Last, the estimated step: compute (each aten op under the propagation
+    cost model: GEMMs and convolutions by flops at `flops`, other ops by
+    the bytes they read and write at `memory-bandwidth`) in program order,
+    with the collectives one after another on one link, each starting
+    when issued and the link is free; a synchronous collective, or a wait
+    whose collective has not finished, stalls compute: that is the
+    exposed communication.
   }];
   let options = [
     ListOption<"latency", "latency", "double",

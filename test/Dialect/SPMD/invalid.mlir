@@ -369,3 +369,11 @@ func.func @constraint_fit(%x: tensor<4xf32>) -> tensor<4xf32> {
   %0 = spmd.sharding_constraint %x : tensor<4xf32> to #spmd.layout<@mesh, [shard<1>]>
   return %0 : tensor<4xf32>
 }
+
+// -----
+
+func.func @wait_not_collective(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{'spmd.wait' op waits for a value that is not the result of a collective in the same block}}
+  %0 = spmd.wait %x : tensor<4xf32>
+  return %0 : tensor<4xf32>
+}

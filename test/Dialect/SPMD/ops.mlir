@@ -83,3 +83,12 @@ func.func @constraint(%x: tensor<8x16xf32>) -> tensor<8x16xf32> {
   %0 = spmd.sharding_constraint %x : tensor<8x16xf32> to #spmd.layout<@mesh2, [replicate, shard<1>]> free [0]
   return %0 : tensor<8x16xf32>
 }
+
+// CHECK-LABEL: func.func @wait
+// CHECK: %[[G:.*]] = spmd.all_gather
+// CHECK: spmd.wait %[[G]] : tensor<8x4xf32>
+func.func @wait(%x: tensor<4x4xf32>) -> tensor<8x4xf32> {
+  %0 = spmd.all_gather %x on @mesh mesh_dims = [0] gather_dim = 0 : tensor<4x4xf32> -> tensor<8x4xf32>
+  %1 = spmd.wait %0 : tensor<8x4xf32>
+  return %1 : tensor<8x4xf32>
+}
