@@ -236,6 +236,7 @@ void compressToBf16(AllReduceOp r) {
 } // namespace
 
 LogicalResult spmd::bucketGradientAllReduces(ModuleOp module, int64_t capBytes,
+                                             int64_t firstCapBytes,
                                              bool compressBf16) {
   for (auto fn : module.getOps<func::FuncOp>()) {
     if (fn.isExternal())
@@ -280,7 +281,10 @@ LogicalResult spmd::bucketGradientAllReduces(ModuleOp module, int64_t capBytes,
           open->front().getReduce() == r.getReduce() &&
           cast<RankedTensorType>(open->front().getType()).getElementType() ==
               cast<RankedTensorType>(r.getType()).getElementType() &&
-          bytes + tensorBytes(r.getInput().getType()) <= capBytes &&
+          bytes + tensorBytes(r.getInput().getType()) <=
+              (buckets.size() == 1 && firstCapBytes > 0
+                   ? std::min(capBytes, firstCapBytes)
+                   : capBytes) &&
           after(firstUse) && after(use);
       if (!fits) {
         buckets.push_back({});

@@ -26,6 +26,36 @@ unsigned classOf(Operation *op) {
   return isa<AllReduceOp, ReduceScatterOp>(op) ? 1 : 0;
 }
 
+/// Whether `op` only unpacks a collective's result (views, permutes,
+/// slices, splits, local_take).
+bool isUnpacking(Operation *op) {
+  return op->getNumRegions() == 0 && isMemoryEffectFree(op) &&
+         (op->hasTrait<aten::OpTrait::Rearrangement>() ||
+          op->hasTrait<aten::OpTrait::Split>() ||
+          isa<aten::SliceTensorOp, LocalTakeOp>(op));
+}
+
+/// Moves the unpacking ops that read `v`, and those that read theirs, down
+/// to right before their first user, so that a wait goes where the data is
+/// needed (a DDP bucket's split sits right after its all_reduce).
+void sinkUnpacking(Value v) {
+  for (Operation *user : v.getUsers()) {
+    if (!isUnpacking(user))
+      continue;
+    Operation *first = nullptr;
+    for (Value result : user->getResults()) {
+      sinkUnpacking(result);
+      for (Operation *use : result.getUsers()) {
+        Operation *inBlock = user->getBlock()->findAncestorOpInBlock(*use);
+        if (!first || inBlock->isBeforeInBlock(first))
+          first = inBlock;
+      }
+    }
+    if (first)
+      user->moveBefore(first);
+  }
+}
+
 /// Makes `op` asynchronous: one wait before its first user takes its uses.
 void insertWait(Operation *op) {
   Value result = op->getResult(0);
@@ -106,8 +136,10 @@ struct OverlapCollectivesPass
         classes[classOf(op)].push_back(op);
     for (auto &list : classes)
       for (CollectiveOpInterface op : list)
-        if (!WaitOp::isAsync(op))
+        if (!WaitOp::isAsync(op)) {
+          sinkUnpacking(op->getResult(0));
           insertWait(op);
+        }
     // The window: collective k is waited for before k + N starts.
     for (auto &list : classes)
       for (size_t k = 0; k + maxInFlight < list.size(); ++k) {

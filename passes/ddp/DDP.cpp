@@ -33,7 +33,8 @@ public:
   LogicalResult partition(ModuleOp module,
                           const ParallelOptions &options) override {
     FailureOr<DataParallelConfig> config = parseDataParallelConfig(
-        module, options, "ddp", {"ignored", "comm-hook"});
+        module, options, "ddp",
+        {"ignored", "comm-hook", "first-bucket-cap-mb"});
     if (failed(config))
       return failure();
     return annotateAndPartition(
@@ -154,13 +155,20 @@ public:
 
   LogicalResult transformAndCompile(ModuleOp module,
                                     const ParallelOptions &options) override {
-    double capMb = 25;
-    auto it = options.options.find("bucket-cap-mb");
-    if (it != options.options.end() &&
-        (llvm::StringRef(it->second).getAsDouble(capMb) || capMb < 0))
-      return module.emitError("ddp: bucket-cap-mb must be a non-negative "
-                              "number, got '")
-             << it->second << "'";
+    // PyTorch DDP's defaults: 25 MiB buckets, the first one (the last
+    // gradients of the model, computed first) of 1 MiB so that its
+    // all_reduce starts early in backward.
+    double capMb = 25, firstCapMb = 1;
+    for (auto [key, value] :
+         {std::make_pair("bucket-cap-mb", &capMb),
+          std::make_pair("first-bucket-cap-mb", &firstCapMb)}) {
+      auto it = options.options.find(key);
+      if (it != options.options.end() &&
+          (llvm::StringRef(it->second).getAsDouble(*value) || *value < 0))
+        return module.emitError("ddp: ")
+               << key << " must be a non-negative number, got '" << it->second
+               << "'";
+    }
     bool bf16 = false;
     auto hook = options.options.find("comm-hook");
     if (hook != options.options.end()) {
@@ -170,7 +178,8 @@ public:
       bf16 = hook->second == "bf16";
     }
     return bucketGradientAllReduces(
-        module, static_cast<int64_t>(capMb * 1024 * 1024), bf16);
+        module, static_cast<int64_t>(capMb * 1024 * 1024),
+        static_cast<int64_t>(firstCapMb * 1024 * 1024), bf16);
   }
 };
 

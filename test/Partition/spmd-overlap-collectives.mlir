@@ -106,3 +106,25 @@ func.func @barrier(%a: tensor<4xf32>, %b: tensor<4xf32>) -> (tensor<4xf32>, tens
   %g = spmd.all_gather %v on @mesh mesh_dims = [0] gather_dim = 0 : tensor<4xf32> -> tensor<8xf32>
   return %r, %g : tensor<4xf32>, tensor<8xf32>
 }
+
+// -----
+
+// A DDP bucket: its split sits right after the all_reduce. The split moves
+// down to its first use, and the wait with it, so the bucket runs while
+// the compute in between does.
+spmd.mesh @mesh shape = [2] names = ["dp"]
+// CHECK-LABEL: func.func @bucket
+// CHECK-NEXT: %[[C:.*]] = aten.cat %arg0, %arg1
+// CHECK-NEXT: %[[R:.*]] = spmd.all_reduce %[[C]]
+// CHECK-NEXT: %[[Y:.*]] = aten.relu %arg2
+// CHECK-NEXT: %[[W:.*]] = spmd.wait %[[R]]
+// CHECK-NEXT: %[[S:.*]]:2 = aten.split_with_sizes %[[W]]
+// CHECK-NEXT: aten.add.Tensor %[[S]]#0, %[[Y]]
+func.func @bucket(%g0: tensor<4xf32>, %g1: tensor<4xf32>, %x: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>) {
+  %c = aten.cat %g0, %g1 : (tensor<4xf32>, tensor<4xf32>) -> tensor<8xf32>
+  %r = spmd.all_reduce %c on @mesh mesh_dims = [0] reduce = sum : tensor<8xf32>
+  %s:2 = aten.split_with_sizes %r {split_sizes = array<i64: 4, 4>} : (tensor<8xf32>) -> (tensor<4xf32>, tensor<4xf32>)
+  %y = aten.relu %x : (tensor<4xf32>) -> tensor<4xf32>
+  %a = aten.add.Tensor %s#0, %y : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  return %a, %s#1 : tensor<4xf32>, tensor<4xf32>
+}

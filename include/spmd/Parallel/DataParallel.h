@@ -53,7 +53,9 @@ parseDataParallelConfig(mlir::ModuleOp module, const ParallelOptions &options,
 /// reduction and element type; each bucket becomes one all_reduce of the
 /// flattened, concatenated gradients, placed after the last of them and
 /// split back (aten.view, aten.cat, aten.split_with_sizes). capBytes 0
-/// leaves every all_reduce alone.
+/// leaves every all_reduce alone. The first bucket holds at most
+/// min(capBytes, firstCapBytes) (PyTorch DDP's first bucket: the gradients
+/// computed first go out early; 0 means capBytes).
 ///
 /// With `compressBf16` (seed 004's communication hook, PyTorch's
 /// bf16_compress_hook), every f32/f64 gradient all_reduce (bucketed or not)
@@ -63,6 +65,7 @@ parseDataParallelConfig(mlir::ModuleOp module, const ParallelOptions &options,
 /// gradients are already partial sums of the global loss, so no division.
 mlir::LogicalResult bucketGradientAllReduces(mlir::ModuleOp module,
                                              int64_t capBytes,
+                                             int64_t firstCapBytes,
                                              bool compressBf16 = false);
 
 /// FSDP's parameter gathers (ZeRO-3) on mesh dim `meshDim`: before every

@@ -25,7 +25,8 @@ def ParallelizePass : Pass<"spmd-parallelize", "mlir::ModuleOp"> {
     overrides, `fqn-glob=placements` separated by `;`, e.g.
     `placements=fc1.*=shard<0>`), and `options` for further mode options
     and modes from plugins (`key=value` pairs separated by `;`; ddp takes
-    `ignored=glob,glob` and `comm-hook=bf16|none`). `overlap=N` (N >= 1)
+    `ignored=glob,glob`, `comm-hook=bf16|none` and `first-bucket-cap-mb`,
+    default 1). `overlap=N` (N >= 1)
     ends with `--spmd-overlap-collectives{max-in-flight=N}`: collectives
     become asynchronous, prefetched and overlapped with compute, at most N
     per class in flight.

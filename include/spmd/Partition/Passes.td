@@ -72,7 +72,10 @@ def OverlapCollectivesPass
     while independent compute does, as FSDP2's prefetching and DDP's
     bucket overlap do:
 
-    - every collective that has uses gets a `spmd.wait` before its first
+    - the ops that only unpack a collective's result (views, permutes,
+      slices, splits, `spmd.local_take`: a DDP bucket's split, an FSDP
+      unit's slices) move down to right before their first user; then
+      every collective that has uses gets a `spmd.wait` before its first
       user (it becomes asynchronous);
     - collectives form two classes, each with its own window, as FSDP2's
       all-gather and reduce-scatter streams: gathers (`all_gather`,
