@@ -44,6 +44,8 @@ def parser(description):
     p.add_argument("--report", action="store_true",
                    help="print the per-rank program's collectives")
     p.add_argument("--every", type=int, default=10, help="progress line every N steps")
+    p.add_argument("--overlap", type=int, default=0, metavar="N",
+                   help="asynchronous collectives, N per class in flight (0: synchronous)")
     return p
 
 
@@ -67,7 +69,8 @@ def train(args, model, loss_fn, batch, tokens_per_step, default_plan=None, evalu
     evaluate(model) (a line) on rank 0. Returns the process exit status."""
     @spmd.compile(parallel_mode=args.mode, mesh=args.mesh,
                   plan=args.plan or (default_plan if args.mode in ("tp", "fsdp-tp") else None),
-                  report=args.report, seed=args.seed)
+                  report=args.report, seed=args.seed,
+                  options={"overlap": args.overlap} if args.overlap else None)
     def train_step(model, optimizer, *data):
         loss = loss_fn(model, *data)
         loss.backward()

@@ -505,7 +505,8 @@ def compile(parallel_mode="ddp", mesh=None, plan=None, options=None, backend="cp
     mesh: the device mesh's shape, e.g. [4] or [2, 2] or "2x2" (default: all
       ranks in one dim); its size must be the world size.
     plan: a tensor-parallel plan file (tp, fsdp-tp), as spmd-parallelize's.
-    options: more spmd-parallelize options, e.g. {"bucket-cap-mb": 25}.
+    options: more spmd-parallelize options, e.g. {"bucket-cap-mb": 25} or
+        {"overlap": 1} (asynchronous collectives, prefetched).
     backend: "cpu" or "cuda".
     on_recompile: "recompile" or "error" when a call does not match.
     clip_grad_norm, clip_norm_type: torch.nn.utils.clip_grad_norm_ before
