@@ -141,6 +141,16 @@ void checkShape(const char *what, const SpmdBuffer *out,
                   formatShape(expected).c_str());
 }
 
+/// Fatal unless dim `dim` of `in` splits into `pieces` equal pieces.
+void checkSplits(const char *what, const SpmdBuffer *in, int64_t dim,
+                 int pieces) {
+  if (in->shape[dim] % pieces != 0)
+    spmd_rt_fatal("%s: in shape %s: dim %lld of size %lld does not split into "
+                  "%d equal pieces",
+                  what, formatShape(in).c_str(), static_cast<long long>(dim),
+                  static_cast<long long>(in->shape[dim]), pieces);
+}
+
 int64_t product(const int64_t *begin, const int64_t *end) {
   int64_t result = 1;
   for (; begin != end; ++begin)
@@ -816,12 +826,7 @@ void reduceScatterCollective(SpmdBuffer *out, const SpmdBuffer *in, int32_t n,
   checkDim(what, "scatter_dim", scatter_dim, in);
   CollectiveGroup group = groupOf(what, n, mesh_dims);
   startCollective(what);
-  if (in->shape[scatter_dim] % group.size != 0)
-    spmd_rt_fatal("%s: in shape %s: dim %lld of size %lld does not split into "
-                  "%d equal pieces",
-                  what, formatShape(in).c_str(),
-                  static_cast<long long>(scatter_dim),
-                  static_cast<long long>(in->shape[scatter_dim]), group.size);
+  checkSplits(what, in, scatter_dim, group.size);
   std::vector<int64_t> expected = shapeOf(in);
   expected[scatter_dim] /= group.size;
   checkShape(what, out, expected,
@@ -841,12 +846,7 @@ void allToAllCollective(SpmdBuffer *out, const SpmdBuffer *in, int32_t n,
   checkDim(what, "concat_dim", concat_dim, in);
   CollectiveGroup group = groupOf(what, n, mesh_dims);
   startCollective(what);
-  if (in->shape[split_dim] % group.size != 0)
-    spmd_rt_fatal("%s: in shape %s: dim %lld of size %lld does not split into "
-                  "%d equal pieces",
-                  what, formatShape(in).c_str(),
-                  static_cast<long long>(split_dim),
-                  static_cast<long long>(in->shape[split_dim]), group.size);
+  checkSplits(what, in, split_dim, group.size);
   // The shape of one piece, and of the concatenation of the g received ones.
   std::vector<int64_t> piece = shapeOf(in);
   piece[split_dim] /= group.size;
