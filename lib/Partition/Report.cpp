@@ -134,15 +134,16 @@ struct ReportPass : spmd::impl::ReportPassBase<ReportPass> {
         ops.push_back(op);
       }
     });
-    // A wait's result is its collective's buffer, and an asynchronous
-    // collective reads its input until its wait.
+    // A view's or a wait's result shares its operand's buffer, which lives
+    // as long as either; an asynchronous collective reads its input until
+    // its wait.
     std::function<unsigned(Value, unsigned)> lastUse = [&](Value v,
                                                            unsigned last) {
       for (Operation *user : v.getUsers()) {
         if (isa<func::ReturnOp>(user))
           return static_cast<unsigned>(ops.size());
         last = std::max(last, order.lookup(user));
-        if (isa<WaitOp>(user))
+        if (isa<WaitOp>(user) || aten::isSameElementsView(user))
           last = lastUse(user->getResult(0), last);
         if (auto collective = dyn_cast<CollectiveOpInterface>(user))
           if (WaitOp wait = WaitOp::getCompletingWait(collective))

@@ -126,9 +126,10 @@ def ReportPass : Pass<"spmd-report", "mlir::ModuleOp"> {
     reason (`spmd.reason`); then totals per
     kind and per step; then the estimated peak memory per rank: the
     arguments plus the largest live set of op results, each freed after its
-    last use, views sharing their source's memory (the lowering's buffer
-    discipline, docs/lowering.md; an asynchronous collective's input lives
-    until its wait, and its result is the wait's).
+    last use, views sharing their source's memory, which lives as long as
+    its views (the lowering's buffer discipline, docs/lowering.md; an
+    asynchronous collective's input lives until its wait, and its result
+    is the wait's).
 
     Where the program has asynchronous collectives (`spmd.wait`,
     `--spmd-overlap-collectives`), an overlap table follows the totals:
