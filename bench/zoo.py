@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """The model-zoo table: each transformers model of examples/hf.py (language
 models) and examples/hf_vision.py (image classifiers) in each parallel mode,
-checked against PyTorch, with its collectives per step and bytes per rank.
+checked against PyTorch, with its collectives per step, bytes per rank and
+peak memory per rank (predicted by --spmd-report, measured by spmd-run).
 
   bench/zoo.py [--build DIR] [--models gpt2,bert,llama,opt,t5,vit,resnet,convnext]
                [--modes "fsdp 4,fsdp-tp 2x2"] [--optimizer adamw] [--markdown]
@@ -9,8 +10,9 @@ checked against PyTorch, with its collectives per step and bytes per rank.
 Each model is captured once (spmd-capture, small config, random weights);
 each mode is `spmd-opt --spmd-parallelize=... --spmd-report` (its "total per
 step" line: collectives and bytes per rank, as the partitioned program
-sends them) and `spmd-run --check` on that many ranks (whether every result
-matches PyTorch's single-device step). Plans are examples/hf_<model>.tp.json
+sends them; its predicted peak memory per rank) and `spmd-run --check
+--timing` on that many ranks (whether every result matches PyTorch's
+single-device step; the runtime's own peak memory count, max over ranks). Plans are examples/hf_<model>.tp.json
 (Megatron) and, where it exists, examples/hf_<model>.sp.json (with sequence
 parallel); a model without a plan runs the data-parallel modes only, ddp on
 4 ranks too (the vision batches do not divide by 4). The README's model-zoo table is this script's --markdown
@@ -76,12 +78,12 @@ def main():
                        "--optimizer", args.optimizer, "-o", captured, "--bundle", bundle])
             if cap.returncode != 0:
                 rows.append((model, "capture", "fails: " + cap.stderr.strip().splitlines()[-1],
-                             "", ""))
+                             "", "", "", ""))
                 continue
             for column, options, ranks in modes(model):
                 if args.modes and column not in args.modes.split(","):
                     continue
-                program, collectives, nbytes = captured, "0", "0"
+                program, collectives, nbytes, predicted = captured, "0", "0", "-"
                 if options:
                     program = os.path.join(tmp, "%s.%d.mlir" % (model, len(rows)))
                     opt = run([os.path.join(tools, "spmd-opt"), captured,
@@ -89,26 +91,31 @@ def main():
                                "-o", program])
                     total = re.search(r"total per step: (\d+) collectives, (\d+) bytes/rank",
                                       opt.stdout + opt.stderr)
-                    if opt.returncode != 0 or not total:
-                        rows.append((model, column, "spmd-opt fails", "", ""))
+                    peak = re.search(r"peak memory per rank: (\d+) bytes", opt.stdout)
+                    if opt.returncode != 0 or not total or not peak:
+                        rows.append((model, column, "spmd-opt fails", "", "", "", ""))
                         continue
                     collectives, nbytes = total.groups()
+                    predicted = "%.2f" % (int(peak.group(1)) / 2**20)
                 check = run([os.path.join(tools, "spmd-run"), "--np", str(ranks), program,
-                             "--bundle", bundle, "--check"])
+                             "--bundle", bundle, "--check", "--timing"])
                 verdict = re.search(r"spmd-run: (all \d+ results match PyTorch|\d+ of \d+ "
                                     r"results do not match PyTorch)", check.stdout)
+                measured = re.search(r"peak memory ([0-9.]+) MiB", check.stdout)
                 rows.append((model, column, verdict.group(1) if verdict else "run fails",
-                             collectives, nbytes))
-    head = ("model", "mode", "against PyTorch", "collectives/step", "bytes/rank")
+                             collectives, nbytes, predicted,
+                             measured.group(1) if measured else "-"))
+    head = ("model", "mode", "against PyTorch", "collectives/step", "bytes/rank",
+            "peak MiB predicted", "peak MiB measured")
     if args.markdown:
         print("| %s |" % " | ".join(head))
         print("| %s |" % " | ".join("---" for _ in head))
         for row in rows:
             print("| %s |" % " | ".join(row))
     else:
-        print("%-8s %-12s %-40s %16s %11s" % head)
+        print("%-8s %-12s %-40s %16s %11s %18s %17s" % head)
         for row in rows:
-            print("%-8s %-12s %-40s %16s %11s" % row)
+            print("%-8s %-12s %-40s %16s %11s %18s %17s" % row)
     return 0 if all(r[2].startswith("all ") for r in rows) else 1
 
 

@@ -56,7 +56,8 @@ void sinkUnpacking(Value v) {
   }
 }
 
-/// Makes `op` asynchronous: one wait before its first user takes its uses.
+/// Makes `op` asynchronous: one wait before its first user takes its uses
+/// (but those of waits already there).
 void insertWait(Operation *op) {
   Value result = op->getResult(0);
   Operation *first = nullptr;
@@ -67,7 +68,10 @@ void insertWait(Operation *op) {
   }
   OpBuilder b(first);
   auto wait = WaitOp::create(b, op->getLoc(), result);
-  result.replaceAllUsesExcept(wait.getResult(), wait);
+  // Waits that were there keep waiting for the collective itself.
+  result.replaceUsesWithIf(wait.getResult(), [](OpOperand &use) {
+    return !isa<WaitOp>(use.getOwner());
+  });
 }
 
 /// Moves `collective` up to right after `anchor` (null: the block's start)

@@ -128,3 +128,20 @@ func.func @bucket(%g0: tensor<4xf32>, %g1: tensor<4xf32>, %x: tensor<4xf32>) -> 
   %a = aten.add.Tensor %s#0, %y : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
   return %a, %s#1 : tensor<4xf32>, tensor<4xf32>
 }
+
+// -----
+
+// A collective with a wait and another use is synchronous; the pass makes
+// it asynchronous with a wait of its own and keeps the one that was there.
+spmd.mesh @mesh shape = [2] names = ["dp"]
+// CHECK-LABEL: func.func @mixed
+// CHECK-NEXT: %[[R:.*]] = spmd.all_reduce %arg0
+// CHECK-NEXT: %[[NEW:.*]] = spmd.wait %[[R]]
+// CHECK-NEXT: %[[OLD:.*]] = spmd.wait %[[R]]
+// CHECK-NEXT: aten.add.Tensor %[[NEW]], %[[OLD]]
+func.func @mixed(%a: tensor<4xf32>) -> tensor<4xf32> {
+  %r = spmd.all_reduce %a on @mesh mesh_dims = [0] reduce = sum : tensor<4xf32>
+  %w = spmd.wait %r : tensor<4xf32>
+  %s = aten.add.Tensor %r, %w : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  return %s : tensor<4xf32>
+}
