@@ -11,6 +11,7 @@
 #include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
 
+#include <array>
 #include <functional>
 #include <limits>
 #include <map>
@@ -123,9 +124,30 @@ struct ReportPass : spmd::impl::ReportPassBase<ReportPass> {
 
     // Peak memory: arguments stay live; each result lives from its op to
     // its last use (returned values to the end); views share memory.
-    int64_t arguments = 0;
-    for (Type t : fn.getArgumentTypes())
-      arguments += tensorBytes(t);
+    // What is live at the peak, by kind: arguments by their spmd.role, op
+    // results by their spmd.phase.
+    enum Kind {
+      Params,
+      OptimState,
+      OtherArgs,
+      Forward,
+      Backward,
+      Update,
+      Other
+    };
+    constexpr int numKinds = Other + 1;
+    using Bytes = std::array<int64_t, numKinds>;
+    Bytes argBytes{};
+    for (unsigned i = 0; i < fn.getNumArguments(); ++i) {
+      auto role = fn.getArgAttrOfType<StringAttr>(i, "spmd.role");
+      Kind kind = !role                              ? OtherArgs
+                  : role.getValue() == "param"       ? Params
+                  : role.getValue() == "optim_state" ? OptimState
+                                                     : OtherArgs;
+      argBytes[kind] += tensorBytes(fn.getArgumentTypes()[i]);
+    }
+    int64_t arguments =
+        argBytes[Params] + argBytes[OptimState] + argBytes[OtherArgs];
     SmallVector<Operation *> ops;
     DenseMap<Operation *, unsigned> order;
     fn.walk([&](Operation *op) {
@@ -151,20 +173,39 @@ struct ReportPass : spmd::impl::ReportPassBase<ReportPass> {
       }
       return last;
     };
-    std::vector<int64_t> freed(ops.size() + 1, 0);
-    int64_t live = 0, peak = 0;
+    std::vector<Bytes> freed(ops.size() + 1, Bytes{});
+    Bytes live{}, atPeak{};
+    int64_t liveTotal = 0, peak = 0;
     for (auto [i, op] : llvm::enumerate(ops)) {
+      StringRef phase = getPhase(op);
+      Kind kind = phase == "forward" || phase == "loss" ? Forward
+                  : phase == "backward"                 ? Backward
+                  : phase == "optimizer"                ? Update
+                                                        : Other;
       if (!aten::isSameElementsView(op) && !isa<WaitOp>(op))
         for (Value v : op->getResults()) {
           int64_t bytes = tensorBytes(v.getType());
-          live += bytes;
-          freed[lastUse(v, i)] += bytes;
+          live[kind] += bytes;
+          liveTotal += bytes;
+          freed[lastUse(v, i)][kind] += bytes;
         }
-      peak = std::max(peak, live);
-      live -= freed[i];
+      if (liveTotal > peak) {
+        peak = liveTotal;
+        atPeak = live;
+      }
+      for (int k = 0; k < numKinds; ++k) {
+        live[k] -= freed[i][k];
+        liveTotal -= freed[i][k];
+      }
     }
     os << "peak memory per rank: " << arguments + peak << " bytes (arguments "
        << arguments << ", op results " << peak << ")\n";
+    os << "at the peak: parameters " << argBytes[Params] << ", optimizer state "
+       << argBytes[OptimState] << ", other arguments " << argBytes[OtherArgs]
+       << ", forward results (activations) " << atPeak[Forward]
+       << ", backward results (gradients) " << atPeak[Backward]
+       << ", optimizer results " << atPeak[Update] << ", other results "
+       << atPeak[Other] << " bytes\n";
   }
 
   /// The overlap rows: each asynchronous collective with the ops that run

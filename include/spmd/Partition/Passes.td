@@ -129,7 +129,10 @@ def ReportPass : Pass<"spmd-report", "mlir::ModuleOp"> {
     last use, views sharing their source's memory, which lives as long as
     its views (the lowering's buffer discipline, docs/lowering.md; an
     asynchronous collective's input lives until its wait, and its result
-    is the wait's).
+    is the wait's), and what is live at that peak: the arguments by their
+    `spmd.role` (parameters, optimizer state, other) and the op results by
+    their `spmd.phase` (forward and loss: activations; backward: gradients
+    and their temporaries; optimizer: the updates; other).
 
     Where the program has asynchronous collectives (`spmd.wait`,
     `--spmd-overlap-collectives`), an overlap table follows the totals:
