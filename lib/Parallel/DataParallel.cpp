@@ -505,6 +505,34 @@ static std::string unitReason(StringRef mode, StringRef unit,
       .str();
 }
 
+namespace {
+
+/// The gather of `param` in `group`, or null.
+Operation *findGatherOf(ArrayRef<Operation *> group, Value param) {
+  for (Operation *g : group)
+    if (g->getOperand(0) == param)
+      return g;
+  return nullptr;
+}
+
+/// Whether every forward or backward op from `from` to `to` (same block)
+/// belongs to `unit` or to the root: the two are in one pass of `unit`.
+bool onlyUnitOpsBetween(Operation *from, Operation *to, StringRef unit,
+                        const FsdpUnits &units) {
+  for (Operation *op = from->getNextNode(); op && op != to;
+       op = op->getNextNode()) {
+    StringRef phase = getPhase(op);
+    if (phase != "forward" && phase != "backward")
+      continue;
+    std::string other = units.unitOf(getModuleFqn(op));
+    if (!other.empty() && other != unit)
+      return false;
+  }
+  return true;
+}
+
+} // namespace
+
 LogicalResult spmd::fuseUnitCollectives(ModuleOp module,
                                         const ParallelOptions &options,
                                         int64_t meshDim, StringRef mode) {
@@ -526,9 +554,13 @@ LogicalResult spmd::fuseUnitCollectives(ModuleOp module,
     // (the next micro-step of gradient accumulation, a second use) starts
     // the unit's next group: what was resharded stays so until then.
     // (Types are keyed by their uniqued pointer.)
+    // A parameter gathered again while only its own unit's ops ran since
+    // the group's gather (a recomputed forward op and the backward op that
+    // read it, --spmd-remat) reads that gather instead.
     std::map<std::tuple<std::string, std::string, const void *>,
              SmallVector<SmallVector<Operation *>>>
         gathers;
+    SmallVector<std::pair<Operation *, Operation *>> repeats;
     fn.walk([&](AllGatherOp g) {
       auto arg = dyn_cast<BlockArgument>(g.getInput());
       if (!arg || arg.getOwner() != &fn.getBody().front() ||
@@ -536,15 +568,25 @@ LogicalResult spmd::fuseUnitCollectives(ModuleOp module,
           getArgRole(fn, arg.getArgNumber()) != "param")
         return;
       StringRef fqn = getArgFqn(fn, arg.getArgNumber());
+      std::string unit = units.unitOf(ownerModule(fqn));
       auto &groups =
-          gathers[{units.unitOf(ownerModule(fqn)), getPhase(g).str(),
+          gathers[{unit, getPhase(g).str(),
                    g.getType().getElementType().getAsOpaquePointer()}];
-      if (groups.empty() || llvm::any_of(groups.back(), [&](Operation *o) {
-            return o->getOperand(0) == arg;
-          }))
+      Operation *earlier =
+          groups.empty() ? nullptr : findGatherOf(groups.back(), arg);
+      if (earlier && !unit.empty() &&
+          onlyUnitOpsBetween(earlier, g, unit, units)) {
+        repeats.push_back({g, earlier});
+        return;
+      }
+      if (groups.empty() || earlier)
         groups.push_back({});
       groups.back().push_back(g);
     });
+    for (auto [repeat, earlier] : repeats) {
+      repeat->replaceAllUsesWith(earlier);
+      repeat->erase();
+    }
     for (auto &[key, groups] : gathers)
       for (auto &group : groups) {
         if (group.size() < 2)

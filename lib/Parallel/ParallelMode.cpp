@@ -293,6 +293,14 @@ struct ParallelizePass : spmd::impl::ParallelizePassBase<ParallelizePass> {
     options.runPipeline = [&](OpPassManager &pm, ModuleOp m) {
       return runPipeline(pm, m);
     };
+    if (remat != "none") {
+      OpPassManager pm(ModuleOp::getOperationName());
+      RematPassOptions rematOptions;
+      rematOptions.policy = remat;
+      pm.addPass(createRematPass(rematOptions));
+      if (failed(runPipeline(pm, module)))
+        return signalPassFailure();
+    }
     if (failed(parallelMode->partition(module, options)) ||
         failed(parallelMode->transformAndCompile(module, options)))
       return signalPassFailure();

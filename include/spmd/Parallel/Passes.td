@@ -29,7 +29,9 @@ def ParallelizePass : Pass<"spmd-parallelize", "mlir::ModuleOp"> {
     default 1). `overlap=N` (N >= 1)
     ends with `--spmd-overlap-collectives{max-in-flight=N}`: collectives
     become asynchronous, prefetched and overlapped with compute, at most N
-    per class in flight.
+    per class in flight. `remat=full|selective` begins with
+    `--spmd-remat{policy=...}`: each layer's forward is recomputed in its
+    backward.
 
     Errors: no mode or an unknown one (the message lists the registered
     modes), a malformed mesh or option, and whatever the mode reports.
@@ -47,10 +49,52 @@ def ParallelizePass : Pass<"spmd-parallelize", "mlir::ModuleOp"> {
            "tp, fsdp-tp: the TP plan, a JSON file (DESIGN.md 4)">,
     Option<"modeOptions", "options", "std::string", "\"\"",
            "Further mode options: key=value;...">,
+    Option<"remat", "remat", "std::string", "\"none\"",
+           "Activation recomputation first (--spmd-remat): none, full or "
+           "selective">,
     Option<"overlap", "overlap", "unsigned", "0",
            "Run --spmd-overlap-collectives last with this max-in-flight "
            "(collectives per class in flight); 0 keeps every collective "
            "synchronous">,
+  ];
+  let dependentDialects = ["spmd::SPMDDialect", "spmd::aten::AtenDialect"];
+}
+
+def RematPass : Pass<"spmd-remat", "mlir::ModuleOp"> {
+  let summary = "Activation recomputation: recompute each layer's forward "
+                "in its backward";
+  let description = [{
+    On a captured (global) training step, before `--spmd-parallelize`
+    (whose `remat=` option runs it): for each unit, the forward ops of
+    its modules (`spmd.module`, phase `forward`) whose results the backward
+    reads are cloned right before the first backward op that reads one,
+    and the backward reads the clones. The forward's values then die in
+    forward. What a unit keeps from forward is what it reads from outside
+    (its input activation and its parameters), as
+    `torch.utils.checkpoint` on each transformer block.
+
+    - Units: as fsdp's (`units=auto`: each module-list element such as
+      `layers.3`; or FQN globs). The root (embeddings, head) is not
+      recomputed.
+    - `policy=full`: every forward op of the unit is recomputed.
+      `policy=selective`: the results of matrix products and attention are
+      kept, the rest (norms, activations, softmax, dropout, views) is
+      recomputed: torchtitan's selective-op policy.
+    - The clones take phase `backward`, so that fsdp gathers their
+      parameters with the unit's backward gather.
+    - A recomputed random op draws the same numbers as the original:
+      every random op gets `spmd.random_id` (its number among the
+      function's random ops, in order), which the lowering keys Philox
+      with, and its clone keeps it.
+
+    Errors: an unknown policy, or a function of more than one block.
+  }];
+  let options = [
+    Option<"policy", "policy", "std::string", "\"full\"",
+           "full: recompute every forward op of a unit; selective: keep "
+           "matrix products and attention">,
+    Option<"units", "units", "std::string", "\"auto\"",
+           "auto (each module-list element) or FQN globs, comma-separated">,
   ];
   let dependentDialects = ["spmd::SPMDDialect", "spmd::aten::AtenDialect"];
 }
