@@ -122,90 +122,15 @@ struct ReportPass : spmd::impl::ReportPassBase<ReportPass> {
        << " us estimated\n";
     reportOverlap(fn, rows, cost, mesh.getShape().size());
 
-    // Peak memory: arguments stay live; each result lives from its op to
-    // its last use (returned values to the end); views share memory.
-    // What is live at the peak, by kind: arguments by their spmd.role, op
-    // results by their spmd.phase.
-    enum Kind {
-      Params,
-      OptimState,
-      OtherArgs,
-      Forward,
-      Backward,
-      Update,
-      Other
-    };
-    constexpr int numKinds = Other + 1;
-    using Bytes = std::array<int64_t, numKinds>;
-    Bytes argBytes{};
-    for (unsigned i = 0; i < fn.getNumArguments(); ++i) {
-      auto role = fn.getArgAttrOfType<StringAttr>(i, "spmd.role");
-      Kind kind = !role                              ? OtherArgs
-                  : role.getValue() == "param"       ? Params
-                  : role.getValue() == "optim_state" ? OptimState
-                                                     : OtherArgs;
-      argBytes[kind] += tensorBytes(fn.getArgumentTypes()[i]);
-    }
-    int64_t arguments =
-        argBytes[Params] + argBytes[OptimState] + argBytes[OtherArgs];
-    SmallVector<Operation *> ops;
-    DenseMap<Operation *, unsigned> order;
-    fn.walk([&](Operation *op) {
-      if (op != fn) {
-        order[op] = ops.size();
-        ops.push_back(op);
-      }
-    });
-    // A view's or a wait's result shares its operand's buffer, which lives
-    // as long as either; an asynchronous collective reads its input until
-    // its wait.
-    std::function<unsigned(Value, unsigned)> lastUse = [&](Value v,
-                                                           unsigned last) {
-      for (Operation *user : v.getUsers()) {
-        if (isa<func::ReturnOp>(user))
-          return static_cast<unsigned>(ops.size());
-        last = std::max(last, order.lookup(user));
-        if (isa<WaitOp>(user) || aten::isSameElementsView(user))
-          last = lastUse(user->getResult(0), last);
-        if (auto collective = dyn_cast<CollectiveOpInterface>(user))
-          if (WaitOp wait = WaitOp::getCompletingWait(collective))
-            last = std::max(last, order.lookup(wait));
-      }
-      return last;
-    };
-    std::vector<Bytes> freed(ops.size() + 1, Bytes{});
-    Bytes live{}, atPeak{};
-    int64_t liveTotal = 0, peak = 0;
-    for (auto [i, op] : llvm::enumerate(ops)) {
-      StringRef phase = getPhase(op);
-      Kind kind = phase == "forward" || phase == "loss" ? Forward
-                  : phase == "backward"                 ? Backward
-                  : phase == "optimizer"                ? Update
-                                                        : Other;
-      if (!aten::isSameElementsView(op) && !isa<WaitOp>(op))
-        for (Value v : op->getResults()) {
-          int64_t bytes = tensorBytes(v.getType());
-          live[kind] += bytes;
-          liveTotal += bytes;
-          freed[lastUse(v, i)][kind] += bytes;
-        }
-      if (liveTotal > peak) {
-        peak = liveTotal;
-        atPeak = live;
-      }
-      for (int k = 0; k < numKinds; ++k) {
-        live[k] -= freed[i][k];
-        liveTotal -= freed[i][k];
-      }
-    }
-    os << "peak memory per rank: " << arguments + peak << " bytes (arguments "
-       << arguments << ", op results " << peak << ")\n";
-    os << "at the peak: parameters " << argBytes[Params] << ", optimizer state "
-       << argBytes[OptimState] << ", other arguments " << argBytes[OtherArgs]
-       << ", forward results (activations) " << atPeak[Forward]
-       << ", backward results (gradients) " << atPeak[Backward]
-       << ", optimizer results " << atPeak[Update] << ", other results "
-       << atPeak[Other] << " bytes\n";
+    PeakMemory memory = predictPeakMemory(fn);
+    os << "peak memory per rank: " << memory.total() << " bytes (arguments "
+       << memory.arguments() << ", op results " << memory.results << ")\n";
+    os << "at the peak: parameters " << memory.parameters
+       << ", optimizer state " << memory.optimizerState << ", other arguments "
+       << memory.otherArguments << ", forward results (activations) "
+       << memory.forward << ", backward results (gradients) " << memory.backward
+       << ", optimizer results " << memory.update << ", other results "
+       << memory.other << " bytes\n";
   }
 
   /// The overlap rows: each asynchronous collective with the ops that run
@@ -293,3 +218,82 @@ struct ReportPass : spmd::impl::ReportPassBase<ReportPass> {
 };
 
 } // namespace
+
+PeakMemory spmd::predictPeakMemory(func::FuncOp fn) {
+  // Peak memory: arguments stay live; each result lives from its op to
+  // its last use (returned values to the end); views share memory.
+  // What is live at the peak, by kind: arguments by their spmd.role, op
+  // results by their spmd.phase.
+  enum Kind { Params, OptimState, OtherArgs, Forward, Backward, Update, Other };
+  constexpr int numKinds = Other + 1;
+  using Bytes = std::array<int64_t, numKinds>;
+  Bytes argBytes{};
+  for (unsigned i = 0; i < fn.getNumArguments(); ++i) {
+    auto role = fn.getArgAttrOfType<StringAttr>(i, "spmd.role");
+    Kind kind = !role                              ? OtherArgs
+                : role.getValue() == "param"       ? Params
+                : role.getValue() == "optim_state" ? OptimState
+                                                   : OtherArgs;
+    argBytes[kind] += tensorBytes(fn.getArgumentTypes()[i]);
+  }
+  SmallVector<Operation *> ops;
+  DenseMap<Operation *, unsigned> order;
+  fn.walk([&](Operation *op) {
+    if (op != fn) {
+      order[op] = ops.size();
+      ops.push_back(op);
+    }
+  });
+  // A view's or a wait's result shares its operand's buffer, which lives
+  // as long as either; an asynchronous collective reads its input until
+  // its wait.
+  std::function<unsigned(Value, unsigned)> lastUse = [&](Value v,
+                                                         unsigned last) {
+    for (Operation *user : v.getUsers()) {
+      if (isa<func::ReturnOp>(user))
+        return static_cast<unsigned>(ops.size());
+      last = std::max(last, order.lookup(user));
+      if (isa<WaitOp>(user) || aten::isSameElementsView(user))
+        last = lastUse(user->getResult(0), last);
+      if (auto collective = dyn_cast<CollectiveOpInterface>(user))
+        if (WaitOp wait = WaitOp::getCompletingWait(collective))
+          last = std::max(last, order.lookup(wait));
+    }
+    return last;
+  };
+  std::vector<Bytes> freed(ops.size() + 1, Bytes{});
+  Bytes live{}, atPeak{};
+  int64_t liveTotal = 0, peak = 0;
+  for (auto [i, op] : llvm::enumerate(ops)) {
+    StringRef phase = getPhase(op);
+    Kind kind = phase == "forward" || phase == "loss" ? Forward
+                : phase == "backward"                 ? Backward
+                : phase == "optimizer"                ? Update
+                                                      : Other;
+    if (!aten::isSameElementsView(op) && !isa<WaitOp>(op))
+      for (Value v : op->getResults()) {
+        int64_t bytes = tensorBytes(v.getType());
+        live[kind] += bytes;
+        liveTotal += bytes;
+        freed[lastUse(v, i)][kind] += bytes;
+      }
+    if (liveTotal > peak) {
+      peak = liveTotal;
+      atPeak = live;
+    }
+    for (int k = 0; k < numKinds; ++k) {
+      live[k] -= freed[i][k];
+      liveTotal -= freed[i][k];
+    }
+  }
+  PeakMemory memory;
+  memory.parameters = argBytes[Params];
+  memory.optimizerState = argBytes[OptimState];
+  memory.otherArguments = argBytes[OtherArgs];
+  memory.results = peak;
+  memory.forward = atPeak[Forward];
+  memory.backward = atPeak[Backward];
+  memory.update = atPeak[Update];
+  memory.other = atPeak[Other];
+  return memory;
+}

@@ -11,9 +11,30 @@
 #include "spmd/Dialect/Aten/Aten.h"
 #include "spmd/Dialect/SPMD/SPMD.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Pass/Pass.h"
 
 namespace spmd {
+
+/// The predicted peak memory of one rank running a per-rank program, in
+/// bytes: the arguments, plus the largest live set of op results (each
+/// freed after its last use; views and waits share their operand's
+/// buffer, which lives as long as they do; an asynchronous collective's
+/// input lives until its wait): the lowering's buffer discipline, which
+/// spmd-run's count matches. Split by what is live at the peak.
+struct PeakMemory {
+  /// Arguments by their `spmd.role`: "param", "optim_state", the rest.
+  int64_t parameters = 0, optimizerState = 0, otherArguments = 0;
+  /// The op results live at the peak, and those by `spmd.phase`: forward
+  /// and loss, backward, optimizer, none or another.
+  int64_t results = 0, forward = 0, backward = 0, update = 0, other = 0;
+
+  int64_t arguments() const {
+    return parameters + optimizerState + otherArguments;
+  }
+  int64_t total() const { return arguments() + results; }
+};
+PeakMemory predictPeakMemory(mlir::func::FuncOp fn);
 
 #define GEN_PASS_DECL
 #include "spmd/Partition/Passes.h.inc"
