@@ -3,6 +3,7 @@
 #include "spmd/Parallel/ParallelMode.h"
 #include "spmd/Dialect/Aten/Aten.h"
 #include "spmd/Dialect/SPMD/SPMD.h"
+#include "spmd/Parallel/DataParallel.h"
 #include "spmd/Parallel/Passes.h"
 #include "spmd/Partition/Passes.h"
 #include "spmd/Propagate/Passes.h"
@@ -13,6 +14,7 @@
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Transforms/Passes.h"
+#include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/ManagedStatic.h"
 
@@ -293,23 +295,157 @@ struct ParallelizePass : spmd::impl::ParallelizePassBase<ParallelizePass> {
     options.runPipeline = [&](OpPassManager &pm, ModuleOp m) {
       return runPipeline(pm, m);
     };
-    if (remat != "none") {
-      OpPassManager pm(ModuleOp::getOperationName());
-      RematPassOptions rematOptions;
-      rematOptions.policy = remat;
-      pm.addPass(createRematPass(rematOptions));
-      if (failed(runPipeline(pm, module)))
-        return signalPassFailure();
-    }
-    if (failed(parallelMode->partition(module, options)) ||
-        failed(parallelMode->transformAndCompile(module, options)))
-      return signalPassFailure();
-    if (overlap != 0) {
+    // The whole pipeline on `m`: recomputation (`policy` on `units`), the
+    // mode, the overlap.
+    auto parallelizeModule = [&](ModuleOp m, StringRef policy,
+                                 StringRef units) -> LogicalResult {
+      if (policy != "none") {
+        OpPassManager pm(ModuleOp::getOperationName());
+        RematPassOptions rematOptions;
+        rematOptions.policy = policy.str();
+        rematOptions.units = units.str();
+        pm.addPass(createRematPass(rematOptions));
+        if (failed(runPipeline(pm, m)))
+          return failure();
+      }
+      if (failed(parallelMode->partition(m, options)) ||
+          failed(parallelMode->transformAndCompile(m, options)))
+        return failure();
+      if (overlap == 0)
+        return success();
       OpPassManager pm(ModuleOp::getOperationName());
       pm.addPass(createOverlapCollectivesPass({overlap}));
-      if (failed(runPipeline(pm, module)))
+      return runPipeline(pm, m);
+    };
+    if (remat != "auto") {
+      if (!budget.empty()) {
+        module.emitError("spmd-parallelize: budget needs remat=auto");
         return signalPassFailure();
+      }
+      if (failed(parallelizeModule(module, remat, "auto")))
+        signalPassFailure();
+      return;
     }
+    FailureOr<std::pair<std::string, std::string>> choice =
+        chooseRecomputation(module, parallelizeModule);
+    if (failed(choice) ||
+        failed(parallelizeModule(module, choice->first, choice->second)))
+      signalPassFailure();
+  }
+
+  /// remat=auto: the least recomputation whose predicted peak memory per
+  /// rank (predictPeakMemory) fits `budget`, as (policy, units): none;
+  /// else selective on the first k units, the least k that fits; else
+  /// full on the first k. Each try parallelizes a copy of the module
+  /// (nested in it while it runs). A remark names the choice.
+  template <typename Parallelize>
+  FailureOr<std::pair<std::string, std::string>>
+  chooseRecomputation(ModuleOp module, Parallelize &parallelizeModule) {
+    FailureOr<int64_t> limit = parseBytes(budget);
+    if (failed(limit)) {
+      module.emitError("spmd-parallelize: budget '")
+          << budget << "' is not a size (bytes, or with KiB, MiB, GiB, TiB)";
+      return failure();
+    }
+    // The units in the order forward runs them (fsdp's default units).
+    FsdpUnits defaults;
+    SmallVector<std::string> units;
+    module.walk([&](Operation *op) {
+      if (getPhase(op) != "forward")
+        return;
+      std::string unit = defaults.unitOf(getModuleFqn(op));
+      if (!unit.empty() && !llvm::is_contained(units, unit))
+        units.push_back(unit);
+    });
+    ModuleOp original = module.clone();
+    auto eraseOriginal = llvm::make_scope_exit([&] { original.erase(); });
+    auto peakOf = [&](StringRef policy, size_t k) -> FailureOr<int64_t> {
+      ModuleOp trial = original.clone();
+      module.getBody()->push_back(trial);
+      LogicalResult result = parallelizeModule(
+          trial, policy,
+          llvm::join(ArrayRef<std::string>(units).take_front(k), ","));
+      int64_t peak = 0;
+      if (succeeded(result))
+        for (auto fn : trial.getOps<func::FuncOp>())
+          if (!fn.isExternal())
+            peak = std::max(peak, predictPeakMemory(fn).total());
+      trial.erase();
+      if (failed(result))
+        return failure();
+      return peak;
+    };
+    auto chosen = [&](StringRef policy, size_t k, int64_t peak) {
+      std::string names =
+          llvm::join(ArrayRef<std::string>(units).take_front(k), ",");
+      module.emitRemark("spmd-parallelize: remat=auto: ")
+          << (k == 0 ? std::string("no recomputation")
+                     : (policy + " recomputation of " + names).str())
+          << ": predicted peak " << peak << " bytes per rank, budget "
+          << *limit;
+      return std::make_pair(k == 0 ? std::string("none") : policy.str(), names);
+    };
+    FailureOr<int64_t> none = peakOf("none", 0);
+    if (failed(none))
+      return failure();
+    int64_t least = *none;
+    if (*none <= *limit)
+      return chosen("none", 0, *none);
+    for (StringRef policy : {"selective", "full"}) {
+      FailureOr<int64_t> all = peakOf(policy, units.size());
+      if (failed(all))
+        return failure();
+      least = std::min(least, *all);
+      if (units.empty() || *all > *limit)
+        continue;
+      // The least k that fits (the peak falls as k grows).
+      size_t lo = 1, hi = units.size();
+      int64_t peak = *all;
+      while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        FailureOr<int64_t> p = peakOf(policy, mid);
+        if (failed(p))
+          return failure();
+        if (*p <= *limit) {
+          hi = mid;
+          peak = *p;
+        } else {
+          lo = mid + 1;
+        }
+      }
+      return chosen(policy, hi, peak);
+    }
+    module.emitError("spmd-parallelize: remat=auto: no recomputation fits ")
+        << "the budget of " << *limit << " bytes per rank: the least "
+        << "predicted peak is " << least << " bytes (full recomputation of "
+        << units.size() << " units)";
+    return failure();
+  }
+
+  /// `text` as bytes: a number with an optional B, KiB, MiB, GiB or TiB
+  /// (or KB, MB, GB, TB: powers of 1000).
+  static FailureOr<int64_t> parseBytes(StringRef text) {
+    text = text.trim();
+    static const std::pair<StringRef, double> units[] = {
+        {"KiB", 1024.0},
+        {"MiB", 1024.0 * 1024},
+        {"GiB", 1024.0 * 1024 * 1024},
+        {"TiB", 1024.0 * 1024 * 1024 * 1024},
+        {"KB", 1e3},
+        {"MB", 1e6},
+        {"GB", 1e9},
+        {"TB", 1e12},
+        {"B", 1.0}};
+    double scale = 1;
+    for (auto [suffix, factor] : units)
+      if (text.consume_back(suffix)) {
+        scale = factor;
+        break;
+      }
+    double value = 0;
+    if (text.trim().getAsDouble(value) || value < 0)
+      return failure();
+    return static_cast<int64_t>(value * scale);
   }
 };
 

@@ -31,7 +31,11 @@ def ParallelizePass : Pass<"spmd-parallelize", "mlir::ModuleOp"> {
     become asynchronous, prefetched and overlapped with compute, at most N
     per class in flight. `remat=full|selective` begins with
     `--spmd-remat{policy=...}`: each layer's forward is recomputed in its
-    backward.
+    backward. `remat=auto budget=SIZE` (bytes, or with KiB, MiB, GiB, TiB)
+    takes the least recomputation whose predicted peak memory per rank
+    (`--spmd-report`'s) fits: none, else selective on the first k layers
+    for the least k, else full on the first k; a remark names the choice,
+    an error the least peak when nothing fits.
 
     Errors: no mode or an unknown one (the message lists the registered
     modes), a malformed mesh or option, and whatever the mode reports.
@@ -50,8 +54,10 @@ def ParallelizePass : Pass<"spmd-parallelize", "mlir::ModuleOp"> {
     Option<"modeOptions", "options", "std::string", "\"\"",
            "Further mode options: key=value;...">,
     Option<"remat", "remat", "std::string", "\"none\"",
-           "Activation recomputation first (--spmd-remat): none, full or "
-           "selective">,
+           "Activation recomputation first (--spmd-remat): none, full, "
+           "selective, or auto (the least that fits `budget`)">,
+    Option<"budget", "budget", "std::string", "\"\"",
+           "remat=auto: peak memory per rank to fit, e.g. 70GiB">,
     Option<"overlap", "overlap", "unsigned", "0",
            "Run --spmd-overlap-collectives last with this max-in-flight "
            "(collectives per class in flight); 0 keeps every collective "
