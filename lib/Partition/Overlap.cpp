@@ -42,15 +42,17 @@ void sinkUnpacking(Value v) {
   for (Operation *user : v.getUsers()) {
     if (!isUnpacking(user))
       continue;
-    Operation *first = nullptr;
+    llvm::SmallPtrSet<Operation *, 8> readers;
     for (Value result : user->getResults()) {
       sinkUnpacking(result);
-      for (Operation *use : result.getUsers()) {
-        Operation *inBlock = user->getBlock()->findAncestorOpInBlock(*use);
-        if (!first || inBlock->isBeforeInBlock(first))
-          first = inBlock;
-      }
+      for (Operation *use : result.getUsers())
+        readers.insert(user->getBlock()->findAncestorOpInBlock(*use));
     }
+    // The first reader, found by a scan: the block's order is stale after
+    // every move, and recomputing it per query costs the whole block.
+    Operation *first = user->getNextNode();
+    while (first && !readers.contains(first))
+      first = first->getNextNode();
     if (first)
       user->moveBefore(first);
   }
