@@ -864,20 +864,9 @@ struct ConvertToRuntimeCallsPass
     if (walk.wasInterrupted())
       return signalPassFailure();
 
-    // A random op's id: its `spmd.random_id` (--spmd-remat gives one to
-    // every random op, so that a recomputed op draws what its original
-    // does), else the next number after them, in order.
     LoweringState state;
-    int64_t nextId = 0;
-    module.walk([&](Operation *op) {
-      if (auto id = op->getAttrOfType<IntegerAttr>("spmd.random_id"))
-        nextId = std::max(nextId, id.getInt() + 1);
-    });
-    module.walk([&](Operation *op) {
-      if (!op->hasTrait<aten::OpTrait::Random>())
-        return;
-      auto id = op->getAttrOfType<IntegerAttr>("spmd.random_id");
-      state.randomIds.try_emplace(op, id ? id.getInt() : nextId++);
+    aten::forEachRandomId(module, [&](Operation *op, int64_t id) {
+      state.randomIds.try_emplace(op, id);
     });
     for (auto fn : module.getOps<func::FuncOp>())
       cloneAliasedResults(fn);

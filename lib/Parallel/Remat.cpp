@@ -49,6 +49,12 @@ struct RematPass : spmd::impl::RematPassBase<RematPass> {
       module.emitError("spmd-remat: units must be auto or FQN globs");
       return signalPassFailure();
     }
+    // Every random op keeps the id the lowering would give it, and its
+    // clones copy it, so that they draw what the original does.
+    Builder b(module.getContext());
+    aten::forEachRandomId(module, [&](Operation *op, int64_t id) {
+      op->setAttr("spmd.random_id", b.getI64IntegerAttr(id));
+    });
     for (auto fn : module.getOps<func::FuncOp>()) {
       if (fn.isExternal())
         continue;
@@ -56,25 +62,8 @@ struct RematPass : spmd::impl::RematPassBase<RematPass> {
         fn.emitOpError("spmd-remat: needs a single block");
         return signalPassFailure();
       }
-      numberRandomOps(fn);
       recompute(fn.getBody().front(), *parsed);
     }
-  }
-
-  /// Gives every random op its number among the function's random ops (the
-  /// lowering's default id), so that a clone draws what the original does.
-  static void numberRandomOps(func::FuncOp fn) {
-    int64_t next = 0;
-    fn.walk([&](Operation *op) {
-      if (auto id = op->getAttrOfType<IntegerAttr>("spmd.random_id"))
-        next = std::max(next, id.getInt() + 1);
-    });
-    Builder b(fn.getContext());
-    fn.walk([&](Operation *op) {
-      if (op->hasTrait<aten::OpTrait::Random>() &&
-          !op->hasAttr("spmd.random_id"))
-        op->setAttr("spmd.random_id", b.getI64IntegerAttr(next++));
-    });
   }
 
   void recompute(Block &block, const FsdpUnits &units) {

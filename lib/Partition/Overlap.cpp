@@ -35,6 +35,19 @@ bool isUnpacking(Operation *op) {
           isa<aten::SliceTensorOp, LocalTakeOp>(op));
 }
 
+/// The first op after `op` in its block that reads one of `op`'s results
+/// (directly or in a region), or null. Found by a scan: after a move the
+/// block's order is stale, and recomputing it per query costs the block.
+Operation *firstReader(Operation *op) {
+  llvm::SmallPtrSet<Operation *, 8> readers;
+  for (Operation *use : op->getUsers())
+    readers.insert(op->getBlock()->findAncestorOpInBlock(*use));
+  Operation *first = op->getNextNode();
+  while (first && !readers.contains(first))
+    first = first->getNextNode();
+  return first;
+}
+
 /// Moves the unpacking ops that read `v`, and those that read theirs, down
 /// to right before their first user, so that a wait goes where the data is
 /// needed (a DDP bucket's split sits right after its all_reduce).
@@ -42,18 +55,9 @@ void sinkUnpacking(Value v) {
   for (Operation *user : v.getUsers()) {
     if (!isUnpacking(user))
       continue;
-    llvm::SmallPtrSet<Operation *, 8> readers;
-    for (Value result : user->getResults()) {
+    for (Value result : user->getResults())
       sinkUnpacking(result);
-      for (Operation *use : result.getUsers())
-        readers.insert(user->getBlock()->findAncestorOpInBlock(*use));
-    }
-    // The first reader, found by a scan: the block's order is stale after
-    // every move, and recomputing it per query costs the whole block.
-    Operation *first = user->getNextNode();
-    while (first && !readers.contains(first))
-      first = first->getNextNode();
-    if (first)
+    if (Operation *first = firstReader(user))
       user->moveBefore(first);
   }
 }
@@ -62,13 +66,7 @@ void sinkUnpacking(Value v) {
 /// (but those of waits already there).
 void insertWait(Operation *op) {
   Value result = op->getResult(0);
-  Operation *first = nullptr;
-  for (Operation *user : result.getUsers()) {
-    Operation *inBlock = op->getBlock()->findAncestorOpInBlock(*user);
-    if (!first || inBlock->isBeforeInBlock(first))
-      first = inBlock;
-  }
-  OpBuilder b(first);
+  OpBuilder b(firstReader(op));
   auto wait = WaitOp::create(b, op->getLoc(), result);
   // Waits that were there keep waiting for the collective itself.
   result.replaceUsesWithIf(wait.getResult(), [](OpOperand &use) {

@@ -124,7 +124,7 @@ struct ReportPass : spmd::impl::ReportPassBase<ReportPass> {
 
     PeakMemory memory = predictPeakMemory(fn);
     os << "peak memory per rank: " << memory.total() << " bytes (arguments "
-       << memory.arguments() << ", op results " << memory.results << ")\n";
+       << memory.arguments() << ", op results " << memory.results() << ")\n";
     os << "at the peak: parameters " << memory.parameters
        << ", optimizer state " << memory.optimizerState << ", other arguments "
        << memory.otherArguments << ", forward results (activations) "
@@ -147,7 +147,6 @@ struct ReportPass : spmd::impl::ReportPassBase<ReportPass> {
     struct InFlight {
       double done;
       int64_t ops = 0;
-      double overlapped = 0;
       StringRef first, last;
     };
     DenseMap<Operation *, InFlight> inFlight; // by collective
@@ -195,7 +194,6 @@ struct ReportPass : spmd::impl::ReportPassBase<ReportPass> {
       for (auto &entry : inFlight) {
         InFlight &f = entry.second;
         ++f.ops;
-        f.overlapped += seconds;
         StringRef fqn = getModuleFqn(&op);
         if (fqn.empty())
           continue;
@@ -290,7 +288,6 @@ PeakMemory spmd::predictPeakMemory(func::FuncOp fn) {
   memory.parameters = argBytes[Params];
   memory.optimizerState = argBytes[OptimState];
   memory.otherArguments = argBytes[OtherArgs];
-  memory.results = peak;
   memory.forward = atPeak[Forward];
   memory.backward = atPeak[Backward];
   memory.update = atPeak[Update];

@@ -89,9 +89,9 @@ def RematPass : Pass<"spmd-remat", "mlir::ModuleOp"> {
     - The clones take phase `backward`, so that fsdp gathers their
       parameters with the unit's backward gather.
     - A recomputed random op draws the same numbers as the original:
-      every random op gets `spmd.random_id` (its number among the
-      function's random ops, in order), which the lowering keys Philox
-      with, and its clone keeps it.
+      every random op gets `spmd.random_id` (the id the lowering would
+      give it: its number among the module's random ops, in order), which
+      the lowering keys Philox with, and its clone keeps it.
 
     Errors: an unknown policy, or a function of more than one block.
   }];

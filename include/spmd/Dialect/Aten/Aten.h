@@ -142,6 +142,27 @@ inline bool isSameElementsView(mlir::Operation *op) {
   return op->hasTrait<OpTrait::SameElementsView>();
 }
 
+/// Calls `fn` with each random op (the Random trait) under `root` and the
+/// id it draws with (Philox's op key): its `spmd.random_id` where it has
+/// one, else, in walk order, the numbers after the largest of those (0, 1,
+/// ... when none has one). --spmd-remat sets the attribute so that a
+/// recomputed op draws what its original does.
+inline void
+forEachRandomId(mlir::Operation *root,
+                llvm::function_ref<void(mlir::Operation *, int64_t)> fn) {
+  int64_t next = 0;
+  root->walk([&](mlir::Operation *op) {
+    if (auto id = op->getAttrOfType<mlir::IntegerAttr>("spmd.random_id"))
+      next = std::max(next, id.getInt() + 1);
+  });
+  root->walk([&](mlir::Operation *op) {
+    if (!op->hasTrait<OpTrait::Random>())
+      return;
+    auto id = op->getAttrOfType<mlir::IntegerAttr>("spmd.random_id");
+    fn(op, id ? id.getInt() : next++);
+  });
+}
+
 /// Ops that only rearrange or broadcast their first operand (the
 /// Rearrangement trait). FSDP recomputes them from a fresh gather in
 /// backward; TP follows a parameter through them to the op that uses it.
