@@ -321,6 +321,8 @@ struct LoweringState {
   /// The collectives that start asynchronously, and the waits that
   /// complete them (spmd.wait).
   llvm::DenseSet<Operation *> asyncCollectives, completingWaits;
+  /// Ranks of the program's mesh (1 without one).
+  int64_t numRanks = 1;
 };
 
 /// A matrix operand of a matrix product: its last two operands.
@@ -667,7 +669,10 @@ struct CollectiveToCall : ConversionPattern {
                 args.push_back(b.f64(o.getFill().convertToDouble()));
                 return SPMD_CALLEE(spmd_rt_local_take);
               }
-              args.push_back(b.i64Array(o.getStartsAttr().asArrayRef()));
+              ArrayRef<int64_t> starts = o.getStartsAttr().asArrayRef();
+              args.push_back(
+                  b.i64(static_cast<int64_t>(starts.size()) / state.numRanks));
+              args.push_back(b.i64Array(starts));
               args.push_back(b.i64Array(o.getCountsAttr().asArrayRef()));
               args.push_back(b.f64(o.getFill().convertToDouble()));
               return SPMD_CALLEE(spmd_rt_local_take_runs);
@@ -865,6 +870,8 @@ struct ConvertToRuntimeCallsPass
       return signalPassFailure();
 
     LoweringState state;
+    if (!meshes.empty())
+      state.numRanks = meshes.front().getNumRanks();
     aten::forEachRandomId(module, [&](Operation *op, int64_t id) {
       state.randomIds.try_emplace(op, id);
     });

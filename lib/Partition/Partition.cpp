@@ -13,6 +13,8 @@
 
 #include <cmath>
 #include <limits>
+#include <map>
+#include <numeric>
 
 namespace spmd {
 #define GEN_PASS_DEF_PARTITIONPASS
@@ -25,6 +27,14 @@ using layout::Placement;
 using Step = layout::RedistributeStep;
 
 namespace {
+
+/// A per-rank index table (`spmd.local_take`'s), each distinct row stored
+/// once: rank r's row is `rows[rowOf[r]]`, and every row has the same
+/// length. Tables have a few distinct rows however many ranks there are.
+struct RankTable {
+  std::vector<std::vector<int64_t>> rows;
+  std::vector<unsigned> rowOf;
+};
 
 /// Rewrites one function; the mesh is fixed for the module.
 class Partitioner {
@@ -61,15 +71,18 @@ private:
   /// global positions, `blocks` blocks of `width` positions, block j
   /// holding the global indices `want(r, j)` taken from where `have(r, j)`
   /// (source block j's global indices, at offset j * `sourceWidth`) holds
-  /// them; -1 where nothing is wanted.
+  /// them; -1 where nothing is wanted. `want` and `have` may depend only on
+  /// a rank's coordinates along `keyDims`: one row is computed per distinct
+  /// coordinates there, so a table costs O(extent) per distinct row, not
+  /// per rank.
   template <typename WantFn, typename HaveFn>
-  std::vector<int64_t> table(int64_t extent, int64_t blocks, int64_t width,
-                             int64_t sources, int64_t sourceWidth, WantFn want,
-                             HaveFn have) const;
+  RankTable table(int64_t extent, int64_t blocks, int64_t width,
+                  int64_t sources, int64_t sourceWidth, WantFn want,
+                  HaveFn have, ArrayRef<int64_t> keyDims) const;
   /// `spmd.local_take` of `input` along `dim`, skipped when the table keeps
   /// every wanted element in place and `maskPadding` is off.
   Value take(OpBuilder &b, Location loc, Value input, int64_t dim,
-             ArrayRef<int64_t> indices, double fill, bool maskPadding);
+             const RankTable &indices, double fill, bool maskPadding);
   /// The steps of a redistribution, on local values.
   FailureOr<Value> redistribute(RedistributeOp op, Value input);
   Value step(OpBuilder &b, Location loc, Value input, RankedTensorType global,
@@ -132,23 +145,32 @@ std::vector<int64_t> Partitioner::positions(RankedTensorType global,
 }
 
 template <typename WantFn, typename HaveFn>
-std::vector<int64_t> Partitioner::table(int64_t extent, int64_t blocks,
-                                        int64_t width, int64_t sources,
-                                        int64_t sourceWidth, WantFn want,
-                                        HaveFn have) const {
-  std::vector<int64_t> out;
-  out.reserve(numRanks * blocks * width);
+RankTable Partitioner::table(int64_t extent, int64_t blocks, int64_t width,
+                             int64_t sources, int64_t sourceWidth, WantFn want,
+                             HaveFn have, ArrayRef<int64_t> keyDims) const {
+  RankTable out;
+  out.rowOf.reserve(numRanks);
+  std::map<std::vector<int64_t>, unsigned> rowOfKey;
   std::vector<int64_t> where(extent, -1);
   for (int64_t r = 0; r < numRanks; ++r) {
+    std::vector<int64_t> coords = layout::rankToCoords(r, meshShape), key;
+    for (int64_t k : keyDims)
+      key.push_back(coords[k]);
+    auto [it, inserted] = rowOfKey.try_emplace(key, out.rows.size());
+    out.rowOf.push_back(it->second);
+    if (!inserted)
+      continue;
     for (int64_t j = 0; j < sources; ++j) {
       std::vector<int64_t> held = have(r, j);
       for (size_t p = 0; p < held.size(); ++p)
         where[held[p]] = j * sourceWidth + static_cast<int64_t>(p);
     }
+    std::vector<int64_t> &row = out.rows.emplace_back();
+    row.reserve(blocks * width);
     for (int64_t j = 0; j < blocks; ++j) {
       std::vector<int64_t> wanted = want(r, j);
       for (int64_t i = 0; i < width; ++i)
-        out.push_back(i < static_cast<int64_t>(wanted.size()) ? where[wanted[i]]
+        row.push_back(i < static_cast<int64_t>(wanted.size()) ? where[wanted[i]]
                                                               : -1);
     }
   }
@@ -156,37 +178,59 @@ std::vector<int64_t> Partitioner::table(int64_t extent, int64_t blocks,
 }
 
 Value Partitioner::take(OpBuilder &b, Location loc, Value input, int64_t dim,
-                        ArrayRef<int64_t> indices, double fill,
+                        const RankTable &indices, double fill,
                         bool maskPadding) {
   auto type = cast<RankedTensorType>(input.getType());
-  int64_t size = static_cast<int64_t>(indices.size()) / numRanks;
+  int64_t size = static_cast<int64_t>(indices.rows.front().size());
   bool inPlace = size == type.getDimSize(dim);
-  for (size_t k = 0; k < indices.size() && inPlace; ++k)
-    inPlace = indices[k] == static_cast<int64_t>(k) % size ||
-              (indices[k] == -1 && !maskPadding);
+  for (const std::vector<int64_t> &row : indices.rows)
+    for (int64_t k = 0; k < size && inPlace; ++k)
+      inPlace = row[k] == k || (row[k] == -1 && !maskPadding);
   if (inPlace)
     return input;
   SmallVector<int64_t> shape(type.getShape());
   shape[dim] = size;
-  // The compact form when every rank's row is one run then fill.
-  SmallVector<int64_t> starts, counts;
-  for (int64_t r = 0; r < numRanks && starts.size() == counts.size(); ++r) {
-    ArrayRef<int64_t> row = indices.slice(r * size, size);
-    int64_t count = 0;
-    while (count < size && row[count] != -1 && row[count] == row[0] + count)
-      ++count;
-    if (llvm::any_of(row.drop_front(count), [](int64_t i) { return i != -1; }))
-      break;
-    starts.push_back(count ? row[0] : 0);
-    counts.push_back(count);
+  // The compact form: each row as runs of consecutive positions or of
+  // fill, trailing fill dropped, padded with empty runs to the longest.
+  std::vector<SmallVector<std::pair<int64_t, int64_t>>> rowRuns;
+  size_t perRank = 1;
+  for (const std::vector<int64_t> &row : indices.rows) {
+    SmallVector<std::pair<int64_t, int64_t>> &runs = rowRuns.emplace_back();
+    int64_t end = size;
+    while (end > 0 && row[end - 1] == -1)
+      --end;
+    for (int64_t k = 0; k < end; ++k) {
+      bool extends =
+          !runs.empty() &&
+          (row[k] == -1 ? runs.back().first == -1
+                        : runs.back().first != -1 &&
+                              row[k] == runs.back().first + runs.back().second);
+      if (extends)
+        ++runs.back().second;
+      else
+        runs.push_back({row[k], 1});
+    }
+    perRank = std::max(perRank, runs.size());
   }
-  bool runs = static_cast<int64_t>(counts.size()) == numRanks;
+  bool compact = 2 * perRank < static_cast<size_t>(size) || perRank == 1;
+  SmallVector<int64_t> starts, counts, table;
+  for (unsigned row : indices.rowOf) {
+    if (!compact) {
+      llvm::append_range(table, indices.rows[row]);
+      continue;
+    }
+    for (size_t j = 0; j < perRank; ++j) {
+      bool real = j < rowRuns[row].size();
+      starts.push_back(real ? rowRuns[row][j].first : 0);
+      counts.push_back(real ? rowRuns[row][j].second : 0);
+    }
+  }
   return LocalTakeOp::create(
              b, loc, type.clone(shape), input, meshRef,
              b.getI64IntegerAttr(dim),
-             runs ? DenseI64ArrayAttr() : b.getDenseI64ArrayAttr(indices),
-             runs ? b.getDenseI64ArrayAttr(starts) : DenseI64ArrayAttr(),
-             runs ? b.getDenseI64ArrayAttr(counts) : DenseI64ArrayAttr(),
+             compact ? DenseI64ArrayAttr() : b.getDenseI64ArrayAttr(table),
+             compact ? b.getDenseI64ArrayAttr(starts) : DenseI64ArrayAttr(),
+             compact ? b.getDenseI64ArrayAttr(counts) : DenseI64ArrayAttr(),
              b.getF64FloatAttr(fill))
       .getResult();
 }
@@ -225,20 +269,35 @@ Value Partitioner::step(OpBuilder &b, Location loc, Value input,
       return positions(global, p, r, dim);
     };
   };
+  // The mesh dims whose coordinates decide `own(p, dim)`, and
+  // `held(p, dim)` (its mesh dim m replaced by the block number).
+  auto ownKey = [&](const Placements &p, int64_t dim, bool exceptM,
+                    SmallVector<int64_t> &key) {
+    for (int64_t k = 0, e = p.size(); k < e; ++k)
+      if (p[k].isShardLike() && p[k].dim == dim && !(exceptM && k == m) &&
+          !llvm::is_contained(key, k))
+        key.push_back(k);
+  };
   // After a gather along `dim`: this rank's new positions from the n
   // padded pieces.
   auto unpad = [&](Value v, int64_t dim) {
+    SmallVector<int64_t> key;
+    ownKey(s.after, dim, false, key);
+    ownKey(s.before, dim, true, key);
     return take(b, loc, v, dim,
                 table(global.getDimSize(dim), 1, out[dim], n, in[dim],
-                      own(s.after, dim), held(s.before, dim)),
+                      own(s.after, dim), held(s.before, dim), key),
                 0, false);
   };
   // Before a scatter along `dim`: n padded blocks, block j holding group
   // member j's new positions, from this rank's own.
   auto pad = [&](Value v, int64_t dim) {
+    SmallVector<int64_t> key;
+    ownKey(s.after, dim, true, key);
+    ownKey(s.before, dim, false, key);
     return take(b, loc, v, dim,
                 table(global.getDimSize(dim), n, out[dim], 1, 0,
-                      held(s.after, dim), own(s.before, dim)),
+                      held(s.after, dim), own(s.before, dim), key),
                 0, false);
   };
 
@@ -276,9 +335,12 @@ Value Partitioner::step(OpBuilder &b, Location loc, Value input,
   }
   case Step::Kind::LocalSlice: {
     int64_t d = s.after[m].dim;
+    SmallVector<int64_t> key;
+    ownKey(s.after, d, false, key);
+    ownKey(s.before, d, false, key);
     return take(b, loc, input, d,
                 table(global.getDimSize(d), 1, out[d], 1, 0, own(s.after, d),
-                      own(s.before, d)),
+                      own(s.before, d), key),
                 0, false);
   }
   case Step::Kind::LocalPartial: {
@@ -292,12 +354,13 @@ Value Partitioner::step(OpBuilder &b, Location loc, Value input,
       v = aten::ViewOp::create(b, loc, type.clone({1}), v,
                                b.getDenseI64ArrayAttr({1}));
     int64_t size = cast<RankedTensorType>(v.getType()).getDimSize(0);
-    std::vector<int64_t> indices;
-    for (int64_t r = 0; r < numRanks; ++r) {
-      bool keeps = layout::rankToCoords(r, meshShape)[m] == 0;
-      for (int64_t i = 0; i < size; ++i)
-        indices.push_back(keeps ? i : -1);
-    }
+    RankTable indices;
+    indices.rows.emplace_back(size);
+    std::iota(indices.rows[0].begin(), indices.rows[0].end(), 0);
+    indices.rows.emplace_back(size, -1);
+    for (int64_t r = 0; r < numRanks; ++r)
+      indices.rowOf.push_back(layout::rankToCoords(r, meshShape)[m] == 0 ? 0
+                                                                         : 1);
     v = take(b, loc, v, 0, indices, 0, true);
     if (type.getRank() == 0)
       v = aten::ViewOp::create(b, loc, type, v, b.getDenseI64ArrayAttr({}));
@@ -369,17 +432,23 @@ void Partitioner::maskReducedOperands(Operation *op) {
       int64_t d = p[m].dim;
       if (padded.empty())
         padded = layout::maxLocalShape(shape, meshShape, p);
-      std::vector<int64_t> indices;
-      bool uneven = false;
+      // One row per distinct valid length: the first `valid` rows, then
+      // padding.
+      RankTable indices;
+      std::map<int64_t, unsigned> rowOfValid;
       for (int64_t r = 0; r < numRanks; ++r) {
         int64_t valid = layout::localShape(
             shape, meshShape, p, layout::rankToCoords(r, meshShape))[d];
-        uneven |= valid < padded[d];
-        for (int64_t i = 0; i < padded[d]; ++i)
-          indices.push_back(i < valid ? i : -1);
+        auto [it, inserted] =
+            rowOfValid.try_emplace(valid, indices.rows.size());
+        indices.rowOf.push_back(it->second);
+        if (!inserted)
+          continue;
+        std::vector<int64_t> &row = indices.rows.emplace_back(padded[d], -1);
+        std::iota(row.begin(), row.begin() + valid, 0);
       }
-      if (!uneven)
-        continue;
+      if (rowOfValid.size() == 1 && rowOfValid.begin()->first == padded[d])
+        continue; // even
       // Padding is the identity of the pending reduction; padded targets
       // must be ignored, not counted as class 0.
       double fill =

@@ -1,4 +1,4 @@
-//===- Random.cpp - seed, step and uniform draws (Philox4x32-10) ----------===//
+//===- Random.cpp - seed, step, uniform draws, per-rank table rows --------===//
 //
 // spmd_rt_uniform is a pure function of (seed, step, op_id, index): nothing
 // advances between draws, so a sharded run draws, for each element of the
@@ -13,6 +13,10 @@
 #include "spmd/Runtime/Runtime.h"
 
 #include <atomic>
+#include <map>
+#include <mutex>
+#include <tuple>
+#include <vector>
 
 namespace {
 // Part of the key of every draw; both default to 0. Atomics only so that a
@@ -47,6 +51,31 @@ float spmd_rt_uniform(uint64_t op_id, uint64_t index) {
 
 const int64_t *spmd_rt_rank_row(const int64_t *table, int64_t row_length) {
   return table + static_cast<int64_t>(spmd_rt_rank()) * row_length;
+}
+
+const int64_t *spmd_rt_runs_row(const int64_t *starts, const int64_t *counts,
+                                int64_t runs, int64_t row_length) {
+  static std::mutex mutex;
+  static std::map<std::tuple<const int64_t *, const int64_t *, int64_t>,
+                  std::vector<int64_t>>
+      rows;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto [it, inserted] = rows.try_emplace({starts, counts, row_length});
+  std::vector<int64_t> &row = it->second;
+  if (!inserted)
+    return row.data();
+  row.reserve(row_length);
+  const int64_t first = static_cast<int64_t>(spmd_rt_rank()) * runs;
+  for (int64_t j = first; j < first + runs; ++j) {
+    if (counts[j] > row_length - static_cast<int64_t>(row.size()))
+      spmd_rt_fatal("local_take: the runs of rank %d are longer than its %lld "
+                    "positions",
+                    spmd_rt_rank(), static_cast<long long>(row_length));
+    for (int64_t i = 0; i < counts[j]; ++i)
+      row.push_back(starts[j] < 0 ? -1 : starts[j] + i);
+  }
+  row.resize(row_length, -1);
+  return row.data();
 }
 
 } // extern "C"

@@ -193,3 +193,23 @@ func.func @async(%a: tensor<4xf32>) -> (tensor<8xf32>, tensor<8xf32>, tensor<4xf
   %7 = aten.add.Tensor %5, %6 : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
   return %3, %4, %2, %7 : tensor<8xf32>, tensor<8xf32>, tensor<4xf32>, tensor<4xf32>
 }
+
+// -----
+
+// local_take's compact form passes its runs per rank (4 runs over 2 ranks:
+// 2), then the starts and counts; the table form passes the table.
+// CHECK: llvm.mlir.global internal constant @[[TABLE:__spmd_i64_[0-9]+]](dense<[0, 1, 4, 5, 2, 3, 6, -1]> : tensor<8xi64>)
+// CHECK: llvm.mlir.global internal constant @[[STARTS:__spmd_i64_[0-9]+]](dense<[0, 4, 2, 6]> : tensor<4xi64>)
+// CHECK-LABEL: func.func @local_take(
+// CHECK: %[[DIM:.*]] = arith.constant 0 : i64
+// CHECK: %[[RUNS:.*]] = arith.constant 2 : i64
+// CHECK: %[[S:.*]] = llvm.mlir.addressof @[[STARTS]]
+// CHECK: call @spmd_rt_local_take_runs(%{{.*}}, %arg0, %[[DIM]], %[[RUNS]], %[[S]], %{{.*}}, %{{.*}})
+// CHECK: %[[T:.*]] = llvm.mlir.addressof @[[TABLE]]
+// CHECK: call @spmd_rt_local_take(%{{.*}}, %arg0, %{{.*}}, %[[T]], %{{.*}})
+spmd.mesh @mesh shape = [2] names = ["dp"]
+func.func @local_take(%a: tensor<8x3xf32>) -> (tensor<4x3xf32>, tensor<4x3xf32>) {
+  %0 = spmd.local_take %a on @mesh dim = 0 starts = [0, 4, 2, 6] counts = [2, 2, 2, 2] : tensor<8x3xf32> -> tensor<4x3xf32>
+  %1 = spmd.local_take %a on @mesh dim = 0 indices = [0, 1, 4, 5, 2, 3, 6, -1] fill = 1.0 : tensor<8x3xf32> -> tensor<4x3xf32>
+  return %0, %1 : tensor<4x3xf32>, tensor<4x3xf32>
+}

@@ -75,6 +75,19 @@ func.func @strided(%x: tensor<7x2xf32> {spmd.layout = #spmd.layout<@mesh, [strid
 
 // -----
 
+// StridedShard(0, 2) of 32 rows (a sequence-sharded [2, 16] flattened):
+// each rank holds one run of 8 rows in each of the 2 pieces. The reorder
+// after the gather is 4 runs on every rank, far shorter than its table.
+spmd.mesh @mesh shape = [2] names = ["dp"]
+// CHECK-LABEL: func.func @strided_runs
+// CHECK: spmd.all_gather %arg0 on @mesh mesh_dims = [0] gather_dim = 0 {{.*}} : tensor<16x2xf32> -> tensor<32x2xf32>
+// CHECK-NEXT: spmd.local_take %{{.*}} on @mesh dim = 0 starts = [0, 16, 8, 24, 0, 16, 8, 24] counts = [8, 8, 8, 8, 8, 8, 8, 8] : tensor<32x2xf32> -> tensor<32x2xf32>
+func.func @strided_runs(%x: tensor<32x2xf32> {spmd.layout = #spmd.layout<@mesh, [strided_shard<0, 2>]>}) -> tensor<32x2xf32> {
+  return %x : tensor<32x2xf32>
+}
+
+// -----
+
 // Replicate -> Partial(sum) of a scalar: the group's first rank keeps it.
 spmd.mesh @mesh shape = [2, 2] names = ["dp", "tp"]
 // CHECK-LABEL: func.func @local_partial

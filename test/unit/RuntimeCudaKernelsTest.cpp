@@ -1464,6 +1464,9 @@ constexpr int64_t kRunStart2[] = {2};
 constexpr int64_t kRunCount4[] = {4};
 constexpr int64_t kRunStart0[] = {0};
 constexpr int64_t kRunCount0[] = {0};
+// Three runs: positions 4, 5, then one fill, then 0, 1.
+constexpr int64_t kRunsStart[] = {4, -1, 0};
+constexpr int64_t kRunsCount[] = {2, 1, 2};
 
 TEST_F(CudaKernels, LocalTake) {
   if (spmd_rt_world_size() != 1)
@@ -1484,15 +1487,17 @@ TEST_F(CudaKernels, LocalTake) {
   CHECK_KERNEL(kExact, local_take, Tensor(SPMD_I1, {4, 3}), mask, 1, kTakeLast,
                1.0);
 
-  CHECK_KERNEL(kExact, local_take_runs, Tensor(SPMD_F32, {3, 5, 4}), self, 1,
+  CHECK_KERNEL(kExact, local_take_runs, Tensor(SPMD_F32, {3, 5, 4}), self, 1, 1,
                kRunStart1, kRunCount3, -1.5);
+  CHECK_KERNEL(kExact, local_take_runs, Tensor(SPMD_F32, {3, 5, 4}), self, 1, 3,
+               kRunsStart, kRunsCount, 2.5);
   Tensor rows = random(SPMD_I64, {7, 5}, -100, 100);
-  CHECK_KERNEL(kExact, local_take_runs, Tensor(SPMD_I64, {4, 5}), rows, 0,
+  CHECK_KERNEL(kExact, local_take_runs, Tensor(SPMD_I64, {4, 5}), rows, 0, 1,
                kRunStart2, kRunCount4, 0.0);
-  CHECK_KERNEL(kExact, local_take_runs, Tensor(SPMD_F64, {2, 3, 2}), last, 2,
+  CHECK_KERNEL(kExact, local_take_runs, Tensor(SPMD_F64, {2, 3, 2}), last, 2, 1,
                kRunStart0, kRunCount0, 3.0);
   Tensor big = random(SPMD_F32, {64, 1000, 3}, -1, 1);
-  CHECK_KERNEL(kExact, local_take_runs, Tensor(SPMD_F32, {64, 5, 3}), big, 1,
+  CHECK_KERNEL(kExact, local_take_runs, Tensor(SPMD_F32, {64, 5, 3}), big, 1, 1,
                kRunStart1, kRunCount3, 0.0);
 }
 
@@ -2661,15 +2666,17 @@ TEST_F(CudaKernelsBf16, LocalTake) {
   CHECK_KERNEL(kBf16Rounded, local_take, Tensor(dt, {4, 3}), f32Rows, 0,
                kTakeFirst, -7.0);
 
-  CHECK_KERNEL(kBf16Rounded, local_take_runs, Tensor(dt, {3, 5, 4}), self, 1,
+  CHECK_KERNEL(kBf16Rounded, local_take_runs, Tensor(dt, {3, 5, 4}), self, 1, 1,
                kRunStart1, kRunCount3, -1.5);
+  CHECK_KERNEL(kBf16Rounded, local_take_runs, Tensor(dt, {3, 5, 4}), self, 1, 3,
+               kRunsStart, kRunsCount, 2.5);
   Tensor rows = random(dt, {7, 5}, -100, 100);
-  CHECK_KERNEL(kBf16Rounded, local_take_runs, Tensor(dt, {4, 5}), rows, 0,
+  CHECK_KERNEL(kBf16Rounded, local_take_runs, Tensor(dt, {4, 5}), rows, 0, 1,
                kRunStart2, kRunCount4, 0.0);
-  CHECK_KERNEL(kBf16Rounded, local_take_runs, Tensor(dt, {2, 3, 2}), last, 2,
+  CHECK_KERNEL(kBf16Rounded, local_take_runs, Tensor(dt, {2, 3, 2}), last, 2, 1,
                kRunStart0, kRunCount0, 0.3);
   Tensor big = random(dt, {64, 1000, 3}, -1, 1);
-  CHECK_KERNEL(kBf16Rounded, local_take_runs, Tensor(dt, {64, 5, 3}), big, 1,
+  CHECK_KERNEL(kBf16Rounded, local_take_runs, Tensor(dt, {64, 5, 3}), big, 1, 1,
                kRunStart1, kRunCount3, 0.0);
 }
 

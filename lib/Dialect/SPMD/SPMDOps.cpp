@@ -324,8 +324,8 @@ LogicalResult LocalTakeOp::verify() {
   }
   ArrayRef<int64_t> starts = *getStarts(), counts = *getCounts();
   for (auto [start, count] : llvm::zip(starts, counts))
-    if (start < 0 || count < 0 || count > outType.getDimSize(dim) ||
-        start + count > inType.getDimSize(dim))
+    if (start < -1 || count < 0 || count > outType.getDimSize(dim) ||
+        (start >= 0 && start + count > inType.getDimSize(dim)))
       return emitOpError("run [")
              << start << ", " << start + count << ") does not fit "
              << outType.getDimSize(dim) << " result positions and "
@@ -341,10 +341,21 @@ LocalTakeOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
   int64_t size =
       llvm::cast<ShapedType>(getResult().getType()).getDimSize(getDim());
   if (getStarts()) {
-    if (static_cast<int64_t>(getStarts()->size()) != mesh.getNumRanks())
+    int64_t runs = getStarts()->size(), ranks = mesh.getNumRanks();
+    if (runs == 0 || runs % ranks)
       return emitOpError("has ")
-             << getStarts()->size() << " runs; the mesh has "
-             << mesh.getNumRanks() << " ranks";
+             << runs << " runs; the mesh has " << ranks
+             << " ranks, and each needs the same number of runs";
+    int64_t perRank = runs / ranks;
+    for (int64_t r = 0; r < ranks; ++r) {
+      int64_t total = 0;
+      for (int64_t count : getCounts()->slice(r * perRank, perRank))
+        total += count;
+      if (total > size)
+        return emitOpError("gives rank ")
+               << r << " runs of " << total << " positions; the result has "
+               << size << " along dim " << getDim();
+    }
     return success();
   }
   int64_t want = mesh.getNumRanks() * size;

@@ -381,12 +381,12 @@ void spmd_rt_local_take(SpmdBuffer *out, const SpmdBuffer *self, int64_t dim,
 }
 
 void spmd_rt_local_take_runs(SpmdBuffer *out, const SpmdBuffer *self,
-                             int64_t dim, const int64_t *starts,
+                             int64_t dim, int64_t runs, const int64_t *starts,
                              const int64_t *counts, double fill) {
-  int32_t rank = spmd_rt_rank();
-  int64_t start = starts[rank], count = counts[rank];
-  localTake("spmd_rt_local_take_runs", out, self, dim, fill,
-            [&](int64_t k) { return k < count ? start + k : -1; });
+  const char *kernel = "spmd_rt_local_take_runs";
+  checkLocalTake(kernel, out, self, dim);
+  const int64_t *row = spmd_rt_runs_row(starts, counts, runs, out->shape[dim]);
+  localTake(kernel, out, self, dim, fill, [&](int64_t k) { return row[k]; });
 }
 
 /// Keeps (.., i, j) with j - i >= diagonal, zeroes the rest (ATen's triu).

@@ -51,18 +51,11 @@ void withInputAs(const char *kernel, SpmdBuffer *out, const SpmdBuffer *self,
   });
 }
 
-/// local_take's out position k reads this rank's row of the index table.
+/// local_take's out position k reads this rank's row of the index table
+/// (local_take_runs' too, expanded on the host once).
 struct TableSource {
   const int64_t *row;
   __device__ int64_t operator()(int64_t k) const { return row[k]; }
-};
-
-/// local_take_runs' out position k reads start + k, or nothing past count.
-struct RunSource {
-  int64_t start, count;
-  __device__ int64_t operator()(int64_t k) const {
-    return k < count ? start + k : -1;
-  }
 };
 
 /// slice with a step: out position k reads start + k * step.
@@ -203,12 +196,15 @@ void spmd_rt_local_take(SpmdBuffer *out, const SpmdBuffer *self, int64_t dim,
 }
 
 void spmd_rt_local_take_runs(SpmdBuffer *out, const SpmdBuffer *self,
-                             int64_t dim, const int64_t *starts,
+                             int64_t dim, int64_t runs, const int64_t *starts,
                              const int64_t *counts, double fill) {
-  int32_t rank = spmd_rt_rank();
-  const RunSource source{starts[rank], counts[rank]};
-  localTake("spmd_rt_local_take_runs", out, self, dim, fill,
-            [&] { return source; });
+  const char *kernel = "spmd_rt_local_take_runs";
+  checkLocalTake(kernel, out, self, dim);
+  localTake(kernel, out, self, dim, fill, [&] {
+    const int64_t size = out->shape[dim];
+    return TableSource{deviceTable(spmd_rt_runs_row(starts, counts, runs, size),
+                                   size, kernel)};
+  });
 }
 
 /// Keeps (.., i, j) with j - i >= diagonal, zeroes the rest (ATen's triu).

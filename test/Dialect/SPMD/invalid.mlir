@@ -354,6 +354,24 @@ func.func @take_forms(%x: tensor<4xf32>) -> tensor<2xf32> {
 
 // -----
 
+spmd.mesh @mesh shape = [2] names = ["dp"]
+func.func @take_runs_per_rank(%x: tensor<4xf32>) -> tensor<2xf32> {
+  // expected-error @+1 {{'spmd.local_take' op has 3 runs; the mesh has 2 ranks, and each needs the same number of runs}}
+  %0 = spmd.local_take %x on @mesh dim = 0 starts = [0, 2, 3] counts = [1, 1, 1] : tensor<4xf32> -> tensor<2xf32>
+  return %0 : tensor<2xf32>
+}
+
+// -----
+
+spmd.mesh @mesh shape = [2] names = ["dp"]
+func.func @take_runs_too_long(%x: tensor<4xf32>) -> tensor<2xf32> {
+  // expected-error @+1 {{'spmd.local_take' op gives rank 1 runs of 3 positions; the result has 2 along dim 0}}
+  %0 = spmd.local_take %x on @mesh dim = 0 starts = [0, -1, 2, -1] counts = [1, 1, 2, 1] : tensor<4xf32> -> tensor<2xf32>
+  return %0 : tensor<2xf32>
+}
+
+// -----
+
 spmd.mesh @mesh shape = [2, 2] names = ["dp", "tp"]
 func.func @constraint_free(%x: tensor<4xf32>) -> tensor<4xf32> {
   // expected-error @+1 {{'spmd.sharding_constraint' op free mesh dim 2 is out of range for a layout of 2 mesh dims}}

@@ -336,21 +336,30 @@ def SPMD_LocalTakeOp : SPMD_Op<"local_take", [
     %1 = spmd.local_take %0 on @mesh dim = 0 indices = [0, 1, 2, -1] fill = 0.0
            : tensor<4x8xf32> -> tensor<2x8xf32>
     ```
-    The compact form gives each rank a run instead of a table: position i
-    of rank r is `starts[r] + i` for i < `counts[r]`, and `fill` after it
-    (what a rank's chunk and an unpadding are). The partitioner uses it
-    whenever every row is such a run, so the IR does not grow with the
-    size of the tensor:
+    The compact form gives each rank K runs instead of a table (K = the
+    length of `starts` over the number of ranks): rank r's row is its runs
+    `starts[r * K + j]`, `counts[r * K + j]` for j = 0..K-1 one after
+    another, run j giving `count` positions `start`, `start + 1`, ... or,
+    with a start of -1, `count` positions of `fill`; positions after the
+    last run are `fill`. One run is a rank's chunk or an unpadding; several
+    are a `_StridedShard`'s pieces, or blocks padded for a reduce_scatter.
+    The partitioner uses it whenever it is shorter than the table, so the
+    IR does not grow with the size of the tensor:
     ```mlir
     %2 = spmd.local_take %0 on @mesh dim = 0 starts = [0, 3, 6, 9]
            counts = [3, 3, 3, 1] : tensor<10x8xf32> -> tensor<3x8xf32>
+    %3 = spmd.local_take %0 on @mesh dim = 0 starts = [0, 4, 2, 6]
+           counts = [2, 2, 2, 2] : tensor<8x8xf32> -> tensor<4x8xf32>
     ```
+    (%3 on a 2-rank mesh: rank 0 takes positions 0, 1, 4, 5, rank 1 takes
+    2, 3, 6, 7.)
 
     Errors: a mesh that does not exist, `dim` out of range, shapes that
     differ on another dim or element types that differ, neither or both
     forms, a table whose size is not (ranks of the mesh) x (result size
-    along `dim`) or run lists that do not have one entry per rank, and
-    indices (or runs) outside [-1, input size along `dim`).
+    along `dim`) or run lists whose length is not a multiple of the number
+    of ranks, indices outside [-1, input size along `dim`), runs outside
+    the input, and a rank's runs longer than the result.
   }];
   let arguments = (ins AnyStaticShapeTensor:$input, FlatSymbolRefAttr:$mesh,
                        I64Attr:$dim, OptionalAttr<DenseI64ArrayAttr>:$indices,
