@@ -278,10 +278,16 @@ void forEachHeldRun(int64_t length, const Placement &p, int64_t n,
 /// local-so-far dim of `length` elements.
 int64_t heldLength(int64_t length, const Placement &p, int64_t n,
                    int64_t coord) {
-  int64_t total = 0;
-  forEachHeldRun(length, p, n, coord,
-                 [&](int64_t lo, int64_t hi) { total += hi - lo; });
-  return total;
+  if (p.kind == Placement::Kind::Shard)
+    return chunkRange(length, n, coord).size();
+  // forEachHeldRun's pieces in closed form: `full` pieces of c, then one of
+  // `rest` < c (torch.chunk), each chunked on the n ranks.
+  int64_t c = chunkSize(length, p.splitFactor);
+  if (c == 0)
+    return 0;
+  int64_t full = length / c, rest = length % c;
+  return full * chunkRange(c, n, coord).size() +
+         (rest ? chunkRange(rest, n, coord).size() : 0);
 }
 
 /// Appends `iv` to `out`, dropping it if empty and merging it into the last

@@ -10,6 +10,7 @@
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/EquivalenceClasses.h"
 #include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -543,14 +544,49 @@ FailureOr<TPResolution> spmd::resolveTPPlan(func::FuncOp fn, const TPPlan &plan,
 
 namespace {
 
+/// The forward ops of each module FQN, kept current as constraints are
+/// inserted: finding a module's ops then costs its own ops, not a walk of
+/// the whole step per styled module (32 layers x 10 styles x 14k ops on
+/// Llama-3-8B).
+class ForwardOpIndex {
+public:
+  explicit ForwardOpIndex(func::FuncOp fn) : body(fn.getBody().front()) {
+    fn.walk([&](Operation *op) {
+      if (op != fn)
+        add(op);
+    });
+  }
+  void add(Operation *op) {
+    if (getPhase(op) == "forward")
+      byModule[getModuleFqn(op)].push_back(op);
+  }
+  /// The forward ops of module `m` and its submodules, in program order.
+  SmallVector<Operation *> within(StringRef m) const {
+    SmallVector<Operation *> ops;
+    for (const auto &entry : byModule)
+      if (::within(entry.getKey(), m))
+        llvm::append_range(ops, entry.getValue());
+    llvm::stable_sort(ops, [&](Operation *a, Operation *b) {
+      Operation *x = body.findAncestorOpInBlock(*a),
+                *y = body.findAncestorOpInBlock(*b);
+      return x != y && x->isBeforeInBlock(y);
+    });
+    return ops;
+  }
+
+private:
+  Block &body;
+  llvm::StringMap<SmallVector<Operation *>> byModule;
+};
+
 /// The forward ops of module `m` (see constrainTPBoundaries), in program
 /// order.
-llvm::SetVector<Operation *> moduleOps(func::FuncOp fn, StringRef m) {
+llvm::SetVector<Operation *> moduleOps(func::FuncOp fn,
+                                       const ForwardOpIndex &index,
+                                       StringRef m) {
   llvm::SetVector<Operation *> ops;
-  fn.walk([&](Operation *op) {
-    if (op != fn && getPhase(op) == "forward" && within(getModuleFqn(op), m))
-      ops.insert(op);
-  });
+  for (Operation *op : index.within(m))
+    ops.insert(op);
   if (!ops.empty())
     return ops;
   // A module run by its parent through its parameters (F.linear with
@@ -650,6 +686,7 @@ LogicalResult spmd::constrainTPBoundaries(func::FuncOp fn,
   // submodules, whose own constraints on the same input (a colwise
   // projection's replicate inside prepare_module_input's) find it already
   // in place instead of redistributing it again.
+  ForwardOpIndex index(fn);
   SmallVector<const TPStyledModule *> order;
   for (const TPStyledModule &styled : resolution.styled)
     order.push_back(&styled);
@@ -661,7 +698,7 @@ LogicalResult spmd::constrainTPBoundaries(func::FuncOp fn,
     const TPStyledModule &styled = *styledPtr;
     const std::string &m = styled.fqn;
     const TPPlanEntry *entry = styled.entry;
-    llvm::SetVector<Operation *> all = moduleOps(fn, m);
+    llvm::SetVector<Operation *> all = moduleOps(fn, index, m);
     if (all.empty())
       return emitError(fn.getLoc(), "TP plan entry '")
              << entry->pattern << "': module '" << m
@@ -800,6 +837,7 @@ LogicalResult spmd::constrainTPBoundaries(func::FuncOp fn,
               free.empty() ? DenseI64ArrayAttr()
                            : b.getDenseI64ArrayAttr(free));
           copyProvenance(at, c);
+          index.add(c);
           c->setAttr("spmd.reason",
                      b.getStringAttr("tp: " + styleName(entry->style) + " '" +
                                      m + "' " + what + " -> " + p.str()));

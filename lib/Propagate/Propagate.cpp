@@ -13,6 +13,7 @@
 
 #include <cmath>
 #include <limits>
+#include <map>
 
 namespace spmd {
 #define GEN_PASS_DEF_PROPAGATEPASS
@@ -620,6 +621,12 @@ LogicalResult FunctionPropagation::run() {
         addSplitFactor(p, type, out);
   };
 
+  struct Alike {
+    std::vector<StrategyIds> ids;
+    /// Per result, its layout under each strategy.
+    std::vector<SmallVector<Placements>> produced;
+  };
+  std::map<std::vector<uintptr_t>, Alike> alike;
   WalkResult walk = fn.walk([&](Operation *op) {
     if (op == fn || isa<func::ReturnOp>(op))
       return WalkResult::advance();
@@ -637,40 +644,61 @@ LogicalResult FunctionPropagation::run() {
         (op->getNumOperands() == 0 && op->hasTrait<OpTrait::ConstantLike>()))
       return WalkResult::advance();
     SmallVector<SplitFactor> factors = incoming(op);
-    FailureOr<std::vector<MeshStrategy>> all =
-        enumerateStrategies(op, cost.getMeshShape(), factors);
-    if (failed(all)) {
-      op->emitOpError("has no sharding rule: cannot propagate layouts "
-                      "through it");
-      return WalkResult::interrupt();
+    // Ops alike (name, inherent attributes, types and the split factors in
+    // flight: the same op in every layer of a transformer) have the same
+    // strategies and costs, enumerated once.
+    std::vector<uintptr_t> key = {
+        reinterpret_cast<uintptr_t>(op->getName().getAsOpaquePointer()),
+        reinterpret_cast<uintptr_t>(
+            (op->getPropertiesStorageSize() ? op->getPropertiesAsAttribute()
+                                            : op->getAttrDictionary())
+                .getAsOpaquePointer()),
+        op->getNumOperands()};
+    for (TypeRange types :
+         {TypeRange(op->getOperandTypes()), TypeRange(op->getResultTypes())})
+      for (Type t : types)
+        key.push_back(reinterpret_cast<uintptr_t>(t.getAsOpaquePointer()));
+    for (const SplitFactor &f : factors) {
+      key.push_back(f.size);
+      key.push_back(f.factor);
     }
-    for (auto [r, v] : llvm::enumerate(op->getResults())) {
-      SmallVector<Placements> produced;
-      for (const MeshStrategy &s : *all)
-        produced.push_back(s.results[r]);
-      carry(v, factors, produced);
+    auto [entry, inserted] = alike.try_emplace(std::move(key));
+    Alike &same = entry->second;
+    if (inserted) {
+      FailureOr<std::vector<MeshStrategy>> all =
+          enumerateStrategies(op, cost.getMeshShape(), factors);
+      if (failed(all)) {
+        op->emitOpError("has no sharding rule: cannot propagate layouts "
+                        "through it");
+        return WalkResult::interrupt();
+      }
+      same.produced.resize(op->getNumResults());
+      for (const MeshStrategy &s : *all) {
+        StrategyIds &strategy = same.ids.emplace_back();
+        for (const Placements &p : s.operands)
+          strategy.operands.push_back(cost.intern(p));
+        for (const Placements &p : s.results)
+          strategy.results.push_back(cost.intern(p));
+        strategy.compute = cost.compute(op, s);
+        for (auto [r, p] : llvm::enumerate(s.results))
+          same.produced[r].push_back(p);
+      }
     }
+    for (auto [r, v] : llvm::enumerate(op->getResults()))
+      carry(v, factors, same.produced[r]);
     int force = -1;
     if (auto attr = op->getAttrOfType<IntegerAttr>("spmd.strategy")) {
       force = attr.getInt();
-      if (force < 0 || force >= static_cast<int>(all->size())) {
+      if (force < 0 || force >= static_cast<int>(same.ids.size())) {
         op->emitOpError("spmd.strategy = ")
-            << force << " is out of range: the op has " << all->size()
+            << force << " is out of range: the op has " << same.ids.size()
             << " strategies on this mesh";
         return WalkResult::interrupt();
       }
     }
     index[op] = ops.size();
     ops.push_back(op);
-    std::vector<StrategyIds> &opIds = ids.emplace_back();
-    for (const MeshStrategy &s : *all) {
-      StrategyIds &entry = opIds.emplace_back();
-      for (const Placements &p : s.operands)
-        entry.operands.push_back(cost.intern(p));
-      for (const Placements &p : s.results)
-        entry.results.push_back(cost.intern(p));
-      entry.compute = cost.compute(op, s);
-    }
+    ids.push_back(same.ids);
     forced.push_back(force);
     return WalkResult::advance();
   });
