@@ -14,7 +14,6 @@
 #include <cmath>
 #include <limits>
 #include <map>
-#include <numeric>
 
 namespace spmd {
 #define GEN_PASS_DEF_PARTITIONPASS
@@ -28,11 +27,36 @@ using Step = layout::RedistributeStep;
 
 namespace {
 
+/// `count` positions of a `spmd.local_take` row: `start`, `start + 1`, ...
+/// of the input, or fill where `start` is -1.
+struct Run {
+  int64_t start, count;
+};
+/// A row as maximal runs (appendRun merges), so that its size grows with
+/// the pieces of a layout, not with the size of the tensor.
+using Row = SmallVector<Run, 4>;
+
+/// Appends a run to `row`, merging it into the last one when it continues
+/// it.
+void appendRun(Row &row, int64_t start, int64_t count) {
+  if (count <= 0)
+    return;
+  if (!row.empty()) {
+    Run &last = row.back();
+    bool fill = start == -1, lastFill = last.start == -1;
+    if (fill == lastFill && (fill || last.start + last.count == start)) {
+      last.count += count;
+      return;
+    }
+  }
+  row.push_back({start, count});
+}
+
 /// A per-rank index table (`spmd.local_take`'s), each distinct row stored
 /// once: rank r's row is `rows[rowOf[r]]`, and every row has the same
 /// length. Tables have a few distinct rows however many ranks there are.
 struct RankTable {
-  std::vector<std::vector<int64_t>> rows;
+  std::vector<Row> rows;
   std::vector<unsigned> rowOf;
 };
 
@@ -53,8 +77,9 @@ private:
     return global.clone(layout::maxLocalShape(shapeOf(global), meshShape, p));
   }
   /// Global indices along `dim` that `rank` holds, in local order.
-  std::vector<int64_t> positions(RankedTensorType global, const Placements &p,
-                                 int64_t rank, int64_t dim) const;
+  std::vector<layout::Interval> positions(RankedTensorType global,
+                                          const Placements &p, int64_t rank,
+                                          int64_t dim) const;
   /// Each rank's piece of `global`, laid out as `p`, along each of `dims`
   /// as one interval (empty where it holds none), rank-major; none where
   /// some piece is not contiguous (a StridedShard).
@@ -67,18 +92,17 @@ private:
     coords[m] = j;
     return layout::coordsToRank(coords, meshShape);
   }
-  /// The per-rank index table that lays out, along a dim of `extent`
-  /// global positions, `blocks` blocks of `width` positions, block j
-  /// holding the global indices `want(r, j)` taken from where `have(r, j)`
-  /// (source block j's global indices, at offset j * `sourceWidth`) holds
-  /// them; -1 where nothing is wanted. `want` and `have` may depend only on
-  /// a rank's coordinates along `keyDims`: one row is computed per distinct
-  /// coordinates there, so a table costs O(extent) per distinct row, not
-  /// per rank.
+  /// The per-rank index table that lays out `blocks` blocks of `width`
+  /// positions, block j holding the global indices `want(r, j)` taken from
+  /// where `have(r, j)` (source block j's global indices, at offset j *
+  /// `sourceWidth`) holds them; fill where nothing is wanted. `want` and
+  /// `have` give intervals and may depend only on a rank's coordinates
+  /// along `keyDims`: one row is computed per distinct coordinates there,
+  /// in time of the intervals, not of the tensor's size.
   template <typename WantFn, typename HaveFn>
-  RankTable table(int64_t extent, int64_t blocks, int64_t width,
-                  int64_t sources, int64_t sourceWidth, WantFn want,
-                  HaveFn have, ArrayRef<int64_t> keyDims) const;
+  RankTable table(int64_t blocks, int64_t width, int64_t sources,
+                  int64_t sourceWidth, WantFn want, HaveFn have,
+                  ArrayRef<int64_t> keyDims) const;
   /// `spmd.local_take` of `input` along `dim`, skipped when the table keeps
   /// every wanted element in place and `maskPadding` is off.
   Value take(OpBuilder &b, Location loc, Value input, int64_t dim,
@@ -132,26 +156,21 @@ Partitioner::contiguousPieces(RankedTensorType global, const Placements &p,
   return out;
 }
 
-std::vector<int64_t> Partitioner::positions(RankedTensorType global,
-                                            const Placements &p, int64_t rank,
-                                            int64_t dim) const {
-  std::vector<int64_t> out;
-  std::vector<std::vector<layout::Interval>> ranges = layout::localIndexRanges(
-      shapeOf(global), meshShape, p, layout::rankToCoords(rank, meshShape));
-  for (const layout::Interval &iv : ranges[dim])
-    for (int64_t g = iv.begin; g < iv.end; ++g)
-      out.push_back(g);
-  return out;
+std::vector<layout::Interval> Partitioner::positions(RankedTensorType global,
+                                                     const Placements &p,
+                                                     int64_t rank,
+                                                     int64_t dim) const {
+  return layout::localIndexRanges(shapeOf(global), meshShape, p,
+                                  layout::rankToCoords(rank, meshShape))[dim];
 }
 
 template <typename WantFn, typename HaveFn>
-RankTable Partitioner::table(int64_t extent, int64_t blocks, int64_t width,
-                             int64_t sources, int64_t sourceWidth, WantFn want,
-                             HaveFn have, ArrayRef<int64_t> keyDims) const {
+RankTable Partitioner::table(int64_t blocks, int64_t width, int64_t sources,
+                             int64_t sourceWidth, WantFn want, HaveFn have,
+                             ArrayRef<int64_t> keyDims) const {
   RankTable out;
   out.rowOf.reserve(numRanks);
   std::map<std::vector<int64_t>, unsigned> rowOfKey;
-  std::vector<int64_t> where(extent, -1);
   for (int64_t r = 0; r < numRanks; ++r) {
     std::vector<int64_t> coords = layout::rankToCoords(r, meshShape), key;
     for (int64_t k : keyDims)
@@ -160,18 +179,44 @@ RankTable Partitioner::table(int64_t extent, int64_t blocks, int64_t width,
     out.rowOf.push_back(it->second);
     if (!inserted)
       continue;
+    // The held intervals by global begin, each with its source position.
+    struct Held {
+      int64_t begin, end, source;
+    };
+    std::vector<Held> held;
     for (int64_t j = 0; j < sources; ++j) {
-      std::vector<int64_t> held = have(r, j);
-      for (size_t p = 0; p < held.size(); ++p)
-        where[held[p]] = j * sourceWidth + static_cast<int64_t>(p);
+      int64_t at = j * sourceWidth;
+      for (const layout::Interval &iv : have(r, j)) {
+        held.push_back({iv.begin, iv.end, at});
+        at += iv.size();
+      }
     }
-    std::vector<int64_t> &row = out.rows.emplace_back();
-    row.reserve(blocks * width);
+    llvm::sort(held,
+               [](const Held &a, const Held &b) { return a.begin < b.begin; });
+    Row &row = out.rows.emplace_back();
     for (int64_t j = 0; j < blocks; ++j) {
-      std::vector<int64_t> wanted = want(r, j);
-      for (int64_t i = 0; i < width; ++i)
-        row.push_back(i < static_cast<int64_t>(wanted.size()) ? where[wanted[i]]
-                                                              : -1);
+      int64_t placed = 0;
+      for (const layout::Interval &iv : want(r, j)) {
+        for (int64_t g = iv.begin; g < iv.end && placed < width;) {
+          // The held interval at or after g.
+          auto h = llvm::partition_point(
+              held, [&](const Held &x) { return x.end <= g; });
+          int64_t next = std::min(iv.end, g + width - placed);
+          if (h == held.end() || h->begin > g) {
+            // Not held: fill up to the next held position.
+            int64_t end = h == held.end() ? next : std::min(next, h->begin);
+            appendRun(row, -1, end - g);
+            placed += end - g;
+            g = end;
+            continue;
+          }
+          int64_t end = std::min(next, h->end);
+          appendRun(row, h->source + (g - h->begin), end - g);
+          placed += end - g;
+          g = end;
+        }
+      }
+      appendRun(row, -1, width - placed);
     }
   }
   return out;
@@ -181,48 +226,42 @@ Value Partitioner::take(OpBuilder &b, Location loc, Value input, int64_t dim,
                         const RankTable &indices, double fill,
                         bool maskPadding) {
   auto type = cast<RankedTensorType>(input.getType());
-  int64_t size = static_cast<int64_t>(indices.rows.front().size());
+  int64_t size = 0;
+  for (const Run &run : indices.rows.front())
+    size += run.count;
   bool inPlace = size == type.getDimSize(dim);
-  for (const std::vector<int64_t> &row : indices.rows)
-    for (int64_t k = 0; k < size && inPlace; ++k)
-      inPlace = row[k] == k || (row[k] == -1 && !maskPadding);
+  for (const Row &row : indices.rows) {
+    int64_t at = 0;
+    for (const Run &run : row) {
+      inPlace &= run.start == -1 ? !maskPadding : run.start == at;
+      at += run.count;
+    }
+  }
   if (inPlace)
     return input;
   SmallVector<int64_t> shape(type.getShape());
   shape[dim] = size;
-  // The compact form: each row as runs of consecutive positions or of
-  // fill, trailing fill dropped, padded with empty runs to the longest.
-  std::vector<SmallVector<std::pair<int64_t, int64_t>>> rowRuns;
+  // The compact form: each row's runs with trailing fill dropped, padded
+  // with empty runs to the longest, when shorter than the table.
+  auto real = [](const Row &row) {
+    return row.size() - (!row.empty() && row.back().start == -1);
+  };
   size_t perRank = 1;
-  for (const std::vector<int64_t> &row : indices.rows) {
-    SmallVector<std::pair<int64_t, int64_t>> &runs = rowRuns.emplace_back();
-    int64_t end = size;
-    while (end > 0 && row[end - 1] == -1)
-      --end;
-    for (int64_t k = 0; k < end; ++k) {
-      bool extends =
-          !runs.empty() &&
-          (row[k] == -1 ? runs.back().first == -1
-                        : runs.back().first != -1 &&
-                              row[k] == runs.back().first + runs.back().second);
-      if (extends)
-        ++runs.back().second;
-      else
-        runs.push_back({row[k], 1});
-    }
-    perRank = std::max(perRank, runs.size());
-  }
+  for (const Row &row : indices.rows)
+    perRank = std::max(perRank, real(row));
   bool compact = 2 * perRank < static_cast<size_t>(size) || perRank == 1;
   SmallVector<int64_t> starts, counts, table;
-  for (unsigned row : indices.rowOf) {
+  for (unsigned r : indices.rowOf) {
+    const Row &row = indices.rows[r];
     if (!compact) {
-      llvm::append_range(table, indices.rows[row]);
+      for (const Run &run : row)
+        for (int64_t i = 0; i < run.count; ++i)
+          table.push_back(run.start == -1 ? -1 : run.start + i);
       continue;
     }
     for (size_t j = 0; j < perRank; ++j) {
-      bool real = j < rowRuns[row].size();
-      starts.push_back(real ? rowRuns[row][j].first : 0);
-      counts.push_back(real ? rowRuns[row][j].second : 0);
+      starts.push_back(j < real(row) ? row[j].start : 0);
+      counts.push_back(j < real(row) ? row[j].count : 0);
     }
   }
   return LocalTakeOp::create(
@@ -285,8 +324,8 @@ Value Partitioner::step(OpBuilder &b, Location loc, Value input,
     ownKey(s.after, dim, false, key);
     ownKey(s.before, dim, true, key);
     return take(b, loc, v, dim,
-                table(global.getDimSize(dim), 1, out[dim], n, in[dim],
-                      own(s.after, dim), held(s.before, dim), key),
+                table(1, out[dim], n, in[dim], own(s.after, dim),
+                      held(s.before, dim), key),
                 0, false);
   };
   // Before a scatter along `dim`: n padded blocks, block j holding group
@@ -295,10 +334,10 @@ Value Partitioner::step(OpBuilder &b, Location loc, Value input,
     SmallVector<int64_t> key;
     ownKey(s.after, dim, true, key);
     ownKey(s.before, dim, false, key);
-    return take(b, loc, v, dim,
-                table(global.getDimSize(dim), n, out[dim], 1, 0,
-                      held(s.after, dim), own(s.before, dim), key),
-                0, false);
+    return take(
+        b, loc, v, dim,
+        table(n, out[dim], 1, 0, held(s.after, dim), own(s.before, dim), key),
+        0, false);
   };
 
   switch (s.kind) {
@@ -339,8 +378,7 @@ Value Partitioner::step(OpBuilder &b, Location loc, Value input,
     ownKey(s.after, d, false, key);
     ownKey(s.before, d, false, key);
     return take(b, loc, input, d,
-                table(global.getDimSize(d), 1, out[d], 1, 0, own(s.after, d),
-                      own(s.before, d), key),
+                table(1, out[d], 1, 0, own(s.after, d), own(s.before, d), key),
                 0, false);
   }
   case Step::Kind::LocalPartial: {
@@ -355,9 +393,7 @@ Value Partitioner::step(OpBuilder &b, Location loc, Value input,
                                b.getDenseI64ArrayAttr({1}));
     int64_t size = cast<RankedTensorType>(v.getType()).getDimSize(0);
     RankTable indices;
-    indices.rows.emplace_back(size);
-    std::iota(indices.rows[0].begin(), indices.rows[0].end(), 0);
-    indices.rows.emplace_back(size, -1);
+    indices.rows = {Row{{0, size}}, Row{{-1, size}}};
     for (int64_t r = 0; r < numRanks; ++r)
       indices.rowOf.push_back(layout::rankToCoords(r, meshShape)[m] == 0 ? 0
                                                                          : 1);
@@ -444,8 +480,9 @@ void Partitioner::maskReducedOperands(Operation *op) {
         indices.rowOf.push_back(it->second);
         if (!inserted)
           continue;
-        std::vector<int64_t> &row = indices.rows.emplace_back(padded[d], -1);
-        std::iota(row.begin(), row.begin() + valid, 0);
+        Row &row = indices.rows.emplace_back();
+        appendRun(row, 0, valid);
+        appendRun(row, -1, padded[d] - valid);
       }
       if (rowOfValid.size() == 1 && rowOfValid.begin()->first == padded[d])
         continue; // even

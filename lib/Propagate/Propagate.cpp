@@ -77,7 +77,12 @@ private:
   void chooseGreedy(bool followShards, bool keepReplicated);
   /// The objective: every op's compute plus every value's redistributions.
   double totalCost();
+  /// One pass of single-op moves over the ops marked `dirty`; returns
+  /// whether any op moved.
   bool sweep();
+  /// Marks the ops whose localCost reads op i's choice: the producers and
+  /// other users of its operands and the users of its results.
+  void markNeighbours(unsigned i);
   /// The objective's part that the choices of `region` (op indices) change:
   /// their compute and the redistributions of their operands and results.
   double regionCost(ArrayRef<unsigned> region);
@@ -110,10 +115,23 @@ private:
     SmallVector<unsigned, 4> operands, results;
     double compute;
   };
-  std::vector<std::vector<StrategyIds>> ids;
+  /// Ops alike (name, inherent attributes, types and the split factors in
+  /// flight: the same op in every layer of a transformer) have the same
+  /// strategies and costs, enumerated once.
+  struct Alike {
+    std::vector<StrategyIds> ids;
+    /// Per result, its layout under each strategy.
+    std::vector<SmallVector<Placements>> produced;
+  };
+  std::map<std::vector<uintptr_t>, Alike> alike;
+  /// Per op, its entry of `alike`.
+  std::vector<ArrayRef<StrategyIds>> ids;
   std::vector<std::vector<double>> estimate;
   std::vector<int> forced;
   std::vector<unsigned> choice;
+  /// Ops whose neighbourhood changed since sweep() last weighed them: only
+  /// they can move (a sweep is otherwise the same as the last).
+  std::vector<char> dirty;
   std::vector<unsigned> redistributed; // `to` of each fixed layout change
   DenseMap<Operation *, unsigned> redistributeIndex;
   unsigned replicateLayout = 0;
@@ -551,8 +569,9 @@ bool FunctionPropagation::sweep() {
     return std::abs(a - b) <= 1e-9 * std::max(std::abs(a), std::abs(b)) + 1e-15;
   };
   for (unsigned i = 0; i < ops.size(); ++i) {
-    if (forced[i] >= 0)
+    if (forced[i] >= 0 || !dirty[i])
       continue;
+    dirty[i] = false;
     unsigned current = choice[i];
     double bestCost = localCost(i, current);
     double bestOperands = operandCost(i, current);
@@ -573,9 +592,29 @@ bool FunctionPropagation::sweep() {
         choice[i] = s;
       }
     }
-    changed |= choice[i] != current;
+    if (choice[i] != current) {
+      changed = true;
+      markNeighbours(i);
+    }
   }
   return changed;
+}
+
+void FunctionPropagation::markNeighbours(unsigned i) {
+  auto mark = [&](Operation *op) {
+    auto it = index.find(op);
+    if (it != index.end())
+      dirty[it->second] = true;
+  };
+  for (Value v : ops[i]->getOperands()) {
+    if (Operation *def = v.getDefiningOp())
+      mark(def);
+    for (Operation *user : v.getUsers())
+      mark(user);
+  }
+  for (Value v : ops[i]->getResults())
+    for (Operation *user : v.getUsers())
+      mark(user);
 }
 
 LogicalResult FunctionPropagation::run() {
@@ -621,12 +660,6 @@ LogicalResult FunctionPropagation::run() {
         addSplitFactor(p, type, out);
   };
 
-  struct Alike {
-    std::vector<StrategyIds> ids;
-    /// Per result, its layout under each strategy.
-    std::vector<SmallVector<Placements>> produced;
-  };
-  std::map<std::vector<uintptr_t>, Alike> alike;
   WalkResult walk = fn.walk([&](Operation *op) {
     if (op == fn || isa<func::ReturnOp>(op))
       return WalkResult::advance();
@@ -644,16 +677,14 @@ LogicalResult FunctionPropagation::run() {
         (op->getNumOperands() == 0 && op->hasTrait<OpTrait::ConstantLike>()))
       return WalkResult::advance();
     SmallVector<SplitFactor> factors = incoming(op);
-    // Ops alike (name, inherent attributes, types and the split factors in
-    // flight: the same op in every layer of a transformer) have the same
-    // strategies and costs, enumerated once.
     std::vector<uintptr_t> key = {
         reinterpret_cast<uintptr_t>(op->getName().getAsOpaquePointer()),
-        reinterpret_cast<uintptr_t>(
-            (op->getPropertiesStorageSize() ? op->getPropertiesAsAttribute()
-                                            : op->getAttrDictionary())
-                .getAsOpaquePointer()),
         op->getNumOperands()};
+    for (StringAttr name : op->getName().getAttributeNames()) {
+      std::optional<Attribute> attr = op->getInherentAttr(name);
+      key.push_back(reinterpret_cast<uintptr_t>(
+          attr ? attr->getAsOpaquePointer() : nullptr));
+    }
     for (TypeRange types :
          {TypeRange(op->getOperandTypes()), TypeRange(op->getResultTypes())})
       for (Type t : types)
@@ -755,10 +786,15 @@ LogicalResult FunctionPropagation::run() {
     }
   }
   choice = std::move(best);
+  dirty.assign(ops.size(), true);
   for (unsigned n = 0; n < maxSweeps; ++n) {
     bool moved = sweep();
+    std::vector<unsigned> before = choice;
     if (!sweepChains() && !moved)
       break;
+    for (unsigned i = 0; i < ops.size(); ++i)
+      if (choice[i] != before[i])
+        markNeighbours(i);
   }
   return success();
 }
