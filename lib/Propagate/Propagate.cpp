@@ -49,10 +49,23 @@ private:
   /// layouts its uses need (uses of `skip` replaced by `extra`).
   double valueCost(Value v, unsigned from, Operation *skip = nullptr,
                    ArrayRef<unsigned> extra = {});
+  /// Per operand (or result) of an op and each distinct layout its
+  /// strategies give it (`Alike`'s slots): a cost that depends on that
+  /// layout alone, weighed once per slot instead of once per strategy.
+  using SlotCosts = SmallVector<SmallVector<double, 8>, 4>;
+  /// The parts of localCost that one operand's or one result's layout
+  /// decides: the valueCost of an operand value op i reads once (other
+  /// operands: empty, weighed per strategy) and of each result.
+  struct LocalCosts {
+    SlotCosts operands, results;
+  };
+  LocalCosts localCosts(unsigned i);
   /// The part of the objective that strategy `s` of op `i` changes.
-  double localCost(unsigned i, unsigned s);
+  double localCost(unsigned i, unsigned s, const LocalCosts &parts);
+  /// Redistribution seconds of each operand of op `i` to each of its slots.
+  SlotCosts operandCosts(unsigned i);
   /// Redistribution seconds of op `i`'s own operands under strategy `s`.
-  double operandCost(unsigned i, unsigned s);
+  double operandCost(unsigned i, unsigned s, const SlotCosts &costs);
   void estimateForward();
   void chooseBackward();
   /// DTensor's own choice, in program order: each op takes the strategy
@@ -113,6 +126,9 @@ private:
   /// Per op and strategy: interned operand and result layouts, compute cost.
   struct StrategyIds {
     SmallVector<unsigned, 4> operands, results;
+    /// Per operand (result), the index of its layout in Alike's
+    /// operandLayouts (resultLayouts).
+    SmallVector<unsigned, 4> operandSlots, resultSlots;
     double compute;
   };
   /// Ops alike (name, inherent attributes, types and the split factors in
@@ -122,9 +138,12 @@ private:
     std::vector<StrategyIds> ids;
     /// Per result, its layout under each strategy.
     std::vector<SmallVector<Placements>> produced;
+    /// Per operand (result), the distinct layouts the strategies give it.
+    std::vector<SmallVector<unsigned, 8>> operandLayouts, resultLayouts;
   };
   std::map<std::vector<uintptr_t>, Alike> alike;
-  /// Per op, its entry of `alike`.
+  /// Per op, its entry of `alike` and that entry's strategies.
+  std::vector<const Alike *> alikeOf;
   std::vector<ArrayRef<StrategyIds>> ids;
   std::vector<std::vector<double>> estimate;
   std::vector<int> forced;
@@ -191,12 +210,36 @@ double FunctionPropagation::valueCost(Value v, unsigned from, Operation *skip,
   return total;
 }
 
-double FunctionPropagation::localCost(unsigned i, unsigned s) {
+FunctionPropagation::LocalCosts FunctionPropagation::localCosts(unsigned i) {
+  Operation *op = ops[i];
+  LocalCosts parts;
+  for (auto [k, v] : llvm::enumerate(op->getOperands())) {
+    SmallVector<double, 8> &row = parts.operands.emplace_back();
+    if (llvm::count(op->getOperands(), v) != 1)
+      continue;
+    unsigned from = layoutOf(v);
+    for (unsigned need : alikeOf[i]->operandLayouts[k])
+      row.push_back(valueCost(v, from, op, {need}));
+  }
+  for (auto [r, v] : llvm::enumerate(op->getResults())) {
+    SmallVector<double, 8> &row = parts.results.emplace_back();
+    for (unsigned layout : alikeOf[i]->resultLayouts[r])
+      row.push_back(valueCost(v, layout));
+  }
+  return parts;
+}
+
+double FunctionPropagation::localCost(unsigned i, unsigned s,
+                                      const LocalCosts &parts) {
   Operation *op = ops[i];
   const StrategyIds &strategy = ids[i][s];
   double total = strategy.compute;
   // Each distinct operand value once, with every layout this op needs of it.
   for (auto [k, v] : llvm::enumerate(op->getOperands())) {
+    if (!parts.operands[k].empty()) {
+      total += parts.operands[k][strategy.operandSlots[k]];
+      continue;
+    }
     bool first = llvm::find(op->getOperands(), v) - op->operand_begin() ==
                  static_cast<ptrdiff_t>(k);
     if (!first)
@@ -207,8 +250,8 @@ double FunctionPropagation::localCost(unsigned i, unsigned s) {
         mine.push_back(strategy.operands[j]);
     total += valueCost(v, layoutOf(v), op, mine);
   }
-  for (auto [r, v] : llvm::enumerate(op->getResults()))
-    total += valueCost(v, strategy.results[r]);
+  for (auto [r, slot] : llvm::enumerate(strategy.resultSlots))
+    total += parts.results[r][slot];
   return total;
 }
 
@@ -221,16 +264,23 @@ void FunctionPropagation::estimateForward() {
   for (unsigned i = 0; i < ops.size(); ++i) {
     Operation *op = ops[i];
     estimate[i].assign(ids[i].size(), kInf);
+    // Per operand and slot: its cheapest production plus its redistribution.
+    SlotCosts operands;
+    for (auto [k, v] : llvm::enumerate(op->getOperands())) {
+      auto it = best.find(v);
+      auto [layout, upstream] =
+          it == best.end() ? std::make_pair(layoutOf(v), 0.0) : it->second;
+      SmallVector<double, 8> &row = operands.emplace_back();
+      for (unsigned need : alikeOf[i]->operandLayouts[k])
+        row.push_back(upstream +
+                      cost.redistribute(cast<RankedTensorType>(v.getType()),
+                                        layout, need));
+    }
     for (unsigned s = 0; s < ids[i].size(); ++s) {
       const StrategyIds &strategy = ids[i][s];
       double c = strategy.compute;
-      for (auto [k, v] : llvm::enumerate(op->getOperands())) {
-        auto it = best.find(v);
-        auto [layout, upstream] =
-            it == best.end() ? std::make_pair(layoutOf(v), 0.0) : it->second;
-        c += upstream + cost.redistribute(cast<RankedTensorType>(v.getType()),
-                                          layout, strategy.operands[k]);
-      }
+      for (auto [k, slot] : llvm::enumerate(strategy.operandSlots))
+        c += operands[k][slot];
       estimate[i][s] = c;
     }
     // Per result, the cheapest layout; among equals the one that appeared
@@ -260,10 +310,11 @@ void FunctionPropagation::chooseBackward() {
     }
     double bestCost = kInf;
     unsigned bestStrategy = 0;
+    SlotCosts results = localCosts(i).results;
     for (unsigned s = 0; s < ids[i].size(); ++s) {
       double c = estimate[i][s];
-      for (auto [r, v] : llvm::enumerate(ops[i]->getResults()))
-        c += valueCost(v, ids[i][s].results[r]);
+      for (auto [r, slot] : llvm::enumerate(ids[i][s].resultSlots))
+        c += results[r][slot];
       if (c < bestCost) {
         bestCost = c;
         bestStrategy = s;
@@ -273,11 +324,23 @@ void FunctionPropagation::chooseBackward() {
   }
 }
 
-double FunctionPropagation::operandCost(unsigned i, unsigned s) {
+FunctionPropagation::SlotCosts FunctionPropagation::operandCosts(unsigned i) {
+  SlotCosts costs;
+  for (auto [k, v] : llvm::enumerate(ops[i]->getOperands())) {
+    SmallVector<double, 8> &row = costs.emplace_back();
+    unsigned from = layoutOf(v);
+    for (unsigned need : alikeOf[i]->operandLayouts[k])
+      row.push_back(
+          cost.redistribute(cast<RankedTensorType>(v.getType()), from, need));
+  }
+  return costs;
+}
+
+double FunctionPropagation::operandCost(unsigned i, unsigned s,
+                                        const SlotCosts &costs) {
   double total = 0;
-  for (auto [k, v] : llvm::enumerate(ops[i]->getOperands()))
-    total += cost.redistribute(cast<RankedTensorType>(v.getType()), layoutOf(v),
-                               ids[i][s].operands[k]);
+  for (auto [k, slot] : llvm::enumerate(ids[i][s].operandSlots))
+    total += costs[k][slot];
   return total;
 }
 
@@ -303,6 +366,7 @@ void FunctionPropagation::chooseGreedy(bool followShards, bool keepReplicated) {
     };
     // Mesh dims on which an operand arrives sharded: a shard to follow.
     SmallVector<bool, 4> arrivesSharded(meshRank, false);
+    SlotCosts operandSeconds = operandCosts(i);
     for (Value v : ops[i]->getOperands())
       for (size_t m = 0; keepReplicated && m < meshRank; ++m)
         arrivesSharded[m] =
@@ -358,7 +422,7 @@ void FunctionPropagation::chooseGreedy(bool followShards, bool keepReplicated) {
                       return cost.layout(o)[m].isShardLike();
                     });
       std::tuple<unsigned, unsigned, double, unsigned, unsigned, double> key{
-          unreplicated, resharded, operandCost(i, s),
+          unreplicated, resharded, operandCost(i, s, operandSeconds),
           moved,        sliced,    ids[i][s].compute};
       if (key < best) {
         best = key;
@@ -573,12 +637,15 @@ bool FunctionPropagation::sweep() {
       continue;
     dirty[i] = false;
     unsigned current = choice[i];
-    double bestCost = localCost(i, current);
-    double bestOperands = operandCost(i, current);
+    LocalCosts parts = localCosts(i);
+    SlotCosts operandSeconds = operandCosts(i);
+    double bestCost = localCost(i, current, parts);
+    double bestOperands = operandCost(i, current, operandSeconds);
     for (unsigned s = 0; s < ids[i].size(); ++s) {
       if (s == current)
         continue;
-      double c = localCost(i, s), operands = operandCost(i, s);
+      double c = localCost(i, s, parts),
+             operands = operandCost(i, s, operandSeconds);
       // Only a strict improvement moves, so sweeps end. At equal cost the
       // strategy that redistributes less of its own operands wins: the
       // communication moves to later consumers, so a Partial stays lazy
@@ -704,12 +771,27 @@ LogicalResult FunctionPropagation::run() {
         return WalkResult::interrupt();
       }
       same.produced.resize(op->getNumResults());
+      same.operandLayouts.resize(op->getNumOperands());
+      same.resultLayouts.resize(op->getNumResults());
+      auto slotOf = [](SmallVector<unsigned, 8> &layouts, unsigned id) {
+        auto it = llvm::find(layouts, id);
+        if (it != layouts.end())
+          return static_cast<unsigned>(it - layouts.begin());
+        layouts.push_back(id);
+        return static_cast<unsigned>(layouts.size() - 1);
+      };
       for (const MeshStrategy &s : *all) {
         StrategyIds &strategy = same.ids.emplace_back();
-        for (const Placements &p : s.operands)
+        for (auto [k, p] : llvm::enumerate(s.operands)) {
           strategy.operands.push_back(cost.intern(p));
-        for (const Placements &p : s.results)
+          strategy.operandSlots.push_back(
+              slotOf(same.operandLayouts[k], strategy.operands.back()));
+        }
+        for (auto [r, p] : llvm::enumerate(s.results)) {
           strategy.results.push_back(cost.intern(p));
+          strategy.resultSlots.push_back(
+              slotOf(same.resultLayouts[r], strategy.results.back()));
+        }
         strategy.compute = cost.compute(op, s);
         for (auto [r, p] : llvm::enumerate(s.results))
           same.produced[r].push_back(p);
@@ -729,6 +811,7 @@ LogicalResult FunctionPropagation::run() {
     }
     index[op] = ops.size();
     ops.push_back(op);
+    alikeOf.push_back(&same);
     ids.push_back(same.ids);
     forced.push_back(force);
     return WalkResult::advance();
