@@ -60,6 +60,8 @@ private:
     SlotCosts operands, results;
   };
   LocalCosts localCosts(unsigned i);
+  /// localCosts' results part alone.
+  SlotCosts resultCosts(unsigned i);
   /// The part of the objective that strategy `s` of op `i` changes.
   double localCost(unsigned i, unsigned s, const LocalCosts &parts);
   /// Redistribution seconds of each operand of op `i` to each of its slots.
@@ -221,12 +223,18 @@ FunctionPropagation::LocalCosts FunctionPropagation::localCosts(unsigned i) {
     for (unsigned need : alikeOf[i]->operandLayouts[k])
       row.push_back(valueCost(v, from, op, {need}));
   }
-  for (auto [r, v] : llvm::enumerate(op->getResults())) {
-    SmallVector<double, 8> &row = parts.results.emplace_back();
+  parts.results = resultCosts(i);
+  return parts;
+}
+
+FunctionPropagation::SlotCosts FunctionPropagation::resultCosts(unsigned i) {
+  SlotCosts costs;
+  for (auto [r, v] : llvm::enumerate(ops[i]->getResults())) {
+    SmallVector<double, 8> &row = costs.emplace_back();
     for (unsigned layout : alikeOf[i]->resultLayouts[r])
       row.push_back(valueCost(v, layout));
   }
-  return parts;
+  return costs;
 }
 
 double FunctionPropagation::localCost(unsigned i, unsigned s,
@@ -286,18 +294,14 @@ void FunctionPropagation::estimateForward() {
     // Per result, the cheapest layout; among equals the one that appeared
     // first in strategy order.
     for (auto [r, v] : llvm::enumerate(op->getResults())) {
-      SmallVector<std::pair<unsigned, double>, 8> layouts;
+      ArrayRef<unsigned> layouts = alikeOf[i]->resultLayouts[r];
+      SmallVector<double, 8> cheapest(layouts.size(), kInf);
       for (unsigned s = 0; s < ids[i].size(); ++s) {
-        unsigned layout = ids[i][s].results[r];
-        auto it =
-            llvm::find_if(layouts, [&](auto &e) { return e.first == layout; });
-        if (it == layouts.end())
-          layouts.push_back({layout, estimate[i][s]});
-        else
-          it->second = std::min(it->second, estimate[i][s]);
+        double &c = cheapest[ids[i][s].resultSlots[r]];
+        c = std::min(c, estimate[i][s]);
       }
-      best[v] = *llvm::min_element(
-          layouts, [](auto &a, auto &b) { return a.second < b.second; });
+      unsigned slot = llvm::min_element(cheapest) - cheapest.begin();
+      best[v] = {layouts[slot], cheapest[slot]};
     }
   }
 }
@@ -310,7 +314,7 @@ void FunctionPropagation::chooseBackward() {
     }
     double bestCost = kInf;
     unsigned bestStrategy = 0;
-    SlotCosts results = localCosts(i).results;
+    SlotCosts results = resultCosts(i);
     for (unsigned s = 0; s < ids[i].size(); ++s) {
       double c = estimate[i][s];
       for (auto [r, slot] : llvm::enumerate(ids[i][s].resultSlots))
@@ -367,14 +371,17 @@ void FunctionPropagation::chooseGreedy(bool followShards, bool keepReplicated) {
     // Mesh dims on which an operand arrives sharded: a shard to follow.
     SmallVector<bool, 4> arrivesSharded(meshRank, false);
     SlotCosts operandSeconds = operandCosts(i);
+    SmallVector<unsigned, 4> haves;
     for (Value v : ops[i]->getOperands())
+      haves.push_back(layoutOf(v));
+    for (unsigned have : haves)
       for (size_t m = 0; keepReplicated && m < meshRank; ++m)
         arrivesSharded[m] =
-            arrivesSharded[m] || cost.layout(layoutOf(v))[m].isShardLike();
+            arrivesSharded[m] || cost.layout(have)[m].isShardLike();
     for (unsigned s = 0; s < ids[i].size(); ++s) {
       unsigned moved = 0, unreplicated = 0, resharded = 0;
-      for (auto [k, v] : llvm::enumerate(ops[i]->getOperands())) {
-        unsigned have = layoutOf(v), need = ids[i][s].operands[k];
+      for (auto [k, have] : llvm::enumerate(haves)) {
+        unsigned need = ids[i][s].operands[k];
         moved += have != need;
         for (size_t m = 0; followShards && m < meshRank; ++m) {
           const layout::Placement &a = cost.layout(have)[m],

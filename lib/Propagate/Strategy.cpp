@@ -296,7 +296,8 @@ unsigned CostModel::intern(const Placements &placements) {
 
 const CostModel::PlanCost &CostModel::plan(RankedTensorType type, unsigned from,
                                            unsigned to) {
-  auto key = std::make_tuple(type.getAsOpaquePointer(), from, to);
+  auto key = std::make_pair(type.getAsOpaquePointer(),
+                            static_cast<uint64_t>(from) << 32 | to);
   auto it = cache.find(key);
   if (it != cache.end())
     return it->second;

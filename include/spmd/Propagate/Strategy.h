@@ -153,7 +153,8 @@ private:
     double seconds;
     int64_t bytes, steps;
   };
-  llvm::DenseMap<std::tuple<const void *, unsigned, unsigned>, PlanCost> cache;
+  /// Keyed by the type and (from << 32 | to).
+  llvm::DenseMap<std::pair<const void *, uint64_t>, PlanCost> cache;
   const PlanCost &plan(mlir::RankedTensorType type, unsigned from, unsigned to);
 };
 
