@@ -208,15 +208,17 @@ LogicalResult spmd::annotateAndPartition(
              << (fqn.empty() ? StringRef("?") : fqn)
              << "' cannot take its layout: " << why;
     argLayouts[i] = getLayoutAttr(meshRef, *p);
-    fn.setArgAttr(i, "spmd.layout", argLayouts[i]);
   }
+  setArgLayouts(fn,
+                SmallVector<Attribute>(argLayouts.begin(), argLayouts.end()));
+  SmallVector<Attribute> resultLayouts(fn.getNumResults());
   for (unsigned i = 0; i < fn.getNumResults(); ++i)
     if (DictionaryAttr attrs = fn.getResultAttrDict(i))
       if (auto updates = attrs.getAs<IntegerAttr>("spmd.updates"))
         if (updates.getInt() >= 0 &&
-            updates.getInt() < static_cast<int64_t>(argLayouts.size()) &&
-            argLayouts[updates.getInt()])
-          fn.setResultAttr(i, "spmd.layout", argLayouts[updates.getInt()]);
+            updates.getInt() < static_cast<int64_t>(argLayouts.size()))
+          resultLayouts[i] = argLayouts[updates.getInt()];
+  setResultLayouts(fn, resultLayouts);
   if (beforePropagate && failed(beforePropagate(fn)))
     return failure();
 

@@ -138,8 +138,9 @@ private:
   /// strategies and costs, enumerated once.
   struct Alike {
     std::vector<StrategyIds> ids;
-    /// Per result, its layout under each strategy.
-    std::vector<SmallVector<Placements>> produced;
+    /// Per result, the split factors of the StridedShards its strategies
+    /// give it (addSplitFactor).
+    std::vector<SmallVector<SplitFactor, 2>> producedFactors;
     /// Per operand (result), the distinct layouts the strategies give it.
     std::vector<SmallVector<unsigned, 8>> operandLayouts, resultLayouts;
   };
@@ -719,8 +720,9 @@ LogicalResult FunctionPropagation::run() {
     return factors;
   };
   // `factors` and the StridedShards of `layouts` that fit a dim of `v`.
+  // `produced`: the factors of those StridedShards (addSplitFactor).
   auto carry = [&](Value v, ArrayRef<SplitFactor> factors,
-                   ArrayRef<Placements> layouts) {
+                   ArrayRef<SplitFactor> produced) {
     auto type = dyn_cast<RankedTensorType>(v.getType());
     if (!type)
       return;
@@ -729,9 +731,9 @@ LogicalResult FunctionPropagation::run() {
       if (llvm::is_contained(type.getShape(), f.size) &&
           !llvm::is_contained(out, f))
         out.push_back(f);
-    for (const Placements &placements : layouts)
-      for (const layout::Placement &p : placements)
-        addSplitFactor(p, type, out);
+    for (const SplitFactor &f : produced)
+      if (!llvm::is_contained(out, f))
+        out.push_back(f);
   };
 
   WalkResult walk = fn.walk([&](Operation *op) {
@@ -740,8 +742,11 @@ LogicalResult FunctionPropagation::run() {
     if (auto fixed = getFixedLayoutChange(op)) {
       redistributeIndex[op] = redistributed.size();
       redistributed.push_back(cost.intern(fixed->second.getLayoutPlacements()));
-      carry(op->getResult(0), incoming(op),
-            {fixed->second.getLayoutPlacements()});
+      SmallVector<SplitFactor, 2> produced;
+      if (auto type = dyn_cast<RankedTensorType>(op->getResult(0).getType()))
+        for (const layout::Placement &p : fixed->second.getLayoutPlacements())
+          addSplitFactor(p, type, produced);
+      carry(op->getResult(0), incoming(op), produced);
       return WalkResult::advance();
     }
     bool hasTensors =
@@ -777,7 +782,7 @@ LogicalResult FunctionPropagation::run() {
                         "through it");
         return WalkResult::interrupt();
       }
-      same.produced.resize(op->getNumResults());
+      same.producedFactors.resize(op->getNumResults());
       same.operandLayouts.resize(op->getNumOperands());
       same.resultLayouts.resize(op->getNumResults());
       auto slotOf = [](SmallVector<unsigned, 8> &layouts, unsigned id) {
@@ -801,11 +806,13 @@ LogicalResult FunctionPropagation::run() {
         }
         strategy.compute = cost.compute(op, s);
         for (auto [r, p] : llvm::enumerate(s.results))
-          same.produced[r].push_back(p);
+          if (auto type = dyn_cast<RankedTensorType>(op->getResultTypes()[r]))
+            for (const layout::Placement &x : p)
+              addSplitFactor(x, type, same.producedFactors[r]);
       }
     }
     for (auto [r, v] : llvm::enumerate(op->getResults()))
-      carry(v, factors, same.produced[r]);
+      carry(v, factors, same.producedFactors[r]);
     int force = -1;
     if (auto attr = op->getAttrOfType<IntegerAttr>("spmd.strategy")) {
       force = attr.getInt();
@@ -983,11 +990,13 @@ LogicalResult FunctionPropagation::materialize(FlatSymbolRefAttr mesh) {
     op->setAttr("spmd.layouts", ArrayAttr::get(ctx, layouts));
     op->removeAttr("spmd.strategy");
   }
-  for (unsigned i = 0; i < fn.getNumArguments(); ++i)
-    fn.setArgAttr(i, "spmd.layout", layoutAttr(cost.layout(argLayouts[i])));
-  for (unsigned i = 0; i < fn.getNumResults(); ++i)
-    fn.setResultAttr(i, "spmd.layout",
-                     layoutAttr(cost.layout(resultLayouts[i])));
+  SmallVector<Attribute> args, results;
+  for (unsigned id : argLayouts)
+    args.push_back(layoutAttr(cost.layout(id)));
+  for (unsigned id : resultLayouts)
+    results.push_back(layoutAttr(cost.layout(id)));
+  setArgLayouts(fn, args);
+  setResultLayouts(fn, results);
   return success();
 }
 

@@ -21,6 +21,34 @@ Placements spmd::placementsOf(DictionaryAttr attrs, size_t meshRank) {
   return replicated(meshRank);
 }
 
+/// Each of `count` attribute dictionaries from `get(i)` with `spmd.layout`
+/// set to `layouts[i]` where non-null.
+template <typename GetFn>
+static SmallVector<DictionaryAttr>
+withLayouts(MLIRContext *ctx, ArrayRef<Attribute> layouts, GetFn get) {
+  SmallVector<DictionaryAttr> out;
+  for (auto [i, layout] : llvm::enumerate(layouts)) {
+    NamedAttrList attrs(get(i));
+    if (layout)
+      attrs.set("spmd.layout", layout);
+    out.push_back(attrs.getDictionary(ctx));
+  }
+  return out;
+}
+
+void spmd::setArgLayouts(FunctionOpInterface fn, ArrayRef<Attribute> layouts) {
+  fn.setAllArgAttrs(withLayouts(fn.getContext(), layouts, [&](unsigned i) {
+    return fn.getArgAttrDict(i);
+  }));
+}
+
+void spmd::setResultLayouts(FunctionOpInterface fn,
+                            ArrayRef<Attribute> layouts) {
+  fn.setAllResultAttrs(withLayouts(fn.getContext(), layouts, [&](unsigned i) {
+    return fn.getResultAttrDict(i);
+  }));
+}
+
 std::vector<int64_t> spmd::shapeOf(Type type) {
   auto ranked = cast<RankedTensorType>(type);
   return {ranked.getShape().begin(), ranked.getShape().end()};

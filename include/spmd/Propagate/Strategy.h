@@ -16,6 +16,7 @@
 
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Operation.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringMap.h"
@@ -34,6 +35,16 @@ Placements replicated(size_t meshRank);
 /// The placements of an argument's or result's `spmd.layout` in `attrs`;
 /// Replicate on each of `meshRank` mesh dims where there is none.
 Placements placementsOf(mlir::DictionaryAttr attrs, size_t meshRank);
+
+/// Sets `spmd.layout` to `layouts[i]` on argument i of `fn` wherever
+/// `layouts[i]` is non-null, rebuilding the argument attributes once
+/// (setArgAttr per argument rebuilds them each time: quadratic in the
+/// thousands of arguments of a large model's step).
+void setArgLayouts(mlir::FunctionOpInterface fn,
+                   llvm::ArrayRef<mlir::Attribute> layouts);
+/// The same for the results.
+void setResultLayouts(mlir::FunctionOpInterface fn,
+                      llvm::ArrayRef<mlir::Attribute> layouts);
 
 /// One way to run an op on the whole mesh: the layout each operand must
 /// have and the layout each result gets.
