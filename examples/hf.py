@@ -72,13 +72,15 @@ def _build(task, config):
 
 def lm(model_type="gpt2", task="causal", batch=2, seq=8, vocab=96, hidden=64,
        heads=4, kv_heads=None, ffn=128, layers=2, dropout=0.0, seed=0,
-       **config_fields):
+       dtype="float32", **config_fields):
     """A `transformers` `model_type` model for `task` (causal, masked,
     seq2seq) with random weights, and a batch of random tokens with its
     labels: causal LMs learn `input_ids` shifted by one (the model shifts),
     masked LMs every 4th token (the others are -100, ignored), seq2seq
     models the decoder's tokens (`labels`, from which the model makes its
-    `decoder_input_ids`). Extra keyword arguments set config fields."""
+    `decoder_input_ids`). `dtype` ("float32" or "bfloat16") is the
+    parameters' and activations' type. Extra keyword arguments set config
+    fields."""
     config = transformers.AutoConfig.for_model(model_type)
     _set(config, "vocab", vocab)
     _set(config, "hidden", hidden)
@@ -105,7 +107,7 @@ def lm(model_type="gpt2", task="causal", batch=2, seq=8, vocab=96, hidden=64,
     config.use_cache = False
 
     torch.manual_seed(seed)
-    model = _build(task, config)
+    model = _build(task, config).to(getattr(torch, dtype))
     ids = torch.randint(0, vocab, (batch, seq))
     if task == "causal":
         inputs = {"input_ids": ids, "labels": ids.clone()}

@@ -6,10 +6,12 @@
 
 #include "spmd/Partition/Passes.h"
 #include "spmd/Propagate/Strategy.h"
+#include "spmd/Support/JSON.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/MemoryBuffer.h"
 
 #include <array>
 #include <functional>
@@ -26,6 +28,98 @@ using namespace spmd;
 
 namespace {
 
+/// A machine file (docs/performance.md, "Machine files"): the cost model's
+/// numbers for one kind of device and its links.
+struct Machine {
+  std::string name;
+  /// GEMM flop/s by result element type ("f32" required).
+  llvm::StringMap<double> gemmFlops;
+  /// Bytes per second of one device's memory.
+  double memoryBandwidth = 0;
+  /// Devices that share the fast links of one host.
+  int64_t devicesPerHost = 1;
+  /// One message's latency (seconds) and bandwidth (bytes per second per
+  /// device, one direction) within a host and across hosts.
+  double intraLatency = 0, intraBandwidth = 0, interLatency = 0,
+         interBandwidth = 0;
+
+  /// Per mesh dim of `meshShape`: the innermost dims stay within a host
+  /// while the product of their sizes is at most devicesPerHost.
+  layout::MeshCostModel meshModel(ArrayRef<int64_t> meshShape) const {
+    layout::MeshCostModel model =
+        layout::MeshCostModel::defaults(meshShape.size());
+    int64_t span = 1;
+    for (size_t m = meshShape.size(); m-- > 0;) {
+      span *= meshShape[m];
+      bool intra = span <= devicesPerHost;
+      model.latency[m] = intra ? intraLatency : interLatency;
+      model.bandwidth[m] = intra ? intraBandwidth : interBandwidth;
+    }
+    return model;
+  }
+};
+
+/// Reads machine file `path`; errors name the file and the key.
+llvm::Expected<Machine> loadMachine(StringRef path) {
+  auto fail = [&](const Twine &why) {
+    return llvm::createStringError("machine file '" + path + "': " + why);
+  };
+  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> file =
+      llvm::MemoryBuffer::getFile(path);
+  if (!file)
+    return fail("cannot be read: " + file.getError().message());
+  llvm::Expected<llvm::json::Value> json = parseJSON((*file)->getBuffer());
+  if (!json)
+    return fail(llvm::toString(json.takeError()));
+  const llvm::json::Object *root = json->getAsObject();
+  if (!root)
+    return fail("must be a JSON object");
+  Machine machine;
+  auto positive = [&](const llvm::json::Object &o, StringRef key,
+                      const Twine &where, double &out) -> llvm::Error {
+    std::optional<double> v = o.getNumber(key);
+    if (!v || !(*v > 0))
+      return fail("'" + where + key + "' must be a positive number");
+    out = *v;
+    return llvm::Error::success();
+  };
+  if (std::optional<StringRef> name = root->getString("name"))
+    machine.name = name->str();
+  const llvm::json::Object *gemm = root->getObject("gemm_flops");
+  if (!gemm || !gemm->get("f32"))
+    return fail("'gemm_flops' must be an object of flop/s by element type, "
+                "with \"f32\" at least");
+  for (const auto &[key, value] : *gemm) {
+    double flops = 0;
+    if (llvm::Error e = positive(*gemm, key, "gemm_flops.", flops))
+      return std::move(e);
+    machine.gemmFlops[key] = flops;
+  }
+  double devices = 0;
+  if (llvm::Error e =
+          positive(*root, "memory_bandwidth", "", machine.memoryBandwidth))
+    return std::move(e);
+  if (llvm::Error e = positive(*root, "devices_per_host", "", devices))
+    return std::move(e);
+  machine.devicesPerHost = static_cast<int64_t>(devices);
+  for (auto [key, latency, bandwidth] :
+       {std::make_tuple("intra_host", &machine.intraLatency,
+                        &machine.intraBandwidth),
+        std::make_tuple("inter_host", &machine.interLatency,
+                        &machine.interBandwidth)}) {
+    const llvm::json::Object *link = root->getObject(key);
+    if (!link)
+      return fail("'" + Twine(key) +
+                  "' must be an object with 'latency' and 'bandwidth'");
+    if (llvm::Error e = positive(*link, "latency", Twine(key) + ".", *latency))
+      return std::move(e);
+    if (llvm::Error e =
+            positive(*link, "bandwidth", Twine(key) + ".", *bandwidth))
+      return std::move(e);
+  }
+  return machine;
+}
+
 struct ReportPass : spmd::impl::ReportPassBase<ReportPass> {
   using ReportPassBase::ReportPassBase;
 
@@ -34,17 +128,36 @@ struct ReportPass : spmd::impl::ReportPassBase<ReportPass> {
     MeshOp mesh = getOnlyMesh(module, "spmd-report");
     if (!mesh)
       return signalPassFailure();
-    FailureOr<layout::MeshCostModel> model =
-        getMeshCostModel(mesh, latency, bandwidth, "spmd-report");
-    if (failed(model))
-      return signalPassFailure();
-    CostModel cost(
-        std::vector<int64_t>(mesh.getShape().begin(), mesh.getShape().end()),
-        *model, flops, memoryBandwidth);
+    std::vector<int64_t> meshShape(mesh.getShape().begin(),
+                                   mesh.getShape().end());
+    std::optional<CostModel> cost;
+    layout::MeshCostModel model;
+    if (!machine.empty()) {
+      llvm::Expected<Machine> m = loadMachine(machine);
+      if (!m) {
+        module.emitError("spmd-report: ") << llvm::toString(m.takeError());
+        return signalPassFailure();
+      }
+      model = m->meshModel(meshShape);
+      cost.emplace(meshShape, model, m->gemmFlops.lookup("f32"),
+                   m->memoryBandwidth);
+      cost->setGemmFlops(m->gemmFlops);
+      machineName = m->name.empty() ? machine : m->name;
+    } else {
+      FailureOr<layout::MeshCostModel> given =
+          getMeshCostModel(mesh, latency, bandwidth, "spmd-report");
+      if (failed(given))
+        return signalPassFailure();
+      model = *given;
+      cost.emplace(meshShape, model, flops, memoryBandwidth);
+    }
     for (auto fn : module.getOps<func::FuncOp>())
       if (!fn.isExternal())
-        report(fn, mesh, *model, cost);
+        report(fn, mesh, model, *cost);
   }
+
+  /// The machine file's name, printed with the estimated step.
+  std::string machineName;
 
   /// Seconds of `op` on one rank (its types are local: every operand and
   /// result replicated), 0 for ops that are not aten ops.
@@ -209,6 +322,8 @@ struct ReportPass : spmd::impl::ReportPassBase<ReportPass> {
       for (const std::string &line : lines)
         os << line << "\n";
     }
+    if (!machineName.empty())
+      os << "machine: " << machineName << "\n";
     os << llvm::format("estimated step: %.2f us (compute %.2f us, exposed "
                        "communication %.2f us)\n",
                        now * 1e6, compute * 1e6, exposed * 1e6);

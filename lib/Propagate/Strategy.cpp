@@ -3,6 +3,8 @@
 #include "spmd/Propagate/Strategy.h"
 #include "spmd/Dialect/Aten/Aten.h"
 
+#include "mlir/IR/TypeUtilities.h"
+
 #include <cmath>
 #include <limits>
 
@@ -357,6 +359,16 @@ std::pair<int64_t, int64_t> CostModel::redistributeVolume(RankedTensorType type,
   return {p.bytes, p.steps};
 }
 
+double CostModel::flopsFor(Type t) const {
+  if (gemmFlops.empty())
+    return flopsPerSecond;
+  std::string name;
+  llvm::raw_string_ostream os(name);
+  t.print(os);
+  auto it = gemmFlops.find(name);
+  return it == gemmFlops.end() ? flopsPerSecond : it->second;
+}
+
 static double numel(const std::vector<int64_t> &shape) {
   double n = 1;
   for (int64_t d : shape)
@@ -377,7 +389,8 @@ double CostModel::compute(Operation *op, const MeshStrategy &strategy) {
         local(op->getOperand(n - 2), strategy.operands[n - 2]);
     std::vector<int64_t> b =
         local(op->getOperand(n - 1), strategy.operands[n - 1]);
-    return 2 * numel(a) * static_cast<double>(b.back()) / flopsPerSecond;
+    return 2 * numel(a) * static_cast<double>(b.back()) /
+           flopsFor(getElementTypeOrSelf(op->getResult(0).getType()));
   }
   // A convolution is a GEMM per position: 2 * output elements * (C /
   // groups) * kernel taps flop; its backward, two of them.
@@ -387,8 +400,27 @@ double CostModel::compute(Operation *op, const MeshStrategy &strategy) {
     double taps = 1;
     for (int64_t k : w.drop_front())
       taps *= static_cast<double>(k);
-    return gemms * 2 * numel(local(out, p)) * taps / flopsPerSecond;
+    return gemms * 2 * numel(local(out, p)) * taps /
+           flopsFor(getElementTypeOrSelf(out.getType()));
   };
+  // Attention per (batch, head): scores [L, E] x [E, S] and output
+  // [L, S] x [S, E], 4·L·S·E flop, half of it where causal (a fused kernel
+  // skips the masked blocks); backward recomputes the scores and runs four
+  // more products, 2.5 times forward (FlashAttention-2's count).
+  auto attention = [&](unsigned query, unsigned key, bool causal,
+                       double times) {
+    std::vector<int64_t> q =
+        local(op->getOperand(query), strategy.operands[query]);
+    std::vector<int64_t> k = local(op->getOperand(key), strategy.operands[key]);
+    double keys = k.size() >= 2 ? static_cast<double>(k[k.size() - 2]) : 1;
+    return times * 4 * numel(q) * keys / (causal ? 2 : 1) /
+           flopsFor(getElementTypeOrSelf(op->getOperand(query).getType()));
+  };
+  if (auto sdpa = dyn_cast<aten::ScaledDotProductFlashAttentionForCpuOp>(op))
+    return attention(0, 1, sdpa.getIsCausal(), 1);
+  if (auto sdpa =
+          dyn_cast<aten::ScaledDotProductFlashAttentionForCpuBackwardOp>(op))
+    return attention(1, 2, sdpa.getIsCausal(), 2.5);
   if (auto conv = dyn_cast<aten::ConvolutionOp>(op))
     return convolution(conv.getResult(), conv.getWeight(), strategy.results[0],
                        1);

@@ -1,6 +1,12 @@
 // RUN: spmd-opt %s --spmd-propagate --spmd-partition --spmd-report -o /dev/null | FileCheck %s
 // RUN: spmd-opt %s --spmd-propagate --spmd-partition --spmd-report="latency=1e-6 bandwidth=1e9" -o /dev/null | FileCheck %s --check-prefix=MODEL
 // RUN: spmd-opt %s --spmd-propagate --spmd-partition --spmd-overlap-collectives --spmd-report -o /dev/null | FileCheck %s --check-prefix=OVERLAP
+// RUN: spmd-opt %s --spmd-propagate --spmd-partition --spmd-report="machine=%S/Inputs/machine-4.json" -o /dev/null | FileCheck %s --check-prefix=INTRA
+// RUN: spmd-opt %s --spmd-propagate --spmd-partition --spmd-report="machine=%S/Inputs/machine-2.json" -o /dev/null | FileCheck %s --check-prefix=INTER
+// RUN: spmd-opt %s --spmd-propagate --spmd-partition --spmd-report="machine=%S/../../bench/machines/h100-grand-teton.json" -o /dev/null | FileCheck %s --check-prefix=H100
+// RUN: not spmd-opt %s --spmd-propagate --spmd-partition --spmd-report="machine=%S/Inputs/missing.json" -o /dev/null 2>&1 | FileCheck %s --check-prefix=MISSING
+// RUN: not spmd-opt %s --spmd-propagate --spmd-partition --spmd-report="machine=%S/Inputs/machine-no-f32.json" -o /dev/null 2>&1 | FileCheck %s --check-prefix=NOF32
+// RUN: not spmd-opt %s --spmd-propagate --spmd-partition --spmd-report="machine=%S/Inputs/machine-bad-latency.json" -o /dev/null 2>&1 | FileCheck %s --check-prefix=LATENCY
 
 // A data-parallel linear layer: the gradient's Partial stays lazy through
 // the (linear) update and is reduced for the replicated result, as is the
@@ -33,6 +39,18 @@ func.func @train_step(%x: tensor<4096x256xf32> {spmd.layout = #spmd.layout<@mesh
 // The cost model's options: log2(4) rounds x 1 us + 2 x 3/4 x 4 B / 1 GB/s
 // for the loss.
 // MODEL: all_reduce - [dp] 4 2.01 operand 0 of func.return
+
+// A machine file: the 4 ranks fit a host of 4 (its links: the numbers of
+// MODEL), not a host of 2 (across hosts: log2(4) x 10 us + 2 x 3/4 x 4 B /
+// 100 MB/s).
+// INTRA: all_reduce - [dp] 4 2.01 operand 0 of func.return
+// INTRA: machine: test machine, 4 devices per host
+// INTRA-NEXT: estimated step: {{[0-9.]+}} us (compute {{[0-9.]+}} us
+// INTER: all_reduce - [dp] 4 20.06 operand 0 of func.return
+// H100: machine: NVIDIA H100 (96 GB HBM2e, 500 W) on Grand Teton
+// MISSING: error: spmd-report: machine file '{{.*}}missing.json': cannot be read
+// NOF32: error: spmd-report: machine file '{{.*}}machine-no-f32.json': 'gemm_flops' must be an object of flop/s by element type, with "f32" at least
+// LATENCY: error: spmd-report: machine file '{{.*}}machine-bad-latency.json': 'intra_host.latency' must be a positive number
 
 // Asynchronous: the loss's all_reduce runs while the gradient is computed
 // (5 ops); the gradient's, last, has nothing to overlap. The link is

@@ -146,6 +146,16 @@ def ReportPass : Pass<"spmd-report", "mlir::ModuleOp"> {
     when issued and the link is free; a synchronous collective, or a wait
     whose collective has not finished, stalls compute: that is the
     exposed communication.
+
+    `machine=FILE` takes the cost model's numbers from a machine file
+    (JSON, docs/performance.md "Machine files"; bench/machines/ has an
+    H100 one) instead of `flops`, `memory-bandwidth`, `latency` and
+    `bandwidth`: GEMM throughput by element type, memory bandwidth, and
+    the links within a host and across hosts. The innermost mesh dims
+    stay within a host while the product of their sizes is at most the
+    devices per host; the others cross hosts. Errors: a file that cannot
+    be read, malformed JSON, a missing or non-positive number (each names
+    the file and the key).
   }];
   let options = [
     ListOption<"latency", "latency", "double",
@@ -158,6 +168,9 @@ def ReportPass : Pass<"spmd-report", "mlir::ModuleOp"> {
     Option<"memoryBandwidth", "memory-bandwidth", "double", "2e12",
            "Memory bandwidth of one rank in bytes per second, for the other "
            "ops (as spmd-propagate)">,
+    Option<"machine", "machine", "std::string", "\"\"",
+           "A machine file (JSON) whose numbers replace flops, "
+           "memory-bandwidth, latency and bandwidth">,
   ];
 }
 

@@ -143,9 +143,18 @@ public:
   std::pair<int64_t, int64_t> redistributeVolume(mlir::RankedTensorType type,
                                                  unsigned from, unsigned to);
 
-  /// Estimated seconds of `op` on one rank under `strategy`: GEMMs by their
-  /// local flops, other ops by the local bytes they read and write.
+  /// Estimated seconds of `op` on one rank under `strategy`: GEMMs,
+  /// convolutions and attention (SDPA forward and backward, FlashAttention's
+  /// flop count) by their local flops, other ops by the local bytes they
+  /// read and write.
   double compute(mlir::Operation *op, const MeshStrategy &strategy);
+
+  /// GEMM throughput in flop/s by the element type of the GEMM's result
+  /// (as printed: "f32", "bf16", "f16"); types not listed run at the
+  /// constructor's `flopsPerSecond`.
+  void setGemmFlops(llvm::StringMap<double> byElementType) {
+    gemmFlops = std::move(byElementType);
+  }
 
   /// The per-rank (padded) shape of a tensor of `type` under `placements`.
   std::vector<int64_t> localShape(mlir::RankedTensorType type,
@@ -157,6 +166,9 @@ private:
   std::vector<int64_t> meshShape;
   layout::MeshCostModel mesh;
   double flopsPerSecond, bytesPerSecond;
+  llvm::StringMap<double> gemmFlops;
+  /// The GEMM throughput for results of element type `t`.
+  double flopsFor(mlir::Type t) const;
   llvm::StringMap<unsigned> ids;
   std::vector<Placements> layouts;
   /// Per (type, from, to): seconds, bytes per rank and steps.
