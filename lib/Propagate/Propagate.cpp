@@ -13,7 +13,8 @@
 
 #include <cmath>
 #include <limits>
-#include <map>
+#include <string>
+#include <unordered_map>
 
 namespace spmd {
 #define GEN_PASS_DEF_PROPAGATEPASS
@@ -144,7 +145,9 @@ private:
     /// Per operand (result), the distinct layouts the strategies give it.
     std::vector<SmallVector<unsigned, 8>> operandLayouts, resultLayouts;
   };
-  std::map<std::vector<uintptr_t>, Alike> alike;
+  /// Keyed by the bytes of the op's name, inherent attributes, types and
+  /// split factors (the nodes stay where they are: alikeOf points to them).
+  std::unordered_map<std::string, Alike> alike;
   /// Per op, its entry of `alike` and that entry's strategies.
   std::vector<const Alike *> alikeOf;
   std::vector<ArrayRef<StrategyIds>> ids;
@@ -220,9 +223,27 @@ FunctionPropagation::LocalCosts FunctionPropagation::localCosts(unsigned i) {
     SmallVector<double, 8> &row = parts.operands.emplace_back();
     if (llvm::count(op->getOperands(), v) != 1)
       continue;
+    // valueCost(v, from, op, {need}) for each slot: `need` first, then the
+    // other uses' distinct targets in use order (the same sum, in the same
+    // order), each weighed once.
     unsigned from = layoutOf(v);
-    for (unsigned need : alikeOf[i]->operandLayouts[k])
-      row.push_back(valueCost(v, from, op, {need}));
+    auto type = cast<RankedTensorType>(v.getType());
+    SmallVector<std::pair<unsigned, double>, 8> others;
+    for (OpOperand &use : v.getUses()) {
+      if (use.getOwner() == op)
+        continue;
+      unsigned to = required(use);
+      if (llvm::none_of(others, [&](auto &o) { return o.first == to; }))
+        others.push_back({to, cost.redistribute(type, from, to)});
+    }
+    for (unsigned need : alikeOf[i]->operandLayouts[k]) {
+      double total = 0;
+      total += cost.redistribute(type, from, need);
+      for (auto [to, seconds] : others)
+        if (to != need)
+          total += seconds;
+      row.push_back(total);
+    }
   }
   parts.results = resultCosts(i);
   return parts;
@@ -232,8 +253,21 @@ FunctionPropagation::SlotCosts FunctionPropagation::resultCosts(unsigned i) {
   SlotCosts costs;
   for (auto [r, v] : llvm::enumerate(ops[i]->getResults())) {
     SmallVector<double, 8> &row = costs.emplace_back();
-    for (unsigned layout : alikeOf[i]->resultLayouts[r])
-      row.push_back(valueCost(v, layout));
+    // valueCost(v, layout) for each slot: the uses' distinct targets
+    // found once.
+    auto type = cast<RankedTensorType>(v.getType());
+    SmallVector<unsigned, 8> targets;
+    for (OpOperand &use : v.getUses()) {
+      unsigned to = required(use);
+      if (!llvm::is_contained(targets, to))
+        targets.push_back(to);
+    }
+    for (unsigned layout : alikeOf[i]->resultLayouts[r]) {
+      double total = 0;
+      for (unsigned to : targets)
+        total += cost.redistribute(type, layout, to);
+      row.push_back(total);
+    }
   }
   return costs;
 }
@@ -772,7 +806,9 @@ LogicalResult FunctionPropagation::run() {
       key.push_back(f.size);
       key.push_back(f.factor);
     }
-    auto [entry, inserted] = alike.try_emplace(std::move(key));
+    auto [entry, inserted] = alike.try_emplace(
+        std::string(reinterpret_cast<const char *>(key.data()),
+                    key.size() * sizeof(uintptr_t)));
     Alike &same = entry->second;
     if (inserted) {
       FailureOr<std::vector<MeshStrategy>> all =
