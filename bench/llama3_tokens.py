@@ -14,6 +14,9 @@ estimated step and the peak memory per rank:
   8B on 8 GPUs: fsdp 8, local batch 2, selective recomputation
      (torchtitan docs/performance.md, Table 1, "FSDP": 5,762 TPS/GPU,
      82.4 GiB);
+  70B on 64 GPUs: fsdp 8 x tp 8 with sequence parallel, local batch 16,
+     full recomputation (torchtitan publishes no such row: prediction
+     only);
   70B on 256 GPUs: fsdp 32 x tp 8 with sequence parallel, local batch 16,
      full recomputation (Table 4, "2D", with torch.compile and Float8:
      829 TPS/GPU, 71.9 GiB).
@@ -41,6 +44,9 @@ ROWS = [
     ("8B, 8 GPUs, FSDP 8, selective AC",
      dict(hidden=4096, heads=32, kv_heads=8, ffn=14336, layers=32), 16, 8,
      "mode=fsdp mesh=8 remat=selective overlap=1", (5762, 82.4)),
+    ("70B, 64 GPUs, FSDP 8 x TP 8, full AC",
+     dict(hidden=8192, heads=64, kv_heads=8, ffn=28672, layers=80), 128, 64,
+     "mode=fsdp-tp mesh=8x8 plan=%s remat=full overlap=1" % SP, None),
     ("70B, 256 GPUs, FSDP 32 x TP 8, full AC",
      dict(hidden=8192, heads=64, kv_heads=8, ffn=28672, layers=80), 512, 256,
      "mode=fsdp-tp mesh=32x8 plan=%s remat=full overlap=1" % SP, (829, 71.9)),
@@ -62,7 +68,7 @@ def main():
     print("%-40s %12s %12s %10s %10s %9s %9s" % (
         "step", "pred. TPS/GPU", "torchtitan", "pred. GiB", "torchtitan",
         "step ms", "exposed ms"))
-    for name, sizes, batch, gpus, options, (tps, gib) in ROWS:
+    for name, sizes, batch, gpus, options, measured in ROWS:
         path = os.path.join(directory, "llama-%dl-b%d-bf16.mlir" % (sizes["layers"], batch))
         if not os.path.exists(path):
             spec = ("%s/examples/hf.py:llama(batch=%d, seq=%d, vocab=%d, hidden=%d, "
@@ -85,7 +91,8 @@ def main():
                          r"exposed communication ([0-9.]+) us\)", out.stdout, re.M)
         peak = re.search(r"^peak memory per rank: ([0-9]+) bytes", out.stdout, re.M)
         seconds = float(step.group(1)) * 1e-6
-        print("%-40s %12.0f %12d %10.1f %10.1f %9.1f %9.1f" % (
+        tps, gib = ("%d" % measured[0], "%.1f" % measured[1]) if measured else ("-", "-")
+        print("%-40s %12.0f %12s %10.1f %10s %9.1f %9.1f" % (
             name, batch * SEQ / seconds / gpus, tps, int(peak.group(1)) / 2**30, gib,
             seconds * 1e3, float(step.group(3)) * 1e-3))
         sys.stdout.flush()
