@@ -360,7 +360,7 @@ struct ParallelizePass : spmd::impl::ParallelizePassBase<ParallelizePass> {
         units.push_back(unit);
     });
     ModuleOp original = module.clone();
-    auto eraseOriginal = llvm::make_scope_exit([&] { original.erase(); });
+    llvm::scope_exit eraseOriginal([&] { original.erase(); });
     auto peakOf = [&](StringRef policy, size_t k) -> FailureOr<int64_t> {
       ModuleOp trial = original.clone();
       module.getBody()->push_back(trial);
