@@ -76,7 +76,8 @@ private:
                              const Placements &p) const {
     return global.clone(layout::maxLocalShape(shapeOf(global), meshShape, p));
   }
-  /// Global indices along `dim` that `rank` holds, in local order.
+  /// The intervals of global indices along `dim` that `rank` holds, in
+  /// local order.
   std::vector<layout::Interval> positions(RankedTensorType global,
                                           const Placements &p, int64_t rank,
                                           int64_t dim) const;
