@@ -60,7 +60,7 @@ private:
   struct LocalCosts {
     SlotCosts operands, results;
   };
-  LocalCosts localCosts(unsigned i);
+  LocalCosts localCosts(unsigned i, const SlotCosts &operandSeconds);
   /// localCosts' results part alone.
   SlotCosts resultCosts(unsigned i);
   /// The part of the objective that strategy `s` of op `i` changes.
@@ -148,9 +148,11 @@ private:
   /// Keyed by the bytes of the op's name, inherent attributes, types and
   /// split factors (the nodes stay where they are: alikeOf points to them).
   std::unordered_map<std::string, Alike> alike;
-  /// Per op, its entry of `alike` and that entry's strategies.
+  /// Per op, its entry of `alike`.
   std::vector<const Alike *> alikeOf;
-  std::vector<ArrayRef<StrategyIds>> ids;
+  ArrayRef<StrategyIds> strategiesOf(unsigned i) const {
+    return alikeOf[i]->ids;
+  }
   std::vector<std::vector<double>> estimate;
   std::vector<int> forced;
   std::vector<unsigned> choice;
@@ -171,7 +173,7 @@ unsigned FunctionPropagation::layoutOf(Value v) const {
   Operation *def = v.getDefiningOp();
   auto it = index.find(def);
   if (it != index.end())
-    return ids[it->second][choice[it->second]]
+    return strategiesOf(it->second)[choice[it->second]]
         .results[cast<OpResult>(v).getResultNumber()];
   auto r = redistributeIndex.find(def);
   if (r != redistributeIndex.end())
@@ -183,7 +185,8 @@ unsigned FunctionPropagation::required(OpOperand &use) const {
   Operation *user = use.getOwner();
   auto it = index.find(user);
   if (it != index.end())
-    return ids[it->second][choice[it->second]].operands[use.getOperandNumber()];
+    return strategiesOf(it->second)[choice[it->second]]
+        .operands[use.getOperandNumber()];
   if (isa<func::ReturnOp>(user))
     return resultLayouts[use.getOperandNumber()];
   if (auto keep = dyn_cast<KeepLocalOp>(user)) {
@@ -216,7 +219,8 @@ double FunctionPropagation::valueCost(Value v, unsigned from, Operation *skip,
   return total;
 }
 
-FunctionPropagation::LocalCosts FunctionPropagation::localCosts(unsigned i) {
+FunctionPropagation::LocalCosts
+FunctionPropagation::localCosts(unsigned i, const SlotCosts &operandSeconds) {
   Operation *op = ops[i];
   LocalCosts parts;
   for (auto [k, v] : llvm::enumerate(op->getOperands())) {
@@ -236,9 +240,9 @@ FunctionPropagation::LocalCosts FunctionPropagation::localCosts(unsigned i) {
       if (llvm::none_of(others, [&](auto &o) { return o.first == to; }))
         others.push_back({to, cost.redistribute(type, from, to)});
     }
-    for (unsigned need : alikeOf[i]->operandLayouts[k]) {
+    for (auto [slot, need] : llvm::enumerate(alikeOf[i]->operandLayouts[k])) {
       double total = 0;
-      total += cost.redistribute(type, from, need);
+      total += operandSeconds[k][slot];
       for (auto [to, seconds] : others)
         if (to != need)
           total += seconds;
@@ -275,7 +279,7 @@ FunctionPropagation::SlotCosts FunctionPropagation::resultCosts(unsigned i) {
 double FunctionPropagation::localCost(unsigned i, unsigned s,
                                       const LocalCosts &parts) {
   Operation *op = ops[i];
-  const StrategyIds &strategy = ids[i][s];
+  const StrategyIds &strategy = strategiesOf(i)[s];
   double total = strategy.compute;
   // Each distinct operand value once, with every layout this op needs of it.
   for (auto [k, v] : llvm::enumerate(op->getOperands())) {
@@ -306,7 +310,7 @@ void FunctionPropagation::estimateForward() {
   DenseMap<Value, std::pair<unsigned, double>> best;
   for (unsigned i = 0; i < ops.size(); ++i) {
     Operation *op = ops[i];
-    estimate[i].assign(ids[i].size(), kInf);
+    estimate[i].assign(strategiesOf(i).size(), kInf);
     // Per operand and slot: its cheapest production plus its redistribution.
     SlotCosts operands;
     for (auto [k, v] : llvm::enumerate(op->getOperands())) {
@@ -319,8 +323,8 @@ void FunctionPropagation::estimateForward() {
                       cost.redistribute(cast<RankedTensorType>(v.getType()),
                                         layout, need));
     }
-    for (unsigned s = 0; s < ids[i].size(); ++s) {
-      const StrategyIds &strategy = ids[i][s];
+    for (unsigned s = 0; s < strategiesOf(i).size(); ++s) {
+      const StrategyIds &strategy = strategiesOf(i)[s];
       double c = strategy.compute;
       for (auto [k, slot] : llvm::enumerate(strategy.operandSlots))
         c += operands[k][slot];
@@ -331,8 +335,8 @@ void FunctionPropagation::estimateForward() {
     for (auto [r, v] : llvm::enumerate(op->getResults())) {
       ArrayRef<unsigned> layouts = alikeOf[i]->resultLayouts[r];
       SmallVector<double, 8> cheapest(layouts.size(), kInf);
-      for (unsigned s = 0; s < ids[i].size(); ++s) {
-        double &c = cheapest[ids[i][s].resultSlots[r]];
+      for (unsigned s = 0; s < strategiesOf(i).size(); ++s) {
+        double &c = cheapest[strategiesOf(i)[s].resultSlots[r]];
         c = std::min(c, estimate[i][s]);
       }
       unsigned slot = llvm::min_element(cheapest) - cheapest.begin();
@@ -350,9 +354,9 @@ void FunctionPropagation::chooseBackward() {
     double bestCost = kInf;
     unsigned bestStrategy = 0;
     SlotCosts results = resultCosts(i);
-    for (unsigned s = 0; s < ids[i].size(); ++s) {
+    for (unsigned s = 0; s < strategiesOf(i).size(); ++s) {
       double c = estimate[i][s];
-      for (auto [r, slot] : llvm::enumerate(ids[i][s].resultSlots))
+      for (auto [r, slot] : llvm::enumerate(strategiesOf(i)[s].resultSlots))
         c += results[r][slot];
       if (c < bestCost) {
         bestCost = c;
@@ -378,7 +382,7 @@ FunctionPropagation::SlotCosts FunctionPropagation::operandCosts(unsigned i) {
 double FunctionPropagation::operandCost(unsigned i, unsigned s,
                                         const SlotCosts &costs) {
   double total = 0;
-  for (auto [k, slot] : llvm::enumerate(ids[i][s].operandSlots))
+  for (auto [k, slot] : llvm::enumerate(strategiesOf(i)[s].operandSlots))
     total += costs[k][slot];
   return total;
 }
@@ -413,10 +417,10 @@ void FunctionPropagation::chooseGreedy(bool followShards, bool keepReplicated) {
       for (size_t m = 0; keepReplicated && m < meshRank; ++m)
         arrivesSharded[m] =
             arrivesSharded[m] || cost.layout(have)[m].isShardLike();
-    for (unsigned s = 0; s < ids[i].size(); ++s) {
+    for (unsigned s = 0; s < strategiesOf(i).size(); ++s) {
       unsigned moved = 0, unreplicated = 0, resharded = 0;
       for (auto [k, have] : llvm::enumerate(haves)) {
-        unsigned need = ids[i][s].operands[k];
+        unsigned need = strategiesOf(i)[s].operands[k];
         moved += have != need;
         for (size_t m = 0; followShards && m < meshRank; ++m) {
           const layout::Placement &a = cost.layout(have)[m],
@@ -440,32 +444,33 @@ void FunctionPropagation::chooseGreedy(bool followShards, bool keepReplicated) {
         // A Partial carried beside a replicated operand (layer norm's
         // backward): its replicated parameters' gradients turn Partial too.
         bool partial = false, replicated = false;
-        for (unsigned o : ids[i][s].operands) {
+        for (unsigned o : strategiesOf(i)[s].operands) {
           partial = partial || is(o, m, Kind::Partial);
           replicated = replicated || is(o, m, Kind::Replicate);
         }
         unreplicated += partial && replicated;
         // A result sharded where no operand is (expand of the replicated
         // loss gradient): DTensor's strategies follow their operands.
-        for (unsigned r : ids[i][s].results)
-          unreplicated += cost.layout(r)[m].isShardLike() &&
-                          llvm::none_of(ids[i][s].operands, [&](unsigned o) {
-                            return cost.layout(o)[m].isShardLike();
-                          });
+        for (unsigned r : strategiesOf(i)[s].results)
+          unreplicated +=
+              cost.layout(r)[m].isShardLike() &&
+              llvm::none_of(strategiesOf(i)[s].operands, [&](unsigned o) {
+                return cost.layout(o)[m].isShardLike();
+              });
       }
       // Following shards, a result is not sharded where no operand is (a
       // free slice of a replicated value, ViT's expanded [CLS] token): as
       // DTensor's strategies, it follows its operands.
       unsigned sliced = 0;
       for (size_t m = 0; followShards && m < meshRank; ++m)
-        for (unsigned r : ids[i][s].results)
+        for (unsigned r : strategiesOf(i)[s].results)
           sliced += cost.layout(r)[m].isShardLike() &&
-                    llvm::none_of(ids[i][s].operands, [&](unsigned o) {
+                    llvm::none_of(strategiesOf(i)[s].operands, [&](unsigned o) {
                       return cost.layout(o)[m].isShardLike();
                     });
       std::tuple<unsigned, unsigned, double, unsigned, unsigned, double> key{
           unreplicated, resharded, operandCost(i, s, operandSeconds),
-          moved,        sliced,    ids[i][s].compute};
+          moved,        sliced,    strategiesOf(i)[s].compute};
       if (key < best) {
         best = key;
         choice[i] = s;
@@ -477,7 +482,7 @@ void FunctionPropagation::chooseGreedy(bool followShards, bool keepReplicated) {
 double FunctionPropagation::totalCost() {
   double total = 0;
   for (unsigned i = 0; i < ops.size(); ++i)
-    total += ids[i][choice[i]].compute;
+    total += strategiesOf(i)[choice[i]].compute;
   for (BlockArgument arg : fn.getArguments())
     if (isa<RankedTensorType>(arg.getType()))
       total += valueCost(arg, layoutOf(arg));
@@ -507,7 +512,7 @@ static SmallVector<Value, 16> regionValues(ArrayRef<Operation *> ops,
 double FunctionPropagation::regionCost(ArrayRef<unsigned> region) {
   double total = 0;
   for (unsigned i : region)
-    total += ids[i][choice[i]].compute;
+    total += strategiesOf(i)[choice[i]].compute;
   for (Value v : regionValues(ops, region))
     total += valueCost(v, layoutOf(v));
   return total;
@@ -596,8 +601,8 @@ bool FunctionPropagation::tryChain(unsigned i, unsigned result, unsigned want) {
       if (forced[m.op] >= 0 || llvm::is_contained(region, m.op) ||
           isContraction(ops[m.op]))
         continue;
-      for (unsigned s = 0; s < ids[m.op].size(); ++s) {
-        const StrategyIds &st = ids[m.op][s];
+      for (unsigned s = 0; s < strategiesOf(m.op).size(); ++s) {
+        const StrategyIds &st = strategiesOf(m.op)[s];
         if ((m.isResult ? st.results : st.operands)[m.position] != m.layout)
           continue;
         auto [seconds, kept] = evaluate(m.op, s);
@@ -623,7 +628,7 @@ bool FunctionPropagation::tryChain(unsigned i, unsigned result, unsigned want) {
     moves.clear();
     for (unsigned k : region) {
       for (auto [q, v] : llvm::enumerate(ops[k]->getOperands())) {
-        unsigned need = ids[k][choice[k]].operands[q];
+        unsigned need = strategiesOf(k)[choice[k]].operands[q];
         if (auto r = dyn_cast<OpResult>(v)) {
           auto it = index.find(r.getOwner());
           if (it != index.end() && layoutOf(v) != need)
@@ -679,11 +684,11 @@ bool FunctionPropagation::sweep() {
       continue;
     dirty[i] = false;
     unsigned current = choice[i];
-    LocalCosts parts = localCosts(i);
     SlotCosts operandSeconds = operandCosts(i);
+    LocalCosts parts = localCosts(i, operandSeconds);
     double bestCost = localCost(i, current, parts);
     double bestOperands = operandCost(i, current, operandSeconds);
-    for (unsigned s = 0; s < ids[i].size(); ++s) {
+    for (unsigned s = 0; s < strategiesOf(i).size(); ++s) {
       if (s == current)
         continue;
       double c = localCost(i, s, parts),
@@ -753,8 +758,16 @@ LogicalResult FunctionPropagation::run() {
           factors.push_back(f);
     return factors;
   };
-  // `factors` and the StridedShards of `layouts` that fit a dim of `v`.
-  // `produced`: the factors of those StridedShards (addSplitFactor).
+  // The split factors of the StridedShards of `layouts` (addSplitFactor),
+  // for a value of `type`.
+  auto addSplitFactors = [](const Placements &layouts, Type type,
+                            SmallVector<SplitFactor, 2> &out) {
+    if (isa<RankedTensorType>(type))
+      for (const layout::Placement &p : layouts)
+        addSplitFactor(p, type, out);
+  };
+  // `factors` that fit a dim of `v`, and `produced`: the split factors of
+  // the layouts its producer gives it.
   auto carry = [&](Value v, ArrayRef<SplitFactor> factors,
                    ArrayRef<SplitFactor> produced) {
     auto type = dyn_cast<RankedTensorType>(v.getType());
@@ -777,9 +790,8 @@ LogicalResult FunctionPropagation::run() {
       redistributeIndex[op] = redistributed.size();
       redistributed.push_back(cost.intern(fixed->second.getLayoutPlacements()));
       SmallVector<SplitFactor, 2> produced;
-      if (auto type = dyn_cast<RankedTensorType>(op->getResult(0).getType()))
-        for (const layout::Placement &p : fixed->second.getLayoutPlacements())
-          addSplitFactor(p, type, produced);
+      addSplitFactors(fixed->second.getLayoutPlacements(),
+                      op->getResult(0).getType(), produced);
       carry(op->getResult(0), incoming(op), produced);
       return WalkResult::advance();
     }
@@ -839,12 +851,9 @@ LogicalResult FunctionPropagation::run() {
           strategy.results.push_back(cost.intern(p));
           strategy.resultSlots.push_back(
               slotOf(same.resultLayouts[r], strategy.results.back()));
+          addSplitFactors(p, op->getResultTypes()[r], same.producedFactors[r]);
         }
         strategy.compute = cost.compute(op, s);
-        for (auto [r, p] : llvm::enumerate(s.results))
-          if (auto type = dyn_cast<RankedTensorType>(op->getResultTypes()[r]))
-            for (const layout::Placement &x : p)
-              addSplitFactor(x, type, same.producedFactors[r]);
       }
     }
     for (auto [r, v] : llvm::enumerate(op->getResults()))
@@ -862,7 +871,6 @@ LogicalResult FunctionPropagation::run() {
     index[op] = ops.size();
     ops.push_back(op);
     alikeOf.push_back(&same);
-    ids.push_back(same.ids);
     forced.push_back(force);
     return WalkResult::advance();
   });
@@ -1021,7 +1029,7 @@ LogicalResult FunctionPropagation::materialize(FlatSymbolRefAttr mesh) {
   }
   for (auto [i, op] : llvm::enumerate(ops)) {
     SmallVector<Attribute> layouts;
-    for (unsigned id : ids[i][choice[i]].results)
+    for (unsigned id : strategiesOf(i)[choice[i]].results)
       layouts.push_back(layoutAttr(cost.layout(id)));
     op->setAttr("spmd.layouts", ArrayAttr::get(ctx, layouts));
     op->removeAttr("spmd.strategy");

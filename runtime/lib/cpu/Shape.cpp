@@ -346,12 +346,14 @@ void spmd_rt_index(SpmdBuffer *out, const SpmdBuffer *self, int32_t n,
 
 namespace {
 /// spmd.local_take along `dim`: out position k reads self position
-/// source(k), or `fill` where it is negative.
-template <typename SourceFn>
+/// row[k], or `fill` where it is negative; `rowOf(size)` gives this rank's
+/// row of `size` positions once the shapes are checked.
+template <typename RowFn>
 void localTake(const char *kernel, SpmdBuffer *out, const SpmdBuffer *self,
-               int64_t dim, double fill, SourceFn source) {
+               int64_t dim, double fill, RowFn rowOf) {
   const DimLayout l = checkLocalTake(kernel, out, self, dim);
   const int64_t size = out->shape[dim], outer = l.outer, inner = l.inner;
+  const int64_t *row = rowOf(size);
   const int64_t inRow = self->shape[dim] * inner;
   withInputAs(kernel, out, self, [&](auto tag, const auto *in) {
     using T = decltype(tag);
@@ -360,7 +362,7 @@ void localTake(const char *kernel, SpmdBuffer *out, const SpmdBuffer *self,
     for (int64_t i = 0; i < outer; ++i)
       for (int64_t k = 0; k < size; ++k) {
         T *dst = o + (i * size + k) * inner;
-        int64_t from = source(k);
+        int64_t from = row[k];
         if (from < 0 || from >= self->shape[dim])
           std::fill(dst, dst + inner, value);
         else
@@ -375,18 +377,16 @@ namespace spmd::rt::cpu {
 
 void spmd_rt_local_take(SpmdBuffer *out, const SpmdBuffer *self, int64_t dim,
                         const int64_t *indices, double fill) {
-  const int64_t *row = spmd_rt_rank_row(indices, out->shape[dim]);
   localTake("spmd_rt_local_take", out, self, dim, fill,
-            [&](int64_t k) { return row[k]; });
+            [&](int64_t size) { return spmd_rt_rank_row(indices, size); });
 }
 
 void spmd_rt_local_take_runs(SpmdBuffer *out, const SpmdBuffer *self,
                              int64_t dim, int64_t runs, const int64_t *starts,
                              const int64_t *counts, double fill) {
-  const char *kernel = "spmd_rt_local_take_runs";
-  checkLocalTake(kernel, out, self, dim);
-  const int64_t *row = spmd_rt_runs_row(starts, counts, runs, out->shape[dim]);
-  localTake(kernel, out, self, dim, fill, [&](int64_t k) { return row[k]; });
+  localTake("spmd_rt_local_take_runs", out, self, dim, fill, [&](int64_t size) {
+    return spmd_rt_runs_row(starts, counts, runs, size);
+  });
 }
 
 /// Keeps (.., i, j) with j - i >= diagonal, zeroes the rest (ATen's triu).

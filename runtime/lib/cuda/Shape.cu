@@ -199,7 +199,6 @@ void spmd_rt_local_take_runs(SpmdBuffer *out, const SpmdBuffer *self,
                              int64_t dim, int64_t runs, const int64_t *starts,
                              const int64_t *counts, double fill) {
   const char *kernel = "spmd_rt_local_take_runs";
-  checkLocalTake(kernel, out, self, dim);
   localTake(kernel, out, self, dim, fill, [&] {
     const int64_t size = out->shape[dim];
     return TableSource{deviceTable(spmd_rt_runs_row(starts, counts, runs, size),
