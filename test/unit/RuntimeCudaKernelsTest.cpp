@@ -11,9 +11,9 @@
 // exactly, and the random kernels (bernoulli_p, native_dropout) exactly, as
 // both draw the same Philox numbers.
 //
-// bf16 (CUDA only: the CPU kernels have no bf16) is checked against the CPU
-// kernels run in f32 on the same, bf16-exact, values: a kBF16 tensor is bf16
-// on the device and f32 on the host. The CUDA kernels compute in f32 and
+// bf16 is checked against the CPU kernels run in f32 on the same,
+// bf16-exact, values (what the CPU backend does for bf16): a kBF16 tensor is
+// bf16 on the device and f32 on the host. The CUDA kernels compute in f32 and
 // round each stored value once to bf16 (ATen's opmath_type), so conversions,
 // data movement, factories and dropout must give the CPU's f32 result
 // rounded to bf16 (nearest, ties to even) exactly, elementwise math must be
@@ -217,8 +217,8 @@ struct DType {
       : host(onHost), device(onDevice) {}
 };
 
-/// bf16 on the device, f32 on the host: the CPU kernels have no bf16, so
-/// they compute the reference in f32 on the same values. Such a tensor holds
+/// bf16 on the device, f32 on the host: the CPU kernels compute the
+/// reference in f32 on the same values. Such a tensor holds
 /// bf16 values on both sides: `set` rounds to bf16, and so does sameValues
 /// (a CPU result fed to the next kernel, as the CUDA kernel stored it).
 constexpr DType kBF16{SPMD_F32, SPMD_BF16};

@@ -118,6 +118,92 @@ protected:
 };
 
 //===----------------------------------------------------------------------===//
+// bf16: the f32 kernel on exact widened copies, each result rounded once
+//===----------------------------------------------------------------------===//
+
+/// bf16 bits of `v`, nearest even (c10::BFloat16); the tests use values
+/// without NaNs.
+uint16_t bf16Bits(float v) {
+  uint32_t bits;
+  std::memcpy(&bits, &v, sizeof bits);
+  return static_cast<uint16_t>((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
+}
+float bf16Value(uint16_t bits) {
+  uint32_t wide = static_cast<uint32_t>(bits) << 16;
+  float v;
+  std::memcpy(&v, &wide, sizeof v);
+  return v;
+}
+Buffer bf16(const Shape &shape, const std::vector<float> &values) {
+  Buffer b = empty(SPMD_BF16, shape);
+  EXPECT_EQ(static_cast<int64_t>(values.size()), b->numel);
+  for (size_t i = 0; i < values.size(); ++i)
+    static_cast<uint16_t *>(b->data)[i] = bf16Bits(values[i]);
+  return b;
+}
+/// A bf16 buffer's values must equal `expected` rounded to bf16, exactly.
+void expectBf16(const Buffer &b, const std::vector<float> &expected) {
+  ASSERT_EQ(SPMD_BF16, b->dtype);
+  ASSERT_EQ(static_cast<int64_t>(expected.size()), b->numel);
+  for (size_t i = 0; i < expected.size(); ++i)
+    EXPECT_EQ(bf16Value(static_cast<const uint16_t *>(b->data)[i]),
+              bf16Value(bf16Bits(expected[i])))
+        << "at " << i;
+}
+
+TEST(RuntimeKernels, Bf16ElementwiseRoundsOnceOnStore) {
+  // Computed in f32 and rounded once: 1 + 2 * 2^-8 is the bf16 1 + 2^-7.
+  Buffer a = bf16({3}, {1, 256, -3});
+  Buffer b = bf16({3}, {0.00390625f, 1, 0.5f});
+  Buffer out = empty(SPMD_BF16, {3});
+  spmd_rt_add_tensor(out.get(), a.get(), b.get(), 2.0);
+  expectBf16(out, {1.0078125f, 258, -2});
+  // Mixed dtypes: a bf16 operand of an f32 op is widened exactly.
+  Buffer wide = f32({3}, {0.1f, 0.2f, 0.3f});
+  Buffer sum = empty(SPMD_F32, {3});
+  spmd_rt_add_tensor(sum.get(), a.get(), wide.get(), 1.0);
+  expectF32(sum, {1.1f, 256.2f, -2.7f});
+}
+
+TEST(RuntimeKernels, Bf16ReductionAccumulatesInFloat) {
+  // 256 ones and 1024 steps of 1/4: a bf16 accumulator stops at 256 (256 +
+  // 0.25 rounds back to 256), a float one reaches 512.
+  std::vector<float> v(1280, 0.25f);
+  for (int i = 0; i < 256; ++i)
+    v[i] = 1;
+  Buffer x = bf16({1280}, v);
+  Buffer out = empty(SPMD_BF16, {});
+  const int64_t dims[] = {0};
+  spmd_rt_sum(out.get(), x.get(), 1, dims);
+  expectBf16(out, {512});
+}
+
+TEST(RuntimeKernels, Bf16MatmulAndListsAndSeveralResults) {
+  Buffer a = bf16({2, 2}, {1, 2, 3, 4});
+  Buffer b = bf16({2, 2}, {0.5f, 1, 1.5f, 2});
+  Buffer out = empty(SPMD_BF16, {2, 2});
+  spmd_rt_mm(out.get(), a.get(), b.get());
+  expectBf16(out, {3.5f, 5, 7.5f, 11});
+  // A list of inputs (cat), one of them bf16.
+  Buffer c = f32({1, 2}, {5, 6});
+  const SpmdBuffer *ins[] = {a.get(), c.get()};
+  Buffer cat = empty(SPMD_BF16, {3, 2});
+  spmd_rt_cat(cat.get(), 2, ins, 0);
+  expectBf16(cat, {1, 2, 3, 4, 5, 6});
+  // Several results, each rounded: layer norm of [1, 2, 3] (mean 2, rstd
+  // 1 / sqrt(2/3 + eps)).
+  Buffer x = bf16({1, 3}, {1, 2, 3});
+  Buffer y = empty(SPMD_BF16, {1, 3}), mean = empty(SPMD_BF16, {1, 1}),
+         rstd = empty(SPMD_BF16, {1, 1});
+  spmd_rt_native_layer_norm(y.get(), mean.get(), rstd.get(), x.get(), nullptr,
+                            nullptr, 1, 1e-5);
+  const float r = 1.0f / std::sqrt(2.0f / 3 + 1e-5f);
+  expectBf16(y, {-r, 0, r});
+  expectBf16(mean, {2});
+  expectBf16(rstd, {r});
+}
+
+//===----------------------------------------------------------------------===//
 // Borrowed buffers
 //===----------------------------------------------------------------------===//
 

@@ -1,7 +1,8 @@
 //===- Shape.cpp - copies, views, cat, slices, padding, indexing, scans ---===//
 //
-// Data movement kernels. They support every dtype but f16/bf16; an input of
-// another dtype than out is converted to out's dtype first.
+// Data movement kernels. They support every dtype but f16 (bf16 reaches them
+// as f32, cpu/Backend.cpp); an input of another dtype than out is converted
+// to out's dtype first.
 //
 //===----------------------------------------------------------------------===//
 
@@ -80,25 +81,6 @@ void spmd_rt_copy(SpmdBuffer *out, const SpmdBuffer *self) {
     std::memcpy(out->data, self->data,
                 static_cast<size_t>(out->numel) *
                     spmd_rt_dtype_size(out->dtype));
-    return;
-  }
-  // bf16 on the CPU: casts only (to and from every dtype, through float),
-  // for the bf16 communication hook; no arithmetic kernel takes bf16.
-  if (self->dtype == SPMD_BF16) {
-    const auto *bits = dataOf<uint16_t>(self);
-    return dispatch<kAll>(out->dtype, kernel, [&](auto tag) {
-      using T = decltype(tag);
-      T *o = dataOf<T>(out);
-      for (int64_t i = 0, e = out->numel; i < e; ++i)
-        o[i] = convertElem<T>(bf16ToFloat(bits[i]));
-    });
-  }
-  if (out->dtype == SPMD_BF16) {
-    std::vector<float> storage;
-    const float *in = dataAs<float>(self, storage, kernel);
-    auto *o = dataOf<uint16_t>(out);
-    for (int64_t i = 0, e = out->numel; i < e; ++i)
-      o[i] = floatToBf16(in[i]);
     return;
   }
   dispatch<kAll>(out->dtype, kernel, [&](auto tag) {

@@ -6,7 +6,7 @@
 // number on any rank, mesh and backend. Each thread computes g from i and
 // draws independently; nothing is read back to the host.
 //
-// bf16 (CUDA only) draws the same numbers; native_dropout computes
+// bf16 draws the same numbers; native_dropout computes
 // input * keep * scale in float and rounds it to bf16 once (ATen's
 // opmath_type).
 //

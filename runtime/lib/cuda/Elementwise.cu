@@ -8,7 +8,7 @@
 // converted to out's dtype, so results agree with the CPU's to float
 // rounding.
 //
-// bf16 (CUDA only) is a storage format, as in ATen's CUDA kernels: an op
+// bf16 is a storage format, as in ATen's CUDA kernels: an op
 // loads bf16 inputs as float, computes and takes its scalars in float
 // (ATen's opmath_type, OpMathT) and rounds to bf16 once, on the store.
 // Copies (copy, expand, permute) move bf16 as a 2-byte payload.

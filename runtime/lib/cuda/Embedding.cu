@@ -6,7 +6,7 @@
 // recorded in the device error slot and its row skipped; the host reports
 // it at the next synchronisation.
 //
-// bf16 (CUDA only): the forward copies rows as payload; the backward sums in
+// bf16: the forward copies rows as payload; the backward sums in
 // float (ATen's opmath_type, as its embedding backward accumulates in
 // acc_type) and rounds the sums to bf16 once.
 //

@@ -8,7 +8,7 @@
 //
 // f32 computes in f32 (CUBLAS_COMPUTE_32F, default math mode: no TF32), as
 // PyTorch does with torch.backends.cuda.matmul.allow_tf32 = False, its
-// default; f64 in f64. bf16 (CUDA only) is read and written as bf16 but
+// default; f64 in f64. bf16 is read and written as bf16 but
 // multiplies and accumulates in f32 with f32 alpha and beta
 // (CUBLAS_COMPUTE_32F, ATen's opmath_type and its bf16 cuBLAS calls), so C
 // is rounded to bf16 once. Shapes are checked with the CPU kernels' rules

@@ -7,7 +7,7 @@
 //
 // A thread per sample. The reduced forward sums in double (in float for bf16,
 // ATen's CUDA acc type), per block and then over the blocks' partial sums in
-// a fixed order (deterministic). bf16 values (CUDA only) are computed in
+// a fixed order (deterministic). bf16 values are computed in
 // float and rounded to bf16 once on store. A target outside [0, C) other than
 // ignore_index is recorded in the device error slot and its sample skipped;
 // the host reports it at the next synchronisation (the CPU fails at once).

@@ -7,7 +7,7 @@
 // that the passes read memory once) and combines its sums with warp
 // shuffles and shared memory; row statistics
 // accumulate in double and the per element math is ATen's LayerNormKernel
-// in the input's float type, as on the CPU. bf16 (CUDA only) follows ATen's
+// in the input's float type, as on the CPU. bf16 follows ATen's
 // CUDA kernels: statistics and math in float, each result rounded to bf16
 // once on store; its mean and rstd are bf16 or f32 buffers (PyTorch's CPU
 // and CUDA kernels differ; the captured program decides).

@@ -17,7 +17,7 @@
 // layouts a thread per output element.
 //
 // Reductions accumulate as the CPU's: in double for floats, in int64 for
-// integers; bf16 (CUDA only) accumulates in float, ATen's CUDA acc type, and
+// integers; bf16 accumulates in float, ATen's CUDA acc type, and
 // is rounded to bf16 once on store.
 //
 //===----------------------------------------------------------------------===//

@@ -4,7 +4,7 @@
 // device (copy, expand and permute live in another file). cat and slice are
 // 2-D copies (cudaMemcpy2DAsync): rows are the dims before `dim`, a row is
 // the bytes of `dim` and the dims after it. Like the CPU kernels they
-// support every dtype but f16, and bf16 too (CUDA only: values are moved as
+// support every dtype but f16, and bf16 too (values are moved as
 // 2-byte payloads, and fill values and arange's indices are rounded to it
 // via float, as c10::BFloat16 does); an input of another dtype than out is
 // converted to out's dtype first.

@@ -2,7 +2,7 @@
 //
 // cpu/Softmax.cpp on the device, with the same [outer, size, inner] view
 // around `dim` and the same passes: folds over `dim` (max, sum) and maps that
-// use them, all in the tensor's float type. bf16 tensors (CUDA only) are
+// use them, all in the tensor's float type. bf16 tensors are
 // computed in float, ATen's opmath type, and rounded to bf16 once on store.
 //
 // With inner == 1 (the last dim) a group of threads owns a row: a warp for

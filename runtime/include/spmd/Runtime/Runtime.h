@@ -14,9 +14,10 @@
 //   - optional tensors (layer-norm weight/bias, nll-loss weight) are NULL
 //     when absent.
 //
-// Element types: SPMD_F32 and SPMD_F64 on both backends, SPMD_BF16 on the
-// CUDA backend (fp32 arithmetic and accumulation, one rounding per stored
-// value; the CPU backend only casts and reduces bf16), SPMD_I64/I32 for
+// Element types: SPMD_F32, SPMD_F64 and SPMD_BF16 on both backends (bf16:
+// fp32 arithmetic and accumulation, one rounding per stored value, ATen's
+// opmath_type; the CPU backend runs its f32 kernel on widened copies),
+// SPMD_I64/I32 for
 // indices and integer arithmetic, SPMD_I1 (one byte per element, 0 or 1)
 // for masks. A kernel given a dtype it does not support, or shapes that
 // break its op's rule, calls `spmd_rt_fatal`.
