@@ -7,6 +7,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringSwitch.h"
 
 using namespace mlir;
 using namespace spmd;
@@ -33,7 +34,7 @@ DataParallelConfig::layoutOf(StringRef role, StringRef fqn,
 FailureOr<DataParallelConfig>
 spmd::parseDataParallelConfig(ModuleOp module, const ParallelOptions &options,
                               StringRef mode, ArrayRef<StringRef> known) {
-  SmallVector<StringRef> keys = {"placements", "bucket-cap-mb"};
+  SmallVector<StringRef> keys = {"placements", "bucket-cap-mb", "reduce-dtype"};
   keys.append(known.begin(), known.end());
   FailureOr<ParallelOptions> checked =
       checkModeOptions(module, options, mode, {"dp"}, keys);
@@ -244,14 +245,23 @@ LogicalResult spmd::bucketGradientAllReduces(ModuleOp module, int64_t capBytes,
     // Gradient reductions (of a value of backward that the update reads;
     // not the loss, which accumulated micro-steps also sum in backward), in
     // the order their gradients are computed.
+    // The update may read it through mixed precision's gradient cast.
+    auto readByUpdate = [](Operation *user) {
+      auto inUpdate = [](Operation *op) { return getPhase(op) == "optimizer"; };
+      auto gradCast = dyn_cast<aten::ToCopyOp>(user);
+      return inUpdate(user) ||
+             (gradCast &&
+              aten::isWideningFloatCast(
+                  getElementTypeOrSelf(gradCast.getSelf().getType()),
+                  gradCast.getDtype()) &&
+              llvm::any_of(gradCast->getUsers(), inUpdate));
+    };
     SmallVector<AllReduceOp> grads;
     fn.walk([&](AllReduceOp r) {
       Operation *def = r.getInput().getDefiningOp();
       if (def && def->getBlock() == r->getBlock() &&
           getPhase(def) == "backward" &&
-          llvm::any_of(r->getUsers(), [](Operation *user) {
-            return getPhase(user) == "optimizer";
-          }))
+          llvm::any_of(r->getUsers(), readByUpdate))
         grads.push_back(r);
     });
     llvm::stable_sort(grads, [](AllReduceOp a, AllReduceOp b) {
@@ -324,56 +334,93 @@ LogicalResult spmd::bucketGradientAllReduces(ModuleOp module, int64_t capBytes,
   return success();
 }
 
+/// Mixed precision's cast of `param` (spmd-capture --param-dtype): an
+/// `aten._to_copy` of the parameter itself, or null.
+static aten::ToCopyOp castOfParameter(Operation *op, Value param) {
+  auto c = dyn_cast<aten::ToCopyOp>(op);
+  return c && c.getSelf() == param ? c : nullptr;
+}
+
 LogicalResult
 spmd::gatherShardedParameters(func::FuncOp fn, int64_t meshDim, StringRef mode,
                               function_ref<bool(StringRef)> keepGathered) {
-  DenseSet<Operation *> gathers, kept;
-  auto gather = [&](BlockArgument param, Operation *before) -> Value {
+  // Each gather, with the parameter and the dtype cast (or null) it gathers.
+  DenseMap<Operation *, std::pair<BlockArgument, aten::ToCopyOp>> gathers;
+  DenseSet<Operation *> kept;
+  // A gather of `param` for `before`. Read through a dtype cast (mixed
+  // precision), the cast is repeated on the shard right before it, so the
+  // gather moves the narrow dtype (FSDP2 gathers in param_dtype) and no
+  // cast copy lives longer than its gather.
+  auto gather = [&](BlockArgument param, aten::ToCopyOp dtypeCast,
+                    Operation *before) -> Value {
     auto layoutAttr =
         fn.getArgAttrOfType<LayoutAttr>(param.getArgNumber(), "spmd.layout");
     ProvenanceListener provenance(before);
     OpBuilder b(before, &provenance);
+    Value source = param;
+    if (dtypeCast)
+      source = b.clone(*dtypeCast)->getResult(0);
     std::vector<layout::Placement> whole = layoutAttr.getLayoutPlacements();
     whole[meshDim] = layout::Placement::replicate();
-    auto r = RedistributeOp::create(b, before->getLoc(), param.getType(), param,
-                                    layoutAttr,
+    auto r = RedistributeOp::create(b, before->getLoc(), source.getType(),
+                                    source, layoutAttr,
                                     getLayoutAttr(layoutAttr.getMesh(), whole));
     r->setAttr("spmd.reason",
                b.getStringAttr(mode + ": gather parameter '" +
                                getArgFqn(fn, param.getArgNumber()).str() +
                                "' for " + getPhase(before).str()));
-    gathers.insert(r);
+    gathers[r] = {param, dtypeCast};
     return r.getResult();
   };
+  SmallVector<Operation *> replacedCasts;
   for (BlockArgument arg : fn.getArguments()) {
     auto layoutAttr =
         fn.getArgAttrOfType<LayoutAttr>(arg.getArgNumber(), "spmd.layout");
     if (getArgRole(fn, arg.getArgNumber()) != "param" || !layoutAttr ||
         !layoutAttr.getLayoutPlacements()[meshDim].isShardLike())
       continue;
-    SmallVector<OpOperand *> uses;
+    // The reads to gather, each with the dtype cast it is read through.
+    SmallVector<std::pair<OpOperand *, aten::ToCopyOp>> uses;
+    auto computes = [](Operation *op) {
+      StringRef phase = getPhase(op);
+      return phase == "forward" || phase == "loss" || phase == "backward";
+    };
     for (OpOperand &use : arg.getUses()) {
-      StringRef phase = getPhase(use.getOwner());
-      if (phase == "forward" || phase == "loss" || phase == "backward")
-        uses.push_back(&use);
+      if (!computes(use.getOwner()))
+        continue;
+      aten::ToCopyOp dtypeCast = castOfParameter(use.getOwner(), arg);
+      if (!dtypeCast) {
+        uses.push_back({&use, nullptr});
+        continue;
+      }
+      replacedCasts.push_back(dtypeCast);
+      for (OpOperand &read : dtypeCast.getResult().getUses())
+        uses.push_back({&read, dtypeCast});
     }
     if (uses.empty())
       continue;
     if (keepGathered && keepGathered(getArgFqn(fn, arg.getArgNumber()))) {
-      // Not resharded after forward: one gather, before the first use,
-      // serves every use through backward.
-      Operation *first = uses.front()->getOwner();
-      for (OpOperand *use : uses)
-        if (use->getOwner()->isBeforeInBlock(first))
-          first = use->getOwner();
-      Value whole = gather(arg, first);
-      kept.insert(whole.getDefiningOp());
-      for (OpOperand *use : uses)
-        use->set(whole);
+      // Not resharded after forward: one gather (per dtype), before the
+      // first use, serves every use through backward.
+      DenseMap<Operation *, Value> wholes;
+      for (auto [use, dtypeCast] : uses) {
+        Value &whole = wholes[dtypeCast];
+        if (whole)
+          continue;
+        Operation *first = use->getOwner();
+        for (auto [other, otherCast] : uses)
+          if (otherCast == dtypeCast &&
+              other->getOwner()->isBeforeInBlock(first))
+            first = other->getOwner();
+        whole = gather(arg, dtypeCast, first);
+        kept.insert(whole.getDefiningOp());
+      }
+      for (auto [use, dtypeCast] : uses)
+        use->set(wholes[dtypeCast]);
       continue;
     }
-    for (OpOperand *use : uses)
-      use->set(gather(arg, use->getOwner()));
+    for (auto [use, dtypeCast] : uses)
+      use->set(gather(arg, dtypeCast, use->getOwner()));
   }
   // The backward gathers again: what it reads of a gathered parameter
   // through forward's view ops is recomputed next to it.
@@ -384,9 +431,9 @@ spmd::gatherShardedParameters(func::FuncOp fn, int64_t meshDim, StringRef mode,
     Operation *def = v.getDefiningOp();
     if (!def)
       return v;
-    if (gathers.contains(def))
+    if (auto it = gathers.find(def); it != gathers.end())
       return nested && !kept.contains(def)
-                 ? gather(cast<BlockArgument>(def->getOperand(0)), before)
+                 ? gather(it->second.first, it->second.second, before)
                  : v;
     if (!aten::isRearrangement(def) || getPhase(def) == "backward")
       return v;
@@ -399,12 +446,99 @@ spmd::gatherShardedParameters(func::FuncOp fn, int64_t meshDim, StringRef mode,
     return b.clone(*def, map)->getResult(cast<OpResult>(v).getResultNumber());
   };
   fn.walk([&](Operation *op) {
-    if (getPhase(op) != "backward" || gathers.contains(op))
+    if (getPhase(op) != "backward" || gathers.count(op))
       return;
     for (OpOperand &operand : op->getOpOperands())
       operand.set(recompute(operand.get(), op, false));
   });
+  for (Operation *dtypeCast : replacedCasts)
+    if (dtypeCast->use_empty())
+      dtypeCast->erase();
   return success();
+}
+
+FailureOr<SmallVector<Operation *>>
+spmd::applyReduceDtype(func::FuncOp fn, const ParallelOptions &options,
+                       StringRef mode, std::optional<int64_t> constrainDim) {
+  SmallVector<Operation *> before;
+  auto it = options.options.find("reduce-dtype");
+  Builder b(fn.getContext());
+  Type reduce;
+  if (it != options.options.end()) {
+    reduce = llvm::StringSwitch<Type>(it->second)
+                 .Case("bf16", b.getBF16Type())
+                 .Case("f16", b.getF16Type())
+                 .Case("f32", b.getF32Type())
+                 .Case("f64", b.getF64Type())
+                 .Default(nullptr);
+    if (!reduce)
+      return fn.emitError() << mode << ": reduce-dtype must be bf16, f16, f32 "
+                            << "or f64, got '" << it->second << "'";
+  }
+  // The gradients: values of backward that the optimizer reads.
+  SmallVector<Value> grads;
+  fn.walk([&](Operation *op) {
+    if (getPhase(op) != "backward")
+      return;
+    for (Value v : op->getResults())
+      if (isa<RankedTensorType>(v.getType()) &&
+          llvm::any_of(v.getUsers(), [](Operation *user) {
+            return getPhase(user) == "optimizer";
+          }))
+        grads.push_back(v);
+  });
+  auto elementOf = [](Value v) {
+    return cast<RankedTensorType>(v.getType()).getElementType();
+  };
+  for (Value grad : grads) {
+    auto gradCast = grad.getDefiningOp<aten::ToCopyOp>();
+    if (gradCast && !aten::isWideningFloatCast(elementOf(gradCast.getSelf()),
+                                               gradCast.getDtype()))
+      gradCast = nullptr;
+    if (!gradCast) {
+      if (reduce && isa<FloatType>(elementOf(grad)) &&
+          elementOf(grad) != reduce)
+        return grad.getDefiningOp()->emitError()
+               << mode << ": reduce-dtype " << reduce << " differs from the "
+               << "gradient's dtype " << elementOf(grad) << ", which is "
+               << "computed in it (mixed precision casts the parameters: "
+               << "spmd-capture --param-dtype)";
+      continue;
+    }
+    Type narrow = elementOf(gradCast.getSelf()), wide = gradCast.getDtype();
+    if (!reduce || reduce == narrow) {
+      before.push_back(gradCast);
+      continue;
+    }
+    if (reduce != wide)
+      return gradCast.emitError()
+             << mode << ": reduce-dtype " << reduce << " is neither the "
+             << "gradient's computed dtype " << narrow
+             << " nor its parameter's " << wide;
+    if (!constrainDim)
+      continue;
+    OpBuilder at(gradCast->getContext());
+    at.setInsertionPointAfter(gradCast);
+    std::vector<layout::Placement> placements(options.meshShape.size(),
+                                              layout::Placement::replicate());
+    placements[*constrainDim] =
+        layout::Placement::partial(layout::ReduceKind::Sum);
+    SmallVector<int64_t> free;
+    for (int64_t m = 0; m < static_cast<int64_t>(placements.size()); ++m)
+      if (m != *constrainDim)
+        free.push_back(m);
+    auto c = ShardingConstraintOp::create(
+        at, gradCast.getLoc(), grad.getType(), grad,
+        getLayoutAttr(FlatSymbolRefAttr::get(fn.getContext(), "mesh"),
+                      placements),
+        free.empty() ? DenseI64ArrayAttr() : at.getDenseI64ArrayAttr(free));
+    copyProvenance(gradCast, c);
+    c->setAttr("spmd.reason",
+               at.getStringAttr(mode + ": gradient reduced in reduce-dtype " +
+                                it->second));
+    grad.replaceAllUsesExcept(c.getResult(), c);
+  }
+  return before;
 }
 
 /// The FQN of the module that holds parameter `fqn` ("" for the root).
@@ -507,10 +641,18 @@ static std::string unitReason(StringRef mode, StringRef unit,
 
 namespace {
 
+/// The parameter (an argument of the entry block) a gather's operand is:
+/// the argument itself or its dtype cast (mixed precision); else null.
+BlockArgument gatheredParameter(Value input) {
+  if (auto c = input.getDefiningOp<aten::ToCopyOp>())
+    input = c.getSelf();
+  return dyn_cast<BlockArgument>(input);
+}
+
 /// The gather of `param` in `group`, or null.
 Operation *findGatherOf(ArrayRef<Operation *> group, Value param) {
   for (Operation *g : group)
-    if (g->getOperand(0) == param)
+    if (gatheredParameter(g->getOperand(0)) == param)
       return g;
   return nullptr;
 }
@@ -562,7 +704,7 @@ LogicalResult spmd::fuseUnitCollectives(ModuleOp module,
         gathers;
     SmallVector<std::pair<Operation *, Operation *>> repeats;
     fn.walk([&](AllGatherOp g) {
-      auto arg = dyn_cast<BlockArgument>(g.getInput());
+      BlockArgument arg = gatheredParameter(g.getInput());
       if (!arg || arg.getOwner() != &fn.getBody().front() ||
           !onDim(g.getMeshDims()) ||
           getArgRole(fn, arg.getArgNumber()) != "param")
@@ -585,7 +727,10 @@ LogicalResult spmd::fuseUnitCollectives(ModuleOp module,
     });
     for (auto [repeat, earlier] : repeats) {
       repeat->replaceAllUsesWith(earlier);
+      Operation *dtypeCast = repeat->getOperand(0).getDefiningOp();
       repeat->erase();
+      if (dtypeCast && dtypeCast->use_empty())
+        dtypeCast->erase();
     }
     for (auto &[key, groups] : gathers)
       for (auto &group : groups) {
@@ -598,6 +743,12 @@ LogicalResult spmd::fuseUnitCollectives(ModuleOp module,
               firstUse = user;
         if (!firstUse)
           continue;
+        // A member's dtype cast (of an argument) may come after the first
+        // use: it moves up to the fused gather.
+        for (Operation *g : group)
+          if (Operation *dtypeCast = g->getOperand(0).getDefiningOp();
+              dtypeCast && !dtypeCast->isBeforeInBlock(firstUse))
+            dtypeCast->moveBefore(firstUse);
         ProvenanceListener provenance(group.front());
         OpBuilder b(firstUse, &provenance);
         const auto &[unit, phase, element] = key;

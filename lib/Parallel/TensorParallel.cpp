@@ -590,7 +590,8 @@ llvm::SetVector<Operation *> moduleOps(func::FuncOp fn,
   if (!ops.empty())
     return ops;
   // A module run by its parent through its parameters (F.linear with
-  // out_proj.weight): the views of its parameters and the op they feed.
+  // out_proj.weight): the views and dtype casts (mixed precision) of its
+  // parameters and the op they feed.
   DenseSet<Operation *> reached;
   for (BlockArgument arg : fn.getArguments()) {
     if (!within(getArgFqn(fn, arg.getArgNumber()), m))
@@ -601,7 +602,7 @@ llvm::SetVector<Operation *> moduleOps(func::FuncOp fn,
       for (Operation *user : v.getUsers()) {
         if (getPhase(user) != "forward" || !reached.insert(user).second)
           continue;
-        if (aten::isRearrangement(user))
+        if (aten::isRearrangement(user) || isa<aten::ToCopyOp>(user))
           work.append(user->result_begin(), user->result_end());
       }
     }
@@ -712,6 +713,14 @@ LogicalResult spmd::constrainTPBoundaries(func::FuncOp fn,
           continue;
         for (Value v : op->getOperands()) {
           if (!isa<RankedTensorType>(v.getType()))
+            continue;
+          // A parameter read in another dtype (mixed precision casts
+          // every parameter first) is still the parameter.
+          if (auto c = v.getDefiningOp<aten::ToCopyOp>();
+              c && isa<BlockArgument>(c.getSelf()) &&
+              within(getArgFqn(fn,
+                               cast<BlockArgument>(c.getSelf()).getArgNumber()),
+                     m))
             continue;
           if (Operation *def = v.getDefiningOp()) {
             if ((ops.contains(def) && !isa<ShardingConstraintOp>(def)) ||

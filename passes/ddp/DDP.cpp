@@ -51,7 +51,11 @@ public:
             for (StringRef p : patterns)
               ignored.push_back(p.trim().str());
           }
-          reduceGradients(fn, ignored);
+          FailureOr<SmallVector<Operation *>> beforeCasts =
+              applyReduceDtype(fn, config->options, "ddp", std::nullopt);
+          if (failed(beforeCasts))
+            return failure();
+          reduceGradients(fn, ignored, *beforeCasts);
           // The update runs replicated on every rank (DTensorExpandMode):
           // each gradient is reduced whole before it, not reduce-scattered
           // into a sharded update. Updates of overridden (sharded)
@@ -103,8 +107,11 @@ public:
   /// use in the update: a fixed Partial -> Replicate redistribute. The
   /// gradients of ignored parameters (seed 004's ignored modules/states:
   /// every parameter they update matches an `ignored` pattern) are not
-  /// synchronized: each rank updates with its own (spmd.keep_local).
-  static void reduceGradients(func::FuncOp fn, ArrayRef<std::string> ignored) {
+  /// synchronized: each rank updates with its own (spmd.keep_local). A
+  /// gradient cast of `beforeCasts` (mixed precision, applyReduceDtype)
+  /// reads its gradient reduced, in the computed dtype.
+  static void reduceGradients(func::FuncOp fn, ArrayRef<std::string> ignored,
+                              ArrayRef<Operation *> beforeCasts) {
     auto mesh = FlatSymbolRefAttr::get(fn.getContext(), "mesh");
     auto partial = getLayoutAttr(
         mesh, {layout::Placement::partial(layout::ReduceKind::Sum)});
@@ -133,20 +140,32 @@ public:
                       return matchFqn(p, fqn);
                     });
                   });
-      OpBuilder b(first);
+      Operation *gradCast = grad.getDefiningOp();
+      bool beforeCast = llvm::is_contained(beforeCasts, gradCast);
+      // The cast waits for the update, so that the reduction can join a
+      // bucket.
+      if (beforeCast)
+        gradCast->moveBefore(first);
+      Operation *at = beforeCast ? gradCast : first;
+      Value reduced = beforeCast ? gradCast->getOperand(0) : grad;
+      OpBuilder b(at);
       Operation *r =
-          skip ? KeepLocalOp::create(b, first->getLoc(), grad.getType(), grad,
-                                     partial, whole)
+          skip ? KeepLocalOp::create(b, at->getLoc(), reduced.getType(),
+                                     reduced, partial, whole)
                      .getOperation()
-               : RedistributeOp::create(b, first->getLoc(), grad.getType(),
-                                        grad, partial, whole)
+               : RedistributeOp::create(b, at->getLoc(), reduced.getType(),
+                                        reduced, partial, whole)
                      .getOperation();
-      copyProvenance(first, r);
+      copyProvenance(at, r);
       r->setAttr("spmd.reason",
                  b.getStringAttr(skip ? "ddp: ignored parameter, gradient "
                                         "not synchronized"
                                       : "ddp: gradient all_reduce before "
                                         "the update"));
+      if (beforeCast) {
+        gradCast->setOperand(0, r->getResult(0));
+        continue;
+      }
       grad.replaceUsesWithIf(r->getResult(0), [&](OpOperand &use) {
         return use.getOwner() != r && getPhase(use.getOwner()) == "optimizer";
       });

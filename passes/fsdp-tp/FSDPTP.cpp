@@ -41,7 +41,7 @@ public:
                           const ParallelOptions &options) override {
     FailureOr<std::unique_ptr<TPConfig>> config =
         parseTPConfig(module, options, "fsdp-tp", {"dp", "tp"},
-                      {"units", "reshard-after-forward"});
+                      {"units", "reshard-after-forward", "reduce-dtype"});
     if (failed(config))
       return failure();
     FailureOr<FsdpUnits> units = parseFsdpUnits(module, options, "fsdp-tp");
@@ -67,7 +67,9 @@ public:
           return std::vector<Placement>{dpPlacementOver(tp, tpSize), tp};
         },
         [&](func::FuncOp fn) {
-          if (failed(constrainTPBoundaries(fn, resolution)))
+          if (failed(constrainTPBoundaries(fn, resolution)) ||
+              failed(applyReduceDtype(fn, (*config)->options, "fsdp-tp",
+                                      /*constrainDim=*/0)))
             return failure();
           return gatherShardedParameters(
               fn, /*meshDim=*/0, "fsdp-tp",

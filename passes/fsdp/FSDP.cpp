@@ -46,6 +46,9 @@ public:
                                   {"input", "target", "param", "optim_state"});
         },
         [&](func::FuncOp fn) {
+          if (failed(applyReduceDtype(fn, config->options, "fsdp",
+                                      /*constrainDim=*/0)))
+            return failure();
           return gatherShardedParameters(
               fn, /*meshDim=*/0, "fsdp",
               [&](StringRef fqn) { return units->keepsGathered(fqn); });

@@ -29,13 +29,17 @@ TRACE_RTOL, TRACE_ATOL = 1e-4, 1e-6
 RANDOM_OPS = {"aten.bernoulli.p", "aten.native_dropout"}
 
 
-def eager_step(factory, optimizer, step, seed, float64=False, accumulate=1):
+def eager_step(factory, optimizer, step, seed, float64=False, accumulate=1,
+               mixed_precision=None):
     """One eager training step; returns the tensors of step.results, in order.
     The factory's model takes the step, or with `float64` a float64 copy of
     it on float64 copies of the floating-point inputs and targets. With
     `accumulate` K: K backward passes of loss / K on the micro-batches of
     step.args, then one optimizer step (PyTorch's gradient accumulation),
-    after clip_grad_norm_ when the optimizer clips."""
+    after clip_grad_norm_ when the optimizer clips. With `mixed_precision`
+    (trace.MixedPrecision) forward and backward run on the parameters cast
+    to its param_dtype (torch.func.functional_call), which is what FSDP2's
+    policy computes; the optimizer updates the fp32 parameters."""
     model = factory.model
     wide = lambda t: t.double() if float64 and t.is_floating_point() else t
     if float64:
@@ -46,9 +50,14 @@ def eager_step(factory, optimizer, step, seed, float64=False, accumulate=1):
     torch.manual_seed(seed)
     opt.zero_grad()
     loss = None
+    def call(a, kw):
+        if mixed_precision is None:
+            return model(*a, **kw)
+        cast = mixed_precision.params(params)
+        with mixed_precision.forward_inputs(model):
+            return torch.func.functional_call(model, cast, tuple(a), kw, tie_weights=True)
     for inputs, targets in micro_steps(step.args, accumulate):
-        micro = loss_of(factory, forward(factory, lambda a, kw: model(*a, **kw), values, inputs),
-                        values, targets)
+        micro = loss_of(factory, forward(factory, call, values, inputs), values, targets)
         if accumulate > 1:
             micro = micro / accumulate
         micro.backward()

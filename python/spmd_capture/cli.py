@@ -13,7 +13,7 @@ import torch
 from . import CaptureError
 from .bundle import check_trace, eager_step, write_bundle
 from .emit import emit_module
-from .trace import Optimizer, load_factory, step_args, trace
+from .trace import MixedPrecision, Optimizer, load_factory, step_args, trace
 
 DEFAULT_LR = {"sgd": 0.1, "adam": 1e-3, "adamw": 1e-3}
 
@@ -53,6 +53,12 @@ def parse_args(argv):
                         help="gradient accumulation (DDP's no_sync): K forward/backward "
                              "micro-steps on K micro-batches of the batch, each loss divided "
                              "by K, then one optimizer update")
+    parser.add_argument("--param-dtype", choices=("bf16",),
+                        help="mixed precision as FSDP2's MixedPrecisionPolicy(param_dtype): "
+                             "forward and backward compute on the parameters (and the floating "
+                             "forward inputs) cast to this dtype; the optimizer updates the "
+                             "fp32 parameters with fp32 gradients and state (the gradient "
+                             "reduce dtype is --spmd-parallelize's reduce-dtype)")
     parser.add_argument("--verbose", action="store_true",
                         help="on an error, also print the Python traceback behind it")
     parser.add_argument("--no-reference", action="store_true",
@@ -100,8 +106,9 @@ def capture(args, spmd_opt, workdir):
     if args.accumulate < 1:
         raise CaptureError("--accumulate must be at least 1, got %d" % args.accumulate)
     no_reference = args.no_reference or args.meta
+    mixed = MixedPrecision(torch.bfloat16) if args.param_dtype == "bf16" else None
     step = trace(factory, optimizer, step_args(factory, optimizer, args.accumulate), args.seed,
-                 args.accumulate, fake=no_reference)
+                 args.accumulate, fake=no_reference, mixed_precision=mixed)
     generic, pretty = os.path.join(workdir, "generic.mlir"), os.path.join(workdir, "out.mlir")
     with open(generic, "w") as f:
         f.write(emit_module(step, dialect_ops(spmd_opt)))
@@ -110,12 +117,14 @@ def capture(args, spmd_opt, workdir):
     if not no_reference:
         reference64 = eager_step(factory, optimizer, step, args.seed, float64=True,
                                  accumulate=args.accumulate)
-        reference = eager_step(factory, optimizer, step, args.seed, accumulate=args.accumulate)
+        reference = eager_step(factory, optimizer, step, args.seed, accumulate=args.accumulate,
+                               mixed_precision=mixed)
         check_trace(step, reference, reference64, optimizer)
     bundle = os.path.join(workdir, "bundle")
     write_bundle(bundle, step, reference, reference64, {
         "model": args.model, "optimizer": optimizer.describe(), "seed": args.seed,
         "accumulate": args.accumulate,
+        "mixed_precision": mixed.describe() if mixed else None,
         "torch": torch.__version__})
     return pretty, bundle
 

@@ -782,7 +782,48 @@ def loss_of(factory, output, values, targets):
     return factory.loss_fn(output, *args, **kwargs)
 
 
-def trace(factory, optimizer, args, seed, accumulate=1, fake=False):
+@dataclasses.dataclass(frozen=True)
+class MixedPrecision:
+    """FSDP2's MixedPrecisionPolicy(param_dtype, cast_forward_inputs=True) on
+    one device: forward and backward run on the floating-point parameters
+    cast to `param_dtype` (FSDP2 gathers and computes them in it), the root
+    module's floating-point forward inputs are cast to it too, and autograd
+    carries each gradient back through the cast, so the optimizer updates the
+    fp32 parameters with fp32 gradients and fp32 state. Buffers keep their
+    dtype, as FSDP2 leaves them. The model's own code decides the rest (a
+    softmax it upcasts stays in fp32). Where the distributed step reduces a
+    gradient, before or after the cast back, is the reduce dtype of
+    --spmd-parallelize."""
+    param_dtype: torch.dtype
+
+    def params(self, tensors):
+        """`tensors` (fqn -> parameter) with the floating-point ones cast."""
+        return {n: t.to(self.param_dtype) if t.is_floating_point() else t
+                for n, t in tensors.items()}
+
+    @contextlib.contextmanager
+    def forward_inputs(self, model):
+        """Casts the floating-point tensors among `model`'s forward inputs."""
+        def cast(value):
+            if isinstance(value, torch.Tensor) and value.is_floating_point():
+                return value.to(self.param_dtype)
+            return value
+
+        def hook(module, args, kwargs):
+            return (torch.utils._pytree.tree_map(cast, args),
+                    torch.utils._pytree.tree_map(cast, kwargs))
+        handle = model.register_forward_pre_hook(hook, with_kwargs=True)
+        try:
+            yield
+        finally:
+            handle.remove()
+
+    def describe(self):
+        return {"param_dtype": str(self.param_dtype)[6:], "cast_forward_inputs": True}
+
+
+def trace(factory, optimizer, args, seed, accumulate=1, fake=False,
+          mixed_precision=None):
     """Traces one training step on fake tensors into a functional FX graph
     of ATen ops and runs it once on the real values after
     torch.manual_seed(seed) (with `fake`, runs nothing: only shapes and
@@ -791,6 +832,9 @@ def trace(factory, optimizer, args, seed, accumulate=1, fake=False):
     (step_args), each loss divided by K, the gradients summed, then one
     optimizer update: PyTorch's gradient accumulation. The loss result is the
     sum of the divided losses.
+
+    With `mixed_precision` (MixedPrecision) forward and backward compute in
+    its param_dtype.
 
     Raises CaptureError for a non-scalar loss, data-dependent control flow
     and in-place updates of anything but buffers, naming the module."""
@@ -803,10 +847,15 @@ def trace(factory, optimizer, args, seed, accumulate=1, fake=False):
 
     def micro_step(flat, inputs, targets):
         scope.set("", "forward")
-        tensors = {args[i].fqn: flat[i] for i in by_role["param"] + by_role["buffer"]}
+        tensors = {args[i].fqn: flat[i] for i in by_role["param"]}
+        if mixed_precision is not None:
+            tensors = mixed_precision.params(tensors)
+        tensors.update({args[i].fqn: flat[i] for i in by_role["buffer"]})
         # The model holds the traced tensors through backward too: activation
         # checkpointing re-runs its forward there.
-        with _reparametrize_module(model, tensors, tie_weights=True):
+        with _reparametrize_module(model, tensors, tie_weights=True), \
+                mixed_precision.forward_inputs(model) if mixed_precision is not None \
+                else contextlib.nullcontext():
             if factory.train_step is not None:
                 return _user_step(factory, flat, inputs, trainable, scope)
             out = forward(factory, lambda a, kw: model(*a, **kw), flat, inputs)

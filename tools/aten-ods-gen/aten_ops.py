@@ -211,12 +211,16 @@ OPS = [
     Op("triu", "Aten_PointwiseOp", "triu", infer="", rule="",
        doc="Zeroes the elements below the `diagonal`-th diagonal of the "
            "last two dims."),
-    Op("_to_copy", "Aten_PointwiseOp", "copy", infer="", required=["dtype"],
+    Op("_to_copy", "Aten_PointwiseOp", "copy", infer="", rule="",
+       required=["dtype"],
        doc="`self` converted to element type `dtype` (`Tensor.to(dtype)`), "
            "with ATen's casts: to a float type rounds to nearest even, a "
            "float to an integer truncates toward zero, to `i1` is "
-           "\"nonzero\". A cast rounds each value, so a Partial is reduced "
-           "first. Also the casts of ddp's bf16 communication hook."),
+           "\"nonzero\". A narrowing cast rounds each value, so a Partial "
+           "is reduced first; a widening float cast (bf16 or f16 to f32, "
+           "f32 to f64) is exact, so a Partial(sum) passes through and is "
+           "reduced in the wider type (FSDP2's `reduce_dtype`). Also the "
+           "casts of ddp's bf16 communication hook and of mixed precision."),
     Op("clone", 'Aten_PointwiseOp<"{{0}}", [Aten_SameElementsView, '
        'Aten_Rearrangement]>', infer="Aten_InferSame",
        doc="A copy; memory formats do not exist in value semantics."),

@@ -80,9 +80,36 @@ mlir::LogicalResult bucketGradientAllReduces(mlir::ModuleOp module,
 /// A parameter for which `keepGathered(fqn)` holds is not resharded after
 /// forward (FSDP2's reshard_after_forward=False, and its root unit): one
 /// gather before its first use serves forward and backward.
+///
+/// Mixed precision (spmd-capture --param-dtype): a parameter read through a
+/// dtype cast (`aten._to_copy` of the argument) is gathered after the cast,
+/// in the narrow dtype, as FSDP2 gathers in param_dtype; the cast is
+/// repeated on the shard right before each gather.
 mlir::LogicalResult gatherShardedParameters(
     mlir::func::FuncOp fn, int64_t meshDim, llvm::StringRef mode,
     llvm::function_ref<bool(llvm::StringRef)> keepGathered = nullptr);
+
+/// `reduce-dtype=` of the data-parallel modes (FSDP2's and DDP's mixed
+/// precision `reduce_dtype`): the dtype gradients are reduced in. Under
+/// mixed precision (spmd-capture --param-dtype) a parameter's gradient is
+/// computed in the narrow dtype and cast back to the parameter's (a
+/// widening `aten._to_copy` of backward that the optimizer reads, a
+/// "gradient cast"); its reduction goes before the cast (reduce-dtype is the
+/// narrow dtype; the default, as FSDP2's reduce_dtype=None) or after it
+/// (reduce-dtype is the parameter's: the cast's Partial(sum) passes through,
+/// summed in the wide dtype). With `constrainDim`, a gradient reduced after
+/// its cast gets an spmd.sharding_constraint to Partial(sum) on that mesh
+/// dim (the other dims free) on the cast's result, so propagation cannot
+/// move the reduction before it. Returns the gradient casts whose gradient
+/// is reduced before them.
+///
+/// Errors (on the module, or at the gradient's op): reduce-dtype is not
+/// bf16, f16, f32 or f64; a gradient cast's dtypes do not include it; a
+/// gradient without a cast has another dtype (fp32 gradients compress with
+/// ddp's comm-hook=bf16, not reduce-dtype).
+mlir::FailureOr<llvm::SmallVector<mlir::Operation *>>
+applyReduceDtype(mlir::func::FuncOp fn, const ParallelOptions &options,
+                 llvm::StringRef mode, std::optional<int64_t> constrainDim);
 
 /// Fuses `group`, collectives of one kind (spmd.all_reduce, all_gather or
 /// reduce_scatter) on the same mesh dims, reduction and element type, into

@@ -393,6 +393,15 @@ std::optional<EinsumRule> TriuOp::getShardingRule() {
   return rule;
 }
 
+/// Widening a float is exact on each rank, so the ranks' widened values sum
+/// to the Partial's value, summed in the wider type.
+std::optional<EinsumRule> ToCopyOp::getShardingRule() {
+  bool widening = isWideningFloatCast(
+      cast<RankedTensorType>(getSelf().getType()).getElementType(), getDtype());
+  return rules::pointwise(*this, widening ? std::vector<std::vector<int>>{{0}}
+                                          : std::vector<std::vector<int>>{});
+}
+
 /// Values are global positions.
 std::optional<EinsumRule> ArangeOp::getShardingRule() {
   return rules::keepWhole(rules::pointwise(*this, {}), 0);

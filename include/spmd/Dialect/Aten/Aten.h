@@ -170,6 +170,14 @@ inline bool isRearrangement(mlir::Operation *op) {
   return op->hasTrait<OpTrait::Rearrangement>();
 }
 
+/// Whether `aten._to_copy` from element type `from` to `to` widens a float
+/// exactly (bf16 or f16 to f32 or f64, f32 to f64): its sharding rule lets
+/// a Partial(sum) through, and mixed precision casts gradients so.
+inline bool isWideningFloatCast(mlir::Type from, mlir::Type to) {
+  return ((from.isBF16() || from.isF16()) && (to.isF32() || to.isF64())) ||
+         (from.isF32() && to.isF64());
+}
+
 /// The numeric value of an ATen Scalar attribute (IntegerAttr or FloatAttr).
 double getScalarValue(mlir::Attribute scalar);
 

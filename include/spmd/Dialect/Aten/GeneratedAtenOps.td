@@ -881,9 +881,11 @@ def Aten_ToCopyOp : Aten_PointwiseOp<"_to_copy"> {
   let description = [{
     `self` converted to element type `dtype` (`Tensor.to(dtype)`), with
     ATen's casts: to a float type rounds to nearest even, a float to an
-    integer truncates toward zero, to `i1` is "nonzero". A cast rounds each
-    value, so a Partial is reduced first. Also the casts of ddp's bf16
-    communication hook.
+    integer truncates toward zero, to `i1` is "nonzero". A narrowing cast
+    rounds each value, so a Partial is reduced first; a widening float cast
+    (bf16 or f16 to f32, f32 to f64) is exact, so a Partial(sum) passes
+    through and is reduced in the wider type (FSDP2's `reduce_dtype`). Also
+    the casts of ddp's bf16 communication hook and of mixed precision.
   }];
   let arguments = (ins Aten_Tensor:$self,
                     TypeAttr:$dtype);
@@ -893,6 +895,7 @@ def Aten_ToCopyOp : Aten_PointwiseOp<"_to_copy"> {
     return {::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(0), false)};
   }];
   let inferBody = "";
+  let ruleBody = "";
 }
 
 def Aten_CloneOp : Aten_PointwiseOp<"clone", "{{0}}", [Aten_SameElementsView, Aten_Rearrangement]> {
