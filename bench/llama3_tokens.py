@@ -5,9 +5,11 @@ H100s, next to torchtitan's published measurements of the same setups.
   bench/llama3_tokens.py [--build DIR] [--machine FILE] [--keep DIR]
 
 Each row captures the step on fake tensors (`spmd-capture --meta`,
-`examples/hf.py:llama` at Llama 3.1's sizes, bfloat16 parameters and
-activations, AdamW, sequence 8192), parallelizes it as torchtitan ran it
-and asks `--spmd-report` with the machine file (default
+`examples/hf.py:llama` at Llama 3.1's sizes, AdamW, sequence 8192) under
+torchtitan's mixed precision (`--param-dtype bf16`: fp32 parameters,
+gradients and optimizer state, bf16 compute; gradients reduced in fp32,
+`reduce-dtype=f32`), parallelizes it as torchtitan ran it and asks
+`--spmd-report` with the machine file (default
 bench/machines/h100-grand-teton.json, torchtitan's platform) for the
 estimated step and the peak memory per rank:
 
@@ -43,13 +45,15 @@ ROWS = [
     # name, sizes, global batch, GPUs, --spmd-parallelize, torchtitan (TPS/GPU, GiB)
     ("8B, 8 GPUs, FSDP 8, selective AC",
      dict(hidden=4096, heads=32, kv_heads=8, ffn=14336, layers=32), 16, 8,
-     "mode=fsdp mesh=8 remat=selective overlap=1", (5762, 82.4)),
+     "mode=fsdp mesh=8 remat=selective overlap=1 options=reduce-dtype=f32", (5762, 82.4)),
     ("70B, 64 GPUs, FSDP 8 x TP 8, full AC",
      dict(hidden=8192, heads=64, kv_heads=8, ffn=28672, layers=80), 128, 64,
-     "mode=fsdp-tp mesh=8x8 plan=%s remat=full overlap=1" % SP, None),
+     "mode=fsdp-tp mesh=8x8 plan=%s remat=full overlap=1 options=reduce-dtype=f32" % SP,
+     None),
     ("70B, 256 GPUs, FSDP 32 x TP 8, full AC",
      dict(hidden=8192, heads=64, kv_heads=8, ffn=28672, layers=80), 512, 256,
-     "mode=fsdp-tp mesh=32x8 plan=%s remat=full overlap=1" % SP, (829, 71.9)),
+     "mode=fsdp-tp mesh=32x8 plan=%s remat=full overlap=1 options=reduce-dtype=f32" % SP,
+     (829, 71.9)),
 ]
 
 
@@ -69,14 +73,15 @@ def main():
         "step", "pred. TPS/GPU", "torchtitan", "pred. GiB", "torchtitan",
         "step ms", "exposed ms"))
     for name, sizes, batch, gpus, options, measured in ROWS:
-        path = os.path.join(directory, "llama-%dl-b%d-bf16.mlir" % (sizes["layers"], batch))
+        path = os.path.join(directory, "llama-%dl-b%d-mp.mlir" % (sizes["layers"], batch))
         if not os.path.exists(path):
             spec = ("%s/examples/hf.py:llama(batch=%d, seq=%d, vocab=%d, hidden=%d, "
-                    "heads=%d, kv_heads=%d, ffn=%d, layers=%d, dtype='bfloat16')"
+                    "heads=%d, kv_heads=%d, ffn=%d, layers=%d)"
                     % (ROOT, batch, SEQ, VOCAB, sizes["hidden"], sizes["heads"],
                        sizes["kv_heads"], sizes["ffn"], sizes["layers"]))
             subprocess.run([os.path.join(tools, "spmd-capture"), "--model", spec,
-                            "--optimizer", "adamw", "--meta", "-o", path + ".tmp",
+                            "--optimizer", "adamw", "--param-dtype", "bf16", "--meta",
+                            "-o", path + ".tmp",
                             "--bundle", path[:-len(".mlir")] + ".bundle"],
                            check=True, stdout=subprocess.DEVNULL)
             os.replace(path + ".tmp", path)

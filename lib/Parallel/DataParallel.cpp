@@ -204,8 +204,10 @@ Operation *spmd::fuseCollectives(ArrayRef<Operation *> group, OpBuilder &b,
         aten::ViewOp::create(b, loc, RankedTensorType::get(front, elementType),
                              part, b.getDenseI64ArrayAttr(front));
     op->getResult(0).replaceAllUsesWith(dimFromFront(b, loc, whole, dim, type));
-    op->erase();
   }
+  // Erased last: `b` may insert before a member.
+  for (Operation *op : group)
+    op->erase();
   return fused;
 }
 
@@ -472,8 +474,9 @@ spmd::applyReduceDtype(func::FuncOp fn, const ParallelOptions &options,
                  .Case("f64", b.getF64Type())
                  .Default(nullptr);
     if (!reduce)
-      return fn.emitError() << mode << ": reduce-dtype must be bf16, f16, f32 "
-                            << "or f64, got '" << it->second << "'";
+      return fn->getParentOfType<ModuleOp>().emitError()
+             << mode << ": reduce-dtype must be bf16, f16, f32 "
+             << "or f64, got '" << it->second << "'";
   }
   // The gradients: values of backward that the optimizer reads.
   SmallVector<Value> grads;
@@ -495,14 +498,22 @@ spmd::applyReduceDtype(func::FuncOp fn, const ParallelOptions &options,
     if (gradCast && !aten::isWideningFloatCast(elementOf(gradCast.getSelf()),
                                                gradCast.getDtype()))
       gradCast = nullptr;
+    // Autograd casts every gradient back at the end of backward (the
+    // parameters' casts ran first); right after the gradient, its reduction
+    // joins its unit's and the narrow gradient is freed early.
+    if (Operation *def =
+            gradCast ? gradCast.getSelf().getDefiningOp() : nullptr;
+        def && def->getBlock() == gradCast->getBlock())
+      gradCast->moveAfter(def);
     if (!gradCast) {
       if (reduce && isa<FloatType>(elementOf(grad)) &&
           elementOf(grad) != reduce)
         return grad.getDefiningOp()->emitError()
-               << mode << ": reduce-dtype " << reduce << " differs from the "
-               << "gradient's dtype " << elementOf(grad) << ", which is "
-               << "computed in it (mixed precision casts the parameters: "
-               << "spmd-capture --param-dtype)";
+               << mode << ": reduce-dtype " << reduce
+               << " differs from the dtype " << elementOf(grad)
+               << " the gradient is computed in; a "
+               << "gradient reduces in another dtype only under mixed "
+               << "precision (spmd-capture --param-dtype)";
       continue;
     }
     Type narrow = elementOf(gradCast.getSelf()), wide = gradCast.getDtype();
@@ -784,6 +795,29 @@ LogicalResult spmd::fuseUnitCollectives(ModuleOp module,
           late(getPhase(def)) && late(getPhase(r)))
         grads.push_back(r);
     });
+    // A reduce_scatter sits at its first consumer (the update), its input's
+    // reordering (a local_take for a strided shard) with it: both move up
+    // to the gradient of backward they read, so that the gradient joins
+    // its unit's group.
+    for (ReduceScatterOp r : grads) {
+      SmallVector<Operation *> chain;
+      Operation *def = r.getInput().getDefiningOp();
+      while (isa<LocalTakeOp>(def) && getPhase(def) == "optimizer" &&
+             def->getOperand(0).getDefiningOp() &&
+             def->getOperand(0).getDefiningOp()->getBlock() ==
+                 def->getBlock()) {
+        chain.push_back(def);
+        def = def->getOperand(0).getDefiningOp();
+      }
+      if (chain.empty() || getPhase(def) != "backward")
+        continue;
+      Operation *after = def;
+      for (Operation *op : llvm::reverse(chain)) {
+        op->moveAfter(after);
+        after = op;
+      }
+      r->moveAfter(after);
+    }
     llvm::stable_sort(grads, [](ReduceScatterOp a, ReduceScatterOp b) {
       return a.getInput().getDefiningOp()->isBeforeInBlock(
           b.getInput().getDefiningOp());
@@ -802,8 +836,10 @@ LogicalResult spmd::fuseUnitCollectives(ModuleOp module,
       SmallVector<Operation *> work = {r};
       while (!work.empty())
         for (Operation *user : work.pop_back_val()->getUsers()) {
-          if (aten::isRearrangement(user) && user->getNumOperands() == 1 &&
-              getPhase(user) == "backward") {
+          // Rearrangements and casts of a result (mixed precision's
+          // gradient cast back) follow the group down.
+          if ((aten::isRearrangement(user) || isa<aten::ToCopyOp>(user)) &&
+              user->getNumOperands() == 1 && getPhase(user) == "backward") {
             bucket.moved.push_back(user);
             work.push_back(user);
           } else if (!bucket.firstUse ||

@@ -1156,9 +1156,9 @@ TEST_F(RuntimeKernelsDeathTest, ShapeKernelsRejectMismatches) {
   Buffer perm = empty(SPMD_F32, {2, 2});
   EXPECT_DEATH(spmd_rt_permute(perm.get(), a.get(), 2, dims),
                "spmd_rt_permute: dims is not a permutation");
-  Buffer half = empty(SPMD_BF16, {2});
+  Buffer half = empty(SPMD_F16, {2});
   EXPECT_DEATH(spmd_rt_fill(half.get(), 1.0),
-               "spmd_rt_fill: unsupported dtype bf16");
+               "spmd_rt_fill: unsupported dtype f16");
 }
 
 //===----------------------------------------------------------------------===//

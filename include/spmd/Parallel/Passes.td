@@ -26,7 +26,9 @@ def ParallelizePass : Pass<"spmd-parallelize", "mlir::ModuleOp"> {
     `placements=fc1.*=shard<0>`), and `options` for further mode options
     and modes from plugins (`key=value` pairs separated by `;`; ddp takes
     `ignored=glob,glob`, `comm-hook=bf16|none` and `first-bucket-cap-mb`,
-    default 1). `overlap=N` (N >= 1)
+    default 1; fsdp and fsdp-tp `units=` and `reshard-after-forward=`;
+    ddp, fsdp and fsdp-tp `reduce-dtype=bf16|f32`, mixed precision's
+    gradient reduction dtype, docs/parallel-modes.md). `overlap=N` (N >= 1)
     ends with `--spmd-overlap-collectives{max-in-flight=N}`: collectives
     become asynchronous, prefetched and overlapped with compute, at most N
     per class in flight. `remat=full|selective` begins with

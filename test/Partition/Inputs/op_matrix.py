@@ -232,6 +232,9 @@ def build_cases(z):
         C("detach", self=f(B, D)),
         C("_to_copy", self=f(B, D), dtype=Dt("i64")),
         C("_to_copy", self=idx(K, B, S, D), dtype=Dt("f32")),
+        # Widening: a Partial(sum) passes through (mixed precision's
+        # gradient cast; bf16 has no .npy, f32 -> f64 is the same rule).
+        C("_to_copy", self=f(B, D), dtype=Dt("f64")),
         C("gelu", self=f(B, S, D), approximate="tanh"),
         C("gelu", self=f(B, D)),
         C("gelu_backward", grad_output=f(B, S, D), self=f(B, S, D), approximate="tanh"),

@@ -1,0 +1,177 @@
+#!/usr/bin/python3
+"""Mixed precision under FSDP: spmd's fsdp mode next to PyTorch's FSDP2
+(`fully_shard` with `MixedPrecisionPolicy(param_dtype=bfloat16,
+reduce_dtype=float32)`) and next to the single-device mixed-precision step.
+
+  bench/fsdp_mixed_precision.py [--ranks N] [--build DIR] [CONFIG ...]
+
+One training step of each model (SGD, lr 0.1, and Adam, lr 1e-3), fp32
+parameters and optimizer state, forward and backward in bf16, gradients
+reduced in fp32:
+
+  spmd   spmd-capture --param-dtype bf16, `--spmd-parallelize="mode=fsdp
+         mesh=N options=reduce-dtype=f32"`, spmd-run --np N;
+  FSDP2  N gloo processes, `fully_shard(mp_policy=...)` on each module-list
+         element and on the root (the same units), each rank its slice of
+         the batch;
+  1-dev  PyTorch's single-device step under the same policy (the capture's
+         reference: the forward on the parameters cast to bf16).
+
+Printed per model, for each pair of sides: SGD, the largest difference of
+the parameter updates (after - before), relative to the largest update,
+over all parameters (the gradients' difference: bf16 keeps 8 significant
+bits, so about 1e-2); Adam, whose first step is lr * sign(g) where |g| >>
+eps, the share of elements whose updates differ by more than lr / 10 (a
+gradient near zero that bf16 rounding puts on the other side). And each
+side's bytes per rank of the step's collectives (spmd: --spmd-report;
+FSDP2: CommDebugMode, the larger of each collective's input and output)."""
+import argparse
+import collections
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "python"))
+import spmd_env  # noqa: E402
+
+spmd_env.use_project_python()
+
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+
+from gloo_ranks import run_on_ranks  # noqa: E402
+from spmd_capture.trace import load_factory  # noqa: E402
+
+DEFAULT = [
+    "examples/gpt.py:gpt(batch=8, seq=16, vocab=64, d_model=64, heads=4, ffn=128, layers=2)",
+    "examples/hf.py:llama(batch=8, seq=16, heads=8, kv_heads=4)",
+]
+OPTIMIZERS = {"sgd": 0.1, "adam": 1e-3}
+
+
+def fsdp2_worker(rank, ranks, spec, optimizer, port, out):
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+    from torch.distributed.tensor.debug import CommDebugMode
+    from torch.distributed.tensor.debug._comm_mode import c10d_collective_ops
+
+    class Bytes(CommDebugMode):
+        """CommDebugMode that also sums the larger of each collective's
+        input and output tensors on this rank."""
+
+        def __init__(self):
+            super().__init__()
+            self.bytes = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            packet = getattr(func, "_overloadpacket", None)
+            if packet in c10d_collective_ops or packet in self.comm_registry:
+                self.bytes += max((t.numel() * t.element_size()
+                                   for t in torch.utils._pytree.tree_leaves((args, kwargs))
+                                   if isinstance(t, torch.Tensor)), default=0)
+            return super().__torch_dispatch__(func, types, args, kwargs)
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", rank=rank, world_size=ranks)
+    mesh = init_device_mesh("cpu", (ranks,))
+    torch.manual_seed(0)
+    f = load_factory(os.path.join(ROOT, spec))
+    model = f.model
+    policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    for module in model.modules():
+        for child in module.children():
+            if isinstance(child, torch.nn.ModuleList):
+                for layer in child:
+                    fully_shard(layer, mesh=mesh, mp_policy=policy)
+    fully_shard(model, mesh=mesh, mp_policy=policy)
+    cls = torch.optim.SGD if optimizer == "sgd" else torch.optim.Adam
+    opt = cls(model.parameters(), lr=OPTIMIZERS[optimizer])
+    f = f.converted(lambda t: torch.chunk(t, ranks)[rank] if t.dim() > 0 else t)
+    mode = Bytes()
+    with mode:
+        f.loss(model).backward()
+        opt.step()
+    full = {n: p.full_tensor().detach().float() for n, p in model.named_parameters()}
+    if rank == 0:
+        out.put(({n: t.numpy() for n, t in full.items()}, mode.bytes))
+    dist.destroy_process_group()
+
+
+def spmd(spec, optimizer, ranks, build, work):
+    """(updated parameters by FQN, the bundle's single-device ones, the
+    initial ones, bytes per rank of the gathers and reduce_scatters)."""
+    bin_dir = os.path.join(build, "bin")
+    module, bundle = os.path.join(work, "m.mlir"), os.path.join(work, "b")
+    subprocess.run([os.path.join(bin_dir, "spmd-capture"), "--model", os.path.join(ROOT, spec),
+                    "--optimizer", optimizer, "--lr", str(OPTIMIZERS[optimizer]),
+                    "--param-dtype", "bf16", "-o", module, "--bundle", bundle],
+                   check=True, stdout=subprocess.DEVNULL)
+    parallel = os.path.join(work, "p.mlir")
+    report = subprocess.run([os.path.join(bin_dir, "spmd-opt"), module,
+                             "--spmd-parallelize=mode=fsdp mesh=%d options=reduce-dtype=f32"
+                             % ranks, "--spmd-report", "-o", parallel],
+                            check=True, capture_output=True, text=True).stdout
+    nbytes = sum(int(line.split()[4]) for line in report.splitlines()
+                 if line.split()[1:2] in (["all_gather"], ["reduce_scatter"]))
+    out = os.path.join(work, "out")
+    subprocess.run([os.path.join(bin_dir, "spmd-run"), "--np", str(ranks), parallel,
+                    "--bundle", bundle, "--out", out], check=True, stdout=subprocess.DEVNULL)
+    import json
+    with open(os.path.join(bundle, "manifest.json")) as f:
+        manifest = json.load(f)
+    params = {a["fqn"]: i for i, a in enumerate(manifest["args"]) if a["role"] == "param"}
+    got, single, before = {}, {}, {}
+    for r in manifest["results"]:
+        arg = r["updates"]
+        if arg is None or manifest["args"][arg]["role"] != "param":
+            continue
+        fqn = manifest["args"][arg]["fqn"]
+        got[fqn] = np.load(os.path.join(out, os.path.basename(r["file"])))
+        single[fqn] = np.load(os.path.join(bundle, r["file"]))
+        before[fqn] = np.load(os.path.join(bundle, manifest["args"][params[fqn]]["file"]))
+    return got, single, before, nbytes
+
+
+def update_difference(optimizer, a, b, before):
+    """SGD: max |(a - before) - (b - before)| / max |b - before| over all
+    parameters. Adam: the share of elements whose updates differ by more
+    than lr / 10 (a sign that flipped)."""
+    if optimizer == "adam":
+        flipped = sum(int((np.abs(a[n].astype(np.float64) - b[n]) > OPTIMIZERS["adam"] / 10)
+                          .sum()) for n in before)
+        return "%.2f%%" % (100.0 * flipped / sum(v.size for v in before.values()))
+    diff = max(np.abs(a[n].astype(np.float64) - b[n]).max() for n in before)
+    scale = max(np.abs(b[n].astype(np.float64) - before[n]).max() for n in before)
+    return "%.2e" % (diff / scale)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("configs", nargs="*", default=DEFAULT)
+    parser.add_argument("--ranks", type=int, default=4)
+    parser.add_argument("--build", default=os.path.join(ROOT, "build"))
+    args = parser.parse_args()
+    print("%-88s %-5s %13s %13s %13s %12s %12s" % (
+        "model (%d ranks, bf16 params, f32 reduce)" % args.ranks, "optim", "spmd~FSDP2",
+        "spmd~1-dev", "FSDP2~1-dev", "spmd B/rank", "FSDP2 B/rank"))
+    for i, spec in enumerate(args.configs):
+        for j, optimizer in enumerate(OPTIMIZERS):
+            with tempfile.TemporaryDirectory() as work:
+                got, single, before, spmd_bytes = spmd(spec, optimizer, args.ranks,
+                                                       args.build, work)
+            fsdp2, fsdp2_bytes = run_on_ranks(fsdp2_worker, args.ranks, spec, optimizer,
+                                              29700 + 2 * i + j)
+            print("%-88s %-5s %13s %13s %13s %12d %12d" % (
+                spec, optimizer, update_difference(optimizer, got, fsdp2, before),
+                update_difference(optimizer, got, single, before),
+                update_difference(optimizer, fsdp2, single, before), spmd_bytes, fsdp2_bytes))
+            sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
