@@ -119,7 +119,8 @@ def capture(args, spmd_opt, workdir):
                                  accumulate=args.accumulate)
         reference = eager_step(factory, optimizer, step, args.seed, accumulate=args.accumulate,
                                mixed_precision=mixed)
-        check_trace(step, reference, reference64, optimizer)
+        check_trace(step, reference, reference64, optimizer,
+                    mixed_precision=mixed is not None)
     bundle = os.path.join(workdir, "bundle")
     write_bundle(bundle, step, reference, reference64, {
         "model": args.model, "optimizer": optimizer.describe(), "seed": args.seed,

@@ -107,6 +107,11 @@ def _batch_norm(input, weight, bias, running_mean, running_var, training,
     PyTorch's native_batch_norm_backward decomposition reads."""
     dims = [0] + list(range(2, input.dim()))
     per_channel = [1, input.shape[1]] + [1] * (input.dim() - 2)
+    # A bf16 input with fp32 parameters (mixed precision) computes in fp32
+    # and returns the input's dtype, as ATen's mixed-type batch norm.
+    dtype = input.dtype
+    if weight is not None and weight.dtype != dtype:
+        input = aten._to_copy.default(input, dtype=weight.dtype)
     if training:
         n = input.numel() // input.shape[1]
         mean = aten.div.Scalar(aten.sum.dim_IntList(input, dims, True), n)
@@ -131,6 +136,8 @@ def _batch_norm(input, weight, bias, running_mean, running_var, training,
         out = aten.mul.Tensor(out, aten.view.default(weight, per_channel))
     if bias is not None:
         out = aten.add.Tensor(out, aten.view.default(bias, per_channel))
+    if out.dtype != dtype:
+        out = aten._to_copy.default(out, dtype=dtype)
     return out, save_mean, save_invstd
 
 
@@ -790,15 +797,23 @@ class MixedPrecision:
     module's floating-point forward inputs are cast to it too, and autograd
     carries each gradient back through the cast, so the optimizer updates the
     fp32 parameters with fp32 gradients and fp32 state. Buffers keep their
-    dtype, as FSDP2 leaves them. The model's own code decides the rest (a
-    softmax it upcasts stays in fp32). Where the distributed step reduces a
-    gradient, before or after the cast back, is the reduce dtype of
+    dtype, as FSDP2 leaves them. BatchNorm modules keep fp32 parameters (FSDP1
+    MixedPrecision's default `_module_classes_to_ignore`; ATen's batch norm
+    takes a bf16 input with fp32 parameters and statistics, not bf16
+    parameters with fp32 statistics). The model's own code decides the rest
+    (a softmax it upcasts stays in fp32). Where the distributed step reduces
+    a gradient, before or after the cast back, is the reduce dtype of
     --spmd-parallelize."""
     param_dtype: torch.dtype
 
-    def params(self, tensors):
-        """`tensors` (fqn -> parameter) with the floating-point ones cast."""
-        return {n: t.to(self.param_dtype) if t.is_floating_point() else t
+    def params(self, tensors, model):
+        """`tensors` (fqn -> parameter of `model`) with the floating-point
+        ones cast, but BatchNorm's."""
+        kept = {"%s.%s" % (m, n) if m else n
+                for m, module in model.named_modules()
+                if isinstance(module, nn.modules.batchnorm._BatchNorm)
+                for n, _ in module.named_parameters(recurse=False)}
+        return {n: t.to(self.param_dtype) if t.is_floating_point() and n not in kept else t
                 for n, t in tensors.items()}
 
     @contextlib.contextmanager
@@ -849,7 +864,7 @@ def trace(factory, optimizer, args, seed, accumulate=1, fake=False,
         scope.set("", "forward")
         tensors = {args[i].fqn: flat[i] for i in by_role["param"]}
         if mixed_precision is not None:
-            tensors = mixed_precision.params(tensors)
+            tensors = mixed_precision.params(tensors, model)
         tensors.update({args[i].fqn: flat[i] for i in by_role["buffer"]})
         # The model holds the traced tensors through backward too: activation
         # checkpointing re-runs its forward there.
