@@ -7,7 +7,9 @@ batches; spmd.compile keeps each rank's piece. With --reference, rank 0 also
 trains a copy of the model with PyTorch alone, from step 0 (a resumed run
 replays the steps before the checkpoint), and every step's loss must agree
 to --rtol relative, and the parameters at the end; the exit status says
-whether they did."""
+whether they did. With --param-dtype bf16 (mixed precision, FSDP2's policy)
+both sides compute in bf16 on casts of the fp32 parameters, and --rtol
+defaults to bf16's 2e-2."""
 import argparse
 import copy
 import math
@@ -40,7 +42,14 @@ def parser(description):
     p.add_argument("--resume", metavar="DIR", help="resume from a checkpoint")
     p.add_argument("--reference", action="store_true",
                    help="check every step against PyTorch's single-device training")
-    p.add_argument("--rtol", type=float, default=1e-4)
+    p.add_argument("--rtol", type=float,
+                   help="tolerance of --reference (default 1e-4; 2e-2 with --param-dtype)")
+    p.add_argument("--param-dtype", choices=("bf16",),
+                   help="mixed precision: compute in this dtype on casts of the fp32 "
+                        "parameters (spmd.compile's param_dtype)")
+    p.add_argument("--reduce-dtype", choices=("bf16", "f32"),
+                   help="the gradients' reduction dtype under mixed precision "
+                        "(default: the compute dtype)")
     p.add_argument("--report", action="store_true",
                    help="print the per-rank program's collectives")
     p.add_argument("--every", type=int, default=10, help="progress line every N steps")
@@ -67,10 +76,14 @@ def train(args, model, loss_fn, batch, tokens_per_step, default_plan=None, evalu
     """Trains `model` for args.steps steps of loss_fn(model, *batch(step));
     then writes the trained state back into `model` and prints
     evaluate(model) (a line) on rank 0. Returns the process exit status."""
+    if args.rtol is None:
+        args.rtol = 2e-2 if args.param_dtype else 1e-4
+
     @spmd.compile(parallel_mode=args.mode, mesh=args.mesh,
                   plan=args.plan or (default_plan if args.mode in ("tp", "fsdp-tp") else None),
                   report=args.report, seed=args.seed,
-                  options={"overlap": args.overlap} if args.overlap else None)
+                  options={"overlap": args.overlap} if args.overlap else None,
+                  param_dtype=args.param_dtype, reduce_dtype=args.reduce_dtype)
     def train_step(model, optimizer, *data):
         loss = loss_fn(model, *data)
         loss.backward()
@@ -91,7 +104,18 @@ def train(args, model, loss_fn, batch, tokens_per_step, default_plan=None, evalu
     def reference_step(step):
         for g in ref_opt.param_groups:
             g["lr"] = cosine(step, args.steps, args.lr)
-        loss = loss_fn(reference, *batch(step))
+        if args.param_dtype:
+            # The policy on one device: the forward reads bf16 casts of the
+            # fp32 parameters, whose gradients come back in fp32.
+            from spmd_capture.trace import MixedPrecision
+            from torch.nn.utils.stateless import _reparametrize_module
+            policy = MixedPrecision(torch.bfloat16)
+            cast = policy.params(dict(reference.named_parameters()), reference)
+            with _reparametrize_module(reference, cast, tie_weights=True), \
+                    policy.forward_inputs(reference):
+                loss = loss_fn(reference, *batch(step))
+        else:
+            loss = loss_fn(reference, *batch(step))
         loss.backward()
         ref_opt.step()
         ref_opt.zero_grad()

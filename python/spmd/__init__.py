@@ -251,9 +251,12 @@ class CompiledStep:
     STATE_ROLES = ("param", "buffer", "optim_state")
 
     def __init__(self, fn, parallel_mode, mesh, plan, options, backend, on_recompile,
-                 clip_grad_norm, clip_norm_type, report, seed):
+                 clip_grad_norm, clip_norm_type, report, seed, param_dtype=None,
+                 reduce_dtype=None):
         if on_recompile not in ("recompile", "error"):
             raise SpmdError("on_recompile must be 'recompile' or 'error', got %r" % on_recompile)
+        self.param_dtype = _dtype_of(param_dtype, "param_dtype", ("bf16",))
+        self.reduce_dtype = _dtype_of(reduce_dtype, "reduce_dtype", ("bf16", "f32"))
         self.fn, self.parallel_mode, self.mesh, self.plan = fn, parallel_mode, mesh, plan
         self.options, self.backend, self.on_recompile = dict(options or {}), backend, on_recompile
         self.clip_grad_norm, self.clip_norm_type = clip_grad_norm, clip_norm_type
@@ -270,7 +273,11 @@ class CompiledStep:
         opts = ["mode=%s" % self.parallel_mode, "mesh=%s" % _mesh_text(self.mesh)]
         if self.plan:
             opts.append("plan=%s" % os.path.abspath(self.plan))
-        opts += ["%s=%s" % kv for kv in self.options.items()]
+        options = dict(self.options)
+        if self.reduce_dtype:
+            options["options"] = ";".join(
+                o for o in (options.get("options"), "reduce-dtype=" + self.reduce_dtype) if o)
+        opts += ["%s=%s" % kv for kv in options.items()]
         passes = ["spmd-parallelize{%s}" % " ".join(opts)]
         if self.report:
             passes.append("spmd-report")
@@ -308,7 +315,7 @@ class CompiledStep:
     def _capture(self, model, optimizer, batch, kwbatch):
         """(traced step, module text) of this rank's call."""
         from spmd_capture.emit import emit_module
-        from spmd_capture.trace import Factory, step_args, trace
+        from spmd_capture.trace import Factory, MixedPrecision, step_args, trace
         mesh = _mesh_shape(self.mesh)
         if int(np.prod(mesh)) != world_size():
             raise SpmdError("the mesh %s has %d devices but the job has %d ranks (mpirun -np)"
@@ -318,7 +325,9 @@ class CompiledStep:
                           train_step=self.fn, optimizer=optimizer)
         args = step_args(factory, described)
         self._initial_optimizer_state(model, optimizer, args)
-        step = trace(factory, described, args, self.seed, fake=True)
+        step = trace(factory, described, args, self.seed, fake=True,
+                     mixed_precision=MixedPrecision(torch.bfloat16) if self.param_dtype
+                     else None)
         # Rank 0's module is the one compiled; the others' emit checks that
         # their own call captures too.
         ops = {op for op in lib().spmd_session_op_names().decode().split()
@@ -496,9 +505,21 @@ def _describe(key):
                               for k, v in key.batch)
 
 
+def _dtype_of(value, what, allowed):
+    """The MLIR name of a torch dtype or dtype name (None stays None)."""
+    if value is None:
+        return None
+    name = {torch.bfloat16: "bf16", torch.float16: "f16", torch.float32: "f32",
+            torch.float64: "f64"}.get(value, value)
+    name = {"bfloat16": "bf16", "float32": "f32"}.get(name, name)
+    if name not in allowed:
+        raise SpmdError("%s must be one of %s, got %r" % (what, ", ".join(allowed), value))
+    return name
+
+
 def compile(parallel_mode="ddp", mesh=None, plan=None, options=None, backend="cpu",
             on_recompile="recompile", clip_grad_norm=None, clip_norm_type=2.0,
-            report=False, seed=0):
+            report=False, seed=0, param_dtype=None, reduce_dtype=None):
     """Decorates train_step(model, optimizer, *batch) (see the module's doc).
 
     parallel_mode: ddp, fsdp, tp or fsdp-tp (spmd-parallelize's modes).
@@ -513,8 +534,14 @@ def compile(parallel_mode="ddp", mesh=None, plan=None, options=None, backend="cp
       the update.
     report: print the per-rank program's collectives and memory (rank 0).
     seed: the seed of the step's random draws (dropout).
+    param_dtype, reduce_dtype: mixed precision, as FSDP2's
+      MixedPrecisionPolicy: torch.bfloat16 computes forward and backward on
+      the parameters cast to bf16 (the model and optimizer state stay fp32);
+      the gradients are reduced in reduce_dtype (torch.bfloat16, the default,
+      or torch.float32; ddp, fsdp and fsdp-tp's reduce-dtype).
     """
     def wrap(fn):
         return CompiledStep(fn, parallel_mode, mesh, plan, options, backend, on_recompile,
-                            clip_grad_norm, clip_norm_type, report, seed)
+                            clip_grad_norm, clip_norm_type, report, seed, param_dtype,
+                            reduce_dtype)
     return wrap
