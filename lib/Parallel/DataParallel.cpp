@@ -459,6 +459,42 @@ spmd::gatherShardedParameters(func::FuncOp fn, int64_t meshDim, StringRef mode,
   return success();
 }
 
+SmallVector<Value> spmd::findGradients(func::FuncOp fn) {
+  SmallVector<Value> grads;
+  fn.walk([&](Operation *op) {
+    if (getPhase(op) != "backward")
+      return;
+    for (Value v : op->getResults())
+      if (isa<RankedTensorType>(v.getType()) &&
+          llvm::any_of(v.getUsers(), [](Operation *user) {
+            return getPhase(user) == "optimizer";
+          }))
+        grads.push_back(v);
+  });
+  return grads;
+}
+
+SmallVector<unsigned> spmd::argumentsUpdatedBy(func::FuncOp fn, Value grad) {
+  SmallVector<unsigned> updated;
+  SmallVector<Value> work = {grad};
+  DenseSet<Value> seen = {grad};
+  for (size_t next = 0; next < work.size(); ++next)
+    for (OpOperand &use : work[next].getUses()) {
+      Operation *user = use.getOwner();
+      if (isa<func::ReturnOp>(user)) {
+        if (auto updates = fn.getResultAttrOfType<IntegerAttr>(
+                use.getOperandNumber(), "spmd.updates"))
+          updated.push_back(updates.getInt());
+        continue;
+      }
+      if (getPhase(user) == "optimizer")
+        for (Value v : user->getResults())
+          if (seen.insert(v).second)
+            work.push_back(v);
+    }
+  return updated;
+}
+
 FailureOr<SmallVector<Operation *>>
 spmd::applyReduceDtype(func::FuncOp fn, const ParallelOptions &options,
                        StringRef mode, std::optional<int64_t> constrainDim) {
@@ -478,18 +514,7 @@ spmd::applyReduceDtype(func::FuncOp fn, const ParallelOptions &options,
              << mode << ": reduce-dtype must be bf16, f16, f32 "
              << "or f64, got '" << it->second << "'";
   }
-  // The gradients: values of backward that the optimizer reads.
-  SmallVector<Value> grads;
-  fn.walk([&](Operation *op) {
-    if (getPhase(op) != "backward")
-      return;
-    for (Value v : op->getResults())
-      if (isa<RankedTensorType>(v.getType()) &&
-          llvm::any_of(v.getUsers(), [](Operation *user) {
-            return getPhase(user) == "optimizer";
-          }))
-        grads.push_back(v);
-  });
+  SmallVector<Value> grads = findGradients(fn);
   auto elementOf = [](Value v) {
     return cast<RankedTensorType>(v.getType()).getElementType();
   };
@@ -530,13 +555,25 @@ spmd::applyReduceDtype(func::FuncOp fn, const ParallelOptions &options,
       continue;
     OpBuilder at(gradCast->getContext());
     at.setInsertionPointAfter(gradCast);
+    // The other mesh dims as the parameter's (a gradient and its
+    // parameter share a shape).
     std::vector<layout::Placement> placements(options.meshShape.size(),
                                               layout::Placement::replicate());
+    bool found = false;
+    for (unsigned i : argumentsUpdatedBy(fn, grad)) {
+      auto layoutAttr = fn.getArgAttrOfType<LayoutAttr>(i, "spmd.layout");
+      if (getArgRole(fn, i) == "param" && layoutAttr &&
+          fn.getArgument(i).getType() == grad.getType()) {
+        placements = layoutAttr.getLayoutPlacements();
+        found = true;
+        break;
+      }
+    }
     placements[*constrainDim] =
         layout::Placement::partial(layout::ReduceKind::Sum);
     SmallVector<int64_t> free;
     for (int64_t m = 0; m < static_cast<int64_t>(placements.size()); ++m)
-      if (m != *constrainDim)
+      if (m != *constrainDim && !found)
         free.push_back(m);
     auto c = ShardingConstraintOp::create(
         at, gradCast.getLoc(), grad.getType(), grad,

@@ -76,32 +76,6 @@ public:
         });
   }
 
-  /// The FQNs of the arguments that `grad` ends up updating: the results
-  /// its optimizer-phase users reach, and the arguments those update.
-  static SmallVector<StringRef> updatedBy(func::FuncOp fn, Value grad) {
-    SmallVector<StringRef> fqns;
-    SmallVector<Value> work = {grad};
-    DenseSet<Value> seen;
-    while (!work.empty()) {
-      Value v = work.pop_back_val();
-      if (!seen.insert(v).second)
-        continue;
-      for (OpOperand &use : v.getUses()) {
-        Operation *user = use.getOwner();
-        if (isa<func::ReturnOp>(user)) {
-          auto updates = fn.getResultAttrOfType<IntegerAttr>(
-              use.getOperandNumber(), "spmd.updates");
-          if (updates && !getArgFqn(fn, updates.getInt()).empty())
-            fqns.push_back(getArgFqn(fn, updates.getInt()));
-          continue;
-        }
-        if (getPhase(user) == "optimizer")
-          work.append(user->result_begin(), user->result_end());
-      }
-    }
-    return fqns;
-  }
-
   /// Each gradient (a value of backward that the optimizer reads) is
   /// Partial(sum) over the batch and all-reduced once, before its first
   /// use in the update: a fixed Partial -> Replicate redistribute. The
@@ -116,24 +90,16 @@ public:
     auto partial = getLayoutAttr(
         mesh, {layout::Placement::partial(layout::ReduceKind::Sum)});
     auto whole = getLayoutAttr(mesh, {layout::Placement::replicate()});
-    SmallVector<Value> grads;
-    fn.walk([&](Operation *op) {
-      if (getPhase(op) != "backward")
-        return;
-      for (Value v : op->getResults())
-        if (isa<RankedTensorType>(v.getType()) &&
-            llvm::any_of(v.getUsers(), [](Operation *user) {
-              return getPhase(user) == "optimizer";
-            }))
-          grads.push_back(v);
-    });
-    for (Value grad : grads) {
+    for (Value grad : findGradients(fn)) {
       Operation *first = nullptr;
       for (Operation *user : grad.getUsers())
         if (getPhase(user) == "optimizer" &&
             (!first || user->isBeforeInBlock(first)))
           first = user;
-      SmallVector<StringRef> params = updatedBy(fn, grad);
+      SmallVector<StringRef> params;
+      for (unsigned i : argumentsUpdatedBy(fn, grad))
+        if (!getArgFqn(fn, i).empty())
+          params.push_back(getArgFqn(fn, i));
       bool skip = !ignored.empty() && !params.empty() &&
                   llvm::all_of(params, [&](StringRef fqn) {
                     return llvm::any_of(ignored, [&](const std::string &p) {

@@ -89,6 +89,15 @@ mlir::LogicalResult gatherShardedParameters(
     mlir::func::FuncOp fn, int64_t meshDim, llvm::StringRef mode,
     llvm::function_ref<bool(llvm::StringRef)> keepGathered = nullptr);
 
+/// The gradients of a captured step: results of backward ops that an
+/// optimizer-phase op reads, in program order.
+llvm::SmallVector<mlir::Value> findGradients(mlir::func::FuncOp fn);
+
+/// The arguments `grad` ends up updating: those the function results that
+/// its optimizer-phase users reach update (`spmd.updates`), nearest first.
+llvm::SmallVector<unsigned> argumentsUpdatedBy(mlir::func::FuncOp fn,
+                                               mlir::Value grad);
+
 /// `reduce-dtype=` of the data-parallel modes (FSDP2's and DDP's mixed
 /// precision `reduce_dtype`): the dtype gradients are reduced in. Under
 /// mixed precision (spmd-capture --param-dtype) a parameter's gradient is
@@ -98,10 +107,11 @@ mlir::LogicalResult gatherShardedParameters(
 /// narrow dtype; the default, as FSDP2's reduce_dtype=None) or after it
 /// (reduce-dtype is the parameter's: the cast's Partial(sum) passes through,
 /// summed in the wide dtype). With `constrainDim`, a gradient reduced after
-/// its cast gets an spmd.sharding_constraint to Partial(sum) on that mesh
-/// dim (the other dims free) on the cast's result, so propagation cannot
-/// move the reduction before it. Returns the gradient casts whose gradient
-/// is reduced before them.
+/// its cast gets an spmd.sharding_constraint on the cast's result: Partial(sum)
+/// on that mesh dim, the layout of the parameter it updates on the others
+/// (free where none is found), so propagation neither moves the reduction
+/// before the cast nor reduces the other dims in the wide dtype. Returns the
+/// gradient casts whose gradient is reduced before them.
 ///
 /// Errors (on the module, or at the gradient's op): reduce-dtype is not
 /// bf16, f16, f32 or f64; a gradient cast's dtypes do not include it; a
