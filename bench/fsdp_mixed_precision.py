@@ -137,17 +137,23 @@ def spmd(spec, optimizer, ranks, build, work):
     return got, single, before, nbytes
 
 
+# --check's bounds: bf16's relative rounding (spmd-run's --rtol-bf16) for
+# SGD's updates, and for Adam at most 1% of elements on the other side.
+CHECK = {"sgd": 2e-2, "adam": 1.0}
+
+
 def update_difference(optimizer, a, b, before):
-    """SGD: max |(a - before) - (b - before)| / max |b - before| over all
-    parameters. Adam: the share of elements whose updates differ by more
-    than lr / 10 (a sign that flipped)."""
+    """(value, text). SGD: max |(a - before) - (b - before)| / max |b -
+    before| over all parameters. Adam: the percentage of elements whose
+    updates differ by more than lr / 10 (a sign that flipped)."""
     if optimizer == "adam":
         flipped = sum(int((np.abs(a[n].astype(np.float64) - b[n]) > OPTIMIZERS["adam"] / 10)
                           .sum()) for n in before)
-        return "%.2f%%" % (100.0 * flipped / sum(v.size for v in before.values()))
+        share = 100.0 * flipped / sum(v.size for v in before.values())
+        return share, "%.2f%%" % share
     diff = max(np.abs(a[n].astype(np.float64) - b[n]).max() for n in before)
     scale = max(np.abs(b[n].astype(np.float64) - before[n]).max() for n in before)
-    return "%.2e" % (diff / scale)
+    return diff / scale, "%.2e" % (diff / scale)
 
 
 def main():
@@ -155,23 +161,37 @@ def main():
     parser.add_argument("configs", nargs="*", default=DEFAULT)
     parser.add_argument("--ranks", type=int, default=4)
     parser.add_argument("--build", default=os.path.join(ROOT, "build"))
+    parser.add_argument("--optimizers", default="sgd,adam",
+                        help="comma-separated, of sgd and adam")
+    parser.add_argument("--check", action="store_true",
+                        help="exit 1 unless spmd's updates are FSDP2's within bf16's "
+                             "rounding (SGD: 2e-2 relative; Adam: at most 1%% of "
+                             "elements on the other side)")
     args = parser.parse_args()
+    status = 0
     print("%-88s %-5s %13s %13s %13s %12s %12s" % (
         "model (%d ranks, bf16 params, f32 reduce)" % args.ranks, "optim", "spmd~FSDP2",
         "spmd~1-dev", "FSDP2~1-dev", "spmd B/rank", "FSDP2 B/rank"))
     for i, spec in enumerate(args.configs):
-        for j, optimizer in enumerate(OPTIMIZERS):
+        for j, optimizer in enumerate(args.optimizers.split(",")):
             with tempfile.TemporaryDirectory() as work:
                 got, single, before, spmd_bytes = spmd(spec, optimizer, args.ranks,
                                                        args.build, work)
             fsdp2, fsdp2_bytes = run_on_ranks(fsdp2_worker, args.ranks, spec, optimizer,
                                               29700 + 2 * i + j)
+            pairs = [update_difference(optimizer, x, y, before)
+                     for x, y in ((got, fsdp2), (got, single), (fsdp2, single))]
             print("%-88s %-5s %13s %13s %13s %12d %12d" % (
-                spec, optimizer, update_difference(optimizer, got, fsdp2, before),
-                update_difference(optimizer, got, single, before),
-                update_difference(optimizer, fsdp2, single, before), spmd_bytes, fsdp2_bytes))
+                spec, optimizer, *(text for _, text in pairs), spmd_bytes, fsdp2_bytes))
             sys.stdout.flush()
+            if pairs[0][0] > CHECK[optimizer]:
+                status = 1
+    if args.check:
+        print("spmd's mixed-precision fsdp step %s FSDP2's within bf16's rounding"
+              % ("matches" if status == 0 else "does NOT match"))
+        return status
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
