@@ -17,7 +17,6 @@ output on rank 0 (spmd-report's measure). The loss is a scalar on every
 rank in both (spmd's 4-byte all_reduces of the loss count here; FSDP2's
 have no equivalent: its loss stays per-rank)."""
 import argparse
-import collections
 import os
 import re
 import subprocess
@@ -33,7 +32,7 @@ spmd_env.use_project_python()
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 
-from gloo_ranks import run_on_ranks  # noqa: E402
+from gloo_ranks import comm_bytes_mode, fully_shard_units, run_on_ranks  # noqa: E402
 from spmd_capture.trace import load_factory  # noqa: E402
 
 DEFAULT = [
@@ -45,27 +44,6 @@ DEFAULT = [
 
 def fsdp2_worker(rank, ranks, spec, port, out):
     from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.fsdp import fully_shard
-    from torch.distributed.tensor.debug import CommDebugMode
-    from torch.distributed.tensor.debug._comm_mode import c10d_collective_ops
-
-    class Bytes(CommDebugMode):
-        """CommDebugMode that also sums, per collective, the larger of its
-        input and output tensors on this rank."""
-
-        def __init__(self):
-            super().__init__()
-            self.bytes = collections.Counter()
-
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            packet = getattr(func, "_overloadpacket", None)
-            if packet in c10d_collective_ops or packet in self.comm_registry:
-                sizes = [t.numel() * t.element_size()
-                         for t in torch.utils._pytree.tree_leaves((args, kwargs))
-                         if isinstance(t, torch.Tensor)]
-                self.bytes[str(packet)] += max(sizes, default=0)
-            return super().__torch_dispatch__(func, types, args, kwargs)
-
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     torch.set_num_threads(1)
     dist.init_process_group("gloo", rank=rank, world_size=ranks)
@@ -73,15 +51,10 @@ def fsdp2_worker(rank, ranks, spec, port, out):
     torch.manual_seed(0)
     f = load_factory(os.path.join(ROOT, spec))
     model = f.model
-    for module in model.modules():
-        for child in module.children():
-            if isinstance(child, torch.nn.ModuleList):
-                for layer in child:
-                    fully_shard(layer, mesh=mesh)
-    fully_shard(model, mesh=mesh)
+    fully_shard_units(model, mesh)
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     f = f.converted(lambda t: torch.chunk(t, ranks)[rank] if t.dim() > 0 else t)
-    mode = Bytes()
+    mode = comm_bytes_mode()
     with mode:
         f.loss(model).backward()
         opt.step()
@@ -111,7 +84,8 @@ def spmd(spec, ranks, build, work, units):
 
 def describe(kinds):
     short = {"all_gather": "AG", "reduce_scatter": "RS", "all_reduce": "AR",
-             "all_gather_into_tensor": "AG", "reduce_scatter_tensor": "RS"}
+             "all_gather_into_tensor": "AG", "reduce_scatter_tensor": "RS",
+             "_allgather_base_": "AG", "_reduce_scatter_base_": "RS"}
     return " ".join("%s %d" % (short.get(k.split(".")[-1], k.split(".")[-1]), n)
                     for k, n in sorted(kinds.items()))
 

@@ -26,7 +26,6 @@ gradient near zero that bf16 rounding puts on the other side). And each
 side's bytes per rank of the step's collectives (spmd: --spmd-report;
 FSDP2: CommDebugMode, the larger of each collective's input and output)."""
 import argparse
-import collections
 import os
 import subprocess
 import sys
@@ -43,7 +42,7 @@ spmd_env.use_project_python()
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 
-from gloo_ranks import run_on_ranks  # noqa: E402
+from gloo_ranks import comm_bytes_mode, fully_shard_units, run_on_ranks  # noqa: E402
 from spmd_capture.trace import load_factory  # noqa: E402
 
 DEFAULT = [
@@ -55,26 +54,7 @@ OPTIMIZERS = {"sgd": 0.1, "adam": 1e-3}
 
 def fsdp2_worker(rank, ranks, spec, optimizer, port, out):
     from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
-    from torch.distributed.tensor.debug import CommDebugMode
-    from torch.distributed.tensor.debug._comm_mode import c10d_collective_ops
-
-    class Bytes(CommDebugMode):
-        """CommDebugMode that also sums the larger of each collective's
-        input and output tensors on this rank."""
-
-        def __init__(self):
-            super().__init__()
-            self.bytes = 0
-
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            packet = getattr(func, "_overloadpacket", None)
-            if packet in c10d_collective_ops or packet in self.comm_registry:
-                self.bytes += max((t.numel() * t.element_size()
-                                   for t in torch.utils._pytree.tree_leaves((args, kwargs))
-                                   if isinstance(t, torch.Tensor)), default=0)
-            return super().__torch_dispatch__(func, types, args, kwargs)
-
+    from torch.distributed.fsdp import MixedPrecisionPolicy
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     torch.set_num_threads(1)
     dist.init_process_group("gloo", rank=rank, world_size=ranks)
@@ -83,22 +63,17 @@ def fsdp2_worker(rank, ranks, spec, optimizer, port, out):
     f = load_factory(os.path.join(ROOT, spec))
     model = f.model
     policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
-    for module in model.modules():
-        for child in module.children():
-            if isinstance(child, torch.nn.ModuleList):
-                for layer in child:
-                    fully_shard(layer, mesh=mesh, mp_policy=policy)
-    fully_shard(model, mesh=mesh, mp_policy=policy)
+    fully_shard_units(model, mesh, mp_policy=policy)
     cls = torch.optim.SGD if optimizer == "sgd" else torch.optim.Adam
     opt = cls(model.parameters(), lr=OPTIMIZERS[optimizer])
     f = f.converted(lambda t: torch.chunk(t, ranks)[rank] if t.dim() > 0 else t)
-    mode = Bytes()
+    mode = comm_bytes_mode()
     with mode:
         f.loss(model).backward()
         opt.step()
     full = {n: p.full_tensor().detach().float() for n, p in model.named_parameters()}
     if rank == 0:
-        out.put(({n: t.numpy() for n, t in full.items()}, mode.bytes))
+        out.put(({n: t.numpy() for n, t in full.items()}, sum(mode.bytes.values())))
     dist.destroy_process_group()
 
 
