@@ -32,7 +32,7 @@ spmd_env.use_project_python()
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 
-from gloo_ranks import comm_bytes_mode, fully_shard_units, run_on_ranks  # noqa: E402
+from gloo_ranks import comm_bytes_mode, fully_shard_units, join_gloo, run_on_ranks  # noqa: E402,E501
 from spmd_capture.trace import load_factory  # noqa: E402
 
 DEFAULT = [
@@ -43,11 +43,7 @@ DEFAULT = [
 
 
 def fsdp2_worker(rank, ranks, spec, port, out):
-    from torch.distributed.device_mesh import init_device_mesh
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", rank=rank, world_size=ranks)
-    mesh = init_device_mesh("cpu", (ranks,))
+    mesh = join_gloo(rank, ranks, port)
     torch.manual_seed(0)
     f = load_factory(os.path.join(ROOT, spec))
     model = f.model

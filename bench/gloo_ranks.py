@@ -2,6 +2,7 @@
 processes on this machine (what torchrun would start), rank 0's answer
 back; and the collective counter they measure the peers with."""
 import collections
+import os
 
 import torch
 import torch.multiprocessing as mp
@@ -55,3 +56,15 @@ def fully_shard_units(model, mesh, **kwargs):
                 for layer in child:
                     fully_shard(layer, mesh=mesh, **kwargs)
     fully_shard(model, mesh=mesh, **kwargs)
+
+
+def join_gloo(rank, ranks, port):
+    """This spawned process as rank `rank` of a `ranks`-process gloo group
+    on this machine (one thread, as each spmd rank); returns its 1-D device
+    mesh."""
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", rank=rank, world_size=ranks)
+    return init_device_mesh("cpu", (ranks,))
