@@ -67,16 +67,27 @@ struct RematPass : spmd::impl::RematPassBase<RematPass> {
   }
 
   void recompute(Block &block, const FsdpUnits &units) {
-    // Each unit's forward ops, in program order.
-    std::map<std::string, size_t> index;
+    // Each unit's forward ops, in program order, per forward pass: a
+    // backward between two forward ops starts the next pass (gradient
+    // accumulation's micro-steps), whose ops are recomputed before their
+    // own backward.
+    std::map<std::pair<std::string, int>, size_t> index;
     SmallVector<SmallVector<Operation *>> forward;
+    int pass = 0;
+    bool sawBackward = false;
     for (Operation &op : block) {
+      if (getPhase(&op) == "backward")
+        sawBackward = true;
       if (getPhase(&op) != "forward")
         continue;
+      if (sawBackward) {
+        ++pass;
+        sawBackward = false;
+      }
       std::string unit = units.unitOf(getModuleFqn(&op));
       if (unit.empty())
         continue;
-      auto [it, added] = index.try_emplace(unit, forward.size());
+      auto [it, added] = index.try_emplace({unit, pass}, forward.size());
       if (added)
         forward.emplace_back();
       forward[it->second].push_back(&op);

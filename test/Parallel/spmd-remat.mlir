@@ -37,3 +37,24 @@ func.func @step(%x: tensor<4x8xf32>, %w: tensor<8x8xf32>, %g: tensor<4x8xf32>) -
   %8 = aten.mm %7, %6 {spmd.module = "layers.0.fc", spmd.phase = "backward"} : (tensor<8x4xf32>, tensor<4x8xf32>) -> tensor<8x8xf32>
   return %4, %8 : tensor<4x8xf32>, tensor<8x8xf32>
 }
+
+// -----
+
+// Gradient accumulation: two micro-steps, each a forward of layers.0 then
+// its backward. Each micro-step's relu is recomputed before its own
+// backward, from its own micro-batch (the second forward comes after the
+// first backward, so one clone for both could not read it).
+// CHECK-LABEL: func.func @micro
+// CHECK: %[[F0:.*]] = aten.relu %arg0 {spmd.module = "layers.0.act", spmd.phase = "forward"}
+// CHECK-NEXT: %[[R0:.*]] = aten.relu %arg0 {spmd.module = "layers.0.act", spmd.phase = "backward"}
+// CHECK-NEXT: %[[B0:.*]] = aten.mul.Tensor %arg2, %[[R0]] {spmd.module = "layers.0.act", spmd.phase = "backward"}
+// CHECK-NEXT: %[[F1:.*]] = aten.relu %arg1 {spmd.module = "layers.0.act", spmd.phase = "forward"}
+// CHECK-NEXT: %[[R1:.*]] = aten.relu %arg1 {spmd.module = "layers.0.act", spmd.phase = "backward"}
+// CHECK-NEXT: aten.mul.Tensor %arg2, %[[R1]] {spmd.module = "layers.0.act", spmd.phase = "backward"}
+func.func @micro(%x0: tensor<4x8xf32>, %x1: tensor<4x8xf32>, %g: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>) {
+  %0 = aten.relu %x0 {spmd.module = "layers.0.act", spmd.phase = "forward"} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %1 = aten.mul.Tensor %g, %0 {spmd.module = "layers.0.act", spmd.phase = "backward"} : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %2 = aten.relu %x1 {spmd.module = "layers.0.act", spmd.phase = "forward"} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %3 = aten.mul.Tensor %g, %2 {spmd.module = "layers.0.act", spmd.phase = "backward"} : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  return %1, %3 : tensor<4x8xf32>, tensor<4x8xf32>
+}

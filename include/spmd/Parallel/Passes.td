@@ -90,6 +90,9 @@ def RematPass : Pass<"spmd-remat", "mlir::ModuleOp"> {
       recomputed: torchtitan's selective-op policy.
     - The clones take phase `backward`, so that fsdp gathers their
       parameters with the unit's backward gather.
+    - Each forward pass is its own: with gradient accumulation a unit's
+      forward ops after a backward belong to the next micro-step, and are
+      recomputed before that micro-step's backward.
     - A recomputed random op draws the same numbers as the original:
       every random op gets `spmd.random_id` (the id the lowering would
       give it: its number among the module's random ops, in order), which
