@@ -23,6 +23,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(HERE), "python"))
 import torch  # noqa: E402
 
 import spmd  # noqa: E402
+from spmd_capture.trace import MixedPrecision  # noqa: E402
+from torch.nn.utils.stateless import _reparametrize_module  # noqa: E402
 
 
 def parser(description):
@@ -101,15 +103,14 @@ def train(args, model, loss_fn, batch, tokens_per_step, default_plan=None, evalu
     start = train_step.steps
     worst_loss, status = 0.0, 0
 
+    policy = MixedPrecision(torch.bfloat16) if args.param_dtype else None
+
     def reference_step(step):
         for g in ref_opt.param_groups:
             g["lr"] = cosine(step, args.steps, args.lr)
-        if args.param_dtype:
+        if policy is not None:
             # The policy on one device: the forward reads bf16 casts of the
             # fp32 parameters, whose gradients come back in fp32.
-            from spmd_capture.trace import MixedPrecision
-            from torch.nn.utils.stateless import _reparametrize_module
-            policy = MixedPrecision(torch.bfloat16)
             cast = policy.params(dict(reference.named_parameters()), reference)
             with _reparametrize_module(reference, cast, tie_weights=True), \
                     policy.forward_inputs(reference):

@@ -250,13 +250,9 @@ LogicalResult spmd::bucketGradientAllReduces(ModuleOp module, int64_t capBytes,
     // The update may read it through mixed precision's gradient cast.
     auto readByUpdate = [](Operation *user) {
       auto inUpdate = [](Operation *op) { return getPhase(op) == "optimizer"; };
-      auto gradCast = dyn_cast<aten::ToCopyOp>(user);
+      Operation *gradCast = getGradientCast(user);
       return inUpdate(user) ||
-             (gradCast &&
-              aten::isWideningFloatCast(
-                  getElementTypeOrSelf(gradCast.getSelf().getType()),
-                  gradCast.getDtype()) &&
-              llvm::any_of(gradCast->getUsers(), inUpdate));
+             (gradCast && llvm::any_of(gradCast->getUsers(), inUpdate));
     };
     SmallVector<AllReduceOp> grads;
     fn.walk([&](AllReduceOp r) {
@@ -375,6 +371,10 @@ spmd::gatherShardedParameters(func::FuncOp fn, int64_t meshDim, StringRef mode,
     return r.getResult();
   };
   SmallVector<Operation *> replacedCasts;
+  auto computes = [](Operation *op) {
+    StringRef phase = getPhase(op);
+    return phase == "forward" || phase == "loss" || phase == "backward";
+  };
   for (BlockArgument arg : fn.getArguments()) {
     auto layoutAttr =
         fn.getArgAttrOfType<LayoutAttr>(arg.getArgNumber(), "spmd.layout");
@@ -383,10 +383,6 @@ spmd::gatherShardedParameters(func::FuncOp fn, int64_t meshDim, StringRef mode,
       continue;
     // The reads to gather, each with the dtype cast it is read through.
     SmallVector<std::pair<OpOperand *, aten::ToCopyOp>> uses;
-    auto computes = [](Operation *op) {
-      StringRef phase = getPhase(op);
-      return phase == "forward" || phase == "loss" || phase == "backward";
-    };
     for (OpOperand &use : arg.getUses()) {
       if (!computes(use.getOwner()))
         continue;
@@ -448,7 +444,7 @@ spmd::gatherShardedParameters(func::FuncOp fn, int64_t meshDim, StringRef mode,
     return b.clone(*def, map)->getResult(cast<OpResult>(v).getResultNumber());
   };
   fn.walk([&](Operation *op) {
-    if (getPhase(op) != "backward" || gathers.count(op))
+    if (getPhase(op) != "backward" || gathers.contains(op))
       return;
     for (OpOperand &operand : op->getOpOperands())
       operand.set(recompute(operand.get(), op, false));
@@ -457,6 +453,14 @@ spmd::gatherShardedParameters(func::FuncOp fn, int64_t meshDim, StringRef mode,
     if (dtypeCast->use_empty())
       dtypeCast->erase();
   return success();
+}
+
+Operation *spmd::getGradientCast(Operation *op) {
+  auto c = dyn_cast_or_null<aten::ToCopyOp>(op);
+  return c && aten::isWideningFloatCast(
+                  getElementTypeOrSelf(c.getSelf().getType()), c.getDtype())
+             ? c.getOperation()
+             : nullptr;
 }
 
 SmallVector<Value> spmd::findGradients(func::FuncOp fn) {
@@ -514,22 +518,12 @@ spmd::applyReduceDtype(func::FuncOp fn, const ParallelOptions &options,
              << mode << ": reduce-dtype must be bf16, f16, f32 "
              << "or f64, got '" << it->second << "'";
   }
-  SmallVector<Value> grads = findGradients(fn);
   auto elementOf = [](Value v) {
     return cast<RankedTensorType>(v.getType()).getElementType();
   };
-  for (Value grad : grads) {
-    auto gradCast = grad.getDefiningOp<aten::ToCopyOp>();
-    if (gradCast && !aten::isWideningFloatCast(elementOf(gradCast.getSelf()),
-                                               gradCast.getDtype()))
-      gradCast = nullptr;
-    // Autograd casts every gradient back at the end of backward (the
-    // parameters' casts ran first); right after the gradient, its reduction
-    // joins its unit's and the narrow gradient is freed early.
-    if (Operation *def =
-            gradCast ? gradCast.getSelf().getDefiningOp() : nullptr;
-        def && def->getBlock() == gradCast->getBlock())
-      gradCast->moveAfter(def);
+  for (Value grad : findGradients(fn)) {
+    auto gradCast =
+        cast_or_null<aten::ToCopyOp>(getGradientCast(grad.getDefiningOp()));
     if (!gradCast) {
       if (reduce && isa<FloatType>(elementOf(grad)) &&
           elementOf(grad) != reduce)
@@ -541,6 +535,12 @@ spmd::applyReduceDtype(func::FuncOp fn, const ParallelOptions &options,
                << "precision (spmd-capture --param-dtype)";
       continue;
     }
+    // Autograd casts every gradient back at the end of backward (the
+    // parameters' casts ran first); right after the gradient, its reduction
+    // joins its unit's and the narrow gradient is freed early.
+    if (Operation *def = gradCast.getSelf().getDefiningOp();
+        def && def->getBlock() == gradCast->getBlock())
+      gradCast->moveAfter(def);
     Type narrow = elementOf(gradCast.getSelf()), wide = gradCast.getDtype();
     if (!reduce || reduce == narrow) {
       before.push_back(gradCast);
@@ -689,18 +689,10 @@ static std::string unitReason(StringRef mode, StringRef unit,
 
 namespace {
 
-/// The parameter (an argument of the entry block) a gather's operand is:
-/// the argument itself or its dtype cast (mixed precision); else null.
-BlockArgument gatheredParameter(Value input) {
-  if (auto c = input.getDefiningOp<aten::ToCopyOp>())
-    input = c.getSelf();
-  return dyn_cast<BlockArgument>(input);
-}
-
 /// The gather of `param` in `group`, or null.
 Operation *findGatherOf(ArrayRef<Operation *> group, Value param) {
   for (Operation *g : group)
-    if (gatheredParameter(g->getOperand(0)) == param)
+    if (getCastArgument(g->getOperand(0)) == param)
       return g;
   return nullptr;
 }
@@ -752,7 +744,7 @@ LogicalResult spmd::fuseUnitCollectives(ModuleOp module,
         gathers;
     SmallVector<std::pair<Operation *, Operation *>> repeats;
     fn.walk([&](AllGatherOp g) {
-      BlockArgument arg = gatheredParameter(g.getInput());
+      BlockArgument arg = getCastArgument(g.getInput());
       if (!arg || arg.getOwner() != &fn.getBody().front() ||
           !onDim(g.getMeshDims()) ||
           getArgRole(fn, arg.getArgNumber()) != "param")

@@ -53,6 +53,12 @@ StringRef spmd::getArgRole(func::FuncOp fn, unsigned i) {
   return role ? role.getValue() : "";
 }
 
+BlockArgument spmd::getCastArgument(Value v) {
+  if (auto c = v.getDefiningOp<aten::ToCopyOp>())
+    v = c.getSelf();
+  return dyn_cast<BlockArgument>(v);
+}
+
 FailureOr<ParallelOptions>
 spmd::checkModeOptions(ModuleOp module, const ParallelOptions &options,
                        StringRef mode, ArrayRef<std::string> names,

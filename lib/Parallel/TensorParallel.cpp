@@ -716,11 +716,8 @@ LogicalResult spmd::constrainTPBoundaries(func::FuncOp fn,
             continue;
           // A parameter read in another dtype (mixed precision casts
           // every parameter first) is still the parameter.
-          if (auto c = v.getDefiningOp<aten::ToCopyOp>();
-              c && isa<BlockArgument>(c.getSelf()) &&
-              within(getArgFqn(fn,
-                               cast<BlockArgument>(c.getSelf()).getArgNumber()),
-                     m))
+          if (BlockArgument arg = getCastArgument(v);
+              arg && within(getArgFqn(fn, arg.getArgNumber()), m))
             continue;
           if (Operation *def = v.getDefiningOp()) {
             if ((ops.contains(def) && !isa<ShardingConstraintOp>(def)) ||

@@ -89,6 +89,11 @@ mlir::LogicalResult gatherShardedParameters(
     mlir::func::FuncOp fn, int64_t meshDim, llvm::StringRef mode,
     llvm::function_ref<bool(llvm::StringRef)> keepGathered = nullptr);
 
+/// Mixed precision's gradient cast: `op` if it is an `aten._to_copy` that
+/// widens a float (a gradient computed in bf16 cast back to its fp32
+/// parameter's dtype), else null.
+mlir::Operation *getGradientCast(mlir::Operation *op);
+
 /// The gradients of a captured step: results of backward ops that an
 /// optimizer-phase op reads, in program order.
 llvm::SmallVector<mlir::Value> findGradients(mlir::func::FuncOp fn);

@@ -82,6 +82,10 @@ mlir::FailureOr<mlir::func::FuncOp> getTrainStep(mlir::ModuleOp module);
 llvm::StringRef getArgFqn(mlir::func::FuncOp fn, unsigned i);
 llvm::StringRef getArgRole(mlir::func::FuncOp fn, unsigned i);
 
+/// The block argument `v` is, or that `v` casts (`aten._to_copy`: mixed
+/// precision reads every parameter through its dtype cast); else null.
+mlir::BlockArgument getCastArgument(mlir::Value v);
+
 /// What every built-in mode checks of its options: a mesh of
 /// `names.size()` dims ("<mode> runs on a K-D mesh (names); got a mesh of
 /// N dims"), option keys among `known` ("<mode>: unknown option 'k'"),
