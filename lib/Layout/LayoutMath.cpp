@@ -55,28 +55,6 @@ Placement Placement::stridedShard(int64_t dim, int64_t splitFactor) {
   return p;
 }
 
-bool Placement::isShardLike() const {
-  return kind == Kind::Shard || kind == Kind::StridedShard;
-}
-
-bool Placement::operator==(const Placement &other) const {
-  if (kind != other.kind)
-    return false;
-  switch (kind) {
-  case Kind::Replicate:
-    return true;
-  case Kind::Partial:
-    return reduce == other.reduce;
-  case Kind::Shard:
-    return dim == other.dim;
-  case Kind::StridedShard:
-    return dim == other.dim && splitFactor == other.splitFactor;
-  }
-  // Unknown kinds (out-of-enum values): compare every field.
-  return dim == other.dim && splitFactor == other.splitFactor &&
-         reduce == other.reduce;
-}
-
 std::string Placement::str() const {
   switch (kind) {
   case Kind::Replicate:

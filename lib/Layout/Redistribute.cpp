@@ -143,6 +143,27 @@ RedistributePlan spmd::layout::planRedistribute(
     const std::vector<int64_t> &globalShape, int64_t elementBytes,
     const std::vector<int64_t> &meshShape, const std::vector<Placement> &from,
     const std::vector<Placement> &to, const MeshCostModel &cost) {
+  return RedistributePlanner(globalShape, elementBytes, meshShape, cost)
+      .plan(from, to);
+}
+
+RedistributePlanner::RedistributePlanner(std::vector<int64_t> globalShape,
+                                         int64_t elementBytes,
+                                         std::vector<int64_t> meshShape,
+                                         MeshCostModel cost)
+    : globalShape(std::move(globalShape)), meshShape(std::move(meshShape)),
+      elementBytes(elementBytes), cost(std::move(cost)) {}
+
+uint64_t RedistributePlanner::knownIndex(const Placement &p) {
+  for (size_t i = 0; i < known.size(); ++i)
+    if (known[i] == p)
+      return i;
+  known.push_back(p);
+  return known.size() - 1;
+}
+
+RedistributePlan RedistributePlanner::plan(const std::vector<Placement> &from,
+                                           const std::vector<Placement> &to) {
   RedistributePlan plan;
   for (const auto *layout : {&from, &to}) {
     std::string why = validate(globalShape, meshShape, *layout);
@@ -173,13 +194,27 @@ RedistributePlan spmd::layout::planRedistribute(
     }
     return node;
   };
-
-  auto decode = [&](size_t node) {
-    std::vector<Placement> placements(meshRank);
+  auto decodeInto = [&](size_t node, std::vector<Placement> &placements) {
+    placements.resize(meshRank);
     for (size_t m = 0; m < meshRank; ++m, node /= base)
       placements[m] = options[node % base];
+  };
+  auto decode = [&](size_t node) {
+    std::vector<Placement> placements;
+    decodeInto(node, placements);
     return placements;
   };
+  // The step kind between each pair of candidates, and each candidate's
+  // index among the placements this planner has met, found once.
+  std::vector<std::optional<Kind>> kinds(base * base);
+  std::vector<uint64_t> optionKeys(base);
+  bool keyed = true;
+  for (size_t a = 0; a < base; ++a) {
+    optionKeys[a] = knownIndex(options[a]);
+    keyed = keyed && optionKeys[a] < 256;
+    for (size_t b = 0; b < base; ++b)
+      kinds[a * base + b] = stepKind(options[a], options[b]);
+  }
 
   // Dijkstra; the priority orders by cost, then steps, then node number, so
   // ties are broken the same way on every run. A visit keeps only how it
@@ -200,13 +235,27 @@ RedistributePlan spmd::layout::planRedistribute(
     nodes *= base;
   constexpr double kUnreached = std::numeric_limits<double>::infinity();
   std::vector<Visit> best(nodes, Visit{kUnreached, 0, 0, Kind::LocalSlice, 0});
-  // Padded local bytes of each layout met, computed once.
-  std::vector<int64_t> padded(nodes, -1);
+  // Padded local bytes of each layout met: this plan's, then the planner's.
+  std::vector<int64_t> bytes(nodes, -1);
+  std::vector<Placement> current, scratch;
   auto bytesOf = [&](size_t node) {
-    if (padded[node] < 0)
-      padded[node] =
-          paddedBytes(globalShape, elementBytes, meshShape, decode(node));
-    return padded[node];
+    if (bytes[node] >= 0)
+      return bytes[node];
+    if (!keyed) {
+      decodeInto(node, scratch);
+      return bytes[node] =
+                 paddedBytes(globalShape, elementBytes, meshShape, scratch);
+    }
+    uint64_t key = 0;
+    size_t rest = node;
+    for (size_t m = 0; m < meshRank; ++m, rest /= base)
+      key |= optionKeys[rest % base] << (8 * m);
+    auto [it, fresh] = padded.try_emplace(key, 0);
+    if (fresh) {
+      decodeInto(node, scratch);
+      it->second = paddedBytes(globalShape, elementBytes, meshShape, scratch);
+    }
+    return bytes[node] = it->second;
   };
   size_t source = encode(from), target = encode(to);
   best[source] = Visit{0, 0, source, Kind::LocalSlice, 0};
@@ -220,7 +269,7 @@ RedistributePlan spmd::layout::planRedistribute(
     if (std::make_tuple(seconds, steps) >
         std::make_tuple(visit.seconds, visit.steps))
       continue; // a stale queue entry
-    std::vector<Placement> current = decode(node);
+    decodeInto(node, current);
     int64_t currentBytes = bytesOf(node);
     size_t stride = 1;
     for (size_t m = 0; m < meshRank; ++m, stride *= base) {
@@ -229,14 +278,14 @@ RedistributePlan spmd::layout::planRedistribute(
       if (a.isShardLike() && shardedLater(current, meshShape, m, a))
         continue;
       for (size_t b = 0; b < base; ++b) {
-        std::optional<Kind> kind = stepKind(a, options[b]);
+        std::optional<Kind> kind = kinds[digit * base + b];
         if (!kind || (options[b].isShardLike() &&
                       shardedLater(current, meshShape, m, options[b])))
           continue;
-        size_t to = node - digit * stride + b * stride;
         // Every candidate fits the tensor and the mesh (checked above for
-        // the source and target, by construction for the others).
-        assert(validate(globalShape, meshShape, decode(to)).empty());
+        // the source and target, by construction for the others, which
+        // maxLocalShape asserts).
+        size_t to = node - digit * stride + b * stride;
         double stepSeconds = collectiveCost(*kind, meshShape[m],
                                             std::max(currentBytes, bytesOf(to)),
                                             cost.latency[m], cost.bandwidth[m])
@@ -277,7 +326,10 @@ spmd::layout::collectiveCost(RedistributeStep::Kind kind, int64_t n,
   using Kind = RedistributeStep::Kind;
   if (kind == Kind::LocalSlice || kind == Kind::LocalPartial || n <= 1)
     return {0, 0};
-  double rounds = std::ceil(std::log2(static_cast<double>(n)));
+  // ceil(log2(n)), exactly.
+  int rounds = 0;
+  while ((int64_t{1} << rounds) < n)
+    ++rounds;
   double moved = static_cast<double>(n - 1) / static_cast<double>(n) *
                  static_cast<double>(largeBytes);
   if (kind == Kind::AllReduce)

@@ -61,14 +61,26 @@ private:
     SlotCosts operands, results;
   };
   LocalCosts localCosts(unsigned i, const SlotCosts &operandSeconds);
-  /// localCosts' results part alone.
-  SlotCosts resultCosts(unsigned i);
+  /// localCosts' results part alone (memoized: alike ops whose results'
+  /// uses need the same layouts share it).
+  const SlotCosts &resultCosts(unsigned i);
   /// The part of the objective that strategy `s` of op `i` changes.
   double localCost(unsigned i, unsigned s, const LocalCosts &parts);
-  /// Redistribution seconds of each operand of op `i` to each of its slots.
-  SlotCosts operandCosts(unsigned i);
+  /// Redistribution seconds of each operand of op `i`, laid out as
+  /// `froms`, to each of its slots (memoized per alike op and `froms`).
+  const SlotCosts &operandCosts(unsigned i, ArrayRef<unsigned> froms);
+  /// The same with the operands' current layouts.
+  const SlotCosts &operandCosts(unsigned i);
   /// Redistribution seconds of op `i`'s own operands under strategy `s`.
   double operandCost(unsigned i, unsigned s, const SlotCosts &costs);
+  /// A key naming op i's alike entry and `layouts`: ops with equal keys
+  /// make equal choices.
+  std::string alikeKey(unsigned i, ArrayRef<unsigned> layouts) const;
+  /// What sweep() weighs of op i's neighbourhood, beside its current
+  /// choice: each operand's layout and the distinct layouts its other uses
+  /// need, and the distinct layouts its results' uses need (in use order,
+  /// the order of the sums).
+  SmallVector<unsigned, 32> neighbourhood(unsigned i) const;
   void estimateForward();
   void chooseBackward();
   /// DTensor's own choice, in program order: each op takes the strategy
@@ -159,6 +171,12 @@ private:
   /// Ops whose neighbourhood changed since sweep() last weighed them: only
   /// they can move (a sweep is otherwise the same as the last).
   std::vector<char> dirty;
+  /// sweep()'s choice by alikeKey of (current choice, neighbourhood): the
+  /// same op in every layer meets the same neighbourhood and is weighed
+  /// once.
+  std::unordered_map<std::string, unsigned> swept;
+  /// operandCosts and resultCosts by alikeKey of their layouts.
+  std::unordered_map<std::string, SlotCosts> operandMemo, resultMemo;
   std::vector<unsigned> redistributed; // `to` of each fixed layout change
   DenseMap<Operation *, unsigned> redistributeIndex;
   unsigned replicateLayout = 0;
@@ -253,22 +271,34 @@ FunctionPropagation::localCosts(unsigned i, const SlotCosts &operandSeconds) {
   return parts;
 }
 
-FunctionPropagation::SlotCosts FunctionPropagation::resultCosts(unsigned i) {
-  SlotCosts costs;
-  for (auto [r, v] : llvm::enumerate(ops[i]->getResults())) {
-    SmallVector<double, 8> &row = costs.emplace_back();
-    // valueCost(v, layout) for each slot: the uses' distinct targets
-    // found once.
-    auto type = cast<RankedTensorType>(v.getType());
-    SmallVector<unsigned, 8> targets;
+const FunctionPropagation::SlotCosts &
+FunctionPropagation::resultCosts(unsigned i) {
+  // valueCost(v, layout) for each result and slot: the uses' distinct
+  // targets found once, each result's prefixed by their count.
+  SmallVector<unsigned, 16> targets;
+  for (Value v : ops[i]->getResults()) {
+    size_t count = targets.size();
+    targets.push_back(0);
     for (OpOperand &use : v.getUses()) {
       unsigned to = required(use);
-      if (!llvm::is_contained(targets, to))
+      if (!llvm::is_contained(ArrayRef(targets).drop_front(count + 1), to))
         targets.push_back(to);
     }
+    targets[count] = targets.size() - count - 1;
+  }
+  auto [memo, fresh] = resultMemo.try_emplace(alikeKey(i, targets));
+  if (!fresh)
+    return memo->second;
+  SlotCosts &costs = memo->second;
+  ArrayRef<unsigned> rest = targets;
+  for (auto [r, v] : llvm::enumerate(ops[i]->getResults())) {
+    SmallVector<double, 8> &row = costs.emplace_back();
+    auto type = cast<RankedTensorType>(v.getType());
+    ArrayRef<unsigned> mine = rest.slice(1, rest.front());
+    rest = rest.drop_front(1 + mine.size());
     for (unsigned layout : alikeOf[i]->resultLayouts[r]) {
       double total = 0;
-      for (unsigned to : targets)
+      for (unsigned to : mine)
         total += cost.redistribute(type, layout, to);
       row.push_back(total);
     }
@@ -302,6 +332,39 @@ double FunctionPropagation::localCost(unsigned i, unsigned s,
   return total;
 }
 
+std::string FunctionPropagation::alikeKey(unsigned i,
+                                          ArrayRef<unsigned> layouts) const {
+  const Alike *entry = alikeOf[i];
+  std::string key(reinterpret_cast<const char *>(&entry), sizeof(entry));
+  key.append(reinterpret_cast<const char *>(layouts.data()),
+             layouts.size() * sizeof(unsigned));
+  return key;
+}
+
+SmallVector<unsigned, 32> FunctionPropagation::neighbourhood(unsigned i) const {
+  SmallVector<unsigned, 32> out;
+  // Distinct targets of `v`'s uses outside `skip`, prefixed by their count.
+  auto targets = [&](Value v, Operation *skip) {
+    size_t count = out.size();
+    out.push_back(0);
+    for (OpOperand &use : v.getUses()) {
+      if (use.getOwner() == skip)
+        continue;
+      unsigned to = required(use);
+      if (!llvm::is_contained(ArrayRef(out).drop_front(count + 1), to))
+        out.push_back(to);
+    }
+    out[count] = out.size() - count - 1;
+  };
+  for (Value v : ops[i]->getOperands()) {
+    out.push_back(layoutOf(v));
+    targets(v, ops[i]);
+  }
+  for (Value v : ops[i]->getResults())
+    targets(v, nullptr);
+  return out;
+}
+
 void FunctionPropagation::estimateForward() {
   // The cheapest estimated way to produce each value: its layout and cost.
   // Consumers weigh only that one, since every (layout, layout) pair weighed
@@ -312,17 +375,19 @@ void FunctionPropagation::estimateForward() {
     Operation *op = ops[i];
     estimate[i].assign(strategiesOf(i).size(), kInf);
     // Per operand and slot: its cheapest production plus its redistribution.
-    SlotCosts operands;
-    for (auto [k, v] : llvm::enumerate(op->getOperands())) {
+    SmallVector<unsigned, 4> layouts;
+    SmallVector<double, 4> upstreams;
+    for (Value v : op->getOperands()) {
       auto it = best.find(v);
       auto [layout, upstream] =
           it == best.end() ? std::make_pair(layoutOf(v), 0.0) : it->second;
-      SmallVector<double, 8> &row = operands.emplace_back();
-      for (unsigned need : alikeOf[i]->operandLayouts[k])
-        row.push_back(upstream +
-                      cost.redistribute(cast<RankedTensorType>(v.getType()),
-                                        layout, need));
+      layouts.push_back(layout);
+      upstreams.push_back(upstream);
     }
+    SlotCosts operands = operandCosts(i, layouts);
+    for (auto [row, upstream] : llvm::zip(operands, upstreams))
+      for (double &seconds : row)
+        seconds = upstream + seconds;
     for (unsigned s = 0; s < strategiesOf(i).size(); ++s) {
       const StrategyIds &strategy = strategiesOf(i)[s];
       double c = strategy.compute;
@@ -353,7 +418,7 @@ void FunctionPropagation::chooseBackward() {
     }
     double bestCost = kInf;
     unsigned bestStrategy = 0;
-    SlotCosts results = resultCosts(i);
+    const SlotCosts &results = resultCosts(i);
     for (unsigned s = 0; s < strategiesOf(i).size(); ++s) {
       double c = estimate[i][s];
       for (auto [r, slot] : llvm::enumerate(strategiesOf(i)[s].resultSlots))
@@ -367,16 +432,27 @@ void FunctionPropagation::chooseBackward() {
   }
 }
 
-FunctionPropagation::SlotCosts FunctionPropagation::operandCosts(unsigned i) {
-  SlotCosts costs;
+const FunctionPropagation::SlotCosts &
+FunctionPropagation::operandCosts(unsigned i, ArrayRef<unsigned> froms) {
+  auto [memo, fresh] = operandMemo.try_emplace(alikeKey(i, froms));
+  if (!fresh)
+    return memo->second;
+  SlotCosts &costs = memo->second;
   for (auto [k, v] : llvm::enumerate(ops[i]->getOperands())) {
     SmallVector<double, 8> &row = costs.emplace_back();
-    unsigned from = layoutOf(v);
     for (unsigned need : alikeOf[i]->operandLayouts[k])
-      row.push_back(
-          cost.redistribute(cast<RankedTensorType>(v.getType()), from, need));
+      row.push_back(cost.redistribute(cast<RankedTensorType>(v.getType()),
+                                      froms[k], need));
   }
   return costs;
+}
+
+const FunctionPropagation::SlotCosts &
+FunctionPropagation::operandCosts(unsigned i) {
+  SmallVector<unsigned, 4> froms;
+  for (Value v : ops[i]->getOperands())
+    froms.push_back(layoutOf(v));
+  return operandCosts(i, froms);
 }
 
 double FunctionPropagation::operandCost(unsigned i, unsigned s,
@@ -388,6 +464,7 @@ double FunctionPropagation::operandCost(unsigned i, unsigned s,
 }
 
 void FunctionPropagation::chooseGreedy(bool followShards, bool keepReplicated) {
+  std::unordered_map<std::string, unsigned> chosen;
   for (unsigned i = 0; i < ops.size(); ++i) {
     if (forced[i] >= 0)
       continue;
@@ -407,12 +484,21 @@ void FunctionPropagation::chooseGreedy(bool followShards, bool keepReplicated) {
     auto is = [&](unsigned layout, size_t m, Kind kind) {
       return cost.layout(layout)[m].kind == kind;
     };
-    // Mesh dims on which an operand arrives sharded: a shard to follow.
-    SmallVector<bool, 4> arrivesSharded(meshRank, false);
-    SlotCosts operandSeconds = operandCosts(i);
     SmallVector<unsigned, 4> haves;
     for (Value v : ops[i]->getOperands())
       haves.push_back(layoutOf(v));
+    // The choice is a function of the op's strategies and its operands'
+    // layouts: alike ops met with the same layouts (every layer after the
+    // first) take it from the first.
+    std::string key = alikeKey(i, haves);
+    auto [memo, fresh] = chosen.try_emplace(key, 0);
+    if (!fresh) {
+      choice[i] = memo->second;
+      continue;
+    }
+    // Mesh dims on which an operand arrives sharded: a shard to follow.
+    SmallVector<bool, 4> arrivesSharded(meshRank, false);
+    const SlotCosts &operandSeconds = operandCosts(i);
     for (unsigned have : haves)
       for (size_t m = 0; keepReplicated && m < meshRank; ++m)
         arrivesSharded[m] =
@@ -468,14 +554,15 @@ void FunctionPropagation::chooseGreedy(bool followShards, bool keepReplicated) {
                     llvm::none_of(strategiesOf(i)[s].operands, [&](unsigned o) {
                       return cost.layout(o)[m].isShardLike();
                     });
-      std::tuple<unsigned, unsigned, double, unsigned, unsigned, double> key{
+      std::tuple<unsigned, unsigned, double, unsigned, unsigned, double> order{
           unreplicated, resharded, operandCost(i, s, operandSeconds),
           moved,        sliced,    strategiesOf(i)[s].compute};
-      if (key < best) {
-        best = key;
+      if (order < best) {
+        best = order;
         choice[i] = s;
       }
     }
+    memo->second = choice[i];
   }
 }
 
@@ -684,7 +771,18 @@ bool FunctionPropagation::sweep() {
       continue;
     dirty[i] = false;
     unsigned current = choice[i];
-    SlotCosts operandSeconds = operandCosts(i);
+    SmallVector<unsigned, 32> seen = neighbourhood(i);
+    seen.push_back(current);
+    auto [memo, fresh] = swept.try_emplace(alikeKey(i, seen), current);
+    if (!fresh) {
+      choice[i] = memo->second;
+      if (choice[i] != current) {
+        changed = true;
+        markNeighbours(i);
+      }
+      continue;
+    }
+    const SlotCosts &operandSeconds = operandCosts(i);
     LocalCosts parts = localCosts(i, operandSeconds);
     double bestCost = localCost(i, current, parts);
     double bestOperands = operandCost(i, current, operandSeconds);
@@ -706,6 +804,7 @@ bool FunctionPropagation::sweep() {
         choice[i] = s;
       }
     }
+    memo->second = choice[i];
     if (choice[i] != current) {
       changed = true;
       markNeighbours(i);

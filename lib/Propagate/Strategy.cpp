@@ -331,9 +331,12 @@ const CostModel::PlanCost &CostModel::plan(RankedTensorType type, unsigned from,
   auto it = cache.find(key);
   if (it != cache.end())
     return it->second;
-  layout::RedistributePlan plan = layout::planRedistribute(
-      shapeOf(type), elementBytes(type.getElementType()), meshShape,
-      layouts[from], layouts[to], mesh);
+  std::unique_ptr<layout::RedistributePlanner> &planner =
+      planners[type.getAsOpaquePointer()];
+  if (!planner)
+    planner = std::make_unique<layout::RedistributePlanner>(
+        shapeOf(type), elementBytes(type.getElementType()), meshShape, mesh);
+  layout::RedistributePlan plan = planner->plan(layouts[from], layouts[to]);
   PlanCost entry = {std::numeric_limits<double>::infinity(), 0, 0};
   if (plan.error.empty()) {
     entry.seconds = plan.seconds;

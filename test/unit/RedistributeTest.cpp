@@ -288,6 +288,35 @@ TEST(Redistribute, AllPairsSimulate) {
           }
 }
 
+/// One planner reused for every pair of layouts (in both orders, so each
+/// plan meets layouts an earlier one cached) gives planRedistribute's plan,
+/// steps, bytes and seconds, and the same errors.
+TEST(Redistribute, PlannerReuseEqualsFreshPlans) {
+  std::vector<Placement> options = {R(), P(), S(0), S(1), SS(0, 2), SS(1, 3)};
+  std::vector<int64_t> shape = {7, 6}, mesh = {2, 3};
+  MeshCostModel model = MeshCostModel::defaults(2);
+  RedistributePlanner planner(shape, 2, mesh, model);
+  std::vector<std::vector<Placement>> layouts;
+  for (const Placement &a : options)
+    for (const Placement &b : options)
+      layouts.push_back({a, b});
+  layouts.push_back({S(2), R()}); // out of range: an error, not a plan
+  for (bool reverse : {false, true})
+    for (size_t i = 0; i < layouts.size(); ++i)
+      for (size_t j = 0; j < layouts.size(); ++j) {
+        const auto &from = layouts[reverse ? layouts.size() - 1 - i : i];
+        const auto &to = layouts[reverse ? layouts.size() - 1 - j : j];
+        RedistributePlan fresh =
+            planRedistribute(shape, 2, mesh, from, to, model);
+        RedistributePlan reused = planner.plan(from, to);
+        ASSERT_EQ(fresh.error, reused.error);
+        ASSERT_EQ(fresh.seconds, reused.seconds);
+        ASSERT_EQ(fresh.steps.size(), reused.steps.size());
+        for (size_t k = 0; k < fresh.steps.size(); ++k)
+          ASSERT_EQ(fresh.steps[k].str(), reused.steps[k].str());
+      }
+}
+
 TEST(Redistribute, CostsAndErrors) {
   // Bytes: an all_gather of a [8, 4] f32 tensor on 4 ranks moves 3/4 of it.
   RedistributePlan plan = planRedistribute({8, 4}, 4, {4}, {S(0)}, {R()},

@@ -70,11 +70,29 @@ struct Placement {
   static Placement stridedShard(int64_t dim, int64_t splitFactor);
 
   /// True for Shard and StridedShard.
-  bool isShardLike() const;
+  bool isShardLike() const {
+    return kind == Kind::Shard || kind == Kind::StridedShard;
+  }
 
   /// Compares `kind` and the fields relevant to it. StridedShard(d, 1) and
   /// Shard(d) hold the same elements but compare unequal (different kinds).
-  bool operator==(const Placement &other) const;
+  bool operator==(const Placement &other) const {
+    if (kind != other.kind)
+      return false;
+    switch (kind) {
+    case Kind::Replicate:
+      return true;
+    case Kind::Partial:
+      return reduce == other.reduce;
+    case Kind::Shard:
+      return dim == other.dim;
+    case Kind::StridedShard:
+      return dim == other.dim && splitFactor == other.splitFactor;
+    }
+    // Unknown kinds (out-of-enum values): compare every field.
+    return dim == other.dim && splitFactor == other.splitFactor &&
+           reduce == other.reduce;
+  }
   bool operator!=(const Placement &other) const { return !(*this == other); }
 
   /// Textual form: "replicate", "partial<sum>", "shard<0>",

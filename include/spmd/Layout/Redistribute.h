@@ -11,7 +11,9 @@
 
 #include "spmd/Layout/LayoutMath.h"
 
+#include <cstdint>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace spmd::layout {
@@ -115,6 +117,32 @@ RedistributePlan planRedistribute(const std::vector<int64_t> &globalShape,
                                   const std::vector<Placement> &from,
                                   const std::vector<Placement> &to,
                                   const MeshCostModel &cost);
+
+/// planRedistribute for many (from, to) pairs of one tensor on one mesh:
+/// each layout's padded bytes are computed once across the plans, and the
+/// search's buffers are reused (propagation asks for thousands of pairs per
+/// tensor type). Each plan() equals planRedistribute's, bit for bit.
+class RedistributePlanner {
+public:
+  RedistributePlanner(std::vector<int64_t> globalShape, int64_t elementBytes,
+                      std::vector<int64_t> meshShape, MeshCostModel cost);
+
+  /// planRedistribute(globalShape, elementBytes, meshShape, from, to, cost).
+  RedistributePlan plan(const std::vector<Placement> &from,
+                        const std::vector<Placement> &to);
+
+private:
+  std::vector<int64_t> globalShape, meshShape;
+  int64_t elementBytes;
+  MeshCostModel cost;
+  /// Placements met so far; a layout's key packs their indices, 8 bits per
+  /// mesh dim (at most kMaxMeshDims dims).
+  std::vector<Placement> known;
+  /// Padded local bytes by layout key.
+  std::unordered_map<uint64_t, int64_t> padded;
+  /// The index of `p` in `known`, added if new.
+  uint64_t knownIndex(const Placement &p);
+};
 
 } // namespace spmd::layout
 

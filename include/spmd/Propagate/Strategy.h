@@ -178,6 +178,9 @@ private:
   };
   /// Keyed by the type and (from << 32 | to).
   llvm::DenseMap<std::pair<const void *, uint64_t>, PlanCost> cache;
+  /// One planner per tensor type.
+  llvm::DenseMap<const void *, std::unique_ptr<layout::RedistributePlanner>>
+      planners;
   const PlanCost &plan(mlir::RankedTensorType type, unsigned from, unsigned to);
 };
 
