@@ -9,11 +9,12 @@
 
 #include "spmd/Layout/Redistribute.h"
 
+#include <algorithm>
 #include <cassert>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <optional>
-#include <queue>
 #include <tuple>
 
 using namespace spmd::layout;
@@ -162,53 +163,71 @@ uint64_t RedistributePlanner::knownIndex(const Placement &p) {
   return known.size() - 1;
 }
 
-RedistributePlan RedistributePlanner::plan(const std::vector<Placement> &from,
-                                           const std::vector<Placement> &to) {
-  RedistributePlan plan;
+size_t
+RedistributePlanner::encode(const std::vector<Placement> &placements) const {
+  size_t node = 0;
+  for (size_t m = meshShape.size(); m-- > 0;) {
+    size_t index = 0;
+    while (options[index] != placements[m])
+      ++index;
+    node = node * options.size() + index;
+  }
+  return node;
+}
+
+void RedistributePlanner::decodeInto(size_t node,
+                                     std::vector<Placement> &placements) const {
+  placements.resize(meshShape.size());
+  for (size_t m = 0; m < meshShape.size(); ++m, node /= options.size())
+    placements[m] = options[node % options.size()];
+}
+
+int64_t RedistributePlanner::bytesOf(size_t node) {
+  if (bytes[node] >= 0)
+    return bytes[node];
+  if (!keyed) {
+    decodeInto(node, scratch);
+    return bytes[node] =
+               paddedBytes(globalShape, elementBytes, meshShape, scratch);
+  }
+  uint64_t key = 0;
+  size_t rest = node;
+  for (size_t m = 0; m < meshShape.size(); ++m, rest /= options.size())
+    key |= optionKeys[rest % options.size()] << (8 * m);
+  auto [it, fresh] = padded.try_emplace(key, 0);
+  if (fresh) {
+    decodeInto(node, scratch);
+    it->second = paddedBytes(globalShape, elementBytes, meshShape, scratch);
+  }
+  return bytes[node] = it->second;
+}
+
+std::pair<int64_t, double> RedistributePlanner::stepCost(size_t node) {
+  const Visit &visit = best[node];
+  return collectiveCost(visit.kind, meshShape[visit.meshDim],
+                        std::max(bytesOf(visit.previous), bytesOf(node)),
+                        cost.latency[visit.meshDim],
+                        cost.bandwidth[visit.meshDim]);
+}
+
+std::string RedistributePlanner::search(const std::vector<Placement> &from,
+                                        const std::vector<Placement> &to) {
   for (const auto *layout : {&from, &to}) {
     std::string why = validate(globalShape, meshShape, *layout);
-    if (!why.empty()) {
-      plan.error =
-          (layout == &from ? "source layout: " : "target layout: ") + why;
-      return plan;
-    }
+    if (!why.empty())
+      return (layout == &from ? "source layout: " : "target layout: ") + why;
   }
-  if (cost.latency.size() != meshShape.size() ||
-      cost.bandwidth.size() != meshShape.size()) {
-    plan.error = "the cost model has " + std::to_string(cost.latency.size()) +
-                 " mesh dims, the mesh " + std::to_string(meshShape.size());
-    return plan;
-  }
-  std::vector<Placement> options = candidates(globalShape.size(), from, to);
-
-  // Nodes are layouts, numbered by their placements' indices in `options`
-  // (mesh dim 0 least significant).
-  const size_t base = options.size(), meshRank = meshShape.size();
-  auto encode = [&](const std::vector<Placement> &placements) {
-    size_t node = 0;
-    for (size_t m = meshRank; m-- > 0;) {
-      size_t index = 0;
-      while (options[index] != placements[m])
-        ++index;
-      node = node * base + index;
-    }
-    return node;
-  };
-  auto decodeInto = [&](size_t node, std::vector<Placement> &placements) {
-    placements.resize(meshRank);
-    for (size_t m = 0; m < meshRank; ++m, node /= base)
-      placements[m] = options[node % base];
-  };
-  auto decode = [&](size_t node) {
-    std::vector<Placement> placements;
-    decodeInto(node, placements);
-    return placements;
-  };
+  const size_t meshRank = meshShape.size();
+  if (cost.latency.size() != meshRank || cost.bandwidth.size() != meshRank)
+    return "the cost model has " + std::to_string(cost.latency.size()) +
+           " mesh dims, the mesh " + std::to_string(meshRank);
+  options = candidates(globalShape.size(), from, to);
+  const size_t base = options.size();
   // The step kind between each pair of candidates, and each candidate's
   // index among the placements this planner has met, found once.
-  std::vector<std::optional<Kind>> kinds(base * base);
-  std::vector<uint64_t> optionKeys(base);
-  bool keyed = true;
+  kinds.resize(base * base);
+  optionKeys.resize(base);
+  keyed = true;
   for (size_t a = 0; a < base; ++a) {
     optionKeys[a] = knownIndex(options[a]);
     keyed = keyed && optionKeys[a] < 256;
@@ -219,50 +238,29 @@ RedistributePlan RedistributePlanner::plan(const std::vector<Placement> &from,
   // Dijkstra; the priority orders by cost, then steps, then node number, so
   // ties are broken the same way on every run. A visit keeps only how it
   // was reached; the steps are rebuilt along the cheapest path at the end.
-  using Entry = std::tuple<double, size_t, size_t>;
-  std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> queue;
-  struct Visit {
-    double seconds;
-    size_t steps;
-    size_t previous;
-    Kind kind;
-    size_t meshDim;
-  };
-  // Every layout has a slot: there are base^meshRank of them (a few
-  // dozen for 2-D meshes).
+  // Every layout has a slot: there are base^meshRank of them (a few dozen
+  // for 2-D meshes).
   size_t nodes = 1;
   for (size_t m = 0; m < meshRank; ++m)
     nodes *= base;
   constexpr double kUnreached = std::numeric_limits<double>::infinity();
-  std::vector<Visit> best(nodes, Visit{kUnreached, 0, 0, Kind::LocalSlice, 0});
-  // Padded local bytes of each layout met: this plan's, then the planner's.
-  std::vector<int64_t> bytes(nodes, -1);
-  std::vector<Placement> current, scratch;
-  auto bytesOf = [&](size_t node) {
-    if (bytes[node] >= 0)
-      return bytes[node];
-    if (!keyed) {
-      decodeInto(node, scratch);
-      return bytes[node] =
-                 paddedBytes(globalShape, elementBytes, meshShape, scratch);
-    }
-    uint64_t key = 0;
-    size_t rest = node;
-    for (size_t m = 0; m < meshRank; ++m, rest /= base)
-      key |= optionKeys[rest % base] << (8 * m);
-    auto [it, fresh] = padded.try_emplace(key, 0);
-    if (fresh) {
-      decodeInto(node, scratch);
-      it->second = paddedBytes(globalShape, elementBytes, meshShape, scratch);
-    }
-    return bytes[node] = it->second;
+  best.assign(nodes, Visit{kUnreached, 0, 0, Kind::LocalSlice, 0});
+  bytes.assign(nodes, -1);
+  queue.clear();
+  using Entry = std::tuple<double, size_t, size_t>;
+  std::greater<Entry> later;
+  auto push = [&](Entry e) {
+    queue.push_back(e);
+    std::push_heap(queue.begin(), queue.end(), later);
   };
-  size_t source = encode(from), target = encode(to);
+  source = encode(from);
+  target = encode(to);
   best[source] = Visit{0, 0, source, Kind::LocalSlice, 0};
-  queue.emplace(0, 0, source);
+  push({0, 0, source});
   while (!queue.empty()) {
-    auto [seconds, steps, node] = queue.top();
-    queue.pop();
+    std::pop_heap(queue.begin(), queue.end(), later);
+    auto [seconds, steps, node] = queue.back();
+    queue.pop_back();
     if (node == target)
       break;
     const Visit &visit = best[node];
@@ -295,28 +293,49 @@ RedistributePlan RedistributePlanner::plan(const std::vector<Placement> &from,
             std::make_tuple(total, steps + 1))
           continue;
         best[to] = Visit{total, steps + 1, node, *kind, m};
-        queue.emplace(total, steps + 1, to);
+        push({total, steps + 1, to});
       }
     }
   }
-  if (best[target].seconds == kUnreached) {
-    plan.error = "no sequence of steps turns " + placementsStr(from) +
-                 " into " + placementsStr(to);
+  if (best[target].seconds == kUnreached)
+    return "no sequence of steps turns " + placementsStr(from) + " into " +
+           placementsStr(to);
+  return "";
+}
+
+RedistributePlan RedistributePlanner::plan(const std::vector<Placement> &from,
+                                           const std::vector<Placement> &to) {
+  RedistributePlan plan;
+  plan.error = search(from, to);
+  if (!plan.error.empty())
     return plan;
-  }
   for (size_t node = target; node != source;) {
     const Visit &visit = best[node];
-    RedistributeStep step{visit.kind, static_cast<int64_t>(visit.meshDim),
-                          decode(visit.previous), decode(node)};
-    std::tie(step.bytesPerRank, step.seconds) = collectiveCost(
-        visit.kind, meshShape[visit.meshDim],
-        std::max(bytesOf(visit.previous), bytesOf(node)),
-        cost.latency[visit.meshDim], cost.bandwidth[visit.meshDim]);
+    RedistributeStep step{
+        visit.kind, static_cast<int64_t>(visit.meshDim), {}, {}};
+    decodeInto(visit.previous, step.before);
+    decodeInto(node, step.after);
+    std::tie(step.bytesPerRank, step.seconds) = stepCost(node);
     plan.steps.insert(plan.steps.begin(), step);
     node = visit.previous;
   }
   plan.seconds = best[target].seconds;
   return plan;
+}
+
+RedistributePlanner::Summary
+RedistributePlanner::summarize(const std::vector<Placement> &from,
+                               const std::vector<Placement> &to) {
+  Summary summary = {std::numeric_limits<double>::infinity(), 0, 0};
+  if (!search(from, to).empty())
+    return summary;
+  summary.seconds = best[target].seconds;
+  for (size_t node = target; node != source; node = best[node].previous) {
+    int64_t sent = stepCost(node).first;
+    summary.bytesPerRank += sent;
+    summary.collectives += sent > 0;
+  }
+  return summary;
 }
 
 std::pair<int64_t, double>

@@ -772,6 +772,17 @@ LogicalResult spmd::fuseUnitCollectives(ModuleOp module,
       if (dtypeCast && dtypeCast->use_empty())
         dtypeCast->erase();
     }
+    // Each group's first use and the member dtype casts (of an argument)
+    // that come after it, found before any fusion: a fusion changes the
+    // block, whose order each later query would recompute (quadratic in
+    // the step's size). A fusion leaves the other groups' ops in place.
+    struct GatherFusion {
+      const std::string *unit, *phase;
+      SmallVector<Operation *> *group;
+      Operation *firstUse;
+      SmallVector<Operation *> lateCasts;
+    };
+    SmallVector<GatherFusion> fusions;
     for (auto &[key, groups] : gathers)
       for (auto &group : groups) {
         if (group.size() < 2)
@@ -783,19 +794,23 @@ LogicalResult spmd::fuseUnitCollectives(ModuleOp module,
               firstUse = user;
         if (!firstUse)
           continue;
-        // A member's dtype cast (of an argument) may come after the first
-        // use: it moves up to the fused gather.
+        GatherFusion &fusion = fusions.emplace_back(GatherFusion{
+            &std::get<0>(key), &std::get<1>(key), &group, firstUse, {}});
         for (Operation *g : group)
           if (Operation *dtypeCast = g->getOperand(0).getDefiningOp();
               dtypeCast && !dtypeCast->isBeforeInBlock(firstUse))
-            dtypeCast->moveBefore(firstUse);
-        ProvenanceListener provenance(group.front());
-        OpBuilder b(firstUse, &provenance);
-        const auto &[unit, phase, element] = key;
-        fuseCollectives(
-            group, b,
-            unitReason(mode, unit, group, "gather", "parameters for " + phase));
+            fusion.lateCasts.push_back(dtypeCast);
       }
+    for (GatherFusion &fusion : fusions) {
+      // A late cast moves up to the fused gather.
+      for (Operation *dtypeCast : fusion.lateCasts)
+        dtypeCast->moveBefore(fusion.firstUse);
+      ProvenanceListener provenance(fusion.group->front());
+      OpBuilder b(fusion.firstUse, &provenance);
+      fuseCollectives(*fusion.group, b,
+                      unitReason(mode, *fusion.unit, *fusion.group, "gather",
+                                 "parameters for " + *fusion.phase));
+    }
 
     // Gradient reduce_scatters (of a value backward computed) by (unit of
     // the module whose backward computed it, reduction, element type; not
@@ -877,6 +892,14 @@ LogicalResult spmd::fuseUnitCollectives(ModuleOp module,
           }
         }
     }
+    // Each bucket's rearrangements in program order, sorted before any
+    // moves: a move invalidates the block's order, which each sort would
+    // then recompute (quadratic in the step's size).
+    for (auto &[key, buckets] : scatters)
+      for (Bucket &bucket : buckets)
+        llvm::sort(bucket.moved, [](Operation *a, Operation *b) {
+          return a->isBeforeInBlock(b);
+        });
     for (auto &[key, buckets] : scatters)
       for (Bucket &bucket : buckets) {
         if (bucket.ops.size() < 2)
@@ -884,9 +907,6 @@ LogicalResult spmd::fuseUnitCollectives(ModuleOp module,
         // The rearrangements of the results go right after the last
         // gradient, in their order, and the fused collective before them.
         Operation *last = bucket.ops.back()->getOperand(0).getDefiningOp();
-        llvm::sort(bucket.moved, [](Operation *a, Operation *b) {
-          return a->isBeforeInBlock(b);
-        });
         for (Operation *op : llvm::reverse(bucket.moved))
           op->moveAfter(last);
         // Built where the last gradient is: its module and phase.

@@ -14,6 +14,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <unordered_map>
 
 namespace spmd {
 #define GEN_PASS_DEF_PARTITIONPASS
@@ -138,6 +139,9 @@ private:
   /// the operands cannot be looked up in `layouts` later).
   DenseMap<Operation *, SmallVector<std::pair<Placements, RankedTensorType>>>
       operandLayouts;
+  /// positions() by what decides them.
+  mutable std::unordered_map<std::string, std::vector<layout::Interval>>
+      positionsMemo;
 };
 
 std::optional<std::vector<layout::Interval>>
@@ -161,8 +165,25 @@ std::vector<layout::Interval> Partitioner::positions(RankedTensorType global,
                                                      const Placements &p,
                                                      int64_t rank,
                                                      int64_t dim) const {
-  return layout::localIndexRanges(shapeOf(global), meshShape, p,
-                                  layout::rankToCoords(rank, meshShape))[dim];
+  // Along `dim`, what a rank holds depends only on the dim's length and,
+  // on the mesh dims that shard it, their placements and the rank's
+  // coordinates: alike queries (every layer's tables, ranks that differ
+  // elsewhere) are answered once.
+  SmallVector<int64_t, 16> key = {global.getDimSize(dim)};
+  std::vector<int64_t> coords = layout::rankToCoords(rank, meshShape);
+  for (auto [m, placement] : llvm::enumerate(p)) {
+    bool shards = placement.isShardLike() && placement.dim == dim;
+    key.push_back(shards ? static_cast<int64_t>(placement.kind) : -1);
+    key.push_back(shards ? placement.splitFactor : 0);
+    key.push_back(shards ? coords[m] : 0);
+  }
+  auto [it, fresh] = positionsMemo.try_emplace(
+      std::string(reinterpret_cast<const char *>(key.data()),
+                  key.size() * sizeof(int64_t)));
+  if (fresh)
+    it->second =
+        layout::localIndexRanges(shapeOf(global), meshShape, p, coords)[dim];
+  return it->second;
 }
 
 template <typename WantFn, typename HaveFn>
@@ -171,13 +192,23 @@ RankTable Partitioner::table(int64_t blocks, int64_t width, int64_t sources,
                              ArrayRef<int64_t> keyDims) const {
   RankTable out;
   out.rowOf.reserve(numRanks);
-  std::map<std::vector<int64_t>, unsigned> rowOfKey;
+  // A rank's key: its coordinates along `keyDims` in mixed radix (ranks are
+  // row-major); the row of each key met, -1 before.
+  std::vector<int64_t> strides(meshShape.size(), 1);
+  for (size_t m = meshShape.size() - 1; m-- > 0;)
+    strides[m] = strides[m + 1] * meshShape[m + 1];
+  int64_t keys = 1;
+  for (int64_t k : keyDims)
+    keys *= meshShape[k];
+  std::vector<int> rowOfKey(keys, -1);
   for (int64_t r = 0; r < numRanks; ++r) {
-    std::vector<int64_t> coords = layout::rankToCoords(r, meshShape), key;
+    int64_t key = 0;
     for (int64_t k : keyDims)
-      key.push_back(coords[k]);
-    auto [it, inserted] = rowOfKey.try_emplace(key, out.rows.size());
-    out.rowOf.push_back(it->second);
+      key = key * meshShape[k] + r / strides[k] % meshShape[k];
+    bool inserted = rowOfKey[key] < 0;
+    if (inserted)
+      rowOfKey[key] = out.rows.size();
+    out.rowOf.push_back(rowOfKey[key]);
     if (!inserted)
       continue;
     // The held intervals by global begin, each with its source position.

@@ -336,15 +336,9 @@ const CostModel::PlanCost &CostModel::plan(RankedTensorType type, unsigned from,
   if (!planner)
     planner = std::make_unique<layout::RedistributePlanner>(
         shapeOf(type), elementBytes(type.getElementType()), meshShape, mesh);
-  layout::RedistributePlan plan = planner->plan(layouts[from], layouts[to]);
-  PlanCost entry = {std::numeric_limits<double>::infinity(), 0, 0};
-  if (plan.error.empty()) {
-    entry.seconds = plan.seconds;
-    for (const layout::RedistributeStep &step : plan.steps) {
-      entry.bytes += step.bytesPerRank;
-      entry.steps += step.bytesPerRank > 0;
-    }
-  }
+  layout::RedistributePlanner::Summary plan =
+      planner->summarize(layouts[from], layouts[to]);
+  PlanCost entry = {plan.seconds, plan.bytesPerRank, plan.collectives};
   return cache[key] = entry;
 }
 

@@ -13,6 +13,7 @@
 
 #include "gtest/gtest.h"
 
+#include <limits>
 #include <map>
 
 using namespace spmd::layout;
@@ -290,7 +291,8 @@ TEST(Redistribute, AllPairsSimulate) {
 
 /// One planner reused for every pair of layouts (in both orders, so each
 /// plan meets layouts an earlier one cached) gives planRedistribute's plan,
-/// steps, bytes and seconds, and the same errors.
+/// steps, bytes and seconds, and the same errors; its summary gives the
+/// plan's seconds, bytes and collectives.
 TEST(Redistribute, PlannerReuseEqualsFreshPlans) {
   std::vector<Placement> options = {R(), P(), S(0), S(1), SS(0, 2), SS(1, 3)};
   std::vector<int64_t> shape = {7, 6}, mesh = {2, 3};
@@ -312,8 +314,20 @@ TEST(Redistribute, PlannerReuseEqualsFreshPlans) {
         ASSERT_EQ(fresh.error, reused.error);
         ASSERT_EQ(fresh.seconds, reused.seconds);
         ASSERT_EQ(fresh.steps.size(), reused.steps.size());
-        for (size_t k = 0; k < fresh.steps.size(); ++k)
+        int64_t sent = 0, collectives = 0;
+        for (size_t k = 0; k < fresh.steps.size(); ++k) {
           ASSERT_EQ(fresh.steps[k].str(), reused.steps[k].str());
+          sent += fresh.steps[k].bytesPerRank;
+          collectives += fresh.steps[k].bytesPerRank > 0;
+        }
+        RedistributePlanner::Summary summary = planner.summarize(from, to);
+        if (!fresh.error.empty()) {
+          EXPECT_EQ(summary.seconds, std::numeric_limits<double>::infinity());
+          continue;
+        }
+        EXPECT_EQ(summary.seconds, fresh.seconds);
+        EXPECT_EQ(summary.bytesPerRank, sent);
+        EXPECT_EQ(summary.collectives, collectives);
       }
 }
 

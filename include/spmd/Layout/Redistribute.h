@@ -12,7 +12,9 @@
 #include "spmd/Layout/LayoutMath.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
@@ -131,17 +133,62 @@ public:
   RedistributePlan plan(const std::vector<Placement> &from,
                         const std::vector<Placement> &to);
 
+  /// What a cost model needs of plan(from, to), without building its steps.
+  struct Summary {
+    /// The plan's seconds; +inf where plan() reports an error.
+    double seconds;
+    /// Bytes each rank sends over the steps.
+    int64_t bytesPerRank;
+    /// Steps that send any bytes (collectives).
+    int64_t collectives;
+  };
+  Summary summarize(const std::vector<Placement> &from,
+                    const std::vector<Placement> &to);
+
 private:
   std::vector<int64_t> globalShape, meshShape;
   int64_t elementBytes;
   MeshCostModel cost;
   /// Placements met so far; a layout's key packs their indices, 8 bits per
-  /// mesh dim (at most kMaxMeshDims dims).
+  /// mesh dim (at most kMaxMeshDims dims; layouts with an index past 255
+  /// are not kept).
   std::vector<Placement> known;
   /// Padded local bytes by layout key.
   std::unordered_map<uint64_t, int64_t> padded;
+
+  /// The last search: its candidates, the step kind between each pair of
+  /// them, their indices in `known`, and per node (a layout numbered by
+  /// its candidates' indices, mesh dim 0 least significant) how it was
+  /// reached and its padded bytes (-1: not yet known).
+  struct Visit {
+    double seconds;
+    size_t steps;
+    size_t previous;
+    RedistributeStep::Kind kind;
+    size_t meshDim;
+  };
+  std::vector<Placement> options;
+  std::vector<std::optional<RedistributeStep::Kind>> kinds;
+  std::vector<uint64_t> optionKeys;
+  bool keyed = true;
+  size_t source = 0, target = 0;
+  std::vector<Visit> best;
+  std::vector<int64_t> bytes;
+  std::vector<std::tuple<double, size_t, size_t>> queue;
+  std::vector<Placement> current, scratch;
+
+  /// Runs the search from `from` to `to`; the reason no plan exists, or
+  /// empty.
+  std::string search(const std::vector<Placement> &from,
+                     const std::vector<Placement> &to);
   /// The index of `p` in `known`, added if new.
   uint64_t knownIndex(const Placement &p);
+  size_t encode(const std::vector<Placement> &placements) const;
+  void decodeInto(size_t node, std::vector<Placement> &placements) const;
+  /// The padded local bytes of a node of the last search.
+  int64_t bytesOf(size_t node);
+  /// collectiveCost of the step that reached `node` in the last search.
+  std::pair<int64_t, double> stepCost(size_t node);
 };
 
 } // namespace spmd::layout
