@@ -528,14 +528,18 @@ FailureOr<TPResolution> spmd::resolveTPPlan(func::FuncOp fn, const TPPlan &plan,
   for (unsigned i = 0; i < fn.getNumArguments(); ++i) {
     if (getArgRole(fn, i) != "optim_state")
       continue;
+    // Its parameter's FQN is a proper prefix of its own at a '.' (one at
+    // most: a parameter has no children).
     StringRef fqn = getArgFqn(fn, i);
-    for (auto &p : out.placements)
-      if (fqn.starts_with(p.getKey().str() + ".") &&
-          fn.getArgumentTypes()[i] ==
-              fn.getArgumentTypes()[params[p.getKey()]]) {
-        states.push_back({fqn.str(), p.getValue()});
+    for (StringRef prefix = fqn; prefix.contains('.');) {
+      prefix = prefix.rsplit('.').first;
+      auto it = out.placements.find(prefix);
+      if (it != out.placements.end() &&
+          fn.getArgumentTypes()[i] == fn.getArgumentTypes()[params[prefix]]) {
+        states.push_back({fqn.str(), it->getValue()});
         break;
       }
+    }
   }
   for (auto &[fqn, p] : states)
     out.placements[fqn] = p;
