@@ -11,7 +11,6 @@
 
 #include <algorithm>
 #include <cassert>
-#include <cmath>
 #include <functional>
 #include <limits>
 #include <optional>

@@ -777,10 +777,10 @@ LogicalResult spmd::fuseUnitCollectives(ModuleOp module,
     // block, whose order each later query would recompute (quadratic in
     // the step's size). A fusion leaves the other groups' ops in place.
     struct GatherFusion {
-      const std::string *unit, *phase;
-      SmallVector<Operation *> *group;
+      ArrayRef<Operation *> group;
       Operation *firstUse;
       SmallVector<Operation *> lateCasts;
+      std::string reason;
     };
     SmallVector<GatherFusion> fusions;
     for (auto &[key, groups] : gathers)
@@ -794,8 +794,13 @@ LogicalResult spmd::fuseUnitCollectives(ModuleOp module,
               firstUse = user;
         if (!firstUse)
           continue;
-        GatherFusion &fusion = fusions.emplace_back(GatherFusion{
-            &std::get<0>(key), &std::get<1>(key), &group, firstUse, {}});
+        const auto &[unit, phase, element] = key;
+        GatherFusion &fusion = fusions.emplace_back(
+            GatherFusion{group,
+                         firstUse,
+                         {},
+                         unitReason(mode, unit, group, "gather",
+                                    "parameters for " + phase)});
         for (Operation *g : group)
           if (Operation *dtypeCast = g->getOperand(0).getDefiningOp();
               dtypeCast && !dtypeCast->isBeforeInBlock(firstUse))
@@ -805,11 +810,9 @@ LogicalResult spmd::fuseUnitCollectives(ModuleOp module,
       // A late cast moves up to the fused gather.
       for (Operation *dtypeCast : fusion.lateCasts)
         dtypeCast->moveBefore(fusion.firstUse);
-      ProvenanceListener provenance(fusion.group->front());
+      ProvenanceListener provenance(fusion.group.front());
       OpBuilder b(fusion.firstUse, &provenance);
-      fuseCollectives(*fusion.group, b,
-                      unitReason(mode, *fusion.unit, *fusion.group, "gather",
-                                 "parameters for " + *fusion.phase));
+      fuseCollectives(fusion.group, b, fusion.reason);
     }
 
     // Gradient reduce_scatters (of a value backward computed) by (unit of

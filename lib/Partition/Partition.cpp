@@ -192,19 +192,17 @@ RankTable Partitioner::table(int64_t blocks, int64_t width, int64_t sources,
                              ArrayRef<int64_t> keyDims) const {
   RankTable out;
   out.rowOf.reserve(numRanks);
-  // A rank's key: its coordinates along `keyDims` in mixed radix (ranks are
-  // row-major); the row of each key met, -1 before.
-  std::vector<int64_t> strides(meshShape.size(), 1);
-  for (size_t m = meshShape.size() - 1; m-- > 0;)
-    strides[m] = strides[m + 1] * meshShape[m + 1];
+  // A rank's key: its coordinates along `keyDims` in mixed radix; the row
+  // of each key met, -1 before.
   int64_t keys = 1;
   for (int64_t k : keyDims)
     keys *= meshShape[k];
   std::vector<int> rowOfKey(keys, -1);
   for (int64_t r = 0; r < numRanks; ++r) {
+    std::vector<int64_t> coords = layout::rankToCoords(r, meshShape);
     int64_t key = 0;
     for (int64_t k : keyDims)
-      key = key * meshShape[k] + r / strides[k] % meshShape[k];
+      key = key * meshShape[k] + coords[k];
     bool inserted = rowOfKey[key] < 0;
     if (inserted)
       rowOfKey[key] = out.rows.size();

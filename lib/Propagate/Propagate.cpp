@@ -76,11 +76,17 @@ private:
   /// A key naming op i's alike entry and `layouts`: ops with equal keys
   /// make equal choices.
   std::string alikeKey(unsigned i, ArrayRef<unsigned> layouts) const;
+  /// Appends the count, then the distinct layouts (in use order, the order
+  /// of the sums), that the uses of `v` outside `skip` need.
+  void appendUseLayouts(Value v, Operation *skip,
+                        SmallVectorImpl<unsigned> &out) const;
   /// What sweep() weighs of op i's neighbourhood, beside its current
-  /// choice: each operand's layout and the distinct layouts its other uses
-  /// need, and the distinct layouts its results' uses need (in use order,
-  /// the order of the sums).
+  /// choice: each operand's layout and its other uses' layouts, and its
+  /// results' uses' layouts (appendUseLayouts).
   SmallVector<unsigned, 32> neighbourhood(unsigned i) const;
+  /// The strategy sweep() moves op i to (its current one when none is
+  /// strictly better).
+  unsigned sweepChoice(unsigned i);
   void estimateForward();
   void chooseBackward();
   /// DTensor's own choice, in program order: each op takes the strategy
@@ -274,18 +280,10 @@ FunctionPropagation::localCosts(unsigned i, const SlotCosts &operandSeconds) {
 const FunctionPropagation::SlotCosts &
 FunctionPropagation::resultCosts(unsigned i) {
   // valueCost(v, layout) for each result and slot: the uses' distinct
-  // targets found once, each result's prefixed by their count.
+  // targets found once.
   SmallVector<unsigned, 16> targets;
-  for (Value v : ops[i]->getResults()) {
-    size_t count = targets.size();
-    targets.push_back(0);
-    for (OpOperand &use : v.getUses()) {
-      unsigned to = required(use);
-      if (!llvm::is_contained(ArrayRef(targets).drop_front(count + 1), to))
-        targets.push_back(to);
-    }
-    targets[count] = targets.size() - count - 1;
-  }
+  for (Value v : ops[i]->getResults())
+    appendUseLayouts(v, nullptr, targets);
   auto [memo, fresh] = resultMemo.try_emplace(alikeKey(i, targets));
   if (!fresh)
     return memo->second;
@@ -341,27 +339,28 @@ std::string FunctionPropagation::alikeKey(unsigned i,
   return key;
 }
 
+void FunctionPropagation::appendUseLayouts(
+    Value v, Operation *skip, SmallVectorImpl<unsigned> &out) const {
+  size_t count = out.size();
+  out.push_back(0);
+  for (OpOperand &use : v.getUses()) {
+    if (use.getOwner() == skip)
+      continue;
+    unsigned to = required(use);
+    if (!llvm::is_contained(ArrayRef(out).drop_front(count + 1), to))
+      out.push_back(to);
+  }
+  out[count] = out.size() - count - 1;
+}
+
 SmallVector<unsigned, 32> FunctionPropagation::neighbourhood(unsigned i) const {
   SmallVector<unsigned, 32> out;
-  // Distinct targets of `v`'s uses outside `skip`, prefixed by their count.
-  auto targets = [&](Value v, Operation *skip) {
-    size_t count = out.size();
-    out.push_back(0);
-    for (OpOperand &use : v.getUses()) {
-      if (use.getOwner() == skip)
-        continue;
-      unsigned to = required(use);
-      if (!llvm::is_contained(ArrayRef(out).drop_front(count + 1), to))
-        out.push_back(to);
-    }
-    out[count] = out.size() - count - 1;
-  };
   for (Value v : ops[i]->getOperands()) {
     out.push_back(layoutOf(v));
-    targets(v, ops[i]);
+    appendUseLayouts(v, ops[i], out);
   }
   for (Value v : ops[i]->getResults())
-    targets(v, nullptr);
+    appendUseLayouts(v, nullptr, out);
   return out;
 }
 
@@ -490,8 +489,7 @@ void FunctionPropagation::chooseGreedy(bool followShards, bool keepReplicated) {
     // The choice is a function of the op's strategies and its operands'
     // layouts: alike ops met with the same layouts (every layer after the
     // first) take it from the first.
-    std::string key = alikeKey(i, haves);
-    auto [memo, fresh] = chosen.try_emplace(key, 0);
+    auto [memo, fresh] = chosen.try_emplace(alikeKey(i, haves), 0);
     if (!fresh) {
       choice[i] = memo->second;
       continue;
@@ -760,12 +758,39 @@ bool FunctionPropagation::sweepChains() {
   return changed;
 }
 
-bool FunctionPropagation::sweep() {
-  bool changed = false;
+unsigned FunctionPropagation::sweepChoice(unsigned i) {
   // Equal within rounding.
   auto same = [](double a, double b) {
     return std::abs(a - b) <= 1e-9 * std::max(std::abs(a), std::abs(b)) + 1e-15;
   };
+  unsigned current = choice[i], bestStrategy = current;
+  const SlotCosts &operandSeconds = operandCosts(i);
+  LocalCosts parts = localCosts(i, operandSeconds);
+  double bestCost = localCost(i, current, parts);
+  double bestOperands = operandCost(i, current, operandSeconds);
+  for (unsigned s = 0; s < strategiesOf(i).size(); ++s) {
+    if (s == current)
+      continue;
+    double c = localCost(i, s, parts),
+           operands = operandCost(i, s, operandSeconds);
+    // Only a strict improvement moves, so sweeps end. At equal cost the
+    // strategy that redistributes less of its own operands wins: the
+    // communication moves to later consumers, so a Partial stays lazy
+    // until one needs it reduced.
+    bool better = same(c, bestCost)
+                      ? operands < bestOperands && !same(operands, bestOperands)
+                      : c < bestCost;
+    if (better) {
+      bestCost = c;
+      bestOperands = operands;
+      bestStrategy = s;
+    }
+  }
+  return bestStrategy;
+}
+
+bool FunctionPropagation::sweep() {
+  bool changed = false;
   for (unsigned i = 0; i < ops.size(); ++i) {
     if (forced[i] >= 0 || !dirty[i])
       continue;
@@ -774,37 +799,9 @@ bool FunctionPropagation::sweep() {
     SmallVector<unsigned, 32> seen = neighbourhood(i);
     seen.push_back(current);
     auto [memo, fresh] = swept.try_emplace(alikeKey(i, seen), current);
-    if (!fresh) {
-      choice[i] = memo->second;
-      if (choice[i] != current) {
-        changed = true;
-        markNeighbours(i);
-      }
-      continue;
-    }
-    const SlotCosts &operandSeconds = operandCosts(i);
-    LocalCosts parts = localCosts(i, operandSeconds);
-    double bestCost = localCost(i, current, parts);
-    double bestOperands = operandCost(i, current, operandSeconds);
-    for (unsigned s = 0; s < strategiesOf(i).size(); ++s) {
-      if (s == current)
-        continue;
-      double c = localCost(i, s, parts),
-             operands = operandCost(i, s, operandSeconds);
-      // Only a strict improvement moves, so sweeps end. At equal cost the
-      // strategy that redistributes less of its own operands wins: the
-      // communication moves to later consumers, so a Partial stays lazy
-      // until one needs it reduced.
-      bool better = same(c, bestCost) ? operands < bestOperands &&
-                                            !same(operands, bestOperands)
-                                      : c < bestCost;
-      if (better) {
-        bestCost = c;
-        bestOperands = operands;
-        choice[i] = s;
-      }
-    }
-    memo->second = choice[i];
+    if (fresh)
+      memo->second = sweepChoice(i);
+    choice[i] = memo->second;
     if (choice[i] != current) {
       changed = true;
       markNeighbours(i);

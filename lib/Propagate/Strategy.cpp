@@ -324,8 +324,8 @@ unsigned CostModel::intern(const Placements &placements) {
   return it->second;
 }
 
-const CostModel::PlanCost &CostModel::plan(RankedTensorType type, unsigned from,
-                                           unsigned to) {
+const layout::RedistributePlanner::Summary &
+CostModel::plan(RankedTensorType type, unsigned from, unsigned to) {
   auto key = std::make_pair(type.getAsOpaquePointer(),
                             static_cast<uint64_t>(from) << 32 | to);
   auto it = cache.find(key);
@@ -336,10 +336,7 @@ const CostModel::PlanCost &CostModel::plan(RankedTensorType type, unsigned from,
   if (!planner)
     planner = std::make_unique<layout::RedistributePlanner>(
         shapeOf(type), elementBytes(type.getElementType()), meshShape, mesh);
-  layout::RedistributePlanner::Summary plan =
-      planner->summarize(layouts[from], layouts[to]);
-  PlanCost entry = {plan.seconds, plan.bytesPerRank, plan.collectives};
-  return cache[key] = entry;
+  return cache[key] = planner->summarize(layouts[from], layouts[to]);
 }
 
 double CostModel::redistribute(RankedTensorType type, unsigned from,
@@ -352,8 +349,8 @@ std::pair<int64_t, int64_t> CostModel::redistributeVolume(RankedTensorType type,
                                                           unsigned to) {
   if (from == to)
     return {0, 0};
-  const PlanCost &p = plan(type, from, to);
-  return {p.bytes, p.steps};
+  const layout::RedistributePlanner::Summary &p = plan(type, from, to);
+  return {p.bytesPerRank, p.collectives};
 }
 
 double CostModel::flopsFor(Type t) const {

@@ -171,17 +171,16 @@ private:
   double flopsFor(mlir::Type t) const;
   llvm::StringMap<unsigned> ids;
   std::vector<Placements> layouts;
-  /// Per (type, from, to): seconds, bytes per rank and steps.
-  struct PlanCost {
-    double seconds;
-    int64_t bytes, steps;
-  };
-  /// Keyed by the type and (from << 32 | to).
-  llvm::DenseMap<std::pair<const void *, uint64_t>, PlanCost> cache;
+  /// Per (type, from, to), keyed by the type and (from << 32 | to): the
+  /// plan's seconds, bytes per rank and collectives.
+  llvm::DenseMap<std::pair<const void *, uint64_t>,
+                 layout::RedistributePlanner::Summary>
+      cache;
   /// One planner per tensor type.
   llvm::DenseMap<const void *, std::unique_ptr<layout::RedistributePlanner>>
       planners;
-  const PlanCost &plan(mlir::RankedTensorType type, unsigned from, unsigned to);
+  const layout::RedistributePlanner::Summary &plan(mlir::RankedTensorType type,
+                                                   unsigned from, unsigned to);
 };
 
 } // namespace spmd
