@@ -12,7 +12,8 @@ machine; both run in the project's Python environment (scripts/setup.sh;
 SPMD_PYTHON_ENV names it on the GPU machine), whose PyTorch has CUDA:
 
   capture  traces each CONFIG (a model spec as spmd-capture takes it; the
-           default set is the encoder and GPT examples at sizes that fill an
+           default set is the encoder and GPT examples and the zoo's Llama
+           (transformers, grouped-query attention) at sizes that fill an
            H100: d_model 1024, 8192 tokens a step, in fp32 and in bf16) with
            spmd-capture
            --no-reference into DIR. No GPU needed. The argument values are
@@ -53,8 +54,10 @@ from spmd_capture.trace import Optimizer, load_factory, step_args  # noqa: E402
 ENCODER = "examples/encoder.py:encoder(batch=8, seq=1024, d_model=1024, heads=16, ffn=4096%s)"
 GPT = ("examples/gpt.py:gpt(batch=8, seq=1024, vocab=8192, d_model=1024, heads=16, ffn=4096, "
        "layers=2%s)")
+LLAMA = ("examples/hf.py:llama(batch=8, seq=1024, vocab=8192, hidden=1024, heads=16, kv_heads=4, "
+         "ffn=2816, layers=2%s)")
 BF16 = ', dtype="bfloat16"'
-DEFAULT = [ENCODER % "", GPT % "", ENCODER % BF16, GPT % BF16]
+DEFAULT = [ENCODER % "", GPT % "", LLAMA % "", ENCODER % BF16, GPT % BF16, LLAMA % BF16]
 LR = {"sgd": 0.1, "adam": 1e-3}
 
 

@@ -90,6 +90,43 @@
                       embeddingRows(out, rows));                               \
   }
 
+/// Defines the four nll_loss entry points in a backend's namespace: each one
+/// call of that backend's `forward(kernel, output, total_weight, self,
+/// target, weight, reduction, ignore_index, rows)` or `backward(kernel, out,
+/// grad_output, self, target, weight, total_weight, reduction, ignore_index,
+/// rows)`, `rows` NULL (all classes) for the plain kernels.
+#define SPMD_RT_NLL_LOSS_KERNELS(forward, backward)                            \
+  void spmd_rt_nll_loss_forward(                                               \
+      SpmdBuffer *output, SpmdBuffer *total_weight, const SpmdBuffer *self,    \
+      const SpmdBuffer *target, const SpmdBuffer *weight, int64_t reduction,   \
+      int64_t ignore_index) {                                                  \
+    forward("spmd_rt_nll_loss_forward", output, total_weight, self, target,    \
+            weight, reduction, ignore_index, nullptr);                         \
+  }                                                                            \
+  void spmd_rt_nll_loss_forward_rows(                                          \
+      SpmdBuffer *output, SpmdBuffer *total_weight, const SpmdBuffer *self,    \
+      const SpmdBuffer *target, const SpmdBuffer *weight, int64_t reduction,   \
+      int64_t ignore_index, const int64_t *rows) {                             \
+    forward("spmd_rt_nll_loss_forward_rows", output, total_weight, self,       \
+            target, weight, reduction, ignore_index, rows);                    \
+  }                                                                            \
+  void spmd_rt_nll_loss_backward(                                              \
+      SpmdBuffer *out, const SpmdBuffer *grad_output, const SpmdBuffer *self,  \
+      const SpmdBuffer *target, const SpmdBuffer *weight,                      \
+      const SpmdBuffer *total_weight, int64_t reduction,                       \
+      int64_t ignore_index) {                                                  \
+    backward("spmd_rt_nll_loss_backward", out, grad_output, self, target,      \
+             weight, total_weight, reduction, ignore_index, nullptr);          \
+  }                                                                            \
+  void spmd_rt_nll_loss_backward_rows(                                         \
+      SpmdBuffer *out, const SpmdBuffer *grad_output, const SpmdBuffer *self,  \
+      const SpmdBuffer *target, const SpmdBuffer *weight,                      \
+      const SpmdBuffer *total_weight, int64_t reduction, int64_t ignore_index, \
+      const int64_t *rows) {                                                   \
+    backward("spmd_rt_nll_loss_backward_rows", out, grad_output, self, target, \
+             weight, total_weight, reduction, ignore_index, rows);             \
+  }
+
 namespace spmd::rt {
 
 struct Backend;

@@ -410,7 +410,9 @@ struct AttentionShape {
 /// the scores [B, H, L, S] of query <shape> and key <shape>`); out shaped
 /// like query (checkSameShape) and logsumexp [B, H, L] (`logsumexp <shape>
 /// must be query's shape <shape> without its last dim`); key, value,
-/// attn_mask, out and logsumexp of query's dtype (checkSameDTypes).
+/// attn_mask and out of query's dtype (checkSameDTypes), logsumexp too but
+/// f32 for a bf16 query, as ATen (`logsumexp must be <dtype> for a <dtype>
+/// query`).
 AttentionShape checkAttention(const char *kernel, const SpmdBuffer *query,
                               const SpmdBuffer *key, const SpmdBuffer *value,
                               const SpmdBuffer *mask, const SpmdBuffer *out,
@@ -462,6 +464,17 @@ NllShape checkNllLossBackward(const char *kernel, const SpmdBuffer *out,
                               const SpmdBuffer *self, const SpmdBuffer *target,
                               const SpmdBuffer *weight,
                               const SpmdBuffer *totalWeight, int64_t reduction);
+
+/// The classes a rank holds (loss_parallel): global classes [begin, begin +
+/// count) of `total`, from the _rows kernels' {begin, count, total}, or all
+/// of self's classes when `rows` is NULL. Fatal unless they fit in self's
+/// classes (`<kernel>: classes [<b>, <e>) of <total> held in a self of <C>
+/// classes`).
+struct NllClasses {
+  int64_t begin, count, total;
+};
+NllClasses nllClasses(const char *kernel, const NllShape &s,
+                      const int64_t *rows);
 
 /// The rows of an embedding table a rank holds: global rows [begin, begin +
 /// count) of a table of `vocab` rows (the whole table when unsharded).

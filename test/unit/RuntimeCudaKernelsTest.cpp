@@ -6,10 +6,10 @@
 // point spmd_rt_<name> with the "cuda" backend on device buffers (filled and
 // read back with spmd_rt_write / spmd_rt_read). Results must agree: floats
 // within |cuda - cpu| <= atol + rtol * |cpu| (rtol 1e-5 for elementwise
-// kernels, 1e-4 for reductions, softmax, layer norm, matrix products and
-// losses; f64 tolerances are the f32 ones scaled by 1e-6), integers and masks
-// exactly, and the random kernels (bernoulli_p, native_dropout) exactly, as
-// both draw the same Philox numbers.
+// kernels, 1e-4 for reductions, scans, softmax, attention, layer norm,
+// matrix products and losses; f64 tolerances are the f32 ones scaled by
+// 1e-6), integers and masks exactly, and the random kernels (bernoulli_p,
+// native_dropout) exactly, as both draw the same Philox numbers.
 //
 // bf16 is checked against the CPU kernels run in f32 on the same,
 // bf16-exact, values (what the CPU backend does for bf16): a kBF16 tensor is
@@ -18,7 +18,8 @@
 // data movement, factories and dropout must give the CPU's f32 result
 // rounded to bf16 (nearest, ties to even) exactly, elementwise math must be
 // within half a bf16 ulp (2^-8 relative) of it, and sums (reductions,
-// softmax, layer norm, matrix products, losses) within rtol 1e-2.
+// scans, softmax, attention, layer norm, matrix products, losses) within
+// rtol 1e-2.
 //
 // Also checked: the buffer ABI of the backend (host copies, views,
 // constants), device-side index errors reported when a result is read back
@@ -652,6 +653,15 @@ void expectDeviceBytes(const Tensor &t, const Tensor &want) {
                     << int(w[i]) << " expected";
       return;
     }
+}
+
+/// The device values of `t` as doubles (kBF16: widened).
+std::vector<double> deviceValues(const Tensor &t) {
+  std::vector<uint64_t> raw = t.download();
+  std::vector<double> values(static_cast<size_t>(t.numel()));
+  for (int64_t i = 0; i < t.numel(); ++i)
+    values[i] = loadDouble(raw.data(), t.dtype(), i);
+  return values;
 }
 
 //===----------------------------------------------------------------------===//
@@ -1564,6 +1574,216 @@ TEST_F(CudaKernels, TriuFillArange) {
 }
 
 //===----------------------------------------------------------------------===//
+// slice_scatter, constant_pad_nd, cumsum, gather, index
+//===----------------------------------------------------------------------===//
+
+/// slice_scatter of dtype `dt` into a [3, 10, 7] self along every dim, with
+/// steps 1 and 2, a src as large as self and an empty one, then into a
+/// [2048, 1030] self.
+void checkSliceScatter(DType dt) {
+  struct Case {
+    Shape src;
+    int64_t dim, start, step;
+  };
+  const Shape shape = {3, 10, 7};
+  Tensor self = random(dt, shape, -100, 100);
+  const Case cases[] = {
+      {{3, 4, 7}, 1, 2, 1},  {{3, 5, 7}, 1, 0, 2},  {{3, 4, 7}, 1, 3, 2},
+      {{1, 10, 7}, 0, 2, 1}, {{2, 10, 7}, 0, 0, 2}, {{3, 10, 3}, 2, 4, 1},
+      {{3, 10, 4}, 2, 0, 2}, {{3, 10, 7}, 1, 0, 1}, {{3, 0, 7}, 1, 5, 1},
+  };
+  for (const Case &c : cases) {
+    SCOPED_TRACE("src " + shapeString(c.src) + " dim " + std::to_string(c.dim) +
+                 " start " + std::to_string(c.start) + " step " +
+                 std::to_string(c.step));
+    Tensor src = random(dt, c.src, -100, 100);
+    CHECK_KERNEL(kExact, slice_scatter, Tensor(dt, shape), self, src, c.dim,
+                 c.start, c.step);
+  }
+  Tensor big = random(dt, {2048, 1030}, -1, 1);
+  Tensor half = random(dt, {2048, 515}, -1, 1);
+  CHECK_KERNEL(kExact, slice_scatter, Tensor(dt, {2048, 1030}), big, half, 1, 1,
+               1);
+  CHECK_KERNEL(kExact, slice_scatter, Tensor(dt, {2048, 1030}), big, half, 1, 0,
+               2);
+}
+
+// constant_pad_nd's pads, (before, after) for the last dim, then the one
+// before it, ...; negative ones crop. Host tables: constants, as the
+// lowering passes them.
+constexpr int64_t kPadLast[] = {1, 2};
+constexpr int64_t kPadLastTwo[] = {2, 0, 1, 3};
+constexpr int64_t kCropLast[] = {-2, -1};
+constexpr int64_t kPadAndCrop[] = {-1, 2, 3, -2};
+constexpr int64_t kPadEveryDim[] = {1, 1, 0, 0, 2, 0};
+
+/// constant_pad_nd of dtype `dt` within `tol` (the fill value converted to
+/// dt; integers: truncated, i1: nonzero): the last dim, the last two,
+/// crops, crops and pads together, every dim, and a large self.
+void checkConstantPad(DType dt, Tol tol) {
+  const double inf = std::numeric_limits<double>::infinity();
+  // -inf (an attention mask's padding) does not convert to an integer.
+  const double far = isFloat(dt.host) ? -inf : -7.0;
+  Tensor self = random(dt, {3, 5, 7}, -100, 100);
+  CHECK_KERNEL(tol, constant_pad_nd, Tensor(dt, {3, 5, 10}), self, 2, kPadLast,
+               0.0);
+  CHECK_KERNEL(tol, constant_pad_nd, Tensor(dt, {3, 9, 9}), self, 4,
+               kPadLastTwo, -1.5);
+  CHECK_KERNEL(tol, constant_pad_nd, Tensor(dt, {3, 5, 4}), self, 2, kCropLast,
+               0.0);
+  CHECK_KERNEL(tol, constant_pad_nd, Tensor(dt, {3, 6, 8}), self, 4,
+               kPadAndCrop, 0.1);
+  CHECK_KERNEL(tol, constant_pad_nd, Tensor(dt, {5, 5, 9}), self, 6,
+               kPadEveryDim, far);
+  Tensor big = random(dt, {2048, 1030}, -1, 1);
+  CHECK_KERNEL(tol, constant_pad_nd, Tensor(dt, {2048, 1033}), big, 2, kPadLast,
+               2.0);
+  CHECK_KERNEL(tol, constant_pad_nd, Tensor(dt, {2052, 1032}), big, 4,
+               kPadLastTwo, -1.0);
+  CHECK_KERNEL(tol, constant_pad_nd, Tensor(dt, {2048, 1027}), big, 2,
+               kCropLast, 0.0);
+}
+
+/// cumsum of dtype `dt` along each dim of a [3, 5, 7] tensor and along
+/// 3000 elements (the last, the first and a middle dim), and 100003
+/// positive ones, within `sumTolOf` of the number of terms (the CPU sums
+/// floats in double).
+void checkCumsum(DType dt, SumTolFn sumTolOf) {
+  Tensor x = random(dt, {3, 5, 7}, -1, 1);
+  for (int64_t dim : {0, 1, 2}) {
+    SCOPED_TRACE("dim " + std::to_string(dim));
+    CHECK_KERNEL(sumTolOf(7, 1), cumsum, Tensor(dt, {3, 5, 7}), x, dim);
+  }
+  const int64_t n = 3000;
+  Tensor rows = random(dt, {4, n}, -1, 1);
+  CHECK_KERNEL(sumTolOf(n, 1), cumsum, Tensor(dt, {4, n}), rows, 1);
+  Tensor cols = random(dt, {n, 5}, -1, 1);
+  CHECK_KERNEL(sumTolOf(n, 1), cumsum, Tensor(dt, {n, 5}), cols, 0);
+  Tensor middle = random(dt, {4, n, 9}, -1, 1);
+  CHECK_KERNEL(sumTolOf(n, 1), cumsum, Tensor(dt, {4, n, 9}), middle, 1);
+  Tensor positive = random(dt, {3, n}, 0, 1);
+  CHECK_KERNEL(sumTolOf(n, 1), cumsum, Tensor(dt, {3, n}), positive, 1);
+  Tensor longRow = random(dt, {100003}, 0, 1);
+  CHECK_KERNEL(sumTolOf(100003, 1), cumsum, Tensor(dt, {100003}), longRow, 0);
+}
+
+/// gather of dtype `dt` from a [3, 5, 7] self along the first, the middle
+/// and the last dim, with i64 and i32 indices (negative ones count from the
+/// end), indices smaller than self outside `dim`, and from a large self.
+void checkGather(DType dt) {
+  Tensor self = random(dt, {3, 5, 7}, -100, 100);
+  Tensor first = random(SPMD_I64, {4, 5, 7}, -3, 2);
+  CHECK_KERNEL(kExact, gather, Tensor(dt, {4, 5, 7}), self, 0, first);
+  Tensor last = random(SPMD_I64, {3, 5, 11}, -7, 6);
+  CHECK_KERNEL(kExact, gather, Tensor(dt, {3, 5, 11}), self, 2, last);
+  Tensor smaller = random(SPMD_I64, {2, 3, 4}, -5, 4);
+  CHECK_KERNEL(kExact, gather, Tensor(dt, {2, 3, 4}), self, 1, smaller);
+  Tensor narrow = random(SPMD_I32, {3, 2, 5}, -7, 6);
+  CHECK_KERNEL(kExact, gather, Tensor(dt, {3, 2, 5}), self, 2, narrow);
+  // A label per row (log_probs.gather(-1, labels.unsqueeze(-1))).
+  Tensor labels = random(SPMD_I64, {3, 5, 1}, -7, 6);
+  CHECK_KERNEL(kExact, gather, Tensor(dt, {3, 5, 1}), self, 2, labels);
+  Tensor big = random(dt, {2048, 1030}, -1, 1);
+  Tensor picks = random(SPMD_I64, {2048, 10}, -1030, 1029);
+  CHECK_KERNEL(kExact, gather, Tensor(dt, {2048, 10}), big, 1, picks);
+  Tensor rowPicks = random(SPMD_I64, {700, 1030}, -2048, 2047);
+  CHECK_KERNEL(kExact, gather, Tensor(dt, {700, 1030}), big, 0, rowPicks);
+}
+
+/// index of dtype `dt` on a [5, 6, 7] self: one index (1-D, 2-D, 0-D), two
+/// and three broadcasting ones (of lower rank, of size-1 dims, 0-D; i64 and
+/// i32), negative indices, and large selves.
+void checkIndex(DType dt) {
+  Tensor self = random(dt, {5, 6, 7}, -100, 100);
+  Tensor rows = random(SPMD_I64, {4}, -5, 4);
+  Tensor grid = random(SPMD_I64, {2, 3}, -5, 4);
+  Tensor scalar = tensor<int64_t>({}, {-2});
+  Tensor cols = random(SPMD_I64, {4}, -6, 5);
+  Tensor column = random(SPMD_I64, {3, 1}, -5, 4);
+  Tensor row32 = random(SPMD_I32, {1, 4}, -6, 5);
+  Tensor cols32 = random(SPMD_I32, {4}, -6, 5);
+  Tensor depth = random(SPMD_I64, {4}, -7, 6);
+  TensorList one = {&rows};
+  CHECK_KERNEL(kExact, index, Tensor(dt, {4, 6, 7}), self, 1, one);
+  TensorList oneGrid = {&grid};
+  CHECK_KERNEL(kExact, index, Tensor(dt, {2, 3, 6, 7}), self, 1, oneGrid);
+  TensorList oneScalar = {&scalar};
+  CHECK_KERNEL(kExact, index, Tensor(dt, {6, 7}), self, 1, oneScalar);
+  TensorList pair = {&rows, &cols};
+  CHECK_KERNEL(kExact, index, Tensor(dt, {4, 7}), self, 2, pair);
+  TensorList outer = {&column, &row32};
+  CHECK_KERNEL(kExact, index, Tensor(dt, {3, 4, 7}), self, 2, outer);
+  TensorList lowerRank = {&column, &cols32};
+  CHECK_KERNEL(kExact, index, Tensor(dt, {3, 4, 7}), self, 2, lowerRank);
+  TensorList triple = {&column, &scalar, &depth};
+  CHECK_KERNEL(kExact, index, Tensor(dt, {3, 4}), self, 3, triple);
+
+  Tensor table = random(dt, {1000, 64}, -1, 1);
+  Tensor tokens = random(SPMD_I64, {4096}, -1000, 999);
+  TensorList tokenList = {&tokens};
+  CHECK_KERNEL(kExact, index, Tensor(dt, {4096, 64}), table, 1, tokenList);
+  Tensor cube = random(dt, {50, 40, 300}, -1, 1);
+  Tensor first = random(SPMD_I64, {64, 1}, -50, 49);
+  Tensor second = random(SPMD_I32, {50}, -40, 39);
+  TensorList both = {&first, &second};
+  CHECK_KERNEL(kExact, index, Tensor(dt, {64, 50, 300}), cube, 2, both);
+}
+
+TEST_F(CudaKernels, SliceScatterPadCumsumGatherIndex) {
+  for (int32_t dt : {SPMD_F32, SPMD_F64, SPMD_I64, SPMD_I1}) {
+    SCOPED_TRACE(spmd_rt_dtype_name(dt));
+    checkSliceScatter(dt);
+    checkConstantPad(dt, kExact);
+    checkGather(dt);
+    checkIndex(dt);
+  }
+  // Inputs of other dtypes are converted to out's.
+  Tensor self = random(SPMD_F32, {4, 6}, -100, 100);
+  Tensor ints = random(SPMD_I64, {4, 3}, -100, 100);
+  CHECK_KERNEL(kExact, slice_scatter, Tensor(SPMD_F32, {4, 6}), self, ints, 1,
+               0, 2);
+  Tensor wide = random(SPMD_F64, {4, 6}, -100, 100);
+  Tensor mask = random(SPMD_I1, {1, 6}, 0, 1);
+  CHECK_KERNEL(kExact, slice_scatter, Tensor(SPMD_F32, {4, 6}), wide, mask, 0,
+               2, 1);
+  Tensor selfInts = random(SPMD_I32, {4, 6}, -100, 100);
+  Tensor srcInts = random(SPMD_I32, {2, 6}, -100, 100);
+  CHECK_KERNEL(kExact, slice_scatter, Tensor(SPMD_I64, {4, 6}), selfInts,
+               srcInts, 0, 1, 2);
+  Tensor i3 = random(SPMD_I64, {3, 5, 7}, -1000, 1000);
+  CHECK_KERNEL(kExact, constant_pad_nd, Tensor(SPMD_F32, {3, 5, 10}), i3, 2,
+               kPadLast, 0.5);
+  Tensor picks = random(SPMD_I64, {3, 5, 2}, -7, 6);
+  CHECK_KERNEL(kExact, gather, Tensor(SPMD_F32, {3, 5, 2}), i3, 2, picks);
+  Tensor rows = random(SPMD_I64, {5}, -4, 3);
+  TensorList one = {&rows};
+  CHECK_KERNEL(kExact, index, Tensor(SPMD_I64, {5, 6}), selfInts, 1, one);
+
+  for (int32_t dt : kFloatTypes) {
+    SCOPED_TRACE(spmd_rt_dtype_name(dt));
+    checkCumsum(dt, sumTol);
+  }
+  // Integers sum exactly in out's dtype; ATen's cumsum gives i32 and i1
+  // selves an i64 result.
+  Tensor x = random(SPMD_I64, {3, 5, 7}, -1000, 1000);
+  for (int64_t dim : {0, 1, 2})
+    CHECK_KERNEL(kExact, cumsum, Tensor(SPMD_I64, {3, 5, 7}), x, dim);
+  Tensor longInts = random(SPMD_I64, {4, 3000}, -1000000, 1000000);
+  CHECK_KERNEL(kExact, cumsum, Tensor(SPMD_I64, {4, 3000}), longInts, 1);
+  Tensor j = random(SPMD_I32, {3000, 5}, -1000, 1000);
+  CHECK_KERNEL(kExact, cumsum, Tensor(SPMD_I64, {3000, 5}), j, 0);
+  CHECK_KERNEL(kExact, cumsum, Tensor(SPMD_I32, {3000, 5}), j, 0);
+  Tensor flags = random(SPMD_I1, {4, 3000}, 0, 1);
+  CHECK_KERNEL(kExact, cumsum, Tensor(SPMD_I64, {4, 3000}), flags, 1);
+  // Small integers into f32 (cumsum(dtype=float)): every partial sum is
+  // exact. f32 into f64: summed in f64.
+  Tensor small = random(SPMD_I64, {4, 3000}, -100, 100);
+  CHECK_KERNEL(kExact, cumsum, Tensor(SPMD_F32, {4, 3000}), small, 1);
+  Tensor f = random(SPMD_F32, {4, 3000}, -1, 1);
+  CHECK_KERNEL(sumTol(3000), cumsum, Tensor(SPMD_F64, {4, 3000}), f, 1);
+}
+
+//===----------------------------------------------------------------------===//
 // Random kernels: the same draws on both backends
 //===----------------------------------------------------------------------===//
 
@@ -2135,6 +2355,138 @@ TEST_F(CudaKernels, LayerNorm) {
 }
 
 //===----------------------------------------------------------------------===//
+// Scaled-dot-product attention
+//===----------------------------------------------------------------------===//
+
+/// An additive attention mask of dtype `dt` and `shape` (2-D or 4-D,
+/// broadcasting to the scores [B, H, L, S]): values in [-2, 2), -inf at
+/// about one entry in five and at the first key of its first row (with
+/// is_causal, that row sees no key); with `maskedRow`, its last row is all
+/// -inf (a query that sees no key: zeros and logsumexp 0).
+Tensor attentionMask(DType dt, const Shape &shape, bool maskedRow) {
+  const double inf = std::numeric_limits<double>::infinity();
+  const int64_t keys = shape.back();
+  int64_t rows = 1;
+  for (size_t d = 0; d + 1 < shape.size(); ++d)
+    rows *= shape[d];
+  std::uniform_real_distribution<double> uniform(-2, 2);
+  std::bernoulli_distribution hidden(0.2);
+  return generate(dt, shape, [&](int64_t i) {
+    if (i == 0 || (maskedRow && i / keys == rows - 1) || hidden(gRng))
+      return -inf;
+    return uniform(gRng);
+  });
+}
+
+/// The dtype of attention's logsumexp for a query of dtype `dt`: f32 for
+/// bf16 (ATen's), else query's.
+DType logsumexpType(DType dt) {
+  return dt.device == SPMD_BF16 ? DType(SPMD_F32) : dt;
+}
+
+/// attention of dtype `dt` and its backward on the CPU's output (kBF16:
+/// rounded to bf16, as the CUDA kernel stores it) and logsumexp, for
+/// L < S, L > S, one query and a [70, 70] head of 64 (past a tile of a
+/// tiled kernel); without a mask, with a full [B, H, L, S] one, broadcast
+/// [1, 1, L, S], [L, S] and [B, 1, 1, S] ones (-inf entries, fully masked
+/// rows); is_causal 0 and 1; scale 1 / sqrt(E) and 0.3. Everything within
+/// `sumTolOf` of the longest of L, S and E.
+void checkAttention(DType dt, SumTolFn sumTolOf) {
+  struct Dims {
+    int64_t b, h, l, s, e;
+  };
+  for (Dims d : {Dims{2, 3, 5, 7, 8}, Dims{2, 1, 7, 5, 8},
+                 Dims{1, 2, 1, 33, 16}, Dims{1, 2, 70, 70, 64}}) {
+    const Shape qShape = {d.b, d.h, d.l, d.e}, kShape = {d.b, d.h, d.s, d.e};
+    const Shape lseShape = {d.b, d.h, d.l};
+    SCOPED_TRACE(std::string(spmd_rt_dtype_name(dt.device)) + " query " +
+                 shapeString(qShape) + ", key " + shapeString(kShape));
+    const Tol tol = sumTolOf(static_cast<double>(std::max({d.l, d.s, d.e})), 1);
+    Tensor q = random(dt, qShape, -1, 1);
+    Tensor k = random(dt, kShape, -1, 1);
+    Tensor v = random(dt, kShape, -1, 1);
+    Tensor gradOut = random(dt, qShape, -1, 1);
+    Tensor full = attentionMask(dt, {d.b, d.h, d.l, d.s}, true);
+    Tensor shared = attentionMask(dt, {1, 1, d.l, d.s}, true);
+    Tensor matrix = attentionMask(dt, {d.l, d.s}, false);
+    Tensor keyPadding = attentionMask(dt, {d.b, 1, 1, d.s}, false);
+    struct Mask {
+      const char *name;
+      Tensor *mask;
+    };
+    for (Mask m :
+         {Mask{"no mask", nullptr}, Mask{"mask [B, H, L, S]", &full},
+          Mask{"mask [1, 1, L, S]", &shared}, Mask{"mask [L, S]", &matrix},
+          Mask{"mask [B, 1, 1, S]", &keyPadding}}) {
+      for (int64_t causal : {0, 1}) {
+        for (double scale : {1 / std::sqrt(static_cast<double>(d.e)), 0.3}) {
+          SCOPED_TRACE(std::string(m.name) + ", is_causal " +
+                       std::to_string(causal) + ", scale " +
+                       std::to_string(scale));
+          Tensor out(dt, qShape), lse(logsumexpType(dt), lseShape);
+          RUN_BOTH(attention, out, lse, q, k, v, m.mask, causal, scale);
+          EXPECT_MATCH(out, tol);
+          EXPECT_MATCH(lse, tol);
+
+          Tensor outIn = sameValues(out), lseIn = sameValues(lse);
+          Tensor gradQuery(dt, qShape), gradKey(dt, kShape),
+              gradValue(dt, kShape);
+          RUN_BOTH(attention_backward, gradQuery, gradKey, gradValue, gradOut,
+                   q, k, v, outIn, lseIn, m.mask, causal, scale);
+          EXPECT_MATCH(gradQuery, tol);
+          EXPECT_MATCH(gradKey, tol);
+          EXPECT_MATCH(gradValue, tol);
+        }
+      }
+    }
+  }
+}
+
+/// A query row that sees no key gives zeros, logsumexp 0 and a zero
+/// grad_query on both backends (checked against those values, not only
+/// against the CPU), the other rows within `tol`.
+void checkFullyMaskedAttentionRow(DType dt, Tol tol) {
+  const double inf = std::numeric_limits<double>::infinity();
+  const Shape qShape = {1, 1, 3, 4}, kShape = {1, 1, 5, 4};
+  Tensor q = random(dt, qShape, -1, 1);
+  Tensor k = random(dt, kShape, -1, 1);
+  Tensor v = random(dt, kShape, -1, 1);
+  // Row 1 sees no key.
+  Tensor mask = generate(dt, {3, 5}, [&](int64_t i) {
+    return i / 5 == 1 ? -inf : 0.25 * (i % 3);
+  });
+  Tensor out(dt, qShape), lse(logsumexpType(dt), {1, 1, 3});
+  RUN_BOTH(attention, out, lse, q, k, v, mask, 0, 0.5);
+  EXPECT_MATCH(out, tol);
+  EXPECT_MATCH(lse, tol);
+  const std::vector<double> outValues = deviceValues(out);
+  for (int64_t e = 0; e < 4; ++e)
+    EXPECT_EQ(outValues[4 + e], 0.0) << "output[0, 0, 1, " << e << "]";
+  EXPECT_EQ(deviceValues(lse)[1], 0.0) << "logsumexp[0, 0, 1]";
+
+  Tensor outIn = sameValues(out), lseIn = sameValues(lse);
+  Tensor gradOut = random(dt, qShape, -1, 1);
+  Tensor gradQuery(dt, qShape), gradKey(dt, kShape), gradValue(dt, kShape);
+  RUN_BOTH(attention_backward, gradQuery, gradKey, gradValue, gradOut, q, k, v,
+           outIn, lseIn, mask, 0, 0.5);
+  EXPECT_MATCH(gradQuery, tol);
+  EXPECT_MATCH(gradKey, tol);
+  EXPECT_MATCH(gradValue, tol);
+  const std::vector<double> gradQueryValues = deviceValues(gradQuery);
+  for (int64_t e = 0; e < 4; ++e)
+    EXPECT_EQ(gradQueryValues[4 + e], 0.0)
+        << "grad_query[0, 0, 1, " << e << "]";
+}
+
+TEST_F(CudaKernels, Attention) {
+  for (int32_t dt : kFloatTypes) {
+    checkAttention(dt, sumTol);
+    SCOPED_TRACE(spmd_rt_dtype_name(dt));
+    checkFullyMaskedAttentionRow(dt, sumTol(5));
+  }
+}
+
+//===----------------------------------------------------------------------===//
 // Embedding
 //===----------------------------------------------------------------------===//
 
@@ -2302,6 +2654,118 @@ TEST_F(CudaKernels, NllLoss) {
   checkLargeNllLoss(SPMD_F32, kReduction);
 }
 
+// {begin, count, total}: the classes a rank holds of the class-sharded
+// loss (loss_parallel), as columns 0.. of self and weight (host tables:
+// constants, as the lowering passes them).
+constexpr int64_t kClasses10to20[] = {10, 10, 30};
+constexpr int64_t kClasses0to12[] = {0, 12, 30};
+constexpr int64_t kClasses20to30[] = {20, 10, 30};
+constexpr int64_t kClassesNone[] = {12, 0, 30};
+constexpr int64_t kClasses500to1000[] = {500, 500, 1000};
+
+/// nll_loss_forward_rows of dtype `dt` and nll_loss_backward_rows on the
+/// CPU's total weight (kBF16: rounded to bf16), within `tol`: self holds 12
+/// columns (a piece of 30 classes, padded), the targets range over all 30
+/// classes (held or not) and some are ignored (ignore_index -100, or a held
+/// class); pieces at the start, in the middle, at the end and an empty one
+/// (total weight 0: mean is NaN); every reduction, with and without weight;
+/// then unbatched.
+void checkNllLossRows(DType dt, Tol tol) {
+  const int64_t batch = 64, columns = 12;
+  Tensor self = random(dt, {batch, columns}, -5, 0);
+  Tensor weight = random(dt, {columns}, 0.1, 2);
+  Tensor withIgnored = generate(SPMD_I64, {batch}, [](int64_t i) {
+    return i % 7 == 3 ? -100.0 : static_cast<double>((i * 7) % 30);
+  });
+  Tensor anyClass = random(SPMD_I32, {batch}, 0, 29);
+  struct Piece {
+    const char *name;
+    const int64_t *rows;
+  };
+  struct Case {
+    Tensor *target;
+    int64_t ignoreIndex;
+  };
+  for (Piece p : {Piece{"classes [10, 20)", kClasses10to20},
+                  Piece{"classes [0, 12)", kClasses0to12},
+                  Piece{"classes [20, 30)", kClasses20to30},
+                  Piece{"no classes", kClassesNone}}) {
+    for (Case c : {Case{&withIgnored, -100}, Case{&anyClass, -100},
+                   Case{&anyClass, 15}}) {
+      for (bool weighted : {false, true}) {
+        for (int64_t reduction : {0, 1, 2}) {
+          SCOPED_TRACE(std::string(p.name) + ", ignore_index " +
+                       std::to_string(c.ignoreIndex) +
+                       (weighted ? " weighted" : "") + " reduction " +
+                       std::to_string(reduction));
+          Tensor *w = weighted ? &weight : nullptr;
+          Shape outShape = reduction == 0 ? Shape{batch} : Shape{};
+          Tensor output(dt, outShape), totalWeight(dt, {});
+          RUN_BOTH(nll_loss_forward_rows, output, totalWeight, self, *c.target,
+                   w, reduction, c.ignoreIndex, p.rows);
+          EXPECT_MATCH(output, tol);
+          EXPECT_MATCH(totalWeight, tol);
+
+          Tensor total = sameValues(totalWeight);
+          Tensor gradOut = random(dt, outShape, -2, 2);
+          CHECK_KERNEL(tol, nll_loss_backward_rows,
+                       Tensor(dt, {batch, columns}), gradOut, self, *c.target,
+                       w, total, reduction, c.ignoreIndex, p.rows);
+        }
+      }
+    }
+  }
+  // Unbatched: self [C], target [], held or not.
+  Tensor one = random(dt, {columns}, -5, 0);
+  Tensor held = tensor<int64_t>({}, {14});
+  Tensor elsewhere = tensor<int64_t>({}, {3});
+  for (Tensor *target : {&held, &elsewhere}) {
+    for (int64_t reduction : {0, 1, 2}) {
+      SCOPED_TRACE("unbatched, target " + std::to_string(target->get(0)) +
+                   ", reduction " + std::to_string(reduction));
+      Tensor output(dt, {}), totalWeight(dt, {});
+      RUN_BOTH(nll_loss_forward_rows, output, totalWeight, one, *target,
+               &weight, reduction, -100, kClasses10to20);
+      EXPECT_MATCH(output, tol);
+      EXPECT_MATCH(totalWeight, tol);
+      Tensor total = sameValues(totalWeight);
+      Tensor gradOut = random(dt, {}, -2, 2);
+      CHECK_KERNEL(tol, nll_loss_backward_rows, Tensor(dt, {columns}), gradOut,
+                   one, *target, &weight, total, reduction, -100,
+                   kClasses10to20);
+    }
+  }
+}
+
+/// nll_loss_forward_rows of dtype `dt` on a large batch, half of whose
+/// targets are held, mean and sum, and its backward: the loss and the
+/// gradient within `tol`; the total weight (a count) within `countTol`.
+void checkLargeNllLossRows(DType dt, Tol tol, Tol countTol) {
+  Tensor self = random(dt, {4096, 500}, -8, 0);
+  Tensor target = random(SPMD_I64, {4096}, 0, 999);
+  for (int64_t reduction : {1, 2}) {
+    SCOPED_TRACE("large, reduction " + std::to_string(reduction));
+    Tensor output(dt, {}), totalWeight(dt, {});
+    RUN_BOTH(nll_loss_forward_rows, output, totalWeight, self, target, nullptr,
+             reduction, -100, kClasses500to1000);
+    EXPECT_MATCH(output, tol);
+    EXPECT_MATCH(totalWeight, countTol);
+    Tensor total = sameValues(totalWeight);
+    Tensor gradOut = random(dt, {}, -2, 2);
+    CHECK_KERNEL(tol, nll_loss_backward_rows, Tensor(dt, {4096, 500}), gradOut,
+                 self, target, nullptr, total, reduction, -100,
+                 kClasses500to1000);
+  }
+}
+
+TEST_F(CudaKernels, NllLossRows) {
+  for (int32_t dt : kFloatTypes) {
+    SCOPED_TRACE(spmd_rt_dtype_name(dt));
+    checkNllLossRows(dt, kReduction);
+  }
+  checkLargeNllLossRows(SPMD_F32, kReduction, kExact);
+}
+
 //===----------------------------------------------------------------------===//
 // bf16 (CUDA only), against the CPU kernels in f32
 //===----------------------------------------------------------------------===//
@@ -2310,15 +2774,6 @@ TEST_F(CudaKernels, NllLoss) {
 // the CPU kernels on their f32 host values, which are bf16-exact: the CPU's
 // f32 result is what the CUDA kernel's f32 math gives before it rounds the
 // result to bf16 once (see the tolerances kBf16*).
-
-/// The device values of `t` as doubles (kBF16: widened).
-std::vector<double> deviceValues(const Tensor &t) {
-  std::vector<uint64_t> raw = t.download();
-  std::vector<double> values(static_cast<size_t>(t.numel()));
-  for (int64_t i = 0; i < t.numel(); ++i)
-    values[i] = loadDouble(raw.data(), t.dtype(), i);
-  return values;
-}
 
 TEST_F(CudaKernelsBf16, ConversionToBf16RoundsToNearestEven) {
   // The host rounding, on ties (halfway between two bf16 values) and near
@@ -2529,6 +2984,8 @@ TEST_F(CudaKernelsBf16, ScalarAndUnaryOps) {
   CHECK_KERNEL(tol, sqrt, Tensor(dt, out), positive);
   CHECK_KERNEL(tol, sqrt, Tensor(dt, out), x); // NaN for x < 0
   CHECK_KERNEL(tol, relu, Tensor(dt, out), x);
+  CHECK_KERNEL(tol, tanh, Tensor(dt, out), away);
+  CHECK_KERNEL(tol, tanh_backward, Tensor(dt, out), away, x);
   const double inf = std::numeric_limits<double>::infinity();
   const double nan = std::numeric_limits<double>::quiet_NaN();
   Tensor special = generate(dt, {6}, [&](int64_t i) {
@@ -2703,6 +3160,45 @@ TEST_F(CudaKernelsBf16, TriuFillArange) {
   checkArange(dt, kBf16Rounded);
 }
 
+TEST_F(CudaKernelsBf16, SliceScatterPadCumsumGatherIndex) {
+  // bf16 data moves exactly; inputs of other dtypes and constant_pad_nd's
+  // fill value (via f32, as the CPU's f32 fill) are rounded to bf16 once.
+  const DType dt = kBF16;
+  checkSliceScatter(dt);
+  Tensor self = random(dt, {4, 6}, -1, 1);
+  Tensor f32Src = random(SPMD_F32, {4, 3}, -1, 1);
+  CHECK_KERNEL(kBf16Rounded, slice_scatter, Tensor(dt, {4, 6}), self, f32Src, 1,
+               0, 2);
+  Tensor intSrc = random(SPMD_I64, {2, 6}, -1000, 1000);
+  CHECK_KERNEL(kBf16Rounded, slice_scatter, Tensor(dt, {4, 6}), self, intSrc, 0,
+               1, 2);
+  checkConstantPad(dt, kBf16Rounded);
+  Tensor f32Self = random(SPMD_F32, {3, 5, 7}, -100, 100);
+  CHECK_KERNEL(kBf16Rounded, constant_pad_nd, Tensor(dt, {3, 6, 8}), f32Self, 4,
+               kPadAndCrop, 0.1);
+  checkGather(dt);
+  Tensor picks = random(SPMD_I64, {3, 5, 2}, -7, 6);
+  CHECK_KERNEL(kBf16Rounded, gather, Tensor(dt, {3, 5, 2}), f32Self, 2, picks);
+  checkIndex(dt);
+  Tensor rows = random(SPMD_I64, {4}, -3, 2);
+  TensorList one = {&rows};
+  CHECK_KERNEL(kBf16Rounded, index, Tensor(dt, {4, 5, 7}), f32Self, 1, one);
+
+  // cumsum sums in f32 and rounds each result once.
+  checkCumsum(dt, bf16SumTol);
+  // Small integers: every partial sum is exact in f32, so the result is the
+  // exact sum rounded to bf16 (summing in bf16 would drop ones past 256).
+  std::uniform_int_distribution<int> count(0, 3);
+  Tensor counts = generate(
+      dt, {4, 3000}, [&](int64_t) { return static_cast<double>(count(gRng)); });
+  CHECK_KERNEL(kBf16Rounded, cumsum, Tensor(dt, {4, 3000}), counts, 1);
+  Tensor intCounts = random(SPMD_I64, {3000, 5}, 0, 3);
+  CHECK_KERNEL(kBf16Rounded, cumsum, Tensor(dt, {3000, 5}), intCounts, 0);
+  // bf16 summed into f32 (cumsum(dtype=float32)): the f32 tolerance.
+  Tensor x = random(dt, {4, 3000}, -1, 1);
+  CHECK_KERNEL(sumTol(3000), cumsum, Tensor(SPMD_F32, {4, 3000}), x, 1);
+}
+
 TEST_F(CudaKernelsBf16, BernoulliAndDropoutDrawTheSameNumbers) {
   const DType dt = kBF16;
   spmd_rt_set_seed(20240611);
@@ -2811,6 +3307,19 @@ TEST_F(CudaKernelsBf16, LayerNorm) {
   }
 }
 
+/// bf16 attention: the probabilities P and dS are rounded to bf16 before
+/// the products that read them (as FlashAttention's P V), so an output's
+/// error scales with the terms it sums (|P| |V| <= 1 here), not with the
+/// output, which cancels; 2^-7 of the terms' scale, besides the result's
+/// own rounding.
+Tol bf16AttentionTol(double, double) { return {1e-2, 1.0 / 128}; }
+
+TEST_F(CudaKernelsBf16, Attention) {
+  // f32 scores and softmax on the bf16 values; logsumexp in f32.
+  checkAttention(kBF16, bf16AttentionTol);
+  checkFullyMaskedAttentionRow(kBF16, bf16AttentionTol(5, 1));
+}
+
 TEST_F(CudaKernelsBf16, Embedding) {
   checkEmbedding(kBF16, bf16SumTol, /*wholeVocabulary=*/false);
   checkLargeEmbedding(kBF16, bf16SumTol);
@@ -2820,6 +3329,12 @@ TEST_F(CudaKernelsBf16, NllLoss) {
   checkNllLoss(kBF16, kBf16Reduction);
   // The sums accumulate in f32.
   checkLargeNllLoss(kBF16, kBf16Reduction);
+}
+
+TEST_F(CudaKernelsBf16, NllLossRows) {
+  checkNllLossRows(kBF16, kBf16Reduction);
+  // The sums accumulate in f32; the total weight, a count, is rounded once.
+  checkLargeNllLossRows(kBF16, kBf16Reduction, kBf16Rounded);
 }
 
 //===----------------------------------------------------------------------===//
@@ -2893,6 +3408,71 @@ TEST_F(CudaKernelsDeathTest, IndexErrorsAreReportedOnRead) {
         readBack(gradSelf);
       },
       "spmd_rt_nll_loss_backward: .*target 12");
+}
+
+// gather and index report the CPU's "index I is out of bounds for dim D of
+// size N" (a negative index counts from the end: -N is the first), the
+// class-sharded losses an out-of-range target (beyond all classes, not only
+// the held ones).
+TEST_F(CudaKernelsDeathTest, GatherIndexAndShardedLossErrorsAreReportedOnRead) {
+  Tensor self = random(SPMD_F32, {3, 4}, -1, 1);
+  Tensor beyond = tensor<int64_t>({3, 2}, {0, 1, 9, 2, -4, 3});
+  Tensor before = tensor<int32_t>({2, 4}, {0, 1, 2, 0, -4, 1, 2, 0});
+  Tensor gathered(SPMD_F32, {3, 2}), gathered2(SPMD_F32, {2, 4});
+  Tensor rows = tensor<int64_t>({2}, {1, 3});
+  Tensor fine = tensor<int64_t>({2}, {0, -3});
+  Tensor cols = tensor<int64_t>({2}, {-4, -5});
+  TensorList one = {&rows};
+  TensorList two = {&fine, &cols};
+  Tensor indexed(SPMD_F32, {2, 4}), indexed2(SPMD_F32, {2});
+  Tensor logProbs = random(SPMD_F32, {4, 12}, -5, 0);
+  Tensor target = tensor<int64_t>({4}, {11, 45, 12, 2});
+  Tensor loss(SPMD_F32, {}), totalWeight(SPMD_F32, {});
+  Tensor gradSelf(SPMD_F32, {4, 12});
+  Tensor gradLoss = tensor<float>({}, {1.0f});
+  Tensor count = tensor<float>({}, {2.0f});
+
+  StartupEnvironment startup; // the children start their own 1-rank job
+  EXPECT_DEATH(
+      {
+        spmd_rt_gather(gathered.device(), self.device(), 1, beyond.device());
+        readBack(gathered);
+      },
+      "spmd_rt_gather: index 9 is out of bounds for dim 1 of size 4");
+  EXPECT_DEATH(
+      {
+        spmd_rt_gather(gathered2.device(), self.device(), 0, before.device());
+        readBack(gathered2);
+      },
+      "spmd_rt_gather: index -4 is out of bounds for dim 0 of size 3");
+  EXPECT_DEATH(
+      {
+        spmd_rt_index(indexed.device(), self.device(), 1, one.device());
+        readBack(indexed);
+      },
+      "spmd_rt_index: index 3 is out of bounds for dim 0 of size 3");
+  EXPECT_DEATH(
+      {
+        spmd_rt_index(indexed2.device(), self.device(), 2, two.device());
+        readBack(indexed2);
+      },
+      "spmd_rt_index: index -5 is out of bounds for dim 1 of size 4");
+  EXPECT_DEATH(
+      {
+        spmd_rt_nll_loss_forward_rows(loss.device(), totalWeight.device(),
+                                      logProbs.device(), target.device(),
+                                      nullptr, 1, -100, kClasses10to20);
+        readBack(loss);
+      },
+      "spmd_rt_nll_loss_forward_rows: .*target 45");
+  EXPECT_DEATH(
+      {
+        spmd_rt_nll_loss_backward_rows(
+            gradSelf.device(), gradLoss.device(), logProbs.device(),
+            target.device(), nullptr, count.device(), 1, -100, kClasses10to20);
+        readBack(gradSelf);
+      },
+      "spmd_rt_nll_loss_backward_rows: .*target 45");
 }
 
 //===----------------------------------------------------------------------===//
@@ -3114,20 +3694,9 @@ const std::vector<std::string> &kernelListNames() {
 
 /// The kernels the CUDA backend lacks (null table entries, Backend.cpp's
 /// SPMD_RT_CUDA_LACKS_<name>): a call reports "not implemented by backend
-/// 'cuda'". Scaled-dot-product attention, slice_scatter, constant_pad_nd,
-/// cumsum, gather, index, the class-sharded nll_loss, convolution and
-/// pooling run on the CPU backend only.
+/// 'cuda'". Convolution and pooling run on the CPU backend only.
 TEST_F(CudaKernels, LacksOnlyCpuOnlyKernels) {
   const spmd::rt::Backend &cuda = spmd::rt::cuda::backend();
-  EXPECT_EQ(cuda.attention, nullptr);
-  EXPECT_EQ(cuda.attention_backward, nullptr);
-  EXPECT_EQ(cuda.slice_scatter, nullptr);
-  EXPECT_EQ(cuda.constant_pad_nd, nullptr);
-  EXPECT_EQ(cuda.cumsum, nullptr);
-  EXPECT_EQ(cuda.gather, nullptr);
-  EXPECT_EQ(cuda.index, nullptr);
-  EXPECT_EQ(cuda.nll_loss_forward_rows, nullptr);
-  EXPECT_EQ(cuda.nll_loss_backward_rows, nullptr);
   EXPECT_EQ(cuda.convolution, nullptr);
   EXPECT_EQ(cuda.convolution_backward, nullptr);
   EXPECT_EQ(cuda.max_pool2d_with_indices, nullptr);
@@ -3136,16 +3705,15 @@ TEST_F(CudaKernels, LacksOnlyCpuOnlyKernels) {
   EXPECT_EQ(cuda.avg_pool2d_backward, nullptr);
   EXPECT_EQ(cuda.adaptive_avg_pool2d, nullptr);
   EXPECT_EQ(cuda.adaptive_avg_pool2d_backward, nullptr);
-  EXPECT_EQ(kernelListNames().size(), 86u);
+  EXPECT_EQ(kernelListNames().size(), 97u);
 }
 
 TEST_F(CudaKernelsDeathTest, LackingKernelIsReported) {
-  Tensor q(SPMD_F32, {1, 1, 2, 2}), out(SPMD_F32, {1, 1, 2, 2});
-  Tensor lse(SPMD_F32, {1, 1, 2});
+  Tensor self(SPMD_F32, {1, 2, 4, 4}), out(SPMD_F32, {1, 2, 2, 2});
   StartupEnvironment startup; // the children start their own 1-rank job
-  EXPECT_DEATH(spmd_rt_attention(out.device(), lse.device(), q.device(),
-                                 q.device(), q.device(), nullptr, 0, 1.0),
-               "spmd_rt_attention: not implemented by backend 'cuda'");
+  EXPECT_DEATH(spmd_rt_adaptive_avg_pool2d(out.device(), self.device()),
+               "spmd_rt_adaptive_avg_pool2d: not implemented by backend "
+               "'cuda'");
 }
 
 /// Whether the whole suite runs, in order, in a 1-rank job: what the

@@ -1849,7 +1849,7 @@ TEST_F(RuntimeKernelsDeathTest, AttentionRejectsBadShapes) {
   Buffer lse64 = empty(SPMD_F64, {1, 2, 3});
   EXPECT_DEATH(spmd_rt_attention(out.get(), lse64.get(), q.get(), k.get(),
                                  k.get(), nullptr, 0, 1.0),
-               "spmd_rt_attention: logsumexp must be f32 like query");
+               "spmd_rt_attention: logsumexp must be f32 for a f32 query");
 }
 
 //===----------------------------------------------------------------------===//

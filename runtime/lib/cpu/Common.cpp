@@ -608,9 +608,14 @@ AttentionShape checkAttention(const char *kernel, const SpmdBuffer *query,
     spmd_rt_fatal("%s: logsumexp %s must be query's shape %s without its "
                   "last dim",
                   kernel, shapeStr(logsumexp).c_str(), shapeStr(query).c_str());
-  checkSameDTypes(kernel, "query", query,
-                  {"key", "value", "attn_mask", "out", "logsumexp"},
-                  {key, value, mask, out, logsumexp});
+  checkSameDTypes(kernel, "query", query, {"key", "value", "attn_mask", "out"},
+                  {key, value, mask, out});
+  // ATen keeps a bf16 attention's logsumexp in f32.
+  const int32_t lseType = query->dtype == SPMD_BF16 ? SPMD_F32 : query->dtype;
+  if (logsumexp->dtype != lseType)
+    spmd_rt_fatal("%s: logsumexp must be %s for a %s query", kernel,
+                  spmd_rt_dtype_name(lseType),
+                  spmd_rt_dtype_name(query->dtype));
   return shape;
 }
 
@@ -720,6 +725,21 @@ static void checkPerSample(const char *kernel, const char *name,
   if (b->rank != 1 || b->shape[0] != batch)
     spmd_rt_fatal("%s: %s %s must be [%lld] for reduction none", kernel, name,
                   shapeStr(b).c_str(), static_cast<long long>(batch));
+}
+
+NllClasses nllClasses(const char *kernel, const NllShape &s,
+                      const int64_t *rows) {
+  if (!rows)
+    return {0, s.classes, s.classes};
+  if (rows[0] < 0 || rows[1] < 0 || rows[1] > s.classes ||
+      rows[0] + rows[1] > rows[2])
+    spmd_rt_fatal("%s: classes [%lld, %lld) of %lld held in a self of %lld "
+                  "classes",
+                  kernel, static_cast<long long>(rows[0]),
+                  static_cast<long long>(rows[0] + rows[1]),
+                  static_cast<long long>(rows[2]),
+                  static_cast<long long>(s.classes));
+  return {rows[0], rows[1], rows[2]};
 }
 
 NllShape checkNllLoss(const char *kernel, const SpmdBuffer *output,

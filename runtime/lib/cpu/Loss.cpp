@@ -16,34 +16,12 @@ using namespace spmd::rt;
 
 namespace {
 
-/// The classes a rank holds: global classes [begin, begin + count) of
-/// `total` (the _rows kernels' {begin, count, total}; all of self's
-/// classes when `rows` is NULL).
-struct ClassRange {
-  int64_t begin, count, total;
-};
-
-ClassRange classRange(const char *kernel, const NllShape &s,
-                      const int64_t *rows) {
-  if (!rows)
-    return {0, s.classes, s.classes};
-  if (rows[0] < 0 || rows[1] < 0 || rows[1] > s.classes ||
-      rows[0] + rows[1] > rows[2])
-    spmd_rt_fatal("%s: classes [%lld, %lld) of %lld held in a self of %lld "
-                  "classes",
-                  kernel, static_cast<long long>(rows[0]),
-                  static_cast<long long>(rows[0] + rows[1]),
-                  static_cast<long long>(rows[2]),
-                  static_cast<long long>(s.classes));
-  return {rows[0], rows[1], rows[2]};
-}
-
 /// Calls `fn(i, c)` for each sample i whose target is not ignore_index and
 /// lies in the held classes, c its index among them; fatal when a target
 /// is outside [0, total).
 template <typename Fn>
 void forEachTarget(const char *kernel, const SpmdBuffer *target,
-                   const NllShape &s, ClassRange held, int64_t ignoreIndex,
+                   const NllShape &s, NllClasses held, int64_t ignoreIndex,
                    Fn &&fn) {
   dispatch<kInt>(
       target->dtype, kernel,
@@ -78,7 +56,7 @@ void nllLossForward(const char *kernel, SpmdBuffer *output,
                     const int64_t *rows) {
   const NllShape s = checkNllLoss(kernel, output, total_weight, self, target,
                                   weight, reduction);
-  const ClassRange held = classRange(kernel, s, rows);
+  const NllClasses held = nllClasses(kernel, s, rows);
   dispatch<kFloat>(output->dtype, kernel, [&](auto tag) {
     using T = decltype(tag);
     checkTotalWeightDType(kernel, output, total_weight);
@@ -128,7 +106,7 @@ void nllLossBackward(const char *kernel, SpmdBuffer *out,
                      int64_t ignore_index, const int64_t *rows) {
   const NllShape s = checkNllLossBackward(
       kernel, out, grad_output, self, target, weight, total_weight, reduction);
-  const ClassRange held = classRange(kernel, s, rows);
+  const NllClasses held = nllClasses(kernel, s, rows);
   dispatch<kFloat>(out->dtype, kernel, [&](auto tag) {
     using T = decltype(tag);
     std::vector<T> gS, wS, twS;
@@ -156,39 +134,6 @@ void nllLossBackward(const char *kernel, SpmdBuffer *out,
 
 namespace spmd::rt::cpu {
 
-void spmd_rt_nll_loss_forward(SpmdBuffer *output, SpmdBuffer *total_weight,
-                              const SpmdBuffer *self, const SpmdBuffer *target,
-                              const SpmdBuffer *weight, int64_t reduction,
-                              int64_t ignore_index) {
-  nllLossForward("spmd_rt_nll_loss_forward", output, total_weight, self, target,
-                 weight, reduction, ignore_index, nullptr);
-}
-
-void spmd_rt_nll_loss_forward_rows(SpmdBuffer *output, SpmdBuffer *total_weight,
-                                   const SpmdBuffer *self,
-                                   const SpmdBuffer *target,
-                                   const SpmdBuffer *weight, int64_t reduction,
-                                   int64_t ignore_index, const int64_t *rows) {
-  nllLossForward("spmd_rt_nll_loss_forward_rows", output, total_weight, self,
-                 target, weight, reduction, ignore_index, rows);
-}
-
-void spmd_rt_nll_loss_backward(SpmdBuffer *out, const SpmdBuffer *grad_output,
-                               const SpmdBuffer *self, const SpmdBuffer *target,
-                               const SpmdBuffer *weight,
-                               const SpmdBuffer *total_weight,
-                               int64_t reduction, int64_t ignore_index) {
-  nllLossBackward("spmd_rt_nll_loss_backward", out, grad_output, self, target,
-                  weight, total_weight, reduction, ignore_index, nullptr);
-}
-
-void spmd_rt_nll_loss_backward_rows(
-    SpmdBuffer *out, const SpmdBuffer *grad_output, const SpmdBuffer *self,
-    const SpmdBuffer *target, const SpmdBuffer *weight,
-    const SpmdBuffer *total_weight, int64_t reduction, int64_t ignore_index,
-    const int64_t *rows) {
-  nllLossBackward("spmd_rt_nll_loss_backward_rows", out, grad_output, self,
-                  target, weight, total_weight, reduction, ignore_index, rows);
-}
+SPMD_RT_NLL_LOSS_KERNELS(nllLossForward, nllLossBackward)
 
 } // namespace spmd::rt::cpu

@@ -19,20 +19,7 @@ namespace {
 // The kernels of KernelList.def this backend lacks, each defining
 // SPMD_RT_CUDA_LACKS_<name> as a comma: their table entries are null, so a
 // call reports "spmd_rt_<name>: not implemented by backend 'cuda'".
-// Scaled-dot-product attention runs on the CPU backend only.
-#define SPMD_RT_CUDA_LACKS_attention ,
-#define SPMD_RT_CUDA_LACKS_attention_backward ,
-// Slice scatter, padding, cumsum, gather and index (the language models'
-// masks, positions and labels) run on the CPU backend only so far.
-#define SPMD_RT_CUDA_LACKS_slice_scatter ,
-#define SPMD_RT_CUDA_LACKS_constant_pad_nd ,
-#define SPMD_RT_CUDA_LACKS_cumsum ,
-#define SPMD_RT_CUDA_LACKS_gather ,
-#define SPMD_RT_CUDA_LACKS_index ,
-// The class-sharded losses (loss_parallel) too.
-#define SPMD_RT_CUDA_LACKS_nll_loss_forward_rows ,
-#define SPMD_RT_CUDA_LACKS_nll_loss_backward_rows ,
-// Convolution and pooling (the vision models) too.
+// Convolution and pooling (the vision models) run on the CPU backend only.
 #define SPMD_RT_CUDA_LACKS_convolution ,
 #define SPMD_RT_CUDA_LACKS_convolution_backward ,
 #define SPMD_RT_CUDA_LACKS_max_pool2d_with_indices ,

@@ -364,6 +364,25 @@ const T *dataAs(const SpmdBuffer *b, std::unique_ptr<Scratch> &storage,
 }
 
 //===----------------------------------------------------------------------===//
+// Matrix products
+//===----------------------------------------------------------------------===//
+
+/// c[i] = alpha * op(a[i]) op(b[i]) + beta * c[i] for i < batch, row-major:
+/// c[i] is [n, m] at c + i * strideC; a[i] is [n, k] (stored [k, n] when
+/// transA) at a + i * strideA, b[i] [k, m] (stored [m, k] when transB) at
+/// b + i * strideB; strides in elements. One cublasGemmStridedBatchedEx on
+/// the compute stream, multiplying in OpMathT<T> (f32 for bf16, no TF32);
+/// C is T or, for bf16, float (the product unrounded). Timed under
+/// SPMD_RT_GEMM_STATS. cuBLAS errors end the job naming `kernel`.
+/// Instantiated for (float, float), (double, double), (BFloat16, BFloat16)
+/// and (BFloat16, float) in Linalg.cu.
+template <typename T, typename C>
+void gemmBatched(const char *kernel, int64_t batch, int64_t n, int64_t k,
+                 int64_t m, double alpha, const T *a, bool transA,
+                 int64_t strideA, const T *b, bool transB, int64_t strideB,
+                 double beta, C *c, int64_t strideC);
+
+//===----------------------------------------------------------------------===//
 // Device-side errors
 //===----------------------------------------------------------------------===//
 
@@ -372,6 +391,7 @@ enum class DeviceErrorKind : int {
   None = 0,
   EmbeddingIndex = 1, // the CPU's "index I at position P is out of range"
   NllTarget = 2,      // the CPU's "target I of sample P is out of bounds"
+  DimIndex = 3,       // the CPU's "index I is out of bounds for dim D of size"
 };
 
 /// The first invalid value a kernel met since the last check.
@@ -380,7 +400,8 @@ struct DeviceError {
   int kernel; // index into Device.cu's kernel-name table (kernelId)
   long long value;
   long long bound;
-  long long position; // element index of the value, -1 if not given
+  long long position; // element index of the value (DimIndex: the dim), or
+                      // -1 if not given
 };
 
 /// The device pointer to pass to kernels that validate values.

@@ -307,6 +307,9 @@ void spmd::rt::cuda::checkDeviceErrors() {
   case DeviceErrorKind::NllTarget:
     spmd_rt_fatal("%s: target %lld of sample %lld is out of bounds [0, %lld)",
                   kernel, error.value, error.position, error.bound);
+  case DeviceErrorKind::DimIndex:
+    spmd_rt_fatal("%s: index %lld is out of bounds for dim %lld of size %lld",
+                  kernel, error.value, error.position, error.bound);
   case DeviceErrorKind::None:
     break;
   }

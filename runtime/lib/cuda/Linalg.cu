@@ -76,6 +76,64 @@ IntervalTimer &gemmTimer() {
   return timer;
 }
 
+} // namespace
+
+namespace spmd::rt::cuda {
+
+template <typename T, typename C>
+void gemmBatched(const char *kernel, int64_t batch, int64_t n, int64_t k,
+                 int64_t m, double alpha, const T *a, bool transA,
+                 int64_t strideA, const T *b, bool transB, int64_t strideB,
+                 double beta, C *c, int64_t strideC) {
+  static_assert(std::is_same_v<OpMathT<T>, OpMathT<C>>,
+                "C holds T or T's compute type");
+  // cuBLAS takes alpha and beta in the compute type: float for bf16.
+  using M = OpMathT<T>;
+  const M alphaT = static_cast<M>(alpha), betaT = static_cast<M>(beta);
+  // Column-major C^T[m, n] = op(B)^T[m, k] op(A)^T[k, n].
+  const int lda = static_cast<int>(transA ? n : k);
+  const int ldb = static_cast<int>(transB ? k : m);
+  const bool timed = gemmTimer().active();
+  if (timed)
+    gemmTimer().begin();
+  checkCublas(cublasGemmStridedBatchedEx(
+                  handle(), transB ? CUBLAS_OP_T : CUBLAS_OP_N,
+                  transA ? CUBLAS_OP_T : CUBLAS_OP_N, static_cast<int>(m),
+                  static_cast<int>(n), static_cast<int>(k), &alphaT, b,
+                  GemmTypes<T>::data, ldb, strideB, a, GemmTypes<T>::data, lda,
+                  strideA, &betaT, c, GemmTypes<C>::data, static_cast<int>(m),
+                  strideC, static_cast<int>(batch), GemmTypes<T>::compute,
+                  CUBLAS_GEMM_DEFAULT),
+              kernel);
+  if (timed)
+    gemmTimer().end(kernel,
+                    2.0 * double(batch) * double(n) * double(k) * double(m));
+}
+
+template void gemmBatched<float, float>(const char *, int64_t, int64_t, int64_t,
+                                        int64_t, double, const float *, bool,
+                                        int64_t, const float *, bool, int64_t,
+                                        double, float *, int64_t);
+template void gemmBatched<double, double>(const char *, int64_t, int64_t,
+                                          int64_t, int64_t, double,
+                                          const double *, bool, int64_t,
+                                          const double *, bool, int64_t, double,
+                                          double *, int64_t);
+template void gemmBatched<BFloat16, BFloat16>(const char *, int64_t, int64_t,
+                                              int64_t, int64_t, double,
+                                              const BFloat16 *, bool, int64_t,
+                                              const BFloat16 *, bool, int64_t,
+                                              double, BFloat16 *, int64_t);
+template void gemmBatched<BFloat16, float>(const char *, int64_t, int64_t,
+                                           int64_t, int64_t, double,
+                                           const BFloat16 *, bool, int64_t,
+                                           const BFloat16 *, bool, int64_t,
+                                           double, float *, int64_t);
+
+} // namespace spmd::rt::cuda
+
+namespace {
+
 /// out = beta * self (broadcast) + alpha * (a @ b) per batch.
 void matmul(const char *kernel, SpmdBuffer *out, const SpmdBuffer *self,
             const SpmdBuffer *a, const SpmdBuffer *b, double beta, double alpha,
@@ -109,28 +167,8 @@ void matmul(const char *kernel, SpmdBuffer *out, const SpmdBuffer *self,
     std::unique_ptr<Scratch> aStorage, bStorage;
     const T *x = dataAs<T>(a, aStorage, kernel);
     const T *y = dataAs<T>(b, bStorage, kernel);
-    const cudaDataType_t type = GemmTypes<T>::data;
-    const cublasComputeType_t compute = GemmTypes<T>::compute;
-    // cuBLAS takes alpha and beta in the compute type: float for bf16.
-    using M = OpMathT<T>;
-    const M alphaT = static_cast<M>(alpha), betaT = static_cast<M>(beta);
-    // Column-major C^T[m, n] = op(B)^T[m, k] op(A)^T[k, n].
-    const bool timed = gemmTimer().active();
-    if (timed)
-      gemmTimer().begin();
-    int lda = static_cast<int>(transA ? n : k);
-    int ldb = static_cast<int>(transB ? k : m);
-    checkCublas(cublasGemmStridedBatchedEx(
-                    handle(), transB ? CUBLAS_OP_T : CUBLAS_OP_N,
-                    transA ? CUBLAS_OP_T : CUBLAS_OP_N, static_cast<int>(m),
-                    static_cast<int>(n), static_cast<int>(k), &alphaT, y, type,
-                    ldb, k * m, x, type, lda, n * k, &betaT, out->data, type,
-                    static_cast<int>(m), n * m, static_cast<int>(batch),
-                    compute, CUBLAS_GEMM_DEFAULT),
-                kernel);
-    if (timed)
-      gemmTimer().end(kernel,
-                      2.0 * double(batch) * double(n) * double(k) * double(m));
+    gemmBatched<T, T>(kernel, batch, n, k, m, alpha, x, transA, n * k, y,
+                      transB, k * m, beta, dataOf<T>(out), n * m);
   });
 }
 

@@ -3,7 +3,9 @@
 // cpu/Loss.cpp on the device (ATen 1.13's nll_loss_out_frame /
 // nll_loss_backward_out_frame): self is [N, C] (or [C]) log-probabilities,
 // target [N] (or []) class indices, weight an optional [C]; reduction 0
-// none, 1 mean, 2 sum.
+// none, 1 mean, 2 sum. The _rows variants hold a piece of the classes
+// (loss_parallel): self's columns are global classes [begin, begin + count)
+// of `total`, and a sample whose target lies elsewhere contributes nothing.
 //
 // A thread per sample. The reduced forward sums in double (in float for bf16,
 // ATen's CUDA acc type), per block and then over the blocks' partial sums in
@@ -33,28 +35,33 @@ void dispatchTarget(const char *kernel, const SpmdBuffer *target, Fn &&fn) {
 /// What the kernels need to read sample i's target.
 template <typename I> struct Targets {
   const I *data;
-  int64_t classes, ignoreIndex;
+  /// self's row length, and the global classes its columns hold.
+  int64_t classes;
+  NllClasses held;
+  int64_t ignoreIndex;
   DeviceError *error;
   int kernel;
 
-  /// Target i, or -1 when it is ignore_index or out of bounds (recorded).
+  /// Target i's column in self, or -1 when it is ignore_index, held by
+  /// another rank, or out of bounds (recorded).
   __device__ int64_t operator[](int64_t i) const {
     const int64_t c = data[i];
     if (c == ignoreIndex)
       return -1;
-    if (c < 0 || c >= classes) {
-      raiseError(error, DeviceErrorKind::NllTarget, kernel, c, classes);
+    if (c < 0 || c >= held.total) {
+      raiseError(error, DeviceErrorKind::NllTarget, kernel, c, held.total, i);
       return -1;
     }
-    return c;
+    return c >= held.begin && c < held.begin + held.count ? c - held.begin : -1;
   }
 };
 
 template <typename I>
 Targets<I> targetsOf(const char *kernel, const SpmdBuffer *target,
-                     const NllShape &s, int64_t ignoreIndex) {
-  return {dataOf<I>(target), s.classes, ignoreIndex, deviceErrorSlot(),
-          kernelId(kernel)};
+                     const NllShape &s, int64_t ignoreIndex,
+                     const int64_t *rows) {
+  return {dataOf<I>(target), s.classes,         nllClasses(kernel, s, rows),
+          ignoreIndex,       deviceErrorSlot(), kernelId(kernel)};
 }
 
 /// weight[c] in OpMathT<T>, 1 without weight.
@@ -154,17 +161,15 @@ nllBackward(T *out, const T *__restrict__ grad, const T *__restrict__ w,
   }
 }
 
-} // namespace
-
 /// Per sample -self[i, t] * weight[t] (0 where t == ignore_index). mean
 /// divides the sum by total_weight, the sum of the weights of the
 /// non-ignored targets (their count without weight; NaN result when 0).
 /// total_weight is 0 for reduction none over a batch, as in ATen.
-void spmd_rt_nll_loss_forward(SpmdBuffer *output, SpmdBuffer *total_weight,
-                              const SpmdBuffer *self, const SpmdBuffer *target,
-                              const SpmdBuffer *weight, int64_t reduction,
-                              int64_t ignore_index) {
-  const char *kernel = "spmd_rt_nll_loss_forward";
+void nllLossForward(const char *kernel, SpmdBuffer *output,
+                    SpmdBuffer *total_weight, const SpmdBuffer *self,
+                    const SpmdBuffer *target, const SpmdBuffer *weight,
+                    int64_t reduction, int64_t ignore_index,
+                    const int64_t *rows) {
   const NllShape s = checkNllLoss(kernel, output, total_weight, self, target,
                                   weight, reduction);
   dispatchDevice<kFloat | kBFloat16>(output->dtype, kernel, [&](auto tag) {
@@ -183,7 +188,8 @@ void spmd_rt_nll_loss_forward(SpmdBuffer *output, SpmdBuffer *total_weight,
         if (s.batch == 0)
           return;
         nllPerSample<T, I><<<gridFor(s.batch), kBlock, 0, stream>>>(
-            o, x, w, targetsOf<I>(kernel, target, s, ignore_index), s.batch);
+            o, x, w, targetsOf<I>(kernel, target, s, ignore_index, rows),
+            s.batch);
         checkLaunch(kernel);
       });
       return;
@@ -202,7 +208,7 @@ void spmd_rt_nll_loss_forward(SpmdBuffer *output, SpmdBuffer *total_weight,
       using I = decltype(targetTag);
       nllPartialSums<T, I><<<blocks, kBlock, 0, stream>>>(
           partial.as<Acc>(), x, w,
-          targetsOf<I>(kernel, target, s, ignore_index), s.batch);
+          targetsOf<I>(kernel, target, s, ignore_index, rows), s.batch);
       checkLaunch(kernel);
     });
     nllTotal<T><<<1, kBlock, 0, stream>>>(o, tw, partial.as<Acc>(), blocks,
@@ -213,12 +219,11 @@ void spmd_rt_nll_loss_forward(SpmdBuffer *output, SpmdBuffer *total_weight,
 
 /// The gradient of self: zero but at (i, target[i]) of non-ignored samples,
 /// where it is -weight[t] * grad (grad / total_weight for mean).
-void spmd_rt_nll_loss_backward(SpmdBuffer *out, const SpmdBuffer *grad_output,
-                               const SpmdBuffer *self, const SpmdBuffer *target,
-                               const SpmdBuffer *weight,
-                               const SpmdBuffer *total_weight,
-                               int64_t reduction, int64_t ignore_index) {
-  const char *kernel = "spmd_rt_nll_loss_backward";
+void nllLossBackward(const char *kernel, SpmdBuffer *out,
+                     const SpmdBuffer *grad_output, const SpmdBuffer *self,
+                     const SpmdBuffer *target, const SpmdBuffer *weight,
+                     const SpmdBuffer *total_weight, int64_t reduction,
+                     int64_t ignore_index, const int64_t *rows) {
   const NllShape s = checkNllLossBackward(
       kernel, out, grad_output, self, target, weight, total_weight, reduction);
   dispatchDevice<kFloat | kBFloat16>(out->dtype, kernel, [&](auto tag) {
@@ -236,11 +241,15 @@ void spmd_rt_nll_loss_backward(SpmdBuffer *out, const SpmdBuffer *grad_output,
       if (s.batch == 0)
         return;
       nllBackward<T, I><<<gridFor(s.batch), kBlock, 0, stream>>>(
-          o, g, w, tw, targetsOf<I>(kernel, target, s, ignore_index), s.batch,
-          s.perSample, reduction == kReductionMean);
+          o, g, w, tw, targetsOf<I>(kernel, target, s, ignore_index, rows),
+          s.batch, s.perSample, reduction == kReductionMean);
       checkLaunch(kernel);
     });
   });
 }
+
+} // namespace
+
+SPMD_RT_NLL_LOSS_KERNELS(nllLossForward, nllLossBackward)
 
 } // namespace spmd::rt::cuda

@@ -1,13 +1,19 @@
-//===- Shape.cu - cat, slice, local_take, triu, factories on the GPU ------===//
+//===- Shape.cu - cat, slices, padding, indexing, scans, factories
+//---------===//
 //
-// cpu/Shape.cpp's cat, slice, local_take, triu, fill and arange on the
-// device (copy, expand and permute live in another file). cat and slice are
+// cpu/Shape.cpp's cat, slice, slice_scatter, constant_pad_nd, cumsum,
+// gather, index, local_take, triu, fill and arange on the device (copy,
+// expand and permute live in another file). cat and slice are
 // 2-D copies (cudaMemcpy2DAsync): rows are the dims before `dim`, a row is
 // the bytes of `dim` and the dims after it. Like the CPU kernels they
 // support every dtype but f16, and bf16 too (values are moved as
 // 2-byte payloads, and fill values and arange's indices are rounded to it
 // via float, as c10::BFloat16 does); an input of another dtype than out is
-// converted to out's dtype first.
+// converted to out's dtype first. cumsum accumulates as the CPU does: in
+// double for floats (bf16 included, rounded once on store), in out's type
+// for integers. An index outside [-size, size) (gather, index) is recorded
+// in the device error slot, with the CPU's message, and its element filled
+// with 0; the host reports it at the next synchronisation.
 //
 //===----------------------------------------------------------------------===//
 
@@ -110,6 +116,139 @@ void localTake(const char *kernel, SpmdBuffer *out, const SpmdBuffer *self,
   });
 }
 
+/// slice_scatter with a step: src row r = (i, k) of `inner` elements (i over
+/// the dims before `dim`, k along it) goes to out row (i, start + k * step).
+template <typename T>
+__global__ void scatterRowsKernel(T *out, const T *src, int64_t outer,
+                                  int64_t size, int64_t outSize, int64_t inner,
+                                  int64_t start, int64_t step) {
+  const int64_t n = outer * size;
+  for (int64_t r = blockIdx.x * int64_t(blockDim.y) + threadIdx.y; r < n;
+       r += int64_t(gridDim.x) * blockDim.y) {
+    const int64_t i = r / size, k = r - i * size;
+    T *dst = out + (i * outSize + start + k * step) * inner;
+    const T *from = src + r * inner;
+    for (int64_t j = threadIdx.x; j < inner; j += blockDim.x)
+      dst[j] = from[j];
+  }
+}
+
+/// out[i] = self at out's position i shifted back by `before` per dim, or
+/// `fill` outside self (constant_pad_nd; negative `before` crops).
+template <typename T>
+__global__ void padKernel(T *out, const T *in, int64_t n, int32_t rank,
+                          Dims outShape, Dims selfShape, Dims before, T fill) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    int64_t rest = i, from = 0, stride = 1;
+    bool inside = true;
+    for (int32_t d = rank - 1; d >= 0; --d) {
+      const int64_t at = rest % outShape.v[d] - before.v[d];
+      rest /= outShape.v[d];
+      inside = inside && at >= 0 && at < selfShape.v[d];
+      from += at * stride;
+      stride *= selfShape.v[d];
+    }
+    out[i] = inside ? in[from] : fill;
+  }
+}
+
+/// Running sums down each (outer, inner) column of [outer, size, inner], a
+/// thread a column (consecutive threads hold consecutive inner lanes).
+template <typename T>
+__global__ void cumsumKernel(T *out, const T *in, int64_t outer, int64_t size,
+                             int64_t inner) {
+  using Acc = std::conditional_t<std::is_integral_v<T>, T, double>;
+  const int64_t columns = outer * inner;
+  for (int64_t c = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; c < columns;
+       c += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t i = c / inner, j = c - i * inner;
+    const int64_t base = i * size * inner + j;
+    Acc sum = 0;
+    for (int64_t k = 0; k < size; ++k) {
+      sum += static_cast<Acc>(toOpMath(in[base + k * inner]));
+      out[base + k * inner] = toStorage<T>(static_cast<OpMathT<T>>(sum));
+    }
+  }
+}
+
+/// Where index kernels report an index outside [-size, size).
+struct IndexErrors {
+  DeviceError *slot;
+  int kernel;
+  /// `k` wrapped into [0, size), or -1 when out of bounds (recorded, with
+  /// `dim` for the message).
+  __device__ int64_t wrap(int64_t k, int64_t size, int64_t dim) const {
+    if (k < -size || k >= size) {
+      raiseError(slot, DeviceErrorKind::DimIndex, kernel, k, size, dim);
+      return -1;
+    }
+    return k < 0 ? k + size : k;
+  }
+};
+
+/// out[i] = self[i with index[i] at `dim`] (gather); out has index's shape.
+template <typename T>
+__global__ void
+gatherKernel(T *out, const T *in, const int64_t *index, int64_t n, int32_t rank,
+             int32_t dim, Dims outShape, Dims selfShape, IndexErrors errors) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t k = errors.wrap(index[i], selfShape.v[dim], dim);
+    if (k < 0) {
+      out[i] = T{};
+      continue;
+    }
+    int64_t rest = i, from = 0, stride = 1;
+    for (int32_t d = rank - 1; d >= 0; --d) {
+      const int64_t at = rest % outShape.v[d];
+      rest /= outShape.v[d];
+      from += (d == dim ? k : at) * stride;
+      stride *= selfShape.v[d];
+    }
+    out[i] = in[from];
+  }
+}
+
+/// index.Tensor's indices: n index tensors over out's `batch` leading dims
+/// (strides 0 where one broadcasts), and self's indexed dims.
+struct IndexTables {
+  const int64_t *ix[SPMD_MAX_RANK];
+  int64_t strides[SPMD_MAX_RANK][SPMD_MAX_RANK];
+  int64_t sizes[SPMD_MAX_RANK], selfStrides[SPMD_MAX_RANK];
+  Dims batchShape;
+  int32_t n, batch;
+};
+
+/// Out row r (of out's leading `batch` dims) = self row at the n indices'
+/// values for r; a row is `inner` elements.
+template <typename T>
+__global__ void indexKernel(T *out, const T *in, int64_t rows, int64_t inner,
+                            IndexTables t, IndexErrors errors) {
+  for (int64_t r = blockIdx.x * int64_t(blockDim.y) + threadIdx.y; r < rows;
+       r += int64_t(gridDim.x) * blockDim.y) {
+    int64_t at[SPMD_MAX_RANK];
+    int64_t rest = r;
+    for (int32_t d = t.batch - 1; d >= 0; --d) {
+      at[d] = rest % t.batchShape.v[d];
+      rest /= t.batchShape.v[d];
+    }
+    int64_t from = 0;
+    bool valid = true;
+    for (int32_t k = 0; k < t.n; ++k) {
+      int64_t offset = 0;
+      for (int32_t d = 0; d < t.batch; ++d)
+        offset += at[d] * t.strides[k][d];
+      const int64_t i = errors.wrap(t.ix[k][offset], t.sizes[k], k);
+      valid = valid && i >= 0;
+      from += i * t.selfStrides[k];
+    }
+    T *dst = out + r * inner;
+    for (int64_t j = threadIdx.x; j < inner; j += blockDim.x)
+      dst[j] = valid ? in[from + j] : T{};
+  }
+}
+
 /// Keeps (.., i, j) with j - i >= diagonal and zeroes the rest; row r of
 /// the [matrices * rows, cols] view is matrix row r % rows.
 template <typename T>
@@ -181,6 +320,134 @@ void spmd_rt_slice(SpmdBuffer *out, const SpmdBuffer *self, int64_t dim,
     copyRows(out->data, l.size * inner * bytes, in + start * inner,
              self->shape[dim] * inner * bytes, l.size * inner * bytes, outer,
              kernel);
+  });
+}
+
+void spmd_rt_slice_scatter(SpmdBuffer *out, const SpmdBuffer *self,
+                           const SpmdBuffer *src, int64_t dim, int64_t start,
+                           int64_t step) {
+  const char *kernel = "spmd_rt_slice_scatter";
+  const DimLayout l =
+      checkSliceScatter(kernel, out, self, src, dim, start, step);
+  const int64_t outer = l.outer, size = l.size, inner = l.inner;
+  withInputAs(kernel, out, self, [&](auto tag, const auto *in) {
+    using T = decltype(tag);
+    T *o = dataOf<T>(out);
+    const int64_t bytes = sizeof(T);
+    if (o != in)
+      copyRows(o, out->numel * bytes, in, out->numel * bytes,
+               out->numel * bytes, 1, kernel);
+    std::unique_ptr<Scratch> storage;
+    const T *from = dataAs<T>(src, storage, kernel);
+    if (step == 1) {
+      copyRows(o + start * inner, self->shape[dim] * inner * bytes, from,
+               size * inner * bytes, size * inner * bytes, outer, kernel);
+      return;
+    }
+    if (outer * size * inner == 0)
+      return;
+    const RowLaunch launch = rowLaunch(outer * size, inner);
+    scatterRowsKernel<T><<<launch.grid, launch.block, 0, computeStream()>>>(
+        o, from, outer, size, self->shape[dim], inner, start, step);
+    checkLaunch(kernel);
+  });
+}
+
+void spmd_rt_constant_pad_nd(SpmdBuffer *out, const SpmdBuffer *self, int32_t n,
+                             const int64_t *pad, double value) {
+  const char *kernel = "spmd_rt_constant_pad_nd";
+  checkConstantPad(kernel, out, self, n, pad);
+  const int32_t rank = self->rank;
+  // before[d]: how far out's dim d starts before self's (negative: crops).
+  Dims before = {}, outShape = {}, selfShape = {};
+  for (int32_t k = 0; 2 * k < n; ++k)
+    before.v[rank - 1 - k] = pad[2 * k];
+  std::copy(out->shape, out->shape + rank, outShape.v);
+  std::copy(self->shape, self->shape + rank, selfShape.v);
+  withInputAs(kernel, out, self, [&](auto tag, const auto *in) {
+    using T = decltype(tag);
+    const int64_t count = out->numel;
+    if (count == 0)
+      return;
+    padKernel<T><<<gridFor(count), kBlock, 0, computeStream()>>>(
+        dataOf<T>(out), in, count, rank, outShape, selfShape, before,
+        convertValue<T>(value));
+    checkLaunch(kernel);
+  });
+}
+
+void spmd_rt_cumsum(SpmdBuffer *out, const SpmdBuffer *self, int64_t dim) {
+  const char *kernel = "spmd_rt_cumsum";
+  const DimLayout l = checkCumsum(kernel, out, self, dim);
+  withInputAs(kernel, out, self, [&](auto tag, const auto *in) {
+    using T = decltype(tag);
+    const int64_t columns = l.outer * l.inner;
+    if (columns == 0 || l.size == 0)
+      return;
+    cumsumKernel<T><<<gridFor(columns), kBlock, 0, computeStream()>>>(
+        dataOf<T>(out), in, l.outer, l.size, l.inner);
+    checkLaunch(kernel);
+  });
+}
+
+void spmd_rt_gather(SpmdBuffer *out, const SpmdBuffer *self, int64_t dim,
+                    const SpmdBuffer *index) {
+  const char *kernel = "spmd_rt_gather";
+  checkGather(kernel, out, self, dim, index);
+  std::unique_ptr<Scratch> indexStorage;
+  const int64_t *ix = dataAs<int64_t>(index, indexStorage, kernel);
+  Dims outShape = {}, selfShape = {};
+  std::copy(out->shape, out->shape + out->rank, outShape.v);
+  std::copy(self->shape, self->shape + self->rank, selfShape.v);
+  withInputAs(kernel, out, self, [&](auto tag, const auto *in) {
+    using T = decltype(tag);
+    const int64_t count = out->numel;
+    if (count == 0)
+      return;
+    gatherKernel<T><<<gridFor(count), kBlock, 0, computeStream()>>>(
+        dataOf<T>(out), in, ix, count, self->rank, static_cast<int32_t>(dim),
+        outShape, selfShape, IndexErrors{deviceErrorSlot(), kernelId(kernel)});
+    checkLaunch(kernel);
+  });
+}
+
+void spmd_rt_index(SpmdBuffer *out, const SpmdBuffer *self, int32_t n,
+                   const SpmdBuffer *const *indices) {
+  const char *kernel = "spmd_rt_index";
+  checkIndex(kernel, out, self, n, indices);
+  IndexTables t = {};
+  t.n = n;
+  t.batch = out->rank - (self->rank - n);
+  int64_t rows = 1, inner = 1;
+  for (int32_t d = 0; d < t.batch; ++d) {
+    t.batchShape.v[d] = out->shape[d];
+    rows *= out->shape[d];
+  }
+  for (int32_t d = n; d < self->rank; ++d)
+    inner *= self->shape[d];
+  int64_t selfStrides[SPMD_MAX_RANK];
+  contiguousStrides(self->rank, self->shape, selfStrides);
+  std::vector<std::unique_ptr<Scratch>> storage(n);
+  for (int32_t k = 0; k < n; ++k) {
+    const SpmdBuffer *b = indices[k];
+    t.ix[k] = dataAs<int64_t>(b, storage[k], kernel);
+    t.sizes[k] = self->shape[k];
+    t.selfStrides[k] = selfStrides[k];
+    int64_t own[SPMD_MAX_RANK];
+    contiguousStrides(b->rank, b->shape, own);
+    for (int32_t d = 0; d < b->rank; ++d)
+      if (b->shape[d] != 1)
+        t.strides[k][t.batch - b->rank + d] = own[d];
+  }
+  withInputAs(kernel, out, self, [&](auto tag, const auto *in) {
+    using T = decltype(tag);
+    if (rows == 0 || inner == 0)
+      return;
+    const RowLaunch launch = rowLaunch(rows, inner);
+    indexKernel<T><<<launch.grid, launch.block, 0, computeStream()>>>(
+        dataOf<T>(out), in, rows, inner, t,
+        IndexErrors{deviceErrorSlot(), kernelId(kernel)});
+    checkLaunch(kernel);
   });
 }
 
