@@ -10,7 +10,11 @@
 //   dV = P^T dO,  dP = dO V^T,  D = rowsum(dO * O),  dS = P * (dP - D)
 //   dQ = scale * dS K,  dK = scale * dS^T Q
 //
-// The products are cuBLAS strided-batched GEMMs (gemmBatched) over a chunk
+// bf16 attention runs fused where the head size allows (forward: 16, 32,
+// 64, 96 or 128; backward: 16, 32 or 64): FlashAttention-2's tiling,
+// tensor-core mma.sync, scores never stored, causal tiles skipped
+// (flashForward, flashBackward). Everything else runs unfused:
+// the products are cuBLAS strided-batched GEMMs (gemmBatched) over a chunk
 // of the B * H heads at a time; the row work between them is one kernel per
 // pass, a block per row of scores. Scores and dP are kept in the compute
 // type (f32 for bf16: the GEMM's f32 accumulator, unrounded); P and dS are
@@ -42,22 +46,34 @@ __device__ inline double expOf(double x) { return exp(x); }
 __device__ inline float logOf(float x) { return logf(x); }
 __device__ inline double logOf(double x) { return log(x); }
 
-/// The additive mask and causal rule of score (g, i, j): flat head g =
-/// b * heads + h, query i, key j.
+/// The additive mask and causal rule of one head's scores (i, j): query i,
+/// key j.
+template <typename T> struct HeadMask {
+  const T *mask; // the head's [L, S] view, or null
+  int64_t rowStride, colStride;
+  bool causal;
+
+  __device__ OpMathT<T> apply(OpMathT<T> s, int64_t i, int64_t j) const {
+    if (causal && j > i)
+      return -std::numeric_limits<OpMathT<T>>::infinity();
+    if (mask)
+      s += toOpMath(mask[i * rowStride + j * colStride]);
+    return s;
+  }
+};
+
+/// The mask of every head: flat head g = b * heads + h.
 template <typename T> struct ScoreMask {
   const T *mask;
   int64_t strides[4];
   int64_t heads;
   bool causal;
 
-  __device__ OpMathT<T> apply(OpMathT<T> s, int64_t g, int64_t i,
-                              int64_t j) const {
-    if (causal && j > i)
-      return -std::numeric_limits<OpMathT<T>>::infinity();
-    if (mask)
-      s += toOpMath(mask[(g / heads) * strides[0] + (g % heads) * strides[1] +
-                         i * strides[2] + j * strides[3]]);
-    return s;
+  /// Head g's mask (the divisions once per head, not per score).
+  __device__ HeadMask<T> head(int64_t g) const {
+    return {mask ? mask + (g / heads) * strides[0] + (g % heads) * strides[1]
+                 : nullptr,
+            strides[2], strides[3], causal};
   }
 };
 
@@ -73,11 +89,12 @@ __global__ void __launch_bounds__(kBlock)
   constexpr A kNegInf = -std::numeric_limits<A>::infinity();
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const int64_t g = g0 + r / l, i = r % l;
+    const HeadMask<T> head = mask.head(g);
     const A *row = scores + r * s;
     T *out = p + r * s;
     A max = kNegInf;
     for (int64_t j = threadIdx.x; j < s; j += kBlock)
-      max = MaxOp()(max, mask.apply(row[j], g, i, j));
+      max = MaxOp()(max, head.apply(row[j], i, j));
     max = groupReduce<kBlock>(max, MaxOp());
     if (max == kNegInf) {
       for (int64_t j = threadIdx.x; j < s; j += kBlock)
@@ -88,12 +105,11 @@ __global__ void __launch_bounds__(kBlock)
     }
     A sum = 0;
     for (int64_t j = threadIdx.x; j < s; j += kBlock)
-      sum += expOf(mask.apply(row[j], g, i, j) - max);
+      sum += expOf(head.apply(row[j], i, j) - max);
     sum = groupReduce<kBlock>(sum);
     const A reciprocal = A(1) / sum;
     for (int64_t j = threadIdx.x; j < s; j += kBlock)
-      out[j] =
-          toStorage<T>(expOf(mask.apply(row[j], g, i, j) - max) * reciprocal);
+      out[j] = toStorage<T>(expOf(head.apply(row[j], i, j) - max) * reciprocal);
     if (threadIdx.x == 0)
       lse[g * l + i] = max + logOf(sum);
   }
@@ -112,13 +128,14 @@ __global__ void __launch_bounds__(kBlock)
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const int64_t g = g0 + r / l, i = r % l;
     const int64_t q = g * l + i;
+    const HeadMask<T> head = mask.head(g);
     A d = 0;
     for (int64_t k = threadIdx.x; k < e; k += kBlock)
       d += toOpMath(dout[q * e + k]) * toOpMath(out[q * e + k]);
     d = groupReduce<kBlock>(d);
     const A m = lse[q];
     for (int64_t j = threadIdx.x; j < s; j += kBlock) {
-      const A pj = expOf(mask.apply(scores[r * s + j], g, i, j) - m);
+      const A pj = expOf(head.apply(scores[r * s + j], i, j) - m);
       p[r * s + j] = toStorage<T>(pj);
       ds[r * s + j] = toStorage<T>(pj * (dp[r * s + j] - d));
     }
@@ -163,6 +180,554 @@ unsigned rowGrid(int64_t rows) {
   return static_cast<unsigned>(std::min<int64_t>(rows, int64_t(1) << 20));
 }
 
+//===----------------------------------------------------------------------===//
+// The fused bf16 forward (FlashAttention-2)
+//===----------------------------------------------------------------------===//
+
+/// Queries of a block (16 a warp), keys of a tile, warps of a block.
+constexpr int kFlashRows = 64;
+constexpr int kFlashKeys = 64;
+constexpr int kFlashThreads = 128;
+
+/// Two floats as the bf16 pair of an mma operand register (the lower
+/// column in the low half), rounded to nearest even.
+__device__ inline uint32_t packBf16(float lo, float hi) {
+  __nv_bfloat162 pair = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<uint32_t *>(&pair);
+}
+
+__device__ inline uint32_t loadPair(const BFloat16 *p) {
+  return *reinterpret_cast<const uint32_t *>(p);
+}
+
+/// c += a b for a 16x16 bf16 A (row-major fragment), a 16x8 bf16 B (column
+/// fragment) and a 16x8 f32 C: PTX mma.sync.m16n8k16. Lane (g = lane / 4,
+/// t = lane % 4) holds c[0..1] at row g, columns 2t and 2t+1, c[2..3] at
+/// row g + 8; a[0] row g, columns 2t..2t+1, a[1] row g + 8, a[2] and a[3]
+/// the same 8 columns on; b0 rows 2t..2t+1 of column g, b1 rows 8 on.
+__device__ inline void mma16816(float c[4], const uint32_t a[4], uint32_t b0,
+                                uint32_t b1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+               "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+               "{%0, %1, %2, %3};\n"
+               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#else
+  __trap(); // Launched only where the device has mma (flashSupported).
+#endif
+}
+
+/// Bytes of flashForward<D>'s shared memory: the block's queries and a tile
+/// of keys, [rows][D + 8] each (8 elements of padding keep a warp's
+/// fragment loads on distinct banks), and the tile's values transposed,
+/// [D][keys + 8].
+template <int D> constexpr int flashSharedBytes() {
+  return ((kFlashRows + kFlashKeys) * (D + 8) + D * (kFlashKeys + 8)) *
+         int(sizeof(BFloat16));
+}
+
+/// Attention of one block of 64 queries of flat head blockIdx.y, head size
+/// D, never storing scores: each warp keeps its 16 rows' scores, running
+/// max and sum and output in registers and walks the keys a tile at a time
+/// (online softmax), with tensor-core products for Q K^T and P V (P rounded
+/// to bf16, as the unfused path). Under is_causal the tiles past the
+/// block's last query are skipped. Output bf16, logsumexp f32.
+template <int D>
+__global__ void __launch_bounds__(kFlashThreads)
+    flashForward(BFloat16 *out, float *lse, const BFloat16 *q,
+                 const BFloat16 *k, const BFloat16 *v, int64_t l, int64_t s,
+                 float scale, ScoreMask<BFloat16> mask) {
+  constexpr int kStride = D + 8, kValueStride = kFlashKeys + 8;
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  extern __shared__ __align__(16) unsigned char shared[];
+  BFloat16 *qs = reinterpret_cast<BFloat16 *>(shared);
+  BFloat16 *ks = qs + kFlashRows * kStride;
+  BFloat16 *vt = ks + kFlashKeys * kStride;
+  const int64_t g = blockIdx.y, q0 = int64_t(blockIdx.x) * kFlashRows;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int gr = lane / 4, tq = lane % 4;
+  const BFloat16 *qh = q + g * l * D, *kh = k + g * s * D, *vh = v + g * s * D;
+  const HeadMask<BFloat16> head = mask.head(g);
+
+  // The block's queries (zero rows past L), 8 elements a load.
+  for (int at = threadIdx.x; at < kFlashRows * D / 8; at += kFlashThreads) {
+    const int r = at / (D / 8), c = at % (D / 8) * 8;
+    uint4 x = {0, 0, 0, 0};
+    if (q0 + r < l)
+      x = *reinterpret_cast<const uint4 *>(qh + (q0 + r) * D + c);
+    *reinterpret_cast<uint4 *>(qs + r * kStride + c) = x;
+  }
+  __syncthreads();
+  const int row0 = warp * 16;
+  uint32_t qa[D / 16][4];
+#pragma unroll
+  for (int kc = 0; kc < D / 16; ++kc) {
+    const BFloat16 *at = qs + (row0 + gr) * kStride + kc * 16 + 2 * tq;
+    qa[kc][0] = loadPair(at);
+    qa[kc][1] = loadPair(at + 8 * kStride);
+    qa[kc][2] = loadPair(at + 8);
+    qa[kc][3] = loadPair(at + 8 * kStride + 8);
+  }
+
+  // This lane's two query rows; their output, running max and sum.
+  const int64_t rows[2] = {q0 + row0 + gr, q0 + row0 + gr + 8};
+  float o[D / 8][4] = {};
+  float runMax[2] = {kNegInf, kNegInf}, runSum[2] = {0, 0};
+  const int64_t keyEnd =
+      mask.causal && q0 + kFlashRows < s ? q0 + kFlashRows : s;
+  for (int64_t k0 = 0; k0 < keyEnd; k0 += kFlashKeys) {
+    __syncthreads(); // the previous tile is consumed
+    // Consecutive lanes take consecutive keys, so that the transposed
+    // stores of V hit distinct banks.
+    for (int at = threadIdx.x; at < kFlashKeys * D / 8; at += kFlashThreads) {
+      const int r = at % kFlashKeys, c = at / kFlashKeys * 8;
+      uint4 kx = {0, 0, 0, 0}, vx = {0, 0, 0, 0};
+      if (k0 + r < s) {
+        kx = *reinterpret_cast<const uint4 *>(kh + (k0 + r) * D + c);
+        vx = *reinterpret_cast<const uint4 *>(vh + (k0 + r) * D + c);
+      }
+      *reinterpret_cast<uint4 *>(ks + r * kStride + c) = kx;
+      const BFloat16 *ve = reinterpret_cast<const BFloat16 *>(&vx);
+#pragma unroll
+      for (int x = 0; x < 8; ++x)
+        vt[(c + x) * kValueStride + r] = ve[x];
+    }
+    __syncthreads();
+
+    // Scores of the tile: 8 column fragments of 8 keys.
+    float sc[kFlashKeys / 8][4];
+#pragma unroll
+    for (int n = 0; n < kFlashKeys / 8; ++n) {
+      sc[n][0] = sc[n][1] = sc[n][2] = sc[n][3] = 0;
+#pragma unroll
+      for (int kc = 0; kc < D / 16; ++kc) {
+        const BFloat16 *at = ks + (n * 8 + gr) * kStride + kc * 16 + 2 * tq;
+        mma16816(sc[n], qa[kc], loadPair(at), loadPair(at + 8));
+      }
+    }
+    float tileMax[2] = {runMax[0], runMax[1]};
+#pragma unroll
+    for (int n = 0; n < kFlashKeys / 8; ++n)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        const int64_t i = rows[c / 2], j = k0 + n * 8 + 2 * tq + (c & 1);
+        float x = sc[n][c] * scale;
+        x = i < l && j < s ? head.apply(x, i, j) : kNegInf;
+        sc[n][c] = x;
+        tileMax[c / 2] = fmaxf(tileMax[c / 2], x);
+      }
+    float base[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      // The 4 lanes of a quad hold a row's columns.
+      tileMax[r] =
+          fmaxf(tileMax[r], __shfl_xor_sync(0xffffffffu, tileMax[r], 1));
+      tileMax[r] =
+          fmaxf(tileMax[r], __shfl_xor_sync(0xffffffffu, tileMax[r], 2));
+      // Rows that have seen no key keep exp(-inf - 0) = 0.
+      base[r] = tileMax[r] == kNegInf ? 0.f : tileMax[r];
+      const float correction = expf(runMax[r] - base[r]);
+      runMax[r] = tileMax[r];
+      runSum[r] *= correction;
+#pragma unroll
+      for (int nd = 0; nd < D / 8; ++nd) {
+        o[nd][2 * r] *= correction;
+        o[nd][2 * r + 1] *= correction;
+      }
+    }
+#pragma unroll
+    for (int n = 0; n < kFlashKeys / 8; ++n)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        const float p = expf(sc[n][c] - base[c / 2]);
+        sc[n][c] = p;
+        runSum[c / 2] += p;
+      }
+      // O += P V: P's accumulator fragments are the A operand of the next mma
+      // (two 8-key fragments make 16 keys).
+#pragma unroll
+    for (int kk = 0; kk < kFlashKeys / 16; ++kk) {
+      const uint32_t pa[4] = {packBf16(sc[2 * kk][0], sc[2 * kk][1]),
+                              packBf16(sc[2 * kk][2], sc[2 * kk][3]),
+                              packBf16(sc[2 * kk + 1][0], sc[2 * kk + 1][1]),
+                              packBf16(sc[2 * kk + 1][2], sc[2 * kk + 1][3])};
+#pragma unroll
+      for (int nd = 0; nd < D / 8; ++nd) {
+        const BFloat16 *at =
+            vt + (nd * 8 + gr) * kValueStride + kk * 16 + 2 * tq;
+        mma16816(o[nd], pa, loadPair(at), loadPair(at + 8));
+      }
+    }
+  }
+
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    runSum[r] += __shfl_xor_sync(0xffffffffu, runSum[r], 1);
+    runSum[r] += __shfl_xor_sync(0xffffffffu, runSum[r], 2);
+    const int64_t i = rows[r];
+    if (i >= l)
+      continue;
+    const float reciprocal = runSum[r] > 0 ? 1.f / runSum[r] : 0.f;
+    BFloat16 *dst = out + (g * l + i) * D + 2 * tq;
+#pragma unroll
+    for (int nd = 0; nd < D / 8; ++nd)
+      *reinterpret_cast<uint32_t *>(dst + nd * 8) =
+          packBf16(o[nd][2 * r] * reciprocal, o[nd][2 * r + 1] * reciprocal);
+    if (tq == 0)
+      lse[g * l + i] = runMax[r] == kNegInf ? 0.f : runMax[r] + logf(runSum[r]);
+  }
+}
+
+/// Whether flashForward runs this attention: bf16, a head size it is
+/// instantiated for, 16-byte aligned operands, a device with mma (sm_80
+/// on), and a grid that fits.
+bool flashSupported(const AttentionShape &a, const void *q, const void *k,
+                    const void *v, const void *out) {
+  static const bool hasMma = [] {
+    int device = 0, major = 0;
+    return cudaGetDevice(&device) == cudaSuccess &&
+           cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor,
+                                  device) == cudaSuccess &&
+           major >= 8;
+  }();
+  const uintptr_t addresses =
+      reinterpret_cast<uintptr_t>(q) | reinterpret_cast<uintptr_t>(k) |
+      reinterpret_cast<uintptr_t>(v) | reinterpret_cast<uintptr_t>(out);
+  const bool headSize =
+      a.e == 16 || a.e == 32 || a.e == 64 || a.e == 96 || a.e == 128;
+  return hasMma && addresses % 16 == 0 && headSize &&
+         a.batch * a.heads <= 65535 &&
+         ceilDiv(a.l, kFlashRows) <= (int64_t(1) << 31) - 1;
+}
+
+template <int D>
+void launchFlash(const char *kernel, const AttentionShape &a, BFloat16 *out,
+                 float *lse, const BFloat16 *q, const BFloat16 *k,
+                 const BFloat16 *v, double scale,
+                 const ScoreMask<BFloat16> &mask) {
+  constexpr int bytes = flashSharedBytes<D>();
+  static const cudaError_t configured = cudaFuncSetAttribute(
+      flashForward<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  check(configured, kernel);
+  const dim3 grid(static_cast<unsigned>(ceilDiv(a.l, kFlashRows)),
+                  static_cast<unsigned>(a.batch * a.heads));
+  flashForward<D><<<grid, kFlashThreads, bytes, computeStream()>>>(
+      out, lse, q, k, v, a.l, a.s, static_cast<float>(scale), mask);
+  checkLaunch(kernel);
+}
+
+/// flashForward for head size a.e (flashSupported's sizes).
+void flashAttention(const char *kernel, const AttentionShape &a, BFloat16 *out,
+                    float *lse, const BFloat16 *q, const BFloat16 *k,
+                    const BFloat16 *v, double scale,
+                    const ScoreMask<BFloat16> &mask) {
+  switch (a.e) {
+  case 16:
+    return launchFlash<16>(kernel, a, out, lse, q, k, v, scale, mask);
+  case 32:
+    return launchFlash<32>(kernel, a, out, lse, q, k, v, scale, mask);
+  case 64:
+    return launchFlash<64>(kernel, a, out, lse, q, k, v, scale, mask);
+  case 96:
+    return launchFlash<96>(kernel, a, out, lse, q, k, v, scale, mask);
+  default:
+    return launchFlash<128>(kernel, a, out, lse, q, k, v, scale, mask);
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// The fused bf16 backward (FlashAttention-2)
+//===----------------------------------------------------------------------===//
+
+/// delta[r] = dO_r . O_r over the D elements of each of `rows` rows, in f32
+/// (FlashAttention-2's D): a warp a row.
+__global__ void rowDots(float *delta, const BFloat16 *dout, const BFloat16 *out,
+                        int64_t rows, int64_t d) {
+  const int lane = threadIdx.x % 32;
+  for (int64_t r = (blockIdx.x * int64_t(blockDim.x) + threadIdx.x) / 32;
+       r < rows; r += int64_t(gridDim.x) * (blockDim.x / 32)) {
+    float sum = 0;
+    for (int64_t e = lane; e < d; e += 32)
+      sum +=
+          __bfloat162float(dout[r * d + e]) * __bfloat162float(out[r * d + e]);
+    sum = warpReduce(sum);
+    if (lane == 0)
+      delta[r] = sum;
+  }
+}
+
+__global__ void roundToBf16(BFloat16 *out, const float *in, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    out[i] = __float2bfloat16(in[i]);
+}
+
+/// A [64][D + 8] row-major copy of rows [r0, r0 + 64) of a [count, D] matrix
+/// (zero rows past count) and, when `transposed` is given, a [D][64 + 8]
+/// transposed copy, 8 elements a load (consecutive lanes on consecutive
+/// rows, so that the transposed stores hit distinct banks).
+template <int D>
+__device__ void loadTile(BFloat16 *rowMajor, BFloat16 *transposed,
+                         const BFloat16 *src, int64_t r0, int64_t count) {
+  for (int at = threadIdx.x; at < 64 * D / 8; at += kFlashThreads) {
+    const int r = at % 64, c = at / 64 * 8;
+    uint4 x = {0, 0, 0, 0};
+    if (r0 + r < count)
+      x = *reinterpret_cast<const uint4 *>(src + (r0 + r) * D + c);
+    *reinterpret_cast<uint4 *>(rowMajor + r * (D + 8) + c) = x;
+    if (transposed) {
+      const BFloat16 *e = reinterpret_cast<const BFloat16 *>(&x);
+#pragma unroll
+      for (int k = 0; k < 8; ++k)
+        transposed[(c + k) * (64 + 8) + r] = e[k];
+    }
+  }
+}
+
+/// The A fragment of rows [r0, r0 + 16), columns [c0, c0 + 16) of a
+/// row-major bf16 tile with row stride `stride`.
+__device__ inline void loadA(uint32_t a[4], const BFloat16 *tile, int stride,
+                             int r0, int c0) {
+  const int gr = threadIdx.x % 32 / 4, tq = threadIdx.x % 4;
+  const BFloat16 *at = tile + (r0 + gr) * stride + c0 + 2 * tq;
+  a[0] = loadPair(at);
+  a[1] = loadPair(at + 8 * stride);
+  a[2] = loadPair(at + 8);
+  a[3] = loadPair(at + 8 * stride + 8);
+}
+
+/// Bytes of flashBackward<D>'s shared memory: K, V, Q and dO tiles
+/// row-major, K, Q and dO transposed, dS^T, and the queries' logsumexp and
+/// delta.
+template <int D> constexpr int flashBackwardSharedBytes() {
+  return (4 * 64 * (D + 8) + 3 * D * (64 + 8) + 64 * (64 + 8)) *
+             int(sizeof(BFloat16)) +
+         2 * 64 * int(sizeof(float));
+}
+
+/// The gradients reaching the 64 keys [k0, k0 + 64) of flat head
+/// blockIdx.y (k0 = 64 blockIdx.x), never storing scores: for each tile of
+/// 64 queries (under is_causal, those at k0 or later), warp w recomputes
+/// P^T for its 16 keys from logsumexp, accumulates dV += P^T dO and dK +=
+/// dS^T Q in registers (dS^T = P^T (dP^T - delta), dP^T = V dO^T), and the
+/// block adds dQ += dS K for the tile's queries to the f32 `dqAcc`
+/// (atomically: key blocks run concurrently, so dQ's summation order, and
+/// its last bits, vary between runs, as FlashAttention's). P and dS are
+/// rounded to bf16 before the products that read them.
+template <int D>
+__global__ void __launch_bounds__(kFlashThreads)
+    flashBackward(BFloat16 *dk, BFloat16 *dv, float *dqAcc, const BFloat16 *q,
+                  const BFloat16 *k, const BFloat16 *v, const BFloat16 *dout,
+                  const float *lse, const float *delta, int64_t l, int64_t s,
+                  float scale, ScoreMask<BFloat16> mask) {
+  static_assert(kFlashRows == 64 && kFlashKeys == 64, "64-row tiles");
+  constexpr int kStride = D + 8, kT = 64 + 8;
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  extern __shared__ __align__(16) unsigned char shared[];
+  BFloat16 *ks = reinterpret_cast<BFloat16 *>(shared);
+  BFloat16 *vs = ks + 64 * kStride;
+  BFloat16 *qs = vs + 64 * kStride;
+  BFloat16 *dos = qs + 64 * kStride;
+  BFloat16 *kt = dos + 64 * kStride;
+  BFloat16 *qt = kt + D * kT;
+  BFloat16 *dot = qt + D * kT;
+  BFloat16 *dst = dot + D * kT;
+  float *lses = reinterpret_cast<float *>(dst + 64 * kT);
+  float *deltas = lses + 64;
+
+  const int64_t g = blockIdx.y, k0 = int64_t(blockIdx.x) * 64;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int gr = lane / 4, tq = lane % 4, key0 = warp * 16;
+  const BFloat16 *qh = q + g * l * D, *doh = dout + g * l * D;
+  const HeadMask<BFloat16> head = mask.head(g);
+  loadTile<D>(ks, kt, k + g * s * D, k0, s);
+  loadTile<D>(vs, nullptr, v + g * s * D, k0, s);
+
+  float dkAcc[D / 8][4] = {}, dvAcc[D / 8][4] = {};
+  // Under is_causal the queries before k0 see none of these keys.
+  for (int64_t q0 = mask.causal ? k0 : 0; q0 < l; q0 += 64) {
+    __syncthreads(); // the previous query tile is consumed
+    loadTile<D>(qs, qt, qh, q0, l);
+    loadTile<D>(dos, dot, doh, q0, l);
+    for (int r = threadIdx.x; r < 64; r += kFlashThreads) {
+      lses[r] = q0 + r < l ? lse[g * l + q0 + r] : 0.f;
+      deltas[r] = q0 + r < l ? delta[g * l + q0 + r] : 0.f;
+    }
+    __syncthreads();
+
+    // S^T = K_w Q^T (16 keys x 64 queries), then P^T.
+    float pt[8][4] = {};
+#pragma unroll
+    for (int kc = 0; kc < D / 16; ++kc) {
+      uint32_t a[4];
+      loadA(a, ks, kStride, key0, kc * 16);
+#pragma unroll
+      for (int n = 0; n < 8; ++n) {
+        const BFloat16 *at = qs + (n * 8 + gr) * kStride + kc * 16 + 2 * tq;
+        mma16816(pt[n], a, loadPair(at), loadPair(at + 8));
+      }
+    }
+#pragma unroll
+    for (int n = 0; n < 8; ++n)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        const int iq = n * 8 + 2 * tq + (c & 1);
+        const int64_t i = q0 + iq, j = k0 + key0 + gr + (c >= 2 ? 8 : 0);
+        float x = pt[n][c] * scale;
+        x = i < l && j < s ? head.apply(x, i, j) : kNegInf;
+        pt[n][c] = expf(x - lses[iq]);
+      }
+      // dV_w += P^T dO.
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+      const uint32_t a[4] = {packBf16(pt[2 * kk][0], pt[2 * kk][1]),
+                             packBf16(pt[2 * kk][2], pt[2 * kk][3]),
+                             packBf16(pt[2 * kk + 1][0], pt[2 * kk + 1][1]),
+                             packBf16(pt[2 * kk + 1][2], pt[2 * kk + 1][3])};
+#pragma unroll
+      for (int nd = 0; nd < D / 8; ++nd) {
+        const BFloat16 *at = dot + (nd * 8 + gr) * kT + kk * 16 + 2 * tq;
+        mma16816(dvAcc[nd], a, loadPair(at), loadPair(at + 8));
+      }
+    }
+    // dP^T = V_w dO^T, then dS^T = P^T (dP^T - delta) in pt.
+    float dpt[8][4] = {};
+#pragma unroll
+    for (int kc = 0; kc < D / 16; ++kc) {
+      uint32_t a[4];
+      loadA(a, vs, kStride, key0, kc * 16);
+#pragma unroll
+      for (int n = 0; n < 8; ++n) {
+        const BFloat16 *at = dos + (n * 8 + gr) * kStride + kc * 16 + 2 * tq;
+        mma16816(dpt[n], a, loadPair(at), loadPair(at + 8));
+      }
+    }
+#pragma unroll
+    for (int n = 0; n < 8; ++n)
+#pragma unroll
+      for (int c = 0; c < 4; ++c)
+        pt[n][c] *= dpt[n][c] - deltas[n * 8 + 2 * tq + (c & 1)];
+        // dK_w += dS^T Q (scaled at the end); dS^T to shared memory for dQ.
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+      const uint32_t a[4] = {packBf16(pt[2 * kk][0], pt[2 * kk][1]),
+                             packBf16(pt[2 * kk][2], pt[2 * kk][3]),
+                             packBf16(pt[2 * kk + 1][0], pt[2 * kk + 1][1]),
+                             packBf16(pt[2 * kk + 1][2], pt[2 * kk + 1][3])};
+      BFloat16 *row = dst + (key0 + gr) * kT + kk * 16 + 2 * tq;
+      *reinterpret_cast<uint32_t *>(row) = a[0];
+      *reinterpret_cast<uint32_t *>(row + 8 * kT) = a[1];
+      *reinterpret_cast<uint32_t *>(row + 8) = a[2];
+      *reinterpret_cast<uint32_t *>(row + 8 * kT + 8) = a[3];
+#pragma unroll
+      for (int nd = 0; nd < D / 8; ++nd) {
+        const BFloat16 *at = qt + (nd * 8 + gr) * kT + kk * 16 + 2 * tq;
+        mma16816(dkAcc[nd], a, loadPair(at), loadPair(at + 8));
+      }
+    }
+    __syncthreads(); // dS^T of every warp's keys is in shared memory
+    // dQ for queries [16 w, 16 w + 16) of the tile: dS (their rows of dS^T's
+    // columns) times the tile's K.
+    float dq[D / 8][4] = {};
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) {
+      // A = dS[query][key]: dS^T read down its columns.
+      auto pairAt = [&](int key, int query) {
+        __nv_bfloat162 pair;
+        pair.x = dst[key * kT + query];
+        pair.y = dst[(key + 1) * kT + query];
+        return *reinterpret_cast<uint32_t *>(&pair);
+      };
+      const int kr = kk * 16 + 2 * tq, qr = warp * 16 + gr;
+      const uint32_t a[4] = {pairAt(kr, qr), pairAt(kr, qr + 8),
+                             pairAt(kr + 8, qr), pairAt(kr + 8, qr + 8)};
+#pragma unroll
+      for (int nd = 0; nd < D / 8; ++nd) {
+        const BFloat16 *at = kt + (nd * 8 + gr) * kT + kk * 16 + 2 * tq;
+        mma16816(dq[nd], a, loadPair(at), loadPair(at + 8));
+      }
+    }
+#pragma unroll
+    for (int nd = 0; nd < D / 8; ++nd)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        const int64_t i = q0 + warp * 16 + gr + (c >= 2 ? 8 : 0);
+        if (i < l)
+          atomicAdd(dqAcc + (g * l + i) * D + nd * 8 + 2 * tq + (c & 1),
+                    scale * dq[nd][c]);
+      }
+  }
+
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int64_t j = k0 + key0 + gr + 8 * r;
+    if (j >= s)
+      continue;
+#pragma unroll
+    for (int nd = 0; nd < D / 8; ++nd) {
+      const int64_t at = (g * s + j) * D + nd * 8 + 2 * tq;
+      *reinterpret_cast<uint32_t *>(dk + at) =
+          packBf16(scale * dkAcc[nd][2 * r], scale * dkAcc[nd][2 * r + 1]);
+      *reinterpret_cast<uint32_t *>(dv + at) =
+          packBf16(dvAcc[nd][2 * r], dvAcc[nd][2 * r + 1]);
+    }
+  }
+}
+
+template <int D>
+void launchFlashBackward(const char *kernel, const AttentionShape &a,
+                         BFloat16 *dk, BFloat16 *dv, float *dqAcc,
+                         const BFloat16 *q, const BFloat16 *k,
+                         const BFloat16 *v, const BFloat16 *dout,
+                         const float *lse, const float *delta, double scale,
+                         const ScoreMask<BFloat16> &mask) {
+  constexpr int bytes = flashBackwardSharedBytes<D>();
+  static const cudaError_t configured = cudaFuncSetAttribute(
+      flashBackward<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  check(configured, kernel);
+  const dim3 grid(static_cast<unsigned>(ceilDiv(a.s, kFlashKeys)),
+                  static_cast<unsigned>(a.batch * a.heads));
+  flashBackward<D><<<grid, kFlashThreads, bytes, computeStream()>>>(
+      dk, dv, dqAcc, q, k, v, dout, lse, delta, a.l, a.s,
+      static_cast<float>(scale), mask);
+  checkLaunch(kernel);
+}
+
+/// The fused backward for head size a.e (16, 32 or 64: flashSupported and
+/// a.e <= 64, where its accumulators fit in registers): delta, then
+/// flashBackward, then dQ rounded to bf16.
+void flashAttentionBackward(const char *kernel, const AttentionShape &a,
+                            BFloat16 *dq, BFloat16 *dk, BFloat16 *dv,
+                            const BFloat16 *dout, const BFloat16 *q,
+                            const BFloat16 *k, const BFloat16 *v,
+                            const BFloat16 *out, const float *lse, double scale,
+                            const ScoreMask<BFloat16> &mask) {
+  const int64_t rows = a.batch * a.heads * a.l, n = rows * a.e;
+  Scratch delta(rows * int64_t(sizeof(float)), kernel);
+  Scratch dqAcc(n * int64_t(sizeof(float)), kernel);
+  cudaStream_t stream = computeStream();
+  rowDots<<<static_cast<unsigned>(std::min<int64_t>(ceilDiv(rows, 8), 65536)),
+            kBlock, 0, stream>>>(delta.as<float>(), dout, out, rows, a.e);
+  checkLaunch(kernel);
+  check(cudaMemsetAsync(dqAcc.data(), 0, n * sizeof(float), stream), kernel);
+  switch (a.e) {
+  case 16:
+    launchFlashBackward<16>(kernel, a, dk, dv, dqAcc.as<float>(), q, k, v, dout,
+                            lse, delta.as<float>(), scale, mask);
+    break;
+  case 32:
+    launchFlashBackward<32>(kernel, a, dk, dv, dqAcc.as<float>(), q, k, v, dout,
+                            lse, delta.as<float>(), scale, mask);
+    break;
+  default:
+    launchFlashBackward<64>(kernel, a, dk, dv, dqAcc.as<float>(), q, k, v, dout,
+                            lse, delta.as<float>(), scale, mask);
+  }
+  roundToBf16<<<gridFor(n), kBlock, 0, stream>>>(dq, dqAcc.as<float>(), n);
+  checkLaunch(kernel);
+}
+
 } // namespace
 
 void spmd_rt_attention(SpmdBuffer *output, SpmdBuffer *logsumexp,
@@ -178,14 +743,18 @@ void spmd_rt_attention(SpmdBuffer *output, SpmdBuffer *logsumexp,
     const int64_t heads = a.batch * a.heads, l = a.l, s = a.s, e = a.e;
     if (heads == 0 || l == 0)
       return;
-    const int64_t chunk =
-        headsPerChunk(a, l * s * int64_t(sizeof(A) + sizeof(T)));
-    Scratch scores(chunk * l * s * int64_t(sizeof(A)), kernel);
-    Scratch probs(chunk * l * s * int64_t(sizeof(T)), kernel);
     const ScoreMask<T> mask = scoreMask<T>(a, attn_mask, is_causal != 0);
     const T *q = dataOf<T>(query), *k = dataOf<T>(key), *v = dataOf<T>(value);
     T *o = dataOf<T>(output);
     A *lse = dataOf<A>(logsumexp);
+    if constexpr (std::is_same_v<T, BFloat16>) {
+      if (flashSupported(a, q, k, v, o))
+        return flashAttention(kernel, a, o, lse, q, k, v, scale, mask);
+    }
+    const int64_t chunk =
+        headsPerChunk(a, l * s * int64_t(sizeof(A) + sizeof(T)));
+    Scratch scores(chunk * l * s * int64_t(sizeof(A)), kernel);
+    Scratch probs(chunk * l * s * int64_t(sizeof(T)), kernel);
     for (int64_t g0 = 0; g0 < heads; g0 += chunk) {
       const int64_t count = std::min(chunk, heads - g0);
       product<T, A>(kernel, count, l, e, s, scale, q + g0 * l * e, false, l * e,
@@ -229,6 +798,18 @@ void spmd_rt_attention_backward(
             kernel);
       return;
     }
+    const ScoreMask<T> mask = scoreMask<T>(a, attn_mask, is_causal != 0);
+    const T *q = dataOf<T>(query), *k = dataOf<T>(key), *v = dataOf<T>(value),
+            *o = dataOf<T>(out), *dout = dataOf<T>(grad_out);
+    const A *lse = dataOf<A>(logsumexp);
+    T *dq = dataOf<T>(grad_query), *dk = dataOf<T>(grad_key),
+      *dv = dataOf<T>(grad_value);
+    if constexpr (std::is_same_v<T, BFloat16>) {
+      if (e <= 64 && flashSupported(a, q, k, v, o) &&
+          flashSupported(a, dout, dq, dk, dv) && s > 0)
+        return flashAttentionBackward(kernel, a, dq, dk, dv, dout, q, k, v, o,
+                                      lse, scale, mask);
+    }
     const int64_t chunk =
         headsPerChunk(a, l * s * int64_t(2 * sizeof(A) + 2 * sizeof(T)));
     const int64_t area = chunk * l * s;
@@ -236,12 +817,6 @@ void spmd_rt_attention_backward(
     Scratch dp(area * int64_t(sizeof(A)), kernel);
     Scratch probs(area * int64_t(sizeof(T)), kernel);
     Scratch ds(area * int64_t(sizeof(T)), kernel);
-    const ScoreMask<T> mask = scoreMask<T>(a, attn_mask, is_causal != 0);
-    const T *q = dataOf<T>(query), *k = dataOf<T>(key), *v = dataOf<T>(value),
-            *o = dataOf<T>(out), *dout = dataOf<T>(grad_out);
-    const A *lse = dataOf<A>(logsumexp);
-    T *dq = dataOf<T>(grad_query), *dk = dataOf<T>(grad_key),
-      *dv = dataOf<T>(grad_value);
     for (int64_t g0 = 0; g0 < heads; g0 += chunk) {
       const int64_t count = std::min(chunk, heads - g0);
       const int64_t qo = g0 * l * e, ko = g0 * s * e;
