@@ -417,6 +417,16 @@ AttentionShape checkAttention(const char *kernel, const SpmdBuffer *query,
                               const SpmdBuffer *key, const SpmdBuffer *value,
                               const SpmdBuffer *mask, const SpmdBuffer *out,
                               const SpmdBuffer *logsumexp);
+/// attention_backward: checkAttention, then grad_out and grad_query shaped
+/// like query, grad_key like key and grad_value like value
+/// (checkSameShape), all four of query's dtype (checkSameDTypes).
+AttentionShape
+checkAttentionBackward(const char *kernel, const SpmdBuffer *grad_query,
+                       const SpmdBuffer *grad_key, const SpmdBuffer *grad_value,
+                       const SpmdBuffer *grad_out, const SpmdBuffer *query,
+                       const SpmdBuffer *key, const SpmdBuffer *value,
+                       const SpmdBuffer *out, const SpmdBuffer *logsumexp,
+                       const SpmdBuffer *mask);
 /// Fatal unless each non-NULL `buffers[i]` has `ref`'s dtype (`<kernel>:
 /// <names[i]> must be <dtype> like <refName>`).
 void checkSameDTypes(const char *kernel, const char *refName,

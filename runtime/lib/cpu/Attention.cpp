@@ -129,14 +129,8 @@ void spmd_rt_attention_backward(
     const SpmdBuffer *attn_mask, int64_t is_causal, double scale) {
   const char *kernel = "spmd_rt_attention_backward";
   const AttentionShape a =
-      checkAttention(kernel, query, key, value, attn_mask, out, logsumexp);
-  checkSameShape(kernel, "grad_out", grad_out, "query", query);
-  checkSameShape(kernel, "grad_query", grad_query, "query", query);
-  checkSameShape(kernel, "grad_key", grad_key, "key", key);
-  checkSameShape(kernel, "grad_value", grad_value, "value", value);
-  checkSameDTypes(kernel, "query", query,
-                  {"grad_out", "grad_query", "grad_key", "grad_value"},
-                  {grad_out, grad_query, grad_key, grad_value});
+      checkAttentionBackward(kernel, grad_query, grad_key, grad_value, grad_out,
+                             query, key, value, out, logsumexp, attn_mask);
   std::vector<char> scratch;
   forEachHead(kernel, a, query, [&](auto tag, auto head) {
     using T = decltype(tag);

@@ -619,6 +619,25 @@ AttentionShape checkAttention(const char *kernel, const SpmdBuffer *query,
   return shape;
 }
 
+AttentionShape
+checkAttentionBackward(const char *kernel, const SpmdBuffer *grad_query,
+                       const SpmdBuffer *grad_key, const SpmdBuffer *grad_value,
+                       const SpmdBuffer *grad_out, const SpmdBuffer *query,
+                       const SpmdBuffer *key, const SpmdBuffer *value,
+                       const SpmdBuffer *out, const SpmdBuffer *logsumexp,
+                       const SpmdBuffer *mask) {
+  const AttentionShape a =
+      checkAttention(kernel, query, key, value, mask, out, logsumexp);
+  checkSameShape(kernel, "grad_out", grad_out, "query", query);
+  checkSameShape(kernel, "grad_query", grad_query, "query", query);
+  checkSameShape(kernel, "grad_key", grad_key, "key", key);
+  checkSameShape(kernel, "grad_value", grad_value, "value", value);
+  checkSameDTypes(kernel, "query", query,
+                  {"grad_out", "grad_query", "grad_key", "grad_value"},
+                  {grad_out, grad_query, grad_key, grad_value});
+  return a;
+}
+
 void checkSameDTypes(const char *kernel, const char *refName,
                      const SpmdBuffer *ref,
                      std::initializer_list<const char *> names,

@@ -181,13 +181,18 @@ unsigned rowGrid(int64_t rows) {
 }
 
 //===----------------------------------------------------------------------===//
-// The fused bf16 forward (FlashAttention-2)
+// Tensor-core tiles of the fused bf16 kernels (FlashAttention-2)
 //===----------------------------------------------------------------------===//
 
-/// Queries of a block (16 a warp), keys of a tile, warps of a block.
-constexpr int kFlashRows = 64;
-constexpr int kFlashKeys = 64;
+/// Rows of a tile (queries of a forward block, keys of a backward block;
+/// 16 a warp) and threads of a block.
+constexpr int kTile = 64;
 constexpr int kFlashThreads = 128;
+/// Row strides of a [64][D] tile and of a transposed [D][64] tile in shared
+/// memory: 8 elements of padding keep a warp's fragment loads on distinct
+/// banks.
+template <int D> constexpr int kRowStride = D + 8;
+constexpr int kColumnStride = kTile + 8;
 
 /// Two floats as the bf16 pair of an mma operand register (the lower
 /// column in the low half), rounded to nearest even.
@@ -218,12 +223,89 @@ __device__ inline void mma16816(float c[4], const uint32_t a[4], uint32_t b0,
 #endif
 }
 
+/// Rows [r0, r0 + 64) of a [count, D] matrix (zero rows past count) into
+/// shared memory: row-major ([64][D + 8]) and/or transposed ([D][64 + 8]),
+/// each when given. 8 elements a load; consecutive lanes take consecutive
+/// rows, so that the transposed stores hit distinct banks.
+template <int D>
+__device__ void loadTile(BFloat16 *rowMajor, BFloat16 *transposed,
+                         const BFloat16 *src, int64_t r0, int64_t count) {
+  for (int at = threadIdx.x; at < kTile * D / 8; at += kFlashThreads) {
+    const int r = at % kTile, c = at / kTile * 8;
+    uint4 x = {0, 0, 0, 0};
+    if (r0 + r < count)
+      x = *reinterpret_cast<const uint4 *>(src + (r0 + r) * D + c);
+    if (rowMajor)
+      *reinterpret_cast<uint4 *>(rowMajor + r * kRowStride<D> + c) = x;
+    if (transposed) {
+      const BFloat16 *e = reinterpret_cast<const BFloat16 *>(&x);
+#pragma unroll
+      for (int k = 0; k < 8; ++k)
+        transposed[(c + k) * kColumnStride + r] = e[k];
+    }
+  }
+}
+
+/// acc[n] += A B_n^T for n < N: A is rows [r0, r0 + 16) of the row-major
+/// tile `a`, B_n rows [8 n, 8 n + 8) of the row-major tile `b`, both over
+/// their first D columns (row strides kRowStride<D>).
+template <int N, int D>
+__device__ void mmaRowsByRows(float acc[N][4], const BFloat16 *a, int r0,
+                              const BFloat16 *b) {
+  constexpr int kStride = kRowStride<D>;
+  const int gr = threadIdx.x % 32 / 4, tq = threadIdx.x % 4;
+#pragma unroll
+  for (int kc = 0; kc < D / 16; ++kc) {
+    const BFloat16 *at = a + (r0 + gr) * kStride + kc * 16 + 2 * tq;
+    const uint32_t frag[4] = {loadPair(at), loadPair(at + 8 * kStride),
+                              loadPair(at + 8), loadPair(at + 8 * kStride + 8)};
+#pragma unroll
+    for (int n = 0; n < N; ++n) {
+      const BFloat16 *bt = b + (n * 8 + gr) * kStride + kc * 16 + 2 * tq;
+      mma16816(acc[n], frag, loadPair(bt), loadPair(bt + 8));
+    }
+  }
+}
+
+/// Columns [16 kk, 16 kk + 16) of the 16 x 64 block `p` held as 8
+/// accumulator fragments, rounded to bf16 as an A fragment (two 8-column
+/// accumulators make one 16-column operand).
+__device__ inline void fragmentsAsA(uint32_t a[4], const float p[8][4],
+                                    int kk) {
+  a[0] = packBf16(p[2 * kk][0], p[2 * kk][1]);
+  a[1] = packBf16(p[2 * kk][2], p[2 * kk][3]);
+  a[2] = packBf16(p[2 * kk + 1][0], p[2 * kk + 1][1]);
+  a[3] = packBf16(p[2 * kk + 1][2], p[2 * kk + 1][3]);
+}
+
+/// acc[nd] += P B for nd < D / 8: P the 16 x 64 block of accumulator
+/// fragments `p` (rounded to bf16), B [64, D] given transposed (`bt`, [D][64
+/// + 8]).
+template <int D>
+__device__ void mmaFragmentsByColumns(float acc[D / 8][4], const float p[8][4],
+                                      const BFloat16 *bt) {
+  const int gr = threadIdx.x % 32 / 4, tq = threadIdx.x % 4;
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) {
+    uint32_t a[4];
+    fragmentsAsA(a, p, kk);
+#pragma unroll
+    for (int nd = 0; nd < D / 8; ++nd) {
+      const BFloat16 *at =
+          bt + (nd * 8 + gr) * kColumnStride + kk * 16 + 2 * tq;
+      mma16816(acc[nd], a, loadPair(at), loadPair(at + 8));
+    }
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// The fused bf16 forward
+//===----------------------------------------------------------------------===//
+
 /// Bytes of flashForward<D>'s shared memory: the block's queries and a tile
-/// of keys, [rows][D + 8] each (8 elements of padding keep a warp's
-/// fragment loads on distinct banks), and the tile's values transposed,
-/// [D][keys + 8].
+/// of keys row-major, and the tile's values transposed.
 template <int D> constexpr int flashSharedBytes() {
-  return ((kFlashRows + kFlashKeys) * (D + 8) + D * (kFlashKeys + 8)) *
+  return (2 * kTile * kRowStride<D> + D * kColumnStride) *
          int(sizeof(BFloat16));
 }
 
@@ -238,77 +320,34 @@ __global__ void __launch_bounds__(kFlashThreads)
     flashForward(BFloat16 *out, float *lse, const BFloat16 *q,
                  const BFloat16 *k, const BFloat16 *v, int64_t l, int64_t s,
                  float scale, ScoreMask<BFloat16> mask) {
-  constexpr int kStride = D + 8, kValueStride = kFlashKeys + 8;
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   extern __shared__ __align__(16) unsigned char shared[];
   BFloat16 *qs = reinterpret_cast<BFloat16 *>(shared);
-  BFloat16 *ks = qs + kFlashRows * kStride;
-  BFloat16 *vt = ks + kFlashKeys * kStride;
-  const int64_t g = blockIdx.y, q0 = int64_t(blockIdx.x) * kFlashRows;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int gr = lane / 4, tq = lane % 4;
-  const BFloat16 *qh = q + g * l * D, *kh = k + g * s * D, *vh = v + g * s * D;
+  BFloat16 *ks = qs + kTile * kRowStride<D>;
+  BFloat16 *vt = ks + kTile * kRowStride<D>;
+  const int64_t g = blockIdx.y, q0 = int64_t(blockIdx.x) * kTile;
+  const int row0 = threadIdx.x / 32 * 16, gr = threadIdx.x % 32 / 4,
+            tq = threadIdx.x % 4;
   const HeadMask<BFloat16> head = mask.head(g);
-
-  // The block's queries (zero rows past L), 8 elements a load.
-  for (int at = threadIdx.x; at < kFlashRows * D / 8; at += kFlashThreads) {
-    const int r = at / (D / 8), c = at % (D / 8) * 8;
-    uint4 x = {0, 0, 0, 0};
-    if (q0 + r < l)
-      x = *reinterpret_cast<const uint4 *>(qh + (q0 + r) * D + c);
-    *reinterpret_cast<uint4 *>(qs + r * kStride + c) = x;
-  }
-  __syncthreads();
-  const int row0 = warp * 16;
-  uint32_t qa[D / 16][4];
-#pragma unroll
-  for (int kc = 0; kc < D / 16; ++kc) {
-    const BFloat16 *at = qs + (row0 + gr) * kStride + kc * 16 + 2 * tq;
-    qa[kc][0] = loadPair(at);
-    qa[kc][1] = loadPair(at + 8 * kStride);
-    qa[kc][2] = loadPair(at + 8);
-    qa[kc][3] = loadPair(at + 8 * kStride + 8);
-  }
+  loadTile<D>(qs, nullptr, q + g * l * D, q0, l);
 
   // This lane's two query rows; their output, running max and sum.
   const int64_t rows[2] = {q0 + row0 + gr, q0 + row0 + gr + 8};
   float o[D / 8][4] = {};
   float runMax[2] = {kNegInf, kNegInf}, runSum[2] = {0, 0};
-  const int64_t keyEnd =
-      mask.causal && q0 + kFlashRows < s ? q0 + kFlashRows : s;
-  for (int64_t k0 = 0; k0 < keyEnd; k0 += kFlashKeys) {
+  const int64_t keyEnd = mask.causal && q0 + kTile < s ? q0 + kTile : s;
+  for (int64_t k0 = 0; k0 < keyEnd; k0 += kTile) {
     __syncthreads(); // the previous tile is consumed
-    // Consecutive lanes take consecutive keys, so that the transposed
-    // stores of V hit distinct banks.
-    for (int at = threadIdx.x; at < kFlashKeys * D / 8; at += kFlashThreads) {
-      const int r = at % kFlashKeys, c = at / kFlashKeys * 8;
-      uint4 kx = {0, 0, 0, 0}, vx = {0, 0, 0, 0};
-      if (k0 + r < s) {
-        kx = *reinterpret_cast<const uint4 *>(kh + (k0 + r) * D + c);
-        vx = *reinterpret_cast<const uint4 *>(vh + (k0 + r) * D + c);
-      }
-      *reinterpret_cast<uint4 *>(ks + r * kStride + c) = kx;
-      const BFloat16 *ve = reinterpret_cast<const BFloat16 *>(&vx);
-#pragma unroll
-      for (int x = 0; x < 8; ++x)
-        vt[(c + x) * kValueStride + r] = ve[x];
-    }
+    loadTile<D>(ks, nullptr, k + g * s * D, k0, s);
+    loadTile<D>(nullptr, vt, v + g * s * D, k0, s);
     __syncthreads();
 
-    // Scores of the tile: 8 column fragments of 8 keys.
-    float sc[kFlashKeys / 8][4];
-#pragma unroll
-    for (int n = 0; n < kFlashKeys / 8; ++n) {
-      sc[n][0] = sc[n][1] = sc[n][2] = sc[n][3] = 0;
-#pragma unroll
-      for (int kc = 0; kc < D / 16; ++kc) {
-        const BFloat16 *at = ks + (n * 8 + gr) * kStride + kc * 16 + 2 * tq;
-        mma16816(sc[n], qa[kc], loadPair(at), loadPair(at + 8));
-      }
-    }
+    // Scores of the tile: 8 fragments of 8 keys.
+    float sc[8][4] = {};
+    mmaRowsByRows<8, D>(sc, qs, row0, ks);
     float tileMax[2] = {runMax[0], runMax[1]};
 #pragma unroll
-    for (int n = 0; n < kFlashKeys / 8; ++n)
+    for (int n = 0; n < 8; ++n)
 #pragma unroll
       for (int c = 0; c < 4; ++c) {
         const int64_t i = rows[c / 2], j = k0 + n * 8 + 2 * tq + (c & 1);
@@ -337,28 +376,14 @@ __global__ void __launch_bounds__(kFlashThreads)
       }
     }
 #pragma unroll
-    for (int n = 0; n < kFlashKeys / 8; ++n)
+    for (int n = 0; n < 8; ++n)
 #pragma unroll
       for (int c = 0; c < 4; ++c) {
         const float p = expf(sc[n][c] - base[c / 2]);
         sc[n][c] = p;
         runSum[c / 2] += p;
       }
-      // O += P V: P's accumulator fragments are the A operand of the next mma
-      // (two 8-key fragments make 16 keys).
-#pragma unroll
-    for (int kk = 0; kk < kFlashKeys / 16; ++kk) {
-      const uint32_t pa[4] = {packBf16(sc[2 * kk][0], sc[2 * kk][1]),
-                              packBf16(sc[2 * kk][2], sc[2 * kk][3]),
-                              packBf16(sc[2 * kk + 1][0], sc[2 * kk + 1][1]),
-                              packBf16(sc[2 * kk + 1][2], sc[2 * kk + 1][3])};
-#pragma unroll
-      for (int nd = 0; nd < D / 8; ++nd) {
-        const BFloat16 *at =
-            vt + (nd * 8 + gr) * kValueStride + kk * 16 + 2 * tq;
-        mma16816(o[nd], pa, loadPair(at), loadPair(at + 8));
-      }
-    }
+    mmaFragmentsByColumns<D>(o, sc, vt);
   }
 
 #pragma unroll
@@ -398,7 +423,7 @@ bool flashSupported(const AttentionShape &a, const void *q, const void *k,
       a.e == 16 || a.e == 32 || a.e == 64 || a.e == 96 || a.e == 128;
   return hasMma && addresses % 16 == 0 && headSize &&
          a.batch * a.heads <= 65535 &&
-         ceilDiv(a.l, kFlashRows) <= (int64_t(1) << 31) - 1;
+         ceilDiv(a.l, kTile) <= (int64_t(1) << 31) - 1;
 }
 
 template <int D>
@@ -410,7 +435,7 @@ void launchFlash(const char *kernel, const AttentionShape &a, BFloat16 *out,
   static const cudaError_t configured = cudaFuncSetAttribute(
       flashForward<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
   check(configured, kernel);
-  const dim3 grid(static_cast<unsigned>(ceilDiv(a.l, kFlashRows)),
+  const dim3 grid(static_cast<unsigned>(ceilDiv(a.l, kTile)),
                   static_cast<unsigned>(a.batch * a.heads));
   flashForward<D><<<grid, kFlashThreads, bytes, computeStream()>>>(
       out, lse, q, k, v, a.l, a.s, static_cast<float>(scale), mask);
@@ -437,7 +462,7 @@ void flashAttention(const char *kernel, const AttentionShape &a, BFloat16 *out,
 }
 
 //===----------------------------------------------------------------------===//
-// The fused bf16 backward (FlashAttention-2)
+// The fused bf16 backward
 //===----------------------------------------------------------------------===//
 
 /// delta[r] = dO_r . O_r over the D elements of each of `rows` rows, in f32
@@ -463,47 +488,14 @@ __global__ void roundToBf16(BFloat16 *out, const float *in, int64_t n) {
     out[i] = __float2bfloat16(in[i]);
 }
 
-/// A [64][D + 8] row-major copy of rows [r0, r0 + 64) of a [count, D] matrix
-/// (zero rows past count) and, when `transposed` is given, a [D][64 + 8]
-/// transposed copy, 8 elements a load (consecutive lanes on consecutive
-/// rows, so that the transposed stores hit distinct banks).
-template <int D>
-__device__ void loadTile(BFloat16 *rowMajor, BFloat16 *transposed,
-                         const BFloat16 *src, int64_t r0, int64_t count) {
-  for (int at = threadIdx.x; at < 64 * D / 8; at += kFlashThreads) {
-    const int r = at % 64, c = at / 64 * 8;
-    uint4 x = {0, 0, 0, 0};
-    if (r0 + r < count)
-      x = *reinterpret_cast<const uint4 *>(src + (r0 + r) * D + c);
-    *reinterpret_cast<uint4 *>(rowMajor + r * (D + 8) + c) = x;
-    if (transposed) {
-      const BFloat16 *e = reinterpret_cast<const BFloat16 *>(&x);
-#pragma unroll
-      for (int k = 0; k < 8; ++k)
-        transposed[(c + k) * (64 + 8) + r] = e[k];
-    }
-  }
-}
-
-/// The A fragment of rows [r0, r0 + 16), columns [c0, c0 + 16) of a
-/// row-major bf16 tile with row stride `stride`.
-__device__ inline void loadA(uint32_t a[4], const BFloat16 *tile, int stride,
-                             int r0, int c0) {
-  const int gr = threadIdx.x % 32 / 4, tq = threadIdx.x % 4;
-  const BFloat16 *at = tile + (r0 + gr) * stride + c0 + 2 * tq;
-  a[0] = loadPair(at);
-  a[1] = loadPair(at + 8 * stride);
-  a[2] = loadPair(at + 8);
-  a[3] = loadPair(at + 8 * stride + 8);
-}
-
 /// Bytes of flashBackward<D>'s shared memory: K, V, Q and dO tiles
 /// row-major, K, Q and dO transposed, dS^T, and the queries' logsumexp and
 /// delta.
 template <int D> constexpr int flashBackwardSharedBytes() {
-  return (4 * 64 * (D + 8) + 3 * D * (64 + 8) + 64 * (64 + 8)) *
+  return (4 * kTile * kRowStride<D> + 3 * D * kColumnStride +
+          kTile * kColumnStride) *
              int(sizeof(BFloat16)) +
-         2 * 64 * int(sizeof(float));
+         2 * kTile * int(sizeof(float));
 }
 
 /// The gradients reaching the 64 keys [k0, k0 + 64) of flat head
@@ -521,24 +513,23 @@ __global__ void __launch_bounds__(kFlashThreads)
                   const BFloat16 *k, const BFloat16 *v, const BFloat16 *dout,
                   const float *lse, const float *delta, int64_t l, int64_t s,
                   float scale, ScoreMask<BFloat16> mask) {
-  static_assert(kFlashRows == 64 && kFlashKeys == 64, "64-row tiles");
-  constexpr int kStride = D + 8, kT = 64 + 8;
+  constexpr int kT = kColumnStride;
   constexpr float kNegInf = -std::numeric_limits<float>::infinity();
   extern __shared__ __align__(16) unsigned char shared[];
   BFloat16 *ks = reinterpret_cast<BFloat16 *>(shared);
-  BFloat16 *vs = ks + 64 * kStride;
-  BFloat16 *qs = vs + 64 * kStride;
-  BFloat16 *dos = qs + 64 * kStride;
-  BFloat16 *kt = dos + 64 * kStride;
+  BFloat16 *vs = ks + kTile * kRowStride<D>;
+  BFloat16 *qs = vs + kTile * kRowStride<D>;
+  BFloat16 *dos = qs + kTile * kRowStride<D>;
+  BFloat16 *kt = dos + kTile * kRowStride<D>;
   BFloat16 *qt = kt + D * kT;
   BFloat16 *dot = qt + D * kT;
   BFloat16 *dst = dot + D * kT;
-  float *lses = reinterpret_cast<float *>(dst + 64 * kT);
-  float *deltas = lses + 64;
+  float *lses = reinterpret_cast<float *>(dst + kTile * kT);
+  float *deltas = lses + kTile;
 
-  const int64_t g = blockIdx.y, k0 = int64_t(blockIdx.x) * 64;
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int gr = lane / 4, tq = lane % 4, key0 = warp * 16;
+  const int64_t g = blockIdx.y, k0 = int64_t(blockIdx.x) * kTile;
+  const int warp = threadIdx.x / 32, gr = threadIdx.x % 32 / 4,
+            tq = threadIdx.x % 4, key0 = warp * 16;
   const BFloat16 *qh = q + g * l * D, *doh = dout + g * l * D;
   const HeadMask<BFloat16> head = mask.head(g);
   loadTile<D>(ks, kt, k + g * s * D, k0, s);
@@ -546,28 +537,19 @@ __global__ void __launch_bounds__(kFlashThreads)
 
   float dkAcc[D / 8][4] = {}, dvAcc[D / 8][4] = {};
   // Under is_causal the queries before k0 see none of these keys.
-  for (int64_t q0 = mask.causal ? k0 : 0; q0 < l; q0 += 64) {
+  for (int64_t q0 = mask.causal ? k0 : 0; q0 < l; q0 += kTile) {
     __syncthreads(); // the previous query tile is consumed
     loadTile<D>(qs, qt, qh, q0, l);
     loadTile<D>(dos, dot, doh, q0, l);
-    for (int r = threadIdx.x; r < 64; r += kFlashThreads) {
+    for (int r = threadIdx.x; r < kTile; r += kFlashThreads) {
       lses[r] = q0 + r < l ? lse[g * l + q0 + r] : 0.f;
       deltas[r] = q0 + r < l ? delta[g * l + q0 + r] : 0.f;
     }
     __syncthreads();
 
-    // S^T = K_w Q^T (16 keys x 64 queries), then P^T.
+    // P^T from S^T = K_w Q^T (16 keys x 64 queries).
     float pt[8][4] = {};
-#pragma unroll
-    for (int kc = 0; kc < D / 16; ++kc) {
-      uint32_t a[4];
-      loadA(a, ks, kStride, key0, kc * 16);
-#pragma unroll
-      for (int n = 0; n < 8; ++n) {
-        const BFloat16 *at = qs + (n * 8 + gr) * kStride + kc * 16 + 2 * tq;
-        mma16816(pt[n], a, loadPair(at), loadPair(at + 8));
-      }
-    }
+    mmaRowsByRows<8, D>(pt, ks, key0, qs);
 #pragma unroll
     for (int n = 0; n < 8; ++n)
 #pragma unroll
@@ -578,53 +560,26 @@ __global__ void __launch_bounds__(kFlashThreads)
         x = i < l && j < s ? head.apply(x, i, j) : kNegInf;
         pt[n][c] = expf(x - lses[iq]);
       }
-      // dV_w += P^T dO.
-#pragma unroll
-    for (int kk = 0; kk < 4; ++kk) {
-      const uint32_t a[4] = {packBf16(pt[2 * kk][0], pt[2 * kk][1]),
-                             packBf16(pt[2 * kk][2], pt[2 * kk][3]),
-                             packBf16(pt[2 * kk + 1][0], pt[2 * kk + 1][1]),
-                             packBf16(pt[2 * kk + 1][2], pt[2 * kk + 1][3])};
-#pragma unroll
-      for (int nd = 0; nd < D / 8; ++nd) {
-        const BFloat16 *at = dot + (nd * 8 + gr) * kT + kk * 16 + 2 * tq;
-        mma16816(dvAcc[nd], a, loadPair(at), loadPair(at + 8));
-      }
-    }
-    // dP^T = V_w dO^T, then dS^T = P^T (dP^T - delta) in pt.
+    mmaFragmentsByColumns<D>(dvAcc, pt, dot); // dV_w += P^T dO
+    // dS^T = P^T (dP^T - delta), dP^T = V_w dO^T, in pt.
     float dpt[8][4] = {};
-#pragma unroll
-    for (int kc = 0; kc < D / 16; ++kc) {
-      uint32_t a[4];
-      loadA(a, vs, kStride, key0, kc * 16);
-#pragma unroll
-      for (int n = 0; n < 8; ++n) {
-        const BFloat16 *at = dos + (n * 8 + gr) * kStride + kc * 16 + 2 * tq;
-        mma16816(dpt[n], a, loadPair(at), loadPair(at + 8));
-      }
-    }
+    mmaRowsByRows<8, D>(dpt, vs, key0, dos);
 #pragma unroll
     for (int n = 0; n < 8; ++n)
 #pragma unroll
       for (int c = 0; c < 4; ++c)
         pt[n][c] *= dpt[n][c] - deltas[n * 8 + 2 * tq + (c & 1)];
-        // dK_w += dS^T Q (scaled at the end); dS^T to shared memory for dQ.
+    mmaFragmentsByColumns<D>(dkAcc, pt, qt); // dK_w += dS^T Q, scaled last
+                                             // dS^T to shared memory, for dQ.
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) {
-      const uint32_t a[4] = {packBf16(pt[2 * kk][0], pt[2 * kk][1]),
-                             packBf16(pt[2 * kk][2], pt[2 * kk][3]),
-                             packBf16(pt[2 * kk + 1][0], pt[2 * kk + 1][1]),
-                             packBf16(pt[2 * kk + 1][2], pt[2 * kk + 1][3])};
+      uint32_t a[4];
+      fragmentsAsA(a, pt, kk);
       BFloat16 *row = dst + (key0 + gr) * kT + kk * 16 + 2 * tq;
       *reinterpret_cast<uint32_t *>(row) = a[0];
       *reinterpret_cast<uint32_t *>(row + 8 * kT) = a[1];
       *reinterpret_cast<uint32_t *>(row + 8) = a[2];
       *reinterpret_cast<uint32_t *>(row + 8 * kT + 8) = a[3];
-#pragma unroll
-      for (int nd = 0; nd < D / 8; ++nd) {
-        const BFloat16 *at = qt + (nd * 8 + gr) * kT + kk * 16 + 2 * tq;
-        mma16816(dkAcc[nd], a, loadPair(at), loadPair(at + 8));
-      }
     }
     __syncthreads(); // dS^T of every warp's keys is in shared memory
     // dQ for queries [16 w, 16 w + 16) of the tile: dS (their rows of dS^T's
@@ -686,7 +641,7 @@ void launchFlashBackward(const char *kernel, const AttentionShape &a,
   static const cudaError_t configured = cudaFuncSetAttribute(
       flashBackward<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
   check(configured, kernel);
-  const dim3 grid(static_cast<unsigned>(ceilDiv(a.s, kFlashKeys)),
+  const dim3 grid(static_cast<unsigned>(ceilDiv(a.s, kTile)),
                   static_cast<unsigned>(a.batch * a.heads));
   flashBackward<D><<<grid, kFlashThreads, bytes, computeStream()>>>(
       dk, dv, dqAcc, q, k, v, dout, lse, delta, a.l, a.s,
@@ -775,14 +730,8 @@ void spmd_rt_attention_backward(
     const SpmdBuffer *attn_mask, int64_t is_causal, double scale) {
   const char *kernel = "spmd_rt_attention_backward";
   const AttentionShape a =
-      checkAttention(kernel, query, key, value, attn_mask, out, logsumexp);
-  checkSameShape(kernel, "grad_out", grad_out, "query", query);
-  checkSameShape(kernel, "grad_query", grad_query, "query", query);
-  checkSameShape(kernel, "grad_key", grad_key, "key", key);
-  checkSameShape(kernel, "grad_value", grad_value, "value", value);
-  checkSameDTypes(kernel, "query", query,
-                  {"grad_out", "grad_query", "grad_key", "grad_value"},
-                  {grad_out, grad_query, grad_key, grad_value});
+      checkAttentionBackward(kernel, grad_query, grad_key, grad_value, grad_out,
+                             query, key, value, out, logsumexp, attn_mask);
   dispatchDevice<kFloat | kBFloat16>(query->dtype, kernel, [&](auto tag) {
     using T = decltype(tag);
     using A = OpMathT<T>;

@@ -70,29 +70,65 @@ struct StepSource {
   __device__ int64_t operator()(int64_t k) const { return start + k * step; }
 };
 
-/// Out row r = (i, k) of `inner` elements (i over the dims before `dim`, k
-/// along it) is self row (i, source(k)), or `fill` when that is outside
-/// [0, selfSize).
-template <typename T, typename Source>
-__global__ void localTakeKernel(T *out, const T *in, int64_t outer,
-                                int64_t size, int64_t selfSize, int64_t inner,
-                                Source source, T fill) {
-  const int64_t n = outer * size;
+/// Where a row goes and which input row it copies, as element offsets; a
+/// negative `src` fills the row instead.
+struct RowMove {
+  int64_t dst, src;
+};
+
+/// Moves `n` rows of `inner` elements: row r per map(r) (a RowMove).
+/// blockDim.x threads walk a row (rowLaunch).
+template <typename T, typename Map>
+__global__ void moveRowsKernel(T *out, const T *in, int64_t n, int64_t inner,
+                               Map map, T fill) {
   for (int64_t r = blockIdx.x * int64_t(blockDim.y) + threadIdx.y; r < n;
        r += int64_t(gridDim.x) * blockDim.y) {
-    const int64_t i = r / size, k = r - i * size;
-    const int64_t from = source(k);
-    T *dst = out + r * inner;
-    if (from < 0 || from >= selfSize) {
+    const RowMove m = map(r);
+    T *dst = out + m.dst;
+    if (m.src < 0) {
       for (int64_t j = threadIdx.x; j < inner; j += blockDim.x)
         dst[j] = fill;
       continue;
     }
-    const T *src = in + (i * selfSize + from) * inner;
+    const T *src = in + m.src;
     for (int64_t j = threadIdx.x; j < inner; j += blockDim.x)
       dst[j] = src[j];
   }
 }
+
+template <typename T, typename Map>
+void moveRows(const char *kernel, T *out, const T *in, int64_t n, int64_t inner,
+              Map map, T fill = T{}) {
+  if (n == 0 || inner == 0)
+    return;
+  const RowLaunch l = rowLaunch(n, inner);
+  moveRowsKernel<T, Map>
+      <<<l.grid, l.block, 0, computeStream()>>>(out, in, n, inner, map, fill);
+  checkLaunch(kernel);
+}
+
+/// local_take and slice with a step: out row r = (i, k) (i over the dims
+/// before `dim`, k along it) reads self row (i, source(k)), or is filled
+/// when that is outside [0, selfSize).
+template <typename Source> struct TakeRows {
+  int64_t size, selfSize, inner;
+  Source source;
+  __device__ RowMove operator()(int64_t r) const {
+    const int64_t i = r / size, from = source(r - i * size);
+    return {r * inner,
+            from < 0 || from >= selfSize ? -1 : (i * selfSize + from) * inner};
+  }
+};
+
+/// slice_scatter with a step: src row r = (i, k) goes to out row (i, start
+/// + k * step).
+struct ScatterRows {
+  int64_t size, outSize, inner, start, step;
+  __device__ RowMove operator()(int64_t r) const {
+    const int64_t i = r / size, k = r - i * size;
+    return {(i * outSize + start + k * step) * inner, r * inner};
+  }
+};
 
 /// spmd.local_take along `dim`: out position k reads self position
 /// source(k), or `fill` where it is outside self. `makeSource()` gives the
@@ -106,31 +142,13 @@ void localTake(const char *kernel, SpmdBuffer *out, const SpmdBuffer *self,
     using T = decltype(tag);
     if (out->numel == 0)
       return;
-    const RowLaunch l = rowLaunch(outer * size, inner);
     // The CPU's static_cast<T>(fill); bf16 rounds the float value.
     const T value = convertValue<T>(static_cast<OpMathT<T>>(fill));
-    localTakeKernel<<<l.grid, l.block, 0, computeStream()>>>(
-        dataOf<T>(out), in, outer, size, self->shape[dim], inner, makeSource(),
-        value);
-    checkLaunch(kernel);
+    moveRows(kernel, dataOf<T>(out), in, outer * size, inner,
+             TakeRows<decltype(makeSource())>{size, self->shape[dim], inner,
+                                              makeSource()},
+             value);
   });
-}
-
-/// slice_scatter with a step: src row r = (i, k) of `inner` elements (i over
-/// the dims before `dim`, k along it) goes to out row (i, start + k * step).
-template <typename T>
-__global__ void scatterRowsKernel(T *out, const T *src, int64_t outer,
-                                  int64_t size, int64_t outSize, int64_t inner,
-                                  int64_t start, int64_t step) {
-  const int64_t n = outer * size;
-  for (int64_t r = blockIdx.x * int64_t(blockDim.y) + threadIdx.y; r < n;
-       r += int64_t(gridDim.x) * blockDim.y) {
-    const int64_t i = r / size, k = r - i * size;
-    T *dst = out + (i * outSize + start + k * step) * inner;
-    const T *from = src + r * inner;
-    for (int64_t j = threadIdx.x; j < inner; j += blockDim.x)
-      dst[j] = from[j];
-  }
 }
 
 /// out[i] = self at out's position i shifted back by `before` per dim, or
@@ -220,13 +238,14 @@ struct IndexTables {
   int32_t n, batch;
 };
 
-/// Out row r (of out's leading `batch` dims) = self row at the n indices'
-/// values for r; a row is `inner` elements.
-template <typename T>
-__global__ void indexKernel(T *out, const T *in, int64_t rows, int64_t inner,
-                            IndexTables t, IndexErrors errors) {
-  for (int64_t r = blockIdx.x * int64_t(blockDim.y) + threadIdx.y; r < rows;
-       r += int64_t(gridDim.x) * blockDim.y) {
+/// index.Tensor: out row r (of out's leading `batch` dims) reads self at
+/// the n indices' values for r; a row whose index is out of bounds
+/// (recorded) is filled.
+struct IndexRows {
+  IndexTables t;
+  IndexErrors errors;
+  int64_t inner;
+  __device__ RowMove operator()(int64_t r) const {
     int64_t at[SPMD_MAX_RANK];
     int64_t rest = r;
     for (int32_t d = t.batch - 1; d >= 0; --d) {
@@ -243,11 +262,9 @@ __global__ void indexKernel(T *out, const T *in, int64_t rows, int64_t inner,
       valid = valid && i >= 0;
       from += i * t.selfStrides[k];
     }
-    T *dst = out + r * inner;
-    for (int64_t j = threadIdx.x; j < inner; j += blockDim.x)
-      dst[j] = valid ? in[from + j] : T{};
+    return {r * inner, valid ? from : -1};
   }
-}
+};
 
 /// Keeps (.., i, j) with j - i >= diagonal and zeroes the rest; row r of
 /// the [matrices * rows, cols] view is matrix row r % rows.
@@ -344,12 +361,8 @@ void spmd_rt_slice_scatter(SpmdBuffer *out, const SpmdBuffer *self,
                size * inner * bytes, size * inner * bytes, outer, kernel);
       return;
     }
-    if (outer * size * inner == 0)
-      return;
-    const RowLaunch launch = rowLaunch(outer * size, inner);
-    scatterRowsKernel<T><<<launch.grid, launch.block, 0, computeStream()>>>(
-        o, from, outer, size, self->shape[dim], inner, start, step);
-    checkLaunch(kernel);
+    moveRows(kernel, o, from, outer * size, inner,
+             ScatterRows{size, self->shape[dim], inner, start, step});
   });
 }
 
@@ -441,13 +454,9 @@ void spmd_rt_index(SpmdBuffer *out, const SpmdBuffer *self, int32_t n,
   }
   withInputAs(kernel, out, self, [&](auto tag, const auto *in) {
     using T = decltype(tag);
-    if (rows == 0 || inner == 0)
-      return;
-    const RowLaunch launch = rowLaunch(rows, inner);
-    indexKernel<T><<<launch.grid, launch.block, 0, computeStream()>>>(
-        dataOf<T>(out), in, rows, inner, t,
-        IndexErrors{deviceErrorSlot(), kernelId(kernel)});
-    checkLaunch(kernel);
+    moveRows(
+        kernel, dataOf<T>(out), in, rows, inner,
+        IndexRows{t, IndexErrors{deviceErrorSlot(), kernelId(kernel)}, inner});
   });
 }
 
