@@ -1,5 +1,4 @@
-//===- Shape.cu - cat, slices, padding, indexing, scans, factories
-//---------===//
+//===- Shape.cu - cat, slices, padding, indexing, scans, factories --------===//
 //
 // cpu/Shape.cpp's cat, slice, slice_scatter, constant_pad_nd, cumsum,
 // gather, index, local_take, triu, fill and arange on the device (copy,
