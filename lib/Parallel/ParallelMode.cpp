@@ -16,6 +16,7 @@
 #include "mlir/Transforms/Passes.h"
 #include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/GlobPattern.h"
 #include "llvm/Support/ManagedStatic.h"
 
 #include <mutex>
@@ -146,21 +147,22 @@ bool spmd::matchFqn(StringRef pattern, StringRef fqn) {
   fqn.split(parts, '.');
   if (pats.size() != parts.size())
     return false;
-  // Glob of one component: '*' any run, '?' any one character.
-  std::function<bool(StringRef, StringRef)> glob = [&](StringRef p,
-                                                       StringRef s) {
-    if (p.empty())
-      return s.empty();
-    if (p.front() == '*')
-      return glob(p.drop_front(), s) || (!s.empty() && glob(p, s.drop_front()));
-    if (s.empty())
+  for (auto [p, s] : llvm::zip(pats, parts)) {
+    // A component without wildcards is compared as it is (the common case:
+    // module names).
+    if (p.find_first_of("*?[{\\") == StringRef::npos) {
+      if (p != s)
+        return false;
+      continue;
+    }
+    llvm::Expected<llvm::GlobPattern> glob = llvm::GlobPattern::create(p);
+    if (!glob) {
+      llvm::consumeError(glob.takeError());
       return false;
-    return (p.front() == '?' || p.front() == s.front()) &&
-           glob(p.drop_front(), s.drop_front());
-  };
-  for (auto [p, s] : llvm::zip(pats, parts))
-    if (!glob(p, s))
+    }
+    if (!glob->match(s))
       return false;
+  }
   return true;
 }
 

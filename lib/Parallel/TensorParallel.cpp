@@ -10,8 +10,9 @@
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/EquivalenceClasses.h"
 #include "llvm/ADT/SetVector.h"
-#include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/Support/GlobPattern.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
 
@@ -125,6 +126,13 @@ FailureOr<TPPlan> spmd::parseTPPlan(ModuleOp module, StringRef path) {
     const llvm::json::Object *spec = root->getObject(key);
     if (!spec)
       return bad("must be an object with \"style\" or \"placements\"");
+    SmallVector<StringRef> components;
+    StringRef(key).split(components, '.');
+    for (StringRef c : components)
+      if (llvm::Expected<llvm::GlobPattern> glob = llvm::GlobPattern::create(c);
+          !glob)
+        return bad("pattern component '" + c +
+                   "' is malformed: " + llvm::toString(glob.takeError()));
     TPPlanEntry entry;
     entry.pattern = key;
     // One layout, or a list of layouts and nulls (prepare_*).
@@ -462,9 +470,11 @@ FailureOr<TPResolution> spmd::resolveTPPlan(func::FuncOp fn, const TPPlan &plan,
         break;
       }
       case Style::SequenceParallel: {
-        if (!isA(cls, "LayerNorm") && !isA(cls, "Dropout") &&
-            !llvm::any_of(cls,
-                          [](StringRef c) { return c.contains("RMSNorm"); }))
+        // Norms over the last dim by their class names: nn.LayerNorm and
+        // the models' own (T5LayerNorm, LlamaRMSNorm, ...).
+        if (!isA(cls, "Dropout") && !llvm::any_of(cls, [](StringRef c) {
+              return c.ends_with("LayerNorm") || c.contains("RMSNorm");
+            }))
           return unsupported("nn.LayerNorm, nn.Dropout and RMSNorm");
         for (auto &p : params)
           if (within(p.getKey(), m) && p.getKey() != m)

@@ -108,8 +108,10 @@ parsePlacements(mlir::MLIRContext *ctx, llvm::StringRef text,
                 std::string &error);
 
 /// fnmatch-style match of an FQN against a pattern, per dot-separated
-/// component (seed 000: `layers.*.linear1` matches `layers.0.linear1`); `*`
-/// and `?` never cross a dot.
+/// component (seed 000: `layers.*.linear1` matches `layers.0.linear1`): each
+/// component is an llvm::GlobPattern (`*`, `?`, `[0-9]`, `[!0]`, `{a,b}`),
+/// so wildcards never cross a dot. A malformed component (`[` unclosed)
+/// matches nothing.
 bool matchFqn(llvm::StringRef pattern, llvm::StringRef fqn);
 
 /// The shared first half of a data-parallel mode's partition: adds the
