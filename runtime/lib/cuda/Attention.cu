@@ -30,6 +30,7 @@
 
 #include "Cuda.h"
 
+#include <initializer_list>
 #include <limits>
 
 using namespace spmd::rt;
@@ -40,11 +41,6 @@ namespace {
 /// At most this many bytes of [L, S] scratch per chunk of heads (at least
 /// one head per chunk).
 constexpr int64_t kScratchBytes = int64_t(256) << 20;
-
-__device__ inline float expOf(float x) { return expf(x); }
-__device__ inline double expOf(double x) { return exp(x); }
-__device__ inline float logOf(float x) { return logf(x); }
-__device__ inline double logOf(double x) { return log(x); }
 
 /// The additive mask and causal rule of one head's scores (i, j): query i,
 /// key j.
@@ -404,11 +400,11 @@ __global__ void __launch_bounds__(kFlashThreads)
   }
 }
 
-/// Whether flashForward runs this attention: bf16, a head size it is
-/// instantiated for, 16-byte aligned operands, a device with mma (sm_80
-/// on), and a grid that fits.
-bool flashSupported(const AttentionShape &a, const void *q, const void *k,
-                    const void *v, const void *out) {
+/// Whether the fused kernels run this attention: bf16, a head size
+/// flashForward is instantiated for, every operand in `operands` 16-byte
+/// aligned, a device with mma (sm_80 on), and a grid that fits.
+bool flashSupported(const AttentionShape &a,
+                    std::initializer_list<const void *> operands) {
   static const bool hasMma = [] {
     int device = 0, major = 0;
     return cudaGetDevice(&device) == cudaSuccess &&
@@ -416,9 +412,9 @@ bool flashSupported(const AttentionShape &a, const void *q, const void *k,
                                   device) == cudaSuccess &&
            major >= 8;
   }();
-  const uintptr_t addresses =
-      reinterpret_cast<uintptr_t>(q) | reinterpret_cast<uintptr_t>(k) |
-      reinterpret_cast<uintptr_t>(v) | reinterpret_cast<uintptr_t>(out);
+  uintptr_t addresses = 0;
+  for (const void *p : operands)
+    addresses |= reinterpret_cast<uintptr_t>(p);
   const bool headSize =
       a.e == 16 || a.e == 32 || a.e == 64 || a.e == 96 || a.e == 128;
   return hasMma && addresses % 16 == 0 && headSize &&
@@ -480,12 +476,6 @@ __global__ void rowDots(float *delta, const BFloat16 *dout, const BFloat16 *out,
     if (lane == 0)
       delta[r] = sum;
   }
-}
-
-__global__ void roundToBf16(BFloat16 *out, const float *in, int64_t n) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x)
-    out[i] = __float2bfloat16(in[i]);
 }
 
 /// Bytes of flashBackward<D>'s shared memory: K, V, Q and dO tiles
@@ -679,8 +669,12 @@ void flashAttentionBackward(const char *kernel, const AttentionShape &a,
     launchFlashBackward<64>(kernel, a, dk, dv, dqAcc.as<float>(), q, k, v, dout,
                             lse, delta.as<float>(), scale, mask);
   }
-  roundToBf16<<<gridFor(n), kBlock, 0, stream>>>(dq, dqAcc.as<float>(), n);
-  checkLaunch(kernel);
+  // dQ rounded to bf16 by the backend's cast.
+  SpmdBuffer accumulated = {};
+  accumulated.data = dqAcc.data();
+  accumulated.numel = n;
+  accumulated.dtype = SPMD_F32;
+  convert(dq, SPMD_BF16, &accumulated, kernel);
 }
 
 } // namespace
@@ -703,7 +697,7 @@ void spmd_rt_attention(SpmdBuffer *output, SpmdBuffer *logsumexp,
     T *o = dataOf<T>(output);
     A *lse = dataOf<A>(logsumexp);
     if constexpr (std::is_same_v<T, BFloat16>) {
-      if (flashSupported(a, q, k, v, o))
+      if (flashSupported(a, {q, k, v, o}))
         return flashAttention(kernel, a, o, lse, q, k, v, scale, mask);
     }
     const int64_t chunk =
@@ -754,8 +748,7 @@ void spmd_rt_attention_backward(
     T *dq = dataOf<T>(grad_query), *dk = dataOf<T>(grad_key),
       *dv = dataOf<T>(grad_value);
     if constexpr (std::is_same_v<T, BFloat16>) {
-      if (e <= 64 && flashSupported(a, q, k, v, o) &&
-          flashSupported(a, dout, dq, dk, dv) && s > 0)
+      if (e <= 64 && s > 0 && flashSupported(a, {q, k, v, o, dout, dq, dk, dv}))
         return flashAttentionBackward(kernel, a, dq, dk, dv, dout, q, k, v, o,
                                       lse, scale, mask);
     }

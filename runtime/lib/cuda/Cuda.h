@@ -265,6 +265,12 @@ struct MaxOp {
 };
 
 #ifdef __CUDACC__
+/// exp and log in the compute type's precision (f32 for f32 and bf16).
+__device__ inline float expOf(float x) { return expf(x); }
+__device__ inline double expOf(double x) { return exp(x); }
+__device__ inline float logOf(float x) { return logf(x); }
+__device__ inline double logOf(double x) { return log(x); }
+
 /// `op` over the 32 lanes of a warp; every lane gets lane 0's result (the
 /// butterfly can leave the lanes with sums rounded differently, or with +0
 /// and -0 maxima).

@@ -33,10 +33,6 @@ namespace {
 
 enum class Kind { Softmax, LogSoftmax, SoftmaxBackward, LogSoftmaxBackward };
 
-__device__ inline float expOf(float x) { return expf(x); }
-__device__ inline double expOf(double x) { return exp(x); }
-__device__ inline float logOf(float x) { return logf(x); }
-__device__ inline double logOf(double x) { return log(x); }
 
 /// Whether kind K reads a second input (the forward's output).
 template <Kind K>
