@@ -23,7 +23,7 @@ import transformers
 # Config field names of the sizes, per config class: every one the config
 # has is set (an encoder-decoder has one per stack).
 _FIELDS = {
-    "vocab": ["vocab_size"],
+    "vocab": ["vocab_size", "decoder_vocab_size"],
     "hidden": ["hidden_size", "n_embd", "d_model", "dim"],
     "heads": ["num_attention_heads", "n_head", "num_heads", "n_heads",
               "encoder_attention_heads", "decoder_attention_heads"],
@@ -95,7 +95,8 @@ def lm(model_type="gpt2", task="causal", batch=2, seq=8, vocab=96, hidden=64,
             setattr(config, field, hidden // heads)
     # Special tokens inside the small vocabulary (an embedding's padding_idx
     # must be a row of it).
-    for k, field in enumerate(("pad_token_id", "bos_token_id", "eos_token_id")):
+    for k, field in enumerate(("pad_token_id", "bos_token_id", "eos_token_id",
+                              "decoder_start_token_id")):
         if isinstance(getattr(config, field, None), int) and getattr(config, field) >= vocab:
             setattr(config, field, k)
     if dropout is not None:

@@ -158,10 +158,131 @@ def _convolution_backward(grad_output, input, weight, bias_sizes, stride, paddin
     return grad_input, grad_weight, aten.sum.dim_IntList(grad_output, dims)
 
 
+def _indexed_layout(self, indices):
+    """Where advanced indexing puts things (NumPy's rule, as PyTorch):
+    returns (dims, order, front), `dims` the indexed dims (a `None` index
+    is a slice), `order` the permutation of `self` that brings them first,
+    and `front` the position of the indices' broadcast dims in the result:
+    the first indexed dim's when the indexed dims are adjacent, else 0."""
+    dims = [d for d, i in enumerate(indices) if i is not None]
+    order = dims + [d for d in range(self.dim()) if d not in dims]
+    adjacent = dims == list(range(dims[0], dims[-1] + 1))
+    return dims, order, dims[0] if adjacent else 0
+
+
+def _batch_to(tensor, batch, front):
+    """Moves `batch` leading dims of `tensor` to position `front`."""
+    rest = list(range(batch, tensor.dim()))
+    return aten.permute.default(tensor, rest[:front] + list(range(batch)) + rest[front:])
+
+
+def _index(self, indices):
+    """index.Tensor with a `None` (a slice) before an indexed dim, as the
+    dialect's index of leading dims between permutes: the indexed dims are
+    brought to the front, and the indices' broadcast dims moved to where
+    NumPy's rule puts them (Falcon's `fused_qkv[..., [-2], :]`)."""
+    if all(i is not None for i in indices):
+        return NotImplemented
+    dims, order, front = _indexed_layout(self, indices)
+    out = aten.index.Tensor(aten.permute.default(self, order), [indices[d] for d in dims])
+    batch = out.dim() - (self.dim() - len(dims))
+    return _batch_to(out, batch, front)
+
+
+def _index_put(self, indices, values, accumulate=False):
+    """index_put with accumulate (what index.Tensor's backward writes) as a
+    scatter-add of rows: the indexed dims brought to the front and
+    flattened into one row index (negative indices wrapped), the rest of
+    each row flattened, and the rows summed into place by
+    embedding_dense_backward, whose sharding and kernels serve. Without
+    accumulate, repeated indices would have to pick one value: recorded as
+    it is, and reported as unsupported."""
+    if not accumulate or not self.is_floating_point():
+        return NotImplemented
+    indices = list(indices) + [None] * (self.dim() - len(indices))
+    dims, order, front = _indexed_layout(self, indices)
+    indexed = [self.shape[d] for d in dims]
+    rest = [self.shape[d] for d in order[len(dims):]]
+    batch = list(torch.broadcast_shapes(*(indices[d].shape for d in dims)))
+    # values broadcast to self[indices]'s shape; its broadcast dims first.
+    values = aten.expand.default(values, rest[:front] + batch + rest[front:])
+    first = list(range(front, front + len(batch)))
+    values = aten.permute.default(values, first + [d for d in range(values.dim())
+                                                   if d not in first])
+    rows = values.reshape(batch + [-1])
+    flat = None
+    for d, size in zip(dims, indexed):
+        index = indices[d]
+        index = aten.where.self(aten.lt.Scalar(index, 0), aten.add.Scalar(index, size), index)
+        flat = index if flat is None else aten.add.Tensor(aten.mul.Scalar(flat, size), index)
+    flat = aten.expand.default(flat, batch)
+    count = 1
+    for size in indexed:
+        count *= size
+    summed = aten.embedding_dense_backward.default(rows, flat, count, -1, False)
+    summed = summed.reshape(indexed + rest)
+    back = [order.index(d) for d in range(self.dim())]
+    return aten.add.Tensor(self, aten.permute.default(summed, back))
+
+
+def _repeat_heads(kv, heads):
+    """`kv` [B, Hkv, S, D] with each head repeated for the `heads // Hkv`
+    query heads that read it (repeat_interleave on dim 1: query head h reads
+    kv head h // (heads // Hkv), SDPA's enable_gqa rule)."""
+    b, h, s, d = kv.shape
+    wide = aten.expand.default(aten.unsqueeze.default(kv, 2), [b, h, heads // h, s, d])
+    return wide.reshape(b, heads, s, d)
+
+
+def _attention_gqa(query, key, value, dropout_p=0.0, is_causal=False, *, attn_mask=None,
+                   scale=None):
+    """SDPA with fewer key/value heads than query heads (grouped- and
+    multi-query attention called with enable_gqa, Falcon's) as SDPA on
+    key/value heads repeated to the query's: the dialect's attention has
+    one number of heads, and its head sharding serves the repeat."""
+    if key.shape[1] == query.shape[1]:
+        return NotImplemented
+    heads = query.shape[1]
+    return aten._scaled_dot_product_flash_attention_for_cpu.default(
+        query, _repeat_heads(key, heads), _repeat_heads(value, heads), dropout_p, is_causal,
+        attn_mask=attn_mask, scale=scale)
+
+
+def _attention_gqa_backward(grad_out, query, key, value, out, logsumexp, dropout_p,
+                            is_causal, *, attn_mask=None, scale=None):
+    """The backward of _attention_gqa: each key/value head's gradient sums
+    those of its repeats."""
+    if key.shape[1] == query.shape[1]:
+        return NotImplemented
+    heads = query.shape[1]
+    grad_query, grad_key, grad_value = (
+        aten._scaled_dot_product_flash_attention_for_cpu_backward.default(
+            grad_out, query, _repeat_heads(key, heads), _repeat_heads(value, heads), out,
+            logsumexp, dropout_p, is_causal, attn_mask=attn_mask, scale=scale))
+
+    def fold(grad, like):
+        b, h, s, d = like.shape
+        return aten.sum.dim_IntList(grad.reshape(b, h, heads // h, s, d), [2])
+    return grad_query, fold(grad_key, key), fold(grad_value, value)
+
+
+def _bitwise_not(self):
+    """~x: logical_not on bools (DeBERTa's inverted masks), -1 - x on
+    integers (two's complement)."""
+    if self.dtype == torch.bool:
+        return aten.logical_not.default(self)
+    return aten.rsub.Scalar(self, -1)
+
+
 # Ops written as others by spmd's own decompositions.
 DECOMPOSED_BY_SPMD = {
     aten.native_batch_norm.default: _batch_norm,
     aten.convolution_backward.default: _convolution_backward,
+    aten.index.Tensor: _index,
+    aten.index_put.default: _index_put,
+    aten.bitwise_not.default: _bitwise_not,
+    aten._scaled_dot_product_flash_attention_for_cpu.default: _attention_gqa,
+    aten._scaled_dot_product_flash_attention_for_cpu_backward.default: _attention_gqa_backward,
 }
 
 

@@ -441,8 +441,9 @@ OPS = [
        kernel_args=["self", "indices"],
        doc="Advanced indexing of the leading dims: `self[indices[0], ..., "
            "indices[k-1]]`. The indices broadcast to one shape `I`; the "
-           "result is `I + self.shape[k:]` (the capture rejects a `None` "
-           "index, a slice before an indexed dim). Negative indices count "
+           "result is `I + self.shape[k:]` (the capture writes a `None` "
+           "index, a slice before an indexed dim, as permutes around this "
+           "op). Negative indices count "
            "from the end. The indexed dims stay whole; the trailing dims "
            "and the indices' broadcast dims shard through."),
     # Convolution and pooling (channels first: [N, C, spatial...]).

@@ -290,3 +290,46 @@ def deep_unsupported():
     """One op the dialect lacks in six modules: the error names four."""
     layers = [m for _ in range(6) for m in (nn.Linear(6, 6), Atan())]
     return nn.Sequential(*layers), (torch.randn(4, 6),)
+
+
+class Indexing(nn.Module):
+    """Advanced indexing past a slice (a None index), whose backward is
+    index_put with accumulate: indices repeated and negative, adjacent to
+    a leading slice, and split by a slice with broadcasting indices (the
+    result's broadcast dims first, NumPy's rule)."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(6, 5, 7))
+
+    def forward(self, x):
+        a = self.w[:, [0, 2, 0, -1]].sum(-1)                                  # [6, 4]
+        c = self.w[..., [-2]].squeeze(-1)                                    # [6, 5]
+        d = self.w[torch.tensor([[0], [5]]), :, torch.tensor([1, 3, 3])]     # [2, 3, 5]
+        return torch.cat([x @ a, x @ c + x[:, :2] @ d.sum(1)], 1)
+
+
+def indexing(batch=4):
+    return Indexing(), (torch.randn(batch, 6),)
+
+
+class GroupedQuery(nn.Module):
+    """Causal SDPA with fewer key/value heads than query heads
+    (enable_gqa): 4 query heads over `kv_heads`."""
+
+    def __init__(self, kv_heads=1):
+        super().__init__()
+        self.kv_heads = kv_heads
+        self.q, self.kv = nn.Linear(16, 32), nn.Linear(16, 16 * kv_heads)
+        self.out = nn.Linear(32, 3)
+
+    def forward(self, x):
+        b, s, _ = x.shape
+        q = self.q(x).view(b, s, 4, 8).transpose(1, 2)
+        k, v = self.kv(x).view(b, s, self.kv_heads, 16).transpose(1, 2).chunk(2, -1)
+        o = nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+        return self.out(o.transpose(1, 2).reshape(b, s, 32))
+
+
+def grouped_query(kv_heads=1, batch=4):
+    return GroupedQuery(kv_heads), (torch.randn(batch, 5, 16),)
