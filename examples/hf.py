@@ -60,7 +60,13 @@ def _set(config, name, value):
 def _build(task, config):
     """The model, with PyTorch's scaled-dot-product attention where the
     class has it, else its own (eager) attention: both are traced op by op
-    or kept whole, never an external kernel."""
+    or kept whole, never an external kernel. Mixture-of-experts layers run
+    their "batched_mm" experts: each token's chosen experts' weights
+    gathered and applied by bmm, shapes fixed by the batch; the default
+    ("grouped_mm", or "eager") sorts the tokens by expert and sizes the
+    groups from the routing (histc offsets, nonzero), shapes a static graph
+    cannot hold."""
+    config._experts_implementation = "batched_mm"
     for attention in ("sdpa", "eager"):
         config._attn_implementation = attention
         try:

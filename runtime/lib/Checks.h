@@ -248,6 +248,20 @@ DimLayout checkCumsum(const char *kernel, const SpmdBuffer *out,
 void checkGather(const char *kernel, const SpmdBuffer *out,
                  const SpmdBuffer *self, int64_t dim, const SpmdBuffer *index);
 
+/// scatter: checkDim(self, dim), out self's shape and dtype, src self's
+/// dtype, and index of self's rank, no larger than src anywhere nor than
+/// self outside `dim` (`<kernel>: index <shape> does not fit ...`).
+void checkScatter(const char *kernel, const SpmdBuffer *out,
+                  const SpmdBuffer *self, int64_t dim, const SpmdBuffer *index,
+                  const SpmdBuffer *src);
+
+/// topk: checkDim(self, dim), 0 <= k <= self's size along `dim`, values of
+/// self's dtype and indices (i64) both self's shape with k at `dim`.
+/// Returns self's layout around `dim`.
+DimLayout checkTopk(const char *kernel, const SpmdBuffer *values,
+                    const SpmdBuffer *indices, const SpmdBuffer *self,
+                    int64_t k, int64_t dim);
+
 /// index: 1 <= n <= self's rank, out the indices' broadcast shape followed
 /// by self's dims after the n indexed ones, each index broadcasting to that
 /// shape (`<kernel>: out <shape> is not self <shape> indexed by <n>

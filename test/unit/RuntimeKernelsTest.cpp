@@ -1009,6 +1009,62 @@ TEST(RuntimeKernels, Gather) {
   expectF32(picked, {3, 1, 5});
 }
 
+TEST(RuntimeKernels, ScatterAndScatterAdd) {
+  // Along dim 1 of a [2, 3]: row 0 writes columns 2 and 0, row 1 writes
+  // column 1 twice (the last write wins; scatter_add sums both).
+  Buffer self = iota<float>({2, 3});
+  Buffer index = i64({2, 2}, {2, 0, 1, -2});
+  Buffer src = f32({2, 3}, {10, 20, 30, 40, 50, 60});
+  Buffer out = empty(SPMD_F32, {2, 3});
+  spmd_rt_scatter(out.get(), self.get(), 1, index.get(), src.get(), 0);
+  expectF32(out, {20, 1, 10, 3, 50, 5});
+  spmd_rt_scatter(out.get(), self.get(), 1, index.get(), src.get(), 1);
+  expectF32(out, {20, 1, 12, 3, 94, 5});
+  // Along dim 0, an index smaller than src.
+  Buffer rows = i64({1, 2}, {1, 0});
+  spmd_rt_scatter(out.get(), self.get(), 0, rows.get(), src.get(), 0);
+  expectF32(out, {0, 20, 2, 10, 4, 5});
+}
+
+TEST(RuntimeKernels, Topk) {
+  // Largest 2 of each row, ties by position, NaN above every number.
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  Buffer self = f32({2, 4}, {1, 3, 3, 2, -1, nan, 5, 0});
+  Buffer best = empty(SPMD_F32, {2, 2});
+  Buffer at = empty(SPMD_I64, {2, 2});
+  spmd_rt_topk(best.get(), at.get(), self.get(), 2, 1, 1);
+  expectExact<int64_t>(at, {1, 2, 1, 2});
+  std::vector<float> top = values<float>(best);
+  EXPECT_EQ(top[0], 3);
+  EXPECT_EQ(top[1], 3);
+  EXPECT_TRUE(std::isnan(top[2]));
+  EXPECT_EQ(top[3], 5);
+  // Smallest 3 down dim 0 of a [3, 2] of integers.
+  Buffer ints = i64({3, 2}, {4, -1, 2, 7, 9, -1});
+  Buffer least = empty(SPMD_I64, {3, 2});
+  Buffer where = empty(SPMD_I64, {3, 2});
+  spmd_rt_topk(least.get(), where.get(), ints.get(), 3, 0, 0);
+  expectExact<int64_t>(least, {2, -1, 4, -1, 9, 7});
+  expectExact<int64_t>(where, {1, 0, 0, 2, 2, 1});
+}
+
+TEST_F(RuntimeKernelsDeathTest, ScatterAndTopkRejectBadOperands) {
+  Buffer self = iota<float>({2, 3});
+  Buffer out = empty(SPMD_F32, {2, 3});
+  Buffer far = i64({1, 1}, {3});
+  EXPECT_DEATH(
+      spmd_rt_scatter(out.get(), self.get(), 1, far.get(), self.get(), 0),
+      "spmd_rt_scatter: index 3 is out of bounds for dim 1 of size 3");
+  Buffer wide = i64({1, 4}, {0, 0, 0, 0});
+  EXPECT_DEATH(
+      spmd_rt_scatter(out.get(), self.get(), 0, wide.get(), self.get(), 1),
+      "spmd_rt_scatter_add: index \\[1, 4\\] does not fit src");
+  Buffer best = empty(SPMD_F32, {2, 4});
+  Buffer at = empty(SPMD_I64, {2, 4});
+  EXPECT_DEATH(spmd_rt_topk(best.get(), at.get(), self.get(), 4, 1, 1),
+               "spmd_rt_topk: k 4 is not in \\[0, 3\\]");
+}
+
 TEST(RuntimeKernels, IndexBroadcastIndices) {
   // mask[batch[:, None], position[None, :]] of a [2, 3] mask.
   Buffer mask = i1({2, 3}, {1, 0, 1, 0, 1, 1});

@@ -446,6 +446,33 @@ OPS = [
            "op). Negative indices count "
            "from the end. The indexed dims stay whole; the trailing dims "
            "and the indices' broadcast dims shard through."),
+    Op("scatter.src", "Aten_OtherOp", "scatter", infer="", rule="",
+       types={"index": "Aten_IndexTensor"},
+       kernel_args=["self", "^dim", "index", "src", "=0"],
+       doc="`self` with `out[...][index[i][j]][...] = src[i][j]` along `dim` "
+           "for every position of `index` (`torch.Tensor.scatter`; the "
+           "backward of `topk`). `index` has `self`'s rank and is no larger "
+           "than `src` anywhere nor than `self` outside `dim`. Repeated "
+           "indices: the last position in row-major order wins, as ATen's "
+           "CPU kernel. Linear in `self` and `src` together; the dims other "
+           "than `dim` where `self`, `index` and `src` have one size shard "
+           "through, `dim` stays whole."),
+    Op("scatter_add", "Aten_OtherOp", "scatter", infer="", rule="",
+       types={"index": "Aten_IndexTensor"},
+       kernel_args=["self", "^dim", "index", "src", "=1"],
+       doc="`self` with `out[...][index[i][j]][...] += src[i][j]` along "
+           "`dim` (`torch.Tensor.scatter_add`; the backward of `gather`): "
+           "repeated indices sum. Shapes and sharding as `aten.scatter.src`."),
+    Op("topk", "Aten_OtherOp", "topk", infer="", rule="",
+       results=["values", "indices"], types={"indices": "Aten_IndexTensor"},
+       kernel_args=["self", "k", "^dim", "largest"],
+       doc="The `k` largest (`largest`) or smallest elements of `self` along "
+           "`dim` and their positions (i64), in order: descending for "
+           "`largest`, else ascending, equal values by position, NaN above "
+           "every number (`torch.topk`; ATen leaves ties unordered). The "
+           "results are always sorted, which `sorted = false` allows. A "
+           "mixture-of-experts router's choice of experts. `dim` stays "
+           "whole; the other dims shard through."),
     # Convolution and pooling (channels first: [N, C, spatial...]).
     Op("convolution", "Aten_OtherOp", "convolution", infer="", rule="",
        tensor=FLOAT,

@@ -837,6 +837,66 @@ LogicalResult GatherOp::inferResultTypes(Adaptor adaptor, EmitErrorFn emitError,
   return success();
 }
 
+/// scatter.src and scatter_add: `self`'s type; `index` of `self`'s rank, no
+/// larger than `src` anywhere nor than `self` outside `dim`; `src` of
+/// `self`'s element type (torch.Tensor.scatter's checks).
+static LogicalResult inferScatter(Value selfValue, int64_t dimValue,
+                                  Value indexValue, Value srcValue,
+                                  EmitErrorFn emitError,
+                                  SmallVectorImpl<Type> &types) {
+  auto self = tensorType(selfValue);
+  auto index = tensorType(indexValue);
+  auto src = tensorType(srcValue);
+  auto dim = wrapDim(dimValue, self.getRank(), emitError);
+  if (failed(dim))
+    return failure();
+  if (src.getElementType() != self.getElementType())
+    return emitError() << "src " << src << " and self " << self
+                       << " differ in element type";
+  if (index.getRank() != self.getRank() || src.getRank() != self.getRank())
+    return emitError() << "index " << index << ", src " << src << " and self "
+                       << self << " differ in rank";
+  for (int64_t d = 0; d < self.getRank(); ++d)
+    if (index.getDimSize(d) > src.getDimSize(d) ||
+        (d != *dim && index.getDimSize(d) > self.getDimSize(d)))
+      return emitError() << "index " << index << " is larger than src " << src
+                         << " or self " << self << " along dim " << d;
+  types.push_back(self);
+  return success();
+}
+
+LogicalResult ScatterSrcOp::inferResultTypes(Adaptor adaptor,
+                                             EmitErrorFn emitError,
+                                             SmallVectorImpl<Type> &types) {
+  return inferScatter(adaptor.getSelf(), adaptor.getDim(), adaptor.getIndex(),
+                      adaptor.getSrc(), emitError, types);
+}
+
+LogicalResult ScatterAddOp::inferResultTypes(Adaptor adaptor,
+                                             EmitErrorFn emitError,
+                                             SmallVectorImpl<Type> &types) {
+  return inferScatter(adaptor.getSelf(), adaptor.getDim(), adaptor.getIndex(),
+                      adaptor.getSrc(), emitError, types);
+}
+
+LogicalResult TopkOp::inferResultTypes(Adaptor adaptor, EmitErrorFn emitError,
+                                       SmallVectorImpl<Type> &types) {
+  auto self = tensorType(adaptor.getSelf());
+  auto dim = wrapDim(adaptor.getDim(), self.getRank(), emitError);
+  if (failed(dim))
+    return failure();
+  int64_t k = adaptor.getK();
+  if (k < 0 || k > self.getDimSize(*dim))
+    return emitError() << "k " << k << " is not in [0, "
+                       << self.getDimSize(*dim) << "], the size of dim " << *dim
+                       << " of " << self;
+  SmallVector<int64_t> shape(self.getShape());
+  shape[*dim] = k;
+  types.push_back(self.clone(shape));
+  types.push_back(self.clone(shape, IntegerType::get(self.getContext(), 64)));
+  return success();
+}
+
 LogicalResult IndexTensorOp::inferResultTypes(Adaptor adaptor,
                                               EmitErrorFn emitError,
                                               SmallVectorImpl<Type> &types) {

@@ -505,6 +505,64 @@ std::optional<EinsumRule> GatherOp::getShardingRule() {
   return rule;
 }
 
+/// scatter.src and scatter_add: the result is labelled like `self`; `index`
+/// and `src` share a label where all three have one size outside `dim`,
+/// which stays whole like any dim `index` covers only a part of. Linear in
+/// `self` and `src` together: each result element is one of theirs (or, for
+/// scatter_add, a sum of them), at positions every rank agrees on.
+static EinsumRule scatterRule(Value selfValue, int64_t dimValue,
+                              Value indexValue, Value srcValue) {
+  auto self = cast<RankedTensorType>(selfValue.getType());
+  auto index = cast<RankedTensorType>(indexValue.getType());
+  auto src = cast<RankedTensorType>(srcValue.getType());
+  int64_t rank = self.getRank(), dim = normalizeDim(dimValue, rank);
+  std::string selfLabels = resultLabels(rank);
+  std::string indexLabels = labelsFrom('A', rank);
+  std::string srcLabels = indexLabels;
+  EinsumRule rule;
+  for (int64_t d = 0; d < rank; ++d) {
+    int64_t size = self.getDimSize(d);
+    if (d != dim && index.getDimSize(d) == size && src.getDimSize(d) == size) {
+      indexLabels[d] = srcLabels[d] = selfLabels[d];
+      continue;
+    }
+    rule.unshardable += selfLabels[d];
+    rule.unshardable += indexLabels[d];
+  }
+  rule.operands = {selfLabels, indexLabels, srcLabels};
+  rule.results = {selfLabels};
+  rule.linearGroups = {{0, 2}};
+  rule.movesElements = true;
+  return rule;
+}
+
+std::optional<EinsumRule> ScatterSrcOp::getShardingRule() {
+  return scatterRule(getSelf(), getDim(), getIndex(), getSrc());
+}
+
+/// A sum of elements, not a copy: Partial(sum) passes through, other
+/// Partial kinds do not.
+std::optional<EinsumRule> ScatterAddOp::getShardingRule() {
+  EinsumRule rule = scatterRule(getSelf(), getDim(), getIndex(), getSrc());
+  rule.movesElements = false;
+  return rule;
+}
+
+/// topk: `dim` stays whole in `self` and both results; the other dims
+/// shard through.
+std::optional<EinsumRule> TopkOp::getShardingRule() {
+  auto self = cast<RankedTensorType>(getSelf().getType());
+  int64_t rank = self.getRank(), dim = normalizeDim(getDim(), rank);
+  std::string labels = resultLabels(rank);
+  std::string selfLabels = labels;
+  selfLabels[dim] = 'A';
+  EinsumRule rule;
+  rule.operands = {selfLabels};
+  rule.results = {labels, labels};
+  rule.unshardable = {'A', labels[dim]};
+  return rule;
+}
+
 /// The indexed dims of `self` stay whole; the indices' broadcast dims (the
 /// result's leading ones) and `self`'s trailing dims shard through.
 std::optional<EinsumRule> IndexTensorOp::getShardingRule() {

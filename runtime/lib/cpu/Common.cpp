@@ -277,6 +277,44 @@ void checkGather(const char *kernel, const SpmdBuffer *out,
                   static_cast<long long>(dim));
 }
 
+void checkScatter(const char *kernel, const SpmdBuffer *out,
+                  const SpmdBuffer *self, int64_t dim, const SpmdBuffer *index,
+                  const SpmdBuffer *src) {
+  checkDim(kernel, self, dim);
+  checkSameShape(kernel, "out", out, "self", self);
+  checkSameDTypes(kernel, "self", self, {"out", "src"}, {out, src});
+  bool ok = index->rank == self->rank && src->rank == self->rank;
+  for (int32_t d = 0; d < self->rank && ok; ++d)
+    ok = index->shape[d] <= src->shape[d] &&
+         (d == dim || index->shape[d] <= self->shape[d]);
+  if (!ok)
+    spmd_rt_fatal("%s: index %s does not fit src %s, or self %s outside dim "
+                  "%lld",
+                  kernel, shapeStr(index).c_str(), shapeStr(src).c_str(),
+                  shapeStr(self).c_str(), static_cast<long long>(dim));
+}
+
+DimLayout checkTopk(const char *kernel, const SpmdBuffer *values,
+                    const SpmdBuffer *indices, const SpmdBuffer *self,
+                    int64_t k, int64_t dim) {
+  checkDim(kernel, self, dim);
+  if (k < 0 || k > self->shape[dim])
+    spmd_rt_fatal("%s: k %lld is not in [0, %lld], the size of dim %lld of "
+                  "self %s",
+                  kernel, static_cast<long long>(k),
+                  static_cast<long long>(self->shape[dim]),
+                  static_cast<long long>(dim), shapeStr(self).c_str());
+  checkSameShape(kernel, "values", values, "indices", indices);
+  if (!sameOutsideDim(values, self, dim) || values->shape[dim] != k)
+    spmd_rt_fatal("%s: values %s is not self %s with %lld at dim %lld", kernel,
+                  shapeStr(values).c_str(), shapeStr(self).c_str(),
+                  static_cast<long long>(k), static_cast<long long>(dim));
+  checkSameDTypes(kernel, "self", self, {"values"}, {values});
+  if (indices->dtype != SPMD_I64)
+    spmd_rt_fatal("%s: indices must be i64", kernel);
+  return layoutAround(self, dim);
+}
+
 /// The window entries of `spatial` dims into the last `spatial` slots of
 /// g's 3-D arrays (`<kernel>: <name> needs <spatial> entries ...`).
 static void setWindow(const char *kernel, const char *name, int64_t *to,

@@ -271,6 +271,92 @@ void spmd_rt_gather(SpmdBuffer *out, const SpmdBuffer *self, int64_t dim,
   });
 }
 
+void spmd_rt_scatter(SpmdBuffer *out, const SpmdBuffer *self, int64_t dim,
+                     const SpmdBuffer *index, const SpmdBuffer *src,
+                     int64_t add) {
+  const char *kernel = add ? "spmd_rt_scatter_add" : "spmd_rt_scatter";
+  checkScatter(kernel, out, self, dim, index, src);
+  const int32_t rank = self->rank;
+  int64_t outStrides[SPMD_MAX_RANK], srcStrides[SPMD_MAX_RANK];
+  contiguousStrides(rank, self->shape, outStrides);
+  contiguousStrides(rank, src->shape, srcStrides);
+  std::vector<int64_t> indexStorage;
+  const int64_t *ix = dataAs<int64_t>(index, indexStorage, kernel);
+  cpu::spmd_rt_copy(out, self);
+  dispatch<kAll>(out->dtype, kernel, [&](auto tag) {
+    using T = decltype(tag);
+    T *o = dataOf<T>(out);
+    const T *in = dataOf<T>(src);
+    int64_t at[SPMD_MAX_RANK] = {};
+    const int64_t size = self->shape[dim];
+    // Row-major over index: a repeated position keeps the last write, as
+    // ATen's CPU scatter.
+    for (int64_t i = 0, e = index->numel; i < e; ++i) {
+      int64_t k = ix[i];
+      if (k < -size || k >= size)
+        spmd_rt_fatal("%s: index %lld is out of bounds for dim %lld of size "
+                      "%lld",
+                      kernel, static_cast<long long>(k),
+                      static_cast<long long>(dim),
+                      static_cast<long long>(size));
+      int64_t to = 0, from = 0;
+      for (int32_t d = 0; d < rank; ++d) {
+        to += (d == dim ? (k < 0 ? k + size : k) : at[d]) * outStrides[d];
+        from += at[d] * srcStrides[d];
+      }
+      if constexpr (std::is_same_v<T, bool>)
+        o[to] = add ? (o[to] || in[from]) : in[from];
+      else
+        o[to] = add ? static_cast<T>(o[to] + in[from]) : in[from];
+      for (int32_t d = rank - 1; d >= 0 && ++at[d] == index->shape[d]; --d)
+        at[d] = 0;
+    }
+  });
+}
+
+void spmd_rt_topk(SpmdBuffer *values, SpmdBuffer *indices,
+                  const SpmdBuffer *self, int64_t k, int64_t dim,
+                  int64_t largest) {
+  const char *kernel = "spmd_rt_topk";
+  const DimLayout l = checkTopk(kernel, values, indices, self, k, dim);
+  dispatch<kNumeric>(self->dtype, kernel, [&](auto tag) {
+    using T = decltype(tag);
+    const T *in = dataOf<T>(self);
+    T *v = dataOf<T>(values);
+    int64_t *ix = dataOf<int64_t>(indices);
+    // NaN orders above every number; equal values by position.
+    auto isNan = [](T x) {
+      if constexpr (std::is_floating_point_v<T>)
+        return x != x;
+      return false;
+    };
+    std::vector<int64_t> order(static_cast<size_t>(l.size));
+    for (int64_t outer = 0; outer < l.outer; ++outer)
+      for (int64_t inner = 0; inner < l.inner; ++inner) {
+        const T *row = in + outer * l.size * l.inner + inner;
+        auto at = [&](int64_t j) { return row[j * l.inner]; };
+        auto before = [&](int64_t a, int64_t b) {
+          T x = at(a), y = at(b);
+          bool nx = isNan(x), ny = isNan(y);
+          if (nx != ny)
+            return largest ? nx : ny;
+          if (!nx && x != y)
+            return largest ? x > y : x < y;
+          return a < b;
+        };
+        for (int64_t j = 0; j < l.size; ++j)
+          order[j] = j;
+        std::partial_sort(order.begin(), order.begin() + k, order.end(),
+                          before);
+        const int64_t base = outer * k * l.inner + inner;
+        for (int64_t j = 0; j < k; ++j) {
+          v[base + j * l.inner] = at(order[j]);
+          ix[base + j * l.inner] = order[j];
+        }
+      }
+  });
+}
+
 void spmd_rt_index(SpmdBuffer *out, const SpmdBuffer *self, int32_t n,
                    const SpmdBuffer *const *indices) {
   const char *kernel = "spmd_rt_index";

@@ -309,6 +309,17 @@ def build_cases(z):
         C("cumsum", self=mask(B, S), dim=1, dtype=Dt("i32")),
         C("gather", self=f(B, S, D), dim=1, index=idx(S, B, 2, D)),
         C("gather", self=idx(K, 1, V), dim=1, index=idx(V, 1, S)),
+        C("scatter.src", self=f(N, C_), dim=1, index=In(
+            "derived", fn=lambda v, r: torch.topk(torch.from_numpy(
+                r.standard_normal((N, C_))), 2)[1], desc="topk indices"), src=f(N, 3)),
+        C("scatter.src", self=f(B, S, D), dim=1, index=idx(S, B, 3, D),
+          src=f(B, 4, D)),
+        C("scatter_add", self=f(B, S, D), dim=1, index=idx(S, B, 5, D), src=f(B, 5, D)),
+        C("scatter_add", self=idx(K, K, 2), dim=0, index=idx(K, 2 * K, 2), src=idx(9, 2 * K, 2)),
+        C("topk", self=f(B, S, D), k=3),
+        C("topk", self=f(N, C_), k=2, dim=0, largest=False),
+        C("topk", k=V, dim=1, self=In("derived", fn=lambda v, r: torch.from_numpy(
+            np.stack([r.permutation(V) for _ in range(B)])), desc="permutations")),
         C("index.Tensor", self=mask(B, S), indices=[idx(B, B, 1, 1, 1), idx(S, 1, 1, 1, S)]),
         C("index.Tensor", self=f(K, D), indices=[idx(K, B, S, put={0: -1})]),
         C("index.Tensor", self=f(B, S, D), indices=[idx(B, N), idx(S, N)]),

@@ -1728,9 +1728,10 @@ def Aten_IndexTensorOp : Aten_OtherOp<"index.Tensor"> {
   let description = [{
     Advanced indexing of the leading dims: `self[indices[0], ...,
     indices[k-1]]`. The indices broadcast to one shape `I`; the result is `I
-    + self.shape[k:]` (the capture rejects a `None` index, a slice before an
-    indexed dim). Negative indices count from the end. The indexed dims stay
-    whole; the trailing dims and the indices' broadcast dims shard through.
+    + self.shape[k:]` (the capture writes a `None` index, a slice before an
+    indexed dim, as permutes around this op). Negative indices count from
+    the end. The indexed dims stay whole; the trailing dims and the indices'
+    broadcast dims shard through.
   }];
   let arguments = (ins Aten_Tensor:$self,
                     Variadic<Aten_IndexTensor>:$indices);
@@ -1739,6 +1740,86 @@ def Aten_IndexTensorOp : Aten_OtherOp<"index.Tensor"> {
   let kernelArguments = [{
     return {::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(0), false),
             ::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(1), true)};
+  }];
+  let inferBody = "";
+  let ruleBody = "";
+}
+
+def Aten_ScatterSrcOp : Aten_OtherOp<"scatter.src"> {
+  let summary = "aten::scatter.src(Tensor self, int dim, Tensor index, Tensor src) -> Tensor";
+  let description = [{
+    `self` with `out[...][index[i][j]][...] = src[i][j]` along `dim` for
+    every position of `index` (`torch.Tensor.scatter`; the backward of
+    `topk`). `index` has `self`'s rank and is no larger than `src` anywhere
+    nor than `self` outside `dim`. Repeated indices: the last position in
+    row-major order wins, as ATen's CPU kernel. Linear in `self` and `src`
+    together; the dims other than `dim` where `self`, `index` and `src` have
+    one size shard through, `dim` stays whole.
+  }];
+  let arguments = (ins Aten_Tensor:$self,
+                    I64Attr:$dim,
+                    Aten_IndexTensor:$index,
+                    Aten_Tensor:$src);
+  let results = (outs Aten_Tensor:$result);
+  let kernel = "scatter";
+  let kernelArguments = [{
+    return {::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(0), false),
+            ::spmd::aten::KernelArgument::value(b.getI64IntegerAttr(::spmd::aten::normalizeDim(getDim(), ::llvm::cast<::mlir::RankedTensorType>(getOperation()->getResult(0).getType()).getRank()))),
+            ::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(1), false),
+            ::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(2), false),
+            ::spmd::aten::KernelArgument::value(b.getI64IntegerAttr(0))};
+  }];
+  let inferBody = "";
+  let ruleBody = "";
+}
+
+def Aten_ScatterAddOp : Aten_OtherOp<"scatter_add"> {
+  let summary = "aten::scatter_add(Tensor self, int dim, Tensor index, Tensor src) -> Tensor";
+  let description = [{
+    `self` with `out[...][index[i][j]][...] += src[i][j]` along `dim`
+    (`torch.Tensor.scatter_add`; the backward of `gather`): repeated indices
+    sum. Shapes and sharding as `aten.scatter.src`.
+  }];
+  let arguments = (ins Aten_Tensor:$self,
+                    I64Attr:$dim,
+                    Aten_IndexTensor:$index,
+                    Aten_Tensor:$src);
+  let results = (outs Aten_Tensor:$result);
+  let kernel = "scatter";
+  let kernelArguments = [{
+    return {::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(0), false),
+            ::spmd::aten::KernelArgument::value(b.getI64IntegerAttr(::spmd::aten::normalizeDim(getDim(), ::llvm::cast<::mlir::RankedTensorType>(getOperation()->getResult(0).getType()).getRank()))),
+            ::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(1), false),
+            ::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(2), false),
+            ::spmd::aten::KernelArgument::value(b.getI64IntegerAttr(1))};
+  }];
+  let inferBody = "";
+  let ruleBody = "";
+}
+
+def Aten_TopkOp : Aten_OtherOp<"topk"> {
+  let summary = "aten::topk(Tensor self, SymInt k, int dim=-1, bool largest=True, bool sorted=True) -> (Tensor values, Tensor indices)";
+  let description = [{
+    The `k` largest (`largest`) or smallest elements of `self` along `dim`
+    and their positions (i64), in order: descending for `largest`, else
+    ascending, equal values by position, NaN above every number
+    (`torch.topk`; ATen leaves ties unordered). The results are always
+    sorted, which `sorted = false` allows. A mixture-of-experts router's
+    choice of experts. `dim` stays whole; the other dims shard through.
+  }];
+  let arguments = (ins Aten_Tensor:$self,
+                    I64Attr:$k,
+                    DefaultValuedAttr<I64Attr, "-1">:$dim,
+                    DefaultValuedAttr<BoolAttr, "true">:$largest,
+                    DefaultValuedAttr<BoolAttr, "true">:$sorted);
+  let results = (outs Aten_Tensor:$values,
+                    Aten_IndexTensor:$indices);
+  let kernel = "topk";
+  let kernelArguments = [{
+    return {::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(0), false),
+            ::spmd::aten::KernelArgument::value(getKAttr()),
+            ::spmd::aten::KernelArgument::value(b.getI64IntegerAttr(::spmd::aten::normalizeDim(getDim(), ::llvm::cast<::mlir::RankedTensorType>(getOperation()->getResult(0).getType()).getRank()))),
+            ::spmd::aten::KernelArgument::value(b.getBoolAttr(getLargest()))};
   }];
   let inferBody = "";
   let ruleBody = "";
