@@ -60,13 +60,12 @@ def _set(config, name, value):
 def _build(task, config):
     """The model, with PyTorch's scaled-dot-product attention where the
     class has it, else its own (eager) attention: both are traced op by op
-    or kept whole, never an external kernel. Mixture-of-experts layers run
-    their "batched_mm" experts: each token's chosen experts' weights
-    gathered and applied by bmm, shapes fixed by the batch; the default
-    ("grouped_mm", or "eager") sorts the tokens by expert and sizes the
-    groups from the routing (histc offsets, nonzero), shapes a static graph
-    cannot hold."""
-    config._experts_implementation = "batched_mm"
+    or kept whole, never an external kernel. Mixture-of-experts layers keep
+    the experts implementation transformers picks ("grouped_mm": tokens
+    sorted by expert, one grouped GEMM) unless `_experts_implementation`
+    is passed ("batched_mm": each token's experts' weights gathered, then
+    bmm); "eager" loops over the experts hit (nonzero), shapes a static
+    graph cannot hold."""
     for attention in ("sdpa", "eager"):
         config._attn_implementation = attention
         try:

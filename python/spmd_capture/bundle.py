@@ -18,10 +18,11 @@ import os
 
 import numpy as np
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from . import CaptureError
 from .emit import op_name
-from .trace import forward, loss_of, micro_steps
+from .trace import FLOAT64_BY_DECOMPOSITION, forward, loss_of, micro_steps
 
 # Tolerance of the trace check: both sides are fp32 on the same CPU; only
 # the order of a few reductions and the optimizer's scalar math differ.
@@ -29,8 +30,34 @@ TRACE_RTOL, TRACE_ATOL = 1e-4, 1e-6
 RANDOM_OPS = {"aten.bernoulli.p", "aten.native_dropout"}
 
 
+class _Float64Kernels(TorchDispatchMode):
+    """Ops whose ATen CPU kernels refuse float64 (_grouped_mm takes fp32,
+    bf16 and fp16 only) computed, in the float64 reference step, by spmd's
+    own decomposition of them (trace.FLOAT64_BY_DECOMPOSITION), the same
+    formula the captured graph runs."""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        decomposition = FLOAT64_BY_DECOMPOSITION.get(func)
+        if decomposition is not None and any(
+                isinstance(a, torch.Tensor) and a.dtype == torch.float64 for a in args):
+            out = decomposition(*args, **kwargs)
+            if out is not NotImplemented:
+                return out
+        return func(*args, **kwargs)
+
+
 def eager_step(factory, optimizer, step, seed, float64=False, accumulate=1,
                mixed_precision=None):
+    """(See _eager_step.) The float64 step runs under _Float64Kernels."""
+    if not float64:
+        return _eager_step(factory, optimizer, step, seed, False, accumulate, mixed_precision)
+    with _Float64Kernels():
+        return _eager_step(factory, optimizer, step, seed, True, accumulate, mixed_precision)
+
+
+def _eager_step(factory, optimizer, step, seed, float64=False, accumulate=1,
+                mixed_precision=None):
     """One eager training step; returns the tensors of step.results, in order.
     The factory's model takes the step, or with `float64` a float64 copy of
     it on float64 copies of the floating-point inputs and targets. With

@@ -8,11 +8,13 @@ the traced graph are normalised here:
 
 - dropout's `bernoulli.p` (the functional `bernoulli_`) of an `empty_like(x)`
   is `aten.bernoulli.p` of `x`: only the shape and type are read;
+- any other `empty_like(x)` is `full_like(x, 0)`: its contents are
+  undefined;
 - `add/sub/mul/div.Tensor` with a Python number is the `.Scalar` overload;
 - `scalar_tensor(v)` (a 0-dim tensor made from a number, as `where`'s
   backward writes its zero) is a constant;
 - `lift_fresh_copy` of a constant is the constant itself, and `alias` (what
-  autograd saves of an output) its operand: both are identities on values,
+  autograd saves of an output) and `detach_` its operand: identities on values,
   as is the functional `copy(dst, src)` of a src of dst's shape and dtype.
 
 Every op of the graph that the dialect lacks is collected, and one error
@@ -45,7 +47,7 @@ SCALAR_OVERLOADS = {getattr(aten, op).Tensor: getattr(aten, op).Scalar
 # `sub(n, x)`): the operands swap; `n + alpha * x` swaps only with alpha 1.
 SWAPPED_OVERLOADS = {aten.sub.Tensor: aten.rsub.Scalar, aten.mul.Tensor: aten.mul.Scalar,
                      aten.add.Tensor: aten.add.Scalar}
-PASS_THROUGH = {aten.lift_fresh_copy.default, aten.alias.default}
+PASS_THROUGH = {aten.lift_fresh_copy.default, aten.alias.default, aten.detach_.default}
 # Modules named per unsupported op in the error.
 MAX_PLACES = 4
 
@@ -223,6 +225,11 @@ class Emitter:
             while getattr(src, "target", None) is aten.empty_like.default and len(src.users) == 1:
                 self.absorbed.add(src)
                 src = src.args[0]
+        # Any other empty_like has no defined contents: zeros will do (a
+        # tensor every element of which is then written, `inv[perm] = ...`).
+        for node in graph.nodes:
+            if node.target is aten.empty_like.default and node not in self.absorbed:
+                node.target, node.args = aten.full_like.default, (node.args[0], 0)
         args, out = [], None
         for node in graph.nodes:
             if node.op == "placeholder":

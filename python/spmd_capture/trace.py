@@ -190,15 +190,14 @@ def _index(self, indices):
 
 
 def _index_put(self, indices, values, accumulate=False):
-    """index_put with accumulate (what index.Tensor's backward writes) as a
-    scatter-add of rows: the indexed dims brought to the front and
-    flattened into one row index (negative indices wrapped), the rest of
-    each row flattened, and the rows summed into place by
-    embedding_dense_backward, whose sharding and kernels serve. Without
-    accumulate, repeated indices would have to pick one value: recorded as
-    it is, and reported as unsupported."""
-    if not accumulate or not self.is_floating_point():
-        return NotImplemented
+    """index_put as a scatter of rows: the indexed dims brought to the front
+    and flattened into one row index (negative indices wrapped), `values`
+    broadcast and flattened into rows of the other dims. With accumulate
+    (what index.Tensor's backward writes) the rows of a floating `self` are
+    summed into place by embedding_dense_backward, whose sharding and
+    kernels serve, and added to `self` (other dtypes: scatter_add); without,
+    scatter.src writes them, a repeated index keeping its last row as
+    ATen's CPU kernel (`inv[perm] = arange`, a permutation's inverse)."""
     indices = list(indices) + [None] * (self.dim() - len(indices))
     dims, order, front = _indexed_layout(self, indices)
     indexed = [self.shape[d] for d in dims]
@@ -209,20 +208,135 @@ def _index_put(self, indices, values, accumulate=False):
     first = list(range(front, front + len(batch)))
     values = aten.permute.default(values, first + [d for d in range(values.dim())
                                                    if d not in first])
-    rows = values.reshape(batch + [-1])
+    rows = values.reshape([-1, _numel(rest)])
     flat = None
     for d, size in zip(dims, indexed):
         index = indices[d]
         index = aten.where.self(aten.lt.Scalar(index, 0), aten.add.Scalar(index, size), index)
         flat = index if flat is None else aten.add.Tensor(aten.mul.Scalar(flat, size), index)
-    flat = aten.expand.default(flat, batch)
-    count = 1
-    for size in indexed:
-        count *= size
-    summed = aten.embedding_dense_backward.default(rows, flat, count, -1, False)
-    summed = summed.reshape(indexed + rest)
+    flat = aten.expand.default(flat, batch).reshape([-1])
     back = [order.index(d) for d in range(self.dim())]
-    return aten.add.Tensor(self, aten.permute.default(summed, back))
+    if accumulate and self.is_floating_point():
+        summed = aten.embedding_dense_backward.default(rows, flat, _numel(indexed), -1, False)
+        summed = summed.reshape(indexed + rest)
+        return aten.add.Tensor(self, aten.permute.default(summed, back))
+    target = aten.permute.default(self, order).reshape([_numel(indexed), _numel(rest)])
+    where = aten.expand.default(aten.unsqueeze.default(flat, 1), list(rows.shape))
+    scatter = aten.scatter_add.default if accumulate else aten.scatter.src
+    out = scatter(target, 0, where, rows).reshape(indexed + rest)
+    return aten.permute.default(out, back)
+
+
+def _div_mode(self, other, *, rounding_mode=None):
+    """div.Tensor_mode by a number (`perm // k`) as div.Tensor_mode by a
+    0-dim constant of the promoted dtype, so that the result's dtype is
+    PyTorch's (an integer tensor floor-divided by an int stays integer)."""
+    if isinstance(other, torch.Tensor) or rounding_mode is None:
+        return NotImplemented
+    dtype = torch.result_type(self, other)
+    if self.dtype != dtype:
+        self = aten._to_copy.default(self, dtype=dtype)
+    return aten.div.Tensor_mode(self, aten.scalar_tensor.default(other, dtype=dtype),
+                                rounding_mode=rounding_mode)
+
+
+def _numel(shape):
+    count = 1
+    for size in shape:
+        count *= size
+    return count
+
+
+def _sort(self, dim=-1, descending=False, stable=None):
+    """sort as topk of every element: stable (equal values keep their
+    order), NaN above every number, as ATen's CPU sort. A mixture-of-experts
+    layer's tokens sorted by expert (transformers' grouped_mm experts)."""
+    dim = dim % max(self.dim(), 1)
+    return aten.topk.default(self, self.shape[dim], dim, descending, True)
+
+
+def _sort_stable(self, *, stable=None, dim=-1, descending=False):
+    return _sort(self, dim, descending)
+
+
+def _group_of(offs, count):
+    """For each of `count` positions, its group under the cumulative group
+    ends `offs` (the groups of _grouped_mm): how many ends are <= it."""
+    positions = aten.arange.default(count, dtype=torch.int64)
+    ends = aten._to_copy.default(offs, dtype=torch.int64)
+    below = aten.le.Tensor(aten.unsqueeze.default(ends, 0), aten.unsqueeze.default(positions, 1))
+    return aten.sum.dim_IntList(aten._to_copy.default(below, dtype=torch.int64), [1])
+
+
+def _grouped_mm(self, mat2, offs=None, bias=None, out_dtype=None):
+    """_grouped_mm (transformers' grouped_mm experts) on fixed shapes: 2d x
+    3d (row s of `self` times `mat2[g]`, g its group) as each row's matrix
+    gathered by index and a bmm; 2d x 2d (the weight gradient: the
+    contracted dim grouped, one [M, N] product per group) as `self` masked
+    per group and a bmm. Rows past the last group end, which ATen leaves
+    unwritten, are zero."""
+    if offs is None or bias is not None or out_dtype is not None or self.dim() != 2:
+        return NotImplemented
+    if mat2.dim() == 3:
+        groups = mat2.shape[0]
+        group = _group_of(offs, self.shape[0])
+        inside = aten.lt.Scalar(group, groups)
+        picked = aten.index.Tensor(mat2, [aten.clamp.default(group, None, groups - 1)])
+        out = aten.squeeze.dims(aten.bmm.default(aten.unsqueeze.default(self, 1), picked), [1])
+        return aten.where.self(aten.unsqueeze.default(inside, 1), out,
+                               aten.full_like.default(out, 0))
+    if mat2.dim() == 2:
+        groups, (m, k), n = offs.shape[0], self.shape, mat2.shape[1]
+        group = _group_of(offs, k)
+        member = aten.eq.Tensor(aten.unsqueeze.default(group, 0),
+                                aten.unsqueeze.default(aten.arange.default(groups), 1))
+        masked = aten.mul.Tensor(aten.unsqueeze.default(self, 0),
+                                 aten.unsqueeze.default(
+                                     aten._to_copy.default(member, dtype=self.dtype), 1))
+        return aten.bmm.default(masked, aten.expand.default(mat2, [groups, k, n]))
+    return NotImplemented
+
+
+def _linspace_values(start, end, steps, dtype):
+    """ATen's CPU linspace in `dtype`'s arithmetic: start + step * i for the
+    first half, end - step * (steps - 1 - i) for the rest."""
+    import numpy as np
+    t = {torch.float32: np.float32, torch.float64: np.float64}[dtype]
+    start, end = t(start), t(end)
+    step = (end - start) / t(steps - 1)
+    return [start + step * t(i) if i < steps // 2 else end - step * t(steps - 1 - i)
+            for i in range(steps)]
+
+
+def _histc(self, bins=100, min=0, max=0):
+    """histc over a given range as ATen's CPU kernel: elements outside
+    [min, max] (and NaN) are left out; an element's bin is linearly
+    interpolated, `(x - min) * bins / (max - min)`, then corrected against
+    the linspace edges around it (upper_bound over edges [pos - 1, pos + 2)),
+    the last bin closed on the right; counts in self's dtype. A range taken
+    from the data (min == max) is not supported."""
+    if min == max or self.dtype not in (torch.float32, torch.float64):
+        return NotImplemented
+    flat = self.reshape([-1])
+    inside = aten.bitwise_and.Tensor(aten.ge.Scalar(flat, min), aten.le.Scalar(flat, max))
+    scaled = aten.div.Scalar(aten.mul.Scalar(aten.sub.Scalar(flat, min), bins), max - min)
+    pos = aten._to_copy.default(aten.where.self(inside, scaled, aten.full_like.default(scaled, 0)),
+                                dtype=torch.int64)
+    edges = torch.tensor(_linspace_values(min, max, bins + 1, self.dtype), dtype=self.dtype)
+    low = aten.clamp.default(aten.sub.Scalar(pos, 1), 0, None)
+    high = aten.clamp.default(aten.add.Scalar(pos, 2), None, bins + 1)
+    bin_ = aten.sub.Scalar(low, 1)
+    for j in range(3):
+        at = aten.add.Scalar(low, j)
+        edge = aten.index.Tensor(edges, [aten.clamp.default(at, None, bins)])
+        counted = aten.bitwise_and.Tensor(aten.lt.Tensor(at, high), aten.le.Tensor(edge, flat))
+        bin_ = aten.add.Tensor(bin_, aten._to_copy.default(counted, dtype=torch.int64))
+    bin_ = aten.clamp.default(bin_, 0, bins - 1)
+    hit = aten.bitwise_and.Tensor(
+        aten.eq.Tensor(aten.unsqueeze.default(bin_, 1),
+                       aten.unsqueeze.default(aten.arange.default(bins), 0)),
+        aten.unsqueeze.default(inside, 1))
+    return aten.sum.dim_IntList(aten._to_copy.default(hit, dtype=self.dtype), [0])
 
 
 def _repeat_heads(kv, heads):
@@ -281,9 +395,19 @@ DECOMPOSED_BY_SPMD = {
     aten.index.Tensor: _index,
     aten.index_put.default: _index_put,
     aten.bitwise_not.default: _bitwise_not,
+    aten.sort.default: _sort,
+    aten.div.Tensor_mode: _div_mode,
+    aten.sort.stable: _sort_stable,
+    aten._grouped_mm.default: _grouped_mm,
+    aten.histc.default: _histc,
     aten._scaled_dot_product_flash_attention_for_cpu.default: _attention_gqa,
     aten._scaled_dot_product_flash_attention_for_cpu_backward.default: _attention_gqa_backward,
 }
+
+
+# Ops whose ATen CPU kernels refuse float64: the float64 reference step
+# (bundle.py) computes them by these decompositions.
+FLOAT64_BY_DECOMPOSITION = {aten._grouped_mm.default: _grouped_mm}
 
 
 def decompositions():

@@ -190,6 +190,11 @@ DimLayout layoutAround(const SpmdBuffer *b, int64_t dim);
 /// it, the index of gelu's variant (KernelList.def).
 int64_t checkApproximate(const char *kernel, int64_t approximate);
 
+/// Elementwise: fatal unless div's `rounding_mode` is 0 (trunc) or 1
+/// (floor): `<kernel>: rounding_mode must be 0 (trunc) or 1 (floor), got
+/// <m>`. Returns it, the index of the variant (KernelList.def).
+int64_t checkRoundingMode(const char *kernel, int64_t roundingMode);
+
 /// Elementwise: fatal unless clamp has a bound (`<kernel>: neither min nor
 /// max is given`). Returns the index of its variant (KernelList.def): 0 min
 /// only, 1 max only, 2 both.

@@ -67,6 +67,47 @@ template <typename T, typename Math> struct DivTensor {
   }
 };
 
+/// ATen's div with rounding_mode "trunc": integers divide in C++ (toward
+/// zero), floats truncate the quotient. An integer division by zero gives
+/// 0 (ATen raises).
+template <typename T, typename Math> struct DivTrunc {
+  SPMD_RT_HOST_DEVICE T operator()(T self, T other) const {
+    if constexpr (std::is_integral_v<T>)
+      return other == T(0) ? T(0) : static_cast<T>(self / other);
+    else
+      return std::trunc(self / other);
+  }
+};
+
+/// ATen's div with rounding_mode "floor" (div_floor_integer and
+/// div_floor_floating): Python's `//`, the float quotient computed from
+/// fmod so that it is exact where the true quotient is an integer.
+template <typename T, typename Math> struct DivFloor {
+  SPMD_RT_HOST_DEVICE T operator()(T self, T other) const {
+    if constexpr (std::is_integral_v<T>) {
+      if (other == T(0))
+        return T(0);
+      T quotient = static_cast<T>(self / other);
+      if (self % other != T(0) && ((self < T(0)) != (other < T(0))))
+        --quotient;
+      return quotient;
+    } else {
+      if (other == T(0))
+        return self / other;
+      T mod = std::fmod(self, other);
+      T quotient = (self - mod) / other;
+      if (mod != T(0) && (other < T(0)) != (mod < T(0)))
+        quotient -= T(1);
+      if (quotient == T(0))
+        return std::copysign(T(0), self / other);
+      T floored = std::floor(quotient);
+      if (quotient - floored > T(0.5))
+        floored += T(1);
+      return floored;
+    }
+  }
+};
+
 /// ATen's order of operations: self + (value * t1) * t2.
 template <typename T, typename Math> struct Addcmul {
   T value;

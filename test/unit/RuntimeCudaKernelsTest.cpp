@@ -1057,6 +1057,33 @@ TEST_F(CudaKernels, AbsMaximumPowClamp) {
   CHECK_KERNEL(kElementwise, maximum, Tensor(SPMD_F32, out), xi, f);
 }
 
+/// div with rounding_mode trunc (0) and floor (1): quotients of both signs,
+/// exact integer quotients, and an integer zero divisor (0, as the CPU).
+TEST_F(CudaKernels, DivRoundingModes) {
+  const Shape out = {3, 5, 7};
+  auto divisors = [](DType dt, const Shape &shape) {
+    return generate(dt, shape, [](int64_t i) {
+      return (i % 2 ? -1.0 : 1.0) * (0.5 + 0.25 * double(i % 7));
+    });
+  };
+  for (int32_t dt : kFloatTypes) {
+    SCOPED_TRACE(spmd_rt_dtype_name(dt));
+    Tensor x = random(dt, out, -5, 5);
+    Tensor whole =
+        generate(dt, out, [](int64_t i) { return double(i % 13 - 6); });
+    for (int64_t mode : {0, 1}) {
+      CHECK_KERNEL(kElementwise, div_tensor_mode, Tensor(dt, out), x,
+                   divisors(dt, {7}), mode);
+      CHECK_KERNEL(kElementwise, div_tensor_mode, Tensor(dt, out), whole,
+                   divisors(dt, {5, 1}), mode);
+    }
+  }
+  Tensor xi = random(SPMD_I64, out, -1000, 1000);
+  Tensor yi = generate(SPMD_I64, {7}, [](int64_t i) { return double(i - 3); });
+  for (int64_t mode : {0, 1})
+    CHECK_KERNEL(kExact, div_tensor_mode, Tensor(SPMD_I64, out), xi, yi, mode);
+}
+
 TEST_F(CudaKernels, UnaryOps) {
   const double inf = std::numeric_limits<double>::infinity();
   const double nan = std::numeric_limits<double>::quiet_NaN();
@@ -3736,7 +3763,7 @@ TEST_F(CudaKernels, LacksOnlyCpuOnlyKernels) {
   EXPECT_EQ(cuda.adaptive_avg_pool2d_backward, nullptr);
   EXPECT_EQ(cuda.scatter, nullptr);
   EXPECT_EQ(cuda.topk, nullptr);
-  EXPECT_EQ(kernelListNames().size(), 97u);
+  EXPECT_EQ(kernelListNames().size(), 98u);
 }
 
 TEST_F(CudaKernelsDeathTest, LackingKernelIsReported) {

@@ -1009,6 +1009,30 @@ TEST(RuntimeKernels, Gather) {
   expectF32(picked, {3, 1, 5});
 }
 
+TEST(RuntimeKernels, DivRoundingModes) {
+  // Python's // and C's / on integers of both signs; a zero divisor gives 0.
+  Buffer a = i64({5}, {7, -7, 7, -7, 3});
+  Buffer b = i64({5}, {2, 2, -2, -2, 0});
+  Buffer out = empty(SPMD_I64, {5});
+  spmd_rt_div_tensor_mode(out.get(), a.get(), b.get(), 1);
+  expectExact<int64_t>(out, {3, -4, -4, 3, 0});
+  spmd_rt_div_tensor_mode(out.get(), a.get(), b.get(), 0);
+  expectExact<int64_t>(out, {3, -3, -3, 3, 0});
+  // Floats: floor of -0.5 is -1, a zero quotient keeps its sign.
+  Buffer x = f32({4}, {-1, 5.5f, -0.5f, 0.25f});
+  Buffer y = f32({4}, {2, -2, 1, -1});
+  Buffer q = empty(SPMD_F32, {4});
+  spmd_rt_div_tensor_mode(q.get(), x.get(), y.get(), 1);
+  expectF32(q, {-1, -3, -1, -1});
+  spmd_rt_div_tensor_mode(q.get(), x.get(), y.get(), 0);
+  std::vector<float> t = values<float>(q);
+  EXPECT_EQ(t[0], -0.0f);
+  EXPECT_TRUE(std::signbit(t[0]));
+  EXPECT_EQ(t[1], -2);
+  EXPECT_TRUE(std::signbit(t[2]));
+  EXPECT_TRUE(std::signbit(t[3]));
+}
+
 TEST(RuntimeKernels, ScatterAndScatterAdd) {
   // Along dim 1 of a [2, 3]: row 0 writes columns 2 and 0, row 1 writes
   // column 1 twice (the last write wins; scatter_add sums both).

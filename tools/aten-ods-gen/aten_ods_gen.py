@@ -138,6 +138,8 @@ def ods_type(op, arg):
             return 'DefaultValuedAttr<F64Attr, "%s">' % default
         return "F64Attr"
     if t == "str":
+        if default is None:
+            return "StrAttr"
         return "DefaultValuedStrAttr<StrAttr, %s>" % default
     if t == "ScalarType":
         return "OptionalAttr<TypeAttr>" if optional else "TypeAttr"

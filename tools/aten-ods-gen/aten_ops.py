@@ -70,6 +70,13 @@ OPS = [
        infer="Aten_InferTrueDivide",
        doc="True division: integer operands give the default float dtype "
            "(f32)."),
+    Op("div.Tensor_mode", "Aten_PointwiseOp", "div_tensor_mode",
+       tensor="Aten_NumericTensor", required=["rounding_mode"],
+       values={"rounding_mode": ["trunc", "floor"]},
+       doc="`self / other` rounded toward zero (`trunc`) or down (`floor`, "
+           "Python's `//`), broadcasting, in the promoted dtype "
+           "(`torch.div(..., rounding_mode=...)`). Integers divide exactly; "
+           "an integer division by zero gives 0 (ATen raises)."),
     Op("addcmul", 'Aten_PointwiseOp<"{{0, 1}, {0, 2}}">', "addcmul",
        doc="`self + value * tensor1 * tensor2`, broadcasting."),
     Op("addcdiv", 'Aten_PointwiseOp<"{{0, 1}}">', "addcdiv",

@@ -146,6 +146,14 @@ int64_t checkApproximate(const char *kernel, int64_t approximate) {
   return approximate;
 }
 
+int64_t checkRoundingMode(const char *kernel, int64_t roundingMode) {
+  if (roundingMode != 0 && roundingMode != 1)
+    spmd_rt_fatal("%s: rounding_mode must be 0 (trunc) or 1 (floor), got "
+                  "%lld",
+                  kernel, static_cast<long long>(roundingMode));
+  return roundingMode;
+}
+
 int64_t clampVariant(const char *kernel, int64_t hasMin, int64_t hasMax) {
   if (!hasMin && !hasMax)
     spmd_rt_fatal("%s: neither min nor max is given", kernel);

@@ -167,6 +167,14 @@ def build_cases(z):
         C("mul.Tensor", self=f(B, S, D), other=f(B, S, D)),
         C("mul.Tensor", self=f(B, S, D), other=mask(B, S, D)),
         C("div.Tensor", self=f(D), other=pos(B, D)),
+        C("div.Tensor_mode", self=f(B, D), other=In("derived", fn=lambda v, r: torch.from_numpy(
+            r.uniform(0.5, 2.0, (B, D)) * r.choice([-1.0, 1.0], (B, D))).float(),
+            desc="+-[0.5, 2)"), rounding_mode="floor"),
+        C("div.Tensor_mode", self=In("derived", fn=lambda v, r: torch.from_numpy(
+            r.integers(-20, 20, (B, S))), desc="integers"), other=In(
+            "derived", fn=lambda v, r: torch.from_numpy(r.integers(1, 4, (S,)) * r.choice(
+                [-1, 1], (S,))), desc="nonzero integers"), rounding_mode="floor"),
+        C("div.Tensor_mode", self=f(B, S, D), other=pos(D), rounding_mode="trunc"),
         C("addcmul", self=f(B, D), tensor1=f(B, D), tensor2=f(D), value=0.5),
         C("addcdiv", self=f(B, D), tensor1=f(B, D), tensor2=pos(B, D), value=-0.1),
         C("threshold_backward", grad_output=f(B, S, D), self=f(B, S, D), threshold=0),

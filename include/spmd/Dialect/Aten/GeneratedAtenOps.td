@@ -68,6 +68,26 @@ def Aten_DivTensorOp : Aten_PointwiseOp<"div.Tensor", "{{0}}"> {
   let inferBody = Aten_InferTrueDivide;
 }
 
+def Aten_DivTensorModeOp : Aten_PointwiseOp<"div.Tensor_mode"> {
+  let summary = "aten::div.Tensor_mode(Tensor self, Tensor other, *, str? rounding_mode) -> Tensor";
+  let description = [{
+    `self / other` rounded toward zero (`trunc`) or down (`floor`, Python's
+    `//`), broadcasting, in the promoted dtype (`torch.div(...,
+    rounding_mode=...)`). Integers divide exactly; an integer division by
+    zero gives 0 (ATen raises).
+  }];
+  let arguments = (ins Aten_NumericTensor:$self,
+                    Aten_NumericTensor:$other,
+                    StrAttr:$rounding_mode);
+  let results = (outs Aten_NumericTensor:$result);
+  let kernel = "div_tensor_mode";
+  let kernelArguments = [{
+    return {::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(0), false),
+            ::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(1), false),
+            ::spmd::aten::KernelArgument::value(b.getI64IntegerAttr(::spmd::aten::detail::indexOf(getRoundingMode(), {"trunc", "floor"})))};
+  }];
+}
+
 def Aten_AddcmulOp : Aten_PointwiseOp<"addcmul", "{{0, 1}, {0, 2}}"> {
   let summary = "aten::addcmul(Tensor self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor";
   let description = [{
