@@ -10,6 +10,7 @@
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/EquivalenceClasses.h"
 #include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/SmallPtrSet.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/GlobPattern.h"
@@ -70,6 +71,66 @@ Placement normalized(Placement p, int64_t rank) {
   if (p.isShardLike())
     p.dim = aten::normalizeDim(p.dim, rank);
   return p;
+}
+
+/// The view that flattened `v`'s leading dims out of a higher-rank tensor,
+/// found upstream through the ops that keep `v`'s rows (operands with `v`'s
+/// dim-0 size: the norm, the projections and activations of OPT's MLP,
+/// which runs on [B·S, H] flattened from [B, S, H]), and the number of
+/// source dims merged into dim 0. A view that does not flatten ends the
+/// search; so does a distance of 32 ops.
+std::optional<std::pair<Operation *, int64_t>> flatteningView(Value v) {
+  auto rowsOf = [](Value x) {
+    auto t = dyn_cast<RankedTensorType>(x.getType());
+    return t && t.getRank() > 0 ? t.getDimSize(0) : int64_t(-1);
+  };
+  int64_t rows = rowsOf(v);
+  SmallVector<Value> work = {v};
+  llvm::SmallPtrSet<Operation *, 32> seen;
+  while (!work.empty() && seen.size() < 32) {
+    Operation *op = work.pop_back_val().getDefiningOp();
+    if (!op || !seen.insert(op).second || op->getNumOperands() == 0)
+      continue;
+    if (aten::isSameElementsView(op)) {
+      auto from = cast<RankedTensorType>(op->getOperand(0).getType());
+      auto to = cast<RankedTensorType>(op->getResult(0).getType());
+      int64_t merged = 0, product = 1;
+      while (merged < from.getRank() && product < to.getDimSize(0))
+        product *= from.getDimSize(merged++);
+      if (from.getRank() > to.getRank() && merged > 1 &&
+          product == to.getDimSize(0) &&
+          from.getShape().drop_front(merged) == to.getShape().drop_front())
+        return std::make_pair(op, merged);
+      continue;
+    }
+    for (Value operand : op->getOperands())
+      if (rowsOf(operand) == rows)
+        work.push_back(operand);
+  }
+  return std::nullopt;
+}
+
+/// A plan's Shard(d), d >= 0, for a value a view flattened (flatteningView)
+/// counts d in the unflattened tensor's dims, as the model's code does: on
+/// OPT's [B·S, H], Shard(1) is the sequence, StridedShard(0, B) of the
+/// flattened value (DTensor's view rule). Negative dims, and values no view
+/// flattened, keep their meaning.
+Placement unflattened(Value v, Placement p) {
+  if (p.kind != Placement::Kind::Shard || p.dim <= 0)
+    return p;
+  auto found = flatteningView(v);
+  if (!found)
+    return p;
+  auto from = cast<RankedTensorType>(found->first->getOperand(0).getType());
+  int64_t merged = found->second;
+  if (p.dim >= from.getRank())
+    return p;
+  if (p.dim >= merged)
+    return Placement::shard(p.dim - merged + 1);
+  int64_t outer = 1;
+  for (int64_t d = 0; d < p.dim; ++d)
+    outer *= from.getDimSize(d);
+  return Placement::stridedShard(0, outer);
 }
 
 StringRef styleName(Style style) {
@@ -844,7 +905,7 @@ LogicalResult spmd::constrainTPBoundaries(func::FuncOp fn,
         Value current = v;
         SmallVector<Operation *> created;
         for (Placement p : chain) {
-          p = normalized(p, type.getRank());
+          p = normalized(unflattened(v, p), type.getRank());
           if (p.isShardLike() && (p.dim < 0 || p.dim >= type.getRank()))
             return emitError(fn.getLoc(), "TP plan entry '")
                    << entry->pattern << "': the " << what << " of module '" << m
