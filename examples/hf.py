@@ -94,6 +94,10 @@ def lm(model_type="gpt2", task="causal", batch=2, seq=8, vocab=96, hidden=64,
     _set(config, "layers", layers)
     _set(config, "kv_heads", heads if kv_heads is None else kv_heads)
     _set(config, "positions", max(seq, 16))
+    # A factorized embedding no wider than the hidden size (MobileBERT's
+    # head projects to hidden - embedding_size).
+    if isinstance(getattr(config, "embedding_size", None), int) and config.embedding_size > hidden:
+        config.embedding_size = hidden // 2
     for field in ("head_dim", "rotary_dim"):  # partial rotary: whole heads
         settable = not isinstance(getattr(type(config), field, None), property)
         if settable and isinstance(getattr(config, field, None), int):

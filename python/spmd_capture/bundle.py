@@ -49,11 +49,20 @@ class _Float64Kernels(TorchDispatchMode):
 
 def eager_step(factory, optimizer, step, seed, float64=False, accumulate=1,
                mixed_precision=None):
-    """(See _eager_step.) The float64 step runs under _Float64Kernels."""
+    """(See _eager_step.) The float64 step runs under _Float64Kernels, with
+    float64 the default dtype, so that what the model makes in forward
+    follows its copy (XGLM's `torch.full((), finfo(dtype).min)` would not fit
+    a float32)."""
     if not float64:
         return _eager_step(factory, optimizer, step, seed, False, accumulate, mixed_precision)
-    with _Float64Kernels():
-        return _eager_step(factory, optimizer, step, seed, True, accumulate, mixed_precision)
+    default = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        with _Float64Kernels():
+            return _eager_step(factory, optimizer, step, seed, True, accumulate,
+                               mixed_precision)
+    finally:
+        torch.set_default_dtype(default)
 
 
 def _eager_step(factory, optimizer, step, seed, float64=False, accumulate=1,

@@ -247,16 +247,17 @@ def _numel(shape):
     return count
 
 
-def _sort(self, dim=-1, descending=False, stable=None):
-    """sort as topk of every element: stable (equal values keep their
-    order), NaN above every number, as ATen's CPU sort. A mixture-of-experts
-    layer's tokens sorted by expert (transformers' grouped_mm experts)."""
-    dim = dim % max(self.dim(), 1)
-    return aten.topk.default(self, self.shape[dim], dim, descending, True)
+def _sort(self, dim=-1, descending=False):
+    """sort.default as sort.stable with stable=False (what ATen runs
+    underneath), the dialect's one sort op."""
+    return aten.sort.stable(self, stable=False, dim=dim, descending=descending)
 
 
 def _sort_stable(self, *, stable=None, dim=-1, descending=False):
-    return _sort(self, dim, descending)
+    """sort.stable with stable=None spelled out (False, ATen's default)."""
+    if stable is not None:
+        return NotImplemented
+    return aten.sort.stable(self, stable=False, dim=dim, descending=descending)
 
 
 def _group_of(offs, count):
@@ -297,41 +298,21 @@ def _grouped_mm(self, mat2, offs=None, bias=None, out_dtype=None):
     return NotImplemented
 
 
-def _linspace_values(start, end, steps, dtype):
-    """ATen's CPU linspace in `dtype`'s arithmetic: start + step * i for the
-    first half, end - step * (steps - 1 - i) for the rest."""
-    import numpy as np
-    t = {torch.float32: np.float32, torch.float64: np.float64}[dtype]
-    start, end = t(start), t(end)
-    step = (end - start) / t(steps - 1)
-    return [start + step * t(i) if i < steps // 2 else end - step * t(steps - 1 - i)
-            for i in range(steps)]
-
-
 def _histc(self, bins=100, min=0, max=0):
     """histc over a given range as ATen's CPU kernel: elements outside
     [min, max] (and NaN) are left out; an element's bin is linearly
-    interpolated, `(x - min) * bins / (max - min)`, then corrected against
-    the linspace edges around it (upper_bound over edges [pos - 1, pos + 2)),
-    the last bin closed on the right; counts in self's dtype. A range taken
-    from the data (min == max) is not supported."""
+    interpolated in self's dtype, `(x - min) * bins / (max - min)`
+    truncated, the last bin closed on the right (histc's linear
+    interpolation has no search against the edges); a one-hot of the bins
+    summed, counts in self's dtype. A range taken from the data
+    (min == max) is not supported."""
     if min == max or self.dtype not in (torch.float32, torch.float64):
         return NotImplemented
     flat = self.reshape([-1])
     inside = aten.bitwise_and.Tensor(aten.ge.Scalar(flat, min), aten.le.Scalar(flat, max))
     scaled = aten.div.Scalar(aten.mul.Scalar(aten.sub.Scalar(flat, min), bins), max - min)
-    pos = aten._to_copy.default(aten.where.self(inside, scaled, aten.full_like.default(scaled, 0)),
-                                dtype=torch.int64)
-    edges = torch.tensor(_linspace_values(min, max, bins + 1, self.dtype), dtype=self.dtype)
-    low = aten.clamp.default(aten.sub.Scalar(pos, 1), 0, None)
-    high = aten.clamp.default(aten.add.Scalar(pos, 2), None, bins + 1)
-    bin_ = aten.sub.Scalar(low, 1)
-    for j in range(3):
-        at = aten.add.Scalar(low, j)
-        edge = aten.index.Tensor(edges, [aten.clamp.default(at, None, bins)])
-        counted = aten.bitwise_and.Tensor(aten.lt.Tensor(at, high), aten.le.Tensor(edge, flat))
-        bin_ = aten.add.Tensor(bin_, aten._to_copy.default(counted, dtype=torch.int64))
-    bin_ = aten.clamp.default(bin_, 0, bins - 1)
+    scaled = aten.where.self(inside, scaled, aten.full_like.default(scaled, 0))
+    bin_ = aten.clamp.default(aten._to_copy.default(scaled, dtype=torch.int64), None, bins - 1)
     hit = aten.bitwise_and.Tensor(
         aten.eq.Tensor(aten.unsqueeze.default(bin_, 1),
                        aten.unsqueeze.default(aten.arange.default(bins), 0)),

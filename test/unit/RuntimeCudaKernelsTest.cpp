@@ -3749,8 +3749,8 @@ const std::vector<std::string> &kernelListNames() {
 
 /// The kernels the CUDA backend lacks (null table entries, Backend.cpp's
 /// SPMD_RT_CUDA_LACKS_<name>): a call reports "not implemented by backend
-/// 'cuda'". Convolution, pooling, topk and scatter run on the CPU backend
-/// only.
+/// 'cuda'". Convolution, pooling, topk, sort and scatter run on the CPU
+/// backend only.
 TEST_F(CudaKernels, LacksOnlyCpuOnlyKernels) {
   const spmd::rt::Backend &cuda = spmd::rt::cuda::backend();
   EXPECT_EQ(cuda.convolution, nullptr);
@@ -3762,6 +3762,7 @@ TEST_F(CudaKernels, LacksOnlyCpuOnlyKernels) {
   EXPECT_EQ(cuda.adaptive_avg_pool2d, nullptr);
   EXPECT_EQ(cuda.adaptive_avg_pool2d_backward, nullptr);
   EXPECT_EQ(cuda.scatter, nullptr);
+  EXPECT_EQ(cuda.sort, nullptr);
   EXPECT_EQ(cuda.topk, nullptr);
   EXPECT_EQ(kernelListNames().size(), 98u);
 }

@@ -1072,6 +1072,19 @@ TEST(RuntimeKernels, Topk) {
   expectExact<int64_t>(where, {1, 0, 0, 2, 2, 1});
 }
 
+TEST(RuntimeKernels, SortIsStable) {
+  // Along dim 1, ties keep their order ascending and descending.
+  Buffer self = f32({2, 4}, {2, 1, 2, 1, 0, 3, 3, -1});
+  Buffer sorted = empty(SPMD_F32, {2, 4});
+  Buffer at = empty(SPMD_I64, {2, 4});
+  spmd_rt_sort(sorted.get(), at.get(), self.get(), 1, 0);
+  expectF32(sorted, {1, 1, 2, 2, -1, 0, 3, 3});
+  expectExact<int64_t>(at, {1, 3, 0, 2, 3, 0, 1, 2});
+  spmd_rt_sort(sorted.get(), at.get(), self.get(), 1, 1);
+  expectF32(sorted, {2, 2, 1, 1, 3, 3, 0, -1});
+  expectExact<int64_t>(at, {0, 2, 1, 3, 1, 2, 0, 3});
+}
+
 TEST_F(RuntimeKernelsDeathTest, ScatterAndTopkRejectBadOperands) {
   Buffer self = iota<float>({2, 3});
   Buffer out = empty(SPMD_F32, {2, 3});

@@ -470,6 +470,16 @@ OPS = [
        doc="`self` with `out[...][index[i][j]][...] += src[i][j]` along "
            "`dim` (`torch.Tensor.scatter_add`; the backward of `gather`): "
            "repeated indices sum. Shapes and sharding as `aten.scatter.src`."),
+    Op("sort.stable", "Aten_OtherOp", "sort", infer="", rule="",
+       results=["values", "indices"], types={"indices": "Aten_IndexTensor"},
+       required=["stable"], kernel_args=["self", "^dim", "descending"],
+       doc="`self` sorted along `dim`, ascending or `descending`, and the "
+           "elements' positions (i64): always stable (equal values keep "
+           "their order, which `stable = false` allows), NaN above every "
+           "number (`torch.sort`; the capture writes `sort.default` as this "
+           "op with `stable = false`). A mixture-of-experts layer's tokens "
+           "sorted by expert. `dim` stays whole; the other dims shard "
+           "through."),
     Op("topk", "Aten_OtherOp", "topk", infer="", rule="",
        results=["values", "indices"], types={"indices": "Aten_IndexTensor"},
        kernel_args=["self", "k", "^dim", "largest"],

@@ -879,6 +879,17 @@ LogicalResult ScatterAddOp::inferResultTypes(Adaptor adaptor,
                       adaptor.getSrc(), emitError, types);
 }
 
+LogicalResult SortStableOp::inferResultTypes(Adaptor adaptor,
+                                             EmitErrorFn emitError,
+                                             SmallVectorImpl<Type> &types) {
+  auto self = tensorType(adaptor.getSelf());
+  if (failed(wrapDim(adaptor.getDim(), self.getRank(), emitError)))
+    return failure();
+  types.push_back(self);
+  types.push_back(self.clone(IntegerType::get(self.getContext(), 64)));
+  return success();
+}
+
 LogicalResult TopkOp::inferResultTypes(Adaptor adaptor, EmitErrorFn emitError,
                                        SmallVectorImpl<Type> &types) {
   auto self = tensorType(adaptor.getSelf());

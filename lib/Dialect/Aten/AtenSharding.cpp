@@ -548,11 +548,11 @@ std::optional<EinsumRule> ScatterAddOp::getShardingRule() {
   return rule;
 }
 
-/// topk: `dim` stays whole in `self` and both results; the other dims
-/// shard through.
-std::optional<EinsumRule> TopkOp::getShardingRule() {
-  auto self = cast<RankedTensorType>(getSelf().getType());
-  int64_t rank = self.getRank(), dim = normalizeDim(getDim(), rank);
+/// topk and sort: `dim` stays whole in `self` and both results; the other
+/// dims shard through.
+static EinsumRule selectionRule(Value selfValue, int64_t dimValue) {
+  auto self = cast<RankedTensorType>(selfValue.getType());
+  int64_t rank = self.getRank(), dim = normalizeDim(dimValue, rank);
   std::string labels = resultLabels(rank);
   std::string selfLabels = labels;
   selfLabels[dim] = 'A';
@@ -561,6 +561,14 @@ std::optional<EinsumRule> TopkOp::getShardingRule() {
   rule.results = {labels, labels};
   rule.unshardable = {'A', labels[dim]};
   return rule;
+}
+
+std::optional<EinsumRule> TopkOp::getShardingRule() {
+  return selectionRule(getSelf(), getDim());
+}
+
+std::optional<EinsumRule> SortStableOp::getShardingRule() {
+  return selectionRule(getSelf(), getDim());
 }
 
 /// The indexed dims of `self` stay whole; the indices' broadcast dims (the

@@ -314,17 +314,18 @@ void spmd_rt_scatter(SpmdBuffer *out, const SpmdBuffer *self, int64_t dim,
   });
 }
 
-void spmd_rt_topk(SpmdBuffer *values, SpmdBuffer *indices,
-                  const SpmdBuffer *self, int64_t k, int64_t dim,
-                  int64_t largest) {
-  const char *kernel = "spmd_rt_topk";
+/// The first k of self's elements along `dim` in order, largest first
+/// (largest) or smallest first, equal values by position, NaN above every
+/// number: topk, and sort (k the whole dim).
+static void selectAlong(const char *kernel, SpmdBuffer *values,
+                        SpmdBuffer *indices, const SpmdBuffer *self, int64_t k,
+                        int64_t dim, bool largest) {
   const DimLayout l = checkTopk(kernel, values, indices, self, k, dim);
   dispatch<kNumeric>(self->dtype, kernel, [&](auto tag) {
     using T = decltype(tag);
     const T *in = dataOf<T>(self);
     T *v = dataOf<T>(values);
     int64_t *ix = dataOf<int64_t>(indices);
-    // NaN orders above every number; equal values by position.
     auto isNan = [](T x) {
       if constexpr (std::is_floating_point_v<T>)
         return x != x;
@@ -355,6 +356,20 @@ void spmd_rt_topk(SpmdBuffer *values, SpmdBuffer *indices,
         }
       }
   });
+}
+
+void spmd_rt_topk(SpmdBuffer *values, SpmdBuffer *indices,
+                  const SpmdBuffer *self, int64_t k, int64_t dim,
+                  int64_t largest) {
+  selectAlong("spmd_rt_topk", values, indices, self, k, dim, largest != 0);
+}
+
+void spmd_rt_sort(SpmdBuffer *values, SpmdBuffer *indices,
+                  const SpmdBuffer *self, int64_t dim, int64_t descending) {
+  const char *kernel = "spmd_rt_sort";
+  checkDim(kernel, self, dim);
+  selectAlong(kernel, values, indices, self, self->shape[dim], dim,
+              descending != 0);
 }
 
 void spmd_rt_index(SpmdBuffer *out, const SpmdBuffer *self, int32_t n,

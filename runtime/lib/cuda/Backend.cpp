@@ -28,9 +28,10 @@ namespace {
 #define SPMD_RT_CUDA_LACKS_avg_pool2d_backward ,
 #define SPMD_RT_CUDA_LACKS_adaptive_avg_pool2d ,
 #define SPMD_RT_CUDA_LACKS_adaptive_avg_pool2d_backward ,
-// The mixture-of-experts router's topk and its backward's scatter: CPU
-// only so far.
+// The mixture-of-experts router's topk, the experts' sort and their
+// backward's scatter: CPU only so far.
 #define SPMD_RT_CUDA_LACKS_scatter ,
+#define SPMD_RT_CUDA_LACKS_sort ,
 #define SPMD_RT_CUDA_LACKS_topk ,
 // `lacking` when this backend lacks kernel `name`, else `present`: the probe
 // macro's comma, where it is defined, shifts `lacking` into second place.

@@ -333,3 +333,37 @@ class GroupedQuery(nn.Module):
 
 def grouped_query(kv_heads=1, batch=4):
     return GroupedQuery(kv_heads), (torch.randn(batch, 5, 16),)
+
+
+class Grouped(nn.Module):
+    """What transformers' grouped_mm experts trace to, on their own: a
+    stable sort of keys with ties, `//` by a number, histc group sizes (and
+    a histc of data near its bin edges), _grouped_mm (its weight gradient
+    is the 2d x 2d form), the permutation's inverse written into
+    empty_like (index_put without accumulate), and an index_put whose
+    repeated index keeps the last row."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(3, 8, 4))
+
+    def forward(self, x):
+        keys = (torch.cat([x[:, 0], x[:, 1]]) > 0).float().detach()
+        order = torch.sort(keys, stable=True).indices
+        rows = x[order // 2]
+        groups = (torch.arange(14) // 5).float()
+        offs = torch.cumsum(torch.histc(groups, bins=3, min=0, max=2), 0, dtype=torch.int32)
+        out = torch._grouped_mm(rows, self.w, offs=offs)
+        inverse = torch.empty_like(order)
+        inverse[order] = torch.arange(14)
+        out = out[inverse].view(7, 2, 4).sum(1)
+        edges = torch.histc(x.detach().flatten(), bins=5, min=-1, max=1)
+        last = torch.zeros(5, 4)
+        last[torch.tensor([1, 3, 1])] = x[:3, :4]
+        return out + 0.01 * edges.sum() + last[1:4].sum(0)
+
+
+def grouped():
+    x = torch.randn(7, 8)
+    x[0, :3] = torch.tensor([-0.6, 0.2, 1.0])  # on histc's bin edges
+    return Grouped(), (x,)

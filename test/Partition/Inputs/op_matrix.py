@@ -324,6 +324,10 @@ def build_cases(z):
           src=f(B, 4, D)),
         C("scatter_add", self=f(B, S, D), dim=1, index=idx(S, B, 5, D), src=f(B, 5, D)),
         C("scatter_add", self=idx(K, K, 2), dim=0, index=idx(K, 2 * K, 2), src=idx(9, 2 * K, 2)),
+        C("sort.stable", self=f(B, S, D), stable=False, dim=1),
+        C("sort.stable", self=In("derived", fn=lambda v, r: torch.from_numpy(
+            r.integers(0, 3, (N, C_))), desc="integers with ties"), stable=True, dim=0,
+          descending=True),
         C("topk", self=f(B, S, D), k=3),
         C("topk", self=f(N, C_), k=2, dim=0, largest=False),
         C("topk", k=V, dim=1, self=In("derived", fn=lambda v, r: torch.from_numpy(

@@ -1817,6 +1817,32 @@ def Aten_ScatterAddOp : Aten_OtherOp<"scatter_add"> {
   let ruleBody = "";
 }
 
+def Aten_SortStableOp : Aten_OtherOp<"sort.stable"> {
+  let summary = "aten::sort.stable(Tensor self, *, bool? stable, int dim=-1, bool descending=False) -> (Tensor values, Tensor indices)";
+  let description = [{
+    `self` sorted along `dim`, ascending or `descending`, and the elements'
+    positions (i64): always stable (equal values keep their order, which
+    `stable = false` allows), NaN above every number (`torch.sort`; the
+    capture writes `sort.default` as this op with `stable = false`). A
+    mixture-of-experts layer's tokens sorted by expert. `dim` stays whole;
+    the other dims shard through.
+  }];
+  let arguments = (ins Aten_Tensor:$self,
+                    BoolAttr:$stable,
+                    DefaultValuedAttr<I64Attr, "-1">:$dim,
+                    DefaultValuedAttr<BoolAttr, "false">:$descending);
+  let results = (outs Aten_Tensor:$values,
+                    Aten_IndexTensor:$indices);
+  let kernel = "sort";
+  let kernelArguments = [{
+    return {::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(0), false),
+            ::spmd::aten::KernelArgument::value(b.getI64IntegerAttr(::spmd::aten::normalizeDim(getDim(), ::llvm::cast<::mlir::RankedTensorType>(getOperation()->getResult(0).getType()).getRank()))),
+            ::spmd::aten::KernelArgument::value(b.getBoolAttr(getDescending()))};
+  }];
+  let inferBody = "";
+  let ruleBody = "";
+}
+
 def Aten_TopkOp : Aten_OtherOp<"topk"> {
   let summary = "aten::topk(Tensor self, SymInt k, int dim=-1, bool largest=True, bool sorted=True) -> (Tensor values, Tensor indices)";
   let description = [{
