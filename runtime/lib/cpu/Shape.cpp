@@ -70,6 +70,28 @@ void withInputAs(const char *kernel, SpmdBuffer *out, const SpmdBuffer *self,
   });
 }
 
+/// Calls fn(i, k, at) for each position i of `index`, in row-major order:
+/// `at` its coordinates, k its value wrapped into [0, size) (the size of
+/// `dim`). An index outside [-size, size) ends the job with ATen's message.
+template <typename Fn>
+void forEachIndex(const char *kernel, const SpmdBuffer *index, int64_t dim,
+                  int64_t size, Fn &&fn) {
+  std::vector<int64_t> storage;
+  const int64_t *ix = dataAs<int64_t>(index, storage, kernel);
+  int64_t at[SPMD_MAX_RANK] = {};
+  for (int64_t i = 0, e = index->numel; i < e; ++i) {
+    int64_t k = ix[i];
+    if (k < -size || k >= size)
+      spmd_rt_fatal("%s: index %lld is out of bounds for dim %lld of size "
+                    "%lld",
+                    kernel, static_cast<long long>(k),
+                    static_cast<long long>(dim), static_cast<long long>(size));
+    fn(i, k < 0 ? k + size : k, at);
+    for (int32_t d = index->rank - 1; d >= 0 && ++at[d] == index->shape[d]; --d)
+      at[d] = 0;
+  }
+}
+
 } // namespace
 
 namespace spmd::rt::cpu {
@@ -246,28 +268,16 @@ void spmd_rt_gather(SpmdBuffer *out, const SpmdBuffer *self, int64_t dim,
   const int32_t rank = self->rank;
   int64_t selfStrides[SPMD_MAX_RANK];
   contiguousStrides(rank, self->shape, selfStrides);
-  std::vector<int64_t> indexStorage;
-  const int64_t *ix = dataAs<int64_t>(index, indexStorage, kernel);
   withInputAs(kernel, out, self, [&](auto tag, const auto *in) {
     using T = decltype(tag);
     T *o = dataOf<T>(out);
-    int64_t at[SPMD_MAX_RANK] = {};
-    const int64_t size = self->shape[dim];
-    for (int64_t i = 0, e = out->numel; i < e; ++i) {
-      int64_t k = ix[i];
-      if (k < -size || k >= size)
-        spmd_rt_fatal("%s: index %lld is out of bounds for dim %lld of size "
-                      "%lld",
-                      kernel, static_cast<long long>(k),
-                      static_cast<long long>(dim),
-                      static_cast<long long>(size));
-      int64_t from = 0;
-      for (int32_t d = 0; d < rank; ++d)
-        from += (d == dim ? (k < 0 ? k + size : k) : at[d]) * selfStrides[d];
-      o[i] = in[from];
-      for (int32_t d = rank - 1; d >= 0 && ++at[d] == out->shape[d]; --d)
-        at[d] = 0;
-    }
+    forEachIndex(kernel, index, dim, self->shape[dim],
+                 [&](int64_t i, int64_t k, const int64_t *at) {
+                   int64_t from = 0;
+                   for (int32_t d = 0; d < rank; ++d)
+                     from += (d == dim ? k : at[d]) * selfStrides[d];
+                   o[i] = in[from];
+                 });
   });
 }
 
@@ -280,37 +290,25 @@ void spmd_rt_scatter(SpmdBuffer *out, const SpmdBuffer *self, int64_t dim,
   int64_t outStrides[SPMD_MAX_RANK], srcStrides[SPMD_MAX_RANK];
   contiguousStrides(rank, self->shape, outStrides);
   contiguousStrides(rank, src->shape, srcStrides);
-  std::vector<int64_t> indexStorage;
-  const int64_t *ix = dataAs<int64_t>(index, indexStorage, kernel);
   cpu::spmd_rt_copy(out, self);
   dispatch<kAll>(out->dtype, kernel, [&](auto tag) {
     using T = decltype(tag);
     T *o = dataOf<T>(out);
     const T *in = dataOf<T>(src);
-    int64_t at[SPMD_MAX_RANK] = {};
-    const int64_t size = self->shape[dim];
     // Row-major over index: a repeated position keeps the last write, as
     // ATen's CPU scatter.
-    for (int64_t i = 0, e = index->numel; i < e; ++i) {
-      int64_t k = ix[i];
-      if (k < -size || k >= size)
-        spmd_rt_fatal("%s: index %lld is out of bounds for dim %lld of size "
-                      "%lld",
-                      kernel, static_cast<long long>(k),
-                      static_cast<long long>(dim),
-                      static_cast<long long>(size));
-      int64_t to = 0, from = 0;
-      for (int32_t d = 0; d < rank; ++d) {
-        to += (d == dim ? (k < 0 ? k + size : k) : at[d]) * outStrides[d];
-        from += at[d] * srcStrides[d];
-      }
-      if constexpr (std::is_same_v<T, bool>)
-        o[to] = add ? (o[to] || in[from]) : in[from];
-      else
-        o[to] = add ? static_cast<T>(o[to] + in[from]) : in[from];
-      for (int32_t d = rank - 1; d >= 0 && ++at[d] == index->shape[d]; --d)
-        at[d] = 0;
-    }
+    forEachIndex(kernel, index, dim, self->shape[dim],
+                 [&](int64_t, int64_t k, const int64_t *at) {
+                   int64_t to = 0, from = 0;
+                   for (int32_t d = 0; d < rank; ++d) {
+                     to += (d == dim ? k : at[d]) * outStrides[d];
+                     from += at[d] * srcStrides[d];
+                   }
+                   if constexpr (std::is_same_v<T, bool>)
+                     o[to] = add ? (o[to] || in[from]) : in[from];
+                   else
+                     o[to] = add ? static_cast<T>(o[to] + in[from]) : in[from];
+                 });
   });
 }
 
