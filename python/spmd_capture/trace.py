@@ -181,7 +181,7 @@ def _index(self, indices):
     dialect's index of leading dims between permutes: the indexed dims are
     brought to the front, and the indices' broadcast dims moved to where
     NumPy's rule puts them (Falcon's `fused_qkv[..., [-2], :]`)."""
-    if all(i is not None for i in indices):
+    if all(i is not None for i in indices) or _has_mask(indices):
         return NotImplemented
     dims, order, front = _indexed_layout(self, indices)
     out = aten.index.Tensor(aten.permute.default(self, order), [indices[d] for d in dims])
@@ -197,7 +197,17 @@ def _index_put(self, indices, values, accumulate=False):
     summed into place by embedding_dense_backward, whose sharding and
     kernels serve, and added to `self` (other dtypes: scatter_add); without,
     scatter.src writes them, a repeated index keeping its last row as
-    ATen's CPU kernel (`inv[perm] = arange`, a permutation's inverse)."""
+    ATen's CPU kernel (`inv[perm] = arange`, a permutation's inverse).
+    A boolean mask selects data-dependent positions: only a mask over the
+    leading dims with one value (`x[mask] = v`) is written, as `where`."""
+    if _has_mask(indices):
+        mask = [i for i in indices if i is not None]
+        if (accumulate or len(mask) != 1 or indices[0] is None or values.numel() != 1
+                or mask[0].dim() > self.dim()):
+            return NotImplemented
+        mask = mask[0].reshape(list(mask[0].shape) + [1] * (self.dim() - mask[0].dim()))
+        return aten.where.self(mask, aten._to_copy.default(values.reshape([]), dtype=self.dtype),
+                               self)
     indices = list(indices) + [None] * (self.dim() - len(indices))
     dims, order, front = _indexed_layout(self, indices)
     indexed = [self.shape[d] for d in dims]
@@ -225,6 +235,11 @@ def _index_put(self, indices, values, accumulate=False):
     scatter = aten.scatter_add.default if accumulate else aten.scatter.src
     out = scatter(target, 0, where, rows).reshape(indexed + rest)
     return aten.permute.default(out, back)
+
+
+def _has_mask(indices):
+    """Whether an index is a boolean (or uint8) mask."""
+    return any(i is not None and i.dtype in (torch.bool, torch.uint8) for i in indices)
 
 
 def _div_mode(self, other, *, rounding_mode=None):
@@ -287,7 +302,7 @@ def _grouped_mm(self, mat2, offs=None, bias=None, out_dtype=None):
         return aten.where.self(aten.unsqueeze.default(inside, 1), out,
                                aten.full_like.default(out, 0))
     if mat2.dim() == 2:
-        groups, (m, k), n = offs.shape[0], self.shape, mat2.shape[1]
+        groups, k, n = offs.shape[0], self.shape[1], mat2.shape[1]
         group = _group_of(offs, k)
         member = aten.eq.Tensor(aten.unsqueeze.default(group, 0),
                                 aten.unsqueeze.default(aten.arange.default(groups), 1))
