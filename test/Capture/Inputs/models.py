@@ -296,7 +296,8 @@ class Indexing(nn.Module):
     """Advanced indexing past a slice (a None index), whose backward is
     index_put with accumulate: indices repeated and negative, adjacent to
     a leading slice, and split by a slice with broadcasting indices (the
-    result's broadcast dims first, NumPy's rule)."""
+    result's broadcast dims first, NumPy's rule); and a masked assignment
+    of one value."""
 
     def __init__(self):
         super().__init__()
@@ -306,7 +307,9 @@ class Indexing(nn.Module):
         a = self.w[:, [0, 2, 0, -1]].sum(-1)                                  # [6, 4]
         c = self.w[..., [-2]].squeeze(-1)                                    # [6, 5]
         d = self.w[torch.tensor([[0], [5]]), :, torch.tensor([1, 3, 3])]     # [2, 3, 5]
-        return torch.cat([x @ a, x @ c + x[:, :2] @ d.sum(1)], 1)
+        out = torch.cat([x @ a, x @ c + x[:, :2] @ d.sum(1)], 1)
+        out[out > 1] = 1.0                                    # a mask, one value
+        return out
 
 
 def indexing(batch=4):
