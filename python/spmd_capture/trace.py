@@ -218,7 +218,7 @@ def _index_put(self, indices, values, accumulate=False):
     first = list(range(front, front + len(batch)))
     values = aten.permute.default(values, first + [d for d in range(values.dim())
                                                    if d not in first])
-    rows = values.reshape([-1, _numel(rest)])
+    rows = values.reshape([-1, math.prod(rest)])
     flat = None
     for d, size in zip(dims, indexed):
         index = indices[d]
@@ -227,10 +227,10 @@ def _index_put(self, indices, values, accumulate=False):
     flat = aten.expand.default(flat, batch).reshape([-1])
     back = [order.index(d) for d in range(self.dim())]
     if accumulate and self.is_floating_point():
-        summed = aten.embedding_dense_backward.default(rows, flat, _numel(indexed), -1, False)
+        summed = aten.embedding_dense_backward.default(rows, flat, math.prod(indexed), -1, False)
         summed = summed.reshape(indexed + rest)
         return aten.add.Tensor(self, aten.permute.default(summed, back))
-    target = aten.permute.default(self, order).reshape([_numel(indexed), _numel(rest)])
+    target = aten.permute.default(self, order).reshape([math.prod(indexed), math.prod(rest)])
     where = aten.expand.default(aten.unsqueeze.default(flat, 1), list(rows.shape))
     scatter = aten.scatter_add.default if accumulate else aten.scatter.src
     out = scatter(target, 0, where, rows).reshape(indexed + rest)
@@ -255,13 +255,6 @@ def _div_mode(self, other, *, rounding_mode=None):
                                 rounding_mode=rounding_mode)
 
 
-def _numel(shape):
-    count = 1
-    for size in shape:
-        count *= size
-    return count
-
-
 def _sort(self, dim=-1, descending=False):
     """sort.default as sort.stable with stable=False (what ATen runs
     underneath), the dialect's one sort op."""
@@ -270,9 +263,7 @@ def _sort(self, dim=-1, descending=False):
 
 def _sort_stable(self, *, stable=None, dim=-1, descending=False):
     """sort.stable with stable=None spelled out (False, ATen's default)."""
-    if stable is not None:
-        return NotImplemented
-    return aten.sort.stable(self, stable=False, dim=dim, descending=descending)
+    return NotImplemented if stable is not None else _sort(self, dim, descending)
 
 
 def _group_of(offs, count):
