@@ -211,6 +211,7 @@ std::pair<int64_t, double> RedistributePlanner::stepCost(size_t node) {
 
 std::string RedistributePlanner::search(const std::vector<Placement> &from,
                                         const std::vector<Placement> &to) {
+  constexpr double kUnreached = std::numeric_limits<double>::infinity();
   for (const auto *layout : {&from, &to}) {
     std::string why = validate(globalShape, meshShape, *layout);
     if (!why.empty())
@@ -220,71 +221,95 @@ std::string RedistributePlanner::search(const std::vector<Placement> &from,
   if (cost.latency.size() != meshRank || cost.bandwidth.size() != meshRank)
     return "the cost model has " + std::to_string(cost.latency.size()) +
            " mesh dims, the mesh " + std::to_string(meshRank);
-  options = candidates(globalShape.size(), from, to);
-  const size_t base = options.size();
-  // The step kind between each pair of candidates, and each candidate's
-  // index among the placements this planner has met, found once.
-  kinds.resize(base * base);
-  optionKeys.resize(base);
-  keyed = true;
-  for (size_t a = 0; a < base; ++a) {
-    optionKeys[a] = knownIndex(options[a]);
-    keyed = keyed && optionKeys[a] < 256;
-    for (size_t b = 0; b < base; ++b)
-      kinds[a * base + b] = stepKind(options[a], options[b]);
+  std::vector<Placement> wanted = candidates(globalShape.size(), from, to);
+  // A search from the same source over the same candidates (a target that
+  // adds none) goes on where the last one stopped: Dijkstra settles nodes
+  // in the same order whatever it stops at, so the result is the one a
+  // fresh search finds.
+  bool sameOptions = searched && wanted == options;
+  bool resume = sameOptions && encode(from) == source;
+  if (!sameOptions) {
+    options = std::move(wanted);
+    const size_t base = options.size();
+    // The step kind between each pair of candidates, and each candidate's
+    // index among the placements this planner has met, found once.
+    kinds.resize(base * base);
+    optionKeys.resize(base);
+    keyed = true;
+    for (size_t a = 0; a < base; ++a) {
+      optionKeys[a] = knownIndex(options[a]);
+      keyed = keyed && optionKeys[a] < 256;
+      for (size_t b = 0; b < base; ++b)
+        kinds[a * base + b] = stepKind(options[a], options[b]);
+    }
+    // Every layout has a slot: there are base^meshRank of them (a few dozen
+    // for 2-D meshes). Their bytes hold while the candidates do.
+    size_t nodes = 1;
+    for (size_t m = 0; m < meshRank; ++m)
+      nodes *= base;
+    bytes.assign(nodes, -1);
+    // shardedLater's answers by (mesh dim, the later mesh dims' digits,
+    // candidate): they depend on nothing else.
+    blocked.clear();
+    blockedOffsets.clear();
+    for (size_t m = 0, later = nodes; m < meshRank; ++m) {
+      blockedOffsets.push_back(blocked.size());
+      blocked.resize(blocked.size() + later, 0);
+      later /= base;
+    }
   }
+  if (!resume) {
+    best.assign(bytes.size(), Visit{kUnreached, 0, 0, Kind::LocalSlice, 0});
+    settled.assign(bytes.size(), false);
+    queue.clear();
+    source = encode(from);
+    best[source] = Visit{0, 0, source, Kind::LocalSlice, 0};
+    queue.push_back({0, 0, source});
+    searched = true;
+  }
+  target = encode(to);
 
   // Dijkstra; the priority orders by cost, then steps, then node number, so
   // ties are broken the same way on every run. A visit keeps only how it
   // was reached; the steps are rebuilt along the cheapest path at the end.
-  // Every layout has a slot: there are base^meshRank of them (a few dozen
-  // for 2-D meshes).
-  size_t nodes = 1;
-  for (size_t m = 0; m < meshRank; ++m)
-    nodes *= base;
-  constexpr double kUnreached = std::numeric_limits<double>::infinity();
-  best.assign(nodes, Visit{kUnreached, 0, 0, Kind::LocalSlice, 0});
-  bytes.assign(nodes, -1);
-  queue.clear();
+  const size_t base = options.size();
   using Entry = std::tuple<double, size_t, size_t>;
   std::greater<Entry> later;
-  auto push = [&](Entry e) {
-    queue.push_back(e);
-    std::push_heap(queue.begin(), queue.end(), later);
-  };
-  source = encode(from);
-  target = encode(to);
-  best[source] = Visit{0, 0, source, Kind::LocalSlice, 0};
-  push({0, 0, source});
-  while (!queue.empty()) {
+  while (!settled[target] && !queue.empty()) {
     std::pop_heap(queue.begin(), queue.end(), later);
     auto [seconds, steps, node] = queue.back();
     queue.pop_back();
-    if (node == target)
-      break;
-    const Visit &visit = best[node];
-    if (std::make_tuple(seconds, steps) >
-        std::make_tuple(visit.seconds, visit.steps))
+    if (settled[node])
       continue; // a stale queue entry
-    decodeInto(node, current);
+    settled[node] = true;
+    bool decoded = false;
     int64_t currentBytes = bytesOf(node);
     size_t stride = 1;
     for (size_t m = 0; m < meshRank; ++m, stride *= base) {
-      const Placement &a = current[m];
       size_t digit = node / stride % base;
-      if (a.isShardLike() && shardedLater(current, meshShape, m, a))
+      char *row = &blocked[blockedOffsets[m] + node / (stride * base) * base];
+      auto isBlocked = [&](size_t b) {
+        if (!row[b]) {
+          if (!decoded)
+            decodeInto(node, current);
+          decoded = true;
+          row[b] = 1 + shardedLater(current, meshShape, m, options[b]);
+        }
+        return row[b] == 2;
+      };
+      if (options[digit].isShardLike() && isBlocked(digit))
         continue;
       for (size_t b = 0; b < base; ++b) {
         std::optional<Kind> kind = kinds[digit * base + b];
-        if (!kind || (options[b].isShardLike() &&
-                      shardedLater(current, meshShape, m, options[b])))
+        if (!kind || (options[b].isShardLike() && isBlocked(b)))
           continue;
         // Every candidate fits the tensor and the mesh (checked above for
         // the source and target, by construction for the others, which
         // maxLocalShape asserts).
         size_t to = node - digit * stride + b * stride;
+        int64_t toBytes = bytes[to] >= 0 ? bytes[to] : bytesOf(to);
         double stepSeconds = collectiveCost(*kind, meshShape[m],
-                                            std::max(currentBytes, bytesOf(to)),
+                                            std::max(currentBytes, toBytes),
                                             cost.latency[m], cost.bandwidth[m])
                                  .second;
         double total = seconds + stepSeconds;
@@ -292,7 +317,8 @@ std::string RedistributePlanner::search(const std::vector<Placement> &from,
             std::make_tuple(total, steps + 1))
           continue;
         best[to] = Visit{total, steps + 1, node, *kind, m};
-        push({total, steps + 1, to});
+        queue.push_back({total, steps + 1, to});
+        std::push_heap(queue.begin(), queue.end(), later);
       }
     }
   }

@@ -235,16 +235,15 @@ LogicalResult spmd::annotateAndPartition(
   auto search = options.options.find("search");
   if (search != options.options.end())
     propagate.search = search->second;
-  // Cleanups between the stages: the passes read meaning from attributes,
-  // not from locations or op identity, which these may merge or drop.
-  auto cleanup = [&] {
-    pm.addPass(createCanonicalizerPass());
-    pm.addPass(createCSEPass());
-  };
+  // Propagation writes no redundant ops (one redistribute per value and
+  // layout), so the cleanup runs once, on the per-rank program; each
+  // nested pass costs MLIR's verification of the whole step as well. The
+  // passes read meaning from attributes, not from locations or op
+  // identity, which the cleanup may merge or drop.
   pm.addPass(createPropagatePass(propagate));
-  cleanup();
   pm.addPass(createPartitionPass());
-  cleanup();
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
   return options.runPipeline(pm, module);
 }
 

@@ -159,7 +159,9 @@ private:
   /// The last search: its candidates, the step kind between each pair of
   /// them, their indices in `known`, and per node (a layout numbered by
   /// its candidates' indices, mesh dim 0 least significant) how it was
-  /// reached and its padded bytes (-1: not yet known).
+  /// reached, whether its cost is final and its padded bytes (-1: not yet
+  /// known). A search from the same source over the same candidates
+  /// resumes it.
   struct Visit {
     double seconds;
     size_t steps;
@@ -172,8 +174,14 @@ private:
   std::vector<uint64_t> optionKeys;
   bool keyed = true;
   size_t source = 0, target = 0;
+  bool searched = false;
   std::vector<Visit> best;
+  std::vector<char> settled;
   std::vector<int64_t> bytes;
+  /// Per mesh dim m (from blockedOffsets[m]), the later mesh dims' digits
+  /// and a candidate: 0 unknown, 1 free, 2 blocked (shardedLater).
+  std::vector<char> blocked;
+  std::vector<size_t> blockedOffsets;
   std::vector<std::tuple<double, size_t, size_t>> queue;
   std::vector<Placement> current, scratch;
 

@@ -122,12 +122,6 @@ Type spmd::aten::detail::promoteWithScalar(Type tensor, Attribute scalar) {
   return type.clone(elem);
 }
 
-InFlightDiagnostic spmd::aten::detail::emitOpError(
-    MLIRContext *context, std::optional<Location> location, StringRef opName) {
-  return mlir::emitError(location.value_or(UnknownLoc::get(context)))
-         << "'" << opName << "' op ";
-}
-
 int64_t spmd::aten::detail::indexOf(StringRef value,
                                     ArrayRef<StringRef> values) {
   return llvm::find(values, value) - values.begin();

@@ -11,7 +11,6 @@
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Dialect.h"
 #include "mlir/IR/OpDefinition.h"
-#include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
 #include "spmd/Dialect/SPMD/SPMD.h"
@@ -185,12 +184,6 @@ namespace detail {
 using EmitErrorFn = llvm::function_ref<mlir::InFlightDiagnostic()>;
 using InferFn = llvm::function_ref<llvm::LogicalResult(
     EmitErrorFn, llvm::SmallVectorImpl<mlir::Type> &)>;
-
-/// An error diagnostic "'<opName>' op ..." at `location` (unknown when
-/// absent), for InferTypeOpInterface's inferReturnTypes.
-mlir::InFlightDiagnostic emitOpError(mlir::MLIRContext *context,
-                                     std::optional<mlir::Location> location,
-                                     llvm::StringRef opName);
 
 /// The position of `value` in `values` (a verified string attribute's
 /// kernel code).

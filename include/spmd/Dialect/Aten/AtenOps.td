@@ -2,10 +2,10 @@
 //
 // The op families of the aten dialect. Each family is an ODS class that
 // carries what its ops share: traits that passes test for, the result-type
-// rule (InferTypeOpInterface), the sharding rule (the spmd dialect's
-// ShardingRuleOpInterface) and the runtime kernel the lowering calls. The ops
-// themselves are generated from PyTorch's schemas by
-// tools/aten-ods-gen/aten_ods_gen.py into GeneratedAtenOps.td, each an
+// rule (`inferResultTypes`, which the verifier checks), the sharding rule
+// (the spmd dialect's ShardingRuleOpInterface) and the runtime kernel the
+// lowering calls. The ops themselves are generated from PyTorch's schemas
+// by tools/aten-ods-gen/aten_ods_gen.py into GeneratedAtenOps.td, each an
 // instance of one family; a family member whose rule the family cannot state
 // defines it in C++ (AtenOps.cpp, AtenSharding.cpp).
 //
@@ -17,7 +17,6 @@
 include "spmd/Dialect/Aten/AtenDialect.td"
 include "spmd/Dialect/Aten/AtenInterfaces.td"
 include "spmd/Dialect/SPMD/SPMDInterfaces.td"
-include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 include "mlir/IR/BuiltinAttributes.td"
 include "mlir/IR/CommonAttrConstraints.td"
@@ -149,8 +148,12 @@ defvar Aten_InferSoftmaxBackward = [{
 
 /// An aten op. `inferResultTypes` computes the result types as ATen does
 /// and reports the first rule the operands/attributes break through
-/// `emitError`; InferTypeOpInterface's `inferReturnTypes` (builders) and the
-/// verifier (which names the expected and the declared types) call it.
+/// `emitError`; the verifier (which names the expected and the declared
+/// types) calls it, and so can a builder that needs the types. The ops do
+/// not declare InferTypeOpInterface: its own verification would infer every
+/// op's types a second time after the verifier (about 6% of
+/// `--spmd-parallelize` on a Llama step, where MLIR verifies after each
+/// nested pass).
 /// `inferBody` and `ruleBody` hold a family's shared result-type and
 /// sharding rules; when empty the op defines `inferResultTypes`
 /// (AtenOps.cpp) or `getShardingRule` (AtenSharding.cpp) itself. `kernel`
@@ -159,8 +162,7 @@ defvar Aten_InferSoftmaxBackward = [{
 class Aten_Op<string mnemonic, list<Trait> traits = [], bit pure = 1>
     : Op<Aten_Dialect, mnemonic,
          !listconcat(!if(pure, !listconcat(traits, [Pure]), traits),
-                     [InferTypeOpAdaptor,
-                      DeclareOpInterfaceMethods<SPMD_ShardingRuleOpInterface>])> {
+                     [DeclareOpInterfaceMethods<SPMD_ShardingRuleOpInterface>])> {
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
   let hasVerifier = 1;
   code inferBody = "";
@@ -195,15 +197,6 @@ class Aten_Op<string mnemonic, list<Trait> traits = [], bit pure = 1>
           getOperation(), [&](auto emitError, auto &types) {
             return inferResultTypes(Adaptor(*this), emitError, types);
           });
-    }
-    ::llvm::LogicalResult $cppClass::inferReturnTypes(
-        ::mlir::MLIRContext *context,
-        ::std::optional<::mlir::Location> location, Adaptor adaptor,
-        ::llvm::SmallVectorImpl<::mlir::Type> &types) {
-      return inferResultTypes(adaptor, [&] {
-        return ::spmd::aten::detail::emitOpError(context, location,
-                                                 getOperationName());
-      }, types);
     }
   }], !if(!empty(inferBody), "", !strconcat([{
     ::llvm::LogicalResult $cppClass::inferResultTypes(
