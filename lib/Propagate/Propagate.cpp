@@ -10,11 +10,12 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/SmallString.h"
+#include "llvm/ADT/StringMap.h"
 
 #include <cmath>
 #include <limits>
 #include <string>
-#include <unordered_map>
 
 namespace spmd {
 #define GEN_PASS_DEF_PROPAGATEPASS
@@ -75,7 +76,8 @@ private:
   double operandCost(unsigned i, unsigned s, const SlotCosts &costs);
   /// A key naming op i's alike entry and `layouts`: ops with equal keys
   /// make equal choices.
-  std::string alikeKey(unsigned i, ArrayRef<unsigned> layouts) const;
+  StringRef alikeKey(unsigned i, ArrayRef<unsigned> layouts,
+                     SmallVectorImpl<char> &buffer) const;
   /// Appends the count, then the distinct layouts (in use order, the order
   /// of the sums), that the uses of `v` outside `skip` need.
   void appendUseLayouts(Value v, Operation *skip,
@@ -165,7 +167,7 @@ private:
   };
   /// Keyed by the bytes of the op's name, inherent attributes, types and
   /// split factors (the nodes stay where they are: alikeOf points to them).
-  std::unordered_map<std::string, Alike> alike;
+  llvm::StringMap<Alike> alike;
   /// Per op, its entry of `alike`.
   std::vector<const Alike *> alikeOf;
   ArrayRef<StrategyIds> strategiesOf(unsigned i) const {
@@ -180,9 +182,9 @@ private:
   /// sweep()'s choice by alikeKey of (current choice, neighbourhood): the
   /// same op in every layer meets the same neighbourhood and is weighed
   /// once.
-  std::unordered_map<std::string, unsigned> swept;
+  llvm::StringMap<unsigned> swept;
   /// operandCosts and resultCosts by alikeKey of their layouts.
-  std::unordered_map<std::string, SlotCosts> operandMemo, resultMemo;
+  llvm::StringMap<SlotCosts> operandMemo, resultMemo;
   std::vector<unsigned> redistributed; // `to` of each fixed layout change
   DenseMap<Operation *, unsigned> redistributeIndex;
   unsigned replicateLayout = 0;
@@ -284,7 +286,8 @@ FunctionPropagation::resultCosts(unsigned i) {
   SmallVector<unsigned, 16> targets;
   for (Value v : ops[i]->getResults())
     appendUseLayouts(v, nullptr, targets);
-  auto [memo, fresh] = resultMemo.try_emplace(alikeKey(i, targets));
+  SmallString<128> key;
+  auto [memo, fresh] = resultMemo.try_emplace(alikeKey(i, targets, key));
   if (!fresh)
     return memo->second;
   SlotCosts &costs = memo->second;
@@ -330,13 +333,14 @@ double FunctionPropagation::localCost(unsigned i, unsigned s,
   return total;
 }
 
-std::string FunctionPropagation::alikeKey(unsigned i,
-                                          ArrayRef<unsigned> layouts) const {
+StringRef FunctionPropagation::alikeKey(unsigned i, ArrayRef<unsigned> layouts,
+                                        SmallVectorImpl<char> &buffer) const {
   const Alike *entry = alikeOf[i];
-  std::string key(reinterpret_cast<const char *>(&entry), sizeof(entry));
-  key.append(reinterpret_cast<const char *>(layouts.data()),
-             layouts.size() * sizeof(unsigned));
-  return key;
+  buffer.assign(reinterpret_cast<const char *>(&entry),
+                reinterpret_cast<const char *>(&entry + 1));
+  buffer.append(reinterpret_cast<const char *>(layouts.begin()),
+                reinterpret_cast<const char *>(layouts.end()));
+  return StringRef(buffer.data(), buffer.size());
 }
 
 void FunctionPropagation::appendUseLayouts(
@@ -433,7 +437,8 @@ void FunctionPropagation::chooseBackward() {
 
 const FunctionPropagation::SlotCosts &
 FunctionPropagation::operandCosts(unsigned i, ArrayRef<unsigned> froms) {
-  auto [memo, fresh] = operandMemo.try_emplace(alikeKey(i, froms));
+  SmallString<128> key;
+  auto [memo, fresh] = operandMemo.try_emplace(alikeKey(i, froms, key));
   if (!fresh)
     return memo->second;
   SlotCosts &costs = memo->second;
@@ -463,7 +468,8 @@ double FunctionPropagation::operandCost(unsigned i, unsigned s,
 }
 
 void FunctionPropagation::chooseGreedy(bool followShards, bool keepReplicated) {
-  std::unordered_map<std::string, unsigned> chosen;
+  llvm::StringMap<unsigned> chosen;
+  SmallString<128> key;
   for (unsigned i = 0; i < ops.size(); ++i) {
     if (forced[i] >= 0)
       continue;
@@ -489,7 +495,7 @@ void FunctionPropagation::chooseGreedy(bool followShards, bool keepReplicated) {
     // The choice is a function of the op's strategies and its operands'
     // layouts: alike ops met with the same layouts (every layer after the
     // first) take it from the first.
-    auto [memo, fresh] = chosen.try_emplace(alikeKey(i, haves), 0);
+    auto [memo, fresh] = chosen.try_emplace(alikeKey(i, haves, key), 0);
     if (!fresh) {
       choice[i] = memo->second;
       continue;
@@ -649,18 +655,33 @@ bool FunctionPropagation::tryChain(unsigned i, unsigned result, unsigned want) {
   // collectives: at small sizes the latency term alone would favour
   // gathering activations (or, under FSDP, gathering them instead of
   // reduce-scattering gradients).
+  // The objective's part before op k joins, per k: the same for each of
+  // k's strategies while the region stands.
+  struct Before {
+    unsigned op;
+    double seconds;
+    int64_t bytes, collectives;
+  };
+  SmallVector<Before, 8> befores;
   auto evaluate = [&](unsigned k, unsigned s) -> std::pair<double, bool> {
     SmallVector<unsigned, kChainDepth + 1> grown(region.begin(), region.end());
     grown.push_back(k);
-    SmallVector<unsigned, kChainDepth + 1> moved;
-    for (unsigned c : region)
-      moved.push_back(choice[c]);
     unsigned mine = choice[k];
-    restore();
-    double before = regionCost(grown);
-    auto [bytesBefore, collectivesBefore] = regionVolume(grown);
-    for (auto [c, m] : llvm::zip(region, moved))
-      choice[c] = m;
+    auto known = llvm::find_if(befores, [&](const Before &b) { return b.op == k; });
+    if (known == befores.end()) {
+      SmallVector<unsigned, kChainDepth + 1> moved;
+      for (unsigned c : region)
+        moved.push_back(choice[c]);
+      restore();
+      double seconds = regionCost(grown);
+      auto [bytes, collectives] = regionVolume(grown);
+      for (auto [c, m] : llvm::zip(region, moved))
+        choice[c] = m;
+      befores.push_back({k, seconds, bytes, collectives});
+      known = std::prev(befores.end());
+    }
+    double before = known->seconds;
+    int64_t bytesBefore = known->bytes, collectivesBefore = known->collectives;
     choice[k] = s;
     double after = regionCost(grown);
     auto [bytes, collectives] = regionVolume(grown);
@@ -707,6 +728,7 @@ bool FunctionPropagation::tryChain(unsigned i, unsigned result, unsigned want) {
     region.push_back(bestOp);
     saved.push_back(choice[bestOp]);
     choice[bestOp] = bestStrategy;
+    befores.clear();
     // The redistributions at the region's edge: producers of its operands,
     // users of its results, and other users of its operands, each to take
     // the layout the region gives or needs.
@@ -798,7 +820,8 @@ bool FunctionPropagation::sweep() {
     unsigned current = choice[i];
     SmallVector<unsigned, 32> seen = neighbourhood(i);
     seen.push_back(current);
-    auto [memo, fresh] = swept.try_emplace(alikeKey(i, seen), current);
+    SmallString<128> key;
+    auto [memo, fresh] = swept.try_emplace(alikeKey(i, seen, key), current);
     if (fresh)
       memo->second = sweepChoice(i);
     choice[i] = memo->second;
@@ -915,8 +938,8 @@ LogicalResult FunctionPropagation::run() {
       key.push_back(f.factor);
     }
     auto [entry, inserted] = alike.try_emplace(
-        std::string(reinterpret_cast<const char *>(key.data()),
-                    key.size() * sizeof(uintptr_t)));
+        StringRef(reinterpret_cast<const char *>(key.data()),
+                  key.size() * sizeof(uintptr_t)));
     Alike &same = entry->second;
     if (inserted) {
       FailureOr<std::vector<MeshStrategy>> all =
