@@ -307,9 +307,8 @@ std::string RedistributePlanner::search(const std::vector<Placement> &from,
         // the source and target, by construction for the others, which
         // maxLocalShape asserts).
         size_t to = node - digit * stride + b * stride;
-        int64_t toBytes = bytes[to] >= 0 ? bytes[to] : bytesOf(to);
         double stepSeconds = collectiveCost(*kind, meshShape[m],
-                                            std::max(currentBytes, toBytes),
+                                            std::max(currentBytes, bytesOf(to)),
                                             cost.latency[m], cost.bandwidth[m])
                                  .second;
         double total = seconds + stepSeconds;

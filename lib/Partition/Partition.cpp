@@ -10,11 +10,11 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Verifier.h"
+#include "llvm/ADT/StringMap.h"
 
 #include <cmath>
 #include <limits>
 #include <map>
-#include <unordered_map>
 
 namespace spmd {
 #define GEN_PASS_DEF_PARTITIONPASS
@@ -68,7 +68,11 @@ public:
       : meshRef(FlatSymbolRefAttr::get(mesh.getSymNameAttr())),
         meshShape(mesh.getShape().begin(), mesh.getShape().end()),
         numRanks(layout::numRanks(meshShape)),
-        cost(layout::MeshCostModel::defaults(meshShape.size())) {}
+        cost(layout::MeshCostModel::defaults(meshShape.size())) {
+    strides.assign(meshShape.size(), 1);
+    for (size_t m = meshShape.size(); m-- > 1;)
+      strides[m - 1] = strides[m] * meshShape[m];
+  }
 
   LogicalResult run(func::FuncOp fn);
 
@@ -78,10 +82,16 @@ private:
     return global.clone(layout::maxLocalShape(shapeOf(global), meshShape, p));
   }
   /// The intervals of global indices along `dim` that `rank` holds, in
-  /// local order.
-  std::vector<layout::Interval> positions(RankedTensorType global,
-                                          const Placements &p, int64_t rank,
-                                          int64_t dim) const;
+  /// local order (kept for the pass: the reference stays valid).
+  const std::vector<layout::Interval> &positions(RankedTensorType global,
+                                                 const Placements &p,
+                                                 int64_t rank,
+                                                 int64_t dim) const;
+  /// `rank`'s coordinate along mesh dim `m` (row-major ranks, as
+  /// layout::rankToCoords).
+  int64_t coordOf(int64_t rank, int64_t m) const {
+    return rank / strides[m] % meshShape[m];
+  }
   /// Each rank's piece of `global`, laid out as `p`, along each of `dims`
   /// as one interval (empty where it holds none), rank-major; none where
   /// some piece is not contiguous (a StridedShard).
@@ -90,9 +100,7 @@ private:
                    ArrayRef<int64_t> dims) const;
   /// Linear rank of `rank`'s group member `j` along mesh dim `m`.
   int64_t member(int64_t rank, int64_t m, int64_t j) const {
-    std::vector<int64_t> coords = layout::rankToCoords(rank, meshShape);
-    coords[m] = j;
-    return layout::coordsToRank(coords, meshShape);
+    return rank + (j - coordOf(rank, m)) * strides[m];
   }
   /// The per-rank index table that lays out `blocks` blocks of `width`
   /// positions, block j holding the global indices `want(r, j)` taken from
@@ -130,6 +138,8 @@ private:
 
   FlatSymbolRefAttr meshRef;
   std::vector<int64_t> meshShape;
+  /// Rank distance between neighbours along each mesh dim.
+  std::vector<int64_t> strides;
   int64_t numRanks;
   layout::MeshCostModel cost;
   DenseMap<Value, Placements> layouts;
@@ -140,8 +150,7 @@ private:
   DenseMap<Operation *, SmallVector<std::pair<Placements, RankedTensorType>>>
       operandLayouts;
   /// positions() by what decides them.
-  mutable std::unordered_map<std::string, std::vector<layout::Interval>>
-      positionsMemo;
+  mutable llvm::StringMap<std::vector<layout::Interval>> positionsMemo;
 };
 
 std::optional<std::vector<layout::Interval>>
@@ -161,28 +170,27 @@ Partitioner::contiguousPieces(RankedTensorType global, const Placements &p,
   return out;
 }
 
-std::vector<layout::Interval> Partitioner::positions(RankedTensorType global,
-                                                     const Placements &p,
-                                                     int64_t rank,
-                                                     int64_t dim) const {
+const std::vector<layout::Interval> &
+Partitioner::positions(RankedTensorType global, const Placements &p,
+                       int64_t rank, int64_t dim) const {
   // Along `dim`, what a rank holds depends only on the dim's length and,
   // on the mesh dims that shard it, their placements and the rank's
   // coordinates: alike queries (every layer's tables, ranks that differ
   // elsewhere) are answered once.
   SmallVector<int64_t, 16> key = {global.getDimSize(dim)};
-  std::vector<int64_t> coords = layout::rankToCoords(rank, meshShape);
   for (auto [m, placement] : llvm::enumerate(p)) {
     bool shards = placement.isShardLike() && placement.dim == dim;
     key.push_back(shards ? static_cast<int64_t>(placement.kind) : -1);
     key.push_back(shards ? placement.splitFactor : 0);
-    key.push_back(shards ? coords[m] : 0);
+    key.push_back(shards ? coordOf(rank, m) : 0);
   }
   auto [it, fresh] = positionsMemo.try_emplace(
-      std::string(reinterpret_cast<const char *>(key.data()),
-                  key.size() * sizeof(int64_t)));
+      StringRef(reinterpret_cast<const char *>(key.data()),
+                key.size() * sizeof(int64_t)));
   if (fresh)
     it->second =
-        layout::localIndexRanges(shapeOf(global), meshShape, p, coords)[dim];
+        layout::localIndexRanges(shapeOf(global), meshShape, p,
+                                 layout::rankToCoords(rank, meshShape))[dim];
   return it->second;
 }
 
@@ -199,10 +207,9 @@ RankTable Partitioner::table(int64_t blocks, int64_t width, int64_t sources,
     keys *= meshShape[k];
   std::vector<int> rowOfKey(keys, -1);
   for (int64_t r = 0; r < numRanks; ++r) {
-    std::vector<int64_t> coords = layout::rankToCoords(r, meshShape);
     int64_t key = 0;
     for (int64_t k : keyDims)
-      key = key * meshShape[k] + coords[k];
+      key = key * meshShape[k] + coordOf(r, k);
     bool inserted = rowOfKey[key] < 0;
     if (inserted)
       rowOfKey[key] = out.rows.size();
@@ -329,12 +336,14 @@ Value Partitioner::step(OpBuilder &b, Location loc, Value input,
   };
   // Block j of rank r's group along m under `p`, along `dim`.
   auto held = [this, global, m](const Placements &p, int64_t dim) {
-    return [this, global, m, dim, p](int64_t r, int64_t j) {
+    return [this, global, m, dim,
+            p](int64_t r, int64_t j) -> const std::vector<layout::Interval> & {
       return positions(global, p, member(r, m, j), dim);
     };
   };
   auto own = [this, global](const Placements &p, int64_t dim) {
-    return [this, global, dim, p](int64_t r, int64_t) {
+    return [this, global, dim,
+            p](int64_t r, int64_t) -> const std::vector<layout::Interval> & {
       return positions(global, p, r, dim);
     };
   };
@@ -425,8 +434,7 @@ Value Partitioner::step(OpBuilder &b, Location loc, Value input,
     RankTable indices;
     indices.rows = {Row{{0, size}}, Row{{-1, size}}};
     for (int64_t r = 0; r < numRanks; ++r)
-      indices.rowOf.push_back(layout::rankToCoords(r, meshShape)[m] == 0 ? 0
-                                                                         : 1);
+      indices.rowOf.push_back(coordOf(r, m) == 0 ? 0 : 1);
     v = take(b, loc, v, 0, indices, 0, true);
     if (type.getRank() == 0)
       v = aten::ViewOp::create(b, loc, type, v, b.getDenseI64ArrayAttr({}));
@@ -503,8 +511,9 @@ void Partitioner::maskReducedOperands(Operation *op) {
       RankTable indices;
       std::map<int64_t, unsigned> rowOfValid;
       for (int64_t r = 0; r < numRanks; ++r) {
-        int64_t valid = layout::localShape(
-            shape, meshShape, p, layout::rankToCoords(r, meshShape))[d];
+        int64_t valid = 0;
+        for (const layout::Interval &held : positions(type, p, r, d))
+          valid += held.size();
         auto [it, inserted] =
             rowOfValid.try_emplace(valid, indices.rows.size());
         indices.rowOf.push_back(it->second);

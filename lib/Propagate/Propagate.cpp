@@ -15,6 +15,7 @@
 
 #include <cmath>
 #include <limits>
+#include <map>
 #include <string>
 
 namespace spmd {
@@ -179,6 +180,25 @@ private:
   /// Ops whose neighbourhood changed since sweep() last weighed them: only
   /// they can move (a sweep is otherwise the same as the last).
   std::vector<char> dirty;
+  /// Chain moves that kept no region, by (op, result, wanted layout): when
+  /// (`version`) and the ops whose choices they read. Each sweep's choices
+  /// that change are stamped in `changedAt`.
+  struct FailedChain {
+    uint64_t at;
+    std::vector<unsigned> reads;
+  };
+  std::map<std::tuple<unsigned, unsigned, unsigned>, FailedChain> failedChains;
+  std::vector<uint64_t> changedAt;
+  uint64_t version = 0;
+  /// While set, the ops whose choices layoutOf, required and a chain move
+  /// read.
+  SmallVectorImpl<unsigned> *reads = nullptr;
+  void noteRead(unsigned i) const {
+    // A move reads a few ops' choices many times over.
+    if (reads && !llvm::is_contained(*reads, i))
+      reads->push_back(i);
+  }
+  void noteChange(unsigned i) { changedAt[i] = ++version; }
   /// sweep()'s choice by alikeKey of (current choice, neighbourhood): the
   /// same op in every layer meets the same neighbourhood and is weighed
   /// once.
@@ -198,9 +218,11 @@ unsigned FunctionPropagation::layoutOf(Value v) const {
     return argLayouts[arg.getArgNumber()];
   Operation *def = v.getDefiningOp();
   auto it = index.find(def);
-  if (it != index.end())
+  if (it != index.end()) {
+    noteRead(it->second);
     return strategiesOf(it->second)[choice[it->second]]
         .results[cast<OpResult>(v).getResultNumber()];
+  }
   auto r = redistributeIndex.find(def);
   if (r != redistributeIndex.end())
     return redistributed[r->second];
@@ -210,9 +232,11 @@ unsigned FunctionPropagation::layoutOf(Value v) const {
 unsigned FunctionPropagation::required(OpOperand &use) const {
   Operation *user = use.getOwner();
   auto it = index.find(user);
-  if (it != index.end())
+  if (it != index.end()) {
+    noteRead(it->second);
     return strategiesOf(it->second)[choice[it->second]]
         .operands[use.getOperandNumber()];
+  }
   if (isa<func::ReturnOp>(user))
     return resultLayouts[use.getOperandNumber()];
   if (auto keep = dyn_cast<KeepLocalOp>(user)) {
@@ -654,9 +678,9 @@ bool FunctionPropagation::tryChain(unsigned i, unsigned result, unsigned want) {
   // the objective with fewer collectives and no more bytes, a merge of
   // collectives: at small sizes the latency term alone would favour
   // gathering activations (or, under FSDP, gathering them instead of
-  // reduce-scattering gradients).
-  // The objective's part before op k joins, per k: the same for each of
-  // k's strategies while the region stands.
+  // reduce-scattering gradients). The part before op k joins is weighed
+  // once per k (`befores`): it is the same for each of k's strategies
+  // while the region stands.
   struct Before {
     unsigned op;
     double seconds;
@@ -666,8 +690,10 @@ bool FunctionPropagation::tryChain(unsigned i, unsigned result, unsigned want) {
   auto evaluate = [&](unsigned k, unsigned s) -> std::pair<double, bool> {
     SmallVector<unsigned, kChainDepth + 1> grown(region.begin(), region.end());
     grown.push_back(k);
+    noteRead(k);
     unsigned mine = choice[k];
-    auto known = llvm::find_if(befores, [&](const Before &b) { return b.op == k; });
+    auto known =
+        llvm::find_if(befores, [&](const Before &b) { return b.op == k; });
     if (known == befores.end()) {
       SmallVector<unsigned, kChainDepth + 1> moved;
       for (unsigned c : region)
@@ -714,6 +740,9 @@ bool FunctionPropagation::tryChain(unsigned i, unsigned result, unsigned want) {
         auto [seconds, kept] = evaluate(m.op, s);
         if (kept) {
           choice[m.op] = s;
+          for (unsigned k : region)
+            noteChange(k);
+          noteChange(m.op);
           return true;
         }
         if (seconds < bestSeconds) {
@@ -771,11 +800,27 @@ bool FunctionPropagation::sweepChains() {
         if (to != from && !llvm::is_contained(wanted, to))
           wanted.push_back(to);
       }
-      for (unsigned want : wanted)
-        if (tryChain(i, r, want)) {
+      for (unsigned want : wanted) {
+        // A move that failed before fails again while none of the choices
+        // it read has changed: it is a function of them.
+        auto key = std::make_tuple(i, static_cast<unsigned>(r), want);
+        auto failed = failedChains.find(key);
+        if (failed != failedChains.end() &&
+            llvm::all_of(failed->second.reads, [&](unsigned k) {
+              return changedAt[k] <= failed->second.at;
+            }))
+          continue;
+        SmallVector<unsigned, 16> read;
+        reads = &read;
+        bool kept = tryChain(i, r, want);
+        reads = nullptr;
+        if (kept) {
           changed = true;
           break;
         }
+        failedChains[key] = {version,
+                             std::vector<unsigned>(read.begin(), read.end())};
+      }
     }
   return changed;
 }
@@ -827,6 +872,7 @@ bool FunctionPropagation::sweep() {
     choice[i] = memo->second;
     if (choice[i] != current) {
       changed = true;
+      noteChange(i);
       markNeighbours(i);
     }
   }
@@ -937,9 +983,9 @@ LogicalResult FunctionPropagation::run() {
       key.push_back(f.size);
       key.push_back(f.factor);
     }
-    auto [entry, inserted] = alike.try_emplace(
-        StringRef(reinterpret_cast<const char *>(key.data()),
-                  key.size() * sizeof(uintptr_t)));
+    auto [entry, inserted] =
+        alike.try_emplace(StringRef(reinterpret_cast<const char *>(key.data()),
+                                    key.size() * sizeof(uintptr_t)));
     Alike &same = entry->second;
     if (inserted) {
       FailureOr<std::vector<MeshStrategy>> all =
@@ -1047,6 +1093,7 @@ LogicalResult FunctionPropagation::run() {
   }
   choice = std::move(best);
   dirty.assign(ops.size(), true);
+  changedAt.assign(ops.size(), 0);
   for (unsigned n = 0; n < maxSweeps; ++n) {
     bool moved = sweep();
     std::vector<unsigned> before = choice;

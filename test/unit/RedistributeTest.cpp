@@ -290,9 +290,11 @@ TEST(Redistribute, AllPairsSimulate) {
 }
 
 /// One planner reused for every pair of layouts (in both orders, so each
-/// plan meets layouts an earlier one cached) gives planRedistribute's plan,
-/// steps, bytes and seconds, and the same errors; its summary gives the
-/// plan's seconds, bytes and collectives.
+/// plan meets layouts an earlier one cached; the targets of one source in
+/// a row, so most searches resume the last one, some after a target that
+/// added candidates or failed) gives planRedistribute's plan, steps, bytes
+/// and seconds, and the same errors; its summary gives the plan's seconds,
+/// bytes and collectives.
 TEST(Redistribute, PlannerReuseEqualsFreshPlans) {
   std::vector<Placement> options = {R(), P(), S(0), S(1), SS(0, 2), SS(1, 3)};
   std::vector<int64_t> shape = {7, 6}, mesh = {2, 3};
