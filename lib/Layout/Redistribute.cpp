@@ -226,7 +226,8 @@ std::string RedistributePlanner::search(const std::vector<Placement> &from,
   // adds none) goes on where the last one stopped: Dijkstra settles nodes
   // in the same order whatever it stops at, so the result is the one a
   // fresh search finds.
-  bool sameOptions = searched && wanted == options;
+  // (`options` starts empty; a search's candidates never are.)
+  bool sameOptions = wanted == options;
   bool resume = sameOptions && encode(from) == source;
   if (!sameOptions) {
     options = std::move(wanted);
@@ -265,7 +266,6 @@ std::string RedistributePlanner::search(const std::vector<Placement> &from,
     source = encode(from);
     best[source] = Visit{0, 0, source, Kind::LocalSlice, 0};
     queue.push_back({0, 0, source});
-    searched = true;
   }
   target = encode(to);
 

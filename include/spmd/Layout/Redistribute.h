@@ -174,7 +174,6 @@ private:
   std::vector<uint64_t> optionKeys;
   bool keyed = true;
   size_t source = 0, target = 0;
-  bool searched = false;
   std::vector<Visit> best;
   std::vector<char> settled;
   std::vector<int64_t> bytes;
