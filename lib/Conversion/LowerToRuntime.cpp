@@ -323,6 +323,8 @@ struct LoweringState {
   llvm::DenseSet<Operation *> asyncCollectives, completingWaits;
   /// Ranks of the program's mesh (1 without one).
   int64_t numRanks = 1;
+  /// The program's meshes as dims of the runtime's (refined) mesh.
+  spmd::MeshRefinement meshes;
 };
 
 /// A matrix operand of a matrix product: its last two operands.
@@ -628,7 +630,8 @@ struct CollectiveToCall : ConversionPattern {
     // A collective's group first: its mesh dims as (count, array).
     SmallVector<CallArg> args;
     if (auto collective = dyn_cast<spmd::CollectiveOpInterface>(op)) {
-      ArrayRef<int64_t> meshDims = collective.getMeshDims();
+      SmallVector<int64_t> meshDims = state.meshes.refine(
+          collective.getMeshAttr().getValue(), collective.getMeshDims());
       args = {b.i32(meshDims.size()), b.i64Array(meshDims)};
     }
     // An asynchronous collective calls the `_start` form (same arguments).
@@ -837,12 +840,10 @@ struct ConvertToRuntimeCallsPass
     ModuleOp module = getOperation();
     MLIRContext *ctx = &getContext();
 
-    auto meshes = llvm::to_vector(module.getOps<spmd::MeshOp>());
-    if (meshes.size() > 1) {
-      meshes[1].emitOpError("is a second mesh: the runtime runs one mesh "
-                            "per program");
+    FailureOr<spmd::MeshRefinement> meshes =
+        spmd::refineMeshes(module, "spmd-convert-to-runtime-calls");
+    if (failed(meshes))
       return signalPassFailure();
-    }
     WalkResult walk = module.walk([&](Operation *op) {
       if (isa<spmd::RedistributeOp, spmd::KeepLocalOp>(op)) {
         op->emitOpError("is in the global view: run the partitioner "
@@ -870,8 +871,9 @@ struct ConvertToRuntimeCallsPass
       return signalPassFailure();
 
     LoweringState state;
-    if (!meshes.empty())
-      state.numRanks = meshes.front().getNumRanks();
+    state.numRanks = spmd::layout::numRanks(
+        std::vector<int64_t>(meshes->shape.begin(), meshes->shape.end()));
+    state.meshes = std::move(*meshes);
     aten::forEachRandomId(module, [&](Operation *op, int64_t id) {
       state.randomIds.try_emplace(op, id);
     });

@@ -625,15 +625,26 @@ bool FsdpUnits::keepsGathered(StringRef param) const {
 
 FailureOr<FsdpUnits> spmd::parseFsdpUnits(ModuleOp module,
                                           const ParallelOptions &options,
-                                          StringRef mode) {
+                                          int64_t meshDim, StringRef mode) {
   FsdpUnits units;
   auto reshard = options.options.find("reshard-after-forward");
   if (reshard != options.options.end()) {
-    if (reshard->second != "true" && reshard->second != "false")
+    // FSDP2's int form: 1 is false, the whole dim is true.
+    int64_t size = options.meshShape[meshDim], n = 0;
+    StringRef value = reshard->second;
+    if (value == "true" || value == "false")
+      units.reshardAfterForward = value == "true";
+    else if (!value.getAsInteger(10, n) && n >= 1 && size % n == 0)
+      units.reshardAfterForward = n > 1;
+    else
       return module.emitError()
-             << mode << ": reshard-after-forward must be true or false, got '"
-             << reshard->second << "'";
-    units.reshardAfterForward = reshard->second == "true";
+             << mode
+             << ": reshard-after-forward must be true, false or a group "
+                "size that divides "
+             << size << " (the size of mesh dim " << meshDim << "), got '"
+             << value << "'";
+    if (n > 1 && n < size)
+      units.postForwardGroup = n;
   }
   auto it = options.options.find("units");
   if (it == options.options.end() || it->second == "auto")
@@ -713,20 +724,94 @@ bool onlyUnitOpsBetween(Operation *from, Operation *to, StringRef unit,
   return true;
 }
 
+/// FSDP2's post-forward mesh for reshard-after-forward=N: the program's
+/// mesh with mesh dim `meshDim` split into (D / N, N).
+MeshOp createPostForwardMesh(ModuleOp module, int64_t meshDim, int64_t n) {
+  MeshOp mesh = *module.getOps<MeshOp>().begin();
+  SmallVector<int64_t> shape;
+  SmallVector<Attribute> names;
+  Builder b(module.getContext());
+  for (auto [d, size] : llvm::enumerate(mesh.getShape())) {
+    StringRef name = cast<StringAttr>(mesh.getNames()[d]).getValue();
+    if (static_cast<int64_t>(d) != meshDim) {
+      shape.push_back(size);
+      names.push_back(b.getStringAttr(name));
+      continue;
+    }
+    shape.append({size / n, n});
+    names.append({b.getStringAttr(name + "_replicate"),
+                  b.getStringAttr(name + "_shard")});
+  }
+  OpBuilder after(mesh);
+  after.setInsertionPointAfter(mesh);
+  auto view = MeshOp::create(after, mesh.getLoc(), "post_forward",
+                             after.getDenseI64ArrayAttr(shape),
+                             after.getArrayAttr(names));
+  SymbolTable(module).insert(view);
+  return view;
+}
+
+/// Backward's gather `g` of a parameter that forward gathered with `f`,
+/// under reshard-after-forward=N: this rank keeps its 1/N of `f`'s result
+/// from forward (spmd.local_take right after `f`, one per `f`, in `kept`)
+/// and gathers the N parts over its group (`view`'s split dim), giving
+/// `g`'s padded result. Returns the new gather.
+Operation *gatherPostForward(AllGatherOp f, AllGatherOp g, MeshOp view,
+                             int64_t meshDim, int64_t n,
+                             DenseMap<Operation *, Value> &kept) {
+  auto type = cast<RankedTensorType>(f.getType());
+  int64_t dim = f.getGatherDim();
+  if (g.getType() != type || g.getInput().getType() != f.getInput().getType() ||
+      static_cast<int64_t>(g.getGatherDim()) != dim)
+    return g;
+  int64_t part = type.getDimSize(dim) / n;
+  Value &piece = kept[f];
+  if (!piece) {
+    MeshOp mesh = lookupMesh(f, f.getMeshAttr(), nullptr);
+    std::vector<int64_t> shape(mesh.getShape().begin(), mesh.getShape().end());
+    int64_t ranks = layout::numRanks(shape);
+    SmallVector<int64_t> starts, counts(ranks, part);
+    for (int64_t r = 0; r < ranks; ++r)
+      starts.push_back(layout::rankToCoords(r, shape)[meshDim] % n * part);
+    SmallVector<int64_t> partShape(type.getShape());
+    partShape[dim] = part;
+    ProvenanceListener provenance(f);
+    OpBuilder b(f->getContext(), &provenance);
+    b.setInsertionPointAfter(f);
+    piece = LocalTakeOp::create(
+        b, f.getLoc(), type.clone(partShape), f.getResult(), f.getMeshAttr(),
+        b.getI64IntegerAttr(dim), nullptr, b.getDenseI64ArrayAttr(starts),
+        b.getDenseI64ArrayAttr(counts), b.getF64FloatAttr(0.0));
+  }
+  OpBuilder b(g);
+  auto gathered = AllGatherOp::create(
+      b, g.getLoc(), type, piece, FlatSymbolRefAttr::get(view.getSymNameAttr()),
+      b.getDenseI64ArrayAttr({meshDim + 1}), b.getI64IntegerAttr(dim));
+  for (NamedAttribute attr : g->getDiscardableAttrs())
+    gathered->setAttr(attr.getName(), attr.getValue());
+  g.replaceAllUsesWith(gathered.getResult());
+  Operation *dtypeCast = g.getInput().getDefiningOp();
+  g.erase();
+  if (dtypeCast && dtypeCast->use_empty())
+    dtypeCast->erase();
+  return gathered;
+}
+
 } // namespace
 
 LogicalResult spmd::fuseUnitCollectives(ModuleOp module,
                                         const ParallelOptions &options,
                                         int64_t meshDim, StringRef mode) {
-  FailureOr<FsdpUnits> parsed = parseFsdpUnits(module, options, mode);
+  FailureOr<FsdpUnits> parsed = parseFsdpUnits(module, options, meshDim, mode);
   if (failed(parsed))
     return failure();
   const FsdpUnits &units = *parsed;
-  if (units.perParameter)
+  if (units.perParameter && units.postForwardGroup == 0)
     return success();
   auto onDim = [&](ArrayRef<int64_t> dims) {
     return dims.size() == 1 && dims[0] == meshDim;
   };
+  MeshOp postForward;
   for (auto fn : module.getOps<func::FuncOp>()) {
     if (fn.isExternal())
       continue;
@@ -743,6 +828,10 @@ LogicalResult spmd::fuseUnitCollectives(ModuleOp module,
              SmallVector<SmallVector<Operation *>>>
         gathers;
     SmallVector<std::pair<Operation *, Operation *>> repeats;
+    // With reshard-after-forward=N: the forward gather that each backward
+    // gather repeats (the last one of its parameter and dtype before it).
+    DenseMap<std::pair<Value, const void *>, Operation *> lastForward;
+    DenseMap<Operation *, Operation *> forwardOf;
     fn.walk([&](AllGatherOp g) {
       BlockArgument arg = getCastArgument(g.getInput());
       if (!arg || arg.getOwner() != &fn.getBody().front() ||
@@ -751,13 +840,19 @@ LogicalResult spmd::fuseUnitCollectives(ModuleOp module,
         return;
       StringRef fqn = getArgFqn(fn, arg.getArgNumber());
       std::string unit = units.unitOf(ownerModule(fqn));
-      auto &groups =
-          gathers[{unit, getPhase(g).str(),
-                   g.getType().getElementType().getAsOpaquePointer()}];
+      StringRef phase = getPhase(g);
+      const void *element = g.getType().getElementType().getAsOpaquePointer();
+      auto &groups = gathers[{unit, phase.str(), element}];
       Operation *earlier =
           groups.empty() ? nullptr : findGatherOf(groups.back(), arg);
-      if (earlier && !unit.empty() &&
-          onlyUnitOpsBetween(earlier, g, unit, units)) {
+      bool repeat = earlier && !unit.empty() && !units.perParameter &&
+                    onlyUnitOpsBetween(earlier, g, unit, units);
+      if (phase == "forward" || phase == "loss")
+        lastForward[{arg, element}] = repeat ? earlier : g.getOperation();
+      else if (phase == "backward" && !repeat)
+        if (Operation *f = lastForward.lookup({arg, element}))
+          forwardOf[g] = f;
+      if (repeat) {
         repeats.push_back({g, earlier});
         return;
       }
@@ -772,6 +867,21 @@ LogicalResult spmd::fuseUnitCollectives(ModuleOp module,
       if (dtypeCast && dtypeCast->use_empty())
         dtypeCast->erase();
     }
+    DenseMap<Operation *, Value> kept;
+    if (units.postForwardGroup > 1)
+      for (auto &[key, groups] : gathers)
+        for (auto &group : groups)
+          for (Operation *&g : group)
+            if (Operation *f = forwardOf.lookup(g)) {
+              if (!postForward)
+                postForward = createPostForwardMesh(module, meshDim,
+                                                    units.postForwardGroup);
+              g = gatherPostForward(cast<AllGatherOp>(f), cast<AllGatherOp>(g),
+                                    postForward, meshDim,
+                                    units.postForwardGroup, kept);
+            }
+    if (units.perParameter)
+      continue;
     // Each group's first use and the member dtype casts (of an argument)
     // that come after it, found before any fusion: a fusion changes the
     // block, whose order each later query would recompute (quadratic in

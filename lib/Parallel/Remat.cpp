@@ -42,7 +42,8 @@ struct RematPass : spmd::impl::RematPassBase<RematPass> {
     }
     ParallelOptions options;
     options.options["units"] = units;
-    FailureOr<FsdpUnits> parsed = parseFsdpUnits(module, options, "spmd-remat");
+    FailureOr<FsdpUnits> parsed =
+        parseFsdpUnits(module, options, /*meshDim=*/0, "spmd-remat");
     if (failed(parsed))
       return signalPassFailure();
     if (parsed->perParameter) {

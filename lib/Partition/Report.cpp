@@ -125,9 +125,18 @@ struct ReportPass : spmd::impl::ReportPassBase<ReportPass> {
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    MeshOp mesh = getOnlyMesh(module, "spmd-report");
-    if (!mesh)
+    // The program's mesh and its views (fsdp's post-forward mesh): every
+    // collective is costed on the refined mesh's dims it spans.
+    auto meshes = module.getOps<MeshOp>();
+    if (meshes.empty()) {
+      module.emitError("spmd-report needs an spmd.mesh");
       return signalPassFailure();
+    }
+    MeshOp mesh = *meshes.begin();
+    FailureOr<MeshRefinement> refined = refineMeshes(module, "spmd-report");
+    if (failed(refined))
+      return signalPassFailure();
+    refinement = std::move(*refined);
     std::vector<int64_t> meshShape(mesh.getShape().begin(),
                                    mesh.getShape().end());
     std::optional<CostModel> cost;
@@ -139,6 +148,7 @@ struct ReportPass : spmd::impl::ReportPassBase<ReportPass> {
         return signalPassFailure();
       }
       model = m->meshModel(meshShape);
+      refinedModel = m->meshModel(refinement.shape);
       cost.emplace(meshShape, model, m->gemmFlops.lookup("f32"),
                    m->memoryBandwidth);
       cost->setGemmFlops(m->gemmFlops);
@@ -149,15 +159,26 @@ struct ReportPass : spmd::impl::ReportPassBase<ReportPass> {
       if (failed(given))
         return signalPassFailure();
       model = *given;
+      // A refined dim is a part of one program mesh dim and its links.
+      refinedModel = layout::MeshCostModel::defaults(refinement.shape.size());
+      for (auto [m, span] :
+           llvm::enumerate(refinement.spans[mesh.getSymName()]))
+        for (int64_t r : span) {
+          refinedModel.latency[r] = model.latency[m];
+          refinedModel.bandwidth[r] = model.bandwidth[m];
+        }
       cost.emplace(meshShape, model, flops, memoryBandwidth);
     }
     for (auto fn : module.getOps<func::FuncOp>())
       if (!fn.isExternal())
-        report(fn, mesh, model, *cost);
+        report(fn, mesh, *cost);
   }
 
   /// The machine file's name, printed with the estimated step.
   std::string machineName;
+  /// The meshes as views of the refined mesh, and its cost model.
+  MeshRefinement refinement;
+  layout::MeshCostModel refinedModel;
 
   /// Seconds of `op` on one rank (its types are local: every operand and
   /// result replicated), 0 for ops that are not aten ops.
@@ -173,8 +194,7 @@ struct ReportPass : spmd::impl::ReportPassBase<ReportPass> {
     return cost.compute(op, local);
   }
 
-  void report(func::FuncOp fn, MeshOp mesh, const layout::MeshCostModel &model,
-              CostModel &cost) {
+  void report(func::FuncOp fn, MeshOp mesh, CostModel &cost) {
     llvm::raw_ostream &os = llvm::outs();
     os << "spmd-report: @" << fn.getSymName() << " on @" << mesh.getSymName()
        << " [";
@@ -189,16 +209,18 @@ struct ReportPass : spmd::impl::ReportPassBase<ReportPass> {
     DenseMap<Operation *, std::pair<int64_t, double>> rows; // number, seconds
     fn.walk([&](CollectiveOpInterface op) {
       Operation *o = op.getOperation();
-      auto dims = o->getAttrOfType<DenseI64ArrayAttr>("mesh_dims");
+      MeshOp own = lookupMesh(o, op.getMeshAttr(), nullptr);
       int64_t n = 1;
       double alpha = 0, bandwidth = std::numeric_limits<double>::infinity();
       std::string names;
-      for (int64_t m : dims.asArrayRef()) {
-        n *= mesh.getShape()[m];
-        alpha = std::max(alpha, model.latency[m]);
-        bandwidth = std::min(bandwidth, model.bandwidth[m]);
+      for (int64_t m : op.getMeshDims()) {
+        n *= own.getShape()[m];
         names += (names.empty() ? "" : ",") +
-                 cast<StringAttr>(mesh.getNames()[m]).getValue().str();
+                 cast<StringAttr>(own.getNames()[m]).getValue().str();
+      }
+      for (int64_t r : refinement.refine(own.getSymName(), op.getMeshDims())) {
+        alpha = std::max(alpha, refinedModel.latency[r]);
+        bandwidth = std::min(bandwidth, refinedModel.bandwidth[r]);
       }
       int64_t bytes = std::max(tensorBytes(o->getOperand(0).getType()),
                                tensorBytes(o->getResult(0).getType()));

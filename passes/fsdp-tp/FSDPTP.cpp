@@ -44,7 +44,8 @@ public:
                       {"units", "reshard-after-forward", "reduce-dtype"});
     if (failed(config))
       return failure();
-    FailureOr<FsdpUnits> units = parseFsdpUnits(module, options, "fsdp-tp");
+    FailureOr<FsdpUnits> units =
+        parseFsdpUnits(module, options, /*meshDim=*/0, "fsdp-tp");
     if (failed(units))
       return failure();
     const TPResolution &resolution = (*config)->resolution;

@@ -17,7 +17,9 @@
 // pattern (default: each module list element, `layers.0`; `none`: one
 // collective per parameter). The root unit is not resharded after forward
 // (FSDP2's root): its parameters are gathered once for forward and
-// backward; `reshard-after-forward=false` keeps every unit so.
+// backward; `reshard-after-forward=false` keeps every unit so, and
+// `reshard-after-forward=N` keeps 1/N of each unit gathered over groups of
+// N ranks (FSDP2's post-forward mesh), so that backward gathers over N.
 //
 //===----------------------------------------------------------------------===//
 
@@ -36,7 +38,8 @@ public:
         module, options, "fsdp", {"units", "reshard-after-forward"});
     if (failed(config))
       return failure();
-    FailureOr<FsdpUnits> units = parseFsdpUnits(module, options, "fsdp");
+    FailureOr<FsdpUnits> units =
+        parseFsdpUnits(module, options, /*meshDim=*/0, "fsdp");
     if (failed(units))
       return failure();
     return annotateAndPartition(

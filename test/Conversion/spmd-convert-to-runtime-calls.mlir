@@ -213,3 +213,41 @@ func.func @local_take(%a: tensor<8x3xf32>) -> (tensor<4x3xf32>, tensor<4x3xf32>)
   %1 = spmd.local_take %a on @mesh dim = 0 indices = [0, 1, 4, 5, 2, 3, 6, -1] fill = 1.0 : tensor<8x3xf32> -> tensor<4x3xf32>
   return %0, %1 : tensor<4x3xf32>, tensor<4x3xf32>
 }
+
+// -----
+
+// Views of the program's mesh (fsdp's post-forward mesh): the collectives
+// of every mesh run over dims of the refined mesh [2, 2, 2]: @mesh's dp
+// spans refined dims 0 and 1, the view's dp_shard dim 1, tp dim 2.
+// CHECK-DAG: llvm.mlir.global internal constant @[[DP:__spmd_i64_[0-9]+]](dense<[0, 1]> : tensor<2xi64>)
+// CHECK-DAG: llvm.mlir.global internal constant @[[SHARD:__spmd_i64_[0-9]+]](dense<1> : tensor<1xi64>)
+// CHECK-DAG: llvm.mlir.global internal constant @[[TP:__spmd_i64_[0-9]+]](dense<2> : tensor<1xi64>)
+// CHECK-LABEL: func.func @views(
+// CHECK: %[[N2:.*]] = arith.constant 2 : i32
+// CHECK: %[[G0:.*]] = llvm.mlir.addressof @[[DP]]
+// CHECK: call @spmd_rt_all_gather(%{{.*}}, %arg0, %[[N2]], %[[G0]], %{{.*}})
+// CHECK: %[[N1:.*]] = arith.constant 1 : i32
+// CHECK: %[[G1:.*]] = llvm.mlir.addressof @[[SHARD]]
+// CHECK: call @spmd_rt_all_gather(%{{.*}}, %arg0, %[[N1]], %[[G1]], %{{.*}})
+// CHECK: %[[G2:.*]] = llvm.mlir.addressof @[[TP]]
+// CHECK: call @spmd_rt_all_reduce(%{{.*}}, %arg0, %{{.*}}, %[[G2]], %{{.*}})
+spmd.mesh @mesh shape = [4, 2] names = ["dp", "tp"]
+spmd.mesh @post_forward shape = [2, 2, 2] names = ["dp_replicate", "dp_shard", "tp"]
+func.func @views(%a: tensor<4xf32>) -> (tensor<16xf32>, tensor<8xf32>, tensor<4xf32>) {
+  %0 = spmd.all_gather %a on @mesh mesh_dims = [0] gather_dim = 0 : tensor<4xf32> -> tensor<16xf32>
+  %1 = spmd.all_gather %a on @post_forward mesh_dims = [1] gather_dim = 0 : tensor<4xf32> -> tensor<8xf32>
+  %2 = spmd.all_reduce %a on @post_forward mesh_dims = [2] reduce = sum : tensor<4xf32>
+  return %0, %1, %2 : tensor<16xf32>, tensor<8xf32>, tensor<4xf32>
+}
+
+// -----
+
+spmd.mesh @mesh shape = [4] names = ["dp"]
+// expected-error @+1 {{'spmd.mesh' op spmd-convert-to-runtime-calls: has 8 ranks, the program's mesh @mesh has 4}}
+spmd.mesh @big shape = [2, 4] names = ["a", "b"]
+
+// -----
+
+spmd.mesh @mesh shape = [2, 3] names = ["a", "b"]
+// expected-error @+1 {{'spmd.mesh' op spmd-convert-to-runtime-calls: cuts the ranks at 3, which another mesh's cut at 2 does not divide: the meshes are not views of one mesh}}
+spmd.mesh @other shape = [3, 2] names = ["c", "d"]

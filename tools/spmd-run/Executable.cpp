@@ -199,10 +199,21 @@ Executable::create(ModuleOp module, StringRef function, StringRef runtimeLib) {
   auto exe = std::make_unique<Executable>();
   exe->function = function.str();
   // The mesh and the entry function's slots, before lowering erases them.
+  // Layouts name the program's (first) mesh; the runtime's groups come
+  // from the refinement of every mesh (views for collectives).
   exe->mesh = {spmd_rt_world_size()};
-  for (auto meshOp : module.getOps<spmd::MeshOp>())
-    exe->mesh.assign(meshOp.getShape().begin(), meshOp.getShape().end());
-  spmd_rt_set_mesh(exe->mesh.size(), exe->mesh.data());
+  auto meshes = module.getOps<spmd::MeshOp>();
+  if (!meshes.empty())
+    exe->mesh.assign((*meshes.begin()).getShape().begin(),
+                     (*meshes.begin()).getShape().end());
+  FailureOr<spmd::MeshRefinement> refined =
+      spmd::refineMeshes(module, "spmd-run");
+  if (failed(refined))
+    FATAL("the program's meshes are not views of one mesh");
+  if (meshes.empty())
+    spmd_rt_set_mesh(exe->mesh.size(), exe->mesh.data());
+  else
+    spmd_rt_set_mesh(refined->shape.size(), refined->shape.data());
   auto fn = module.lookupSymbol<func::FuncOp>(function);
   if (!fn || fn.isExternal())
     FATAL("the module has no function @%s", exe->function.c_str());

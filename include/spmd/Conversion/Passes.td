@@ -27,7 +27,11 @@ def ConvertToRuntimeCallsPass
     - `spmd.all_reduce`, `all_gather`, `reduce_scatter`, `all_to_all` and
       `broadcast` become the runtime's collectives over the listed mesh
       dims, `spmd.local_take` the rank-indexed `spmd_rt_local_take`;
-      `spmd.mesh` is removed (the runner sets the mesh of the job);
+      `spmd.mesh` is removed (the runner sets the mesh of the job). With
+      several meshes (views of the first, such as fsdp's post-forward
+      mesh), the runner's mesh is their common refinement
+      (`spmd::refineMeshes`) and each collective's mesh dims become the
+      refined dims they span;
     - a collective whose every use is a `spmd.wait` (asynchronous) calls
       its `_start` form, and its first wait `spmd_rt_wait(out, in)`: the
       wait is the last use of the collective's input, which is freed
@@ -45,8 +49,9 @@ def ConvertToRuntimeCallsPass
     global tensor (offset 0).
 
     Errors: `spmd.redistribute` (global view: run the partitioner first),
-    an op with no runtime kernel, an unsupported element type, more than one
-    `spmd.mesh`, or a function whose body is not a single block each get a
+    an op with no runtime kernel, an unsupported element type, meshes that
+    are not views of one mesh (another number of ranks, no common
+    refinement), or a function whose body is not a single block each get a
     diagnostic at the op and fail the pass.
   }];
   // aten: returned arguments are cloned with aten.clone before conversion,

@@ -157,6 +157,14 @@ struct FsdpUnits {
   /// gathered again for backward; `false`: they stay gathered from forward
   /// to backward (more memory, no backward gathers).
   bool reshardAfterForward = true;
+  /// `reshard-after-forward=N` (FSDP2's int form, 1 < N < the fsdp mesh
+  /// dim's size D; 0 otherwise): after forward each rank keeps 1/N of a
+  /// unit's gathered parameters, the part its position in its group of N
+  /// consecutive ranks names (FSDP2's post-forward mesh `mesh.view(-1, N)`,
+  /// shard dim 1), and backward gathers them over that group only: within
+  /// a host when N is the devices per host. Memory held from forward to
+  /// backward: 1/N of each unit's parameters, against 1/D with `true`.
+  int64_t postForwardGroup = 0;
   /// Whether parameter `param` stays gathered from forward to backward: in
   /// the root unit (as FSDP2's root, which never reshards: its parameters,
   /// the head and final norm, are the first backward needs) or with
@@ -170,11 +178,14 @@ struct FsdpUnits {
 };
 
 /// The `units=auto|none|glob,glob` option of `mode` ("auto" when absent)
-/// and `reshard-after-forward=true|false` (true when absent). Errors: an
-/// empty pattern ("<mode>: units '...' has an empty pattern"), another
-/// reshard value ("<mode>: reshard-after-forward must be true or false").
+/// and `reshard-after-forward=true|false|N` (true when absent; N as FSDP2:
+/// 1 is false, D (the size of fsdp's mesh dim `meshDim`) is true). Errors:
+/// an empty pattern ("<mode>: units '...' has an empty pattern"), another
+/// reshard value ("<mode>: reshard-after-forward must be true, false or a
+/// group size that divides D, got 'x'").
 mlir::FailureOr<FsdpUnits> parseFsdpUnits(mlir::ModuleOp module,
                                           const ParallelOptions &options,
+                                          int64_t meshDim,
                                           llvm::StringRef mode);
 
 /// FSDP's communication per unit, on a per-rank program (fsdp and fsdp-tp's
@@ -186,6 +197,17 @@ mlir::FailureOr<FsdpUnits> parseFsdpUnits(mlir::ModuleOp module,
 /// the gradient), placed after the last gradient, split where a result is
 /// used before a later gradient exists. fuseCollectives does each fusion;
 /// `mode` begins each `spmd.reason`. Errors: parseFsdpUnits'.
+///
+/// With reshard-after-forward=N, each backward all_gather of a parameter
+/// gathered in forward is replaced (before fusion) by an all_gather over
+/// the N ranks of this rank's group, on the post-forward mesh this adds
+/// to the module: `spmd.mesh @post_forward`, the program's mesh with mesh
+/// dim `meshDim` (named d) split into (D / N, N), named `d_replicate` and
+/// `d_shard` (FSDP2's `mesh.view(-1, N)`). Its input is this rank's 1/N of
+/// forward's gathered (padded) parameter along the gathered dim, its
+/// position in the group naming the part, taken right after forward's
+/// gather (spmd.local_take), so that forward's full copy dies with its
+/// last forward use. The gathered result is the same padded parameter.
 mlir::LogicalResult fuseUnitCollectives(mlir::ModuleOp module,
                                         const ParallelOptions &options,
                                         int64_t meshDim, llvm::StringRef mode);

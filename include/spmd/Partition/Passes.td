@@ -123,7 +123,9 @@ def ReportPass : Pass<"spmd-report", "mlir::ModuleOp"> {
     (n-1)/n factor), estimated seconds under the alpha-beta mesh model
     (the redistribute planner's `collectiveCost`: ceil(log2 n)·α plus the
     ring's (n-1)/n·B·β⁻¹ bytes, twice the bytes for all_reduce) and the
-    reason (`spmd.reason`); then totals per
+    reason (`spmd.reason`); a collective on a view of the program's mesh
+    (fsdp's post-forward mesh) names the view's dims and is costed with
+    the links of the ranks it spans; then totals per
     kind and per step; then the estimated peak memory per rank: the
     arguments plus the largest live set of op results, each freed after its
     last use, views sharing their source's memory, which lives as long as

@@ -7,6 +7,8 @@
 #include "mlir/Interfaces/FunctionInterfaces.h"
 #include "llvm/ADT/TypeSwitch.h"
 
+#include <set>
+
 using namespace mlir;
 using namespace spmd;
 
@@ -363,6 +365,80 @@ MeshOp spmd::getOnlyMesh(ModuleOp module, StringRef pass) {
   module.emitError() << pass << " needs exactly one spmd.mesh, found "
                      << meshes.size();
   return {};
+}
+
+SmallVector<int64_t> MeshRefinement::refine(StringRef mesh,
+                                            ArrayRef<int64_t> meshDims) const {
+  SmallVector<int64_t> dims;
+  const auto &meshSpans = spans.find(mesh)->second;
+  for (int64_t d : meshDims)
+    dims.append(meshSpans[d].begin(), meshSpans[d].end());
+  return dims;
+}
+
+FailureOr<MeshRefinement> spmd::refineMeshes(ModuleOp module, StringRef pass) {
+  MeshRefinement refinement;
+  auto meshes = llvm::to_vector(module.getOps<MeshOp>());
+  if (meshes.empty()) {
+    refinement.shape = {1};
+    return refinement;
+  }
+  MeshOp first = meshes.front();
+  if (meshes.size() == 1) {
+    refinement.shape.assign(first.getShape().begin(), first.getShape().end());
+    auto &spans = refinement.spans[first.getSymName()];
+    for (int64_t d = 0; d < first.getRank(); ++d)
+      spans.push_back({d});
+    return refinement;
+  }
+  // Each mesh cuts the ranks at the products of its leading dims; the
+  // refined mesh cuts them at all of those, which must form a chain of
+  // divisors.
+  std::set<int64_t> cuts;
+  for (MeshOp mesh : meshes) {
+    if (mesh.getNumRanks() != first.getNumRanks())
+      return mesh.emitOpError()
+             << pass << ": has " << mesh.getNumRanks()
+             << " ranks, the program's mesh @" << first.getSymName() << " has "
+             << first.getNumRanks();
+    int64_t product = 1;
+    for (int64_t size : mesh.getShape())
+      cuts.insert(product *= size);
+  }
+  int64_t previous = 1;
+  for (int64_t cut : cuts) {
+    if (cut == 1)
+      continue;
+    if (cut % previous != 0) {
+      MeshOp culprit = meshes.front();
+      for (MeshOp mesh : meshes) {
+        int64_t product = 1;
+        for (int64_t size : mesh.getShape())
+          if ((product *= size) == cut)
+            culprit = mesh;
+      }
+      return culprit.emitOpError()
+             << pass << ": cuts the ranks at " << cut
+             << ", which another mesh's cut at " << previous
+             << " does not divide: the meshes are not views of one mesh";
+    }
+    refinement.shape.push_back(cut / previous);
+    previous = cut;
+  }
+  if (refinement.shape.empty())
+    refinement.shape = {1};
+  for (MeshOp mesh : meshes) {
+    auto &spans = refinement.spans[mesh.getSymName()];
+    int64_t next = 0; // the first refined dim not yet spanned
+    for (int64_t size : mesh.getShape()) {
+      SmallVector<int64_t, 2> &span = spans.emplace_back();
+      for (int64_t covered = 1; size != 1 && covered != size; ++next) {
+        covered *= refinement.shape[next];
+        span.push_back(next);
+      }
+    }
+  }
+  return refinement;
 }
 
 StringRef spmd::getPhase(Operation *op) {

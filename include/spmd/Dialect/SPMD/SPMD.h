@@ -21,6 +21,7 @@
 #include "mlir/IR/SymbolTable.h"
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "llvm/ADT/StringMap.h"
 
 #include "spmd/Dialect/SPMD/SPMDDialect.h.inc"
 #include "spmd/Dialect/SPMD/SPMDEnums.h.inc"
@@ -60,9 +61,38 @@ PlacementAttrInterface getPlacementAttr(mlir::MLIRContext *ctx,
 
 namespace spmd {
 /// The one `spmd.mesh` of `module`; emits "<pass> needs exactly one
-/// spmd.mesh, found N" at the module and returns null otherwise (the
-/// passes and the runtime work on one mesh per program).
+/// spmd.mesh, found N" at the module and returns null otherwise
+/// (propagation and partitioning work on one mesh; views for collectives
+/// come after them, see MeshRefinement).
 MeshOp getOnlyMesh(mlir::ModuleOp module, llvm::StringRef pass);
+
+/// The meshes of a program as views of one job's ranks (DeviceMesh views,
+/// such as FSDP2's post-forward mesh `mesh.view(-1, N)`): every mesh numbers
+/// the same ranks row-major, so each is a coarsening of one refined mesh,
+/// each of its dims the product of a run of consecutive refined dims. A
+/// collective over mesh dims D of any mesh is the collective over the
+/// refined dims of D, in order: the same group, the same positions. The
+/// first mesh is the program's (what argument and result layouts name);
+/// the others serve collectives only. One mesh is its own refinement.
+struct MeshRefinement {
+  /// The refined mesh's shape (the runtime's mesh).
+  llvm::SmallVector<int64_t> shape;
+  /// Per mesh (by symbol name), per mesh dim: the refined dims it spans
+  /// (none for a dim of size 1 of a view).
+  llvm::StringMap<llvm::SmallVector<llvm::SmallVector<int64_t, 2>>> spans;
+  /// The refined dims of mesh dims `meshDims` of the mesh named `mesh`.
+  llvm::SmallVector<int64_t> refine(llvm::StringRef mesh,
+                                    llvm::ArrayRef<int64_t> meshDims) const;
+};
+
+/// Refines the meshes of `module` (MeshRefinement); none gives a 1-D mesh
+/// of one rank. Errors, at the offending mesh, prefixed with `pass`: a mesh
+/// with another number of ranks than the first ("... has N ranks, the
+/// program's mesh @m has M") and meshes without a common refinement
+/// ("... cuts the ranks at K, which does not divide or is not divisible by
+/// K'": [2, 3] and [3, 2] of 6 ranks).
+llvm::FailureOr<MeshRefinement> refineMeshes(mlir::ModuleOp module,
+                                             llvm::StringRef pass);
 
 /// Checks what the sharding passes take as input: every function body is
 /// one block ("must have a single block: <pass> works on captured

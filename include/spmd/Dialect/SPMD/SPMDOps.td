@@ -23,6 +23,15 @@ def SPMD_MeshOp : SPMD_Op<"mesh", [Symbol]> {
     spmd.mesh @mesh shape = [2, 2] names = ["dp", "tp"]
     ```
 
+    A program has one mesh, the first: the one its layouts name. Further
+    meshes are views of the same ranks for collectives (DeviceMesh views,
+    such as FSDP2's post-forward mesh `mesh.view(-1, N)`, which an fsdp
+    mode with `reshard-after-forward=N` declares): they number the ranks
+    row-major too, so a collective over a view's mesh dims is a collective
+    over a group of the program's ranks. Lowering needs every mesh to have
+    the first's number of ranks and the meshes to have a common refinement
+    (`spmd::refineMeshes`).
+
     Errors: an empty shape, a dim of size < 1, a name count different from
     the rank, and empty or duplicate names.
   }];
