@@ -751,19 +751,25 @@ MeshOp createPostForwardMesh(ModuleOp module, int64_t meshDim, int64_t n) {
   return view;
 }
 
-/// Backward's gather `g` of a parameter that forward gathered with `f`,
-/// under reshard-after-forward=N: this rank keeps its 1/N of `f`'s result
-/// from forward (spmd.local_take right after `f`, one per `f`, in `kept`)
-/// and gathers the N parts over its group (`view`'s split dim), giving
-/// `g`'s padded result. Returns the new gather.
+/// Whether backward's gather `g` gives what forward's gather `f` gave: the
+/// same parameter (the caller's match), shapes, dtype and gathered dim.
+bool repeatsForwardGather(AllGatherOp f, AllGatherOp g) {
+  return g.getType() == f.getType() &&
+         g.getInput().getType() == f.getInput().getType() &&
+         g.getGatherDim() == f.getGatherDim();
+}
+
+/// Backward's gather `g` of a parameter that forward gathered with `f`
+/// (repeatsForwardGather), under reshard-after-forward=N: this rank keeps
+/// its 1/N of `f`'s result from forward (spmd.local_take right after `f`,
+/// one per `f`, in `kept`) and gathers the N parts over its group
+/// (`view`'s split dim), giving `g`'s padded result. Returns the new
+/// gather.
 Operation *gatherPostForward(AllGatherOp f, AllGatherOp g, MeshOp view,
                              int64_t meshDim, int64_t n,
                              DenseMap<Operation *, Value> &kept) {
   auto type = cast<RankedTensorType>(f.getType());
   int64_t dim = f.getGatherDim();
-  if (g.getType() != type || g.getInput().getType() != f.getInput().getType() ||
-      static_cast<int64_t>(g.getGatherDim()) != dim)
-    return g;
   int64_t part = type.getDimSize(dim) / n;
   Value &piece = kept[f];
   if (!piece) {
@@ -795,6 +801,37 @@ Operation *gatherPostForward(AllGatherOp f, AllGatherOp g, MeshOp view,
   if (dtypeCast && dtypeCast->use_empty())
     dtypeCast->erase();
   return gathered;
+}
+
+/// Moves the concatenation that feeds `gather`, a unit's fused backward
+/// gather of the parts kept from forward (gatherPostForward), up to right
+/// after the last part is taken, with that part's provenance: the parts
+/// die there, so that backward does not hold them and their concatenation
+/// at once (FSDP2 keeps the post-forward shards in the gather's input).
+void concatenatePartsInForward(Operation *gather) {
+  SmallVector<Operation *> chain, work = {gather};
+  Operation *last = nullptr;
+  while (!work.empty())
+    for (Value operand : work.pop_back_val()->getOperands()) {
+      Operation *def = operand.getDefiningOp();
+      if (isa_and_nonnull<LocalTakeOp>(def)) {
+        if (!last || last->isBeforeInBlock(def))
+          last = def;
+      } else if (def && !llvm::is_contained(chain, def)) {
+        chain.push_back(def);
+        work.push_back(def);
+      }
+    }
+  if (!last)
+    return;
+  llvm::sort(chain,
+             [](Operation *a, Operation *b) { return a->isBeforeInBlock(b); });
+  Operation *part = last;
+  for (Operation *op : chain) {
+    op->moveAfter(last);
+    copyProvenance(part, op);
+    last = op;
+  }
 }
 
 } // namespace
@@ -870,16 +907,23 @@ LogicalResult spmd::fuseUnitCollectives(ModuleOp module,
     DenseMap<Operation *, Value> kept;
     if (units.postForwardGroup > 1)
       for (auto &[key, groups] : gathers)
-        for (auto &group : groups)
+        for (auto &group : groups) {
+          // The whole group or none of it: its fused gather runs on one
+          // mesh. (Forward's groups have no forward gather to repeat.)
+          if (!llvm::all_of(group, [&](Operation *g) {
+                Operation *f = forwardOf.lookup(g);
+                return f && repeatsForwardGather(cast<AllGatherOp>(f),
+                                                 cast<AllGatherOp>(g));
+              }))
+            continue;
+          if (!postForward)
+            postForward =
+                createPostForwardMesh(module, meshDim, units.postForwardGroup);
           for (Operation *&g : group)
-            if (Operation *f = forwardOf.lookup(g)) {
-              if (!postForward)
-                postForward = createPostForwardMesh(module, meshDim,
-                                                    units.postForwardGroup);
-              g = gatherPostForward(cast<AllGatherOp>(f), cast<AllGatherOp>(g),
-                                    postForward, meshDim,
-                                    units.postForwardGroup, kept);
-            }
+            g = gatherPostForward(cast<AllGatherOp>(forwardOf.lookup(g)),
+                                  cast<AllGatherOp>(g), postForward, meshDim,
+                                  units.postForwardGroup, kept);
+        }
     if (units.perParameter)
       continue;
     // Each group's first use and the member dtype casts (of an argument)
@@ -922,7 +966,10 @@ LogicalResult spmd::fuseUnitCollectives(ModuleOp module,
         dtypeCast->moveBefore(fusion.firstUse);
       ProvenanceListener provenance(fusion.group.front());
       OpBuilder b(fusion.firstUse, &provenance);
-      fuseCollectives(fusion.group, b, fusion.reason);
+      Operation *fused = fuseCollectives(fusion.group, b, fusion.reason);
+      if (postForward &&
+          cast<AllGatherOp>(fused).getMesh() == postForward.getSymName())
+        concatenatePartsInForward(fused);
     }
 
     // Gradient reduce_scatters (of a value backward computed) by (unit of
