@@ -2,7 +2,8 @@
 """FSDP communication per training step: spmd's fsdp mode next to PyTorch's
 FSDP2 (`fully_shard`) on the same model, optimizer and mesh.
 
-  bench/fsdp_comms.py [--ranks N] [--build DIR] [CONFIG ...]
+  bench/fsdp_comms.py [--ranks N] [--reshard-after-forward true|false|G]
+                      [--build DIR] [CONFIG ...]
 
 Both sides shard every parameter on dim 0 over N ranks and use the same
 units: FSDP2's `fully_shard` on each module-list element (each transformer
@@ -15,7 +16,11 @@ processes, one Adam step under PyTorch's CommDebugMode, which counts the
 collectives; bytes per rank are the larger of each collective's input and
 output on rank 0 (spmd-report's measure). The loss is a scalar on every
 rank in both (spmd's 4-byte all_reduces of the loss count here; FSDP2's
-have no equivalent: its loss stays per-rank)."""
+have no equivalent: its loss stays per-rank). `--reshard-after-forward`
+sets both sides' reshard policy (FSDP2's `reshard_after_forward`: a bool,
+or G, a group size that divides N: backward gathers over groups of G
+ranks); spmd-report's rows then name the post-forward mesh dim
+(`dp_shard`) of each backward gather."""
 import argparse
 import os
 import re
@@ -42,12 +47,17 @@ DEFAULT = [
 ]
 
 
-def fsdp2_worker(rank, ranks, spec, port, out):
+def reshard_value(text):
+    """FSDP2's `reshard_after_forward` for the option's text."""
+    return {"true": True, "false": False}[text] if text in ("true", "false") else int(text)
+
+
+def fsdp2_worker(rank, ranks, spec, port, reshard, out):
     mesh = join_gloo(rank, ranks, port)
     torch.manual_seed(0)
     f = load_factory(os.path.join(ROOT, spec))
     model = f.model
-    fully_shard_units(model, mesh)
+    fully_shard_units(model, mesh, reshard_after_forward=reshard_value(reshard))
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
     f = f.converted(lambda t: torch.chunk(t, ranks)[rank] if t.dim() > 0 else t)
     mode = comm_bytes_mode()
@@ -60,7 +70,7 @@ def fsdp2_worker(rank, ranks, spec, port, out):
     dist.destroy_process_group()
 
 
-def spmd(spec, ranks, build, work, units):
+def spmd(spec, ranks, build, work, units, reshard):
     module = os.path.join(work, "m.mlir")
     bin_dir = os.path.join(build, "bin")
     if not os.path.exists(module):
@@ -68,7 +78,8 @@ def spmd(spec, ranks, build, work, units):
                         os.path.join(ROOT, spec), "--optimizer", "adam", "--no-reference",
                         "-o", module, "--bundle", os.path.join(work, "b")],
                        check=True, stdout=subprocess.DEVNULL)
-    option = "" if units is None else " options=units=" + units
+    options = ["reshard-after-forward=" + reshard] + ([] if units is None else ["units=" + units])
+    option = " options=" + ";".join(options)
     report = subprocess.run([os.path.join(bin_dir, "spmd-opt"), module,
                              "--spmd-parallelize=mode=fsdp mesh=%d%s" % (ranks, option),
                              "--spmd-report", "-o", os.devnull],
@@ -90,16 +101,18 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("configs", nargs="*", default=DEFAULT)
     parser.add_argument("--ranks", type=int, default=4)
+    parser.add_argument("--reshard-after-forward", default="true")
     parser.add_argument("--build", default=os.path.join(ROOT, "build"))
     args = parser.parse_args()
-    print("%-90s %-26s %8s %10s" % ("model (adam, %d ranks, fsdp)" % args.ranks, "side",
-                                   "colls", "bytes/rank"))
+    reshard = args.reshard_after_forward
+    print("%-90s %-26s %8s %10s" % ("model (adam, %d ranks, fsdp, reshard-after-forward=%s)"
+                                   % (args.ranks, reshard), "side", "colls", "bytes/rank"))
     for i, spec in enumerate(args.configs):
         with tempfile.TemporaryDirectory() as work:
             for units, name in ((None, "spmd fsdp (units)"), ("none", "spmd fsdp units=none")):
-                kinds, count, nbytes = spmd(spec, args.ranks, args.build, work, units)
+                kinds, count, nbytes = spmd(spec, args.ranks, args.build, work, units, reshard)
                 print("%-90s %-26s %8d %10d  %s" % (spec, name, count, nbytes, describe(kinds)))
-        counts, nbytes = run_on_ranks(fsdp2_worker, args.ranks, spec, 29600 + i)
+        counts, nbytes = run_on_ranks(fsdp2_worker, args.ranks, spec, 29600 + i, reshard)
         print("%-90s %-26s %8d %10d  %s" % (spec, "FSDP2 fully_shard", sum(counts.values()),
                                            nbytes, describe(counts)))
         sys.stdout.flush()
