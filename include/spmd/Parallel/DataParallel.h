@@ -199,15 +199,18 @@ mlir::FailureOr<FsdpUnits> parseFsdpUnits(mlir::ModuleOp module,
 /// `mode` begins each `spmd.reason`. Errors: parseFsdpUnits'.
 ///
 /// With reshard-after-forward=N, each backward all_gather of a parameter
-/// gathered in forward is replaced (before fusion) by an all_gather over
-/// the N ranks of this rank's group, on the post-forward mesh this adds
-/// to the module: `spmd.mesh @post_forward`, the program's mesh with mesh
+/// gathered in forward (of a unit's backward group whose every gather
+/// repeats a forward one, so that the fused gather runs on one mesh; the
+/// others stay on the program's mesh, as with `true`) is replaced (before
+/// fusion) by an all_gather over the N ranks of this rank's group, on the
+/// post-forward mesh this adds to the module: `spmd.mesh @post_forward`, the program's mesh with mesh
 /// dim `meshDim` (named d) split into (D / N, N), named `d_replicate` and
 /// `d_shard` (FSDP2's `mesh.view(-1, N)`). Its input is this rank's 1/N of
 /// forward's gathered (padded) parameter along the gathered dim, its
 /// position in the group naming the part, taken right after forward's
 /// gather (spmd.local_take), so that forward's full copy dies with its
-/// last forward use. The gathered result is the same padded parameter.
+/// last forward use; a fused gather's concatenation of the parts moves up
+/// to right after them. The gathered result is the same padded parameter.
 mlir::LogicalResult fuseUnitCollectives(mlir::ModuleOp module,
                                         const ParallelOptions &options,
                                         int64_t meshDim, llvm::StringRef mode);
