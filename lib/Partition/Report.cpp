@@ -262,7 +262,8 @@ struct ReportPass : spmd::impl::ReportPassBase<ReportPass> {
        << memory.arguments() << ", op results " << memory.results() << ")\n";
     os << "at the peak: parameters " << memory.parameters
        << ", optimizer state " << memory.optimizerState << ", other arguments "
-       << memory.otherArguments << ", forward results (activations) "
+       << memory.otherArguments << ", gathered parameters "
+       << memory.gatheredParameters << ", forward results (activations) "
        << memory.forward << ", backward results (gradients) " << memory.backward
        << ", optimizer results " << memory.update << ", other results "
        << memory.other << " bytes\n";
@@ -359,10 +360,21 @@ PeakMemory spmd::predictPeakMemory(func::FuncOp fn) {
   // its last use (returned values to the end); views share memory.
   // What is live at the peak, by kind: arguments by their spmd.role, op
   // results by their spmd.phase.
-  enum Kind { Params, OptimState, OtherArgs, Forward, Backward, Update, Other };
+  enum Kind {
+    Params,
+    OptimState,
+    OtherArgs,
+    Gathered,
+    Forward,
+    Backward,
+    Update,
+    Other
+  };
   constexpr int numKinds = Other + 1;
   using Bytes = std::array<int64_t, numKinds>;
   Bytes argBytes{};
+  // Parameters and the values that only move them (Gathered).
+  DenseSet<Value> parameterData;
   for (unsigned i = 0; i < fn.getNumArguments(); ++i) {
     auto role = fn.getArgAttrOfType<StringAttr>(i, "spmd.role");
     Kind kind = !role                              ? OtherArgs
@@ -370,7 +382,17 @@ PeakMemory spmd::predictPeakMemory(func::FuncOp fn) {
                 : role.getValue() == "optim_state" ? OptimState
                                                    : OtherArgs;
     argBytes[kind] += tensorBytes(fn.getArgumentTypes()[i]);
+    if (kind == Params)
+      parameterData.insert(fn.getArgument(i));
   }
+  auto movesParameters = [&](Operation *op) {
+    return (isa<AllGatherOp, LocalTakeOp, WaitOp, aten::ToCopyOp, aten::CatOp,
+                aten::SliceTensorOp, aten::SplitWithSizesOp>(op) ||
+            aten::isRearrangement(op)) &&
+           op->getNumOperands() > 0 &&
+           llvm::all_of(op->getOperands(),
+                        [&](Value v) { return parameterData.contains(v); });
+  };
   SmallVector<Operation *> ops;
   DenseMap<Operation *, unsigned> order;
   fn.walk([&](Operation *op) {
@@ -405,6 +427,10 @@ PeakMemory spmd::predictPeakMemory(func::FuncOp fn) {
                 : phase == "backward"                 ? Backward
                 : phase == "optimizer"                ? Update
                                                       : Other;
+    if (movesParameters(op)) {
+      kind = Gathered;
+      parameterData.insert(op->getResults().begin(), op->getResults().end());
+    }
     if (!aten::isSameElementsView(op) && !isa<WaitOp>(op))
       for (Value v : op->getResults()) {
         int64_t bytes = tensorBytes(v.getType());
@@ -425,6 +451,7 @@ PeakMemory spmd::predictPeakMemory(func::FuncOp fn) {
   memory.parameters = argBytes[Params];
   memory.optimizerState = argBytes[OptimState];
   memory.otherArguments = argBytes[OtherArgs];
+  memory.gatheredParameters = atPeak[Gathered];
   memory.forward = atPeak[Forward];
   memory.backward = atPeak[Backward];
   memory.update = atPeak[Update];

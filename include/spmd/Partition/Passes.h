@@ -25,14 +25,21 @@ namespace spmd {
 struct PeakMemory {
   /// Arguments by their `spmd.role`: "param", "optim_state", the rest.
   int64_t parameters = 0, optimizerState = 0, otherArguments = 0;
-  /// The op results live at the peak by `spmd.phase`: forward and loss,
-  /// backward, optimizer, none or another.
+  /// The op results live at the peak that only move parameters: the
+  /// gathers of parameter shards (fsdp's, whatever their phase), the parts
+  /// kept from forward to backward (reshard-after-forward=N), and the
+  /// casts, concatenations and rearrangements of parameters between them.
+  int64_t gatheredParameters = 0;
+  /// The other op results live at the peak by `spmd.phase`: forward and
+  /// loss, backward, optimizer, none or another.
   int64_t forward = 0, backward = 0, update = 0, other = 0;
 
   int64_t arguments() const {
     return parameters + optimizerState + otherArguments;
   }
-  int64_t results() const { return forward + backward + update + other; }
+  int64_t results() const {
+    return gatheredParameters + forward + backward + update + other;
+  }
   int64_t total() const { return arguments() + results(); }
 };
 PeakMemory predictPeakMemory(mlir::func::FuncOp fn);

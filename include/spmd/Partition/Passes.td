@@ -132,9 +132,13 @@ def ReportPass : Pass<"spmd-report", "mlir::ModuleOp"> {
     its views (the lowering's buffer discipline, docs/lowering.md; an
     asynchronous collective's input lives until its wait, and its result
     is the wait's), and what is live at that peak: the arguments by their
-    `spmd.role` (parameters, optimizer state, other) and the op results by
-    their `spmd.phase` (forward and loss: activations; backward: gradients
-    and their temporaries; optimizer: the updates; other).
+    `spmd.role` (parameters, optimizer state, other); the gathered
+    parameters (op results that only move parameters: fsdp's gathers, the
+    parts `reshard-after-forward=N` keeps, and the casts, concatenations,
+    slices and rearrangements between them), the memory a reshard policy
+    costs; and the other op results by their `spmd.phase` (forward and
+    loss: activations; backward: gradients and their temporaries;
+    optimizer: the updates; other).
 
     Where the program has asynchronous collectives (`spmd.wait`,
     `--spmd-overlap-collectives`), an overlap table follows the totals:
