@@ -48,8 +48,9 @@ std::optional<int32_t> spmd::run::dtypeOf(Type type) {
   return std::nullopt;
 }
 
+/// `meshName`: the program's mesh, the one every layout must name.
 static Slot readSlot(Type type, DictionaryAttr attrs, const char *what,
-                     unsigned i, StringRef function) {
+                     unsigned i, StringRef function, StringRef meshName) {
   Slot slot;
   slot.type = dyn_cast<RankedTensorType>(type);
   if (!slot.type || !dtypeOf(slot.type.getElementType()))
@@ -59,8 +60,13 @@ static Slot readSlot(Type type, DictionaryAttr attrs, const char *what,
     return slot;
   if (auto fqn = attrs.getAs<StringAttr>("spmd.fqn"))
     slot.fqn = fqn.str();
-  if (auto layout = attrs.getAs<spmd::LayoutAttr>("spmd.layout"))
+  if (auto layout = attrs.getAs<spmd::LayoutAttr>("spmd.layout")) {
+    if (layout.getMesh().getValue() != meshName)
+      FATAL("%s %u of @%s is laid out on @%s, not on the program's mesh @%s",
+            what, i, function.str().c_str(),
+            layout.getMesh().getValue().str().c_str(), meshName.str().c_str());
     slot.placements = layout.getLayoutPlacements();
+  }
   if (auto updates = attrs.getAs<IntegerAttr>("spmd.updates"))
     slot.updates = updates.getInt();
   return slot;
@@ -203,9 +209,12 @@ Executable::create(ModuleOp module, StringRef function, StringRef runtimeLib) {
   // from the refinement of every mesh (views for collectives).
   exe->mesh = {spmd_rt_world_size()};
   auto meshes = module.getOps<spmd::MeshOp>();
-  if (!meshes.empty())
-    exe->mesh.assign((*meshes.begin()).getShape().begin(),
-                     (*meshes.begin()).getShape().end());
+  StringRef meshName;
+  if (!meshes.empty()) {
+    spmd::MeshOp first = *meshes.begin();
+    exe->mesh.assign(first.getShape().begin(), first.getShape().end());
+    meshName = first.getSymName();
+  }
   FailureOr<spmd::MeshRefinement> refined =
       spmd::refineMeshes(module, "spmd-run");
   if (failed(refined))
@@ -219,11 +228,11 @@ Executable::create(ModuleOp module, StringRef function, StringRef runtimeLib) {
     FATAL("the module has no function @%s", exe->function.c_str());
   for (unsigned i = 0; i < fn.getNumArguments(); ++i)
     exe->args.push_back(readSlot(fn.getArgumentTypes()[i], fn.getArgAttrDict(i),
-                                 "argument", i, function));
+                                 "argument", i, function, meshName));
   for (unsigned i = 0; i < fn.getNumResults(); ++i)
     exe->results.push_back(readSlot(fn.getResultTypes()[i],
                                     fn.getResultAttrDict(i), "result", i,
-                                    function));
+                                    function, meshName));
 
   PassManager pm(module.getContext());
   spmd::buildLowerToRuntimePipeline(pm);
