@@ -152,7 +152,16 @@ RedistributePlanner::RedistributePlanner(std::vector<int64_t> globalShape,
                                          std::vector<int64_t> meshShape,
                                          MeshCostModel cost)
     : globalShape(std::move(globalShape)), meshShape(std::move(meshShape)),
-      elementBytes(elementBytes), cost(std::move(cost)) {}
+      elementBytes(elementBytes), cost(std::move(cost)) {
+  // A cost model of another rank than the mesh's gets no terms past it:
+  // search() reports the mismatch before any step is costed.
+  for (size_t m = 0;
+       m < this->meshShape.size() && m < this->cost.latency.size() &&
+       m < this->cost.bandwidth.size();
+       ++m)
+    groups.emplace_back(this->meshShape[m], this->cost.latency[m],
+                        this->cost.bandwidth[m]);
+}
 
 uint64_t RedistributePlanner::knownIndex(const Placement &p) {
   for (size_t i = 0; i < known.size(); ++i)
@@ -203,10 +212,8 @@ int64_t RedistributePlanner::bytesOf(size_t node) {
 
 std::pair<int64_t, double> RedistributePlanner::stepCost(size_t node) {
   const Visit &visit = best[node];
-  return collectiveCost(visit.kind, meshShape[visit.meshDim],
-                        std::max(bytesOf(visit.previous), bytesOf(node)),
-                        cost.latency[visit.meshDim],
-                        cost.bandwidth[visit.meshDim]);
+  return collectiveCost(visit.kind, groups[visit.meshDim],
+                        std::max(bytesOf(visit.previous), bytesOf(node)));
 }
 
 std::string RedistributePlanner::search(const std::vector<Placement> &from,
@@ -300,17 +307,18 @@ std::string RedistributePlanner::search(const std::vector<Placement> &from,
       if (options[digit].isShardLike() && isBlocked(digit))
         continue;
       for (size_t b = 0; b < base; ++b) {
+        // A settled node's cost is final: no step improves it (Dijkstra).
+        size_t to = node - digit * stride + b * stride;
         std::optional<Kind> kind = kinds[digit * base + b];
-        if (!kind || (options[b].isShardLike() && isBlocked(b)))
+        if (!kind || settled[to] || (options[b].isShardLike() && isBlocked(b)))
           continue;
         // Every candidate fits the tensor and the mesh (checked above for
         // the source and target, by construction for the others, which
         // maxLocalShape asserts).
-        size_t to = node - digit * stride + b * stride;
-        double stepSeconds = collectiveCost(*kind, meshShape[m],
-                                            std::max(currentBytes, bytesOf(to)),
-                                            cost.latency[m], cost.bandwidth[m])
-                                 .second;
+        int64_t toBytes = bytes[to] >= 0 ? bytes[to] : bytesOf(to);
+        double stepSeconds =
+            collectiveCost(*kind, groups[m], std::max(currentBytes, toBytes))
+                .second;
         double total = seconds + stepSeconds;
         if (std::make_tuple(best[to].seconds, best[to].steps) <=
             std::make_tuple(total, steps + 1))
@@ -362,20 +370,31 @@ RedistributePlanner::summarize(const std::vector<Placement> &from,
   return summary;
 }
 
-std::pair<int64_t, double>
-spmd::layout::collectiveCost(RedistributeStep::Kind kind, int64_t n,
-                             int64_t largeBytes, double alpha,
-                             double bandwidth) {
-  using Kind = RedistributeStep::Kind;
-  if (kind == Kind::LocalSlice || kind == Kind::LocalPartial || n <= 1)
-    return {0, 0};
+GroupCost::GroupCost(int64_t n, double alpha, double bandwidth)
+    : n(n), bandwidth(bandwidth) {
   // ceil(log2(n)), exactly.
   int rounds = 0;
   while ((int64_t{1} << rounds) < n)
     ++rounds;
-  double moved = static_cast<double>(n - 1) / static_cast<double>(n) *
-                 static_cast<double>(largeBytes);
+  latency = rounds * alpha;
+  share = static_cast<double>(n - 1) / static_cast<double>(n);
+}
+
+std::pair<int64_t, double>
+spmd::layout::collectiveCost(RedistributeStep::Kind kind,
+                             const GroupCost &group, int64_t largeBytes) {
+  using Kind = RedistributeStep::Kind;
+  if (kind == Kind::LocalSlice || kind == Kind::LocalPartial || group.n <= 1)
+    return {0, 0};
+  double moved = group.share * static_cast<double>(largeBytes);
   if (kind == Kind::AllReduce)
     moved *= 2;
-  return {static_cast<int64_t>(moved), rounds * alpha + moved / bandwidth};
+  return {static_cast<int64_t>(moved), group.latency + moved / group.bandwidth};
+}
+
+std::pair<int64_t, double>
+spmd::layout::collectiveCost(RedistributeStep::Kind kind, int64_t n,
+                             int64_t largeBytes, double alpha,
+                             double bandwidth) {
+  return collectiveCost(kind, GroupCost(n, alpha, bandwidth), largeBytes);
 }

@@ -94,6 +94,20 @@ std::pair<int64_t, double> collectiveCost(RedistributeStep::Kind kind,
                                           int64_t n, int64_t largeBytes,
                                           double alpha, double bandwidth);
 
+/// collectiveCost's terms of one group that do not depend on the bytes:
+/// the group size, ceil(log2 n) * alpha seconds, the (n - 1) / n share of
+/// the piece a ring moves, and the bandwidth (bytes per second).
+struct GroupCost {
+  int64_t n;
+  double latency, share, bandwidth;
+  GroupCost(int64_t n, double alpha, double bandwidth);
+};
+/// collectiveCost(kind, n, largeBytes, alpha, bandwidth) from its
+/// group's terms, bit for bit.
+std::pair<int64_t, double> collectiveCost(RedistributeStep::Kind kind,
+                                          const GroupCost &group,
+                                          int64_t largeBytes);
+
 /// The cheapest sequence of steps from `from` to `to` for a tensor of
 /// `globalShape` with `elementBytes` bytes per element on a mesh of
 /// `meshShape`, ties broken by fewer steps, then deterministically.
@@ -149,6 +163,8 @@ private:
   std::vector<int64_t> globalShape, meshShape;
   int64_t elementBytes;
   MeshCostModel cost;
+  /// Per mesh dim, its collectives' byte-independent cost terms.
+  std::vector<GroupCost> groups;
   /// Placements met so far; a layout's key packs their indices, 8 bits per
   /// mesh dim (at most kMaxMeshDims dims; layouts with an index past 255
   /// are not kept).
