@@ -121,8 +121,8 @@ bool matchFqn(llvm::StringRef pattern, llvm::StringRef fqn);
 /// differs, as a causal mask's; spmd-capture --accumulate's rule) the role
 /// "" so that it stays Replicate unless an override names it, gives
 /// each result that updates an argument that argument's layout, then runs
-/// `--spmd-propagate --spmd-partition`, each followed by `canonicalize` and
-/// `cse`, through options.runPipeline.
+/// `--spmd-propagate --spmd-partition`, then `canonicalize` and `cse`,
+/// through options.runPipeline.
 /// `beforePropagate` may constrain the global program (insert fixed
 /// redistributions, pin strategies) first.
 mlir::LogicalResult annotateAndPartition(

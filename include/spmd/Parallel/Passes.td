@@ -15,8 +15,8 @@ def ParallelizePass : Pass<"spmd-parallelize", "mlir::ModuleOp"> {
   let description = [{
     Runs the mode named by `mode` (ddp, fsdp, tp, fsdp-tp, or one registered by a pass
     plugin) on a captured module: its `partition` (layouts of the
-    arguments, `--spmd-propagate`, `--spmd-partition`, each followed by
-    `canonicalize` and `cse`) and then its
+    arguments, `--spmd-propagate`, `--spmd-partition`, then `canonicalize`
+    and `cse`) and then its
     `transformAndCompile` (e.g. ddp's gradient bucketing). The output is
     the finished per-rank program on a mesh of shape `mesh` ("4", "2x2").
 
@@ -26,7 +26,10 @@ def ParallelizePass : Pass<"spmd-parallelize", "mlir::ModuleOp"> {
     `placements=fc1.*=shard<0>`), and `options` for further mode options
     and modes from plugins (`key=value` pairs separated by `;`; ddp takes
     `ignored=glob,glob`, `comm-hook=bf16|none` and `first-bucket-cap-mb`,
-    default 1; fsdp and fsdp-tp `units=` and `reshard-after-forward=`;
+    default 1; fsdp and fsdp-tp `units=` and
+    `reshard-after-forward=true|false|N`, N a group size that divides the
+    dp mesh dim: backward gathers over groups of N ranks, on a view of the
+    mesh the mode adds, `spmd.mesh @post_forward`;
     ddp, fsdp and fsdp-tp `reduce-dtype=bf16|f32`, mixed precision's
     gradient reduction dtype, docs/parallel-modes.md). `overlap=N` (N >= 1)
     ends with `--spmd-overlap-collectives{max-in-flight=N}`: collectives
