@@ -153,14 +153,14 @@ RedistributePlanner::RedistributePlanner(std::vector<int64_t> globalShape,
                                          MeshCostModel cost)
     : globalShape(std::move(globalShape)), meshShape(std::move(meshShape)),
       elementBytes(elementBytes), cost(std::move(cost)) {
-  // A cost model of another rank than the mesh's gets no terms past it:
-  // search() reports the mismatch before any step is costed.
-  for (size_t m = 0;
-       m < this->meshShape.size() && m < this->cost.latency.size() &&
-       m < this->cost.bandwidth.size();
-       ++m)
-    groups.emplace_back(this->meshShape[m], this->cost.latency[m],
-                        this->cost.bandwidth[m]);
+  // A cost model of another rank than the mesh's gets none: search()
+  // reports the mismatch before any step is costed.
+  const size_t meshRank = this->meshShape.size();
+  if (this->cost.latency.size() == meshRank &&
+      this->cost.bandwidth.size() == meshRank)
+    for (size_t m = 0; m < meshRank; ++m)
+      groups.emplace_back(this->meshShape[m], this->cost.latency[m],
+                          this->cost.bandwidth[m]);
 }
 
 uint64_t RedistributePlanner::knownIndex(const Placement &p) {
@@ -190,9 +190,7 @@ void RedistributePlanner::decodeInto(size_t node,
     placements[m] = options[node % options.size()];
 }
 
-int64_t RedistributePlanner::bytesOf(size_t node) {
-  if (bytes[node] >= 0)
-    return bytes[node];
+int64_t RedistributePlanner::computeBytes(size_t node) {
   if (!keyed) {
     decodeInto(node, scratch);
     return bytes[node] =
@@ -315,10 +313,9 @@ std::string RedistributePlanner::search(const std::vector<Placement> &from,
         // Every candidate fits the tensor and the mesh (checked above for
         // the source and target, by construction for the others, which
         // maxLocalShape asserts).
-        int64_t toBytes = bytes[to] >= 0 ? bytes[to] : bytesOf(to);
-        double stepSeconds =
-            collectiveCost(*kind, groups[m], std::max(currentBytes, toBytes))
-                .second;
+        double stepSeconds = collectiveCost(*kind, groups[m],
+                                            std::max(currentBytes, bytesOf(to)))
+                                 .second;
         double total = seconds + stepSeconds;
         if (std::make_tuple(best[to].seconds, best[to].steps) <=
             std::make_tuple(total, steps + 1))

@@ -724,9 +724,17 @@ bool onlyUnitOpsBetween(Operation *from, Operation *to, StringRef unit,
   return true;
 }
 
-/// FSDP2's post-forward mesh for reshard-after-forward=N: the program's
-/// mesh with mesh dim `meshDim` split into (D / N, N).
-MeshOp createPostForwardMesh(ModuleOp module, int64_t meshDim, int64_t n) {
+/// FSDP2's post-forward mesh for reshard-after-forward=N (the program's
+/// mesh with mesh dim `meshDim` split into (D / N, N)), and each rank's
+/// position in its group of N on it, by rank.
+struct PostForwardMesh {
+  FlatSymbolRefAttr view;
+  int64_t meshDim, n;
+  SmallVector<int64_t> positions;
+};
+
+PostForwardMesh createPostForwardMesh(ModuleOp module, int64_t meshDim,
+                                      int64_t n) {
   MeshOp mesh = *module.getOps<MeshOp>().begin();
   SmallVector<int64_t> shape;
   SmallVector<Attribute> names;
@@ -748,7 +756,12 @@ MeshOp createPostForwardMesh(ModuleOp module, int64_t meshDim, int64_t n) {
                              after.getDenseI64ArrayAttr(shape),
                              after.getArrayAttr(names));
   SymbolTable(module).insert(view);
-  return view;
+  PostForwardMesh result{
+      FlatSymbolRefAttr::get(view.getSymNameAttr()), meshDim, n, {}};
+  std::vector<int64_t> program(mesh.getShape().begin(), mesh.getShape().end());
+  for (int64_t r = 0, ranks = mesh.getNumRanks(); r < ranks; ++r)
+    result.positions.push_back(layout::rankToCoords(r, program)[meshDim] % n);
+  return result;
 }
 
 /// Whether backward's gather `g` gives what forward's gather `f` gave: the
@@ -763,22 +776,19 @@ bool repeatsForwardGather(AllGatherOp f, AllGatherOp g) {
 /// (repeatsForwardGather), under reshard-after-forward=N: this rank keeps
 /// its 1/N of `f`'s result from forward (spmd.local_take right after `f`,
 /// one per `f`, in `kept`) and gathers the N parts over its group
-/// (`view`'s split dim), giving `g`'s padded result. Returns the new
+/// (`post`'s split dim), giving `g`'s padded result. Returns the new
 /// gather.
-Operation *gatherPostForward(AllGatherOp f, AllGatherOp g, MeshOp view,
-                             int64_t meshDim, int64_t n,
+Operation *gatherPostForward(AllGatherOp f, AllGatherOp g,
+                             const PostForwardMesh &post,
                              DenseMap<Operation *, Value> &kept) {
   auto type = cast<RankedTensorType>(f.getType());
   int64_t dim = f.getGatherDim();
-  int64_t part = type.getDimSize(dim) / n;
+  int64_t part = type.getDimSize(dim) / post.n;
   Value &piece = kept[f];
   if (!piece) {
-    MeshOp mesh = lookupMesh(f, f.getMeshAttr(), nullptr);
-    std::vector<int64_t> shape(mesh.getShape().begin(), mesh.getShape().end());
-    int64_t ranks = layout::numRanks(shape);
-    SmallVector<int64_t> starts, counts(ranks, part);
-    for (int64_t r = 0; r < ranks; ++r)
-      starts.push_back(layout::rankToCoords(r, shape)[meshDim] % n * part);
+    SmallVector<int64_t> starts, counts(post.positions.size(), part);
+    for (int64_t position : post.positions)
+      starts.push_back(position * part);
     SmallVector<int64_t> partShape(type.getShape());
     partShape[dim] = part;
     ProvenanceListener provenance(f);
@@ -791,8 +801,8 @@ Operation *gatherPostForward(AllGatherOp f, AllGatherOp g, MeshOp view,
   }
   OpBuilder b(g);
   auto gathered = AllGatherOp::create(
-      b, g.getLoc(), type, piece, FlatSymbolRefAttr::get(view.getSymNameAttr()),
-      b.getDenseI64ArrayAttr({meshDim + 1}), b.getI64IntegerAttr(dim));
+      b, g.getLoc(), type, piece, post.view,
+      b.getDenseI64ArrayAttr({post.meshDim + 1}), b.getI64IntegerAttr(dim));
   for (NamedAttribute attr : g->getDiscardableAttrs())
     gathered->setAttr(attr.getName(), attr.getValue());
   g.replaceAllUsesWith(gathered.getResult());
@@ -848,7 +858,7 @@ LogicalResult spmd::fuseUnitCollectives(ModuleOp module,
   auto onDim = [&](ArrayRef<int64_t> dims) {
     return dims.size() == 1 && dims[0] == meshDim;
   };
-  MeshOp postForward;
+  std::optional<PostForwardMesh> postForward;
   for (auto fn : module.getOps<func::FuncOp>()) {
     if (fn.isExternal())
       continue;
@@ -921,8 +931,7 @@ LogicalResult spmd::fuseUnitCollectives(ModuleOp module,
                 createPostForwardMesh(module, meshDim, units.postForwardGroup);
           for (Operation *&g : group)
             g = gatherPostForward(cast<AllGatherOp>(forwardOf.lookup(g)),
-                                  cast<AllGatherOp>(g), postForward, meshDim,
-                                  units.postForwardGroup, kept);
+                                  cast<AllGatherOp>(g), *postForward, kept);
         }
     if (units.perParameter)
       continue;
@@ -968,7 +977,7 @@ LogicalResult spmd::fuseUnitCollectives(ModuleOp module,
       OpBuilder b(fusion.firstUse, &provenance);
       Operation *fused = fuseCollectives(fusion.group, b, fusion.reason);
       if (postForward &&
-          cast<AllGatherOp>(fused).getMesh() == postForward.getSymName())
+          cast<AllGatherOp>(fused).getMeshAttr() == postForward->view)
         concatenatePartsInForward(fused);
     }
 

@@ -208,8 +208,12 @@ private:
   uint64_t knownIndex(const Placement &p);
   size_t encode(const std::vector<Placement> &placements) const;
   void decodeInto(size_t node, std::vector<Placement> &placements) const;
-  /// The padded local bytes of a node of the last search.
-  int64_t bytesOf(size_t node);
+  /// The padded local bytes of a node of the last search (computed on
+  /// first use by computeBytes; the search's inner loop reads them).
+  int64_t bytesOf(size_t node) {
+    return bytes[node] >= 0 ? bytes[node] : computeBytes(node);
+  }
+  int64_t computeBytes(size_t node);
   /// collectiveCost of the step that reached `node` in the last search.
   std::pair<int64_t, double> stepCost(size_t node);
 };
