@@ -193,10 +193,15 @@ private:
   /// While set, the ops whose choices layoutOf, required and a chain move
   /// read.
   SmallVectorImpl<unsigned> *reads = nullptr;
+  /// Per op, the chain move (`readEpoch`) that last noted it in `reads`: a
+  /// move reads a few ops' choices many times over.
+  mutable std::vector<uint64_t> readAt;
+  uint64_t readEpoch = 0;
   void noteRead(unsigned i) const {
-    // A move reads a few ops' choices many times over.
-    if (reads && !llvm::is_contained(*reads, i))
+    if (reads && readAt[i] != readEpoch) {
+      readAt[i] = readEpoch;
       reads->push_back(i);
+    }
   }
   void noteChange(unsigned i) { changedAt[i] = ++version; }
   /// sweep()'s choice by alikeKey of (current choice, neighbourhood): the
@@ -812,6 +817,7 @@ bool FunctionPropagation::sweepChains() {
           continue;
         SmallVector<unsigned, 16> read;
         reads = &read;
+        ++readEpoch;
         bool kept = tryChain(i, r, want);
         reads = nullptr;
         if (kept) {
@@ -1094,6 +1100,7 @@ LogicalResult FunctionPropagation::run() {
   choice = std::move(best);
   dirty.assign(ops.size(), true);
   changedAt.assign(ops.size(), 0);
+  readAt.assign(ops.size(), 0);
   for (unsigned n = 0; n < maxSweeps; ++n) {
     bool moved = sweep();
     std::vector<unsigned> before = choice;
