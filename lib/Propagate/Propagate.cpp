@@ -137,6 +137,44 @@ private:
   /// once it lowers the objective with fewer collectives moving no more
   /// bytes. Otherwise the choices are restored.
   bool tryChain(unsigned i, unsigned result, unsigned want);
+  /// A chain move that kept no region, as a template for alike moves: the
+  /// ops it read (members; the first is the op it started from), each
+  /// after the first reached from an earlier member along one of its
+  /// operands or results (its producer, or its use at a position), and
+  /// facts: what the move could have read of them. The move is a function
+  /// of these facts, so a move from an alike op whose members have equal
+  /// facts reads the same and fails the same way: in a transformer, the
+  /// same move in every layer after the first is matched, not made.
+  struct Alike;
+  struct ChainTemplate {
+    struct Step {
+      unsigned parent;
+      bool isResult;
+      unsigned slot;
+      int use; // -1: the value's producer
+    };
+    SmallVector<Step, 16> steps;
+    SmallVector<const Alike *, 16> alikes;
+    /// The reads in the order the move made them, as member numbers.
+    SmallVector<unsigned, 16> readOrder;
+    SmallVector<uint64_t, 64> facts;
+  };
+  /// Appends the facts of `members` (op indices) that a chain move over
+  /// them may read (chainFacts' tokens: each member's alike entry, choice
+  /// and forced strategy, and each of its operands and results: member
+  /// and result number or the layout of a producer outside them, and the
+  /// ordered uses by members and others' needed layouts, unless an op
+  /// outside them uses the value, when the move read none of its uses).
+  void chainFacts(ArrayRef<unsigned> members,
+                  SmallVectorImpl<uint64_t> &facts) const;
+  /// The template of a failed move from op i that read `read`, if each op
+  /// it read is reached from i through the ops it read.
+  std::optional<ChainTemplate> recordChain(unsigned i,
+                                           ArrayRef<unsigned> read) const;
+  /// The reads a failed move from an alike op predicts for the move from
+  /// op i (`t` matched from op i), if it matches.
+  std::optional<SmallVector<unsigned, 16>>
+  matchChain(const ChainTemplate &t, unsigned i) const;
 
   func::FuncOp fn;
   CostModel &cost;
@@ -188,6 +226,11 @@ private:
     std::vector<unsigned> reads;
   };
   std::map<std::tuple<unsigned, unsigned, unsigned>, FailedChain> failedChains;
+  /// Failed chain moves' templates by (alike op, result, wanted layout), a
+  /// few per key.
+  DenseMap<std::tuple<const Alike *, unsigned, unsigned>,
+           SmallVector<ChainTemplate, 1>>
+      chainTemplates;
   std::vector<uint64_t> changedAt;
   uint64_t version = 0;
   /// While set, the ops whose choices layoutOf, required and a chain move
@@ -794,6 +837,160 @@ bool FunctionPropagation::tryChain(unsigned i, unsigned result, unsigned want) {
   return false;
 }
 
+/// Templates kept per (alike op, result, wanted layout).
+static constexpr size_t kChainTemplates = 4;
+
+namespace {
+/// chainFacts' tokens.
+enum ChainFact : uint64_t {
+  kSeenValue = 1ull << 62,
+  kNewValue,
+  kMemberResult,
+  kOutsideResult,
+  kOtherValue,
+  kUsedOutside,
+  kUses,
+  kMemberUse,
+  kOtherUse,
+};
+} // namespace
+
+void FunctionPropagation::chainFacts(ArrayRef<unsigned> members,
+                                     SmallVectorImpl<uint64_t> &facts) const {
+  DenseMap<unsigned, unsigned> memberOf;
+  for (auto [m, k] : llvm::enumerate(members))
+    memberOf.try_emplace(k, m);
+  DenseMap<Value, unsigned> valueIds;
+  auto valueFacts = [&](Value v) {
+    auto [seen, fresh] = valueIds.try_emplace(v, valueIds.size());
+    if (!fresh) {
+      facts.append({kSeenValue, seen->second});
+      return;
+    }
+    facts.push_back(kNewValue);
+    auto producer = index.find(v.getDefiningOp());
+    if (producer == index.end()) {
+      facts.append({kOtherValue, layoutOf(v)});
+    } else {
+      auto member = memberOf.find(producer->second);
+      if (member == memberOf.end())
+        facts.push_back(kOutsideResult);
+      else
+        facts.append({kMemberResult, member->second,
+                      cast<OpResult>(v).getResultNumber()});
+    }
+    // A move that reads a value's uses reads each user's need: when an op
+    // outside the members uses it, the move read none of them.
+    for (OpOperand &use : v.getUses()) {
+      auto user = index.find(use.getOwner());
+      if (user != index.end() && !memberOf.count(user->second)) {
+        facts.push_back(kUsedOutside);
+        return;
+      }
+    }
+    facts.push_back(kUses);
+    for (OpOperand &use : v.getUses()) {
+      auto user = index.find(use.getOwner());
+      if (user != index.end())
+        facts.append({kMemberUse, memberOf.find(user->second)->second,
+                      use.getOperandNumber()});
+      else
+        facts.append({kOtherUse, required(use)});
+    }
+  };
+  for (unsigned k : members) {
+    facts.append({reinterpret_cast<uint64_t>(alikeOf[k]), choice[k],
+                  static_cast<uint64_t>(static_cast<int64_t>(forced[k]))});
+    for (Value v : ops[k]->getOperands())
+      valueFacts(v);
+    for (Value v : ops[k]->getResults())
+      valueFacts(v);
+  }
+}
+
+std::optional<FunctionPropagation::ChainTemplate>
+FunctionPropagation::recordChain(unsigned i, ArrayRef<unsigned> read) const {
+  ChainTemplate t;
+  DenseMap<unsigned, unsigned> memberOf, wanted;
+  for (unsigned k : read)
+    wanted.try_emplace(k, 0);
+  SmallVector<unsigned, 16> members = {i};
+  memberOf.try_emplace(i, 0);
+  // Breadth first from i through the ops read, in operand and use order.
+  for (unsigned m = 0; m < members.size(); ++m) {
+    Operation *op = ops[members[m]];
+    auto visit = [&](Operation *owner, bool isResult, unsigned slot,
+                     int use) {
+      auto it = index.find(owner);
+      if (it == index.end() || !wanted.count(it->second) ||
+          !memberOf.try_emplace(it->second, members.size()).second)
+        return;
+      members.push_back(it->second);
+      t.steps.push_back({m, isResult, slot, use});
+    };
+    auto visitValue = [&](Value v, bool isResult, unsigned slot) {
+      if (!isResult)
+        visit(v.getDefiningOp(), false, slot, -1);
+      int position = 0;
+      for (OpOperand &use : v.getUses())
+        visit(use.getOwner(), isResult, slot, position++);
+    };
+    for (auto [q, v] : llvm::enumerate(op->getOperands()))
+      visitValue(v, false, q);
+    for (auto [r, v] : llvm::enumerate(op->getResults()))
+      visitValue(v, true, r);
+  }
+  if (members.size() != memberOf.size() ||
+      llvm::any_of(read, [&](unsigned k) { return !memberOf.count(k); }))
+    return std::nullopt;
+  for (unsigned k : members)
+    t.alikes.push_back(alikeOf[k]);
+  for (unsigned k : read)
+    t.readOrder.push_back(memberOf.find(k)->second);
+  chainFacts(members, t.facts);
+  return t;
+}
+
+std::optional<SmallVector<unsigned, 16>>
+FunctionPropagation::matchChain(const ChainTemplate &t, unsigned i) const {
+  SmallVector<unsigned, 16> members = {i};
+  DenseMap<unsigned, unsigned> memberOf;
+  memberOf.try_emplace(i, 0);
+  for (const ChainTemplate::Step &step : t.steps) {
+    Operation *parent = ops[members[step.parent]];
+    if (step.slot >= (step.isResult ? parent->getNumResults()
+                                    : parent->getNumOperands()))
+      return std::nullopt;
+    Value v = step.isResult ? Value(parent->getResult(step.slot))
+                            : parent->getOperand(step.slot);
+    Operation *owner = nullptr;
+    if (step.use < 0) {
+      owner = v.getDefiningOp();
+    } else {
+      int position = 0;
+      for (OpOperand &use : v.getUses())
+        if (position++ == step.use) {
+          owner = use.getOwner();
+          break;
+        }
+    }
+    auto it = index.find(owner);
+    if (!owner || it == index.end() ||
+        alikeOf[it->second] != t.alikes[members.size()] ||
+        !memberOf.try_emplace(it->second, members.size()).second)
+      return std::nullopt;
+    members.push_back(it->second);
+  }
+  SmallVector<uint64_t, 64> facts;
+  chainFacts(members, facts);
+  if (facts != t.facts)
+    return std::nullopt;
+  SmallVector<unsigned, 16> read;
+  for (unsigned m : t.readOrder)
+    read.push_back(members[m]);
+  return read;
+}
+
 bool FunctionPropagation::sweepChains() {
   bool changed = false;
   for (unsigned i = 0; i < ops.size(); ++i)
@@ -815,6 +1012,17 @@ bool FunctionPropagation::sweepChains() {
               return changedAt[k] <= failed->second.at;
             }))
           continue;
+        SmallVector<ChainTemplate, 1> &templates =
+            chainTemplates[std::make_tuple(alikeOf[i], r, want)];
+        std::optional<SmallVector<unsigned, 16>> matched;
+        for (const ChainTemplate &t : templates)
+          if ((matched = matchChain(t, i)))
+            break;
+        if (matched) {
+          failedChains[key] = {version, std::vector<unsigned>(
+                                            matched->begin(), matched->end())};
+          continue;
+        }
         SmallVector<unsigned, 16> read;
         reads = &read;
         ++readEpoch;
@@ -824,6 +1032,9 @@ bool FunctionPropagation::sweepChains() {
           changed = true;
           break;
         }
+        if (templates.size() < kChainTemplates)
+          if (std::optional<ChainTemplate> t = recordChain(i, read))
+            templates.push_back(std::move(*t));
         failedChains[key] = {version,
                              std::vector<unsigned>(read.begin(), read.end())};
       }
