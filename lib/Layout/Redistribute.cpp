@@ -161,6 +161,12 @@ RedistributePlanner::RedistributePlanner(std::vector<int64_t> globalShape,
     for (size_t m = 0; m < meshRank; ++m)
       groups.emplace_back(this->meshShape[m], this->cost.latency[m],
                           this->cost.bandwidth[m]);
+  if (meshRank <= 3) {
+    size_t keys = 1;
+    for (size_t m = 0; m < meshRank; ++m)
+      keys *= kKeyBase;
+    paddedTable.assign(keys, -1);
+  }
 }
 
 uint64_t RedistributePlanner::knownIndex(const Placement &p) {
@@ -196,16 +202,19 @@ int64_t RedistributePlanner::computeBytes(size_t node) {
     return bytes[node] =
                paddedBytes(globalShape, elementBytes, meshShape, scratch);
   }
-  uint64_t key = 0;
+  uint64_t key = 0, scale = 1;
   size_t rest = node;
-  for (size_t m = 0; m < meshShape.size(); ++m, rest /= options.size())
-    key |= optionKeys[rest % options.size()] << (8 * m);
-  auto [it, fresh] = padded.try_emplace(key, 0);
-  if (fresh) {
+  for (size_t m = 0; m < meshShape.size();
+       ++m, rest /= options.size(), scale *= kKeyBase)
+    key += optionKeys[rest % options.size()] * scale;
+  int64_t &known = key < paddedTable.size()
+                       ? paddedTable[key]
+                       : padded.try_emplace(key, -1).first->second;
+  if (known < 0) {
     decodeInto(node, scratch);
-    it->second = paddedBytes(globalShape, elementBytes, meshShape, scratch);
+    known = paddedBytes(globalShape, elementBytes, meshShape, scratch);
   }
-  return bytes[node] = it->second;
+  return bytes[node] = known;
 }
 
 std::pair<int64_t, double> RedistributePlanner::stepCost(size_t node) {
@@ -244,7 +253,7 @@ std::string RedistributePlanner::search(const std::vector<Placement> &from,
     keyed = true;
     for (size_t a = 0; a < base; ++a) {
       optionKeys[a] = knownIndex(options[a]);
-      keyed = keyed && optionKeys[a] < 256;
+      keyed = keyed && optionKeys[a] < kKeyBase;
       for (size_t b = 0; b < base; ++b)
         kinds[a * base + b] = stepKind(options[a], options[b]);
     }

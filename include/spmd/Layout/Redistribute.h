@@ -165,11 +165,14 @@ private:
   MeshCostModel cost;
   /// Per mesh dim, its collectives' byte-independent cost terms.
   std::vector<GroupCost> groups;
-  /// Placements met so far; a layout's key packs their indices, 8 bits per
-  /// mesh dim (at most kMaxMeshDims dims; layouts with an index past 255
-  /// are not kept).
+  /// Placements met so far; a layout's key is their indices as the digits
+  /// of a base-kKeyBase number, mesh dim 0 least significant (layouts with
+  /// an index past kKeyBase - 1 are not kept).
   std::vector<Placement> known;
-  /// Padded local bytes by layout key.
+  static constexpr uint64_t kKeyBase = 16;
+  /// Padded local bytes by layout key (-1: not yet known): a table while
+  /// there are kKeyBase^3 keys or fewer (meshes of up to 3 dims), else a map.
+  std::vector<int64_t> paddedTable;
   std::unordered_map<uint64_t, int64_t> padded;
 
   /// The last search: its candidates, the step kind between each pair of
