@@ -506,6 +506,14 @@ void Partitioner::maskReducedOperands(Operation *op) {
       int64_t d = p[m].dim;
       if (padded.empty())
         padded = layout::maxLocalShape(shape, meshShape, p);
+      // Even when the pieces, each at most padded[d] long, fill the dim
+      // exactly: every rank holds padded[d] valid rows.
+      int64_t pieces = 1;
+      for (size_t k = 0; k < p.size(); ++k)
+        if (p[k].isShardLike() && p[k].dim == d)
+          pieces *= meshShape[k];
+      if (pieces * padded[d] == shape[d])
+        continue;
       // One row per distinct valid length: the first `valid` rows, then
       // padding.
       RankTable indices;
