@@ -91,7 +91,8 @@ def kept_whole(op):
 # loss: the max and the sum of exponentials reduce over the shards, as
 # DTensor's loss_parallel, instead of the logits being gathered.
 DECOMPOSED_BEYOND_CORE = ("repeat.default", "index_select.default",
-                          "_log_softmax.default", "_log_softmax_backward_data.default")
+                          "_log_softmax.default", "_log_softmax_backward_data.default",
+                          "native_group_norm.default", "upsample_bilinear2d.default")
 
 
 def _batch_norm(input, weight, bias, running_mean, running_var, training,
@@ -141,14 +142,140 @@ def _batch_norm(input, weight, bias, running_mean, running_var, training,
     return out, save_mean, save_invstd
 
 
+def _var_mean(self, dim=None, *, correction=None, keepdim=False):
+    """var_mean.correction as sums, two-pass as ATen's (the mean, then the
+    squared deviations from it), divided by n - correction (1 when not
+    given; none below 0), so that a variance over sharded dims sums over
+    the shards; half-precision inputs accumulate in float32 and return
+    their dtype, as ATen's opmath. GroupNorm's decomposition computes its
+    statistics so."""
+    dims = list(range(self.dim())) if not dim else [d % max(self.dim(), 1) for d in dim]
+    n = math.prod(self.shape[d] for d in dims)
+    correction = 1 if correction is None else correction
+    dtype = self.dtype
+    if dtype in (torch.float16, torch.bfloat16):
+        self = aten._to_copy.default(self, dtype=torch.float32)
+    mean = aten.div.Scalar(aten.sum.dim_IntList(self, dims, True), n)
+    centered = aten.sub.Tensor(self, mean)
+    var = aten.div.Scalar(aten.sum.dim_IntList(aten.mul.Tensor(centered, centered), dims, keepdim),
+                          max(n - correction, 0))
+    if not keepdim:
+        mean = aten.squeeze.dims(mean, dims)
+    if dtype != self.dtype:
+        var, mean = (aten._to_copy.default(t, dtype=dtype) for t in (var, mean))
+    return var, mean
+
+
+def _var(self, dim=None, *, correction=None, keepdim=False):
+    """var.correction: _var_mean's variance."""
+    return _var_mean(self, dim, correction=correction, keepdim=keepdim)[0]
+
+
+def _per_spatial_dim(input, *lists):
+    """A convolution's window lists with one entry per spatial dim: ATen
+    repeats a single entry (`nn.Conv2d(padding="valid")` gives [0])."""
+    spatial = input.dim() - 2
+    return [list(l) * spatial if len(l) == 1 else list(l) for l in lists]
+
+
+def _convolution(input, weight, bias, stride, padding, dilation, transposed,
+                 output_padding, groups):
+    """convolution with its window lists spelled per spatial dim."""
+    lists = _per_spatial_dim(input, stride, padding, dilation, output_padding)
+    if lists == [list(stride), list(padding), list(dilation), list(output_padding)]:
+        return NotImplemented  # recorded as it is
+    return aten.convolution.default(input, weight, bias, *lists[:3], transposed, lists[3],
+                                    groups)
+
+
+def _max_dim(self, dim, keepdim=False):
+    """max.dim as amax and the first position that holds it (ATen's CPU
+    tie rule; a NaN is the maximum and its first position the index),
+    found as the largest of the negated positions: reductions that shard
+    (a Partial max over the shards), where ATen's argmax would need the
+    whole dim."""
+    if self.dtype in (torch.bool, torch.uint8):
+        return NotImplemented
+    values = aten.amax.default(self, [dim], True)
+    size = self.shape[dim]
+    shape = [1] * self.dim()
+    shape[dim] = size
+    positions = aten.view.default(aten.arange.default(size, dtype=torch.int64), shape)
+    hit = aten.bitwise_or.Tensor(aten.eq.Tensor(self, values), aten.ne.Tensor(self, self))
+    negated = aten.where.self(hit, aten.neg.default(positions),
+                              aten.scalar_tensor.default(-size, dtype=torch.int64))
+    indices = aten.neg.default(aten.amax.default(negated, [dim], True))
+    if not keepdim:
+        values, indices = (aten.squeeze.dims(t, [dim]) for t in (values, indices))
+    return values, indices
+
+
+def _min_dim(self, dim, keepdim=False):
+    """min.dim as _max_dim of the negated values."""
+    if self.dtype in (torch.bool, torch.uint8):
+        return NotImplemented
+    values, indices = _max_dim(aten.neg.default(self), dim, keepdim)
+    return aten.neg.default(values), indices
+
+
+def _bilinear_taps(in_size, out_size, align_corners, scale, dtype):
+    """Along one dim of upsample_bilinear2d: each output position's two
+    source positions and the second one's weight, as PyTorch's
+    decomposition (torch._decomp's _upsample_linear) computes them."""
+    from torch._decomp.decompositions import _compute_scale, _compute_source_index
+    factor = _compute_scale(in_size, out_size, align_corners, scale)
+    i = aten._to_copy.default(aten.arange.default(out_size, dtype=torch.int64), dtype=dtype)
+    source = aten.clamp.default(_compute_source_index(factor, i, align_corners), 0.0)
+    low = aten._to_copy.default(source, dtype=torch.int64)
+    high = aten.clamp.default(aten.add.Scalar(low, 1), None, in_size - 1)
+    weight = aten.clamp.default(aten.sub.Tensor(source, low), 0.0, 1.0)
+    return low, high, weight
+
+
+def _upsample_bilinear2d_backward(grad_output, output_size, input_size, align_corners,
+                                  scales_h=None, scales_w=None):
+    """upsample_bilinear2d's backward: each output position's gradient,
+    times each of its four taps' weights, summed into the input where the
+    tap reads it (index_put with accumulate, a row scatter that shards on
+    the batch and the channels), in float32 for half inputs."""
+    dtype = grad_output.dtype
+    opmath = torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
+    grad = aten._to_copy.default(grad_output, dtype=opmath) if opmath != dtype else grad_output
+    (h0, h1, wh), (w0, w1, ww) = (
+        _bilinear_taps(size, out, align_corners, scale, opmath)
+        for size, out, scale in zip(input_size[2:], output_size, (scales_h, scales_w)))
+    h0, h1, wh = (aten.unsqueeze.default(t, 1) for t in (h0, h1, wh))
+    result = aten.full.default(list(input_size), 0.0, dtype=opmath)
+    for rows, row_weight in ((h0, aten.rsub.Scalar(wh, 1.0)), (h1, wh)):
+        for cols, col_weight in ((w0, aten.rsub.Scalar(ww, 1.0)), (w1, ww)):
+            share = aten.mul.Tensor(grad, aten.mul.Tensor(row_weight, col_weight))
+            result = aten.index_put.default(result, [None, None, rows, cols], share, True)
+    return aten._to_copy.default(result, dtype=dtype) if opmath != dtype else result
+
+
+def _hardtanh(self, min_val=-1.0, max_val=1.0):
+    """hardtanh with integer bounds (`F.relu6`) as hardtanh with float
+    ones, the dialect's attributes."""
+    if isinstance(min_val, float) and isinstance(max_val, float):
+        return NotImplemented
+    return aten.hardtanh.default(self, float(min_val), float(max_val))
+
+
 def _convolution_backward(grad_output, input, weight, bias_sizes, stride, padding,
                           dilation, transposed, output_padding, groups, output_mask):
     """convolution_backward without its bias gradient, which is the sum of
     grad_output over every dim but the channels: one reduction with its own
     sharding (the dialect's convolution_backward computes the input and
-    weight gradients only)."""
-    if not output_mask[2]:
+    weight gradients only), and with its window lists per spatial dim."""
+    lists = _per_spatial_dim(input, stride, padding, dilation, output_padding)
+    spelled = lists == [list(stride), list(padding), list(dilation), list(output_padding)]
+    if spelled and not output_mask[2]:
         return NotImplemented  # recorded as it is
+    stride, padding, dilation, output_padding = lists
+    if not output_mask[2]:
+        return aten.convolution_backward.default(
+            grad_output, input, weight, bias_sizes, stride, padding, dilation, transposed,
+            output_padding, groups, output_mask)
     grad_input = grad_weight = None
     if output_mask[0] or output_mask[1]:
         grad_input, grad_weight, _ = aten.convolution_backward.default(
@@ -375,13 +502,56 @@ def _bitwise_not(self):
     return aten.rsub.Scalar(self, -1)
 
 
+def _covers_contiguously(tensor, size, stride, storage_offset):
+    """Whether as_strided(tensor, size, stride, storage_offset) takes every
+    element of a contiguous `tensor` in its row-major order: the strides of
+    `size`'s dims longer than 1 are row-major's (ATen's adaptive pooling to
+    1 re-strides its mean so for a channels-last input)."""
+    if not tensor.is_contiguous() or math.prod(size) != tensor.numel():
+        return False
+    offset = tensor.storage_offset() if storage_offset is None else storage_offset
+    if offset != tensor.storage_offset():
+        return False
+    expected = 1
+    for n, st in reversed(list(zip(size, stride))):
+        if n != 1 and st != expected:
+            return False
+        expected *= n
+    return True
+
+
+def _as_strided(self, size, stride, storage_offset=None):
+    """as_strided that re-strides a contiguous tensor without moving an
+    element, as a view."""
+    if not _covers_contiguously(self, size, stride, storage_offset):
+        return NotImplemented
+    return aten.view.default(self, list(size))
+
+
+def _as_strided_scatter(self, src, size, stride, storage_offset=None):
+    """as_strided_scatter whose strided view is the whole of a contiguous
+    `self` in order (the backward of _as_strided): `src` in self's shape."""
+    if not _covers_contiguously(self, size, stride, storage_offset):
+        return NotImplemented
+    return aten.clone.default(aten.view.default(src, list(self.shape)))
+
+
 # Ops written as others by spmd's own decompositions.
 DECOMPOSED_BY_SPMD = {
     aten.native_batch_norm.default: _batch_norm,
+    aten.convolution.default: _convolution,
+    aten.hardtanh.default: _hardtanh,
+    aten.upsample_bilinear2d_backward.default: _upsample_bilinear2d_backward,
+    aten.max.dim: _max_dim,
+    aten.min.dim: _min_dim,
     aten.convolution_backward.default: _convolution_backward,
     aten.index.Tensor: _index,
     aten.index_put.default: _index_put,
     aten.bitwise_not.default: _bitwise_not,
+    aten.var_mean.correction: _var_mean,
+    aten.var.correction: _var,
+    aten.as_strided.default: _as_strided,
+    aten.as_strided_scatter.default: _as_strided_scatter,
     aten.sort.default: _sort,
     aten.div.Tensor_mode: _div_mode,
     aten.sort.stable: _sort_stable,
@@ -510,6 +680,35 @@ def _attention_heads(module):
         return None
     heads = first(("num_heads", "num_attention_heads", "n_heads", "n_head"))
     return heads, first(("num_key_value_heads", "num_kv_heads")) if heads else None
+
+
+def clear_model_caches(model):
+    """Empties the functools.lru_caches of the model's module classes, the
+    functions themselves or (transformers' compile_compatible_method_lru_cache)
+    in their closures: a helper cached while tracing returns a fake tensor,
+    which an eager step must not be given, nor a trace a real one (BEiT's
+    relative position index)."""
+    seen = set()
+    for module in model.modules():
+        for cls in type(module).__mro__:
+            for attr in vars(cls).values():
+                fn = getattr(attr, "__func__", attr)  # staticmethod, classmethod
+                candidates = [fn] + [cell.cell_contents for cell in
+                                     getattr(fn, "__closure__", None) or ()
+                                     if _cell_is_set(cell)]
+                for f in candidates:
+                    if isinstance(f, functools._lru_cache_wrapper) and id(f) not in seen:
+                        seen.add(id(f))
+                        f.cache_clear()
+
+
+def _cell_is_set(cell):
+    """Whether a closure cell holds a value (an unset one raises)."""
+    try:
+        cell.cell_contents
+    except ValueError:
+        return False
+    return True
 
 
 def module_records(model):
@@ -1166,6 +1365,7 @@ def trace(factory, optimizer, args, seed, accumulate=1, fake=False,
             flat = [torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device="cpu")
                     .requires_grad_(t.requires_grad) if t.is_meta else fake_mode.from_tensor(t)
                     for t in flat]
+    clear_model_caches(model)
     try:
         with _tag_nodes(scope), _module_scopes(model, scope), _AutogradScopes(scope), \
                 _reentrant_checkpoint_replayed():
@@ -1180,6 +1380,8 @@ def trace(factory, optimizer, args, seed, accumulate=1, fake=False,
         if "value out of a tracing tensor" in str(e) or "data-dependent" in str(e):
             raise _data_dependent(scope.fqn, scope.phase) from None
         raise
+    finally:
+        clear_model_caches(model)
     # On fake tensors a value read into Python is a symbol, not an error.
     for node in gm.graph.nodes:
         if node.target is aten._local_scalar_dense.default:
