@@ -28,9 +28,18 @@ def vision(model_type, batch=4, image=32, channels=3, labels=10, seed=0,
     config.num_labels = labels
     config.num_channels = channels
     if hasattr(config, "image_size"):
-        config.image_size = image
+        # [height, width] where the config keeps a pair (Hiera's).
+        sized = isinstance(config.image_size, (list, tuple))
+        config.image_size = [image, image] if sized else image
     for field, value in config_fields.items():
         setattr(config, field, value)
+    # Where the auto class maps the config to several classes (DeiT's and
+    # LeViT's with and without a distillation head) transformers picks by
+    # `architectures`: the plain classifier, listed first.
+    if not getattr(config, "architectures", None):
+        classes = transformers.AutoModelForImageClassification._model_mapping[type(config)]
+        if isinstance(classes, (list, tuple)):
+            config.architectures = [classes[0].__name__]
     # PyTorch's scaled-dot-product attention where the class has it (kept
     # whole by the capture), else the model's own.
     for attention in ("sdpa", "eager"):

@@ -366,6 +366,40 @@ class Grouped(nn.Module):
         return out + 0.01 * edges.sum() + last[1:4].sum(0)
 
 
+class Vision(nn.Module):
+    """What vision families beyond ResNet and ViT trace to, on their own: a
+    convolution with padding="valid" (one-entry window lists), GroupNorm,
+    F.relu6 (integer bounds), bilinear interpolation (both corner rules),
+    max and min over a dim with their indices, var_mean, adaptive average
+    pooling of a sequence to 1 (which ATen re-strides) and an average
+    pooling window wider than its ceil_mode input."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3, padding="valid")
+        self.norm = nn.GroupNorm(2, 4)
+        self.pool = nn.AdaptiveAvgPool1d(1)
+        self.wide = nn.AvgPool2d(9, ceil_mode=True)
+        self.head = nn.Linear(4, 3)
+
+    def forward(self, x, labels):
+        h = torch.nn.functional.relu6(self.norm(self.conv(x)) * 3)  # [B, 4, 6, 6]
+        up = torch.nn.functional.interpolate(h, size=(9, 7), mode="bilinear")
+        up = up + torch.nn.functional.interpolate(h, size=(4, 5), mode="bilinear",
+                                                  align_corners=True).mean((2, 3), keepdim=True)
+        seq = up.flatten(2)  # [B, 4, 63]
+        top = seq.max(dim=-1).values + seq.min(dim=2, keepdim=True).values.squeeze(-1)
+        var, mean = torch.var_mean(seq, dim=-1)
+        pooled = self.pool(seq).squeeze(-1) + self.wide(h[:, :, :1, :1]).flatten(1)
+        logits = self.head(pooled + top + var - mean)
+        return torch.nn.functional.cross_entropy(logits, labels)
+
+
+def vision(batch=5):
+    torch.manual_seed(0)
+    return Vision(), {"x": torch.randn(batch, 3, 8, 8), "labels": torch.randint(0, 3, (batch,))}
+
+
 def grouped():
     x = torch.randn(7, 8)
     x[0, :3] = torch.tensor([-0.6, 0.2, 1.0])  # on histc's bin edges
