@@ -173,8 +173,8 @@ private:
                                            ArrayRef<unsigned> read) const;
   /// The reads a failed move from an alike op predicts for the move from
   /// op i (`t` matched from op i), if it matches.
-  std::optional<SmallVector<unsigned, 16>>
-  matchChain(const ChainTemplate &t, unsigned i) const;
+  std::optional<SmallVector<unsigned, 16>> matchChain(const ChainTemplate &t,
+                                                      unsigned i) const;
 
   func::FuncOp fn;
   CostModel &cost;
@@ -919,8 +919,7 @@ FunctionPropagation::recordChain(unsigned i, ArrayRef<unsigned> read) const {
   // Breadth first from i through the ops read, in operand and use order.
   for (unsigned m = 0; m < members.size(); ++m) {
     Operation *op = ops[members[m]];
-    auto visit = [&](Operation *owner, bool isResult, unsigned slot,
-                     int use) {
+    auto visit = [&](Operation *owner, bool isResult, unsigned slot, int use) {
       auto it = index.find(owner);
       if (it == index.end() || !wanted.count(it->second) ||
           !memberOf.try_emplace(it->second, members.size()).second)
@@ -958,8 +957,8 @@ FunctionPropagation::matchChain(const ChainTemplate &t, unsigned i) const {
   memberOf.try_emplace(i, 0);
   for (const ChainTemplate::Step &step : t.steps) {
     Operation *parent = ops[members[step.parent]];
-    if (step.slot >= (step.isResult ? parent->getNumResults()
-                                    : parent->getNumOperands()))
+    if (step.slot >=
+        (step.isResult ? parent->getNumResults() : parent->getNumOperands()))
       return std::nullopt;
     Value v = step.isResult ? Value(parent->getResult(step.slot))
                             : parent->getOperand(step.slot);
@@ -1019,8 +1018,8 @@ bool FunctionPropagation::sweepChains() {
           if ((matched = matchChain(t, i)))
             break;
         if (matched) {
-          failedChains[key] = {version, std::vector<unsigned>(
-                                            matched->begin(), matched->end())};
+          failedChains[key] = {
+              version, std::vector<unsigned>(matched->begin(), matched->end())};
           continue;
         }
         SmallVector<unsigned, 16> read;

@@ -25,7 +25,8 @@ inline int64_t windowOutputSize(int64_t size, int64_t k, int64_t stride,
   // wider than the padded input leaves no output, except that ceil_mode
   // rounds a partial one up (EfficientNet's pooler: a 1x1 input, a 320x320
   // window).
-  int64_t out = (span >= 0 ? span / stride : -((stride - 1 - span) / stride)) + 1;
+  int64_t out =
+      (span >= 0 ? span / stride : -((stride - 1 - span) / stride)) + 1;
   if (ceilMode && (out - 1) * stride >= size + pad)
     --out;
   return out;
