@@ -689,17 +689,17 @@ def clear_model_caches(model):
     which an eager step must not be given, nor a trace a real one (BEiT's
     relative position index)."""
     seen = set()
-    for module in model.modules():
-        for cls in type(module).__mro__:
-            for attr in vars(cls).values():
-                fn = getattr(attr, "__func__", attr)  # staticmethod, classmethod
-                candidates = [fn] + [cell.cell_contents for cell in
-                                     getattr(fn, "__closure__", None) or ()
-                                     if _cell_is_set(cell)]
-                for f in candidates:
-                    if isinstance(f, functools._lru_cache_wrapper) and id(f) not in seen:
-                        seen.add(id(f))
-                        f.cache_clear()
+    classes = {cls for module in model.modules() for cls in type(module).__mro__}
+    for cls in classes:
+        for attr in vars(cls).values():
+            fn = getattr(attr, "__func__", attr)  # staticmethod, classmethod
+            candidates = [fn] + [cell.cell_contents for cell in
+                                 getattr(fn, "__closure__", None) or ()
+                                 if _cell_is_set(cell)]
+            for f in candidates:
+                if isinstance(f, functools._lru_cache_wrapper) and id(f) not in seen:
+                    seen.add(id(f))
+                    f.cache_clear()
 
 
 def _cell_is_set(cell):
