@@ -54,48 +54,52 @@ using namespace mlir;
 using namespace spmd::run;
 namespace cl = llvm::cl;
 
+/// The tool's own options: --help lists these, not the hundreds of LLVM and
+/// MLIR options linked in with the JIT (they still parse, unlisted).
+static cl::OptionCategory runOptions("spmd-run options");
+
 static cl::opt<std::string> inputFile(cl::Positional, cl::desc("<module.mlir>"),
-                                      cl::Required);
+                                      cl::Required, cl::cat(runOptions));
 static cl::opt<std::string> bundleDir("bundle", cl::desc("spmd-capture bundle"),
-                                      cl::value_desc("dir"), cl::Required);
+                                      cl::value_desc("dir"), cl::Required, cl::cat(runOptions));
 static cl::opt<int> numRanks("np",
                              cl::desc("start N ranks under mpirun (default: "
                                       "the ranks of the MPI job, or 1)"),
-                             cl::init(0));
+                             cl::init(0), cl::cat(runOptions));
 static cl::opt<std::string>
     backend("backend",
             cl::desc("where the program runs: cpu (default; MPI collectives) "
                      "or cuda (one GPU per rank; NCCL collectives)"),
-            cl::init("cpu"));
+            cl::init("cpu"), cl::cat(runOptions));
 static cl::opt<bool> check("check",
                            cl::desc("compare the first step's results with "
-                                    "PyTorch's (exit 1 on a mismatch)"));
+                                    "PyTorch's (exit 1 on a mismatch)"), cl::cat(runOptions));
 static cl::opt<int> steps("steps", cl::desc("steps to run (default 1)"),
-                          cl::init(1));
+                          cl::init(1), cl::cat(runOptions));
 static cl::list<double>
     lrSchedule("lr-schedule",
                cl::desc("the learning rate of each step, comma-separated (one "
                         "per --steps; default: the bundle's, every step)"),
-               cl::CommaSeparated, cl::value_desc("lr1,lr2,..."));
+               cl::CommaSeparated, cl::value_desc("lr1,lr2,..."), cl::cat(runOptions));
 static cl::opt<bool> timing("timing",
                             cl::desc("print the median step time and the peak "
-                                     "memory per rank"));
+                                     "memory per rank"), cl::cat(runOptions));
 static cl::opt<std::string> outDir("out",
                                    cl::desc("write the gathered results of the "
                                             "last step as .npy files"),
-                                   cl::value_desc("dir"));
+                                   cl::value_desc("dir"), cl::cat(runOptions));
 static cl::opt<double> rtol("rtol",
                             cl::desc("largest error per tensor, relative to "
                                      "its largest magnitude (default 1e-4; "
                                      "see docs/lowering.md)"),
-                            cl::init(1e-4));
+                            cl::init(1e-4), cl::cat(runOptions));
 static cl::opt<double>
     rtolBF16("rtol-bf16",
              cl::desc("--rtol for bf16 results (default 2e-2: bf16 keeps 8 "
                       "significant bits)"),
-             cl::init(2e-2));
+             cl::init(2e-2), cl::cat(runOptions));
 static cl::opt<std::string> funcName("function", cl::desc("entry function"),
-                                     cl::init("train_step"));
+                                     cl::init("train_step"), cl::cat(runOptions));
 
 #define FATAL(...) spmd_rt_fatal(__VA_ARGS__)
 
@@ -351,6 +355,7 @@ int compare(const std::vector<Array> &results, const Manifest &manifest,
 } // namespace
 
 int main(int argc, char **argv) {
+  cl::HideUnrelatedOptions(runOptions);
   cl::ParseCommandLineOptions(argc, argv, "spmd-run: run a spmd program\n");
   if (numRanks > 0 && !insideMpiJob())
     return relaunchUnderMpirun(argc, argv);
