@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "../Pooling.h"
 #include "Gemm.h"
 #include "Kernels.h"
 
@@ -76,47 +77,14 @@ void col2imAdd(const WindowGeometry &g, int64_t channels, const T *col, T *in) {
              [&](int64_t at, int64_t from) { in[from] += col[at]; });
 }
 
-/// One window of an average pooling: rows [h0, h1), columns [w0, w1) of
-/// the plane, and what its sum is divided by.
-struct AvgWindow {
-  int64_t h0, h1, w0, w1;
-  double divisor;
-};
-
-/// Calls `fn(k, window)` for each output position k of a plane: ATen's
-/// avg_pool2d windows (`adaptive` false: padding, count_include_pad,
-/// divisor_override 0 for none) or adaptive_avg_pool2d's
-/// [floor(i * n / m), ceil((i + 1) * n / m)).
+/// Calls `fn(k, window)` for each output position k of a plane, its
+/// window from avgPoolWindow (Pooling.h).
 template <typename Fn>
 void forEachAvgWindow(const WindowGeometry &g, bool adaptive, bool countPad,
                       int64_t divisorOverride, Fn &&fn) {
-  const int64_t height = g.in[1], width = g.in[2];
   for (int64_t oh = 0, k = 0; oh < g.out[1]; ++oh)
-    for (int64_t ow = 0; ow < g.out[2]; ++ow, ++k) {
-      AvgWindow w;
-      if (adaptive) {
-        w.h0 = oh * height / g.out[1];
-        w.h1 = ((oh + 1) * height + g.out[1] - 1) / g.out[1];
-        w.w0 = ow * width / g.out[2];
-        w.w1 = ((ow + 1) * width + g.out[2] - 1) / g.out[2];
-        w.divisor = double((w.h1 - w.h0) * (w.w1 - w.w0));
-      } else {
-        w.h0 = oh * g.stride[1] - g.pad[1];
-        w.w0 = ow * g.stride[2] - g.pad[2];
-        w.h1 = std::min(w.h0 + g.k[1], height + g.pad[1]);
-        w.w1 = std::min(w.w0 + g.k[2], width + g.pad[2]);
-        const int64_t padded = (w.h1 - w.h0) * (w.w1 - w.w0);
-        w.h0 = std::max<int64_t>(w.h0, 0);
-        w.w0 = std::max<int64_t>(w.w0, 0);
-        w.h1 = std::min(w.h1, height);
-        w.w1 = std::min(w.w1, width);
-        w.divisor =
-            divisorOverride
-                ? double(divisorOverride)
-                : double(countPad ? padded : (w.h1 - w.h0) * (w.w1 - w.w0));
-      }
-      fn(k, w);
-    }
+    for (int64_t ow = 0; ow < g.out[2]; ++ow, ++k)
+      fn(k, avgPoolWindow(g, adaptive, countPad, divisorOverride, oh, ow));
 }
 
 /// Average pooling of every plane: out = window sum / divisor (an empty
@@ -132,15 +100,14 @@ void avgPool(const char *kernel, SpmdBuffer *out, const SpmdBuffer *self,
     T *o = dataOf<T>(out);
     for (int64_t p = 0; p < g.n; ++p)
       forEachAvgWindow(g, adaptive, countPad, divisorOverride,
-                       [&](int64_t k, const AvgWindow &w) {
+                       [&](int64_t k, const PoolWindow &w) {
                          T sum = 0;
                          for (int64_t h = w.h0; h < w.h1; ++h)
                            for (int64_t c = w.w0; c < w.w1; ++c)
                              sum += x[p * inPlane + h * width + c];
                          o[p * outPlane + k] =
-                             w.h0 < w.h1 && w.w0 < w.w1
-                                 ? static_cast<T>(sum / T(w.divisor))
-                                 : T(0);
+                             w.empty() ? T(0)
+                                       : static_cast<T>(sum / T(w.divisor));
                        });
   });
 }
@@ -158,7 +125,7 @@ void avgPoolBackward(const char *kernel, SpmdBuffer *out,
     std::fill(dx, dx + out->numel, T(0));
     for (int64_t p = 0; p < g.n; ++p)
       forEachAvgWindow(g, adaptive, countPad, divisorOverride,
-                       [&](int64_t k, const AvgWindow &w) {
+                       [&](int64_t k, const PoolWindow &w) {
                          const T share = dy[p * outPlane + k] / T(w.divisor);
                          for (int64_t h = w.h0; h < w.h1; ++h)
                            for (int64_t c = w.w0; c < w.w1; ++c)
@@ -292,24 +259,15 @@ void spmd_rt_max_pool2d_with_indices(
         for (int64_t ow = 0; ow < g.out[2]; ++ow) {
           // ATen's max_pool2d: the first in-plane tap, then any larger
           // element or NaN.
-          int64_t h0 = oh * g.stride[1] - g.pad[1];
-          int64_t w0 = ow * g.stride[2] - g.pad[2];
-          const int64_t h1 =
-              std::min(h0 + (g.k[1] - 1) * g.dilation[1] + 1, height);
-          const int64_t w1 =
-              std::min(w0 + (g.k[2] - 1) * g.dilation[2] + 1, width);
-          while (h0 < 0)
-            h0 += g.dilation[1];
-          while (w0 < 0)
-            w0 += g.dilation[2];
+          const PoolWindow w = maxPoolWindow(g, oh, ow);
           T best = lowest;
-          int64_t at = h0 * width + w0;
-          for (int64_t h = h0; h < h1; h += g.dilation[1])
-            for (int64_t w = w0; w < w1; w += g.dilation[2]) {
-              const T v = plane[h * width + w];
+          int64_t at = w.h0 * width + w.w0;
+          for (int64_t h = w.h0; h < w.h1; h += g.dilation[1])
+            for (int64_t c = w.w0; c < w.w1; c += g.dilation[2]) {
+              const T v = plane[h * width + c];
               if (v > best || v != v) {
                 best = v;
-                at = h * width + w;
+                at = h * width + c;
               }
             }
           const int64_t k = (p * g.out[1] + oh) * g.out[2] + ow;

@@ -398,6 +398,7 @@ enum class DeviceErrorKind : int {
   EmbeddingIndex = 1, // the CPU's "index I at position P is out of range"
   NllTarget = 2,      // the CPU's "target I of sample P is out of bounds"
   DimIndex = 3,       // the CPU's "index I is out of bounds for dim D of size"
+  PlaneIndex = 4,     // the CPU's "index I is outside a plane of N elements"
 };
 
 /// The first invalid value a kernel met since the last check.

@@ -310,6 +310,9 @@ void spmd::rt::cuda::checkDeviceErrors() {
   case DeviceErrorKind::DimIndex:
     spmd_rt_fatal("%s: index %lld is out of bounds for dim %lld of size %lld",
                   kernel, error.value, error.position, error.bound);
+  case DeviceErrorKind::PlaneIndex:
+    spmd_rt_fatal("%s: index %lld is outside a plane of %lld elements", kernel,
+                  error.value, error.bound);
   case DeviceErrorKind::None:
     break;
   }

@@ -1,8 +1,8 @@
 //===- Shape.cu - cat, slices, padding, indexing, scans, factories --------===//
 //
 // cpu/Shape.cpp's cat, slice, slice_scatter, constant_pad_nd, cumsum,
-// gather, index, local_take, triu, fill and arange on the device (copy,
-// expand and permute live in another file). cat and slice are
+// gather, scatter, index, local_take, triu, fill and arange on the device
+// (copy, expand and permute live in another file). cat and slice are
 // 2-D copies (cudaMemcpy2DAsync): rows are the dims before `dim`, a row is
 // the bytes of `dim` and the dims after it. Like the CPU kernels they
 // support every dtype but f16, and bf16 too (values are moved as
@@ -10,9 +10,14 @@
 // via float, as c10::BFloat16 does); an input of another dtype than out is
 // converted to out's dtype first. cumsum accumulates as the CPU does: in
 // double for floats (bf16 included, rounded once on store), in out's type
-// for integers. An index outside [-size, size) (gather, index) is recorded
-// in the device error slot, with the CPU's message, and its element filled
-// with 0; the host reports it at the next synchronisation.
+// for integers. scatter gives the CPU's result exactly: a position written
+// twice keeps the last write in index order (a first pass claims each
+// position for its last writer), and scatter_add adds each line of index
+// along `dim` in one thread, in the CPU's order (the lines run in
+// parallel: no two reach the same element). An index outside [-size,
+// size) (gather, scatter, index) is recorded in the device error slot,
+// with the CPU's message, and its element filled with 0 (scatter: left
+// alone); the host reports it at the next synchronisation.
 //
 //===----------------------------------------------------------------------===//
 
@@ -281,6 +286,88 @@ __global__ void triuKernel(T *out, const T *in, int64_t n, int64_t rows,
   }
 }
 
+/// A scatter's positions: index (contiguous, `shape`) element i, whose
+/// value k goes to out at i's position with k at `dim`, reads src at i's
+/// position.
+struct ScatterMap {
+  Dims shape, outShape, outStrides, srcStrides;
+  int32_t rank, dim;
+  IndexErrors errors;
+  /// i's out and src offsets, or false when index[i] is out of bounds
+  /// (recorded when `report`).
+  __device__ bool at(const int64_t *index, int64_t i, bool report,
+                     int64_t &to, int64_t &from) const {
+    const int64_t size = outShape.v[dim], value = index[i];
+    if (!report && (value < -size || value >= size))
+      return false;
+    const int64_t k = errors.wrap(value, size, dim);
+    if (k < 0)
+      return false;
+    int64_t rest = i;
+    to = 0, from = 0;
+    for (int32_t d = rank - 1; d >= 0; --d) {
+      const int64_t c = rest % shape.v[d];
+      rest /= shape.v[d];
+      to += (d == dim ? k : c) * outStrides.v[d];
+      from += c * srcStrides.v[d];
+    }
+    return true;
+  }
+};
+
+/// scatter, first pass: each out position keeps the largest index position
+/// (plus one) that writes it, so that the last write in row-major order
+/// wins, as ATen's CPU scatter.
+__global__ void scatterClaimKernel(unsigned long long *winner,
+                                   const int64_t *index, int64_t n,
+                                   ScatterMap map) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    int64_t to, from;
+    if (map.at(index, i, true, to, from))
+      atomicMax(winner + to, static_cast<unsigned long long>(i + 1));
+  }
+}
+
+/// scatter, second pass: each position's winner writes.
+template <typename T>
+__global__ void scatterWriteKernel(T *out, const T *src, const int64_t *index,
+                                   const unsigned long long *winner, int64_t n,
+                                   ScatterMap map) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    int64_t to, from;
+    if (map.at(index, i, false, to, from) &&
+        winner[to] == static_cast<unsigned long long>(i + 1))
+      out[to] = src[from];
+  }
+}
+
+/// scatter_add: a thread per line of index along `dim` (the positions that
+/// differ only at `dim`, which reach one line of out and no other thread's)
+/// adds the line's values in order: the CPU's additions, in its order.
+template <typename T>
+__global__ void scatterAddKernel(T *out, const T *src, const int64_t *index,
+                                 int64_t lines, ScatterMap map) {
+  const int64_t size = map.shape.v[map.dim];
+  int64_t inner = 1;
+  for (int32_t d = map.dim + 1; d < map.rank; ++d)
+    inner *= map.shape.v[d];
+  for (int64_t l = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; l < lines;
+       l += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t first = (l / inner) * size * inner + l % inner;
+    for (int64_t j = 0; j < size; ++j) {
+      int64_t to, from;
+      if (!map.at(index, first + j * inner, true, to, from))
+        continue;
+      if constexpr (std::is_same_v<T, Bool8>)
+        out[to] = out[to] || src[from];
+      else
+        out[to] = toStorage<T>(toOpMath(out[to]) + toOpMath(src[from]));
+    }
+  }
+}
+
 template <typename T> __global__ void fillKernel(T *out, int64_t n, T value) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x)
@@ -419,6 +506,52 @@ void spmd_rt_gather(SpmdBuffer *out, const SpmdBuffer *self, int64_t dim,
     gatherKernel<T><<<gridFor(count), kBlock, 0, computeStream()>>>(
         dataOf<T>(out), in, ix, count, self->rank, static_cast<int32_t>(dim),
         outShape, selfShape, IndexErrors{deviceErrorSlot(), kernelId(kernel)});
+    checkLaunch(kernel);
+  });
+}
+
+void spmd_rt_scatter(SpmdBuffer *out, const SpmdBuffer *self, int64_t dim,
+                     const SpmdBuffer *index, const SpmdBuffer *src,
+                     int64_t add) {
+  const char *kernel = add ? "spmd_rt_scatter_add" : "spmd_rt_scatter";
+  checkScatter(kernel, out, self, dim, index, src);
+  check(cudaMemcpyAsync(out->data, self->data,
+                        static_cast<size_t>(out->numel) *
+                            spmd_rt_dtype_size(out->dtype),
+                        cudaMemcpyDeviceToDevice, computeStream()),
+        kernel);
+  const int64_t n = index->numel;
+  if (n == 0)
+    return;
+  std::unique_ptr<Scratch> indexStorage;
+  const int64_t *ix = dataAs<int64_t>(index, indexStorage, kernel);
+  ScatterMap map = {};
+  map.rank = index->rank;
+  map.dim = static_cast<int32_t>(dim);
+  map.errors = IndexErrors{deviceErrorSlot(), kernelId(kernel)};
+  std::copy(index->shape, index->shape + index->rank, map.shape.v);
+  std::copy(self->shape, self->shape + self->rank, map.outShape.v);
+  contiguousStrides(self->rank, self->shape, map.outStrides.v);
+  contiguousStrides(src->rank, src->shape, map.srcStrides.v);
+  dispatchDevice<kAll | kBFloat16>(out->dtype, kernel, [&](auto tag) {
+    using T = decltype(tag);
+    if (add) {
+      const int64_t lines = n / index->shape[dim];
+      scatterAddKernel<T><<<gridFor(lines), kBlock, 0, computeStream()>>>(
+          dataOf<T>(out), dataOf<T>(src), ix, lines, map);
+    } else {
+      Scratch winner(out->numel * int64_t(sizeof(unsigned long long)),
+                     kernel);
+      check(cudaMemsetAsync(winner.data(), 0,
+                            out->numel * sizeof(unsigned long long),
+                            computeStream()),
+            kernel);
+      scatterClaimKernel<<<gridFor(n), kBlock, 0, computeStream()>>>(
+          winner.as<unsigned long long>(), ix, n, map);
+      scatterWriteKernel<T><<<gridFor(n), kBlock, 0, computeStream()>>>(
+          dataOf<T>(out), dataOf<T>(src), ix, winner.as<unsigned long long>(),
+          n, map);
+    }
     checkLaunch(kernel);
   });
 }
