@@ -36,11 +36,9 @@ struct PoolWindow {
 /// when nonzero, else by its size with the padding when `countPad`, else
 /// without it), or adaptive_avg_pool2d's [floor(i * n / m), ceil((i + 1) *
 /// n / m)) on each axis.
-SPMD_RT_HOST_DEVICE inline PoolWindow avgPoolWindow(const WindowGeometry &g,
-                                                    bool adaptive,
-                                                    bool countPad,
-                                                    int64_t divisorOverride,
-                                                    int64_t oh, int64_t ow) {
+SPMD_RT_HOST_DEVICE inline PoolWindow
+avgPoolWindow(const WindowGeometry &g, bool adaptive, bool countPad,
+              int64_t divisorOverride, int64_t oh, int64_t ow) {
   const int64_t height = g.in[1], width = g.in[2];
   PoolWindow w;
   if (adaptive) {
@@ -60,10 +58,9 @@ SPMD_RT_HOST_DEVICE inline PoolWindow avgPoolWindow(const WindowGeometry &g,
   w.w0 = w.w0 > 0 ? w.w0 : 0;
   w.h1 = w.h1 < height ? w.h1 : height;
   w.w1 = w.w1 < width ? w.w1 : width;
-  w.divisor =
-      divisorOverride
-          ? double(divisorOverride)
-          : double(countPad ? padded : (w.h1 - w.h0) * (w.w1 - w.w0));
+  w.divisor = divisorOverride
+                  ? double(divisorOverride)
+                  : double(countPad ? padded : (w.h1 - w.h0) * (w.w1 - w.w0));
   return w;
 }
 

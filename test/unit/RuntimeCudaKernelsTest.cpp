@@ -3479,8 +3479,8 @@ TEST_F(CudaKernelsDeathTest, PoolingAndScatterIndexErrorsAreReportedOnRead) {
   StartupEnvironment startup; // the children start their own 1-rank job
   EXPECT_DEATH(
       {
-        spmd_rt_max_pool2d_with_indices_backward(pooled.device(),
-                                                 grad.device(), at.device());
+        spmd_rt_max_pool2d_with_indices_backward(pooled.device(), grad.device(),
+                                                 at.device());
         readBack(pooled);
       },
       "spmd_rt_max_pool2d_with_indices_backward: index 16 is outside a "
@@ -3792,13 +3792,17 @@ void checkConvolutions(DType dt, MatmulTolFn matmulTolOf) {
       {{2, 16, 5, 5}, {8, 16, 1, 1}, false, {1, 1}, {0, 0}, {1, 1}, 1},
       {{4, 3, 32, 32}, {16, 3, 7, 7}, false, {2, 2}, {3, 3}, {1, 1}, 1},
       {{2, 4, 20}, {6, 2, 5}, true, {3}, {2}, {1}, 2},
-      {{1, 3, 5, 6, 7}, {4, 3, 2, 3, 3}, true, {1, 2, 1}, {1, 0, 1},
-       {1, 1, 1}, 1},
+      {{1, 3, 5, 6, 7},
+       {4, 3, 2, 3, 3},
+       true,
+       {1, 2, 1},
+       {1, 0, 1},
+       {1, 1, 1},
+       1},
   };
   for (const ConvCase &c : cases) {
     SCOPED_TRACE("input " + shapeString(c.input) + " weight " +
-                 shapeString(c.weight) + " groups " +
-                 std::to_string(c.groups));
+                 shapeString(c.weight) + " groups " + std::to_string(c.groups));
     const int32_t spatial = static_cast<int32_t>(c.stride.size());
     Tensor input = random(dt, c.input, -1, 1);
     Tensor weight = random(dt, c.weight, -1, 1);
@@ -3986,22 +3990,22 @@ void checkScatter(DType dt) {
     for (int64_t add : {0, 1}) {
       SCOPED_TRACE("dim " + std::to_string(c.dim) + " index " +
                    shapeString(c.index) + " add " + std::to_string(add));
-      CHECK_KERNEL(kExact, scatter, Tensor(dt, shape), self, c.dim, index,
-                   from, add);
+      CHECK_KERNEL(kExact, scatter, Tensor(dt, shape), self, c.dim, index, from,
+                   add);
     }
   }
   Tensor big = smallIntegers(dt, {2048, 64}, -8, 8);
   Tensor picks = random(SPMD_I32, {2048, 16}, -64, 63);
   Tensor values = smallIntegers(dt, {2048, 16}, -8, 8);
   for (int64_t add : {0, 1})
-    CHECK_KERNEL(kExact, scatter, Tensor(dt, {2048, 64}), big, 1, picks,
-                 values, add);
+    CHECK_KERNEL(kExact, scatter, Tensor(dt, {2048, 64}), big, 1, picks, values,
+                 add);
   Tensor line = smallIntegers(dt, {1000}, -8, 8);
   Tensor many = random(SPMD_I64, {5000}, -1000, 999);
   Tensor manyValues = smallIntegers(dt, {5000}, -1, 1);
   for (int64_t add : {0, 1})
-    CHECK_KERNEL(kExact, scatter, Tensor(dt, {1000}), line, 0, many,
-                 manyValues, add);
+    CHECK_KERNEL(kExact, scatter, Tensor(dt, {1000}), line, 0, many, manyValues,
+                 add);
 }
 
 /// sort (both directions) and topk (largest and smallest; k of 1, 3 and
@@ -4019,8 +4023,8 @@ void checkSortTopk(DType dt, Tol exact) {
     self.upload();
   }
   auto run = [&](Tensor &x, int64_t dim, int64_t k, bool sort, int64_t flag) {
-    SCOPED_TRACE((sort ? "sort " : "topk ") + shapeString(x.shape()) +
-                 " dim " + std::to_string(dim) + " k " + std::to_string(k) +
+    SCOPED_TRACE((sort ? "sort " : "topk ") + shapeString(x.shape()) + " dim " +
+                 std::to_string(dim) + " k " + std::to_string(k) +
                  (flag ? " descending/largest" : ""));
     Shape outShape = x.shape();
     outShape[dim] = k;
@@ -4035,8 +4039,8 @@ void checkSortTopk(DType dt, Tol exact) {
   for (int64_t dim : {0, 1, 2})
     for (int64_t flag : {0, 1}) {
       run(self, dim, shape[dim], true, flag);
-      for (int64_t k : {int64_t(1), std::min<int64_t>(3, shape[dim]),
-                        shape[dim]})
+      for (int64_t k :
+           {int64_t(1), std::min<int64_t>(3, shape[dim]), shape[dim]})
         run(self, dim, k, false, flag);
     }
   Tensor rows = random(dt, {512, 1000}, -1, 1);

@@ -161,8 +161,8 @@ ConvPlan &convPlan(const WindowGeometry &g, const char *kernel) {
   static std::map<std::vector<int64_t>, ConvPlan> plans;
   std::vector<int64_t> key = {g.n, g.channels, g.outChannels, g.groups};
   for (int d = 0; d < 3; ++d)
-    key.insert(key.end(), {g.in[d], g.k[d], g.stride[d], g.pad[d],
-                           g.dilation[d]});
+    key.insert(key.end(),
+               {g.in[d], g.k[d], g.stride[d], g.pad[d], g.dilation[d]});
   std::lock_guard<std::mutex> lock(mutex);
   auto [it, fresh] = plans.try_emplace(key);
   ConvPlan &p = it->second;
@@ -231,9 +231,9 @@ void chooseForward(ConvPlan &p, const char *kernel) {
   checkCudnn(cudnnGetConvolutionForwardAlgorithmMaxCount(cudnn(), &max),
              kernel);
   std::vector<cudnnConvolutionFwdAlgoPerf_t> results(max);
-  checkCudnn(cudnnGetConvolutionForwardAlgorithm_v7(
-                 cudnn(), p.input, p.weight, p.conv, p.output, max, &count,
-                 results.data()),
+  checkCudnn(cudnnGetConvolutionForwardAlgorithm_v7(cudnn(), p.input, p.weight,
+                                                    p.conv, p.output, max,
+                                                    &count, results.data()),
              kernel);
   if (const auto *best = pick(results, count, p.math)) {
     p.forward = {best->algo, best->mathType, best->memory};
@@ -241,8 +241,8 @@ void chooseForward(ConvPlan &p, const char *kernel) {
     // Implicit GEMM takes every convolution.
     p.forward = {CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, p.math, 0};
     checkCudnn(cudnnGetConvolutionForwardWorkspaceSize(
-                   cudnn(), p.input, p.weight, p.conv, p.output,
-                   p.forward.algo, &p.forward.workspace),
+                   cudnn(), p.input, p.weight, p.conv, p.output, p.forward.algo,
+                   &p.forward.workspace),
                kernel);
   }
   p.haveForward = true;
@@ -277,9 +277,8 @@ void chooseFilter(ConvPlan &p, const char *kernel) {
   if (p.haveFilter)
     return;
   int max = 0, count = 0;
-  checkCudnn(
-      cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(cudnn(), &max),
-      kernel);
+  checkCudnn(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(cudnn(), &max),
+             kernel);
   std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> results(max);
   checkCudnn(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
                  cudnn(), p.input, p.output, p.conv, p.weight, max, &count,
@@ -290,8 +289,8 @@ void chooseFilter(ConvPlan &p, const char *kernel) {
   } else {
     p.filter = {CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0, p.math, 0};
     checkCudnn(cudnnGetConvolutionBackwardFilterWorkspaceSize(
-                   cudnn(), p.input, p.output, p.conv, p.weight,
-                   p.filter.algo, &p.filter.workspace),
+                   cudnn(), p.input, p.output, p.conv, p.weight, p.filter.algo,
+                   &p.filter.workspace),
                kernel);
   }
   p.haveFilter = true;
@@ -305,8 +304,8 @@ __global__ void addBiasKernel(T *out, const T *bias, int64_t planes,
   const int64_t n = planes * plane;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x)
-    out[i] = toStorage<T>(toOpMath(out[i]) +
-                          toOpMath(bias[(i / plane) % channels]));
+    out[i] =
+        toStorage<T>(toOpMath(out[i]) + toOpMath(bias[(i / plane) % channels]));
 }
 
 //===----------------------------------------------------------------------===//
@@ -461,8 +460,8 @@ void avgPoolBackward(const char *kernel, SpmdBuffer *out,
       return;
     avgPoolBackwardKernel<T>
         <<<gridFor(out->numel), kBlock, 0, computeStream()>>>(
-            dataOf<T>(out), dataOf<T>(grad), out->numel, g, adaptive,
-            countPad, divisorOverride);
+            dataOf<T>(out), dataOf<T>(grad), out->numel, g, adaptive, countPad,
+            divisorOverride);
     checkLaunch(kernel);
   });
 }
@@ -498,10 +497,9 @@ void spmd_rt_convolution(SpmdBuffer *out, const SpmdBuffer *input,
       chooseForward(p, kernel);
       const Scale one = 1, zero = 0;
       runWith(p, p.forward, kernel, [&](void *ws, size_t bytes) {
-        return cudnnConvolutionForward(cudnn(), &one, p.input, input->data,
-                                       p.weight, weight->data, p.conv,
-                                       p.forward.algo, ws, bytes, &zero,
-                                       p.output, out->data);
+        return cudnnConvolutionForward(
+            cudnn(), &one, p.input, input->data, p.weight, weight->data, p.conv,
+            p.forward.algo, ws, bytes, &zero, p.output, out->data);
       });
     }
     if (bias)
@@ -534,9 +532,9 @@ void spmd_rt_convolution_backward(SpmdBuffer *grad_input,
     if (grad_output->numel == 0 || input->numel == 0 || weight->numel == 0) {
       // Nothing to sum: both gradients are zero.
       for (SpmdBuffer *b : {grad_input, grad_weight})
-        check(cudaMemsetAsync(b->data, 0, b->numel * sizeof(T),
-                              computeStream()),
-              kernel);
+        check(
+            cudaMemsetAsync(b->data, 0, b->numel * sizeof(T), computeStream()),
+            kernel);
       return;
     }
     ConvPlan &p = convPlan<T>(g, kernel);
@@ -551,8 +549,7 @@ void spmd_rt_convolution_backward(SpmdBuffer *grad_input,
     runWith(p, p.filter, kernel, [&](void *ws, size_t bytes) {
       return cudnnConvolutionBackwardFilter(
           cudnn(), &one, p.input, input->data, p.output, grad_output->data,
-          p.conv, p.filter.algo, ws, bytes, &zero, p.weight,
-          grad_weight->data);
+          p.conv, p.filter.algo, ws, bytes, &zero, p.weight, grad_weight->data);
     });
   });
 }

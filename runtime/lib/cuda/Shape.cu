@@ -295,8 +295,8 @@ struct ScatterMap {
   IndexErrors errors;
   /// i's out and src offsets, or false when index[i] is out of bounds
   /// (recorded when `report`).
-  __device__ bool at(const int64_t *index, int64_t i, bool report,
-                     int64_t &to, int64_t &from) const {
+  __device__ bool at(const int64_t *index, int64_t i, bool report, int64_t &to,
+                     int64_t &from) const {
     const int64_t size = outShape.v[dim], value = index[i];
     if (!report && (value < -size || value >= size))
       return false;
@@ -540,8 +540,7 @@ void spmd_rt_scatter(SpmdBuffer *out, const SpmdBuffer *self, int64_t dim,
       scatterAddKernel<T><<<gridFor(lines), kBlock, 0, computeStream()>>>(
           dataOf<T>(out), dataOf<T>(src), ix, lines, map);
     } else {
-      Scratch winner(out->numel * int64_t(sizeof(unsigned long long)),
-                     kernel);
+      Scratch winner(out->numel * int64_t(sizeof(unsigned long long)), kernel);
       check(cudaMemsetAsync(winner.data(), 0,
                             out->numel * sizeof(unsigned long long),
                             computeStream()),

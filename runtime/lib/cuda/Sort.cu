@@ -82,8 +82,7 @@ void checkCub(cudaError_t rc, const char *kernel) {
 /// The first k of self's elements along `dim` in order, largest first
 /// (`largest`) or smallest first: topk, and sort (k the whole dim).
 void selectAlong(const char *kernel, SpmdBuffer *values, SpmdBuffer *indices,
-                 const SpmdBuffer *self, int64_t k, int64_t dim,
-                 bool largest) {
+                 const SpmdBuffer *self, int64_t k, int64_t dim, bool largest) {
   const DimLayout l = checkTopk(kernel, values, indices, self, k, dim);
   const int64_t lines = l.outer * l.inner, n = lines * l.size;
   if (values->numel == 0)
@@ -120,8 +119,8 @@ void selectAlong(const char *kernel, SpmdBuffer *values, SpmdBuffer *indices,
     checkCub(sort(storage.data(), bytes), kernel);
     const int64_t taken = lines * k;
     takeKernel<T><<<gridFor(taken), kBlock, 0, computeStream()>>>(
-        dataOf<T>(values), dataOf<int64_t>(indices), in,
-        sorted.as<int64_t>(), taken, l.size, k, l.inner);
+        dataOf<T>(values), dataOf<int64_t>(indices), in, sorted.as<int64_t>(),
+        taken, l.size, k, l.inner);
     checkLaunch(kernel);
   });
 }
