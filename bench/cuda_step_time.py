@@ -14,7 +14,8 @@ SPMD_PYTHON_ENV names it on the GPU machine), whose PyTorch has CUDA:
   capture  traces each CONFIG (a model spec as spmd-capture takes it; the
            default set is the encoder and GPT examples and the zoo's Llama
            (transformers, grouped-query attention) at sizes that fill an
-           H100: d_model 1024, 8192 tokens a step, in fp32 and in bf16) with
+           H100: d_model 1024, 8192 tokens a step, in fp32 and in bf16, and
+           a ResNet-50 on 32 images of 224x224 in fp32) with
            spmd-capture
            --no-reference into DIR. No GPU needed. The argument values are
            dropped: `run` writes its own.
@@ -56,8 +57,10 @@ GPT = ("examples/gpt.py:gpt(batch=8, seq=1024, vocab=8192, d_model=1024, heads=1
        "layers=2%s)")
 LLAMA = ("examples/hf.py:llama(batch=8, seq=1024, vocab=8192, hidden=1024, heads=16, kv_heads=4, "
          "ffn=2816, layers=2%s)")
+RESNET50 = ("examples/hf_vision.py:resnet(hidden_sizes=(256, 512, 1024, 2048), depths=(3, 4, 6, 3), "
+            "embedding=64, batch=32, image=224, labels=1000)")
 BF16 = ', dtype="bfloat16"'
-DEFAULT = [ENCODER % "", GPT % "", LLAMA % "", ENCODER % BF16, GPT % BF16, LLAMA % BF16]
+DEFAULT = [ENCODER % "", GPT % "", LLAMA % "", ENCODER % BF16, GPT % BF16, LLAMA % BF16, RESNET50]
 LR = {"sgd": 0.1, "adam": 1e-3}
 
 

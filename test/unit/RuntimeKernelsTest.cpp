@@ -1048,6 +1048,12 @@ TEST(RuntimeKernels, ScatterAndScatterAdd) {
   Buffer rows = i64({1, 2}, {1, 0});
   spmd_rt_scatter(out.get(), self.get(), 0, rows.get(), src.get(), 0);
   expectF32(out, {0, 20, 2, 10, 4, 5});
+  // Booleans add as a logical or: true stays 1 (ATen's bool `+=`).
+  Buffer mask = i1({2, 3}, {1, 0, 1, 0, 1, 0});
+  Buffer on = i1({2, 3}, {1, 1, 1, 1, 1, 1});
+  Buffer outMask = empty(SPMD_I1, {2, 3});
+  spmd_rt_scatter(outMask.get(), mask.get(), 1, index.get(), on.get(), 1);
+  expectExact<uint8_t>(outMask, {1, 0, 1, 0, 1, 0});
 }
 
 TEST(RuntimeKernels, Topk) {

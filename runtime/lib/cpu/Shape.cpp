@@ -304,8 +304,8 @@ void spmd_rt_scatter(SpmdBuffer *out, const SpmdBuffer *self, int64_t dim,
                      to += (d == dim ? k : at[d]) * outStrides[d];
                      from += at[d] * srcStrides[d];
                    }
-                   if constexpr (std::is_same_v<T, bool>)
-                     o[to] = add ? (o[to] || in[from]) : in[from];
+                   if constexpr (std::is_same_v<T, Bool8>)
+                     o[to] = add ? Bool8(o[to] || in[from]) : in[from];
                    else
                      o[to] = add ? static_cast<T>(o[to] + in[from]) : in[from];
                  });

@@ -10,8 +10,10 @@
 // TF32, as PyTorch with allow_tf32 off: the CPU's fp32 results within the
 // products' tolerance), f64 in f64, bf16 on tensor cores with f32
 // accumulation. The algorithm of each shape comes from cuDNN's heuristics
-// (the `_v7` queries) once and is cached: the fastest deterministic one
-// whose workspace is at most kMaxWorkspace bytes, else the fastest such one.
+// (the `_v7` queries) once and is cached: the fastest whose workspace is at
+// most kMaxWorkspace bytes, as PyTorch picks by default (benchmark and
+// deterministic off), so the last bits of a weight gradient may vary
+// between runs.
 // The bias is added by a kernel of its own (one add per output element, in
 // the compute type). cuDNN 9 keeps this API (its "legacy" convolution
 // entry points, in libcudnn_cnn) next to the graph API.
@@ -96,25 +98,21 @@ template <typename Algo> struct Choice {
   size_t workspace;
 };
 
-/// The heuristics' pick among `results` (fastest first): the first
-/// deterministic one that succeeded within kMaxWorkspace, else the first
-/// that succeeded, skipping tensor-core results under FMA math (TF32 for
-/// f32). Null when none qualifies.
+/// The heuristics' pick among `results` (fastest first): the first that
+/// succeeded within kMaxWorkspace, skipping tensor-core results under FMA
+/// math (TF32 for f32). Null when none qualifies. As PyTorch's default
+/// (cudnn.deterministic off), the pick may add in an order that varies
+/// between runs (weight gradients split over the batch).
 template <typename Perf>
 const Perf *pick(const std::vector<Perf> &results, int count,
                  cudnnMathType_t math) {
-  const Perf *fallback = nullptr;
   for (int i = 0; i < count; ++i) {
     const Perf &p = results[i];
-    if (p.status != CUDNN_STATUS_SUCCESS || p.memory > kMaxWorkspace ||
-        (math == CUDNN_FMA_MATH && p.mathType != CUDNN_FMA_MATH))
-      continue;
-    if (p.determinism == CUDNN_DETERMINISTIC)
+    if (p.status == CUDNN_STATUS_SUCCESS && p.memory <= kMaxWorkspace &&
+        (math != CUDNN_FMA_MATH || p.mathType == CUDNN_FMA_MATH))
       return &p;
-    if (!fallback)
-      fallback = &p;
   }
-  return fallback;
+  return nullptr;
 }
 
 /// The descriptors of one convolution (a dtype, geometry and group count)

@@ -13,8 +13,11 @@
 //     consecutive threads on consecutive elements.
 // Long reductions are split into chunks of R over several blocks, whose
 // partial sums a second pass adds up in a fixed order (no atomics: the
-// result is deterministic). Short rows take a warp each, and the other
-// layouts a thread per output element.
+// result is deterministic). Short rows take a warp each. The other layouts
+// (several reduced runs, e.g. BatchNorm's statistics over N, H and W) take
+// a block per output element and chunk of its reduced elements, walking
+// the innermost reduced run together, or, when an output folds fewer than
+// a block's worth of elements, a thread per output element.
 //
 // Reductions accumulate as the CPU's: in double for floats, in int64 for
 // integers; bf16 accumulates in float, ATen's CUDA acc type, and
@@ -133,6 +136,42 @@ __global__ void sumGeneral(T *out, const T *__restrict__ in, int64_t outputs,
   }
 }
 
+/// A block (kBlock threads) per output element and chunk of its reduced
+/// elements: element e of the chunk range [chunk * perChunk, +perChunk) is
+/// inner element e % innerLen of outer reduced index e / innerLen, so the
+/// threads of a block walk the innermost reduced run together (coalesced
+/// when it is contiguous). With one chunk the sums, finished for `count`
+/// elements, are the results, else they go to `partial[chunk * outputs +
+/// o]` for reduceChunks. BatchNorm's statistics ([N, C, H, W] over N, H and
+/// W) take this path.
+template <typename T, typename Acc, typename R>
+__global__ void __launch_bounds__(kBlock)
+    sumBlocks(T *out, Acc *partial, const T *__restrict__ in, int64_t outputs,
+              GeneralView v, int64_t perChunk, int64_t count) {
+  const R op;
+  const int64_t total = v.reducedCount * v.innerLen;
+  const int64_t begin = blockIdx.y * perChunk;
+  const int64_t end = std::min(total, begin + perChunk);
+  // Block-uniform: every thread takes part in groupReduce.
+  for (int64_t o = blockIdx.x; o < outputs; o += gridDim.x) {
+    const T *base = in + offsetOf(o, v.keptRank, v.keptShape, v.keptStride);
+    Acc acc = R::identity();
+    for (int64_t e = begin + threadIdx.x; e < end; e += kBlock) {
+      const int64_t r = e / v.innerLen, i = e % v.innerLen;
+      const T *p =
+          base + offsetOf(r, v.reducedRank, v.reducedShape, v.reducedStride);
+      acc = op(acc, Acc(toOpMath(p[i * v.innerStride])));
+    }
+    acc = groupReduce<kBlock>(acc, op);
+    if (threadIdx.x == 0) {
+      if (partial)
+        partial[blockIdx.y * outputs + o] = acc;
+      else
+        out[o] = toStorage<T>(R::finish(acc, count));
+    }
+  }
+}
+
 /// A run of self's dims: all reduced or all kept.
 struct Run {
   int64_t size, stride;
@@ -214,8 +253,29 @@ void sumRuns(const char *kernel, T *out, int64_t outputs, const T *in,
       v.reducedCount *= run.size;
     }
   }
-  sumGeneral<T, Acc, R>
-      <<<gridFor(outputs), kBlock, 0, computeStream()>>>(out, in, outputs, v);
+  const int64_t total = v.reducedCount * v.innerLen;
+  if (total < kBlock) {
+    sumGeneral<T, Acc, R>
+        <<<gridFor(outputs), kBlock, 0, computeStream()>>>(out, in, outputs, v);
+    checkLaunch(kernel);
+    return;
+  }
+  const RowChunks split = chunkRows(total, outputs, kBlock * kMinLoadsPerThread);
+  const dim3 grid(static_cast<unsigned>(std::min<int64_t>(outputs, 1 << 30)),
+                  static_cast<unsigned>(split.count));
+  if (split.count == 1) {
+    sumBlocks<T, Acc, R><<<grid, kBlock, 0, computeStream()>>>(
+        out, nullptr, in, outputs, v, split.rowsPerChunk, total);
+    checkLaunch(kernel);
+    return;
+  }
+  Scratch partial(split.count * outputs * int64_t(sizeof(Acc)), kernel);
+  sumBlocks<T, Acc, R><<<grid, kBlock, 0, computeStream()>>>(
+      nullptr, partial.as<Acc>(), in, outputs, v, split.rowsPerChunk, total);
+  checkLaunch(kernel);
+  reduceChunks<T, Acc, R>
+      <<<gridFor(outputs * 32), kBlock, 0, computeStream()>>>(
+          out, partial.as<Acc>(), outputs, split.count, total);
   checkLaunch(kernel);
 }
 
