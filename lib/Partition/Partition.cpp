@@ -870,18 +870,23 @@ LogicalResult Partitioner::run(func::FuncOp fn) {
 
 struct PartitionPass : spmd::impl::PartitionPassBase<PartitionPass> {
   void runOnOperation() override {
-    ModuleOp module = getOperation();
-    MeshOp mesh = getOnlyMesh(module, "spmd-partition");
-    if (!mesh || failed(verifyPartitionable(module, "spmd-partition")))
-      return signalPassFailure();
-    for (auto fn : module.getOps<func::FuncOp>()) {
-      if (fn.isExternal())
-        continue;
-      Partitioner partitioner(mesh);
-      if (failed(partitioner.run(fn)))
-        return signalPassFailure();
-    }
+    if (failed(partitionModule(getOperation())))
+      signalPassFailure();
   }
 };
 
 } // namespace
+
+LogicalResult spmd::partitionModule(ModuleOp module) {
+  MeshOp mesh = getOnlyMesh(module, "spmd-partition");
+  if (!mesh || failed(verifyPartitionable(module, "spmd-partition")))
+    return failure();
+  for (auto fn : module.getOps<func::FuncOp>()) {
+    if (fn.isExternal())
+      continue;
+    Partitioner partitioner(mesh);
+    if (failed(partitioner.run(fn)))
+      return failure();
+  }
+  return success();
+}

@@ -15,8 +15,9 @@ def ParallelizePass : Pass<"spmd-parallelize", "mlir::ModuleOp"> {
   let description = [{
     Runs the mode named by `mode` (ddp, fsdp, tp, fsdp-tp, or one registered by a pass
     plugin) on a captured module: its `partition` (layouts of the
-    arguments, `--spmd-propagate`, `--spmd-partition`, then `canonicalize`
-    and `cse`) and then its
+    arguments, `--spmd-propagate` as a nested pass, then what
+    `--spmd-partition`, `canonicalize` and `cse` do, in place, verified
+    once with the result) and then its
     `transformAndCompile` (e.g. ddp's gradient bucketing). The output is
     the finished per-rank program on a mesh of shape `mesh` ("4", "2x2").
 

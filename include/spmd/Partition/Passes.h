@@ -12,6 +12,7 @@
 #include "spmd/Dialect/SPMD/SPMD.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
 
 namespace spmd {
@@ -43,6 +44,12 @@ struct PeakMemory {
   int64_t total() const { return arguments() + results(); }
 };
 PeakMemory predictPeakMemory(mlir::func::FuncOp fn);
+
+/// What `--spmd-partition` does to `module` (Passes.td): every function
+/// becomes its per-rank program. Fails, with the pass's diagnostics at the
+/// offending ops, on the errors Passes.td lists; each rewritten op is
+/// verified with its local types, the module as a whole is not.
+mlir::LogicalResult partitionModule(mlir::ModuleOp module);
 
 #define GEN_PASS_DECL
 #include "spmd/Partition/Passes.h.inc"
