@@ -37,6 +37,7 @@
 #include <limits>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 using namespace spmd::rt;
@@ -123,10 +124,9 @@ struct ConvPlan {
   cudnnFilterDescriptor_t weight = nullptr;
   cudnnConvolutionDescriptor_t conv = nullptr;
   cudnnMathType_t math = CUDNN_DEFAULT_MATH;
-  bool haveForward = false, haveData = false, haveFilter = false;
-  Choice<cudnnConvolutionFwdAlgo_t> forward{};
-  Choice<cudnnConvolutionBwdDataAlgo_t> data{};
-  Choice<cudnnConvolutionBwdFilterAlgo_t> filter{};
+  std::optional<Choice<cudnnConvolutionFwdAlgo_t>> forward;
+  std::optional<Choice<cudnnConvolutionBwdDataAlgo_t>> data;
+  std::optional<Choice<cudnnConvolutionBwdFilterAlgo_t>> filter;
 };
 
 /// `v` as an int for a cuDNN descriptor.
@@ -221,77 +221,81 @@ void runWith(ConvPlan &p, const Choice<Algo> &c, const char *kernel,
   checkCudnn(run(workspace.data(), c.workspace), kernel);
 }
 
-/// Chooses the forward algorithm of `p` (once).
-void chooseForward(ConvPlan &p, const char *kernel) {
-  if (p.haveForward)
-    return;
-  int max = 0, count = 0;
-  checkCudnn(cudnnGetConvolutionForwardAlgorithmMaxCount(cudnn(), &max),
-             kernel);
-  std::vector<cudnnConvolutionFwdAlgoPerf_t> results(max);
-  checkCudnn(cudnnGetConvolutionForwardAlgorithm_v7(cudnn(), p.input, p.weight,
-                                                    p.conv, p.output, max,
-                                                    &count, results.data()),
-             kernel);
-  if (const auto *best = pick(results, count, p.math)) {
-    p.forward = {best->algo, best->mathType, best->memory};
-  } else {
-    // Implicit GEMM takes every convolution.
-    p.forward = {CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM, p.math, 0};
-    checkCudnn(cudnnGetConvolutionForwardWorkspaceSize(
-                   cudnn(), p.input, p.weight, p.conv, p.output, p.forward.algo,
-                   &p.forward.workspace),
-               kernel);
-  }
-  p.haveForward = true;
-}
+// cuDNN's queries for one direction of a convolution: the forward product
+// (input, weight -> output), the input gradient and the weight gradient.
+// `any` is the algorithm that takes every convolution.
 
-/// Chooses the input-gradient algorithm of `p` (once).
-void chooseData(ConvPlan &p, const char *kernel) {
-  if (p.haveData)
-    return;
-  int max = 0, count = 0;
-  checkCudnn(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(cudnn(), &max),
-             kernel);
-  std::vector<cudnnConvolutionBwdDataAlgoPerf_t> results(max);
-  checkCudnn(cudnnGetConvolutionBackwardDataAlgorithm_v7(
-                 cudnn(), p.weight, p.output, p.conv, p.input, max, &count,
-                 results.data()),
-             kernel);
-  if (const auto *best = pick(results, count, p.math)) {
-    p.data = {best->algo, best->mathType, best->memory};
-  } else {
-    p.data = {CUDNN_CONVOLUTION_BWD_DATA_ALGO_0, p.math, 0};
-    checkCudnn(cudnnGetConvolutionBackwardDataWorkspaceSize(
-                   cudnn(), p.weight, p.output, p.conv, p.input, p.data.algo,
-                   &p.data.workspace),
-               kernel);
+struct Forward {
+  using Algo = cudnnConvolutionFwdAlgo_t;
+  using Perf = cudnnConvolutionFwdAlgoPerf_t;
+  static constexpr Algo any = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
+  static cudnnStatus_t count(int *n) {
+    return cudnnGetConvolutionForwardAlgorithmMaxCount(cudnn(), n);
   }
-  p.haveData = true;
-}
+  static cudnnStatus_t query(const ConvPlan &p, int max, int *n, Perf *r) {
+    return cudnnGetConvolutionForwardAlgorithm_v7(
+        cudnn(), p.input, p.weight, p.conv, p.output, max, n, r);
+  }
+  static cudnnStatus_t workspace(const ConvPlan &p, Algo a, size_t *bytes) {
+    return cudnnGetConvolutionForwardWorkspaceSize(
+        cudnn(), p.input, p.weight, p.conv, p.output, a, bytes);
+  }
+};
 
-/// Chooses the weight-gradient algorithm of `p` (once).
-void chooseFilter(ConvPlan &p, const char *kernel) {
-  if (p.haveFilter)
-    return;
-  int max = 0, count = 0;
-  checkCudnn(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(cudnn(), &max),
-             kernel);
-  std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> results(max);
-  checkCudnn(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
-                 cudnn(), p.input, p.output, p.conv, p.weight, max, &count,
-                 results.data()),
-             kernel);
-  if (const auto *best = pick(results, count, p.math)) {
-    p.filter = {best->algo, best->mathType, best->memory};
-  } else {
-    p.filter = {CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0, p.math, 0};
-    checkCudnn(cudnnGetConvolutionBackwardFilterWorkspaceSize(
-                   cudnn(), p.input, p.output, p.conv, p.weight, p.filter.algo,
-                   &p.filter.workspace),
-               kernel);
+struct InputGradient {
+  using Algo = cudnnConvolutionBwdDataAlgo_t;
+  using Perf = cudnnConvolutionBwdDataAlgoPerf_t;
+  static constexpr Algo any = CUDNN_CONVOLUTION_BWD_DATA_ALGO_0;
+  static cudnnStatus_t count(int *n) {
+    return cudnnGetConvolutionBackwardDataAlgorithmMaxCount(cudnn(), n);
   }
-  p.haveFilter = true;
+  static cudnnStatus_t query(const ConvPlan &p, int max, int *n, Perf *r) {
+    return cudnnGetConvolutionBackwardDataAlgorithm_v7(
+        cudnn(), p.weight, p.output, p.conv, p.input, max, n, r);
+  }
+  static cudnnStatus_t workspace(const ConvPlan &p, Algo a, size_t *bytes) {
+    return cudnnGetConvolutionBackwardDataWorkspaceSize(
+        cudnn(), p.weight, p.output, p.conv, p.input, a, bytes);
+  }
+};
+
+struct WeightGradient {
+  using Algo = cudnnConvolutionBwdFilterAlgo_t;
+  using Perf = cudnnConvolutionBwdFilterAlgoPerf_t;
+  static constexpr Algo any = CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0;
+  static cudnnStatus_t count(int *n) {
+    return cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(cudnn(), n);
+  }
+  static cudnnStatus_t query(const ConvPlan &p, int max, int *n, Perf *r) {
+    return cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+        cudnn(), p.input, p.output, p.conv, p.weight, max, n, r);
+  }
+  static cudnnStatus_t workspace(const ConvPlan &p, Algo a, size_t *bytes) {
+    return cudnnGetConvolutionBackwardFilterWorkspaceSize(
+        cudnn(), p.input, p.output, p.conv, p.weight, a, bytes);
+  }
+};
+
+/// The algorithm of direction D for `p`, chosen on first use and kept in
+/// `slot`: the heuristics' pick, else D::any.
+template <typename D>
+const Choice<typename D::Algo> &
+choose(ConvPlan &p, std::optional<Choice<typename D::Algo>> &slot,
+       const char *kernel) {
+  if (slot)
+    return *slot;
+  int max = 0, count = 0;
+  checkCudnn(D::count(&max), kernel);
+  std::vector<typename D::Perf> results(max);
+  checkCudnn(D::query(p, max, &count, results.data()), kernel);
+  if (const auto *best = pick(results, count, p.math)) {
+    slot = Choice<typename D::Algo>{best->algo, best->mathType, best->memory};
+  } else {
+    Choice<typename D::Algo> any{D::any, p.math, 0};
+    checkCudnn(D::workspace(p, any.algo, &any.workspace), kernel);
+    slot = any;
+  }
+  return *slot;
 }
 
 /// out[n, c, ...] += bias[c] over `planes` (n, c) planes of `plane`
@@ -492,12 +496,12 @@ void spmd_rt_convolution(SpmdBuffer *out, const SpmdBuffer *input,
             kernel);
     } else {
       ConvPlan &p = convPlan<T>(g, kernel);
-      chooseForward(p, kernel);
+      const auto &forward = choose<Forward>(p, p.forward, kernel);
       const Scale one = 1, zero = 0;
-      runWith(p, p.forward, kernel, [&](void *ws, size_t bytes) {
+      runWith(p, forward, kernel, [&](void *ws, size_t bytes) {
         return cudnnConvolutionForward(
             cudnn(), &one, p.input, input->data, p.weight, weight->data, p.conv,
-            p.forward.algo, ws, bytes, &zero, p.output, out->data);
+            forward.algo, ws, bytes, &zero, p.output, out->data);
       });
     }
     if (bias)
@@ -536,18 +540,18 @@ void spmd_rt_convolution_backward(SpmdBuffer *grad_input,
       return;
     }
     ConvPlan &p = convPlan<T>(g, kernel);
-    chooseData(p, kernel);
-    chooseFilter(p, kernel);
+    const auto &data = choose<InputGradient>(p, p.data, kernel);
+    const auto &filter = choose<WeightGradient>(p, p.filter, kernel);
     const Scale one = 1, zero = 0;
-    runWith(p, p.data, kernel, [&](void *ws, size_t bytes) {
+    runWith(p, data, kernel, [&](void *ws, size_t bytes) {
       return cudnnConvolutionBackwardData(
           cudnn(), &one, p.weight, weight->data, p.output, grad_output->data,
-          p.conv, p.data.algo, ws, bytes, &zero, p.input, grad_input->data);
+          p.conv, data.algo, ws, bytes, &zero, p.input, grad_input->data);
     });
-    runWith(p, p.filter, kernel, [&](void *ws, size_t bytes) {
+    runWith(p, filter, kernel, [&](void *ws, size_t bytes) {
       return cudnnConvolutionBackwardFilter(
           cudnn(), &one, p.input, input->data, p.output, grad_output->data,
-          p.conv, p.filter.algo, ws, bytes, &zero, p.weight, grad_weight->data);
+          p.conv, filter.algo, ws, bytes, &zero, p.weight, grad_weight->data);
     });
   });
 }
