@@ -233,12 +233,12 @@ struct Forward {
     return cudnnGetConvolutionForwardAlgorithmMaxCount(cudnn(), n);
   }
   static cudnnStatus_t query(const ConvPlan &p, int max, int *n, Perf *r) {
-    return cudnnGetConvolutionForwardAlgorithm_v7(
-        cudnn(), p.input, p.weight, p.conv, p.output, max, n, r);
+    return cudnnGetConvolutionForwardAlgorithm_v7(cudnn(), p.input, p.weight,
+                                                  p.conv, p.output, max, n, r);
   }
   static cudnnStatus_t workspace(const ConvPlan &p, Algo a, size_t *bytes) {
-    return cudnnGetConvolutionForwardWorkspaceSize(
-        cudnn(), p.input, p.weight, p.conv, p.output, a, bytes);
+    return cudnnGetConvolutionForwardWorkspaceSize(cudnn(), p.input, p.weight,
+                                                   p.conv, p.output, a, bytes);
   }
 };
 

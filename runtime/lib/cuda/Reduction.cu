@@ -260,7 +260,8 @@ void sumRuns(const char *kernel, T *out, int64_t outputs, const T *in,
     checkLaunch(kernel);
     return;
   }
-  const RowChunks split = chunkRows(total, outputs, kBlock * kMinLoadsPerThread);
+  const RowChunks split =
+      chunkRows(total, outputs, kBlock * kMinLoadsPerThread);
   const dim3 grid(static_cast<unsigned>(std::min<int64_t>(outputs, 1 << 30)),
                   static_cast<unsigned>(split.count));
   if (split.count == 1) {
