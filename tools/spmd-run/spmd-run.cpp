@@ -62,7 +62,8 @@ static cl::OptionCategory runOptions("spmd-run options");
 static cl::opt<std::string> inputFile(cl::Positional, cl::desc("<module.mlir>"),
                                       cl::Required, cl::cat(runOptions));
 static cl::opt<std::string> bundleDir("bundle", cl::desc("spmd-capture bundle"),
-                                      cl::value_desc("dir"), cl::Required, cl::cat(runOptions));
+                                      cl::value_desc("dir"), cl::Required,
+                                      cl::cat(runOptions));
 static cl::opt<int> numRanks("np",
                              cl::desc("start N ranks under mpirun (default: "
                                       "the ranks of the MPI job, or 1)"),
@@ -74,17 +75,20 @@ static cl::opt<std::string>
             cl::init("cpu"), cl::cat(runOptions));
 static cl::opt<bool> check("check",
                            cl::desc("compare the first step's results with "
-                                    "PyTorch's (exit 1 on a mismatch)"), cl::cat(runOptions));
+                                    "PyTorch's (exit 1 on a mismatch)"),
+                           cl::cat(runOptions));
 static cl::opt<int> steps("steps", cl::desc("steps to run (default 1)"),
                           cl::init(1), cl::cat(runOptions));
 static cl::list<double>
     lrSchedule("lr-schedule",
                cl::desc("the learning rate of each step, comma-separated (one "
                         "per --steps; default: the bundle's, every step)"),
-               cl::CommaSeparated, cl::value_desc("lr1,lr2,..."), cl::cat(runOptions));
+               cl::CommaSeparated, cl::value_desc("lr1,lr2,..."),
+               cl::cat(runOptions));
 static cl::opt<bool> timing("timing",
                             cl::desc("print the median step time and the peak "
-                                     "memory per rank"), cl::cat(runOptions));
+                                     "memory per rank"),
+                            cl::cat(runOptions));
 static cl::opt<std::string> outDir("out",
                                    cl::desc("write the gathered results of the "
                                             "last step as .npy files"),
@@ -100,7 +104,8 @@ static cl::opt<double>
                       "significant bits)"),
              cl::init(2e-2), cl::cat(runOptions));
 static cl::opt<std::string> funcName("function", cl::desc("entry function"),
-                                     cl::init("train_step"), cl::cat(runOptions));
+                                     cl::init("train_step"),
+                                     cl::cat(runOptions));
 
 #define FATAL(...) spmd_rt_fatal(__VA_ARGS__)
 

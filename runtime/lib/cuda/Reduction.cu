@@ -156,11 +156,20 @@ __global__ void __launch_bounds__(kBlock)
   for (int64_t o = blockIdx.x; o < outputs; o += gridDim.x) {
     const T *base = in + offsetOf(o, v.keptRank, v.keptShape, v.keptStride);
     Acc acc = R::identity();
-    for (int64_t e = begin + threadIdx.x; e < end; e += kBlock) {
-      const int64_t r = e / v.innerLen, i = e % v.innerLen;
-      const T *p =
-          base + offsetOf(r, v.reducedRank, v.reducedShape, v.reducedStride);
-      acc = op(acc, Acc(toOpMath(p[i * v.innerStride])));
+    // Element e is (r, i); the row's address and the divisions are redone
+    // only when a step of kBlock elements crosses into another row.
+    int64_t e = begin + threadIdx.x, r = e / v.innerLen, i = e % v.innerLen;
+    const T *row =
+        base + offsetOf(r, v.reducedRank, v.reducedShape, v.reducedStride);
+    for (; e < end; e += kBlock) {
+      acc = op(acc, Acc(toOpMath(row[i * v.innerStride])));
+      i += kBlock;
+      if (i >= v.innerLen) {
+        r += i / v.innerLen;
+        i %= v.innerLen;
+        row =
+            base + offsetOf(r, v.reducedRank, v.reducedShape, v.reducedStride);
+      }
     }
     acc = groupReduce<kBlock>(acc, op);
     if (threadIdx.x == 0) {
@@ -184,6 +193,27 @@ constexpr int64_t kMinLoadsPerThread = 8;
 constexpr int64_t kThreadMax = 16;
 constexpr int64_t kWarpMax = 1024;
 
+/// Runs a first pass `launch(out, partial)` split in `chunks` chunks: with
+/// one chunk it writes the `outputs` results itself (partial null), else
+/// its partial sums go to scratch, which reduceChunks folds into `out`,
+/// finished for `count` elements per output.
+template <typename T, typename Acc, typename R, typename Launch>
+void inChunks(const char *kernel, T *out, int64_t outputs, int64_t chunks,
+              int64_t count, Launch &&launch) {
+  if (chunks == 1) {
+    launch(out, static_cast<Acc *>(nullptr));
+    checkLaunch(kernel);
+    return;
+  }
+  Scratch partial(chunks * outputs * int64_t(sizeof(Acc)), kernel);
+  launch(static_cast<T *>(nullptr), partial.as<Acc>());
+  checkLaunch(kernel);
+  reduceChunks<T, Acc, R>
+      <<<gridFor(outputs * 32), kBlock, 0, computeStream()>>>(
+          out, partial.as<Acc>(), outputs, chunks, count);
+  checkLaunch(kernel);
+}
+
 /// [B, R, C] summed over R into `out`.
 template <typename T, typename Acc, typename R>
 void sumBRC(const char *kernel, T *out, const T *in, int64_t b, int64_t r,
@@ -200,25 +230,14 @@ void sumBRC(const char *kernel, T *out, const T *in, int64_t b, int64_t r,
   const int h = kBlock / w;
   const int64_t blocks = b * ceilDiv(c, w);
   const RowChunks split = chunkRows(r, blocks, h * kMinLoadsPerThread);
-  const int64_t chunks = split.count, rowsPerChunk = split.rowsPerChunk;
   const dim3 grid(static_cast<unsigned>(std::min<int64_t>(blocks, 1 << 30)),
-                  static_cast<unsigned>(chunks));
+                  static_cast<unsigned>(split.count));
   const dim3 block(w, h);
-  if (chunks == 1) {
-    sumTiles<T, Acc, R><<<grid, block, 0, computeStream()>>>(
-        out, nullptr, in, b, r, c, rowsPerChunk, r);
-    checkLaunch(kernel);
-    return;
-  }
-  const int64_t outputs = b * c;
-  Scratch partial(chunks * outputs * int64_t(sizeof(Acc)), kernel);
-  sumTiles<T, Acc, R><<<grid, block, 0, computeStream()>>>(
-      nullptr, partial.as<Acc>(), in, b, r, c, rowsPerChunk, r);
-  checkLaunch(kernel);
-  reduceChunks<T, Acc, R>
-      <<<gridFor(outputs * 32), kBlock, 0, computeStream()>>>(
-          out, partial.as<Acc>(), outputs, chunks, r);
-  checkLaunch(kernel);
+  inChunks<T, Acc, R>(
+      kernel, out, b * c, split.count, r, [&](T *results, Acc *partial) {
+        sumTiles<T, Acc, R><<<grid, block, 0, computeStream()>>>(
+            results, partial, in, b, r, c, split.rowsPerChunk, r);
+      });
 }
 
 /// Sums `in` (shaped like self) over the reduced runs into `out`.
@@ -264,20 +283,11 @@ void sumRuns(const char *kernel, T *out, int64_t outputs, const T *in,
       chunkRows(total, outputs, kBlock * kMinLoadsPerThread);
   const dim3 grid(static_cast<unsigned>(std::min<int64_t>(outputs, 1 << 30)),
                   static_cast<unsigned>(split.count));
-  if (split.count == 1) {
-    sumBlocks<T, Acc, R><<<grid, kBlock, 0, computeStream()>>>(
-        out, nullptr, in, outputs, v, split.rowsPerChunk, total);
-    checkLaunch(kernel);
-    return;
-  }
-  Scratch partial(split.count * outputs * int64_t(sizeof(Acc)), kernel);
-  sumBlocks<T, Acc, R><<<grid, kBlock, 0, computeStream()>>>(
-      nullptr, partial.as<Acc>(), in, outputs, v, split.rowsPerChunk, total);
-  checkLaunch(kernel);
-  reduceChunks<T, Acc, R>
-      <<<gridFor(outputs * 32), kBlock, 0, computeStream()>>>(
-          out, partial.as<Acc>(), outputs, split.count, total);
-  checkLaunch(kernel);
+  inChunks<T, Acc, R>(
+      kernel, out, outputs, split.count, total, [&](T *results, Acc *partial) {
+        sumBlocks<T, Acc, R><<<grid, kBlock, 0, computeStream()>>>(
+            results, partial, in, outputs, v, split.rowsPerChunk, total);
+      });
 }
 
 /// The SPMD_RT_REDUCTION kernels: out is self folded by `Reducer` over the

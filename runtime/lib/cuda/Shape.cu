@@ -294,13 +294,11 @@ struct ScatterMap {
   int32_t rank, dim;
   IndexErrors errors;
   /// i's out and src offsets, or false when index[i] is out of bounds
-  /// (recorded when `report`).
-  __device__ bool at(const int64_t *index, int64_t i, bool report, int64_t &to,
+  /// (recorded; the slot keeps the first error, so a second pass over the
+  /// same index records nothing new).
+  __device__ bool at(const int64_t *index, int64_t i, int64_t &to,
                      int64_t &from) const {
-    const int64_t size = outShape.v[dim], value = index[i];
-    if (!report && (value < -size || value >= size))
-      return false;
-    const int64_t k = errors.wrap(value, size, dim);
+    const int64_t k = errors.wrap(index[i], outShape.v[dim], dim);
     if (k < 0)
       return false;
     int64_t rest = i;
@@ -324,7 +322,7 @@ __global__ void scatterClaimKernel(unsigned long long *winner,
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x) {
     int64_t to, from;
-    if (map.at(index, i, true, to, from))
+    if (map.at(index, i, to, from))
       atomicMax(winner + to, static_cast<unsigned long long>(i + 1));
   }
 }
@@ -337,7 +335,7 @@ __global__ void scatterWriteKernel(T *out, const T *src, const int64_t *index,
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x) {
     int64_t to, from;
-    if (map.at(index, i, false, to, from) &&
+    if (map.at(index, i, to, from) &&
         winner[to] == static_cast<unsigned long long>(i + 1))
       out[to] = src[from];
   }
@@ -358,7 +356,7 @@ __global__ void scatterAddKernel(T *out, const T *src, const int64_t *index,
     const int64_t first = (l / inner) * size * inner + l % inner;
     for (int64_t j = 0; j < size; ++j) {
       int64_t to, from;
-      if (!map.at(index, first + j * inner, true, to, from))
+      if (!map.at(index, first + j * inner, to, from))
         continue;
       if constexpr (std::is_same_v<T, Bool8>)
         out[to] = out[to] || src[from];
