@@ -100,6 +100,10 @@ private:
   /// another tensor dim come last, as DTensor's strategies follow their
   /// operands' shards or replicate them: a hidden-sharded activation
   /// meeting a layer norm is gathered, not all_to_all'ed to the sequence.
+  /// So do strategies that reduce a Partial operand to a shard that no
+  /// operand brings on that mesh dim: DTensor reduces it to Replicate
+  /// (loss_parallel's sum-exp meeting `log` is all_reduced, not
+  /// reduce-scattered and gathered again).
   ///
   /// With `keepReplicated`, on the mesh dims that do not split the batch
   /// (`replicatedDims`, tensor parallelism's) strategies come last that
@@ -576,7 +580,7 @@ void FunctionPropagation::chooseGreedy(bool followShards, bool keepReplicated) {
     SmallVector<bool, 4> arrivesSharded(meshRank, false);
     const SlotCosts &operandSeconds = operandCosts(i);
     for (unsigned have : haves)
-      for (size_t m = 0; keepReplicated && m < meshRank; ++m)
+      for (size_t m = 0; m < meshRank; ++m)
         arrivesSharded[m] =
             arrivesSharded[m] || cost.layout(have)[m].isShardLike();
     for (unsigned s = 0; s < strategiesOf(i).size(); ++s) {
@@ -587,7 +591,14 @@ void FunctionPropagation::chooseGreedy(bool followShards, bool keepReplicated) {
         for (size_t m = 0; followShards && m < meshRank; ++m) {
           const layout::Placement &a = cost.layout(have)[m],
                                   &b = cost.layout(need)[m];
-          resharded += a.isShardLike() && b.isShardLike() && a != b;
+          // DTensor reduces a Partial that an op cannot carry to Replicate,
+          // or to the shard another operand brings, never to a shard of its
+          // own: a reduce_scatter whose shard the next op gathers again
+          // costs two collectives for one all_reduce (the log of
+          // loss_parallel's sum-exp).
+          resharded += b.isShardLike() && a != b &&
+                       (a.isShardLike() ||
+                        (a.kind == Kind::Partial && !arrivesSharded[m]));
         }
         for (size_t m = 0; keepReplicated && m < meshRank; ++m) {
           const layout::Placement &from = cost.layout(have)[m],
