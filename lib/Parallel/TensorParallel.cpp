@@ -655,10 +655,11 @@ private:
 };
 
 /// The forward ops of module `m` (see constrainTPBoundaries), in program
-/// order.
+/// order. `styled`: the modules the plan styles.
 llvm::SetVector<Operation *> moduleOps(func::FuncOp fn,
                                        const ForwardOpIndex &index,
-                                       StringRef m) {
+                                       StringRef m,
+                                       ArrayRef<StringRef> styled) {
   llvm::SetVector<Operation *> ops;
   for (Operation *op : index.within(m))
     ops.insert(op);
@@ -666,7 +667,14 @@ llvm::SetVector<Operation *> moduleOps(func::FuncOp fn,
     return ops;
   // A module run by its parent through its parameters (F.linear with
   // out_proj.weight): the views and dtype casts (mixed precision) of its
-  // parameters and the op they feed.
+  // parameters and the op they feed. An op of another module that the plan
+  // styles (a head tied to this embedding) is that module's.
+  auto styledElsewhere = [&](Operation *op) {
+    StringRef fqn = getModuleFqn(op);
+    return llvm::any_of(styled, [&](StringRef s) {
+      return s != m && within(fqn, s) && !within(m, s);
+    });
+  };
   DenseSet<Operation *> reached;
   for (BlockArgument arg : fn.getArguments()) {
     if (!within(getArgFqn(fn, arg.getArgNumber()), m))
@@ -675,7 +683,8 @@ llvm::SetVector<Operation *> moduleOps(func::FuncOp fn,
     while (!work.empty()) {
       Value v = work.pop_back_val();
       for (Operation *user : v.getUsers()) {
-        if (getPhase(user) != "forward" || !reached.insert(user).second)
+        if (getPhase(user) != "forward" || styledElsewhere(user) ||
+            !reached.insert(user).second)
           continue;
         if (aten::isRearrangement(user) || isa<aten::ToCopyOp>(user))
           work.append(user->result_begin(), user->result_end());
@@ -764,8 +773,11 @@ LogicalResult spmd::constrainTPBoundaries(func::FuncOp fn,
   // in place instead of redistributing it again.
   ForwardOpIndex index(fn);
   SmallVector<const TPStyledModule *> order;
-  for (const TPStyledModule &styled : resolution.styled)
+  SmallVector<StringRef> styledFqns;
+  for (const TPStyledModule &styled : resolution.styled) {
     order.push_back(&styled);
+    styledFqns.push_back(styled.fqn);
+  }
   llvm::stable_sort(
       order, [](const TPStyledModule *a, const TPStyledModule *b) {
         return llvm::count(a->fqn, '.') < llvm::count(b->fqn, '.');
@@ -774,7 +786,7 @@ LogicalResult spmd::constrainTPBoundaries(func::FuncOp fn,
     const TPStyledModule &styled = *styledPtr;
     const std::string &m = styled.fqn;
     const TPPlanEntry *entry = styled.entry;
-    llvm::SetVector<Operation *> all = moduleOps(fn, index, m);
+    llvm::SetVector<Operation *> all = moduleOps(fn, index, m, styledFqns);
     if (all.empty())
       return emitError(fn.getLoc(), "TP plan entry '")
              << entry->pattern << "': module '" << m
@@ -790,9 +802,13 @@ LogicalResult spmd::constrainTPBoundaries(func::FuncOp fn,
           if (!isa<RankedTensorType>(v.getType()))
             continue;
           // A parameter read in another dtype (mixed precision casts
-          // every parameter first) is still the parameter.
+          // every parameter first) is still the parameter. Another
+          // module's parameter or buffer (a head tied to the embedding)
+          // is module state too, never a forward argument.
           if (BlockArgument arg = getCastArgument(v);
-              arg && within(getArgFqn(fn, arg.getArgNumber()), m))
+              arg && (within(getArgFqn(fn, arg.getArgNumber()), m) ||
+                      getArgRole(fn, arg.getArgNumber()) == "param" ||
+                      getArgRole(fn, arg.getArgNumber()) == "buffer"))
             continue;
           if (Operation *def = v.getDefiningOp()) {
             if ((ops.contains(def) && !isa<ShardingConstraintOp>(def)) ||
