@@ -62,12 +62,16 @@ static bool shardsEvenly(const std::vector<int64_t> &shape,
                          const Placements &placements,
                          ArrayRef<int64_t> meshShape) {
   for (size_t d = 0; d < shape.size(); ++d) {
-    int64_t ways = 1;
+    // A StridedShard's pieces split each of its chunks.
+    int64_t ways = 1, chunks = 1;
     for (size_t m = 0; m < placements.size(); ++m)
       if (placements[m].isShardLike() &&
-          placements[m].dim == static_cast<int64_t>(d))
+          placements[m].dim == static_cast<int64_t>(d)) {
         ways *= meshShape[m];
-    if (shape[d] % ways != 0)
+        if (placements[m].kind == Placement::Kind::StridedShard)
+          chunks = std::max(chunks, placements[m].splitFactor);
+      }
+    if (shape[d] % (ways * chunks) != 0)
       return false;
   }
   return true;
@@ -157,37 +161,57 @@ spmd::enumerateStrategies(Operation *op, ArrayRef<int64_t> meshShape,
            !fits(one.results, op->getResultTypes());
   });
   const size_t base = oneDim.size();
-  if (!isa<aten::EmbeddingOp, aten::EmbeddingDenseBackwardOp>(op)) {
-    for (auto [size, factor] : splitFactors)
-      for (size_t i = 0; i < base; ++i) {
-        layout::OpStrategy twin = oneDim[i];
-        auto hasKind = [&](Placement::Kind kind) {
-          auto is = [&](const Placement &p) { return p.kind == kind; };
-          return llvm::any_of(twin.operands, is) ||
-                 llvm::any_of(twin.results, is);
-        };
-        if (twin.evenShards || !hasKind(Placement::Kind::Shard) ||
-            hasKind(Placement::Kind::StridedShard))
-          continue;
-        // Only where every shard falls on a dim of the StridedShard's size.
-        auto onSize = [&, size = size](const std::vector<Placement> &list,
-                                       ValueRange values) {
-          for (auto [p, v] : llvm::zip(list, values))
-            if (p.kind == Placement::Kind::Shard &&
-                cast<RankedTensorType>(v.getType()).getDimSize(p.dim) != size)
-              return false;
-          return true;
-        };
-        if (!onSize(twin.operands, op->getOperands()) ||
-            !onSize(twin.results, op->getResults()))
-          continue;
-        for (auto *list : {&twin.operands, &twin.results})
-          for (Placement &p : *list)
-            if (p.kind == Placement::Kind::Shard)
-              p = Placement::stridedShard(p.dim, factor);
-        oneDim.push_back(twin);
-      }
-  }
+  // An embedding's table rows stay in contiguous shards: its masked lookup
+  // (and the gradient's) takes a range of rows. Its other dims twin.
+  auto rowsSharded = [&](const layout::OpStrategy &one) {
+    if (isa<aten::EmbeddingOp>(op))
+      return one.operands[0].isShardLike() && one.operands[0].dim == 0;
+    if (isa<aten::EmbeddingDenseBackwardOp>(op))
+      return one.results[0].isShardLike() && one.results[0].dim == 0;
+    return false;
+  };
+  for (auto [size, factor] : splitFactors)
+    for (size_t i = 0; i < base; ++i) {
+      if (rowsSharded(oneDim[i]))
+        continue;
+      layout::OpStrategy twin = oneDim[i];
+      auto hasKind = [&](Placement::Kind kind) {
+        auto is = [&](const Placement &p) { return p.kind == kind; };
+        return llvm::any_of(twin.operands, is) ||
+               llvm::any_of(twin.results, is);
+      };
+      if (!hasKind(Placement::Kind::Shard) ||
+          hasKind(Placement::Kind::StridedShard))
+        continue;
+      // Only where every shard falls on a dim of the StridedShard's size,
+      // or, for the outer dims of a group that a view merges or splits
+      // (evenShards), on one whose chunks hold whole outer atoms: the
+      // merged [a*b] of a StridedShard(0, f) [a] is StridedShard(0, f)
+      // when f divides a (a fused gate|up projection's gradient
+      // flattened per expert).
+      auto onSize = [&, size = size, factor = factor](
+                        const std::vector<Placement> &list, ValueRange values) {
+        for (auto [p, v] : llvm::zip(list, values)) {
+          if (p.kind != Placement::Kind::Shard)
+            continue;
+          int64_t dim = cast<RankedTensorType>(v.getType()).getDimSize(p.dim);
+          bool whole =
+              twin.evenShards &&
+              (dim % size == 0 || (size % dim == 0 && dim % factor == 0));
+          if (dim != size && !whole)
+            return false;
+        }
+        return true;
+      };
+      if (!onSize(twin.operands, op->getOperands()) ||
+          !onSize(twin.results, op->getResults()))
+        continue;
+      for (auto *list : {&twin.operands, &twin.results})
+        for (Placement &p : *list)
+          if (p.kind == Placement::Kind::Shard)
+            p = Placement::stridedShard(p.dim, factor);
+      oneDim.push_back(twin);
+    }
   std::vector<int64_t> mesh(meshShape.begin(), meshShape.end());
 
   std::vector<std::vector<int64_t>> operandShapes, resultShapes;
