@@ -110,6 +110,28 @@ func.func @nested_atoms(%x: tensor<8x4x64xf32> {spmd.layout = #spmd.layout<@mesh
 
 // -----
 
+// A fused gate|up weight [E, 2F, H] sharded on F within each half
+// (StridedShard(1, 2)) flattened to [E, 2F*H] and back: its chunks hold
+// whole rows of H, so the merged dim is StridedShard(1, 2) too (a view's
+// strided twin), and the per-expert table gradient keeps it on its
+// embedding dim (embedding_dense_backward's table rows stay whole).
+spmd.mesh @mesh shape = [2] names = ["tp"]
+// CHECK-LABEL: func.func @strided_flatten
+func.func @strided_flatten(%g: tensor<6x8x4xf32> {spmd.layout = #spmd.layout<@mesh, [strided_shard<1, 2>]>},
+                           %i: tensor<6xi64> {spmd.layout = #spmd.layout<@mesh, [replicate]>})
+    -> (tensor<3x8x4xf32> {spmd.layout = #spmd.layout<@mesh, [strided_shard<1, 2>]>}) {
+  // CHECK-NOT: spmd.redistribute
+  // CHECK: aten.view {{.*}}spmd.layouts = [#spmd.layout<@mesh, [strided_shard<1, 2>]>]
+  %f = aten.view %g {size = array<i64: 6, 32>} : (tensor<6x8x4xf32>) -> tensor<6x32xf32>
+  // CHECK: aten.embedding_dense_backward {{.*}}spmd.layouts = [#spmd.layout<@mesh, [strided_shard<1, 2>]>]
+  %w = aten.embedding_dense_backward %f, %i {num_weights = 3 : i64, padding_idx = -1 : i64, scale_grad_by_freq = false} : (tensor<6x32xf32>, tensor<6xi64>) -> tensor<3x32xf32>
+  // CHECK: aten.view {{.*}}spmd.layouts = [#spmd.layout<@mesh, [strided_shard<1, 2>]>]
+  %r = aten.view %w {size = array<i64: 3, 8, 4>} : (tensor<3x32xf32>) -> tensor<3x8x4xf32>
+  return %r : tensor<3x8x4xf32>
+}
+
+// -----
+
 // spmd.strategy forces a strategy (the per-op test matrix uses it).
 spmd.mesh @mesh shape = [4] names = ["dp"]
 // CHECK-LABEL: func.func @forced
