@@ -657,8 +657,7 @@ private:
 /// The forward ops of module `m` (see constrainTPBoundaries), in program
 /// order. `styled`: the modules the plan styles.
 llvm::SetVector<Operation *> moduleOps(func::FuncOp fn,
-                                       const ForwardOpIndex &index,
-                                       StringRef m,
+                                       const ForwardOpIndex &index, StringRef m,
                                        ArrayRef<StringRef> styled) {
   llvm::SetVector<Operation *> ops;
   for (Operation *op : index.within(m))
