@@ -183,28 +183,36 @@ spmd::enumerateStrategies(Operation *op, ArrayRef<int64_t> meshShape,
       if (!hasKind(Placement::Kind::Shard) ||
           hasKind(Placement::Kind::StridedShard))
         continue;
-      // Only where every shard falls on a dim of the StridedShard's size,
-      // or, for the outer dims of a group that a view merges or splits
-      // (evenShards), on one whose chunks hold whole outer atoms: the
-      // merged [a*b] of a StridedShard(0, f) [a] is StridedShard(0, f)
-      // when f divides a (a fused gate|up projection's gradient
-      // flattened per expert).
-      auto onSize = [&, size = size, factor = factor](
-                        const std::vector<Placement> &list, ValueRange values) {
-        for (auto [p, v] : llvm::zip(list, values)) {
-          if (p.kind != Placement::Kind::Shard)
-            continue;
-          int64_t dim = cast<RankedTensorType>(v.getType()).getDimSize(p.dim);
-          bool whole =
-              twin.evenShards &&
-              (dim % size == 0 || (size % dim == 0 && dim % factor == 0));
-          if (dim != size && !whole)
+      // Only where every shard falls on a dim of the StridedShard's size;
+      // a view that merges or splits the sharded dim with others
+      // (evenShards) only where its result's chunks hold whole outer atoms:
+      // the merged [a*b] of a StridedShard(0, f) [a] is StridedShard(0, f),
+      // and so is the split [a, b] of one on [a*b] when f divides a (a
+      // fused gate|up projection's gradient flattened per expert).
+      auto dims = [&](const std::vector<Placement> &list, ValueRange values,
+                      llvm::function_ref<bool(int64_t)> pred) {
+        for (auto [p, v] : llvm::zip(list, values))
+          if (p.kind == Placement::Kind::Shard &&
+              !pred(cast<RankedTensorType>(v.getType()).getDimSize(p.dim)))
             return false;
-        }
         return true;
       };
-      if (!onSize(twin.operands, op->getOperands()) ||
-          !onSize(twin.results, op->getResults()))
+      auto onSize = [size = size](int64_t dim) { return dim == size; };
+      auto wholeAtoms = [size = size, factor = factor](int64_t dim) {
+        return dim != size &&
+               (dim % size == 0 ||
+                (size % dim == 0 && dim % factor == 0 && dim > factor));
+      };
+      auto sharded = [](const std::vector<Placement> &list) {
+        return llvm::any_of(list, [](const Placement &p) {
+          return p.kind == Placement::Kind::Shard;
+        });
+      };
+      if (!dims(twin.operands, op->getOperands(), onSize) ||
+          !(twin.evenShards
+                ? sharded(twin.results) &&
+                      dims(twin.results, op->getResults(), wholeAtoms)
+                : dims(twin.results, op->getResults(), onSize)))
         continue;
       for (auto *list : {&twin.operands, &twin.results})
         for (Placement &p : *list)
