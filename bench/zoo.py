@@ -4,7 +4,7 @@ models) and examples/hf_vision.py (image classifiers) in each parallel mode,
 checked against PyTorch, with its collectives per step, bytes per rank and
 peak memory per rank (predicted by --spmd-report, measured by spmd-run).
 
-  bench/zoo.py [--build DIR] [--models gpt2,bert,llama,opt,t5,vit,resnet,convnext]
+  bench/zoo.py [--build DIR] [--models gpt2,bert,llama,opt,t5,mixtral,vit,resnet,convnext]
                [--modes "fsdp 4,fsdp-tp 2x2"] [--optimizer adamw] [--markdown]
 
 Each model is captured once (spmd-capture, small config, random weights);
@@ -31,10 +31,12 @@ import spmd_env  # noqa: E402
 spmd_env.use_project_python()
 
 # The factory of each model: examples/<file>:<call> (Llama with grouped-query
-# attention: 8 query heads, 4 key/value heads; ResNet with BatchNorm on a
+# attention: 8 query heads, 4 key/value heads; Mixtral's 8 experts, top 2,
+# with transformers' default grouped_mm experts; ResNet with BatchNorm on a
 # batch of 6).
 MODELS = {"gpt2": "hf.py:gpt2", "bert": "hf.py:bert",
           "llama": "hf.py:llama(heads=8, kv_heads=4)", "opt": "hf.py:opt", "t5": "hf.py:t5",
+          "mixtral": 'hf.py:lm(model_type="mixtral", task="causal")',
           "vit": "hf_vision.py:vit", "resnet": "hf_vision.py:resnet(batch=6)",
           "convnext": "hf_vision.py:convnext(batch=6)"}
 

@@ -196,6 +196,7 @@ FailureOr<TPPlan> spmd::parseTPPlan(ModuleOp module, StringRef path) {
                    "' is malformed: " + llvm::toString(glob.takeError()));
     TPPlanEntry entry;
     entry.pattern = key;
+    std::optional<TPPlanEntry> outputEntry;
     // One layout, or a list of layouts and nulls (prepare_*).
     auto layouts =
         [&](StringRef name, bool list,
@@ -251,8 +252,8 @@ FailureOr<TPPlan> spmd::parseTPPlan(ModuleOp module, StringRef path) {
       allowed = {"placements"};
     } else if (!style) {
       return bad("needs \"style\" (colwise, rowwise, sequence_parallel, "
-                 "prepare_module_input, prepare_module_output) or "
-                 "\"placements\"");
+                 "prepare_module_input, prepare_module_output, "
+                 "prepare_module_input_output) or \"placements\"");
     } else if (*style == "colwise" || *style == "rowwise") {
       entry.style = *style == "colwise" ? Style::Colwise : Style::Rowwise;
       allowed = {"input_layouts", "output_layouts", "use_local_output"};
@@ -268,37 +269,50 @@ FailureOr<TPPlan> spmd::parseTPPlan(ModuleOp module, StringRef path) {
           return bad("'sequence_dim' must be an integer");
         entry.sequenceDim = *dim;
       }
-    } else if (*style == "prepare_module_input") {
-      entry.style = Style::PrepareModuleInput;
-      allowed = {"input_layouts", "desired_input_layouts", "use_local_output"};
-      if (failed(layouts("input_layouts", true, entry.inputLayouts)) ||
-          failed(layouts("desired_input_layouts", true,
-                         entry.desiredInputLayouts)))
-        return failure();
-      if (entry.inputLayouts.size() != entry.desiredInputLayouts.size())
-        return bad("input_layouts and desired_input_layouts need the same "
-                   "length (seed 002)");
-    } else if (*style == "prepare_module_output") {
-      entry.style = Style::PrepareModuleOutput;
-      allowed = {"output_layouts", "desired_output_layouts",
-                 "use_local_output"};
-      if (failed(layouts("output_layouts", true, entry.outputLayouts)) ||
-          failed(layouts("desired_output_layouts", true,
-                         entry.desiredOutputLayouts)))
-        return failure();
-      if (entry.outputLayouts.size() != entry.desiredOutputLayouts.size() ||
-          entry.outputLayouts.empty())
-        return bad("output_layouts and desired_output_layouts are required "
-                   "and need the same length (seed 002)");
+    } else if (*style == "prepare_module_input" ||
+               *style == "prepare_module_output" ||
+               *style == "prepare_module_input_output") {
+      // DTensor's PrepareModuleInputOutput is both styles on one module:
+      // two entries of the same pattern.
+      bool in = *style != "prepare_module_output",
+           out = *style != "prepare_module_input";
+      entry.style = in ? Style::PrepareModuleInput : Style::PrepareModuleOutput;
+      allowed = {"use_local_output"};
+      if (in) {
+        allowed.append({"input_layouts", "desired_input_layouts"});
+        if (failed(layouts("input_layouts", true, entry.inputLayouts)) ||
+            failed(layouts("desired_input_layouts", true,
+                           entry.desiredInputLayouts)))
+          return failure();
+        if (entry.inputLayouts.size() != entry.desiredInputLayouts.size())
+          return bad("input_layouts and desired_input_layouts need the same "
+                     "length (seed 002)");
+      }
+      if (out) {
+        allowed.append({"output_layouts", "desired_output_layouts"});
+        TPPlanEntry &o = in ? outputEntry.emplace() : entry;
+        o.pattern = key;
+        o.style = Style::PrepareModuleOutput;
+        if (failed(layouts("output_layouts", true, o.outputLayouts)) ||
+            failed(layouts("desired_output_layouts", true,
+                           o.desiredOutputLayouts)))
+          return failure();
+        if (o.outputLayouts.size() != o.desiredOutputLayouts.size() ||
+            o.outputLayouts.empty())
+          return bad("output_layouts and desired_output_layouts are "
+                     "required and need the same length (seed 002)");
+      }
     } else {
       return bad("unknown style '" + *style +
                  "' (colwise, rowwise, sequence_parallel, "
-                 "prepare_module_input, prepare_module_output)");
+                 "prepare_module_input, prepare_module_output, "
+                 "prepare_module_input_output)");
     }
     for (auto &kv : *spec) {
       StringRef k = kv.first;
       if (k != "style" && !llvm::is_contained(allowed, k))
-        return bad("'" + k + "' is not a keyword of " + styleName(entry.style));
+        return bad("'" + k + "' is not a keyword of " +
+                   (style ? *style : styleName(entry.style)));
     }
     // Accepted for seed 002's signature: whole-graph compilation keeps
     // values global, so a local output and a DTensor output are the same
@@ -307,6 +321,8 @@ FailureOr<TPPlan> spmd::parseTPPlan(ModuleOp module, StringRef path) {
       if (!v->getAsBoolean())
         return bad("'use_local_output' must be true or false");
     plan.entries.push_back(std::move(entry));
+    if (outputEntry)
+      plan.entries.push_back(std::move(*outputEntry));
   }
   return plan;
 }

@@ -576,6 +576,7 @@ void FunctionPropagation::chooseGreedy(bool followShards, bool keepReplicated) {
       choice[i] = memo->second;
       continue;
     }
+    bool optimizer = getPhase(ops[i]) == "optimizer";
     // Mesh dims on which an operand arrives sharded: a shard to follow.
     SmallVector<bool, 4> arrivesSharded(meshRank, false);
     const SlotCosts &operandSeconds = operandCosts(i);
@@ -595,10 +596,13 @@ void FunctionPropagation::chooseGreedy(bool followShards, bool keepReplicated) {
           // or to the shard another operand brings, never to a shard of its
           // own: a reduce_scatter whose shard the next op gathers again
           // costs two collectives for one all_reduce (the log of
-          // loss_parallel's sum-exp).
+          // loss_parallel's sum-exp). The optimizer updates each parameter
+          // where it lives: a gradient reaches it reduce-scattered (FSDP's
+          // post-backward), so there a Partial may become a shard.
           resharded += b.isShardLike() && a != b &&
                        (a.isShardLike() ||
-                        (a.kind == Kind::Partial && !arrivesSharded[m]));
+                        (a.kind == Kind::Partial && !arrivesSharded[m] &&
+                         !optimizer));
         }
         for (size_t m = 0; keepReplicated && m < meshRank; ++m) {
           const layout::Placement &from = cost.layout(have)[m],

@@ -2,7 +2,8 @@
 //
 // What the tp and fsdp-tp modes share: the TP plan (DESIGN.md §4), its
 // ParallelStyles (seed 002: colwise, rowwise, sequence_parallel,
-// prepare_module_input, prepare_module_output) resolved against the modules
+// prepare_module_input, prepare_module_output, and DTensor's
+// PrepareModuleInputOutput as both of these) resolved against the modules
 // of a captured step (seed 000's FQN patterns), the parameter placements
 // they give on the tp mesh dim, and the sharding constraints they put at
 // module boundaries. docs/parallel-modes.md describes the semantics.
