@@ -600,9 +600,8 @@ void FunctionPropagation::chooseGreedy(bool followShards, bool keepReplicated) {
           // where it lives: a gradient reaches it reduce-scattered (FSDP's
           // post-backward), so there a Partial may become a shard.
           resharded += b.isShardLike() && a != b &&
-                       (a.isShardLike() ||
-                        (a.kind == Kind::Partial && !arrivesSharded[m] &&
-                         !optimizer));
+                       (a.isShardLike() || (a.kind == Kind::Partial &&
+                                            !arrivesSharded[m] && !optimizer));
         }
         for (size_t m = 0; keepReplicated && m < meshRank; ++m) {
           const layout::Placement &from = cost.layout(have)[m],
@@ -1145,6 +1144,10 @@ LogicalResult FunctionPropagation::run() {
   for (unsigned i = 0; i < fn.getNumArguments(); ++i)
     for (const layout::Placement &p : cost.layout(argLayouts[i]))
       addSplitFactor(p, fn.getArgumentTypes()[i], argFactors);
+  SmallVector<int64_t> packedFactors;
+  for (const SplitFactor &f : argFactors)
+    if (!llvm::is_contained(packedFactors, f.factor))
+      packedFactors.push_back(f.factor);
   DenseMap<Value, SmallVector<SplitFactor, 2>> reaching;
   auto incoming = [&](Operation *op) {
     SmallVector<SplitFactor> factors = argFactors;
@@ -1220,7 +1223,7 @@ LogicalResult FunctionPropagation::run() {
     Alike &same = entry->second;
     if (inserted) {
       FailureOr<std::vector<MeshStrategy>> all =
-          enumerateStrategies(op, cost.getMeshShape(), factors);
+          enumerateStrategies(op, cost.getMeshShape(), factors, packedFactors);
       if (failed(all)) {
         op->emitOpError("has no sharding rule: cannot propagate layouts "
                         "through it");

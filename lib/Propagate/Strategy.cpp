@@ -138,7 +138,8 @@ static bool placementFits(const Placement &p, Type type) {
 
 FailureOr<std::vector<MeshStrategy>>
 spmd::enumerateStrategies(Operation *op, ArrayRef<int64_t> meshShape,
-                          ArrayRef<SplitFactor> splitFactors) {
+                          ArrayRef<SplitFactor> splitFactors,
+                          ArrayRef<int64_t> packedFactors) {
   std::optional<layout::EinsumRule> rule;
   auto constraint = dyn_cast<ShardingConstraintOp>(op);
   if (constraint)
@@ -185,10 +186,11 @@ spmd::enumerateStrategies(Operation *op, ArrayRef<int64_t> meshShape,
         continue;
       // Only where every shard falls on a dim of the StridedShard's size;
       // a view that merges or splits the sharded dim with others
-      // (evenShards) only where its result's chunks hold whole outer atoms:
-      // the merged [a*b] of a StridedShard(0, f) [a] is StridedShard(0, f),
-      // and so is the split [a, b] of one on [a*b] when f divides a (a
-      // fused gate|up projection's gradient flattened per expert).
+      // (evenShards) only for a packed parameter's factor and where its
+      // result's chunks hold whole outer atoms: the merged [a*b] of a
+      // StridedShard(0, f) [a] is StridedShard(0, f), and so is the split
+      // [a, b] of one on [a*b] when f divides a (a fused gate|up
+      // projection's gradient flattened per expert).
       auto dims = [&](const std::vector<Placement> &list, ValueRange values,
                       llvm::function_ref<bool(int64_t)> pred) {
         for (auto [p, v] : llvm::zip(list, values))
@@ -210,7 +212,8 @@ spmd::enumerateStrategies(Operation *op, ArrayRef<int64_t> meshShape,
       };
       if (!dims(twin.operands, op->getOperands(), onSize) ||
           !(twin.evenShards
-                ? sharded(twin.results) &&
+                ? llvm::is_contained(packedFactors, factor) &&
+                      sharded(twin.results) &&
                       dims(twin.results, op->getResults(), wholeAtoms)
                 : dims(twin.results, op->getResults(), onSize)))
         continue;

@@ -75,10 +75,16 @@ struct SplitFactor {
 /// all fall on dims of that size gets a twin with StridedShard(d, f) in
 /// their place: the op treats the indices of a label alike whatever their
 /// order, so a value laid out as a StridedShard (a merged view, a packed
-/// projection) flows through it without a redistribution. Embeddings (whose
-/// vocabulary rows must be contiguous pieces) get no twins. The
-/// combinations of the rule's own strategies come first, numbered as
-/// without twins.
+/// projection) flows through it without a redistribution. An embedding's
+/// table rows (its vocabulary, which must come in contiguous pieces) get no
+/// twins. A view that merges or splits the sharded dim with others (a 1-D
+/// strategy with even shards) gets a twin only for a factor of
+/// `packedFactors` (the arguments' StridedShards: a packed parameter such
+/// as a fused gate|up projection), on an operand dim of the factor's size
+/// and a result dim whose chunks hold whole outer atoms; the factors that
+/// 2-D meshes nest (attention's heads inside the batch) stay on views of
+/// their own size. The combinations of the rule's own strategies come
+/// first, numbered as without twins.
 ///
 /// An spmd.sharding_constraint has the strategies of an identity, kept
 /// where they give the pinned placement on each of its fixed mesh dims (or
@@ -92,7 +98,8 @@ struct SplitFactor {
 /// [T, B*H, hd] is [Shard(1), StridedShard(1, B/dp)]).
 llvm::FailureOr<std::vector<MeshStrategy>>
 enumerateStrategies(mlir::Operation *op, llvm::ArrayRef<int64_t> meshShape,
-                    llvm::ArrayRef<SplitFactor> splitFactors = {});
+                    llvm::ArrayRef<SplitFactor> splitFactors = {},
+                    llvm::ArrayRef<int64_t> packedFactors = {});
 
 /// Adds the StridedShard in flight that `p` makes of a value of `type`
 /// (none unless `p` is a StridedShard with factor > 1) to `out`, once.
