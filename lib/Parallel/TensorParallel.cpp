@@ -713,6 +713,13 @@ llvm::SetVector<Operation *> moduleOps(func::FuncOp fn,
   return ops;
 }
 
+/// Whether argument `i` of `fn` is state (parameters, buffers, optimizer
+/// state), not data (inputs, targets: a micro-batch).
+bool isStateArgument(func::FuncOp fn, unsigned i) {
+  StringRef role = getArgRole(fn, i);
+  return role != "input" && role != "target";
+}
+
 /// The calls of a module whose forward ops are `ops`: a module run more
 /// than once (gradient accumulation's micro-steps, a layer applied twice)
 /// has ops per call, connected through their own values, and each call has
@@ -723,10 +730,8 @@ llvm::SetVector<Operation *> moduleOps(func::FuncOp fn,
 SmallVector<llvm::SetVector<Operation *>>
 splitCalls(func::FuncOp fn, const llvm::SetVector<Operation *> &ops) {
   auto fromArguments = [&](Value v, const DenseSet<Operation *> &shared) {
-    if (auto arg = dyn_cast<BlockArgument>(v)) {
-      StringRef role = getArgRole(fn, arg.getArgNumber());
-      return role != "input" && role != "target";
-    }
+    if (auto arg = dyn_cast<BlockArgument>(v))
+      return isStateArgument(fn, arg.getArgNumber());
     Operation *def = v.getDefiningOp();
     return shared.contains(def) || def->hasTrait<OpTrait::ConstantLike>();
   };
@@ -816,14 +821,11 @@ LogicalResult spmd::constrainTPBoundaries(func::FuncOp fn,
         for (Value v : op->getOperands()) {
           if (!isa<RankedTensorType>(v.getType()))
             continue;
-          // A parameter read in another dtype (mixed precision casts
-          // every parameter first) is still the parameter. Another
-          // module's parameter or buffer (a head tied to the embedding)
-          // is module state too, never a forward argument.
+          // State is never a forward argument, the module's own or
+          // another's (a head tied to the embedding), even read in another
+          // dtype (mixed precision casts every parameter first).
           if (BlockArgument arg = getCastArgument(v);
-              arg && (within(getArgFqn(fn, arg.getArgNumber()), m) ||
-                      getArgRole(fn, arg.getArgNumber()) == "param" ||
-                      getArgRole(fn, arg.getArgNumber()) == "buffer"))
+              arg && isStateArgument(fn, arg.getArgNumber()))
             continue;
           if (Operation *def = v.getDefiningOp()) {
             if ((ops.contains(def) && !isa<ShardingConstraintOp>(def)) ||

@@ -568,15 +568,19 @@ void FunctionPropagation::chooseGreedy(bool followShards, bool keepReplicated) {
     SmallVector<unsigned, 4> haves;
     for (Value v : ops[i]->getOperands())
       haves.push_back(layoutOf(v));
-    // The choice is a function of the op's strategies and its operands'
-    // layouts: alike ops met with the same layouts (every layer after the
-    // first) take it from the first.
-    auto [memo, fresh] = chosen.try_emplace(alikeKey(i, haves, key), 0);
+    bool optimizer = getPhase(ops[i]) == "optimizer";
+    // The choice is a function of the op's strategies, its operands'
+    // layouts and whether it updates the parameters: alike ops met with
+    // the same layouts (every layer after the first) take it from the
+    // first.
+    alikeKey(i, haves, key);
+    key.push_back(optimizer);
+    auto [memo, fresh] =
+        chosen.try_emplace(StringRef(key.data(), key.size()), 0);
     if (!fresh) {
       choice[i] = memo->second;
       continue;
     }
-    bool optimizer = getPhase(ops[i]) == "optimizer";
     // Mesh dims on which an operand arrives sharded: a shard to follow.
     SmallVector<bool, 4> arrivesSharded(meshRank, false);
     const SlotCosts &operandSeconds = operandCosts(i);
