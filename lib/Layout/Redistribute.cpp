@@ -365,7 +365,22 @@ RedistributePlanner::Summary
 RedistributePlanner::summarize(const std::vector<Placement> &from,
                                const std::vector<Placement> &to) {
   Summary summary = {std::numeric_limits<double>::infinity(), 0, 0};
-  if (!search(from, to).empty())
+  // A mesh dim that becomes Partial is entered from Replicate (the only
+  // step into a Partial) by its last step: a plan that enters it earlier
+  // and leaves it again (all_reduce or reduce_scatter) does better staying
+  // Replicate, and while it is Partial the other dims' steps move the
+  // bytes and meet the blocking rule they would meet at Replicate. So the
+  // plan costs what the plan to Replicate there costs, plus free local
+  // steps, and the search to that layout shares its candidates (and its
+  // resumed search) with the other targets of the same source.
+  if (!validate(globalShape, meshShape, to).empty())
+    return summary;
+  std::vector<Placement> &reach = scratchTarget;
+  reach = to;
+  for (size_t m = 0; m < reach.size() && m < from.size(); ++m)
+    if (reach[m].kind == Placement::Kind::Partial && from[m] != reach[m])
+      reach[m] = Placement::replicate();
+  if (!search(from, reach).empty())
     return summary;
   summary.seconds = best[target].seconds;
   for (size_t node = target; node != source; node = best[node].previous) {

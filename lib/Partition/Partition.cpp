@@ -151,6 +151,10 @@ private:
       operandLayouts;
   /// positions() by what decides them.
   mutable llvm::StringMap<std::vector<layout::Interval>> positionsMemo;
+  /// Redistribution plans by global type and layouts: every layer of a
+  /// transformer redistributes alike.
+  DenseMap<std::tuple<Type, Attribute, Attribute>, layout::RedistributePlan>
+      plans;
 };
 
 std::optional<std::vector<layout::Interval>>
@@ -446,10 +450,13 @@ Value Partitioner::step(OpBuilder &b, Location loc, Value input,
 
 FailureOr<Value> Partitioner::redistribute(RedistributeOp op, Value input) {
   auto global = cast<RankedTensorType>(op.getType());
-  layout::RedistributePlan plan = layout::planRedistribute(
-      shapeOf(global), elementBytes(global.getElementType()), meshShape,
-      op.getFrom().getLayoutPlacements(), op.getTo().getLayoutPlacements(),
-      cost);
+  auto [known, fresh] = plans.try_emplace({global, op.getFrom(), op.getTo()});
+  if (fresh)
+    known->second = layout::planRedistribute(
+        shapeOf(global), elementBytes(global.getElementType()), meshShape,
+        op.getFrom().getLayoutPlacements(), op.getTo().getLayoutPlacements(),
+        cost);
+  const layout::RedistributePlan &plan = known->second;
   if (!plan.error.empty())
     return op.emitOpError("has no plan: ") << plan.error;
   auto reason = op->getAttrOfType<StringAttr>("spmd.reason");

@@ -201,7 +201,7 @@ private:
   std::vector<char> blocked;
   std::vector<size_t> blockedOffsets;
   std::vector<std::tuple<double, size_t, size_t>> queue;
-  std::vector<Placement> current, scratch;
+  std::vector<Placement> current, scratch, scratchTarget;
 
   /// Runs the search from `from` to `to`; the reason no plan exists, or
   /// empty.
