@@ -294,17 +294,27 @@ TEST(Redistribute, AllPairsSimulate) {
 /// a row, so most searches resume the last one, some after a target that
 /// added candidates or failed) gives planRedistribute's plan, steps, bytes
 /// and seconds, and the same errors; its summary gives the plan's seconds,
-/// bytes and collectives.
-TEST(Redistribute, PlannerReuseEqualsFreshPlans) {
-  std::vector<Placement> options = {R(), P(), S(0), S(1), SS(0, 2), SS(1, 3)};
-  std::vector<int64_t> shape = {7, 6}, mesh = {2, 3};
-  MeshCostModel model = MeshCostModel::defaults(2);
+/// bytes and collectives (a summary searches to Replicate where the target
+/// turns a mesh dim Partial: Partials of every reduce kind, on 2-D and 3-D
+/// meshes).
+static void checkPlannerReuse(const std::vector<int64_t> &shape,
+                              const std::vector<int64_t> &mesh,
+                              const std::vector<Placement> &options) {
+  MeshCostModel model = MeshCostModel::defaults(mesh.size());
   RedistributePlanner planner(shape, 2, mesh, model);
-  std::vector<std::vector<Placement>> layouts;
-  for (const Placement &a : options)
-    for (const Placement &b : options)
-      layouts.push_back({a, b});
-  layouts.push_back({S(2), R()}); // out of range: an error, not a plan
+  std::vector<std::vector<Placement>> layouts = {{}};
+  for (size_t m = 0; m < mesh.size(); ++m) {
+    std::vector<std::vector<Placement>> longer;
+    for (const auto &prefix : layouts)
+      for (const Placement &p : options) {
+        longer.push_back(prefix);
+        longer.back().push_back(p);
+      }
+    layouts = std::move(longer);
+  }
+  // Out of range: an error, not a plan.
+  layouts.push_back(std::vector<Placement>(mesh.size(), R()));
+  layouts.back()[0] = S(static_cast<int64_t>(shape.size()));
   for (bool reverse : {false, true})
     for (size_t i = 0; i < layouts.size(); ++i)
       for (size_t j = 0; j < layouts.size(); ++j) {
@@ -331,6 +341,15 @@ TEST(Redistribute, PlannerReuseEqualsFreshPlans) {
         EXPECT_EQ(summary.bytesPerRank, sent);
         EXPECT_EQ(summary.collectives, collectives);
       }
+}
+
+TEST(Redistribute, PlannerReuseEqualsFreshPlans) {
+  checkPlannerReuse({7, 6}, {2, 3},
+                    {R(), P(), S(0), S(1), SS(0, 2), SS(1, 3),
+                     Placement::partial(ReduceKind::Max)});
+  checkPlannerReuse({6, 5, 4}, {2, 2, 3},
+                    {R(), P(), S(0), S(2), SS(0, 2),
+                     Placement::partial(ReduceKind::Avg)});
 }
 
 TEST(Redistribute, CostsAndErrors) {
