@@ -101,6 +101,7 @@ void cleanUp(ModuleOp module) {
     op.getCanonicalizationPatterns(patterns, ctx);
   GreedyRewriteConfig config;
   config.setUseTopDownTraversal(true);
+  config.setRegionSimplificationLevel(GreedySimplifyRegionLevel::Disabled);
   (void)applyPatternsGreedily(
       module, FrozenRewritePatternSet(std::move(patterns)), config);
   IRRewriter rewriter(ctx);
