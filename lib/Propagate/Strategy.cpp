@@ -346,13 +346,37 @@ std::vector<int64_t> CostModel::localShape(RankedTensorType type,
   return layout::maxLocalShape(shapeOf(type), meshShape, placements);
 }
 
-unsigned CostModel::intern(const Placements &placements) {
-  std::string key;
+/// Appends the fields of `placements` that operator== compares.
+static void appendPlacementsKey(const Placements &placements,
+                                SmallVectorImpl<char> &key) {
   for (const Placement &p : placements) {
     int64_t fields[] = {static_cast<int64_t>(p.kind), p.dim, p.splitFactor,
                         static_cast<int64_t>(p.reduce)};
-    key.append(reinterpret_cast<const char *>(fields), sizeof(fields));
+    key.append(reinterpret_cast<const char *>(fields),
+               reinterpret_cast<const char *>(fields + 4));
   }
+}
+
+double CostModel::localElements(RankedTensorType type,
+                                 const Placements &placements) {
+  SmallString<128> key;
+  const void *opaque = type.getAsOpaquePointer();
+  key.append(reinterpret_cast<const char *>(&opaque),
+             reinterpret_cast<const char *>(&opaque + 1));
+  appendPlacementsKey(placements, key);
+  auto [it, inserted] = elements.try_emplace(key, 0);
+  if (inserted) {
+    double n = 1;
+    for (int64_t d : localShape(type, placements))
+      n *= static_cast<double>(d);
+    it->second = n;
+  }
+  return it->second;
+}
+
+unsigned CostModel::intern(const Placements &placements) {
+  SmallString<128> key;
+  appendPlacementsKey(placements, key);
   auto [it, inserted] = ids.try_emplace(key, layouts.size());
   if (inserted)
     layouts.push_back(placements);
@@ -458,10 +482,10 @@ double CostModel::compute(Operation *op, const MeshStrategy &strategy) {
                        strategy.operands[0], 2);
   double bytes = 0;
   auto add = [&](ValueRange values, ArrayRef<Placements> layouts) {
-    for (auto [v, p] : llvm::zip(values, layouts))
-      bytes +=
-          numel(local(v, p)) *
-          elementBytes(cast<RankedTensorType>(v.getType()).getElementType());
+    for (auto [v, p] : llvm::zip(values, layouts)) {
+      auto type = cast<RankedTensorType>(v.getType());
+      bytes += localElements(type, p) * elementBytes(type.getElementType());
+    }
   };
   add(op->getOperands(), strategy.operands);
   add(op->getResults(), strategy.results);

@@ -166,6 +166,10 @@ public:
   /// The per-rank (padded) shape of a tensor of `type` under `placements`.
   std::vector<int64_t> localShape(mlir::RankedTensorType type,
                                   const Placements &placements) const;
+  /// The number of elements of that shape (memoized: an op's strategies
+  /// give its values a few layouts each, alike ops the same ones).
+  double localElements(mlir::RankedTensorType type,
+                       const Placements &placements);
 
   const std::vector<int64_t> &getMeshShape() const { return meshShape; }
 
@@ -178,6 +182,8 @@ private:
   double flopsFor(mlir::Type t) const;
   llvm::StringMap<unsigned> ids;
   std::vector<Placements> layouts;
+  /// localElements by type and placements.
+  llvm::StringMap<double> elements;
   /// Per (type, from, to), keyed by the type and (from << 32 | to): the
   /// plan's seconds, bytes per rank and collectives.
   llvm::DenseMap<std::pair<const void *, uint64_t>,
