@@ -358,7 +358,7 @@ static void appendPlacementsKey(const Placements &placements,
 }
 
 double CostModel::localElements(RankedTensorType type,
-                                 const Placements &placements) {
+                                const Placements &placements) {
   SmallString<128> key;
   const void *opaque = type.getAsOpaquePointer();
   key.append(reinterpret_cast<const char *>(&opaque),
