@@ -77,10 +77,9 @@ public:
   LogicalResult run(func::FuncOp fn);
 
 private:
-  RankedTensorType localType(RankedTensorType global,
-                             const Placements &p) const {
-    return global.clone(layout::maxLocalShape(shapeOf(global), meshShape, p));
-  }
+  /// The per-rank type of `global` laid out as `p` (memoized: every layer
+  /// of a transformer has the same types and layouts).
+  RankedTensorType localType(RankedTensorType global, const Placements &p);
   /// The intervals of global indices along `dim` that `rank` holds, in
   /// local order (kept for the pass: the reference stays valid).
   const std::vector<layout::Interval> &positions(RankedTensorType global,
@@ -151,11 +150,34 @@ private:
       operandLayouts;
   /// positions() by what decides them.
   mutable llvm::StringMap<std::vector<layout::Interval>> positionsMemo;
+  /// localType by the global type's and the placements' bytes.
+  llvm::StringMap<RankedTensorType> localTypes;
+  /// A redistribution step's index tables by the global type, the step's
+  /// layouts and mesh dim, and the table's dim and role: every layer of a
+  /// transformer redistributes alike.
+  llvm::StringMap<RankTable> stepTables;
   /// Redistribution plans by global type and layouts: every layer of a
   /// transformer redistributes alike.
   DenseMap<std::tuple<Type, Attribute, Attribute>, layout::RedistributePlan>
       plans;
 };
+
+RankedTensorType Partitioner::localType(RankedTensorType global,
+                                        const Placements &p) {
+  SmallString<128> key;
+  const void *opaque = global.getAsOpaquePointer();
+  key.append(reinterpret_cast<const char *>(&opaque),
+             reinterpret_cast<const char *>(&opaque + 1));
+  for (const layout::Placement &q : p) {
+    int64_t fields[] = {static_cast<int64_t>(q.kind), q.dim, q.splitFactor};
+    key.append(reinterpret_cast<const char *>(fields),
+               reinterpret_cast<const char *>(fields + 3));
+  }
+  RankedTensorType &local = localTypes[key];
+  if (!local)
+    local = global.clone(layout::maxLocalShape(shapeOf(global), meshShape, p));
+  return local;
+}
 
 std::optional<std::vector<layout::Interval>>
 Partitioner::contiguousPieces(RankedTensorType global, const Placements &p,
@@ -360,27 +382,56 @@ Value Partitioner::step(OpBuilder &b, Location loc, Value input,
           !llvm::is_contained(key, k))
         key.push_back(k);
   };
+  // The table of role `role` along `dim`, built by `build` once per key.
+  auto tableFor = [&](char role, int64_t dim,
+                      function_ref<RankTable()> build) -> const RankTable & {
+    SmallString<256> key;
+    const void *opaque = global.getAsOpaquePointer();
+    key.append(reinterpret_cast<const char *>(&opaque),
+               reinterpret_cast<const char *>(&opaque + 1));
+    int64_t head[] = {role, dim, m};
+    key.append(reinterpret_cast<const char *>(head),
+               reinterpret_cast<const char *>(head + 3));
+    for (const Placements *p : {&s.before, &s.after})
+      for (const Placement &q : *p) {
+        int64_t fields[] = {static_cast<int64_t>(q.kind), q.dim, q.splitFactor,
+                            static_cast<int64_t>(q.reduce)};
+        key.append(reinterpret_cast<const char *>(fields),
+                   reinterpret_cast<const char *>(fields + 4));
+      }
+    auto [it, fresh] = stepTables.try_emplace(key);
+    if (fresh)
+      it->second = build();
+    return it->second;
+  };
   // After a gather along `dim`: this rank's new positions from the n
   // padded pieces.
   auto unpad = [&](Value v, int64_t dim) {
-    SmallVector<int64_t> key;
-    ownKey(s.after, dim, false, key);
-    ownKey(s.before, dim, true, key);
     return take(b, loc, v, dim,
-                table(1, out[dim], n, in[dim], own(s.after, dim),
-                      held(s.before, dim), key),
+                tableFor('u', dim,
+                         [&] {
+                           SmallVector<int64_t> key;
+                           ownKey(s.after, dim, false, key);
+                           ownKey(s.before, dim, true, key);
+                           return table(1, out[dim], n, in[dim],
+                                        own(s.after, dim), held(s.before, dim),
+                                        key);
+                         }),
                 0, false);
   };
   // Before a scatter along `dim`: n padded blocks, block j holding group
   // member j's new positions, from this rank's own.
   auto pad = [&](Value v, int64_t dim) {
-    SmallVector<int64_t> key;
-    ownKey(s.after, dim, true, key);
-    ownKey(s.before, dim, false, key);
-    return take(
-        b, loc, v, dim,
-        table(n, out[dim], 1, 0, held(s.after, dim), own(s.before, dim), key),
-        0, false);
+    return take(b, loc, v, dim,
+                tableFor('p', dim,
+                         [&] {
+                           SmallVector<int64_t> key;
+                           ownKey(s.after, dim, true, key);
+                           ownKey(s.before, dim, false, key);
+                           return table(n, out[dim], 1, 0, held(s.after, dim),
+                                        own(s.before, dim), key);
+                         }),
+                0, false);
   };
 
   switch (s.kind) {
@@ -417,11 +468,15 @@ Value Partitioner::step(OpBuilder &b, Location loc, Value input,
   }
   case Step::Kind::LocalSlice: {
     int64_t d = s.after[m].dim;
-    SmallVector<int64_t> key;
-    ownKey(s.after, d, false, key);
-    ownKey(s.before, d, false, key);
     return take(b, loc, input, d,
-                table(1, out[d], 1, 0, own(s.after, d), own(s.before, d), key),
+                tableFor('s', d,
+                         [&] {
+                           SmallVector<int64_t> key;
+                           ownKey(s.after, d, false, key);
+                           ownKey(s.before, d, false, key);
+                           return table(1, out[d], 1, 0, own(s.after, d),
+                                        own(s.before, d), key);
+                         }),
                 0, false);
   }
   case Step::Kind::LocalPartial: {
@@ -489,6 +544,16 @@ static double reductionIdentity(layout::ReduceKind reduce, Type element) {
 }
 
 void Partitioner::maskReducedOperands(Operation *op) {
+  // Only a reduction that leaves its result Partial sums over its operands'
+  // shards (most ops have none).
+  if (llvm::none_of(op->getResults(), [&](Value r) {
+        auto it = layouts.find(r);
+        return it != layouts.end() &&
+               llvm::any_of(it->second, [](const Placement &p) {
+                 return p.kind == Placement::Kind::Partial;
+               });
+      }))
+    return;
   SmallVector<Placements> results;
   for (Value r : op->getResults())
     results.push_back(layouts.lookup(r));
