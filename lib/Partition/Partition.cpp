@@ -66,6 +66,7 @@ class Partitioner {
 public:
   Partitioner(MeshOp mesh)
       : meshRef(FlatSymbolRefAttr::get(mesh.getSymNameAttr())),
+        layoutsName(StringAttr::get(mesh.getContext(), "spmd.layouts")),
         meshShape(mesh.getShape().begin(), mesh.getShape().end()),
         numRanks(layout::numRanks(meshShape)),
         cost(layout::MeshCostModel::defaults(meshShape.size())) {
@@ -136,6 +137,7 @@ private:
                              StringRef name);
 
   FlatSymbolRefAttr meshRef;
+  StringAttr layoutsName;
   std::vector<int64_t> meshShape;
   /// Rank distance between neighbours along each mesh dim.
   std::vector<int64_t> strides;
@@ -783,7 +785,7 @@ LogicalResult Partitioner::setShardRows(Operation *op, const Placements &p,
 }
 
 LogicalResult Partitioner::rewriteOp(Operation *op) {
-  op->removeAttr("spmd.layouts");
+  op->removeAttr(layoutsName);
   maskReducedOperands(op);
   if (isa<aten::EmbeddingOp>(op)) {
     auto [p, type] = operandLayouts.lookup(op)[0];
@@ -878,7 +880,7 @@ LogicalResult Partitioner::run(func::FuncOp fn) {
       results.push_back(fixed->second.getLayoutPlacements());
     } else if (isa<aten::AtenDialect>(op->getDialect()) ||
                isa<ShardingConstraintOp>(op)) {
-      auto attr = op->getAttrOfType<ArrayAttr>("spmd.layouts");
+      auto attr = op->getAttrOfType<ArrayAttr>(layoutsName);
       if (!attr || attr.size() != op->getNumResults())
         return op->emitOpError("has no spmd.layouts: run --spmd-propagate "
                                "before --spmd-partition");

@@ -1373,7 +1373,15 @@ static std::optional<std::string> batchStatistics(Value v) {
 
 LogicalResult FunctionPropagation::materialize(FlatSymbolRefAttr mesh) {
   MLIRContext *ctx = fn.getContext();
-  auto layoutAttr = [&](const Placements &p) { return getLayoutAttr(mesh, p); };
+  // Each interned layout's attribute, built once.
+  std::vector<Attribute> attrOf;
+  auto layoutAttr = [&](unsigned id) {
+    if (id >= attrOf.size())
+      attrOf.resize(id + 1);
+    if (!attrOf[id])
+      attrOf[id] = getLayoutAttr(mesh, cost.layout(id));
+    return cast<LayoutAttr>(attrOf[id]);
+  };
   // Values with the layouts their uses need, in program order.
   SmallVector<Value> values(fn.getArguments().begin(), fn.getArguments().end());
   fn.walk([&](Operation *op) {
@@ -1424,26 +1432,28 @@ LogicalResult FunctionPropagation::materialize(FlatSymbolRefAttr mesh) {
         if (std::optional<std::string> stats = batchStatistics(v))
           reason = *stats;
       auto r = RedistributeOp::create(b, user->getLoc(), type, v,
-                                      layoutAttr(cost.layout(from)),
-                                      layoutAttr(cost.layout(to)));
+                                      layoutAttr(from), layoutAttr(to));
       copyProvenance(user, r);
       r->setAttr("spmd.reason", StringAttr::get(ctx, reason));
       for (OpOperand *use : uses)
         use->set(r.getResult());
     }
   }
+  auto layoutsName = StringAttr::get(ctx, "spmd.layouts");
+  auto strategyName = StringAttr::get(ctx, "spmd.strategy");
   for (auto [i, op] : llvm::enumerate(ops)) {
     SmallVector<Attribute> layouts;
     for (unsigned id : strategiesOf(i)[choice[i]].results)
-      layouts.push_back(layoutAttr(cost.layout(id)));
-    op->setAttr("spmd.layouts", ArrayAttr::get(ctx, layouts));
-    op->removeAttr("spmd.strategy");
+      layouts.push_back(layoutAttr(id));
+    op->setAttr(layoutsName, ArrayAttr::get(ctx, layouts));
+    if (op->hasAttr(strategyName))
+      op->removeAttr(strategyName);
   }
   SmallVector<Attribute> args, results;
   for (unsigned id : argLayouts)
-    args.push_back(layoutAttr(cost.layout(id)));
+    args.push_back(layoutAttr(id));
   for (unsigned id : resultLayouts)
-    results.push_back(layoutAttr(cost.layout(id)));
+    results.push_back(layoutAttr(id));
   setArgLayouts(fn, args);
   setResultLayouts(fn, results);
   return success();
