@@ -1205,7 +1205,7 @@ LogicalResult FunctionPropagation::run() {
         (op->getNumOperands() == 0 && op->hasTrait<OpTrait::ConstantLike>()))
       return WalkResult::advance();
     SmallVector<SplitFactor> factors = incoming(op);
-    std::vector<uintptr_t> key = {
+    SmallVector<uintptr_t, 32> key = {
         reinterpret_cast<uintptr_t>(op->getName().getAsOpaquePointer()),
         op->getNumOperands()};
     for (StringAttr name : op->getName().getAttributeNames()) {
