@@ -48,6 +48,26 @@ private:
   unsigned layoutOf(Value v) const;
   /// The layout that `use` needs under the current choice.
   unsigned required(OpOperand &use) const;
+  /// A use of a value, found once: the user's index in `ops` (kNotOp for
+  /// users outside them) and the operand number. The IR does not change
+  /// until materialize().
+  static constexpr unsigned kNotOp = ~0u;
+  struct UseRef {
+    OpOperand *use;
+    unsigned user, operand;
+  };
+  /// The uses of `v`, in use order.
+  ArrayRef<UseRef> usesOf(Value v) const {
+    auto it = useRefs.find(v);
+    return it == useRefs.end() ? ArrayRef<UseRef>() : ArrayRef(it->second);
+  }
+  /// required(*u.use), without looking the user up.
+  unsigned required(const UseRef &u) const {
+    if (u.user == kNotOp)
+      return required(*u.use);
+    noteRead(u.user);
+    return strategiesOf(u.user)[choice[u.user]].operands[u.operand];
+  }
   /// Redistribution seconds of `v`, laid out as `from`, for the distinct
   /// layouts its uses need (uses of `skip` replaced by `extra`).
   double valueCost(Value v, unsigned from, Operation *skip = nullptr,
@@ -189,6 +209,7 @@ private:
   std::vector<unsigned> argLayouts, resultLayouts;
   std::vector<Operation *> ops;
   DenseMap<Operation *, unsigned> index;
+  DenseMap<Value, SmallVector<UseRef, 2>> useRefs;
   /// Per op and strategy: interned operand and result layouts, compute cost.
   struct StrategyIds {
     SmallVector<unsigned, 4> operands, results;
@@ -307,8 +328,8 @@ double FunctionPropagation::valueCost(Value v, unsigned from, Operation *skip,
                                       ArrayRef<unsigned> extra) {
   auto type = cast<RankedTensorType>(v.getType());
   SmallVector<unsigned, 8> targets(extra.begin(), extra.end());
-  for (OpOperand &use : v.getUses())
-    if (use.getOwner() != skip)
+  for (const UseRef &use : usesOf(v))
+    if (use.use->getOwner() != skip)
       targets.push_back(required(use));
   double total = 0;
   for (size_t t = 0; t < targets.size(); ++t) {
@@ -335,8 +356,8 @@ FunctionPropagation::localCosts(unsigned i, const SlotCosts &operandSeconds) {
     unsigned from = layoutOf(v);
     auto type = cast<RankedTensorType>(v.getType());
     SmallVector<std::pair<unsigned, double>, 8> others;
-    for (OpOperand &use : v.getUses()) {
-      if (use.getOwner() == op)
+    for (const UseRef &use : usesOf(v)) {
+      if (use.use->getOwner() == op)
         continue;
       unsigned to = required(use);
       if (llvm::none_of(others, [&](auto &o) { return o.first == to; }))
@@ -423,8 +444,8 @@ void FunctionPropagation::appendUseLayouts(
     Value v, Operation *skip, SmallVectorImpl<unsigned> &out) const {
   size_t count = out.size();
   out.push_back(0);
-  for (OpOperand &use : v.getUses()) {
-    if (use.getOwner() == skip)
+  for (const UseRef &use : usesOf(v)) {
+    if (use.use->getOwner() == skip)
       continue;
     unsigned to = required(use);
     if (!llvm::is_contained(ArrayRef(out).drop_front(count + 1), to))
@@ -705,7 +726,7 @@ FunctionPropagation::regionVolume(ArrayRef<unsigned> region) {
   for (Value v : regionValues(ops, region)) {
     auto type = cast<RankedTensorType>(v.getType());
     SmallVector<unsigned, 4> targets;
-    for (OpOperand &use : v.getUses())
+    for (const UseRef &use : usesOf(v))
       if (!llvm::is_contained(targets, required(use)))
         targets.push_back(required(use));
     for (unsigned to : targets) {
@@ -836,18 +857,14 @@ bool FunctionPropagation::tryChain(unsigned i, unsigned result, unsigned want) {
           if (it != index.end() && layoutOf(v) != need)
             moves.push_back({it->second, true, r.getResultNumber(), need});
         }
-        for (OpOperand &use : v.getUses()) {
-          auto it = index.find(use.getOwner());
-          if (it != index.end() && it->second != k && required(use) != need)
-            moves.push_back({it->second, false, use.getOperandNumber(), need});
-        }
+        for (const UseRef &use : usesOf(v))
+          if (use.user != kNotOp && use.user != k && required(use) != need)
+            moves.push_back({use.user, false, use.operand, need});
       }
       for (Value v : ops[k]->getResults())
-        for (OpOperand &use : v.getUses()) {
-          auto it = index.find(use.getOwner());
-          if (it != index.end() && required(use) != layoutOf(v))
-            moves.push_back(
-                {it->second, false, use.getOperandNumber(), layoutOf(v)});
+        for (const UseRef &use : usesOf(v)) {
+          if (use.user != kNotOp && required(use) != layoutOf(v))
+            moves.push_back({use.user, false, use.operand, layoutOf(v)});
         }
     }
   }
@@ -1014,7 +1031,7 @@ bool FunctionPropagation::sweepChains() {
     for (auto [r, v] : llvm::enumerate(ops[i]->getResults())) {
       unsigned from = layoutOf(v);
       SmallVector<unsigned, 4> wanted;
-      for (OpOperand &use : v.getUses()) {
+      for (const UseRef &use : usesOf(v)) {
         unsigned to = required(use);
         if (to != from && !llvm::is_contained(wanted, to))
           wanted.push_back(to);
@@ -1279,6 +1296,20 @@ LogicalResult FunctionPropagation::run() {
   });
   if (walk.wasInterrupted())
     return failure();
+  auto addUses = [&](Value v) {
+    SmallVector<UseRef, 2> &refs = useRefs[v];
+    for (OpOperand &use : v.getUses()) {
+      auto it = index.find(use.getOwner());
+      refs.push_back({&use, it == index.end() ? kNotOp : it->second,
+                      use.getOperandNumber()});
+    }
+  };
+  for (BlockArgument arg : fn.getArguments())
+    addUses(arg);
+  fn.walk([&](Operation *op) {
+    for (Value v : op->getResults())
+      addUses(v);
+  });
 
   estimate.resize(ops.size());
   choice.assign(ops.size(), 0);
