@@ -61,6 +61,16 @@ struct RankTable {
   std::vector<unsigned> rowOf;
 };
 
+/// A table as `spmd.local_take` takes it: its size along the dim, whether
+/// each row keeps every wanted element in place (no take needed where the
+/// input has that size), and its per-rank `indices` or (compact) `starts`
+/// and `counts`.
+struct TakeForm {
+  int64_t size = 0;
+  bool rowsInPlace = false;
+  DenseI64ArrayAttr indices, starts, counts;
+};
+
 /// Rewrites one function; the mesh is fixed for the module.
 class Partitioner {
 public:
@@ -116,7 +126,12 @@ private:
   /// `spmd.local_take` of `input` along `dim`, skipped when the table keeps
   /// every wanted element in place and `maskPadding` is off.
   Value take(OpBuilder &b, Location loc, Value input, int64_t dim,
-             const RankTable &indices, double fill, bool maskPadding);
+             const RankTable &indices, double fill, bool maskPadding) {
+    return take(b, loc, input, dim, takeForm(indices, maskPadding), fill);
+  }
+  TakeForm takeForm(const RankTable &indices, bool maskPadding) const;
+  Value take(OpBuilder &b, Location loc, Value input, int64_t dim,
+             const TakeForm &form, double fill);
   /// The steps of a redistribution, on local values.
   FailureOr<Value> redistribute(RedistributeOp op, Value input);
   Value step(OpBuilder &b, Location loc, Value input, RankedTensorType global,
@@ -157,7 +172,7 @@ private:
   /// A redistribution step's index tables by the global type, the step's
   /// layouts and mesh dim, and the table's dim and role: every layer of a
   /// transformer redistributes alike.
-  llvm::StringMap<RankTable> stepTables;
+  llvm::StringMap<TakeForm> stepTables;
   /// Redistribution plans by global type and layouts: every layer of a
   /// transformer redistributes alike.
   DenseMap<std::tuple<Type, Attribute, Attribute>, layout::RedistributePlan>
@@ -287,25 +302,19 @@ RankTable Partitioner::table(int64_t blocks, int64_t width, int64_t sources,
   return out;
 }
 
-Value Partitioner::take(OpBuilder &b, Location loc, Value input, int64_t dim,
-                        const RankTable &indices, double fill,
-                        bool maskPadding) {
-  auto type = cast<RankedTensorType>(input.getType());
-  int64_t size = 0;
+TakeForm Partitioner::takeForm(const RankTable &indices,
+                               bool maskPadding) const {
+  TakeForm form;
   for (const Run &run : indices.rows.front())
-    size += run.count;
-  bool inPlace = size == type.getDimSize(dim);
+    form.size += run.count;
+  form.rowsInPlace = true;
   for (const Row &row : indices.rows) {
     int64_t at = 0;
     for (const Run &run : row) {
-      inPlace &= run.start == -1 ? !maskPadding : run.start == at;
+      form.rowsInPlace &= run.start == -1 ? !maskPadding : run.start == at;
       at += run.count;
     }
   }
-  if (inPlace)
-    return input;
-  SmallVector<int64_t> shape(type.getShape());
-  shape[dim] = size;
   // The compact form: each row's runs with trailing fill dropped, padded
   // with empty runs to the longest, when shorter than the table.
   auto real = [](const Row &row) {
@@ -314,7 +323,7 @@ Value Partitioner::take(OpBuilder &b, Location loc, Value input, int64_t dim,
   size_t perRank = 1;
   for (const Row &row : indices.rows)
     perRank = std::max(perRank, real(row));
-  bool compact = 2 * perRank < static_cast<size_t>(size) || perRank == 1;
+  bool compact = 2 * perRank < static_cast<size_t>(form.size) || perRank == 1;
   SmallVector<int64_t> starts, counts, table;
   for (unsigned r : indices.rowOf) {
     const Row &row = indices.rows[r];
@@ -329,13 +338,26 @@ Value Partitioner::take(OpBuilder &b, Location loc, Value input, int64_t dim,
       counts.push_back(j < real(row) ? row[j].count : 0);
     }
   }
-  return LocalTakeOp::create(
-             b, loc, type.clone(shape), input, meshRef,
-             b.getI64IntegerAttr(dim),
-             compact ? DenseI64ArrayAttr() : b.getDenseI64ArrayAttr(table),
-             compact ? b.getDenseI64ArrayAttr(starts) : DenseI64ArrayAttr(),
-             compact ? b.getDenseI64ArrayAttr(counts) : DenseI64ArrayAttr(),
-             b.getF64FloatAttr(fill))
+  MLIRContext *ctx = meshRef.getContext();
+  if (compact) {
+    form.starts = DenseI64ArrayAttr::get(ctx, starts);
+    form.counts = DenseI64ArrayAttr::get(ctx, counts);
+  } else {
+    form.indices = DenseI64ArrayAttr::get(ctx, table);
+  }
+  return form;
+}
+
+Value Partitioner::take(OpBuilder &b, Location loc, Value input, int64_t dim,
+                        const TakeForm &form, double fill) {
+  auto type = cast<RankedTensorType>(input.getType());
+  if (form.rowsInPlace && form.size == type.getDimSize(dim))
+    return input;
+  SmallVector<int64_t> shape(type.getShape());
+  shape[dim] = form.size;
+  return LocalTakeOp::create(b, loc, type.clone(shape), input, meshRef,
+                             b.getI64IntegerAttr(dim), form.indices,
+                             form.starts, form.counts, b.getF64FloatAttr(fill))
       .getResult();
 }
 
@@ -386,7 +408,7 @@ Value Partitioner::step(OpBuilder &b, Location loc, Value input,
   };
   // The table of role `role` along `dim`, built by `build` once per key.
   auto tableFor = [&](char role, int64_t dim,
-                      function_ref<RankTable()> build) -> const RankTable & {
+                      function_ref<RankTable()> build) -> const TakeForm & {
     SmallString<256> key;
     const void *opaque = global.getAsOpaquePointer();
     key.append(reinterpret_cast<const char *>(&opaque),
@@ -403,7 +425,7 @@ Value Partitioner::step(OpBuilder &b, Location loc, Value input,
       }
     auto [it, fresh] = stepTables.try_emplace(key);
     if (fresh)
-      it->second = build();
+      it->second = takeForm(build(), /*maskPadding=*/false);
     return it->second;
   };
   // After a gather along `dim`: this rank's new positions from the n
@@ -419,7 +441,7 @@ Value Partitioner::step(OpBuilder &b, Location loc, Value input,
                                         own(s.after, dim), held(s.before, dim),
                                         key);
                          }),
-                0, false);
+                0);
   };
   // Before a scatter along `dim`: n padded blocks, block j holding group
   // member j's new positions, from this rank's own.
@@ -433,7 +455,7 @@ Value Partitioner::step(OpBuilder &b, Location loc, Value input,
                            return table(n, out[dim], 1, 0, held(s.after, dim),
                                         own(s.before, dim), key);
                          }),
-                0, false);
+                0);
   };
 
   switch (s.kind) {
@@ -479,7 +501,7 @@ Value Partitioner::step(OpBuilder &b, Location loc, Value input,
                            return table(1, out[d], 1, 0, own(s.after, d),
                                         own(s.before, d), key);
                          }),
-                0, false);
+                0);
   }
   case Step::Kind::LocalPartial: {
     layout::ReduceKind kind = s.after[m].reduce;
