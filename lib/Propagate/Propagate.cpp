@@ -239,6 +239,8 @@ private:
   }
   std::vector<std::vector<double>> estimate;
   std::vector<int> forced;
+  /// Per op, whether it updates the parameters (`spmd.phase` optimizer).
+  std::vector<char> inOptimizer;
   std::vector<unsigned> choice;
   /// Ops whose neighbourhood changed since sweep() last weighed them: only
   /// they can move (a sweep is otherwise the same as the last).
@@ -589,7 +591,7 @@ void FunctionPropagation::chooseGreedy(bool followShards, bool keepReplicated) {
     SmallVector<unsigned, 4> haves;
     for (Value v : ops[i]->getOperands())
       haves.push_back(layoutOf(v));
-    bool optimizer = getPhase(ops[i]) == "optimizer";
+    bool optimizer = inOptimizer[i];
     // The choice is a function of the op's strategies, its operands'
     // layouts and whether it updates the parameters: alike ops met with
     // the same layouts (every layer after the first) take it from the
@@ -1290,6 +1292,7 @@ LogicalResult FunctionPropagation::run() {
     }
     index[op] = ops.size();
     ops.push_back(op);
+    inOptimizer.push_back(getPhase(op) == "optimizer");
     alikeOf.push_back(&same);
     forced.push_back(force);
     return WalkResult::advance();
