@@ -163,14 +163,19 @@ std::string validate(const std::vector<int64_t> &globalShape,
     ranks *= meshShape[m];
   }
 
-  if (placements.size() != meshShape.size())
+  return validatePlacements(globalShape.size(), meshShape.size(), placements);
+}
+
+std::string validatePlacements(size_t tensorRank, size_t meshRank,
+                               const std::vector<Placement> &placements) {
+  if (placements.size() != meshRank)
     return "expected one placement per mesh dim: got " +
            std::to_string(placements.size()) +
            " placements for a mesh of "
            "rank " +
-           std::to_string(meshShape.size());
+           std::to_string(meshRank);
 
-  int64_t rank = static_cast<int64_t>(globalShape.size());
+  int64_t rank = static_cast<int64_t>(tensorRank);
   for (size_t m = 0; m < placements.size(); ++m) {
     const Placement &p = placements[m];
     switch (p.kind) {

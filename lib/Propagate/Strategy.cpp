@@ -231,6 +231,14 @@ spmd::enumerateStrategies(Operation *op, ArrayRef<int64_t> meshShape,
   for (Value v : op->getResults())
     resultShapes.push_back(shapeOf(v.getType()));
 
+  // The shapes and the mesh are checked once; each combination's
+  // placements then.
+  bool shapesFit = true;
+  for (const auto *shapes : {&operandShapes, &resultShapes})
+    for (const std::vector<int64_t> &shape : *shapes)
+      shapesFit =
+          shapesFit &&
+          layout::validate(shape, mesh, replicated(mesh.size())).empty();
   std::vector<MeshStrategy> out;
   // Combinations of the rule's own strategies come first and keep their
   // numbering whatever twins follow (spmd.strategy refers to it).
@@ -274,7 +282,8 @@ spmd::enumerateStrategies(Operation *op, ArrayRef<int64_t> meshShape,
         for (Placements &p : *list)
           ok = ok && nestAtoms(p, divides, mesh);
     auto check = [&](const std::vector<int64_t> &shape, const Placements &p) {
-      ok = ok && layout::validate(shape, mesh, p).empty() &&
+      ok = ok && shapesFit &&
+           layout::validatePlacements(shape.size(), mesh.size(), p).empty() &&
            (!even || shardsEvenly(shape, p, mesh));
     };
     for (size_t i = 0; i < operandShapes.size(); ++i)

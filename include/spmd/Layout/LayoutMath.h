@@ -165,6 +165,13 @@ std::string validate(const std::vector<int64_t> &globalShape,
                      const std::vector<int64_t> &meshShape,
                      const std::vector<Placement> &placements);
 
+/// validate()'s checks of the placements alone, for a tensor of rank
+/// `tensorRank` on a mesh of rank `meshRank` whose shapes validate() has
+/// accepted: one placement per mesh dim, known kinds and reduce kinds,
+/// Shard/StridedShard dims in range, split factors >= 1.
+std::string validatePlacements(size_t tensorRank, size_t meshRank,
+                               const std::vector<Placement> &placements);
+
 /// As above, and also checks the coordinates of one rank: coords.size() must
 /// equal the mesh rank and coords[m] must lie in [0, meshShape[m]).
 std::string validate(const std::vector<int64_t> &globalShape,
