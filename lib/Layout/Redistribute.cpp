@@ -244,6 +244,17 @@ std::string RedistributePlanner::search(const std::vector<Placement> &from,
   bool sameOptions = wanted == options;
   bool resume = sameOptions && encode(from) == source;
   if (!sameOptions) {
+    // A search keeps ~60 bytes per layout, and the queue numbers them in 32
+    // bits: meshes of many dims with many candidates each (more than 2^22
+    // layouts) are refused, not searched.
+    constexpr uint64_t kMaxLayouts = uint64_t{1} << 22;
+    uint64_t layouts = 1;
+    for (size_t m = 0; m < meshRank && layouts <= kMaxLayouts; ++m)
+      layouts *= wanted.size();
+    if (layouts > kMaxLayouts)
+      return "too many layouts to search (" + std::to_string(wanted.size()) +
+             " placements on each of " + std::to_string(meshRank) +
+             " mesh dims)";
     options = std::move(wanted);
     const size_t base = options.size();
     // The step kind between each pair of candidates, and each candidate's
@@ -279,7 +290,7 @@ std::string RedistributePlanner::search(const std::vector<Placement> &from,
     queue.clear();
     source = encode(from);
     best[source] = Visit{0, 0, source, Kind::LocalSlice, 0};
-    queue.push_back({0, 0, source});
+    queue.push_back({0, source});
   }
   target = encode(to);
 
@@ -287,11 +298,15 @@ std::string RedistributePlanner::search(const std::vector<Placement> &from,
   // ties are broken the same way on every run. A visit keeps only how it
   // was reached; the steps are rebuilt along the cheapest path at the end.
   const size_t base = options.size();
-  using Entry = std::tuple<double, size_t, size_t>;
+  // An entry's second member holds the steps above the node number (both
+  // fit 32 bits: at most kMaxLayouts nodes), so the pair orders as (cost,
+  // steps, node).
+  using Entry = std::pair<double, uint64_t>;
   std::greater<Entry> later;
   while (!settled[target] && !queue.empty()) {
     std::pop_heap(queue.begin(), queue.end(), later);
-    auto [seconds, steps, node] = queue.back();
+    auto [seconds, stepsAndNode] = queue.back();
+    size_t steps = stepsAndNode >> 32, node = stepsAndNode & 0xffffffffu;
     queue.pop_back();
     if (settled[node])
       continue; // a stale queue entry
@@ -330,7 +345,7 @@ std::string RedistributePlanner::search(const std::vector<Placement> &from,
             std::make_tuple(total, steps + 1))
           continue;
         best[to] = Visit{total, steps + 1, node, *kind, m};
-        queue.push_back({total, steps + 1, to});
+        queue.push_back({total, uint64_t{steps + 1} << 32 | to});
         std::push_heap(queue.begin(), queue.end(), later);
       }
     }

@@ -374,6 +374,15 @@ TEST(Redistribute, CostsAndErrors) {
       planRedistribute({4}, 4, {2}, {R()}, {R()}, MeshCostModel::defaults(2))
           .error,
       "");
+  // A search too large to keep (8 candidates on each of 8 mesh dims) is
+  // refused with a reason.
+  std::vector<Placement> replicated(8, R()), sharded(8, R());
+  sharded[0] = S(6);
+  RedistributePlan huge =
+      planRedistribute({2, 2, 2, 2, 2, 2, 2}, 4, std::vector<int64_t>(8, 2),
+                       replicated, sharded, MeshCostModel::defaults(8));
+  EXPECT_NE(huge.error.find("too many layouts to search"), std::string::npos)
+      << huge.error;
 }
 
 } // namespace

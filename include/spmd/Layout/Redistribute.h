@@ -200,7 +200,7 @@ private:
   /// and a candidate: 0 unknown, 1 free, 2 blocked (shardedLater).
   std::vector<char> blocked;
   std::vector<size_t> blockedOffsets;
-  std::vector<std::tuple<double, size_t, size_t>> queue;
+  std::vector<std::pair<double, uint64_t>> queue;
   std::vector<Placement> current, scratch, scratchTarget;
 
   /// Runs the search from `from` to `to`; the reason no plan exists, or
