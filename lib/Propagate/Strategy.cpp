@@ -240,34 +240,14 @@ spmd::enumerateStrategies(Operation *op, ArrayRef<int64_t> meshShape,
           shapesFit &&
           layout::validate(shape, mesh, replicated(mesh.size())).empty();
   std::vector<MeshStrategy> out;
-  // Combinations of the rule's own strategies come first and keep their
-  // numbering whatever twins follow (spmd.strategy refers to it).
-  std::vector<std::vector<size_t>> picks;
-  for (size_t radix : {base, oneDim.size()}) {
-    size_t total = 1;
-    for (size_t m = 0; m < mesh.size(); ++m)
-      total *= radix;
-    for (size_t combo = 0; combo < total; ++combo) {
-      // Mixed-radix digits, mesh dim 0 most significant.
-      std::vector<size_t> pick(mesh.size());
-      size_t rest = combo;
-      for (size_t m = mesh.size(); m-- > 0;) {
-        pick[m] = rest % radix;
-        rest /= radix;
-      }
-      if (radix == base ||
-          llvm::any_of(pick, [&](size_t p) { return p >= base; }))
-        picks.push_back(std::move(pick));
-    }
-    if (base == oneDim.size())
-      break;
-  }
-  for (const std::vector<size_t> &pick : picks) {
-    MeshStrategy s;
-    s.operands.assign(operandShapes.size(), Placements(mesh.size()));
-    s.results.assign(resultShapes.size(), Placements(mesh.size()));
+  // One strategy's buffers serve every combination; the valid ones are
+  // copied out.
+  MeshStrategy s;
+  s.operands.assign(operandShapes.size(), Placements(mesh.size()));
+  s.results.assign(resultShapes.size(), Placements(mesh.size()));
+  std::vector<int64_t> divides(mesh.size(), 0);
+  auto consider = [&](ArrayRef<size_t> pick) {
     bool even = false, ok = true;
-    std::vector<int64_t> divides(mesh.size(), 0);
     for (size_t m = 0; m < mesh.size(); ++m) {
       const layout::OpStrategy &one = oneDim[pick[m]];
       even |= one.evenShards;
@@ -291,7 +271,28 @@ spmd::enumerateStrategies(Operation *op, ArrayRef<int64_t> meshShape,
     for (size_t i = 0; i < resultShapes.size(); ++i)
       check(resultShapes[i], s.results[i]);
     if (ok)
-      out.push_back(std::move(s));
+      out.push_back(s);
+  };
+  // Combinations of the rule's own strategies come first and keep their
+  // numbering whatever twins follow (spmd.strategy refers to it).
+  SmallVector<size_t, 4> pick(mesh.size());
+  for (size_t radix : {base, oneDim.size()}) {
+    size_t total = 1;
+    for (size_t m = 0; m < mesh.size(); ++m)
+      total *= radix;
+    for (size_t combo = 0; combo < total; ++combo) {
+      // Mixed-radix digits, mesh dim 0 most significant.
+      size_t rest = combo;
+      for (size_t m = mesh.size(); m-- > 0;) {
+        pick[m] = rest % radix;
+        rest /= radix;
+      }
+      if (radix == base ||
+          llvm::any_of(pick, [&](size_t p) { return p >= base; }))
+        consider(pick);
+    }
+    if (base == oneDim.size())
+      break;
   }
   if (constraint) {
     Placements pinned = constraint.getLayout().getLayoutPlacements();
