@@ -182,14 +182,7 @@ private:
 RankedTensorType Partitioner::localType(RankedTensorType global,
                                         const Placements &p) {
   SmallString<128> key;
-  const void *opaque = global.getAsOpaquePointer();
-  key.append(reinterpret_cast<const char *>(&opaque),
-             reinterpret_cast<const char *>(&opaque + 1));
-  for (const layout::Placement &q : p) {
-    int64_t fields[] = {static_cast<int64_t>(q.kind), q.dim, q.splitFactor};
-    key.append(reinterpret_cast<const char *>(fields),
-               reinterpret_cast<const char *>(fields + 3));
-  }
+  appendLayoutKey(global, p, key);
   RankedTensorType &local = localTypes[key];
   if (!local)
     local = global.clone(layout::maxLocalShape(shapeOf(global), meshShape, p));
@@ -410,19 +403,11 @@ Value Partitioner::step(OpBuilder &b, Location loc, Value input,
   auto tableFor = [&](char role, int64_t dim,
                       function_ref<RankTable()> build) -> const TakeForm & {
     SmallString<256> key;
-    const void *opaque = global.getAsOpaquePointer();
-    key.append(reinterpret_cast<const char *>(&opaque),
-               reinterpret_cast<const char *>(&opaque + 1));
     int64_t head[] = {role, dim, m};
     key.append(reinterpret_cast<const char *>(head),
                reinterpret_cast<const char *>(head + 3));
-    for (const Placements *p : {&s.before, &s.after})
-      for (const Placement &q : *p) {
-        int64_t fields[] = {static_cast<int64_t>(q.kind), q.dim, q.splitFactor,
-                            static_cast<int64_t>(q.reduce)};
-        key.append(reinterpret_cast<const char *>(fields),
-                   reinterpret_cast<const char *>(fields + 4));
-      }
+    appendLayoutKey(global, s.before, key);
+    appendLayoutKey(Type(), s.after, key);
     auto [it, fresh] = stepTables.try_emplace(key);
     if (fresh)
       it->second = takeForm(build(), /*maskPadding=*/false);

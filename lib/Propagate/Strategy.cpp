@@ -356,9 +356,13 @@ std::vector<int64_t> CostModel::localShape(RankedTensorType type,
   return layout::maxLocalShape(shapeOf(type), meshShape, placements);
 }
 
-/// Appends the fields of `placements` that operator== compares.
-static void appendPlacementsKey(const Placements &placements,
-                                SmallVectorImpl<char> &key) {
+void spmd::appendLayoutKey(Type type, const Placements &placements,
+                           SmallVectorImpl<char> &key) {
+  if (type) {
+    const void *opaque = type.getAsOpaquePointer();
+    key.append(reinterpret_cast<const char *>(&opaque),
+               reinterpret_cast<const char *>(&opaque + 1));
+  }
   for (const Placement &p : placements) {
     int64_t fields[] = {static_cast<int64_t>(p.kind), p.dim, p.splitFactor,
                         static_cast<int64_t>(p.reduce)};
@@ -370,10 +374,7 @@ static void appendPlacementsKey(const Placements &placements,
 double CostModel::localElements(RankedTensorType type,
                                 const Placements &placements) {
   SmallString<128> key;
-  const void *opaque = type.getAsOpaquePointer();
-  key.append(reinterpret_cast<const char *>(&opaque),
-             reinterpret_cast<const char *>(&opaque + 1));
-  appendPlacementsKey(placements, key);
+  appendLayoutKey(type, placements, key);
   auto [it, inserted] = elements.try_emplace(key, 0);
   if (inserted) {
     double n = 1;
@@ -386,7 +387,7 @@ double CostModel::localElements(RankedTensorType type,
 
 unsigned CostModel::intern(const Placements &placements) {
   SmallString<128> key;
-  appendPlacementsKey(placements, key);
+  appendLayoutKey(Type(), placements, key);
   auto [it, inserted] = ids.try_emplace(key, layouts.size());
   if (inserted)
     layouts.push_back(placements);

@@ -125,6 +125,12 @@ int64_t tensorBytes(mlir::Type type);
 /// The shape of a ranked tensor type, as layout math takes it.
 std::vector<int64_t> shapeOf(mlir::Type type);
 
+/// Appends a memo key of `placements` to `key`: `type` (when given) and the
+/// fields operator== compares (kind, tensor dim, split factor, reduce
+/// kind). Equal keys name equal layouts of equal types.
+void appendLayoutKey(mlir::Type type, const Placements &placements,
+                     llvm::SmallVectorImpl<char> &key);
+
 /// The alpha-beta cost model propagation minimizes: communication on the
 /// mesh (`mesh`, per mesh dim latency in seconds and bandwidth in bytes per
 /// second) plus compute on each rank (GEMM flops at `flopsPerSecond`, every
