@@ -399,48 +399,43 @@ Value Partitioner::step(OpBuilder &b, Location loc, Value input,
           !llvm::is_contained(key, k))
         key.push_back(k);
   };
-  // The table of role `role` along `dim`, built by `build` once per key.
-  auto tableFor = [&](char role, int64_t dim,
-                      function_ref<RankTable()> build) -> const TakeForm & {
-    SmallString<256> key;
+  // `spmd.local_take` of `v` along `dim` by the table `build` makes from
+  // the mesh dims that decide it (those sharding `dim` after and before
+  // the step, mesh dim m left out of the side it is a block number of),
+  // built once per step, dim and role.
+  auto takeBy = [&](Value v, char role, int64_t dim, bool afterByBlock,
+                    bool beforeByBlock,
+                    function_ref<RankTable(ArrayRef<int64_t>)> build) {
+    SmallString<256> memoKey;
     int64_t head[] = {role, dim, m};
-    key.append(reinterpret_cast<const char *>(head),
-               reinterpret_cast<const char *>(head + 3));
-    appendLayoutKey(global, s.before, key);
-    appendLayoutKey(Type(), s.after, key);
-    auto [it, fresh] = stepTables.try_emplace(key);
-    if (fresh)
-      it->second = takeForm(build(), /*maskPadding=*/false);
-    return it->second;
+    memoKey.append(reinterpret_cast<const char *>(head),
+                   reinterpret_cast<const char *>(head + 3));
+    appendLayoutKey(global, s.before, memoKey);
+    appendLayoutKey(Type(), s.after, memoKey);
+    auto [it, fresh] = stepTables.try_emplace(memoKey);
+    if (fresh) {
+      SmallVector<int64_t> key;
+      ownKey(s.after, dim, afterByBlock, key);
+      ownKey(s.before, dim, beforeByBlock, key);
+      it->second = takeForm(build(key), /*maskPadding=*/false);
+    }
+    return take(b, loc, v, dim, it->second, 0);
   };
   // After a gather along `dim`: this rank's new positions from the n
   // padded pieces.
   auto unpad = [&](Value v, int64_t dim) {
-    return take(b, loc, v, dim,
-                tableFor('u', dim,
-                         [&] {
-                           SmallVector<int64_t> key;
-                           ownKey(s.after, dim, false, key);
-                           ownKey(s.before, dim, true, key);
-                           return table(1, out[dim], n, in[dim],
-                                        own(s.after, dim), held(s.before, dim),
-                                        key);
-                         }),
-                0);
+    return takeBy(v, 'u', dim, false, true, [&](ArrayRef<int64_t> key) {
+      return table(1, out[dim], n, in[dim], own(s.after, dim),
+                   held(s.before, dim), key);
+    });
   };
   // Before a scatter along `dim`: n padded blocks, block j holding group
   // member j's new positions, from this rank's own.
   auto pad = [&](Value v, int64_t dim) {
-    return take(b, loc, v, dim,
-                tableFor('p', dim,
-                         [&] {
-                           SmallVector<int64_t> key;
-                           ownKey(s.after, dim, true, key);
-                           ownKey(s.before, dim, false, key);
-                           return table(n, out[dim], 1, 0, held(s.after, dim),
-                                        own(s.before, dim), key);
-                         }),
-                0);
+    return takeBy(v, 'p', dim, true, false, [&](ArrayRef<int64_t> key) {
+      return table(n, out[dim], 1, 0, held(s.after, dim), own(s.before, dim),
+                   key);
+    });
   };
 
   switch (s.kind) {
@@ -477,16 +472,9 @@ Value Partitioner::step(OpBuilder &b, Location loc, Value input,
   }
   case Step::Kind::LocalSlice: {
     int64_t d = s.after[m].dim;
-    return take(b, loc, input, d,
-                tableFor('s', d,
-                         [&] {
-                           SmallVector<int64_t> key;
-                           ownKey(s.after, d, false, key);
-                           ownKey(s.before, d, false, key);
-                           return table(1, out[d], 1, 0, own(s.after, d),
-                                        own(s.before, d), key);
-                         }),
-                0);
+    return takeBy(input, 's', d, false, false, [&](ArrayRef<int64_t> key) {
+      return table(1, out[d], 1, 0, own(s.after, d), own(s.before, d), key);
+    });
   }
   case Step::Kind::LocalPartial: {
     layout::ReduceKind kind = s.after[m].reduce;
