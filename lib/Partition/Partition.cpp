@@ -541,23 +541,24 @@ static double reductionIdentity(layout::ReduceKind reduce, Type element) {
 }
 
 void Partitioner::maskReducedOperands(Operation *op) {
-  // Only a reduction that leaves its result Partial sums over its operands'
+  // Only a reduction that leaves a result Partial sums over its operands'
   // shards (most ops have none).
-  if (llvm::none_of(op->getResults(), [&](Value r) {
-        auto it = layouts.find(r);
-        return it != layouts.end() &&
-               llvm::any_of(it->second, [](const Placement &p) {
-                 return p.kind == Placement::Kind::Partial;
-               });
-      }))
+  auto isPartial = [](const Placement &p) {
+    return p.kind == Placement::Kind::Partial;
+  };
+  SmallVector<const Placements *> partialResults;
+  for (Value r : op->getResults()) {
+    auto it = layouts.find(r);
+    if (it != layouts.end() && llvm::any_of(it->second, isPartial))
+      partialResults.push_back(&it->second);
+  }
+  auto operands = operandLayouts.find(op);
+  if (partialResults.empty() || operands == operandLayouts.end())
     return;
-  SmallVector<Placements> results;
-  for (Value r : op->getResults())
-    results.push_back(layouts.lookup(r));
   ProvenanceListener provenance(op);
   OpBuilder b(op, &provenance);
   for (auto [operand, info] :
-       llvm::zip(op->getOpOperands(), operandLayouts.lookup(op))) {
+       llvm::zip(op->getOpOperands(), operands->second)) {
     const auto &[p, type] = info;
     // A vocabulary-sharded lookup reads only the rows it holds.
     if (isa<aten::EmbeddingOp>(op) && operand.getOperandNumber() == 0)
@@ -566,11 +567,10 @@ void Partitioner::maskReducedOperands(Operation *op) {
     for (size_t m = 0; m < p.size(); ++m) {
       if (!p[m].isShardLike())
         continue;
-      const Placements *partial =
-          llvm::find_if(results, [&](const Placements &r) {
-            return r[m].kind == Placement::Kind::Partial;
-          });
-      if (partial == results.end())
+      auto partial = llvm::find_if(partialResults, [&](const Placements *r) {
+        return isPartial((*r)[m]);
+      });
+      if (partial == partialResults.end())
         continue;
       int64_t d = p[m].dim;
       if (padded.empty())
@@ -605,7 +605,7 @@ void Partitioner::maskReducedOperands(Operation *op) {
       // Padding is the identity of the pending reduction; padded targets
       // must be ignored, not counted as class 0.
       double fill =
-          reductionIdentity((*partial)[m].reduce, type.getElementType());
+          reductionIdentity((**partial)[m].reduce, type.getElementType());
       if (auto nll = dyn_cast<aten::NllLossForwardOp>(op))
         if (operand.getOperandNumber() == 1)
           fill = static_cast<double>(nll.getIgnoreIndexAttr().getInt());

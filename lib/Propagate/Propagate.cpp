@@ -63,10 +63,13 @@ private:
   }
   /// required(*u.use), without looking the user up.
   unsigned required(const UseRef &u) const {
-    if (u.user == kNotOp)
-      return required(*u.use);
-    noteRead(u.user);
-    return strategiesOf(u.user)[choice[u.user]].operands[u.operand];
+    return u.user == kNotOp ? required(*u.use) : requiredBy(u.user, u.operand);
+  }
+  /// The layout op `user`'s current strategy needs of its operand
+  /// `operand`.
+  unsigned requiredBy(unsigned user, unsigned operand) const {
+    noteRead(user);
+    return strategiesOf(user)[choice[user]].operands[operand];
   }
   /// Redistribution seconds of `v`, laid out as `from`, for the distinct
   /// layouts its uses need (uses of `skip` replaced by `extra`).
@@ -307,11 +310,8 @@ unsigned FunctionPropagation::layoutOf(Value v) const {
 unsigned FunctionPropagation::required(OpOperand &use) const {
   Operation *user = use.getOwner();
   auto it = index.find(user);
-  if (it != index.end()) {
-    noteRead(it->second);
-    return strategiesOf(it->second)[choice[it->second]]
-        .operands[use.getOperandNumber()];
-  }
+  if (it != index.end())
+    return requiredBy(it->second, use.getOperandNumber());
   if (isa<func::ReturnOp>(user))
     return resultLayouts[use.getOperandNumber()];
   if (auto keep = dyn_cast<KeepLocalOp>(user)) {
@@ -729,8 +729,8 @@ FunctionPropagation::regionVolume(ArrayRef<unsigned> region) {
     auto type = cast<RankedTensorType>(v.getType());
     SmallVector<unsigned, 4> targets;
     for (const UseRef &use : usesOf(v))
-      if (!llvm::is_contained(targets, required(use)))
-        targets.push_back(required(use));
+      if (unsigned to = required(use); !llvm::is_contained(targets, to))
+        targets.push_back(to);
     for (unsigned to : targets) {
       auto [b, n] = cost.redistributeVolume(type, layoutOf(v), to);
       bytes += b;
@@ -1408,13 +1408,13 @@ static std::optional<std::string> batchStatistics(Value v) {
 LogicalResult FunctionPropagation::materialize(FlatSymbolRefAttr mesh) {
   MLIRContext *ctx = fn.getContext();
   // Each interned layout's attribute, built once.
-  std::vector<Attribute> attrOf;
+  std::vector<LayoutAttr> attrOf;
   auto layoutAttr = [&](unsigned id) {
     if (id >= attrOf.size())
       attrOf.resize(id + 1);
     if (!attrOf[id])
       attrOf[id] = getLayoutAttr(mesh, cost.layout(id));
-    return cast<LayoutAttr>(attrOf[id]);
+    return attrOf[id];
   };
   // Values with the layouts their uses need, in program order.
   SmallVector<Value> values(fn.getArguments().begin(), fn.getArguments().end());
