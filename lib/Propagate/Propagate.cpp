@@ -79,18 +79,39 @@ private:
   /// strategies give it (`Alike`'s slots): a cost that depends on that
   /// layout alone, weighed once per slot instead of once per strategy.
   using SlotCosts = SmallVector<SmallVector<double, 8>, 4>;
+  /// The valueCost of each result of an op for each of its slots: the
+  /// distinct layouts the result's uses need, and the seconds to them
+  /// (NaN until a choice asks: most strategies are ruled out by their
+  /// compute and operands alone, and each slot asked is a redistribute
+  /// plan per target). Shared by alike ops whose results' uses need the
+  /// same layouts.
+  struct ResultCosts {
+    SmallVector<SmallVector<unsigned, 4>, 2> targets;
+    SlotCosts seconds;
+  };
   /// The parts of localCost that one operand's or one result's layout
   /// decides: the valueCost of an operand value op i reads once (other
   /// operands: empty, weighed per strategy) and of each result.
   struct LocalCosts {
-    SlotCosts operands, results;
+    SlotCosts operands;
+    ResultCosts *results;
   };
   LocalCosts localCosts(unsigned i, const SlotCosts &operandSeconds);
-  /// localCosts' results part alone (memoized: alike ops whose results'
-  /// uses need the same layouts share it).
-  const SlotCosts &resultCosts(unsigned i);
+  /// localCosts' results part alone (memoized by op i's alike entry and
+  /// the layouts its results' uses need).
+  ResultCosts &resultCosts(unsigned i);
+  /// `total` plus strategy `s`'s results' costs (`results` of op i), added
+  /// in result order.
+  double addResultCosts(unsigned i, unsigned s, ResultCosts &results,
+                        double total);
+  /// The part of the objective that strategy `s` of op `i` changes, less
+  /// its results' costs: compute and operands (a lower bound of
+  /// localCost, as every cost is non-negative).
+  double ownCost(unsigned i, unsigned s, const LocalCosts &parts);
   /// The part of the objective that strategy `s` of op `i` changes.
-  double localCost(unsigned i, unsigned s, const LocalCosts &parts);
+  double localCost(unsigned i, unsigned s, const LocalCosts &parts) {
+    return addResultCosts(i, s, *parts.results, ownCost(i, s, parts));
+  }
   /// Redistribution seconds of each operand of op `i`, laid out as
   /// `froms`, to each of its slots (memoized per alike op and `froms`).
   const SlotCosts &operandCosts(unsigned i, ArrayRef<unsigned> froms);
@@ -282,7 +303,8 @@ private:
   /// once.
   llvm::StringMap<unsigned> swept;
   /// operandCosts and resultCosts by alikeKey of their layouts.
-  llvm::StringMap<SlotCosts> operandMemo, resultMemo;
+  llvm::StringMap<SlotCosts> operandMemo;
+  llvm::StringMap<ResultCosts> resultMemo;
   std::vector<unsigned> redistributed; // `to` of each fixed layout change
   DenseMap<Operation *, unsigned> redistributeIndex;
   unsigned replicateLayout = 0;
@@ -374,40 +396,50 @@ FunctionPropagation::localCosts(unsigned i, const SlotCosts &operandSeconds) {
       row.push_back(total);
     }
   }
-  parts.results = resultCosts(i);
+  parts.results = &resultCosts(i);
   return parts;
 }
 
-const FunctionPropagation::SlotCosts &
-FunctionPropagation::resultCosts(unsigned i) {
-  // valueCost(v, layout) for each result and slot: the uses' distinct
-  // targets found once.
+FunctionPropagation::ResultCosts &FunctionPropagation::resultCosts(unsigned i) {
+  // The uses' distinct targets, found once per alike op and targets.
   SmallVector<unsigned, 16> targets;
   for (Value v : ops[i]->getResults())
     appendUseLayouts(v, nullptr, targets);
   SmallString<128> key;
   auto [memo, fresh] = resultMemo.try_emplace(alikeKey(i, targets, key));
+  ResultCosts &costs = memo->second;
   if (!fresh)
-    return memo->second;
-  SlotCosts &costs = memo->second;
+    return costs;
   ArrayRef<unsigned> rest = targets;
-  for (auto [r, v] : llvm::enumerate(ops[i]->getResults())) {
-    SmallVector<double, 8> &row = costs.emplace_back();
-    auto type = cast<RankedTensorType>(v.getType());
+  for (unsigned r = 0; r < ops[i]->getNumResults(); ++r) {
     ArrayRef<unsigned> mine = rest.slice(1, rest.front());
     rest = rest.drop_front(1 + mine.size());
-    for (unsigned layout : alikeOf[i]->resultLayouts[r]) {
-      double total = 0;
-      for (unsigned to : mine)
-        total += cost.redistribute(type, layout, to);
-      row.push_back(total);
-    }
+    costs.targets.emplace_back(mine.begin(), mine.end());
+    costs.seconds.emplace_back(alikeOf[i]->resultLayouts[r].size(),
+                               std::numeric_limits<double>::quiet_NaN());
   }
   return costs;
 }
 
-double FunctionPropagation::localCost(unsigned i, unsigned s,
-                                      const LocalCosts &parts) {
+double FunctionPropagation::addResultCosts(unsigned i, unsigned s,
+                                           ResultCosts &results, double total) {
+  for (auto [r, slot] : llvm::enumerate(strategiesOf(i)[s].resultSlots)) {
+    double &seconds = results.seconds[r][slot];
+    if (std::isnan(seconds)) {
+      // valueCost(result, layout): each distinct target once, in use order.
+      auto type = cast<RankedTensorType>(ops[i]->getResult(r).getType());
+      unsigned layout = alikeOf[i]->resultLayouts[r][slot];
+      seconds = 0;
+      for (unsigned to : results.targets[r])
+        seconds += cost.redistribute(type, layout, to);
+    }
+    total += seconds;
+  }
+  return total;
+}
+
+double FunctionPropagation::ownCost(unsigned i, unsigned s,
+                                    const LocalCosts &parts) {
   Operation *op = ops[i];
   const StrategyIds &strategy = strategiesOf(i)[s];
   double total = strategy.compute;
@@ -427,8 +459,6 @@ double FunctionPropagation::localCost(unsigned i, unsigned s,
         mine.push_back(strategy.operands[j]);
     total += valueCost(v, layoutOf(v), op, mine);
   }
-  for (auto [r, slot] : llvm::enumerate(strategy.resultSlots))
-    total += parts.results[r][slot];
   return total;
 }
 
@@ -520,11 +550,13 @@ void FunctionPropagation::chooseBackward() {
     }
     double bestCost = kInf;
     unsigned bestStrategy = 0;
-    const SlotCosts &results = resultCosts(i);
+    ResultCosts &results = resultCosts(i);
     for (unsigned s = 0; s < strategiesOf(i).size(); ++s) {
-      double c = estimate[i][s];
-      for (auto [r, slot] : llvm::enumerate(strategiesOf(i)[s].resultSlots))
-        c += results[r][slot];
+      // Costs are non-negative: a strategy whose estimate alone reaches the
+      // best cost cannot beat it, and its results need no plans.
+      if (estimate[i][s] >= bestCost)
+        continue;
+      double c = addResultCosts(i, s, results, estimate[i][s]);
       if (c < bestCost) {
         bestCost = c;
         bestStrategy = s;
@@ -1091,7 +1123,13 @@ unsigned FunctionPropagation::sweepChoice(unsigned i) {
   for (unsigned s = 0; s < strategiesOf(i).size(); ++s) {
     if (s == current)
       continue;
-    double c = localCost(i, s, parts),
+    // Costs are non-negative, so ownCost bounds localCost from below: past
+    // the best cost's rounding window the strategy cannot be better, and
+    // its results need no plans.
+    double own = ownCost(i, s, parts);
+    if (own > bestCost * (1 + 4e-9) + 2e-15)
+      continue;
+    double c = addResultCosts(i, s, *parts.results, own),
            operands = operandCost(i, s, operandSeconds);
     // Only a strict improvement moves, so sweeps end. At equal cost the
     // strategy that redistributes less of its own operands wins: the
