@@ -182,9 +182,9 @@ RedistributePlanner::encode(const std::vector<Placement> &placements) const {
   size_t node = 0;
   for (size_t m = meshShape.size(); m-- > 0;) {
     size_t index = 0;
-    while (options[index] != placements[m])
+    while (state.options[index] != placements[m])
       ++index;
-    node = node * options.size() + index;
+    node = node * state.options.size() + index;
   }
   return node;
 }
@@ -192,21 +192,21 @@ RedistributePlanner::encode(const std::vector<Placement> &placements) const {
 void RedistributePlanner::decodeInto(size_t node,
                                      std::vector<Placement> &placements) const {
   placements.resize(meshShape.size());
-  for (size_t m = 0; m < meshShape.size(); ++m, node /= options.size())
-    placements[m] = options[node % options.size()];
+  for (size_t m = 0; m < meshShape.size(); ++m, node /= state.options.size())
+    placements[m] = state.options[node % state.options.size()];
 }
 
 int64_t RedistributePlanner::computeBytes(size_t node) {
-  if (!keyed) {
+  if (!state.keyed) {
     decodeInto(node, scratch);
-    return bytes[node] =
+    return state.bytes[node] =
                paddedBytes(globalShape, elementBytes, meshShape, scratch);
   }
   uint64_t key = 0, scale = 1;
   size_t rest = node;
   for (size_t m = 0; m < meshShape.size();
-       ++m, rest /= options.size(), scale *= kKeyBase)
-    key += optionKeys[rest % options.size()] * scale;
+       ++m, rest /= state.options.size(), scale *= kKeyBase)
+    key += state.optionKeys[rest % state.options.size()] * scale;
   int64_t &known = key < paddedTable.size()
                        ? paddedTable[key]
                        : padded.try_emplace(key, -1).first->second;
@@ -214,11 +214,11 @@ int64_t RedistributePlanner::computeBytes(size_t node) {
     decodeInto(node, scratch);
     known = paddedBytes(globalShape, elementBytes, meshShape, scratch);
   }
-  return bytes[node] = known;
+  return state.bytes[node] = known;
 }
 
 std::pair<int64_t, double> RedistributePlanner::stepCost(size_t node) {
-  const Visit &visit = best[node];
+  const Visit &visit = state.best[node];
   return collectiveCost(visit.kind, groups[visit.meshDim],
                         std::max(bytesOf(visit.previous), bytesOf(node)));
 }
@@ -240,9 +240,26 @@ std::string RedistributePlanner::search(const std::vector<Placement> &from,
   // adds none) goes on where the last one stopped: Dijkstra settles nodes
   // in the same order whatever it stops at, so the result is the one a
   // fresh search finds.
-  // (`options` starts empty; a search's candidates never are.)
-  bool sameOptions = wanted == options;
-  bool resume = sameOptions && encode(from) == source;
+  // (A new state's candidates are empty; a search's never are.)
+  bool sameOptions = wanted == state.options;
+  if (!sameOptions && !state.options.empty()) {
+    // Park this search; take up the one over `wanted` if there is one, else
+    // start over in the slot of the longest parked.
+    auto over =
+        std::find_if(parked.begin(), parked.end(),
+                     [&](const SearchState &s) { return s.options == wanted; });
+    if (over != parked.end()) {
+      std::swap(state, *over);
+      sameOptions = true;
+    } else if (parked.size() < kParked) {
+      parked.push_back(std::move(state));
+      state = SearchState();
+    } else {
+      std::swap(state, parked[nextEvicted]);
+      nextEvicted = (nextEvicted + 1) % kParked;
+    }
+  }
+  bool resume = sameOptions && encode(from) == state.source;
   if (!sameOptions) {
     // A search keeps ~60 bytes per layout, and the queue numbers them in 32
     // bits: meshes of many dims with many candidates each (more than 2^22
@@ -255,84 +272,88 @@ std::string RedistributePlanner::search(const std::vector<Placement> &from,
       return "too many layouts to search (" + std::to_string(wanted.size()) +
              " placements on each of " + std::to_string(meshRank) +
              " mesh dims)";
-    options = std::move(wanted);
-    const size_t base = options.size();
+    state.options = std::move(wanted);
+    const size_t base = state.options.size();
     // The step kind between each pair of candidates, and each candidate's
     // index among the placements this planner has met, found once.
-    kinds.resize(base * base);
-    optionKeys.resize(base);
-    keyed = true;
+    state.kinds.resize(base * base);
+    state.optionKeys.resize(base);
+    state.keyed = true;
     for (size_t a = 0; a < base; ++a) {
-      optionKeys[a] = knownIndex(options[a]);
-      keyed = keyed && optionKeys[a] < kKeyBase;
+      state.optionKeys[a] = knownIndex(state.options[a]);
+      state.keyed = state.keyed && state.optionKeys[a] < kKeyBase;
       for (size_t b = 0; b < base; ++b)
-        kinds[a * base + b] = stepKind(options[a], options[b]);
+        state.kinds[a * base + b] =
+            stepKind(state.options[a], state.options[b]);
     }
     // Every layout has a slot: there are base^meshRank of them (a few dozen
     // for 2-D meshes). Their bytes hold while the candidates do.
     size_t nodes = 1;
     for (size_t m = 0; m < meshRank; ++m)
       nodes *= base;
-    bytes.assign(nodes, -1);
+    state.bytes.assign(nodes, -1);
     // shardedLater's answers by (mesh dim, the later mesh dims' digits,
     // candidate): they depend on nothing else.
-    blocked.clear();
-    blockedOffsets.clear();
+    state.blocked.clear();
+    state.blockedOffsets.clear();
     for (size_t m = 0, later = nodes; m < meshRank; ++m) {
-      blockedOffsets.push_back(blocked.size());
-      blocked.resize(blocked.size() + later, 0);
+      state.blockedOffsets.push_back(state.blocked.size());
+      state.blocked.resize(state.blocked.size() + later, 0);
       later /= base;
     }
   }
   if (!resume) {
-    best.assign(bytes.size(), Visit{kUnreached, 0, 0, Kind::LocalSlice, 0});
-    settled.assign(bytes.size(), false);
-    queue.clear();
-    source = encode(from);
-    best[source] = Visit{0, 0, source, Kind::LocalSlice, 0};
-    queue.push_back({0, source});
+    state.best.assign(state.bytes.size(),
+                      Visit{kUnreached, 0, 0, Kind::LocalSlice, 0});
+    state.settled.assign(state.bytes.size(), false);
+    state.queue.clear();
+    state.source = encode(from);
+    state.best[state.source] = Visit{0, 0, state.source, Kind::LocalSlice, 0};
+    state.queue.push_back({0, state.source});
   }
-  target = encode(to);
+  state.target = encode(to);
 
   // Dijkstra; the priority orders by cost, then steps, then node number, so
   // ties are broken the same way on every run. A visit keeps only how it
   // was reached; the steps are rebuilt along the cheapest path at the end.
-  const size_t base = options.size();
+  const size_t base = state.options.size();
   // An entry's second member holds the steps above the node number (both
   // fit 32 bits: at most kMaxLayouts nodes), so the pair orders as (cost,
   // steps, node).
   using Entry = std::pair<double, uint64_t>;
   std::greater<Entry> later;
-  while (!settled[target] && !queue.empty()) {
-    std::pop_heap(queue.begin(), queue.end(), later);
-    auto [seconds, stepsAndNode] = queue.back();
+  while (!state.settled[state.target] && !state.queue.empty()) {
+    std::pop_heap(state.queue.begin(), state.queue.end(), later);
+    auto [seconds, stepsAndNode] = state.queue.back();
     size_t steps = stepsAndNode >> 32, node = stepsAndNode & 0xffffffffu;
-    queue.pop_back();
-    if (settled[node])
+    state.queue.pop_back();
+    if (state.settled[node])
       continue; // a stale queue entry
-    settled[node] = true;
+    state.settled[node] = true;
     bool decoded = false;
     int64_t currentBytes = bytesOf(node);
     size_t stride = 1;
     for (size_t m = 0; m < meshRank; ++m, stride *= base) {
       size_t digit = node / stride % base;
-      char *row = &blocked[blockedOffsets[m] + node / (stride * base) * base];
+      char *row = &state.blocked[state.blockedOffsets[m] +
+                                 node / (stride * base) * base];
       auto isBlocked = [&](size_t b) {
         if (!row[b]) {
           if (!decoded)
             decodeInto(node, current);
           decoded = true;
-          row[b] = 1 + shardedLater(current, meshShape, m, options[b]);
+          row[b] = 1 + shardedLater(current, meshShape, m, state.options[b]);
         }
         return row[b] == 2;
       };
-      if (options[digit].isShardLike() && isBlocked(digit))
+      if (state.options[digit].isShardLike() && isBlocked(digit))
         continue;
       for (size_t b = 0; b < base; ++b) {
         // A settled node's cost is final: no step improves it (Dijkstra).
         size_t to = node - digit * stride + b * stride;
-        std::optional<Kind> kind = kinds[digit * base + b];
-        if (!kind || settled[to] || (options[b].isShardLike() && isBlocked(b)))
+        std::optional<Kind> kind = state.kinds[digit * base + b];
+        if (!kind || state.settled[to] ||
+            (state.options[b].isShardLike() && isBlocked(b)))
           continue;
         // Every candidate fits the tensor and the mesh (checked above for
         // the source and target, by construction for the others, which
@@ -341,16 +362,16 @@ std::string RedistributePlanner::search(const std::vector<Placement> &from,
                                             std::max(currentBytes, bytesOf(to)))
                                  .second;
         double total = seconds + stepSeconds;
-        if (std::make_tuple(best[to].seconds, best[to].steps) <=
+        if (std::make_tuple(state.best[to].seconds, state.best[to].steps) <=
             std::make_tuple(total, steps + 1))
           continue;
-        best[to] = Visit{total, steps + 1, node, *kind, m};
-        queue.push_back({total, uint64_t{steps + 1} << 32 | to});
-        std::push_heap(queue.begin(), queue.end(), later);
+        state.best[to] = Visit{total, steps + 1, node, *kind, m};
+        state.queue.push_back({total, uint64_t{steps + 1} << 32 | to});
+        std::push_heap(state.queue.begin(), state.queue.end(), later);
       }
     }
   }
-  if (best[target].seconds == kUnreached)
+  if (state.best[state.target].seconds == kUnreached)
     return "no sequence of steps turns " + placementsStr(from) + " into " +
            placementsStr(to);
   return "";
@@ -362,8 +383,8 @@ RedistributePlan RedistributePlanner::plan(const std::vector<Placement> &from,
   plan.error = search(from, to);
   if (!plan.error.empty())
     return plan;
-  for (size_t node = target; node != source;) {
-    const Visit &visit = best[node];
+  for (size_t node = state.target; node != state.source;) {
+    const Visit &visit = state.best[node];
     RedistributeStep step{
         visit.kind, static_cast<int64_t>(visit.meshDim), {}, {}};
     decodeInto(visit.previous, step.before);
@@ -372,7 +393,7 @@ RedistributePlan RedistributePlanner::plan(const std::vector<Placement> &from,
     plan.steps.insert(plan.steps.begin(), step);
     node = visit.previous;
   }
-  plan.seconds = best[target].seconds;
+  plan.seconds = state.best[state.target].seconds;
   return plan;
 }
 
@@ -397,8 +418,9 @@ RedistributePlanner::summarize(const std::vector<Placement> &from,
       reach[m] = Placement::replicate();
   if (!search(from, reach).empty())
     return summary;
-  summary.seconds = best[target].seconds;
-  for (size_t node = target; node != source; node = best[node].previous) {
+  summary.seconds = state.best[state.target].seconds;
+  for (size_t node = state.target; node != state.source;
+       node = state.best[node].previous) {
     int64_t sent = stepCost(node).first;
     summary.bytesPerRank += sent;
     summary.collectives += sent > 0;

@@ -175,12 +175,11 @@ private:
   std::vector<int64_t> paddedTable;
   std::unordered_map<uint64_t, int64_t> padded;
 
-  /// The last search: its candidates, the step kind between each pair of
-  /// them, their indices in `known`, and per node (a layout numbered by
-  /// its candidates' indices, mesh dim 0 least significant) how it was
-  /// reached, whether its cost is final and its padded bytes (-1: not yet
-  /// known). A search from the same source over the same candidates
-  /// resumes it.
+  /// A search: its candidates, the step kind between each pair of them,
+  /// their indices in `known`, and per node (a layout numbered by its
+  /// candidates' indices, mesh dim 0 least significant) how it was reached,
+  /// whether its cost is final and its padded bytes (-1: not yet known). A
+  /// search from the same source over the same candidates resumes it.
   struct Visit {
     double seconds;
     size_t steps;
@@ -188,19 +187,29 @@ private:
     RedistributeStep::Kind kind;
     size_t meshDim;
   };
-  std::vector<Placement> options;
-  std::vector<std::optional<RedistributeStep::Kind>> kinds;
-  std::vector<uint64_t> optionKeys;
-  bool keyed = true;
-  size_t source = 0, target = 0;
-  std::vector<Visit> best;
-  std::vector<char> settled;
-  std::vector<int64_t> bytes;
-  /// Per mesh dim m (from blockedOffsets[m]), the later mesh dims' digits
-  /// and a candidate: 0 unknown, 1 free, 2 blocked (shardedLater).
-  std::vector<char> blocked;
-  std::vector<size_t> blockedOffsets;
-  std::vector<std::pair<double, uint64_t>> queue;
+  struct SearchState {
+    std::vector<Placement> options;
+    std::vector<std::optional<RedistributeStep::Kind>> kinds;
+    std::vector<uint64_t> optionKeys;
+    bool keyed = true;
+    size_t source = 0, target = 0;
+    std::vector<Visit> best;
+    std::vector<char> settled;
+    std::vector<int64_t> bytes;
+    /// Per mesh dim m (from blockedOffsets[m]), the later mesh dims' digits
+    /// and a candidate: 0 unknown, 1 free, 2 blocked (shardedLater).
+    std::vector<char> blocked;
+    std::vector<size_t> blockedOffsets;
+    std::vector<std::pair<double, uint64_t>> queue;
+  };
+  /// The last search, and up to kParked earlier ones over other candidate
+  /// sets: one source's targets alternate between a few sets (a target's
+  /// own StridedShard or Partial adds a candidate), and each set's search
+  /// is resumed instead of started again.
+  SearchState state;
+  std::vector<SearchState> parked;
+  size_t nextEvicted = 0;
+  static constexpr size_t kParked = 8;
   std::vector<Placement> current, scratch, scratchTarget;
 
   /// Runs the search from `from` to `to`; the reason no plan exists, or
@@ -214,7 +223,7 @@ private:
   /// The padded local bytes of a node of the last search (computed on
   /// first use by computeBytes; the search's inner loop reads them).
   int64_t bytesOf(size_t node) {
-    return bytes[node] >= 0 ? bytes[node] : computeBytes(node);
+    return state.bytes[node] >= 0 ? state.bytes[node] : computeBytes(node);
   }
   int64_t computeBytes(size_t node);
   /// collectiveCost of the step that reached `node` in the last search.
