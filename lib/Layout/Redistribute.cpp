@@ -116,12 +116,11 @@ int64_t paddedBytes(const std::vector<int64_t> &shape, int64_t elementBytes,
   return bytes;
 }
 
-/// The placements a mesh dim may take on the way: Replicate, the source's
-/// and target's placements, and a Shard of every tensor dim.
-std::vector<Placement> candidates(size_t rank,
-                                  const std::vector<Placement> &from,
-                                  const std::vector<Placement> &to) {
-  std::vector<Placement> out = {Placement::replicate()};
+/// The placements a mesh dim may take on the way, into `out`: Replicate,
+/// the source's and target's placements, and a Shard of every tensor dim.
+void candidates(size_t rank, const std::vector<Placement> &from,
+                const std::vector<Placement> &to, std::vector<Placement> &out) {
+  out.assign(1, Placement::replicate());
   for (size_t d = 0; d < rank; ++d)
     out.push_back(Placement::shard(static_cast<int64_t>(d)));
   auto add = [&](const Placement &p) {
@@ -134,7 +133,6 @@ std::vector<Placement> candidates(size_t rank,
     add(p);
   for (const Placement &p : to)
     add(p);
-  return out;
 }
 
 } // namespace
@@ -167,6 +165,16 @@ RedistributePlanner::RedistributePlanner(std::vector<int64_t> globalShape,
       keys *= kKeyBase;
     paddedTable.assign(keys, -1);
   }
+}
+
+std::string RedistributePlanner::fits(const std::vector<Placement> &layout) {
+  if (!fitError)
+    fitError = validate(
+        globalShape, meshShape,
+        std::vector<Placement>(meshShape.size(), Placement::replicate()));
+  return !fitError->empty()
+             ? *fitError
+             : validatePlacements(globalShape.size(), meshShape.size(), layout);
 }
 
 uint64_t RedistributePlanner::knownIndex(const Placement &p) {
@@ -227,7 +235,7 @@ std::string RedistributePlanner::search(const std::vector<Placement> &from,
                                         const std::vector<Placement> &to) {
   constexpr double kUnreached = std::numeric_limits<double>::infinity();
   for (const auto *layout : {&from, &to}) {
-    std::string why = validate(globalShape, meshShape, *layout);
+    std::string why = fits(*layout);
     if (!why.empty())
       return (layout == &from ? "source layout: " : "target layout: ") + why;
   }
@@ -235,7 +243,8 @@ std::string RedistributePlanner::search(const std::vector<Placement> &from,
   if (cost.latency.size() != meshRank || cost.bandwidth.size() != meshRank)
     return "the cost model has " + std::to_string(cost.latency.size()) +
            " mesh dims, the mesh " + std::to_string(meshRank);
-  std::vector<Placement> wanted = candidates(globalShape.size(), from, to);
+  std::vector<Placement> &wanted = scratchOptions;
+  candidates(globalShape.size(), from, to, wanted);
   // A search from the same source over the same candidates (a target that
   // adds none) goes on where the last one stopped: Dijkstra settles nodes
   // in the same order whatever it stops at, so the result is the one a
@@ -272,7 +281,7 @@ std::string RedistributePlanner::search(const std::vector<Placement> &from,
       return "too many layouts to search (" + std::to_string(wanted.size()) +
              " placements on each of " + std::to_string(meshRank) +
              " mesh dims)";
-    state.options = std::move(wanted);
+    state.options = wanted;
     const size_t base = state.options.size();
     // The step kind between each pair of candidates, and each candidate's
     // index among the placements this planner has met, found once.
@@ -409,7 +418,7 @@ RedistributePlanner::summarize(const std::vector<Placement> &from,
   // plan costs what the plan to Replicate there costs, plus free local
   // steps, and the search to that layout shares its candidates (and its
   // resumed search) with the other targets of the same source.
-  if (!validate(globalShape, meshShape, to).empty())
+  if (!fits(to).empty())
     return summary;
   std::vector<Placement> &reach = scratchTarget;
   reach = to;

@@ -210,7 +210,12 @@ private:
   std::vector<SearchState> parked;
   size_t nextEvicted = 0;
   static constexpr size_t kParked = 8;
-  std::vector<Placement> current, scratch, scratchTarget;
+  std::vector<Placement> current, scratch, scratchTarget, scratchOptions;
+  /// validate()'s reason for the shape and mesh alone (found once).
+  std::optional<std::string> fitError;
+  /// validate(globalShape, meshShape, layout): the shape and mesh checked
+  /// once per planner, the placements each time.
+  std::string fits(const std::vector<Placement> &layout);
 
   /// Runs the search from `from` to `to`; the reason no plan exists, or
   /// empty.
