@@ -1370,10 +1370,15 @@ LogicalResult FunctionPropagation::run() {
                                    layout::Placement::Kind::Replicate;
   }
   bool anyReplicated = batchArgs && llvm::is_contained(replicatedDims, true);
+  // DTensor's own choice, when the search starts from it: forcing its
+  // forward changes none of its inputs, so the start that follows shards
+  // below is this choice again.
+  std::optional<std::vector<unsigned>> dtensorChoice;
   if (search != "cost") {
     chooseGreedy(/*followShards=*/true, /*keepReplicated=*/false);
     if (search == "greedy")
       return success();
+    dtensorChoice = choice;
     // greedy-forward: the forward keeps DTensor's choice.
     for (unsigned i = 0; i < ops.size(); ++i)
       if (forced[i] < 0 && getPhase(ops[i]) == "forward")
@@ -1394,7 +1399,10 @@ LogicalResult FunctionPropagation::run() {
         std::pair(true, true)}) {
     if (keepReplicated && !anyReplicated)
       break;
-    chooseGreedy(followShards, keepReplicated);
+    if (followShards && !keepReplicated && dtensorChoice)
+      choice = *dtensorChoice;
+    else
+      chooseGreedy(followShards, keepReplicated);
     double c = totalCost();
     if (c < bestCost) {
       bestCost = c;
