@@ -27,6 +27,8 @@ using namespace mlir;
 using namespace spmd;
 
 namespace {
+/// Bound on the ops one chain move changes.
+constexpr unsigned kChainDepth = 6;
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
@@ -183,8 +185,14 @@ private:
   /// ops grows best-first (at most kChainDepth ops, contractions never)
   /// across the redistributions at its edge, and is kept, returning true,
   /// once it lowers the objective with fewer collectives moving no more
-  /// bytes. Otherwise the choices are restored.
-  bool tryChain(unsigned i, unsigned result, unsigned want);
+  /// bytes; `moved` then lists the ops it re-placed, in the order their
+  /// changes are stamped, with their strategies before and after.
+  /// Otherwise the choices are restored.
+  struct Moved {
+    unsigned op, before, after;
+  };
+  bool tryChain(unsigned i, unsigned result, unsigned want,
+                SmallVectorImpl<Moved> &moved);
   /// A chain move that kept no region, as a template for alike moves: the
   /// ops it read (members; the first is the op it started from), each
   /// after the first reached from an earlier member along one of its
@@ -206,6 +214,9 @@ private:
     /// The reads in the order the move made them, as member numbers.
     SmallVector<unsigned, 16> readOrder;
     SmallVector<uint64_t, 64> facts;
+    /// A kept move's re-placed ops (positions in the reads, in the order
+    /// their changes are stamped) and strategies; empty for a failed move.
+    SmallVector<std::pair<unsigned, unsigned>, kChainDepth> kept;
   };
   /// Appends the facts of `members` (op indices) that a chain move over
   /// them may read (chainFacts' tokens: each member's alike entry, choice
@@ -215,12 +226,13 @@ private:
   /// outside them uses the value, when the move read none of its uses).
   void chainFacts(ArrayRef<unsigned> members,
                   SmallVectorImpl<uint64_t> &facts) const;
-  /// The template of a failed move from op i that read `read`, if each op
-  /// it read is reached from i through the ops it read.
+  /// The template of a move from op i that read `read`, if each op it read
+  /// is reached from i through the ops it read (the facts as they were
+  /// before the move).
   std::optional<ChainTemplate> recordChain(unsigned i,
                                            ArrayRef<unsigned> read) const;
-  /// The reads a failed move from an alike op predicts for the move from
-  /// op i (`t` matched from op i), if it matches.
+  /// The reads a move from an alike op predicts for the move from op i
+  /// (`t` matched from op i), if it matches.
   std::optional<SmallVector<unsigned, 16>> matchChain(const ChainTemplate &t,
                                                       unsigned i) const;
 
@@ -785,10 +797,8 @@ static bool isContraction(Operation *op) {
              aten::EmbeddingOp, aten::EmbeddingDenseBackwardOp>(op);
 }
 
-/// Bound on the ops one chain move changes.
-static constexpr unsigned kChainDepth = 6;
-
-bool FunctionPropagation::tryChain(unsigned i, unsigned result, unsigned want) {
+bool FunctionPropagation::tryChain(unsigned i, unsigned result, unsigned want,
+                                   SmallVectorImpl<Moved> &moved) {
   SmallVector<unsigned, kChainDepth> region, saved;
   auto restore = [&]() {
     for (auto [k, s] : llvm::zip(region, saved))
@@ -860,9 +870,12 @@ bool FunctionPropagation::tryChain(unsigned i, unsigned result, unsigned want) {
           continue;
         auto [seconds, kept] = evaluate(m.op, s);
         if (kept) {
-          choice[m.op] = s;
-          for (unsigned k : region)
+          for (auto [k, before] : llvm::zip(region, saved)) {
+            moved.push_back({k, before, choice[k]});
             noteChange(k);
+          }
+          moved.push_back({m.op, choice[m.op], s});
+          choice[m.op] = s;
           noteChange(m.op);
           return true;
         }
@@ -907,7 +920,7 @@ bool FunctionPropagation::tryChain(unsigned i, unsigned result, unsigned want) {
 }
 
 /// Templates kept per (alike op, result, wanted layout).
-static constexpr size_t kChainTemplates = 4;
+static constexpr size_t kChainTemplates = 8;
 
 namespace {
 /// chainFacts' tokens.
@@ -1083,20 +1096,48 @@ bool FunctionPropagation::sweepChains() {
         SmallVector<ChainTemplate, 1> &templates =
             chainTemplates[std::make_tuple(alikeOf[i], r, want)];
         std::optional<SmallVector<unsigned, 16>> matched;
+        const ChainTemplate *match = nullptr;
         for (const ChainTemplate &t : templates)
-          if ((matched = matchChain(t, i)))
+          if ((matched = matchChain(t, i))) {
+            match = &t;
             break;
+          }
+        if (matched && !match->kept.empty()) {
+          // The alike move was kept: this one re-places the same ops alike.
+          for (auto [position, strategy] : match->kept) {
+            choice[(*matched)[position]] = strategy;
+            noteChange((*matched)[position]);
+          }
+          changed = true;
+          break;
+        }
         if (matched) {
           failedChains[key] = {
               version, std::vector<unsigned>(matched->begin(), matched->end())};
           continue;
         }
         SmallVector<unsigned, 16> read;
+        SmallVector<Moved, kChainDepth> moved;
         reads = &read;
         ++readEpoch;
-        bool kept = tryChain(i, r, want);
+        bool kept = tryChain(i, r, want, moved);
         reads = nullptr;
         if (kept) {
+          if (templates.size() < kChainTemplates) {
+            // The template holds the facts the move read, from before it.
+            for (const Moved &m : moved)
+              choice[m.op] = m.before;
+            std::optional<ChainTemplate> t = recordChain(i, read);
+            for (const Moved &m : moved)
+              choice[m.op] = m.after;
+            if (t) {
+              for (const Moved &m : moved)
+                t->kept.push_back({static_cast<unsigned>(
+                                       llvm::find(read, m.op) - read.begin()),
+                                   m.after});
+              templates.push_back(std::move(*t));
+            }
+          }
           changed = true;
           break;
         }
