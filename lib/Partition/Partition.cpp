@@ -13,6 +13,7 @@
 #include "llvm/ADT/StringMap.h"
 
 #include <cmath>
+#include <deque>
 #include <limits>
 #include <map>
 
@@ -158,12 +159,26 @@ private:
   std::vector<int64_t> strides;
   int64_t numRanks;
   layout::MeshCostModel cost;
-  DenseMap<Value, Placements> layouts;
+  /// Each distinct layout once (its address names it), and the layouts
+  /// read from attributes, by attribute.
+  std::deque<Placements> interned;
+  llvm::StringMap<const Placements *> internedByKey;
+  DenseMap<Attribute, const Placements *> internedByAttr;
+  const Placements &intern(const Placements &p);
+  const Placements &intern(LayoutAttr attr);
+  /// The global layout of each value (`none` for values without one).
+  DenseMap<Value, const Placements *> layouts;
+  const Placements none;
+  const Placements &layoutOf(Value v) const {
+    const Placements *p = layouts.lookup(v);
+    return p ? *p : none;
+  }
   DenseMap<Value, RankedTensorType> globals;
   /// Global layout and type of each aten op's operands, read before any
   /// rewrite (a redistribution's local value may be its input itself, so
   /// the operands cannot be looked up in `layouts` later).
-  DenseMap<Operation *, SmallVector<std::pair<Placements, RankedTensorType>>>
+  DenseMap<Operation *,
+           SmallVector<std::pair<const Placements *, RankedTensorType>, 4>>
       operandLayouts;
   /// positions() by what decides them.
   mutable llvm::StringMap<std::vector<layout::Interval>> positionsMemo;
@@ -178,6 +193,22 @@ private:
   DenseMap<std::tuple<Type, Attribute, Attribute>, layout::RedistributePlan>
       plans;
 };
+
+const Placements &Partitioner::intern(const Placements &p) {
+  SmallString<128> key;
+  appendLayoutKey(Type(), p, key);
+  const Placements *&known = internedByKey[key];
+  if (!known)
+    known = &interned.emplace_back(p);
+  return *known;
+}
+
+const Placements &Partitioner::intern(LayoutAttr attr) {
+  const Placements *&known = internedByAttr[attr];
+  if (!known)
+    known = &intern(attr.getLayoutPlacements());
+  return *known;
+}
 
 RankedTensorType Partitioner::localType(RankedTensorType global,
                                         const Placements &p) {
@@ -548,9 +579,9 @@ void Partitioner::maskReducedOperands(Operation *op) {
   };
   SmallVector<const Placements *> partialResults;
   for (Value r : op->getResults()) {
-    auto it = layouts.find(r);
-    if (it != layouts.end() && llvm::any_of(it->second, isPartial))
-      partialResults.push_back(&it->second);
+    const Placements &p = layoutOf(r);
+    if (llvm::any_of(p, isPartial))
+      partialResults.push_back(&p);
   }
   auto operands = operandLayouts.find(op);
   if (partialResults.empty() || operands == operandLayouts.end())
@@ -559,7 +590,8 @@ void Partitioner::maskReducedOperands(Operation *op) {
   OpBuilder b(op, &provenance);
   for (auto [operand, info] :
        llvm::zip(op->getOpOperands(), operands->second)) {
-    const auto &[p, type] = info;
+    const Placements &p = *info.first;
+    RankedTensorType type = info.second;
     // A vocabulary-sharded lookup reads only the rows it holds.
     if (isa<aten::EmbeddingOp>(op) && operand.getOperandNumber() == 0)
       continue;
@@ -616,7 +648,7 @@ void Partitioner::maskReducedOperands(Operation *op) {
 }
 
 void Partitioner::expandMeanNllLoss(aten::NllLossForwardOp op) {
-  const Placements &out = layouts.lookup(op.getOutput());
+  const Placements &out = layoutOf(op.getOutput());
   SmallVector<int64_t> meshDims;
   for (size_t m = 0; m < out.size(); ++m)
     if (out[m].kind == Placement::Kind::Partial)
@@ -686,7 +718,7 @@ static SmallVector<Radix> refine(ArrayRef<layout::Interval> runs,
 
 LogicalResult Partitioner::setRandomOffsets(Operation *op) {
   Value result = op->getResult(0);
-  const Placements &p = layouts.lookup(result);
+  const Placements &p = layoutOf(result);
   RankedTensorType global = globals.lookup(result);
   if (llvm::all_of(p, [](const Placement &x) { return !x.isShardLike(); }))
     return success();
@@ -783,25 +815,25 @@ LogicalResult Partitioner::rewriteOp(Operation *op) {
   op->removeAttr(layoutsName);
   maskReducedOperands(op);
   if (isa<aten::EmbeddingOp>(op)) {
-    auto [p, type] = operandLayouts.lookup(op)[0];
-    if (failed(setShardRows(op, p, type, 0, "spmd.vocab_rows")))
+    auto [p, type] = operandLayouts.find(op)->second[0];
+    if (failed(setShardRows(op, *p, type, 0, "spmd.vocab_rows")))
       return failure();
   }
   if (isa<aten::EmbeddingDenseBackwardOp>(op) &&
-      failed(setShardRows(op, layouts[op->getResult(0)],
+      failed(setShardRows(op, layoutOf(op->getResult(0)),
                           globals[op->getResult(0)], 0, "spmd.vocab_rows")))
     return failure();
   // Classes sharded over ranks (loss_parallel: a vocabulary-sharded head's
   // logits): each rank takes the targets it holds.
   if (isa<aten::NllLossForwardOp, aten::NllLossBackwardOp>(op)) {
-    auto [p, type] =
-        operandLayouts.lookup(op)[isa<aten::NllLossForwardOp>(op) ? 0 : 1];
+    auto [p, type] = operandLayouts.find(op)
+                         ->second[isa<aten::NllLossForwardOp>(op) ? 0 : 1];
     if (failed(
-            setShardRows(op, p, type, type.getRank() - 1, "spmd.class_rows")))
+            setShardRows(op, *p, type, type.getRank() - 1, "spmd.class_rows")))
       return failure();
   }
   for (Value v : op->getResults())
-    v.setType(localType(globals[v], layouts[v]));
+    v.setType(localType(globals[v], layoutOf(v)));
   if (op->hasTrait<aten::OpTrait::Random>() && failed(setRandomOffsets(op)))
     return failure();
   Builder b(op->getContext());
@@ -836,7 +868,7 @@ LogicalResult Partitioner::rewriteOp(Operation *op) {
   auto localGroups = [&](int64_t groups, unsigned input) -> int64_t {
     if (groups == 1) // ungrouped: channels contract instead
       return 1;
-    auto global = operandLayouts.lookup(op)[input].second;
+    auto global = operandLayouts.find(op)->second[input].second;
     auto local = cast<RankedTensorType>(op->getOperand(input).getType());
     return groups * local.getDimSize(1) / global.getDimSize(1);
   };
@@ -862,9 +894,9 @@ LogicalResult Partitioner::run(func::FuncOp fn) {
     if (!type)
       continue;
     layouts[arg] =
-        placementsOf(fn.getArgAttrDict(arg.getArgNumber()), meshRank);
+        &intern(placementsOf(fn.getArgAttrDict(arg.getArgNumber()), meshRank));
     globals[arg] = type;
-    arg.setType(localType(type, layouts[arg]));
+    arg.setType(localType(type, layoutOf(arg)));
   }
   SmallVector<Operation *> ops;
   fn.walk([&](Operation *op) {
@@ -873,9 +905,9 @@ LogicalResult Partitioner::run(func::FuncOp fn) {
   });
   // The global layout and type of every value, before any type changes.
   for (Operation *op : ops) {
-    SmallVector<Placements> results;
+    SmallVector<const Placements *, 2> results;
     if (auto fixed = getFixedLayoutChange(op)) {
-      results.push_back(fixed->second.getLayoutPlacements());
+      results.push_back(&intern(fixed->second));
     } else if (isa<aten::AtenDialect>(op->getDialect()) ||
                isa<ShardingConstraintOp>(op)) {
       auto attr = op->getAttrOfType<ArrayAttr>(layoutsName);
@@ -887,10 +919,10 @@ LogicalResult Partitioner::run(func::FuncOp fn) {
         if (!layout)
           return op->emitOpError(
               "spmd.layouts must hold #spmd.layout attributes");
-        results.push_back(layout.getLayoutPlacements());
+        results.push_back(&intern(layout));
       }
     } else {
-      results.assign(op->getNumResults(), replicated(meshRank));
+      results.assign(op->getNumResults(), &intern(replicated(meshRank)));
     }
     for (auto [v, p] : llvm::zip(op->getResults(), results)) {
       if (auto type = dyn_cast<RankedTensorType>(v.getType())) {
@@ -900,7 +932,7 @@ LogicalResult Partitioner::run(func::FuncOp fn) {
     }
     if (isa<aten::AtenDialect>(op->getDialect()))
       for (Value v : op->getOperands())
-        operandLayouts[op].push_back({layouts.lookup(v), globals.lookup(v)});
+        operandLayouts[op].push_back({&layoutOf(v), globals.lookup(v)});
   }
   for (Operation *op : ops) {
     if (auto c = dyn_cast<ShardingConstraintOp>(op)) {
