@@ -1562,11 +1562,18 @@ LogicalResult FunctionPropagation::materialize(FlatSymbolRefAttr mesh) {
   }
   auto layoutsName = StringAttr::get(ctx, "spmd.layouts");
   auto strategyName = StringAttr::get(ctx, "spmd.strategy");
+  // Each chosen strategy's result layouts, built once.
+  DenseMap<const StrategyIds *, ArrayAttr> resultsAttr;
   for (auto [i, op] : llvm::enumerate(ops)) {
-    SmallVector<Attribute> layouts;
-    for (unsigned id : strategiesOf(i)[choice[i]].results)
-      layouts.push_back(layoutAttr(id));
-    op->setAttr(layoutsName, ArrayAttr::get(ctx, layouts));
+    const StrategyIds &chosen = strategiesOf(i)[choice[i]];
+    ArrayAttr &layouts = resultsAttr[&chosen];
+    if (!layouts) {
+      SmallVector<Attribute> attrs;
+      for (unsigned id : chosen.results)
+        attrs.push_back(layoutAttr(id));
+      layouts = ArrayAttr::get(ctx, attrs);
+    }
+    op->setAttr(layoutsName, layouts);
     if (op->hasAttr(strategyName))
       op->removeAttr(strategyName);
   }

@@ -5,6 +5,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 #include <set>
@@ -459,14 +460,18 @@ void spmd::copyProvenance(Operation *from, Operation *to) {
 }
 
 LogicalResult spmd::verifyPartitionable(ModuleOp module, StringRef pass) {
+  // Each type is checked once (a step has a few dozen distinct ones).
+  DenseSet<Type> fits;
   auto tooLarge = [&](Type type, auto emit) -> LogicalResult {
     auto tensor = dyn_cast<RankedTensorType>(type);
-    if (!tensor)
+    if (!tensor || fits.contains(type))
       return success();
     std::string why = layout::checkTensorShape(std::vector<int64_t>(
         tensor.getShape().begin(), tensor.getShape().end()));
-    if (why.empty())
+    if (why.empty()) {
+      fits.insert(type);
       return success();
+    }
     return emit() << pass << ": " << type << " is too large: " << why;
   };
   for (auto fn : module.getOps<FunctionOpInterface>()) {
