@@ -1253,10 +1253,14 @@ LogicalResult FunctionPropagation::run() {
   DenseMap<Value, SmallVector<SplitFactor, 2>> reaching;
   auto incoming = [&](Operation *op) {
     SmallVector<SplitFactor> factors = argFactors;
-    for (Value v : op->getOperands())
-      for (const SplitFactor &f : reaching.lookup(v))
+    for (Value v : op->getOperands()) {
+      auto it = reaching.find(v);
+      if (it == reaching.end())
+        continue;
+      for (const SplitFactor &f : it->second)
         if (!llvm::is_contained(factors, f))
           factors.push_back(f);
+    }
     return factors;
   };
   // The split factors of the StridedShards of `layouts` (addSplitFactor),
