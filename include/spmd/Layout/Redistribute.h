@@ -135,9 +135,11 @@ RedistributePlan planRedistribute(const std::vector<int64_t> &globalShape,
                                   const MeshCostModel &cost);
 
 /// planRedistribute for many (from, to) pairs of one tensor on one mesh:
-/// each layout's padded bytes are computed once across the plans, and the
-/// search's buffers are reused (propagation asks for thousands of pairs per
-/// tensor type). Each plan() equals planRedistribute's, bit for bit.
+/// each layout's padded bytes are computed once across the plans, and a
+/// search is resumed by the next pair from the same source over the same
+/// candidates, also after searches over other candidates (propagation asks
+/// for thousands of pairs per tensor type). Each plan() equals
+/// planRedistribute's, bit for bit.
 class RedistributePlanner {
 public:
   RedistributePlanner(std::vector<int64_t> globalShape, int64_t elementBytes,
@@ -175,11 +177,8 @@ private:
   std::vector<int64_t> paddedTable;
   std::unordered_map<uint64_t, int64_t> padded;
 
-  /// A search: its candidates, the step kind between each pair of them,
-  /// their indices in `known`, and per node (a layout numbered by its
-  /// candidates' indices, mesh dim 0 least significant) how it was reached,
-  /// whether its cost is final and its padded bytes (-1: not yet known). A
-  /// search from the same source over the same candidates resumes it.
+  /// How a search reached a node: its cost and steps, the node before it
+  /// and the step from there.
   struct Visit {
     double seconds;
     size_t steps;
@@ -187,6 +186,11 @@ private:
     RedistributeStep::Kind kind;
     size_t meshDim;
   };
+  /// A search: its candidates, the step kind between each pair of them,
+  /// their indices in `known`, and per node (a layout numbered by its
+  /// candidates' indices, mesh dim 0 least significant) how it was reached,
+  /// whether its cost is final and its padded bytes (-1: not yet known). A
+  /// search from the same source over the same candidates resumes it.
   struct SearchState {
     std::vector<Placement> options;
     std::vector<std::optional<RedistributeStep::Kind>> kinds;
