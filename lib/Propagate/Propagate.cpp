@@ -129,6 +129,26 @@ private:
   /// of the sums), that the uses of `v` outside `skip` need.
   void appendUseLayouts(Value v, Operation *skip,
                         SmallVectorImpl<unsigned> &out) const;
+  /// Appends the distinct layouts that the uses of `v` outside `skip` need,
+  /// in use order, to `out`, which holds none of them.
+  void appendNeeds(Value v, Operation *skip,
+                   SmallVectorImpl<unsigned> &out) const;
+  /// What a value with many uses needs, by distinct layout in use order:
+  /// the positions (in its use list) of the uses that need it. A sweep asks
+  /// it of every user of such a value (the optimizer's step and learning
+  /// rate, read by each parameter's update), which would make a sweep
+  /// quadratic in the parameters; the uses' needs change only when a
+  /// user's choice does (noteChange drops the entry).
+  struct Needs {
+    SmallVector<unsigned, 2> layouts;
+    SmallVector<SmallVector<unsigned, 8>, 2> positions;
+    DenseMap<OpOperand *, unsigned> positionOf;
+  };
+  static constexpr size_t kManyUses = 32;
+  /// Kept while the sweeps run (choices change only through noteChange
+  /// there) and no chain move records what it reads.
+  mutable DenseMap<Value, Needs> needsOf;
+  bool keepNeeds = false;
   /// What sweep() weighs of op i's neighbourhood, beside its current
   /// choice: each operand's layout and its other uses' layouts, and its
   /// results' uses' layouts (appendUseLayouts).
@@ -309,7 +329,11 @@ private:
       reads->push_back(i);
     }
   }
-  void noteChange(unsigned i) { changedAt[i] = ++version; }
+  void noteChange(unsigned i) {
+    changedAt[i] = ++version;
+    for (Value v : ops[i]->getOperands())
+      needsOf.erase(v);
+  }
   /// sweep()'s choice by alikeKey of (current choice, neighbourhood): the
   /// same op in every layer meets the same neighbourhood and is weighed
   /// once.
@@ -364,9 +388,17 @@ double FunctionPropagation::valueCost(Value v, unsigned from, Operation *skip,
                                       ArrayRef<unsigned> extra) {
   auto type = cast<RankedTensorType>(v.getType());
   SmallVector<unsigned, 8> targets(extra.begin(), extra.end());
-  for (const UseRef &use : usesOf(v))
-    if (use.use->getOwner() != skip)
-      targets.push_back(required(use));
+  if (usesOf(v).size() >= kManyUses) {
+    // `extra`, then the uses' distinct needs: the sum below weighs each
+    // distinct target once, in this order.
+    SmallVector<unsigned, 8> needs;
+    appendNeeds(v, skip, needs);
+    targets.append(needs.begin(), needs.end());
+  } else {
+    for (const UseRef &use : usesOf(v))
+      if (use.use->getOwner() != skip)
+        targets.push_back(required(use));
+  }
   double total = 0;
   for (size_t t = 0; t < targets.size(); ++t) {
     bool seen = false;
@@ -391,14 +423,11 @@ FunctionPropagation::localCosts(unsigned i, const SlotCosts &operandSeconds) {
     // order), each weighed once.
     unsigned from = layoutOf(v);
     auto type = cast<RankedTensorType>(v.getType());
+    SmallVector<unsigned, 8> needs;
+    appendNeeds(v, op, needs);
     SmallVector<std::pair<unsigned, double>, 8> others;
-    for (const UseRef &use : usesOf(v)) {
-      if (use.use->getOwner() == op)
-        continue;
-      unsigned to = required(use);
-      if (llvm::none_of(others, [&](auto &o) { return o.first == to; }))
-        others.push_back({to, cost.redistribute(type, from, to)});
-    }
+    for (unsigned to : needs)
+      others.push_back({to, cost.redistribute(type, from, to)});
     for (auto [slot, need] : llvm::enumerate(alikeOf[i]->operandLayouts[k])) {
       double total = 0;
       total += operandSeconds[k][slot];
@@ -484,17 +513,58 @@ StringRef FunctionPropagation::alikeKey(unsigned i, ArrayRef<unsigned> layouts,
   return StringRef(buffer.data(), buffer.size());
 }
 
+void FunctionPropagation::appendNeeds(Value v, Operation *skip,
+                                      SmallVectorImpl<unsigned> &out) const {
+  size_t start = out.size();
+  ArrayRef<UseRef> uses = usesOf(v);
+  if (!keepNeeds || reads || uses.size() < kManyUses) {
+    for (const UseRef &use : uses) {
+      if (use.use->getOwner() == skip)
+        continue;
+      unsigned to = required(use);
+      if (!llvm::is_contained(ArrayRef(out).drop_front(start), to))
+        out.push_back(to);
+    }
+    return;
+  }
+  auto [entry, fresh] = needsOf.try_emplace(v);
+  Needs &needs = entry->second;
+  if (fresh)
+    for (auto [position, use] : llvm::enumerate(uses)) {
+      unsigned to = required(use);
+      auto it = llvm::find(needs.layouts, to);
+      if (it == needs.layouts.end()) {
+        needs.layouts.push_back(to);
+        needs.positions.emplace_back();
+        it = std::prev(needs.layouts.end());
+      }
+      needs.positions[it - needs.layouts.begin()].push_back(position);
+      needs.positionOf[use.use] = position;
+    }
+  // The positions of skip's own uses of v; each layout then counts from
+  // its first use outside them, and the layouts come in that order.
+  SmallVector<unsigned, 2> skipped;
+  if (skip)
+    for (OpOperand &operand : skip->getOpOperands())
+      if (operand.get() == v)
+        skipped.push_back(needs.positionOf.lookup(&operand));
+  SmallVector<std::pair<unsigned, unsigned>, 4> firsts;
+  for (auto [layout, positions] : llvm::zip(needs.layouts, needs.positions))
+    for (unsigned position : positions)
+      if (!llvm::is_contained(skipped, position)) {
+        firsts.push_back({position, layout});
+        break;
+      }
+  llvm::sort(firsts);
+  for (auto [position, layout] : firsts)
+    out.push_back(layout);
+}
+
 void FunctionPropagation::appendUseLayouts(
     Value v, Operation *skip, SmallVectorImpl<unsigned> &out) const {
   size_t count = out.size();
   out.push_back(0);
-  for (const UseRef &use : usesOf(v)) {
-    if (use.use->getOwner() == skip)
-      continue;
-    unsigned to = required(use);
-    if (!llvm::is_contained(ArrayRef(out).drop_front(count + 1), to))
-      out.push_back(to);
-  }
+  appendNeeds(v, skip, out);
   out[count] = out.size() - count - 1;
 }
 
@@ -1458,6 +1528,8 @@ LogicalResult FunctionPropagation::run() {
   dirty.assign(ops.size(), true);
   changedAt.assign(ops.size(), 0);
   readAt.assign(ops.size(), 0);
+  needsOf.clear();
+  keepNeeds = true;
   for (unsigned n = 0; n < maxSweeps; ++n) {
     bool moved = sweep();
     std::vector<unsigned> before = choice;
