@@ -340,6 +340,8 @@ private:
   llvm::StringMap<unsigned> swept;
   /// operandCosts and resultCosts by alikeKey of their layouts.
   llvm::StringMap<SlotCosts> operandMemo;
+  /// estimateForward's operand costs of the op at hand.
+  SlotCosts upstreamCosts;
   llvm::StringMap<ResultCosts> resultMemo;
   std::vector<unsigned> redistributed; // `to` of each fixed layout change
   DenseMap<Operation *, unsigned> redistributeIndex;
@@ -598,7 +600,9 @@ void FunctionPropagation::estimateForward() {
       layouts.push_back(layout);
       upstreams.push_back(upstream);
     }
-    SlotCosts operands = operandCosts(i, layouts);
+    // (Into one buffer for every op: its rows keep their capacity.)
+    SlotCosts &operands = upstreamCosts;
+    operands = operandCosts(i, layouts);
     for (auto [row, upstream] : llvm::zip(operands, upstreams))
       for (double &seconds : row)
         seconds = upstream + seconds;
