@@ -1402,13 +1402,6 @@ LogicalResult FunctionPropagation::run() {
                                     key.size() * sizeof(uintptr_t)));
     Alike &same = entry->second;
     if (inserted) {
-      FailureOr<std::vector<MeshStrategy>> all =
-          enumerateStrategies(op, cost.getMeshShape(), factors, packedFactors);
-      if (failed(all)) {
-        op->emitOpError("has no sharding rule: cannot propagate layouts "
-                        "through it");
-        return WalkResult::interrupt();
-      }
       same.producedFactors.resize(op->getNumResults());
       same.operandLayouts.resize(op->getNumOperands());
       same.resultLayouts.resize(op->getNumResults());
@@ -1419,7 +1412,7 @@ LogicalResult FunctionPropagation::run() {
         layouts.push_back(id);
         return static_cast<unsigned>(layouts.size() - 1);
       };
-      for (const MeshStrategy &s : *all) {
+      auto add = [&](const MeshStrategy &s) {
         StrategyIds &strategy = same.ids.emplace_back();
         for (auto [k, p] : llvm::enumerate(s.operands)) {
           strategy.operands.push_back(cost.intern(p));
@@ -1433,6 +1426,12 @@ LogicalResult FunctionPropagation::run() {
           addSplitFactors(p, op->getResultTypes()[r], same.producedFactors[r]);
         }
         strategy.compute = cost.compute(op, s);
+      };
+      if (failed(forEachStrategy(op, cost.getMeshShape(), factors,
+                                 packedFactors, add))) {
+        op->emitOpError("has no sharding rule: cannot propagate layouts "
+                        "through it");
+        return WalkResult::interrupt();
       }
     }
     for (auto [r, v] : llvm::enumerate(op->getResults()))

@@ -140,6 +140,18 @@ FailureOr<std::vector<MeshStrategy>>
 spmd::enumerateStrategies(Operation *op, ArrayRef<int64_t> meshShape,
                           ArrayRef<SplitFactor> splitFactors,
                           ArrayRef<int64_t> packedFactors) {
+  std::vector<MeshStrategy> out;
+  if (failed(forEachStrategy(op, meshShape, splitFactors, packedFactors,
+                             [&](const MeshStrategy &s) { out.push_back(s); })))
+    return failure();
+  return out;
+}
+
+LogicalResult
+spmd::forEachStrategy(Operation *op, ArrayRef<int64_t> meshShape,
+                      ArrayRef<SplitFactor> splitFactors,
+                      ArrayRef<int64_t> packedFactors,
+                      function_ref<void(const MeshStrategy &)> fn) {
   std::optional<layout::EinsumRule> rule;
   auto constraint = dyn_cast<ShardingConstraintOp>(op);
   if (constraint)
@@ -239,9 +251,20 @@ spmd::enumerateStrategies(Operation *op, ArrayRef<int64_t> meshShape,
       shapesFit =
           shapesFit &&
           layout::validate(shape, mesh, replicated(mesh.size())).empty();
-  std::vector<MeshStrategy> out;
+  // A constraint keeps the strategies that give the pinned placement on
+  // each of its fixed mesh dims.
+  Placements pinned;
+  if (constraint)
+    pinned = constraint.getLayout().getLayoutPlacements();
+  auto violates = [&](const MeshStrategy &s) {
+    for (size_t m = 0; m < meshShape.size(); ++m)
+      if (!constraint.isFree(m) && s.results[0][m] != pinned[m])
+        return true;
+    return false;
+  };
+  size_t given = 0;
   // One strategy's buffers serve every combination; the valid ones are
-  // copied out.
+  // passed on.
   MeshStrategy s;
   s.operands.assign(operandShapes.size(), Placements(mesh.size()));
   s.results.assign(resultShapes.size(), Placements(mesh.size()));
@@ -270,8 +293,10 @@ spmd::enumerateStrategies(Operation *op, ArrayRef<int64_t> meshShape,
       check(operandShapes[i], s.operands[i]);
     for (size_t i = 0; i < resultShapes.size(); ++i)
       check(resultShapes[i], s.results[i]);
-    if (ok)
-      out.push_back(s);
+    if (ok && !(constraint && violates(s))) {
+      fn(s);
+      ++given;
+    }
   };
   // Combinations of the rule's own strategies come first and keep their
   // numbering whatever twins follow (spmd.strategy refers to it).
@@ -294,25 +319,15 @@ spmd::enumerateStrategies(Operation *op, ArrayRef<int64_t> meshShape,
     if (base == oneDim.size())
       break;
   }
-  if (constraint) {
-    Placements pinned = constraint.getLayout().getLayoutPlacements();
-    auto violates = [&](const MeshStrategy &s) {
-      for (size_t m = 0; m < mesh.size(); ++m)
-        if (!constraint.isFree(m) && s.results[0][m] != pinned[m])
-          return true;
-      return false;
-    };
-    llvm::erase_if(out, violates);
-    if (out.empty()) {
-      // A layout no strategy lists (a StridedShard not in flight): the
-      // pinned one, Replicate on the free mesh dims.
-      for (size_t m = 0; m < mesh.size(); ++m)
-        if (constraint.isFree(m))
-          pinned[m] = Placement::replicate();
-      out.push_back(MeshStrategy{{pinned}, {pinned}});
-    }
+  if (constraint && given == 0) {
+    // A layout no strategy lists (a StridedShard not in flight): the
+    // pinned one, Replicate on the free mesh dims.
+    for (size_t m = 0; m < mesh.size(); ++m)
+      if (constraint.isFree(m))
+        pinned[m] = Placement::replicate();
+    fn(MeshStrategy{{pinned}, {pinned}});
   }
-  return out;
+  return success();
 }
 
 FailureOr<layout::MeshCostModel>

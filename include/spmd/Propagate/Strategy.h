@@ -101,6 +101,15 @@ enumerateStrategies(mlir::Operation *op, llvm::ArrayRef<int64_t> meshShape,
                     llvm::ArrayRef<SplitFactor> splitFactors = {},
                     llvm::ArrayRef<int64_t> packedFactors = {});
 
+/// enumerateStrategies' strategies, in its order, each passed to `fn`
+/// (valid for the call only: one buffer serves every strategy), without
+/// collecting them. Fails (no diagnostic) for an op without a rule.
+llvm::LogicalResult
+forEachStrategy(mlir::Operation *op, llvm::ArrayRef<int64_t> meshShape,
+                llvm::ArrayRef<SplitFactor> splitFactors,
+                llvm::ArrayRef<int64_t> packedFactors,
+                llvm::function_ref<void(const MeshStrategy &)> fn);
+
 /// Adds the StridedShard in flight that `p` makes of a value of `type`
 /// (none unless `p` is a StridedShard with factor > 1) to `out`, once.
 void addSplitFactor(const layout::Placement &p, mlir::Type type,
