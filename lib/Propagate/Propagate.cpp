@@ -606,21 +606,24 @@ void FunctionPropagation::estimateForward() {
     for (auto [row, upstream] : llvm::zip(operands, upstreams))
       for (double &seconds : row)
         seconds = upstream + seconds;
-    for (unsigned s = 0; s < strategiesOf(i).size(); ++s) {
-      const StrategyIds &strategy = strategiesOf(i)[s];
-      double c = strategy.compute;
-      for (auto [k, slot] : llvm::enumerate(strategy.operandSlots))
-        c += operands[k][slot];
-      estimate[i][s] = c;
+    ArrayRef<StrategyIds> strategies = strategiesOf(i);
+    MutableArrayRef<double> estimates = estimate[i];
+    const size_t numOperands = operands.size();
+    for (size_t s = 0; s < strategies.size(); ++s) {
+      const unsigned *slots = strategies[s].operandSlots.data();
+      double c = strategies[s].compute;
+      for (size_t k = 0; k < numOperands; ++k)
+        c += operands[k][slots[k]];
+      estimates[s] = c;
     }
     // Per result, the cheapest layout; among equals the one that appeared
     // first in strategy order.
     for (auto [r, v] : llvm::enumerate(op->getResults())) {
       ArrayRef<unsigned> layouts = alikeOf[i]->resultLayouts[r];
       SmallVector<double, 8> cheapest(layouts.size(), kInf);
-      for (unsigned s = 0; s < strategiesOf(i).size(); ++s) {
-        double &c = cheapest[strategiesOf(i)[s].resultSlots[r]];
-        c = std::min(c, estimate[i][s]);
+      for (size_t s = 0; s < strategies.size(); ++s) {
+        double &c = cheapest[strategies[s].resultSlots[r]];
+        c = std::min(c, estimates[s]);
       }
       unsigned slot = llvm::min_element(cheapest) - cheapest.begin();
       best[v] = {layouts[slot], cheapest[slot]};
