@@ -89,8 +89,9 @@ public:
   LogicalResult run(func::FuncOp fn);
 
 private:
-  /// The per-rank type of `global` laid out as `p` (memoized: every layer
-  /// of a transformer has the same types and layouts).
+  /// The per-rank type of `global` laid out as `p`, an interned layout
+  /// (memoized: every layer of a transformer has the same types and
+  /// layouts).
   RankedTensorType localType(RankedTensorType global, const Placements &p);
   /// The intervals of global indices along `dim` that `rank` holds, in
   /// local order (kept for the pass: the reference stays valid).
@@ -182,8 +183,8 @@ private:
       operandLayouts;
   /// positions() by what decides them.
   mutable llvm::StringMap<std::vector<layout::Interval>> positionsMemo;
-  /// localType by the global type's and the placements' bytes.
-  llvm::StringMap<RankedTensorType> localTypes;
+  /// localType by the global type and the interned layout.
+  DenseMap<std::pair<Type, const Placements *>, RankedTensorType> localTypes;
   /// A redistribution step's index tables by the global type, the step's
   /// layouts and mesh dim, and the table's dim and role: every layer of a
   /// transformer redistributes alike.
@@ -212,9 +213,7 @@ const Placements &Partitioner::intern(LayoutAttr attr) {
 
 RankedTensorType Partitioner::localType(RankedTensorType global,
                                         const Placements &p) {
-  SmallString<128> key;
-  appendLayoutKey(global, p, key);
-  RankedTensorType &local = localTypes[key];
+  RankedTensorType &local = localTypes[{global, &p}];
   if (!local)
     local = global.clone(layout::maxLocalShape(shapeOf(global), meshShape, p));
   return local;
@@ -973,8 +972,8 @@ LogicalResult Partitioner::run(func::FuncOp fn) {
   for (unsigned i = 0; i < fn.getNumResults(); ++i) {
     auto type = dyn_cast<RankedTensorType>(fn.getResultTypes()[i]);
     results.push_back(
-        type ? Type(localType(type,
-                              placementsOf(fn.getResultAttrDict(i), meshRank)))
+        type ? Type(localType(type, intern(placementsOf(fn.getResultAttrDict(i),
+                                                        meshRank))))
              : fn.getResultTypes()[i]);
   }
   fn.setType(FunctionType::get(
