@@ -192,6 +192,14 @@ LogicalResult spmd::aten::detail::inferBroadcast(TypeRange operands,
                                                  EmitErrorFn emitError,
                                                  SmallVectorImpl<Type> &types,
                                                  bool trueDivide) {
+  // Operands of one type (most elementwise ops) broadcast to that type: no
+  // shape to build, no type to unique.
+  if (!operands.empty() && llvm::all_equal(operands) &&
+      !tensorType(operands.front()).getEncoding()) {
+    types.push_back(trueDivide ? liftToFloat(operands.front())
+                               : operands.front());
+    return success();
+  }
   SmallVector<int64_t> shape;
   for (Type t : operands) {
     auto shapeOr = broadcastShapes(shape, tensorType(t).getShape(), emitError);
@@ -234,7 +242,9 @@ LogicalResult spmd::aten::detail::inferReshape(Type self,
     llvm::interleaveComma(size, diag);
     return diag << "]' is invalid for input of " << numel << " elements";
   }
-  types.push_back(type.clone(shape));
+  types.push_back(ArrayRef<int64_t>(shape) == type.getShape()
+                      ? Type(type)
+                      : Type(type.clone(shape)));
   return success();
 }
 
