@@ -340,9 +340,9 @@ private:
   llvm::StringMap<unsigned> swept;
   /// operandCosts and resultCosts by alikeKey of their layouts.
   llvm::StringMap<SlotCosts> operandMemo;
+  llvm::StringMap<ResultCosts> resultMemo;
   /// estimateForward's operand costs of the op at hand.
   SlotCosts upstreamCosts;
-  llvm::StringMap<ResultCosts> resultMemo;
   std::vector<unsigned> redistributed; // `to` of each fixed layout change
   DenseMap<Operation *, unsigned> redistributeIndex;
   unsigned replicateLayout = 0;
