@@ -284,6 +284,10 @@ private:
     std::vector<SmallVector<SplitFactor, 2>> producedFactors;
     /// Per operand (result), the distinct layouts the strategies give it.
     std::vector<SmallVector<unsigned, 8>> operandLayouts, resultLayouts;
+    /// `ids` by column for estimateForward's sums over every strategy: per
+    /// operand (result), each strategy's slot, and each strategy's compute.
+    std::vector<std::vector<unsigned>> operandSlotColumns, resultSlotColumns;
+    std::vector<double> computes;
   };
   /// Keyed by the bytes of the op's name, inherent attributes, types and
   /// split factors (the nodes stay where they are: alikeOf points to them).
@@ -341,8 +345,6 @@ private:
   /// operandCosts and resultCosts by alikeKey of their layouts.
   llvm::StringMap<SlotCosts> operandMemo;
   llvm::StringMap<ResultCosts> resultMemo;
-  /// estimateForward's operand costs of the op at hand.
-  SlotCosts upstreamCosts;
   std::vector<unsigned> redistributed; // `to` of each fixed layout change
   DenseMap<Operation *, unsigned> redistributeIndex;
   unsigned replicateLayout = 0;
@@ -589,12 +591,14 @@ void FunctionPropagation::estimateForward() {
   // is a redistribute plan to compute; the greedy start and the sweeps cover
   // what this estimate misses.
   DenseMap<Value, std::pair<unsigned, double>> best;
+  best.reserve(ops.size());
+  SmallVector<unsigned, 4> layouts;
+  SmallVector<double, 4> upstreams;
   for (unsigned i = 0; i < ops.size(); ++i) {
     Operation *op = ops[i];
-    estimate[i].assign(strategiesOf(i).size(), kInf);
-    // Per operand and slot: its cheapest production plus its redistribution.
-    SmallVector<unsigned, 4> layouts;
-    SmallVector<double, 4> upstreams;
+    const Alike &same = *alikeOf[i];
+    layouts.clear();
+    upstreams.clear();
     for (Value v : op->getOperands()) {
       auto it = best.find(v);
       auto [layout, upstream] =
@@ -602,33 +606,32 @@ void FunctionPropagation::estimateForward() {
       layouts.push_back(layout);
       upstreams.push_back(upstream);
     }
-    // (Into one buffer for every op: its rows keep their capacity.)
-    SlotCosts &operands = upstreamCosts;
-    operands = operandCosts(i, layouts);
-    for (auto [row, upstream] : llvm::zip(operands, upstreams))
-      for (double &seconds : row)
-        seconds = upstream + seconds;
-    ArrayRef<StrategyIds> strategies = strategiesOf(i);
-    MutableArrayRef<double> estimates = estimate[i];
-    const size_t numOperands = operands.size();
-    for (size_t s = 0; s < strategies.size(); ++s) {
-      const unsigned *slots = strategies[s].operandSlots.data();
-      double c = strategies[s].compute;
-      for (size_t k = 0; k < numOperands; ++k)
-        c += operands[k][slots[k]];
-      estimates[s] = c;
+    // Each strategy's compute, then per operand in order its slot's
+    // cheapest production plus redistribution: operand by operand over
+    // every strategy, the same sums as strategy by strategy. (Most
+    // operands have about as many slots as the op has strategies.)
+    std::vector<double> &estimates = estimate[i];
+    estimates = same.computes;
+    const SlotCosts &seconds = operandCosts(i, layouts);
+    for (auto [k, row] : llvm::enumerate(seconds)) {
+      const unsigned *slots = same.operandSlotColumns[k].data();
+      const double *costs = row.data(), upstream = upstreams[k];
+      for (size_t s = 0, e = estimates.size(); s < e; ++s)
+        estimates[s] += upstream + costs[slots[s]];
     }
     // Per result, the cheapest layout; among equals the one that appeared
-    // first in strategy order.
+    // first in strategy order (the least slot).
     for (auto [r, v] : llvm::enumerate(op->getResults())) {
-      ArrayRef<unsigned> layouts = alikeOf[i]->resultLayouts[r];
-      SmallVector<double, 8> cheapest(layouts.size(), kInf);
-      for (size_t s = 0; s < strategies.size(); ++s) {
-        double &c = cheapest[strategies[s].resultSlots[r]];
-        c = std::min(c, estimates[s]);
-      }
-      unsigned slot = llvm::min_element(cheapest) - cheapest.begin();
-      best[v] = {layouts[slot], cheapest[slot]};
+      const unsigned *slots = same.resultSlotColumns[r].data();
+      double cheapest = kInf;
+      unsigned slot = 0;
+      for (size_t s = 0, e = estimates.size(); s < e; ++s)
+        if (estimates[s] < cheapest ||
+            (estimates[s] == cheapest && slots[s] < slot)) {
+          cheapest = estimates[s];
+          slot = slots[s];
+        }
+      best[v] = {same.resultLayouts[r][slot], cheapest};
     }
   }
 }
@@ -1437,6 +1440,15 @@ LogicalResult FunctionPropagation::run() {
         op->emitOpError("has no sharding rule: cannot propagate layouts "
                         "through it");
         return WalkResult::interrupt();
+      }
+      same.operandSlotColumns.resize(op->getNumOperands());
+      same.resultSlotColumns.resize(op->getNumResults());
+      for (const StrategyIds &strategy : same.ids) {
+        for (auto [k, slot] : llvm::enumerate(strategy.operandSlots))
+          same.operandSlotColumns[k].push_back(slot);
+        for (auto [r, slot] : llvm::enumerate(strategy.resultSlots))
+          same.resultSlotColumns[r].push_back(slot);
+        same.computes.push_back(strategy.compute);
       }
     }
     for (auto [r, v] : llvm::enumerate(op->getResults()))

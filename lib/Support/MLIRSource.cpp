@@ -6,11 +6,25 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/Twine.h"
 
+#include <array>
+
 using namespace llvm;
 
 Error spmd::checkMLIRSource(StringRef text, unsigned maxDepth) {
+  // The characters the scan acts on; the rest (most of a captured step's
+  // megabytes) are skipped in a tight loop.
+  static const std::array<bool, 256> acts = [] {
+    std::array<bool, 256> table{};
+    for (unsigned char c : StringRef("\"/([{<)]}>"))
+      table[c] = true;
+    return table;
+  }();
   unsigned depth = 0;
   for (size_t i = 0; i < text.size(); ++i) {
+    while (i < text.size() && !acts[static_cast<unsigned char>(text[i])])
+      ++i;
+    if (i == text.size())
+      break;
     char c = text[i];
     if (c == '"') {
       for (++i; i < text.size() && text[i] != '"'; ++i)

@@ -314,22 +314,23 @@ LogicalResult LocalTakeOp::verify() {
   if (runs && (!getStarts() || !getCounts() ||
                getStarts()->size() != getCounts()->size()))
     return emitOpError("needs `starts` and `counts` of equal length");
+  // (The tables hold one entry per rank and position: sizes read once.)
+  int64_t inSize = inType.getDimSize(dim), outSize = outType.getDimSize(dim);
   if (table) {
     ArrayRef<int64_t> indices = *getIndices();
     for (int64_t index : indices)
-      if (index < -1 || index >= inType.getDimSize(dim))
+      if (index < -1 || index >= inSize)
         return emitOpError("index ")
-               << index << " is outside [-1, " << inType.getDimSize(dim) << ")";
+               << index << " is outside [-1, " << inSize << ")";
     return success();
   }
   ArrayRef<int64_t> starts = *getStarts(), counts = *getCounts();
   for (auto [start, count] : llvm::zip(starts, counts))
-    if (start < -1 || count < 0 || count > outType.getDimSize(dim) ||
-        (start >= 0 && start + count > inType.getDimSize(dim)))
+    if (start < -1 || count < 0 || count > outSize ||
+        (start >= 0 && start + count > inSize))
       return emitOpError("run [")
-             << start << ", " << start + count << ") does not fit "
-             << outType.getDimSize(dim) << " result positions and "
-             << inType.getDimSize(dim) << " input positions";
+             << start << ", " << start + count << ") does not fit " << outSize
+             << " result positions and " << inSize << " input positions";
   return success();
 }
 
