@@ -1246,11 +1246,12 @@ unsigned FunctionPropagation::sweepChoice(unsigned i) {
   for (unsigned s = 0; s < strategiesOf(i).size(); ++s) {
     if (s == current)
       continue;
-    // Costs are non-negative, so ownCost bounds localCost from below: past
-    // the best cost's rounding window the strategy cannot be better, and
-    // its results need no plans.
+    // Costs are non-negative, so ownCost bounds localCost from below (in
+    // floating point too: adding them rounds monotonically): past the best
+    // cost's rounding window the strategy cannot be better, and its
+    // results need no plans.
     double own = ownCost(i, s, parts);
-    if (own > bestCost * (1 + 4e-9) + 2e-15)
+    if (own > bestCost && !same(own, bestCost))
       continue;
     double c = addResultCosts(i, s, *parts.results, own),
            operands = operandCost(i, s, operandSeconds);
