@@ -672,9 +672,12 @@ struct CollectiveToCall : ConversionPattern {
                 args.push_back(b.f64(o.getFill().convertToDouble()));
                 return SPMD_CALLEE(spmd_rt_local_take);
               }
+              // Uniform runs are every rank's: no per-rank offset.
               ArrayRef<int64_t> starts = o.getStartsAttr().asArrayRef();
-              args.push_back(
-                  b.i64(static_cast<int64_t>(starts.size()) / state.numRanks));
+              int64_t runs = static_cast<int64_t>(starts.size()) /
+                             (o.getUniform() ? 1 : state.numRanks);
+              args.push_back(b.i64(runs));
+              args.push_back(b.i64(o.getUniform() ? 0 : runs));
               args.push_back(b.i64Array(starts));
               args.push_back(b.i64Array(o.getCountsAttr().asArrayRef()));
               args.push_back(b.f64(o.getFill().convertToDouble()));

@@ -797,7 +797,8 @@ Operation *gatherPostForward(AllGatherOp f, AllGatherOp g,
     piece = LocalTakeOp::create(
         b, f.getLoc(), type.clone(partShape), f.getResult(), f.getMeshAttr(),
         b.getI64IntegerAttr(dim), nullptr, b.getDenseI64ArrayAttr(starts),
-        b.getDenseI64ArrayAttr(counts), b.getF64FloatAttr(0.0));
+        b.getDenseI64ArrayAttr(counts), /*uniform=*/UnitAttr(),
+        b.getF64FloatAttr(0.0));
   }
   OpBuilder b(g);
   auto gathered = AllGatherOp::create(

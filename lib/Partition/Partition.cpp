@@ -70,6 +70,8 @@ struct TakeForm {
   int64_t size = 0;
   bool rowsInPlace = false;
   DenseI64ArrayAttr indices, starts, counts;
+  /// `starts` and `counts` are one rank's runs, which every rank takes.
+  bool uniform = false;
 };
 
 /// Rewrites one function; the mesh is fixed for the module.
@@ -339,16 +341,27 @@ TakeForm Partitioner::takeForm(const RankTable &indices,
     }
   }
   // The compact form: each row's runs with trailing fill dropped, padded
-  // with empty runs to the longest, when shorter than the table.
+  // with empty runs to the longest, when shorter than the table; one row
+  // for every rank when all take the same (a _StridedShard's pieces
+  // reordered after an all_gather), whose runs are never longer than it.
   auto real = [](const Row &row) {
     return row.size() - (!row.empty() && row.back().start == -1);
   };
   size_t perRank = 1;
   for (const Row &row : indices.rows)
     perRank = std::max(perRank, real(row));
-  bool compact = 2 * perRank < static_cast<size_t>(form.size) || perRank == 1;
+  // (Rows are maximal runs: equal rows have equal runs.)
+  form.uniform = llvm::all_of(indices.rows, [&](const Row &row) {
+    return llvm::equal(row, indices.rows.front(), [](Run a, Run b) {
+      return a.start == b.start && a.count == b.count;
+    });
+  });
+  bool compact = 2 * perRank < static_cast<size_t>(form.size) || perRank == 1 ||
+                 form.uniform;
   SmallVector<int64_t> starts, counts, table;
-  for (unsigned r : indices.rowOf) {
+  SmallVector<unsigned, 1> onlyRow = {0};
+  for (unsigned r : form.uniform ? ArrayRef<unsigned>(onlyRow)
+                                 : ArrayRef<unsigned>(indices.rowOf)) {
     const Row &row = indices.rows[r];
     if (!compact) {
       for (const Run &run : row)
@@ -380,7 +393,9 @@ Value Partitioner::take(OpBuilder &b, Location loc, Value input, int64_t dim,
   shape[dim] = form.size;
   return LocalTakeOp::create(b, loc, type.clone(shape), input, meshRef,
                              b.getI64IntegerAttr(dim), form.indices,
-                             form.starts, form.counts, b.getF64FloatAttr(fill))
+                             form.starts, form.counts,
+                             form.uniform ? b.getUnitAttr() : UnitAttr(),
+                             b.getF64FloatAttr(fill))
       .getResult();
 }
 

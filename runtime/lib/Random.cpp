@@ -54,7 +54,8 @@ const int64_t *spmd_rt_rank_row(const int64_t *table, int64_t row_length) {
 }
 
 const int64_t *spmd_rt_runs_row(const int64_t *starts, const int64_t *counts,
-                                int64_t runs, int64_t row_length) {
+                                int64_t runs, int64_t rank_stride,
+                                int64_t row_length) {
   static std::mutex mutex;
   static std::map<std::tuple<const int64_t *, const int64_t *, int64_t>,
                   std::vector<int64_t>>
@@ -65,7 +66,7 @@ const int64_t *spmd_rt_runs_row(const int64_t *starts, const int64_t *counts,
   if (!inserted)
     return row.data();
   row.reserve(row_length);
-  const int64_t first = static_cast<int64_t>(spmd_rt_rank()) * runs;
+  const int64_t first = static_cast<int64_t>(spmd_rt_rank()) * rank_stride;
   for (int64_t j = first; j < first + runs; ++j) {
     if (counts[j] > row_length - static_cast<int64_t>(row.size()))
       spmd_rt_fatal("local_take: the runs of rank %d are longer than its %lld "

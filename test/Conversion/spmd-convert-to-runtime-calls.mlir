@@ -197,21 +197,30 @@ func.func @async(%a: tensor<4xf32>) -> (tensor<8xf32>, tensor<8xf32>, tensor<4xf
 // -----
 
 // local_take's compact form passes its runs per rank (4 runs over 2 ranks:
-// 2), then the starts and counts; the table form passes the table.
-// CHECK: llvm.mlir.global internal constant @[[TABLE:__spmd_i64_[0-9]+]](dense<[0, 1, 4, 5, 2, 3, 6, -1]> : tensor<8xi64>)
-// CHECK: llvm.mlir.global internal constant @[[STARTS:__spmd_i64_[0-9]+]](dense<[0, 4, 2, 6]> : tensor<4xi64>)
+// 2) and the stride between ranks' runs (2), then the starts and counts;
+// the table form passes the table; uniform runs (2, every rank's) have
+// stride 0.
+// CHECK-DAG: llvm.mlir.global internal constant @[[TABLE:__spmd_i64_[0-9]+]](dense<[0, 1, 4, 5, 2, 3, 6, -1]> : tensor<8xi64>)
+// CHECK-DAG: llvm.mlir.global internal constant @[[STARTS:__spmd_i64_[0-9]+]](dense<[0, 4, 2, 6]> : tensor<4xi64>)
+// CHECK-DAG: llvm.mlir.global internal constant @[[SHARED:__spmd_i64_[0-9]+]](dense<[4, 0]> : tensor<2xi64>)
 // CHECK-LABEL: func.func @local_take(
 // CHECK: %[[DIM:.*]] = arith.constant 0 : i64
 // CHECK: %[[RUNS:.*]] = arith.constant 2 : i64
+// CHECK: %[[STRIDE:.*]] = arith.constant 2 : i64
 // CHECK: %[[S:.*]] = llvm.mlir.addressof @[[STARTS]]
-// CHECK: call @spmd_rt_local_take_runs(%{{.*}}, %arg0, %[[DIM]], %[[RUNS]], %[[S]], %{{.*}}, %{{.*}})
+// CHECK: call @spmd_rt_local_take_runs(%{{.*}}, %arg0, %[[DIM]], %[[RUNS]], %[[STRIDE]], %[[S]], %{{.*}}, %{{.*}})
 // CHECK: %[[T:.*]] = llvm.mlir.addressof @[[TABLE]]
 // CHECK: call @spmd_rt_local_take(%{{.*}}, %arg0, %{{.*}}, %[[T]], %{{.*}})
+// CHECK: %[[URUNS:.*]] = arith.constant 2 : i64
+// CHECK: %[[ZERO:.*]] = arith.constant 0 : i64
+// CHECK: %[[US:.*]] = llvm.mlir.addressof @[[SHARED]]
+// CHECK: call @spmd_rt_local_take_runs(%{{.*}}, %arg0, %{{.*}}, %[[URUNS]], %[[ZERO]], %[[US]], %{{.*}}, %{{.*}})
 spmd.mesh @mesh shape = [2] names = ["dp"]
-func.func @local_take(%a: tensor<8x3xf32>) -> (tensor<4x3xf32>, tensor<4x3xf32>) {
+func.func @local_take(%a: tensor<8x3xf32>) -> (tensor<4x3xf32>, tensor<4x3xf32>, tensor<8x3xf32>) {
   %0 = spmd.local_take %a on @mesh dim = 0 starts = [0, 4, 2, 6] counts = [2, 2, 2, 2] : tensor<8x3xf32> -> tensor<4x3xf32>
   %1 = spmd.local_take %a on @mesh dim = 0 indices = [0, 1, 4, 5, 2, 3, 6, -1] fill = 1.0 : tensor<8x3xf32> -> tensor<4x3xf32>
-  return %0, %1 : tensor<4x3xf32>, tensor<4x3xf32>
+  %2 = spmd.local_take %a on @mesh dim = 0 starts = [4, 0] counts = [4, 4] uniform : tensor<8x3xf32> -> tensor<8x3xf32>
+  return %0, %1, %2 : tensor<4x3xf32>, tensor<4x3xf32>, tensor<8x3xf32>
 }
 
 // -----

@@ -13,10 +13,10 @@ func.func @s2s(%x: tensor<8x8xf32> {spmd.layout = #spmd.layout<@mesh, [shard<0>]
 
 // 10 rows on 4 ranks: 3, 3, 3, 1 in pieces padded to 3. The gather moves
 // 12 rows and every rank keeps the 10 real ones (a run: the compact form of
-// spmd.local_take).
+// spmd.local_take, `uniform` as every rank takes the same).
 // CHECK-LABEL: func.func @uneven_gather(%arg0: tensor<3x4xf32>
 // CHECK-NEXT: %[[G:.*]] = spmd.all_gather %arg0 on @mesh mesh_dims = [0] gather_dim = 0 {{.*}} : tensor<3x4xf32> -> tensor<12x4xf32>
-// CHECK-NEXT: %[[T:.*]] = spmd.local_take %[[G]] on @mesh dim = 0 starts = [0, 0, 0, 0] counts = [10, 10, 10, 10] : tensor<12x4xf32> -> tensor<10x4xf32>
+// CHECK-NEXT: %[[T:.*]] = spmd.local_take %[[G]] on @mesh dim = 0 starts = [0] counts = [10] uniform : tensor<12x4xf32> -> tensor<10x4xf32>
 // CHECK-NEXT: return %[[T]]
 func.func @uneven_gather(%x: tensor<10x4xf32> {spmd.layout = #spmd.layout<@mesh, [shard<0>]>}) -> tensor<10x4xf32> {
   return %x : tensor<10x4xf32>
@@ -64,11 +64,12 @@ func.func @view(%x: tensor<8x3x4xf32> {spmd.layout = #spmd.layout<@mesh, [shard<
 // -----
 
 // An uneven StridedShard(0, 2): 7 rows cut in pieces of 4 and 3, each
-// chunked on 2 ranks; gathering reorders the pieces back.
+// chunked on 2 ranks; gathering reorders the pieces back, the same runs on
+// every rank (`uniform`: listed once, shorter than the table).
 spmd.mesh @mesh shape = [2] names = ["dp"]
 // CHECK-LABEL: func.func @strided
 // CHECK: spmd.all_gather %arg0 on @mesh mesh_dims = [0] gather_dim = 0 {{.*}} : tensor<4x2xf32> -> tensor<8x2xf32>
-// CHECK-NEXT: spmd.local_take %{{.*}} on @mesh dim = 0 indices = [0, 1, 4, 5, 2, 3, 6, 0, 1, 4, 5, 2, 3, 6] : tensor<8x2xf32> -> tensor<7x2xf32>
+// CHECK-NEXT: spmd.local_take %{{.*}} on @mesh dim = 0 starts = [0, 4, 2, 6] counts = [2, 2, 2, 1] uniform : tensor<8x2xf32> -> tensor<7x2xf32>
 func.func @strided(%x: tensor<7x2xf32> {spmd.layout = #spmd.layout<@mesh, [strided_shard<0, 2>]>}) -> tensor<7x2xf32> {
   return %x : tensor<7x2xf32>
 }
@@ -77,11 +78,11 @@ func.func @strided(%x: tensor<7x2xf32> {spmd.layout = #spmd.layout<@mesh, [strid
 
 // StridedShard(0, 2) of 32 rows (a sequence-sharded [2, 16] flattened):
 // each rank holds one run of 8 rows in each of the 2 pieces. The reorder
-// after the gather is 4 runs on every rank, far shorter than its table.
+// after the gather is the same 4 runs on every rank, listed once.
 spmd.mesh @mesh shape = [2] names = ["dp"]
 // CHECK-LABEL: func.func @strided_runs
 // CHECK: spmd.all_gather %arg0 on @mesh mesh_dims = [0] gather_dim = 0 {{.*}} : tensor<16x2xf32> -> tensor<32x2xf32>
-// CHECK-NEXT: spmd.local_take %{{.*}} on @mesh dim = 0 starts = [0, 16, 8, 24, 0, 16, 8, 24] counts = [8, 8, 8, 8, 8, 8, 8, 8] : tensor<32x2xf32> -> tensor<32x2xf32>
+// CHECK-NEXT: spmd.local_take %{{.*}} on @mesh dim = 0 starts = [0, 16, 8, 24] counts = [8, 8, 8, 8] uniform : tensor<32x2xf32> -> tensor<32x2xf32>
 func.func @strided_runs(%x: tensor<32x2xf32> {spmd.layout = #spmd.layout<@mesh, [strided_shard<0, 2>]>}) -> tensor<32x2xf32> {
   return %x : tensor<32x2xf32>
 }

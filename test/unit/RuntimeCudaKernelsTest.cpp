@@ -1533,17 +1533,20 @@ TEST_F(CudaKernels, LocalTake) {
                1.0);
 
   CHECK_KERNEL(kExact, local_take_runs, Tensor(SPMD_F32, {3, 5, 4}), self, 1, 1,
-               kRunStart1, kRunCount3, -1.5);
+               1, kRunStart1, kRunCount3, -1.5);
   CHECK_KERNEL(kExact, local_take_runs, Tensor(SPMD_F32, {3, 5, 4}), self, 1, 3,
-               kRunsStart, kRunsCount, 2.5);
+               3, kRunsStart, kRunsCount, 2.5);
+  // The same runs for every rank (`uniform`: no per-rank offset).
+  CHECK_KERNEL(kExact, local_take_runs, Tensor(SPMD_F32, {3, 5, 4}), self, 1, 3,
+               0, kRunsStart, kRunsCount, 2.5);
   Tensor rows = random(SPMD_I64, {7, 5}, -100, 100);
-  CHECK_KERNEL(kExact, local_take_runs, Tensor(SPMD_I64, {4, 5}), rows, 0, 1,
+  CHECK_KERNEL(kExact, local_take_runs, Tensor(SPMD_I64, {4, 5}), rows, 0, 1, 1,
                kRunStart2, kRunCount4, 0.0);
   CHECK_KERNEL(kExact, local_take_runs, Tensor(SPMD_F64, {2, 3, 2}), last, 2, 1,
-               kRunStart0, kRunCount0, 3.0);
+               1, kRunStart0, kRunCount0, 3.0);
   Tensor big = random(SPMD_F32, {64, 1000, 3}, -1, 1);
   CHECK_KERNEL(kExact, local_take_runs, Tensor(SPMD_F32, {64, 5, 3}), big, 1, 1,
-               kRunStart1, kRunCount3, 0.0);
+               1, kRunStart1, kRunCount3, 0.0);
 }
 
 /// triu of dtype `dt` with diagonals inside and past the matrices.
@@ -3203,17 +3206,17 @@ TEST_F(CudaKernelsBf16, LocalTake) {
                kTakeFirst, -7.0);
 
   CHECK_KERNEL(kBf16Rounded, local_take_runs, Tensor(dt, {3, 5, 4}), self, 1, 1,
-               kRunStart1, kRunCount3, -1.5);
+               1, kRunStart1, kRunCount3, -1.5);
   CHECK_KERNEL(kBf16Rounded, local_take_runs, Tensor(dt, {3, 5, 4}), self, 1, 3,
-               kRunsStart, kRunsCount, 2.5);
+               3, kRunsStart, kRunsCount, 2.5);
   Tensor rows = random(dt, {7, 5}, -100, 100);
-  CHECK_KERNEL(kBf16Rounded, local_take_runs, Tensor(dt, {4, 5}), rows, 0, 1,
+  CHECK_KERNEL(kBf16Rounded, local_take_runs, Tensor(dt, {4, 5}), rows, 0, 1, 1,
                kRunStart2, kRunCount4, 0.0);
   CHECK_KERNEL(kBf16Rounded, local_take_runs, Tensor(dt, {2, 3, 2}), last, 2, 1,
-               kRunStart0, kRunCount0, 0.3);
+               1, kRunStart0, kRunCount0, 0.3);
   Tensor big = random(dt, {64, 1000, 3}, -1, 1);
   CHECK_KERNEL(kBf16Rounded, local_take_runs, Tensor(dt, {64, 5, 3}), big, 1, 1,
-               kRunStart1, kRunCount3, 0.0);
+               1, kRunStart1, kRunCount3, 0.0);
 }
 
 TEST_F(CudaKernelsBf16, TriuFillArange) {

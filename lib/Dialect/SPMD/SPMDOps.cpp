@@ -314,6 +314,9 @@ LogicalResult LocalTakeOp::verify() {
   if (runs && (!getStarts() || !getCounts() ||
                getStarts()->size() != getCounts()->size()))
     return emitOpError("needs `starts` and `counts` of equal length");
+  if (getUniform() && !runs)
+    return emitOpError("is `uniform` without `starts` and `counts`: only "
+                       "runs can be shared by every rank");
   // (The tables hold one entry per rank and position: sizes read once.)
   int64_t inSize = inType.getDimSize(dim), outSize = outType.getDimSize(dim);
   if (table) {
@@ -342,7 +345,9 @@ LocalTakeOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
   int64_t size =
       llvm::cast<ShapedType>(getResult().getType()).getDimSize(getDim());
   if (getStarts()) {
-    int64_t runs = getStarts()->size(), ranks = mesh.getNumRanks();
+    // Uniform runs are one rank's, which every rank takes.
+    int64_t runs = getStarts()->size(),
+            ranks = getUniform() ? 1 : mesh.getNumRanks();
     if (runs == 0 || runs % ranks)
       return emitOpError("has ")
              << runs << " runs; the mesh has " << ranks

@@ -463,10 +463,11 @@ void spmd_rt_local_take(SpmdBuffer *out, const SpmdBuffer *self, int64_t dim,
 }
 
 void spmd_rt_local_take_runs(SpmdBuffer *out, const SpmdBuffer *self,
-                             int64_t dim, int64_t runs, const int64_t *starts,
-                             const int64_t *counts, double fill) {
+                             int64_t dim, int64_t runs, int64_t rank_stride,
+                             const int64_t *starts, const int64_t *counts,
+                             double fill) {
   localTake("spmd_rt_local_take_runs", out, self, dim, fill, [&](int64_t size) {
-    return spmd_rt_runs_row(starts, counts, runs, size);
+    return spmd_rt_runs_row(starts, counts, runs, rank_stride, size);
   });
 }
 

@@ -601,13 +601,15 @@ void spmd_rt_local_take(SpmdBuffer *out, const SpmdBuffer *self, int64_t dim,
 }
 
 void spmd_rt_local_take_runs(SpmdBuffer *out, const SpmdBuffer *self,
-                             int64_t dim, int64_t runs, const int64_t *starts,
-                             const int64_t *counts, double fill) {
+                             int64_t dim, int64_t runs, int64_t rank_stride,
+                             const int64_t *starts, const int64_t *counts,
+                             double fill) {
   const char *kernel = "spmd_rt_local_take_runs";
   localTake(kernel, out, self, dim, fill, [&] {
     const int64_t size = out->shape[dim];
-    return TableSource{deviceTable(spmd_rt_runs_row(starts, counts, runs, size),
-                                   size, kernel)};
+    return TableSource{
+        deviceTable(spmd_rt_runs_row(starts, counts, runs, rank_stride, size),
+                    size, kernel)};
   });
 }
 

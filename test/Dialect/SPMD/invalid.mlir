@@ -364,6 +364,24 @@ func.func @take_runs_per_rank(%x: tensor<4xf32>) -> tensor<2xf32> {
 // -----
 
 spmd.mesh @mesh shape = [2] names = ["dp"]
+func.func @take_uniform_too_long(%x: tensor<4xf32>) -> tensor<2xf32> {
+  // expected-error @+1 {{'spmd.local_take' op gives rank 0 runs of 3 positions; the result has 2 along dim 0}}
+  %0 = spmd.local_take %x on @mesh dim = 0 starts = [0, 2, 3] counts = [1, 1, 1] uniform : tensor<4xf32> -> tensor<2xf32>
+  return %0 : tensor<2xf32>
+}
+
+// -----
+
+spmd.mesh @mesh shape = [2] names = ["dp"]
+func.func @take_uniform_table(%x: tensor<4xf32>) -> tensor<2xf32> {
+  // expected-error @+1 {{'spmd.local_take' op is `uniform` without `starts` and `counts`: only runs can be shared by every rank}}
+  %0 = spmd.local_take %x on @mesh dim = 0 indices = [0, 1, 2, 3] uniform : tensor<4xf32> -> tensor<2xf32>
+  return %0 : tensor<2xf32>
+}
+
+// -----
+
+spmd.mesh @mesh shape = [2] names = ["dp"]
 func.func @take_runs_too_long(%x: tensor<4xf32>) -> tensor<2xf32> {
   // expected-error @+1 {{'spmd.local_take' op gives rank 1 runs of 3 positions; the result has 2 along dim 0}}
   %0 = spmd.local_take %x on @mesh dim = 0 starts = [0, -1, 2, -1] counts = [1, 1, 2, 1] : tensor<4xf32> -> tensor<2xf32>

@@ -75,6 +75,8 @@ func.func @local_ops(%x: tensor<4x4xf32>) -> (tensor<4x4xf32>, tensor<2x4xf32>) 
   %2 = spmd.local_take %x on @mesh dim = 1 starts = [0, 2, 0, 2] counts = [2, 2, 2, 1] : tensor<4x4xf32> -> tensor<4x2xf32>
   // CHECK: spmd.local_take %{{.*}} on @mesh dim = 0 starts = [0, 2, 1, 3, 0, -1, 2, -1] counts = [1, 1, 1, 1, 1, 1, 1, 0] : tensor<4x4xf32> -> tensor<2x4xf32>
   %3 = spmd.local_take %x on @mesh dim = 0 starts = [0, 2, 1, 3, 0, -1, 2, -1] counts = [1, 1, 1, 1, 1, 1, 1, 0] : tensor<4x4xf32> -> tensor<2x4xf32>
+  // CHECK: spmd.local_take %{{.*}} on @mesh dim = 0 starts = [2, 0, 3] counts = [2, 1, 1] uniform fill = 2.000000e+00 : tensor<4x4xf32> -> tensor<4x4xf32>
+  %4 = spmd.local_take %x on @mesh dim = 0 starts = [2, 0, 3] counts = [2, 1, 1] uniform fill = 2.0 : tensor<4x4xf32> -> tensor<4x4xf32>
   return %0, %1 : tensor<4x4xf32>, tensor<2x4xf32>
 }
 

@@ -362,24 +362,35 @@ def SPMD_LocalTakeOp : SPMD_Op<"local_take", [
     ```
     (%3 on a 2-rank mesh: rank 0 takes positions 0, 1, 4, 5, rank 1 takes
     2, 3, 6, 7.)
+    With `uniform`, `starts` and `counts` are one rank's runs, which every
+    rank takes: the reordering of a `_StridedShard`'s pieces after an
+    all_gather is the same on every rank, and its runs per rank grow with
+    the tensor (a 4096-row weight gathered over a 32x8 mesh would otherwise
+    list 256 copies of 512 runs):
+    ```mlir
+    %4 = spmd.local_take %0 on @mesh dim = 0 starts = [0, 4, 2, 6]
+           counts = [2, 2, 2, 2] uniform : tensor<8x8xf32> -> tensor<8x8xf32>
+    ```
 
     Errors: a mesh that does not exist, `dim` out of range, shapes that
     differ on another dim or element types that differ, neither or both
     forms, a table whose size is not (ranks of the mesh) x (result size
     along `dim`) or run lists whose length is not a multiple of the number
     of ranks, indices outside [-1, input size along `dim`), runs outside
-    the input, and a rank's runs longer than the result.
+    the input, a rank's runs longer than the result, and `uniform` without
+    runs.
   }];
   let arguments = (ins AnyStaticShapeTensor:$input, FlatSymbolRefAttr:$mesh,
                        I64Attr:$dim, OptionalAttr<DenseI64ArrayAttr>:$indices,
                        OptionalAttr<DenseI64ArrayAttr>:$starts,
                        OptionalAttr<DenseI64ArrayAttr>:$counts,
+                       UnitAttr:$uniform,
                        DefaultValuedAttr<F64Attr, "0.0">:$fill);
   let results = (outs AnyStaticShapeTensor:$result);
   let assemblyFormat = [{
     $input `on` $mesh `dim` `=` $dim (`indices` `=` $indices^)?
-    (`starts` `=` $starts^)? (`counts` `=` $counts^)? (`fill` `=` $fill^)?
-    attr-dict `:` type($input) `->` type($result)
+    (`starts` `=` $starts^)? (`counts` `=` $counts^)? (`uniform` $uniform^)?
+    (`fill` `=` $fill^)? attr-dict `:` type($input) `->` type($result)
   }];
   let hasVerifier = 1;
 }

@@ -165,14 +165,16 @@ float spmd_rt_uniform(uint64_t op_id, uint64_t index);
    index table). */
 const int64_t *spmd_rt_rank_row(const int64_t *table, int64_t row_length);
 
-/* This rank's row of `row_length` positions given as `runs` runs per rank
-   (local_take_runs' starts and counts): the positions of each run one
-   after another, -1 for a fill run and after the last run. The row is
-   made once per table address and kept for the life of the process (the
-   tables are constants of the program); fatal when the runs are longer
-   than the row. */
+/* This rank's row of `row_length` positions given as `runs` runs
+   starting at entry rank * rank_stride of local_take_runs' starts and
+   counts (`rank_stride`: `runs` for runs per rank, 0 for runs every rank
+   takes): the positions of each run one after another, -1 for a fill run
+   and after the last run. The row is made once per table address and kept
+   for the life of the process (the tables are constants of the program);
+   fatal when the runs are longer than the row. */
 const int64_t *spmd_rt_runs_row(const int64_t *starts, const int64_t *counts,
-                                int64_t runs, int64_t row_length);
+                                int64_t runs, int64_t rank_stride,
+                                int64_t row_length);
 
 #define SPMD_RT_KERNEL(name, params, args) void spmd_rt_##name params;
 #include "spmd/Runtime/KernelList.def"
