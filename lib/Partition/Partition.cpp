@@ -359,9 +359,8 @@ TakeForm Partitioner::takeForm(const RankTable &indices,
   bool compact = 2 * perRank < static_cast<size_t>(form.size) || perRank == 1 ||
                  form.uniform;
   SmallVector<int64_t> starts, counts, table;
-  SmallVector<unsigned, 1> onlyRow = {0};
-  for (unsigned r : form.uniform ? ArrayRef<unsigned>(onlyRow)
-                                 : ArrayRef<unsigned>(indices.rowOf)) {
+  ArrayRef<unsigned> rowOf = indices.rowOf;
+  for (unsigned r : form.uniform ? rowOf.take_front() : rowOf) {
     const Row &row = indices.rows[r];
     if (!compact) {
       for (const Run &run : row)

@@ -57,11 +57,15 @@ const int64_t *spmd_rt_runs_row(const int64_t *starts, const int64_t *counts,
                                 int64_t runs, int64_t rank_stride,
                                 int64_t row_length) {
   static std::mutex mutex;
-  static std::map<std::tuple<const int64_t *, const int64_t *, int64_t>,
-                  std::vector<int64_t>>
+  // Keyed by everything that decides the row: the lowering shares equal
+  // tables between takes, which may read them per rank or uniformly.
+  static std::map<
+      std::tuple<const int64_t *, const int64_t *, int64_t, int64_t, int64_t>,
+      std::vector<int64_t>>
       rows;
   std::lock_guard<std::mutex> lock(mutex);
-  auto [it, inserted] = rows.try_emplace({starts, counts, row_length});
+  auto [it, inserted] =
+      rows.try_emplace({starts, counts, runs, rank_stride, row_length});
   std::vector<int64_t> &row = it->second;
   if (!inserted)
     return row.data();

@@ -1536,7 +1536,9 @@ TEST_F(CudaKernels, LocalTake) {
                1, kRunStart1, kRunCount3, -1.5);
   CHECK_KERNEL(kExact, local_take_runs, Tensor(SPMD_F32, {3, 5, 4}), self, 1, 3,
                3, kRunsStart, kRunsCount, 2.5);
-  // The same runs for every rank (`uniform`: no per-rank offset).
+  // The same runs for every rank (`uniform`: no per-rank offset). On this
+  // one rank it checks the call; other ranks' rows are checked by the
+  // multi-rank zoo runs against PyTorch.
   CHECK_KERNEL(kExact, local_take_runs, Tensor(SPMD_F32, {3, 5, 4}), self, 1, 3,
                0, kRunsStart, kRunsCount, 2.5);
   Tensor rows = random(SPMD_I64, {7, 5}, -100, 100);
