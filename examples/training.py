@@ -9,8 +9,16 @@ replays the steps before the checkpoint), and every step's loss must agree
 to --rtol relative, and the parameters at the end; the exit status says
 whether they did. With --param-dtype bf16 (mixed precision, FSDP2's policy)
 both sides compute in bf16 on casts of the fp32 parameters, and --rtol
-defaults to bf16's 2e-2."""
+defaults to bf16's 2e-2.
+
+The step is written as a training script writes it, and both sides run the
+same function: --micro K loops backward() over K micro-batches (gradient
+accumulation), --clip-grad-norm clips with torch.nn.utils.clip_grad_norm_
+between backward() and step(), --weight-decay puts the matrices in a
+parameter group with that decay and the other parameters in one without
+(transformers' Trainer's grouping)."""
 import argparse
+import contextlib
 import copy
 import math
 import os
@@ -55,15 +63,50 @@ def parser(description):
     p.add_argument("--report", action="store_true",
                    help="print the per-rank program's collectives")
     p.add_argument("--every", type=int, default=10, help="progress line every N steps")
+    p.add_argument("--micro", type=int, default=1, metavar="K",
+                   help="gradient accumulation: K micro-batches, a backward() each")
+    p.add_argument("--clip-grad-norm", type=float, metavar="MAX",
+                   help="clip the gradients' total norm to MAX in the step")
+    p.add_argument("--weight-decay", type=float, default=0.0,
+                   help="decay of the matrices' group (the others' is 0)")
     p.add_argument("--overlap", type=int, default=0, metavar="N",
                    help="asynchronous collectives, N per class in flight (0: synchronous)")
     return p
 
 
-def make_optimizer(name, params, lr):
+def make_optimizer(name, model, lr, weight_decay):
+    """The optimizer of `model`; with a weight decay, two parameter groups:
+    the matrices with it, the rest (biases, norms) without."""
+    params = list(model.parameters())
+    if weight_decay:
+        params = [{"params": [p for p in params if p.dim() >= 2], "weight_decay": weight_decay},
+                  {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
     if name == "sgd":
         return torch.optim.SGD(params, lr=lr, momentum=0.9)
     return (torch.optim.Adam if name == "adam" else torch.optim.AdamW)(params, lr=lr)
+
+
+def step_body(args, loss_fn, forward=None):
+    """train_step(model, optimizer, *data) as a script writes it: the loss
+    of each of --micro micro-batches (split along dim 0) divided by their
+    number, a backward() each, clipping, the optimizer step. Returns the
+    loss of the whole batch. `forward(model)` is a context the losses are
+    computed in (the reference's mixed-precision casts)."""
+    def train_step(model, optimizer, *data):
+        total = None
+        for micro in zip(*(d.chunk(args.micro) for d in data)):
+            with forward(model) if forward else contextlib.nullcontext():
+                loss = loss_fn(model, *micro)
+            if args.micro > 1:
+                loss = loss / args.micro
+            loss.backward()
+            total = loss.detach() if total is None else total + loss.detach()
+        if args.clip_grad_norm:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip_grad_norm)
+        optimizer.step()
+        optimizer.zero_grad()
+        return total
+    return train_step
 
 
 def cosine(step, steps, lr):
@@ -81,22 +124,17 @@ def train(args, model, loss_fn, batch, tokens_per_step, default_plan=None, evalu
     if args.rtol is None:
         args.rtol = 2e-2 if args.param_dtype else 1e-4
 
-    @spmd.compile(parallel_mode=args.mode, mesh=args.mesh,
-                  plan=args.plan or (default_plan if args.mode in ("tp", "fsdp-tp") else None),
-                  report=args.report, seed=args.seed,
-                  options={"overlap": args.overlap} if args.overlap else None,
-                  param_dtype=args.param_dtype, reduce_dtype=args.reduce_dtype)
-    def train_step(model, optimizer, *data):
-        loss = loss_fn(model, *data)
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad()
-        return loss
+    train_step = spmd.compile(
+        parallel_mode=args.mode, mesh=args.mesh,
+        plan=args.plan or (default_plan if args.mode in ("tp", "fsdp-tp") else None),
+        report=args.report, seed=args.seed,
+        options={"overlap": args.overlap} if args.overlap else None,
+        param_dtype=args.param_dtype, reduce_dtype=args.reduce_dtype)(step_body(args, loss_fn))
 
     rank = spmd.rank()
     reference = copy.deepcopy(model) if args.reference and rank == 0 else None
-    optimizer = make_optimizer(args.optimizer, model.parameters(), args.lr)
-    ref_opt = make_optimizer(args.optimizer, reference.parameters(), args.lr) \
+    optimizer = make_optimizer(args.optimizer, model, args.lr, args.weight_decay)
+    ref_opt = make_optimizer(args.optimizer, reference, args.lr, args.weight_decay) \
         if reference is not None else None
     if args.resume:
         train_step.load(args.resume)  # applied when the first call compiles
@@ -105,22 +143,20 @@ def train(args, model, loss_fn, batch, tokens_per_step, default_plan=None, evalu
 
     policy = MixedPrecision(torch.bfloat16) if args.param_dtype else None
 
+    @contextlib.contextmanager
+    def cast(model):
+        # The policy on one device: the forward reads bf16 casts of the fp32
+        # parameters, whose gradients come back in fp32.
+        with _reparametrize_module(model, policy.params(dict(model.named_parameters()), model),
+                                   tie_weights=True), policy.forward_inputs(model):
+            yield
+
+    eager_step = step_body(args, loss_fn, cast if policy is not None else None)
+
     def reference_step(step):
         for g in ref_opt.param_groups:
             g["lr"] = cosine(step, args.steps, args.lr)
-        if policy is not None:
-            # The policy on one device: the forward reads bf16 casts of the
-            # fp32 parameters, whose gradients come back in fp32.
-            cast = policy.params(dict(reference.named_parameters()), reference)
-            with _reparametrize_module(reference, cast, tie_weights=True), \
-                    policy.forward_inputs(reference):
-                loss = loss_fn(reference, *batch(step))
-        else:
-            loss = loss_fn(reference, *batch(step))
-        loss.backward()
-        ref_opt.step()
-        ref_opt.zero_grad()
-        return loss.item()
+        return eager_step(reference, ref_opt, *batch(step)).item()
 
     if reference is not None:
         for step in range(start):  # what the checkpoint holds

@@ -194,6 +194,53 @@ bool spmd::matchFqn(StringRef pattern, StringRef fqn) {
   return true;
 }
 
+/// The number of equal pieces every use of `v` splits its dim 0 into (a
+/// training step's micro-batches: `x.chunk(k)` or `x.split(m)` in a loop of
+/// backward()s), or nullopt when some use does something else, or the
+/// pieces differ in size.
+static std::optional<int64_t> equalSplitsOfDim0(Value v) {
+  auto type = cast<RankedTensorType>(v.getType());
+  std::optional<int64_t> pieces;
+  for (Operation *user : v.getUsers()) {
+    if (!user->hasTrait<aten::OpTrait::Split>() || user->getOperand(0) != v ||
+        user->getNumResults() < 2)
+      return std::nullopt;
+    for (Type t : user->getResultTypes()) {
+      auto piece = cast<RankedTensorType>(t);
+      if (piece.getShape().drop_front() != type.getShape().drop_front() ||
+          piece.getDimSize(0) * user->getNumResults() != type.getDimSize(0))
+        return std::nullopt;
+    }
+    if (pieces && *pieces != static_cast<int64_t>(user->getNumResults()))
+      return std::nullopt;
+    pieces = user->getNumResults();
+  }
+  return pieces;
+}
+
+/// A batch argument that the step splits into k equal micro-batches along
+/// dim 0 takes StridedShard(0, k) where its layout has Shard(0): each rank
+/// holds its Shard(0) piece of every micro-batch, so the micro-steps are
+/// data parallel too (DTensor `_StridedShard`: Shard(0) after a
+/// torch.chunk into k). Left as it is when a micro-batch does not divide
+/// over the mesh dims that shard it.
+static void shardMicroBatches(Value arg, ArrayRef<int64_t> meshShape,
+                              std::vector<layout::Placement> &placements) {
+  std::optional<int64_t> k = equalSplitsOfDim0(arg);
+  if (!k)
+    return;
+  int64_t ranks = 1;
+  for (auto [m, p] : llvm::enumerate(placements))
+    if (p.kind == layout::Placement::Kind::Shard && p.dim == 0)
+      ranks *= meshShape[m];
+  int64_t piece = cast<RankedTensorType>(arg.getType()).getDimSize(0) / *k;
+  if (ranks == 1 || piece % ranks != 0)
+    return;
+  for (layout::Placement &p : placements)
+    if (p.kind == layout::Placement::Kind::Shard && p.dim == 0)
+      p = layout::Placement::stridedShard(0, *k);
+}
+
 LogicalResult spmd::annotateAndPartition(
     ModuleOp module, const ParallelOptions &options,
     function_ref<std::optional<std::vector<layout::Placement>>(
@@ -238,6 +285,8 @@ LogicalResult spmd::annotateAndPartition(
     std::optional<std::vector<layout::Placement>> p = layoutOf(role, fqn, type);
     if (!p)
       continue;
+    if (role == "input" || role == "target")
+      shardMicroBatches(fn.getArgument(i), options.meshShape, *p);
     std::string why = layout::validate(shapeOf(type), options.meshShape, *p);
     if (!why.empty())
       return emitError(fn.getArgument(i).getLoc(), "argument '")

@@ -31,18 +31,20 @@ to the others), lowers and JIT-compiles it; every later call runs it.
   `sync(model, optimizer)` writes them back, `save(dir)` / `load(dir)` write
   and read a sharded checkpoint (each rank its own pieces, plus metadata to
   reload on another mesh).
-- **Per call**: the learning rate is read from
-  `optimizer.param_groups[0]["lr"]` (a scheduler changes it without a
+- **Per call**: each group's learning rate is read from
+  `optimizer.param_groups[g]["lr"]` (a scheduler changes it without a
   recompile); the step count (Adam's bias correction, dropout's draws) counts
   the steps taken. A call whose batch shapes, dtypes or Python constants, or
   whose optimizer's other hyperparameters, differ from the compiled ones
   recompiles (`on_recompile="recompile"`, after writing the state back into
   the model and optimizer) or raises (`"error"`), as torch.compile's guards.
-- **The train_step** calls `loss.backward()` once on the scalar loss and
-  `optimizer.step()` once after it (`zero_grad` is free); the optimizer is
-  torch.optim's SGD, Adam or AdamW with one parameter group. Clip gradients
-  with `clip_grad_norm=` (the step sees no `.grad`). It returns the loss; the
-  call returns it as a 0-dim tensor, the same on every rank.
+- **The train_step** calls `loss.backward()` on scalar losses (once, or
+  per micro-batch: gradient accumulation) and `optimizer.step()` once after;
+  `.grad`s behave as in PyTorch (clip them with
+  torch.nn.utils.clip_grad_norm_ in between; zero_grad before the first
+  backward or after the step). The optimizer is torch.optim's SGD, Adam or
+  AdamW, with any parameter groups. It returns the loss; the call returns it
+  as a 0-dim tensor, the same on every rank.
 """
 import atexit
 import collections
@@ -99,35 +101,49 @@ def world_size():
     return lib().spmd_session_world_size()
 
 
-def _optimizer_of(optimizer, clip_grad_norm, clip_norm_type):
-    """The tracer's description of a torch.optim optimizer (SGD, Adam, AdamW)."""
+def _optimizer_of(model, optimizer, clip_grad_norm, clip_norm_type):
+    """The tracer's description of a torch.optim optimizer (SGD, Adam,
+    AdamW), one Optimizer per parameter group with that group's
+    hyperparameters."""
     from spmd_capture.trace import Optimizer
     kinds = {torch.optim.SGD: "sgd", torch.optim.Adam: "adam", torch.optim.AdamW: "adamw"}
     name = kinds.get(type(optimizer))
     if name is None:
         raise SpmdError("the optimizer is a %s: spmd.compile takes torch.optim's SGD, Adam "
                         "and AdamW" % type(optimizer).__name__)
-    if len(optimizer.param_groups) != 1:
-        raise SpmdError("the optimizer has %d parameter groups: spmd.compile takes one"
-                        % len(optimizer.param_groups))
-    g = optimizer.param_groups[0]
-    for flag in ("maximize", "capturable", "differentiable"):
-        if g.get(flag):
-            raise SpmdError("the optimizer's %s=True is not supported" % flag)
-    lr = float(g["lr"])
-    if name == "sgd":
-        return Optimizer(name, lr, momentum=g["momentum"], dampening=g["dampening"],
-                         nesterov=g["nesterov"], weight_decay=g["weight_decay"],
-                         clip_grad_norm=clip_grad_norm, clip_norm_type=clip_norm_type)
-    return Optimizer(name, lr, weight_decay=g["weight_decay"], betas=g["betas"], eps=g["eps"],
-                     amsgrad=g["amsgrad"], clip_grad_norm=clip_grad_norm,
-                     clip_norm_type=clip_norm_type)
+    fqns = {id(p): n for n, p in model.named_parameters()}
+    groups = []
+    for k, g in enumerate(optimizer.param_groups):
+        for flag in ("maximize", "capturable", "differentiable"):
+            if g.get(flag):
+                raise SpmdError("the optimizer's %s=True is not supported" % flag)
+        stray = [p for p in g["params"] if id(p) not in fqns]
+        if stray:
+            raise SpmdError("the optimizer's parameter group %d has a tensor of shape %s that "
+                            "is not a parameter of the model" % (k, list(stray[0].shape)))
+        if name == "sgd":
+            described = Optimizer(name, float(g["lr"]), momentum=g["momentum"],
+                                  dampening=g["dampening"], nesterov=g["nesterov"],
+                                  weight_decay=g["weight_decay"])
+        else:
+            described = Optimizer(name, float(g["lr"]), weight_decay=g["weight_decay"],
+                                  betas=g["betas"], eps=g["eps"], amsgrad=g["amsgrad"])
+        groups.append(([fqns[id(p)] for p in g["params"]], described))
+    first = groups[0][1]
+    top = Optimizer(name, first.lr, momentum=first.momentum, dampening=first.dampening,
+                    nesterov=first.nesterov, weight_decay=first.weight_decay,
+                    betas=first.betas, eps=first.eps, amsgrad=first.amsgrad,
+                    clip_grad_norm=clip_grad_norm, clip_norm_type=clip_norm_type)
+    return top.grouped(groups)
 
 
 def _hyperparameters(optimizer):
-    """What the compiled step bakes in: everything of the group but lr."""
-    return tuple(sorted((k, repr(v)) for k, v in optimizer.param_groups[0].items()
-                        if k not in ("params", "lr", "initial_lr")))
+    """What the compiled step bakes in: each group's parameters and every
+    hyperparameter but lr."""
+    return tuple((tuple(id(p) for p in g["params"]),
+                  tuple(sorted((k, repr(v)) for k, v in g.items()
+                               if k not in ("params", "lr", "initial_lr"))))
+                 for g in optimizer.param_groups)
 
 
 _Guard = collections.namedtuple("_Guard", "model training optimizer batch hyperparameters")
@@ -320,7 +336,7 @@ class CompiledStep:
         if int(np.prod(mesh)) != world_size():
             raise SpmdError("the mesh %s has %d devices but the job has %d ranks (mpirun -np)"
                             % (_mesh_text(mesh), int(np.prod(mesh)), world_size()))
-        described = _optimizer_of(optimizer, self.clip_grad_norm, self.clip_norm_type)
+        described = _optimizer_of(model, optimizer, self.clip_grad_norm, self.clip_norm_type)
         factory = Factory(model, list(enumerate(batch)) + list(kwbatch.items()), None, [],
                           train_step=self.fn, optimizer=optimizer)
         args = step_args(factory, described)
@@ -376,7 +392,6 @@ class CompiledStep:
                 self.load(self._pending)
                 self._pending = None
         session, step = self._session, self._step
-        lr = optimizer.param_groups[0]["lr"]
         # A batch that does not fit (another rank's shapes differ) fails
         # here; run() then has every rank stop together.
         mine = None
@@ -386,7 +401,8 @@ class CompiledStep:
                     value = batch[a.slot] if isinstance(a.slot, int) else kwbatch[a.slot]
                     session.set_arg(i, value, a.value.dtype, borrow=True)
                 elif a.role == "lr":
-                    session.set_arg(i, torch.tensor(float(lr)), torch.float32)
+                    session.set_arg(i, torch.tensor(float(optimizer.param_groups[a.slot]["lr"])),
+                                    torch.float32)
                 elif a.role == "step":
                     session.set_arg(i, torch.tensor(float(self.steps)), torch.float32)
             except SpmdError as e:
@@ -396,6 +412,9 @@ class CompiledStep:
         except SpmdError as e:
             raise (mine or e) from None
         self.steps += 1
+        # What torch.optim's step() notes for the LR schedulers (they warn of
+        # a schedule stepped before the optimizer otherwise).
+        optimizer._opt_called = True
         loss = step.outputs[self._loss]
         return session.gather(1, self._loss, list(loss.shape), loss.dtype)
 
@@ -406,6 +425,13 @@ class CompiledStep:
     def _require(self):
         if self._session is None:
             raise SpmdError("the step has not been compiled yet: call it once first")
+
+    def layouts(self):
+        """{FQN: layout} of the compiled step's arguments (parameters,
+        buffers, optimizer state, the batch's entries `input.<key>`), each
+        as spmd.layout prints it: its placement per mesh dim."""
+        self._require()
+        return {a.fqn: self._session.layout(0, i) for i, a in enumerate(self._step.args)}
 
     def state_dict(self):
         """Collective. {FQN: full tensor} of the parameters, buffers and
@@ -531,7 +557,9 @@ def compile(parallel_mode="ddp", mesh=None, plan=None, options=None, backend="cp
     backend: "cpu" or "cuda".
     on_recompile: "recompile" or "error" when a call does not match.
     clip_grad_norm, clip_norm_type: torch.nn.utils.clip_grad_norm_ before
-      the update.
+      the update, its total norm reduced once across the ranks (the step's
+      own clip_grad_norm_ call also works, with one reduction per sharded
+      gradient).
     report: print the per-rank program's collectives and memory (rank 0).
     seed: the seed of the step's random draws (dropout).
     param_dtype, reduce_dtype: mixed precision, as FSDP2's

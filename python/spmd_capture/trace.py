@@ -25,7 +25,9 @@ import functools
 import importlib.util
 import math
 import os
+import re
 import sys
+import warnings
 from typing import List, Optional
 
 import torch
@@ -884,6 +886,27 @@ class Optimizer:
         # SGD's first step copies the gradient into its buffer; with dampening
         # later steps do not, so the formula needs the step count.
         self.uses_step = name != "sgd" or bool(momentum and dampening)
+        self.groups = None  # one group of every trainable parameter (grouped())
+
+    def grouped(self, groups):
+        """torch.optim's parameter groups: `groups` is a list of (FQNs,
+        Optimizer of that group's hyperparameters, the same name). Each
+        group's learning rate is an input of its own; a trainable parameter
+        in no group is not updated (torch.optim does not see it). This
+        optimizer keeps the step's gradient clipping, which spans every
+        group. Returns self."""
+        if any(g.name != self.name for _, g in groups):
+            raise CaptureError("the parameter groups mix optimizers")
+        self.groups = [(frozenset(fqns), g) for fqns, g in groups]
+        self.uses_step = any(g.uses_step for _, g in self.groups)
+        return self
+
+    def of(self, fqn):
+        """(group index, that group's Optimizer) of parameter `fqn`, or None
+        when no group has it."""
+        if self.groups is None:
+            return 0, self
+        return next(((i, g) for i, (fqns, g) in enumerate(self.groups) if fqn in fqns), None)
 
     def describe(self):
         d = {"name": self.name, "lr": self.lr, "weight_decay": self.weight_decay,
@@ -900,9 +923,13 @@ class Optimizer:
         return d
 
     def inputs(self):
-        """(role, initial value) of the step's hyperparameter inputs."""
-        return [("lr", torch.tensor(self.lr))] + \
-            ([("step", torch.tensor(0.0))] if self.uses_step else [])
+        """(FQN, role, group index, initial value) of the step's
+        hyperparameter inputs: each group's learning rate (`optimizer.lr`,
+        then `optimizer.lr.<g>` for group g > 0) and the step count."""
+        groups = [self] if self.groups is None else [g for _, g in self.groups]
+        return [("optimizer.lr" + (".%d" % i if i else ""), "lr", i, torch.tensor(g.lr))
+                for i, g in enumerate(groups)] + \
+            ([("optimizer.step", "step", None, torch.tensor(0.0))] if self.uses_step else [])
 
     def clip(self, grads):
         """torch.nn.utils.clip_grad_norm_ on `grads` (None: no gradient):
@@ -1157,7 +1184,9 @@ def is_batched(tensor, batch):
 def step_args(factory, optimizer, accumulate=1):
     """The arguments of @train_step, in order: parameters, buffers, optimizer
     state (per parameter, per state key), the optimizer's hyperparameter
-    inputs (`optimizer.lr`, `optimizer.step`), inputs, targets.
+    inputs (`optimizer.lr` and, per further parameter group g,
+    `optimizer.lr.<g>`, whose `slot` is g; `optimizer.step`), inputs,
+    targets.
 
     Inputs and targets are named `input.<key>` / `target.<key>`, the key
     being the position (`input.0`) or the keyword (`input.input_ids`). With
@@ -1170,8 +1199,9 @@ def step_args(factory, optimizer, accumulate=1):
     args = [Arg(n, "param", p.detach().clone()) for n, p in params]
     args += [Arg(n, "buffer", b.detach().clone()) for n, b in factory.model.named_buffers()]
     args += [Arg("%s.%s" % (n, key), "optim_state", torch.zeros_like(p))
-             for n, p in params if p.requires_grad for key in optimizer.state_keys]
-    args += [Arg("optimizer." + role, role, value) for role, value in optimizer.inputs()]
+             for n, p in params if p.requires_grad and optimizer.of(n) is not None
+             for key in optimizer.of(n)[1].state_keys]
+    args += [Arg(fqn, role, value, group) for fqn, role, group, value in optimizer.inputs()]
     tensors = [("input", k, t) for k, t in factory.tensors("input")] + \
         [("target", k, t) for k, t in factory.tensors("target")]
     if accumulate == 1:
@@ -1289,10 +1319,42 @@ def trace(factory, optimizer, args, seed, accumulate=1, fake=False,
     by_role = {r: [i for i, a in enumerate(args) if a.role == r] for r in ("param", "buffer")}
     requires_grad = {n: p.requires_grad for n, p in model.named_parameters()}
     trainable = [i for i in by_role["param"] if requires_grad[args[i].fqn]]
+    # The model's own parameters, which a user's optimizer names.
+    param_index = {id(p): index["param", n] for n, p in model.named_parameters()}
     results = [Result("loss", None)]
 
+    def update(flat, grads):
+        """The optimizer step on `grads` (one per trainable parameter, None
+        where it has none): [(argument index, new value)] of the updated
+        parameters, then of their state."""
+        new_params, new_state = [], []
+        lrs = {a.slot: flat[j] for j, a in enumerate(args) if a.role == "lr"}
+        count = next((flat[j] for j, a in enumerate(args) if a.role == "step"), None)
+        with torch.no_grad():
+            if optimizer.clip_grad_norm is not None:
+                scope.set("", "optimizer")
+                grads = optimizer.clip(grads)
+            for i, grad in zip(trainable, grads):
+                fqn = args[i].fqn
+                group = optimizer.of(fqn)
+                # An unused parameter, or one the optimizer does not have:
+                # torch.optim leaves it as it is too.
+                if grad is None or group is None:
+                    continue
+                scope.set(owner(fqn), "optimizer")
+                state_idx = [index[("optim_state", "%s.%s" % (fqn, k))]
+                             for k in group[1].state_keys]
+                param, state = flat[i].clone(), [flat[j].clone() for j in state_idx]
+                group[1].update(param, grad, state, lrs[group[0]], count)
+                new_params.append((i, param))
+                new_state += list(zip(state_idx, state))
+        return new_params + new_state
+
     def micro_step(flat, inputs, targets):
+        """(loss, gradients) of a micro-step; of a user's train_step, (loss,
+        updates) (its optimizer.step() runs `update`)."""
         scope.set("", "forward")
+        traced = {k: flat[i] for k, i in param_index.items()}
         tensors = {args[i].fqn: flat[i] for i in by_role["param"]}
         if mixed_precision is not None:
             tensors = mixed_precision.params(tensors, model)
@@ -1303,7 +1365,8 @@ def trace(factory, optimizer, args, seed, accumulate=1, fake=False,
                 mixed_precision.forward_inputs(model) if mixed_precision is not None \
                 else contextlib.nullcontext():
             if factory.train_step is not None:
-                return _user_step(factory, flat, inputs, trainable, scope)
+                return _UserStep(factory, flat, trainable, traced, mixed_precision is not None,
+                                 functools.partial(update, flat)).run(inputs, scope)
             out = forward(factory, lambda a, kw: model(*a, **kw), flat, inputs)
             scope.set("", "loss")
             loss = loss_of(factory, out, flat, targets)
@@ -1315,40 +1378,26 @@ def trace(factory, optimizer, args, seed, accumulate=1, fake=False,
                                              allow_unused=True)
 
     def step(*flat):
-        loss, grads = None, None
-        for inputs, targets in micro_steps(args, accumulate):
-            micro_loss, micro_grads = micro_step(flat, inputs, targets)
-            if grads is None:
-                loss, grads = micro_loss, list(micro_grads)
-                continue
-            # As autograd accumulates into .grad: the first gradient as is,
-            # later ones added, by the root (not the module whose backward
-            # ran last).
-            scope.set("", "backward")
-            loss = loss + micro_loss
-            grads = [g if m is None else m if g is None else g + m
-                     for g, m in zip(grads, micro_grads)]
-        new_params, new_state = [], []
-        hyper = {role: flat[index[role, "optimizer." + role]]
-                 for role in ("lr", "step") if (role, "optimizer." + role) in index}
-        with torch.no_grad():
-            if optimizer.clip_grad_norm is not None:
-                scope.set("", "optimizer")
-                grads = optimizer.clip(grads)
-            for i, grad in zip(trainable, grads):
-                if grad is None:  # unused parameter: torch.optim skips it too
+        if factory.train_step is not None:
+            loss, updates = micro_step(flat, *micro_steps(args, 1)[0])
+        else:
+            loss, grads = None, None
+            for inputs, targets in micro_steps(args, accumulate):
+                micro_loss, micro_grads = micro_step(flat, inputs, targets)
+                if grads is None:
+                    loss, grads = micro_loss, list(micro_grads)
                     continue
-                fqn = args[i].fqn
-                scope.set(owner(fqn), "optimizer")
-                state_idx = [index[("optim_state", "%s.%s" % (fqn, k))]
-                             for k in optimizer.state_keys]
-                param, state = flat[i].clone(), [flat[j].clone() for j in state_idx]
-                optimizer.update(param, grad, state, hyper["lr"], hyper.get("step"))
-                new_params.append((i, param))
-                new_state += list(zip(state_idx, state))
+                # As autograd accumulates into .grad: the first gradient as is,
+                # later ones added, by the root (not the module whose backward
+                # ran last).
+                scope.set("", "backward")
+                loss = loss + micro_loss
+                grads = [g if m is None else m if g is None else g + m
+                         for g, m in zip(grads, micro_grads)]
+            updates = update(flat, grads)
         if len(results) == 1:  # make_fx runs the step once; record the result order
-            results.extend(Result(args[i].fqn, i) for i, _ in new_params + new_state)
-        return (loss, *(t for _, t in new_params + new_state))
+            results.extend(Result(args[i].fqn, i) for i, _ in updates)
+        return (loss, *(t for _, t in updates))
 
     # Always on fake tensors: the model's Python code then sees what it sees
     # under torch.compile and torch.export (transformers' `is_tracing`
@@ -1370,6 +1419,12 @@ def trace(factory, optimizer, args, seed, accumulate=1, fake=False,
         with _tag_nodes(scope), _module_scopes(model, scope), _AutogradScopes(scope), \
                 _reentrant_checkpoint_replayed():
             raw = make_fx(step, tracing_mode="fake")(*flat)
+        # The zero .grads a user's step starts from (_UserStep) are dead
+        # unless its code read them.
+        for node in list(raw.graph.nodes):
+            if node.target is aten.zeros_like.default and not node.users:
+                raw.graph.erase_node(node)
+        raw.recompile()
         with _tag_nodes(scope):
             gm = make_fx(functionalize(_Replay(raw, scope).run, remove="mutations"),
                          decomposition_table=decompositions(),
@@ -1400,30 +1455,6 @@ def trace(factory, optimizer, args, seed, accumulate=1, fake=False,
     return Step(gm, args, results, list(outputs), module_records(model))
 
 
-class _OptimizerCalls:
-    """What a user's train_step gets as its optimizer while it is traced:
-    the real optimizer's attributes (param_groups, state, ...), with step()
-    and zero_grad() counted instead of run. The traced step applies the
-    update itself (Optimizer.update) once the train_step returns."""
-
-    def __init__(self, optimizer, backwards):
-        self._optimizer, self._backwards, self.steps = optimizer, backwards, 0
-
-    def step(self, closure=None):
-        if closure is not None:
-            raise CaptureError("optimizer.step(closure): a closure (LBFGS-style) cannot be "
-                               "traced; call loss.backward() and optimizer.step() instead")
-        if not self._backwards:
-            raise CaptureError("train_step calls optimizer.step() before loss.backward()")
-        self.steps += 1
-
-    def zero_grad(self, set_to_none=True):
-        pass
-
-    def __getattr__(self, name):
-        return getattr(self._optimizer, name)
-
-
 def _loss_check(loss):
     if not isinstance(loss, torch.Tensor) or loss.dim() != 0 or not loss.is_floating_point():
         raise CaptureError("the loss must be a 0-dim floating-point tensor, got %s" % (
@@ -1431,39 +1462,158 @@ def _loss_check(loss):
             if isinstance(loss, torch.Tensor) else "a " + type(loss).__name__))
 
 
-def _user_step(factory, flat, inputs, trainable, scope):
-    """(loss, gradients) of a user's train_step(model, optimizer, *inputs):
-    its loss.backward() becomes torch.autograd.grad of that loss with respect
-    to the trainable parameters (what autograd would accumulate into .grad),
-    and its optimizer.step() is counted; both must happen exactly once, the
-    backward first. The loss is the tensor backward was called on."""
-    backwards = []
-    optimizer = _OptimizerCalls(factory.optimizer, backwards)
-    tensor_backward = torch.Tensor.backward
+class _UserStep:
+    """A user's train_step(model, optimizer, *inputs) traced with PyTorch's
+    gradient semantics on the parameters the traced model holds:
 
-    def backward(loss, gradient=None, retain_graph=None, create_graph=False, inputs=None):
-        if gradient is not None or create_graph or inputs is not None:
-            raise CaptureError("loss.backward() with gradient, create_graph or inputs cannot "
-                               "be traced: call loss.backward() on the scalar loss")
+    - `loss.backward()` adds torch.autograd.grad of the loss (with respect to
+      the trainable parameters) into each parameter's `.grad`, as autograd
+      accumulates; it may run several times (gradient accumulation);
+    - code between backward() and `optimizer.step()` sees and may change the
+      `.grad`s (torch.nn.utils.clip_grad_norm_, scaling); step() runs the
+      update on them as it finds them, once, after a backward() (the model
+      keeps the parameters the step started from);
+    - `optimizer.zero_grad()` and `model.zero_grad()` clear them;
+      `optimizer.param_groups` holds the traced parameters.
+
+    Each call starts from the gradients the previous call left. A step that
+    adds into them (no zero_grad before its first backward) and leaves
+    gradients behind (none after its step) would carry one call's gradients
+    into the next: PyTorch does, a compiled step cannot, so that raises
+    CaptureError (for the parameters the optimizer has: the gradients of
+    the others are not used; a .grad zeroed in place is still set). Each parameter starts with a zero `.grad` that stands for
+    the previous call's; backward() replaces it and notes that it did.
+
+    With mixed precision the model holds bf16 copies of the parameters,
+    which have no `.grad`: reading one raises CaptureError (the fp32
+    parameters are in optimizer.param_groups)."""
+
+    def __init__(self, factory, flat, trainable, traced, mixed, update):
+        self.factory, self.flat, self.trainable, self.mixed = factory, flat, trainable, mixed
+        self.traced = traced  # id(the model's parameter) -> its traced tensor
+        self.update = update  # the optimizer step on the gradients (trace's)
+        self.incoming = {i: torch.zeros_like(flat[i]) for i in trainable}
+        self.added_to_incoming = set()  # indices into flat
+        self.losses, self.updates, self.steps = [], None, 0
+
+    def grad(self, i):
+        """flat[i].grad, None where it is the previous call's (untouched)."""
+        g = self.flat[i].grad
+        return None if g is self.incoming[i] else g
+
+    def backward(self, loss, scope):
         _loss_check(loss)
-        if backwards:
-            raise CaptureError("train_step calls backward() more than once: accumulate the "
-                               "losses and call backward() once")
         scope.set("", "backward")
-        backwards.append((loss, torch.autograd.grad(loss, [flat[i] for i in trainable],
-                                                    allow_unused=True)))
-    torch.Tensor.backward = backward
-    try:
-        forward(factory, lambda a, kw: factory.train_step(factory.model, optimizer, *a, **kw),
-                flat, inputs)
-    finally:
-        torch.Tensor.backward = tensor_backward
-    if not backwards:
-        raise CaptureError("train_step never calls loss.backward()")
-    if optimizer.steps != 1:
-        raise CaptureError("train_step calls optimizer.step() %d times: it must call it once, "
-                           "after loss.backward()" % optimizer.steps)
-    return backwards[0]
+        grads = torch.autograd.grad(loss, [self.flat[i] for i in self.trainable],
+                                    allow_unused=True)
+        for i, g in zip(self.trainable, grads):
+            if g is None:
+                continue
+            held = self.flat[i].grad
+            if held is self.incoming[i]:
+                self.added_to_incoming.add(i)
+                held = None
+            self.flat[i].grad = g if held is None else held + g
+        self.losses.append(loss)
+
+    def clear(self, tensors, set_to_none):
+        for t in tensors:
+            if t.grad is not None:
+                t.grad = None if set_to_none else torch.zeros_like(t)
+
+    def run(self, inputs, scope):
+        """(loss, the optimizer step's updates) of the traced train_step."""
+        optimizer = _OptimizerCalls(self)
+        model = self.factory.model
+        tensor_backward = torch.Tensor.backward
+        user = self
+
+        def backward(loss, gradient=None, retain_graph=None, create_graph=False, inputs=None):
+            if gradient is not None or create_graph or inputs is not None:
+                raise CaptureError("loss.backward() with gradient, create_graph or inputs "
+                                   "cannot be traced: call loss.backward() on the scalar loss")
+            user.backward(loss, scope)
+
+        for i in self.trainable:
+            self.flat[i].grad = self.incoming[i]
+        torch.Tensor.backward = backward
+        model.zero_grad = lambda set_to_none=True: self.clear(
+            [self.flat[i] for i in self.trainable], set_to_none)
+        try:
+            with warnings.catch_warnings():
+                if self.mixed:
+                    warnings.filterwarnings("error", message=_NON_LEAF_GRAD)
+                try:
+                    out = forward(self.factory, lambda a, kw: self.factory.train_step(
+                        model, optimizer, *a, **kw), self.flat, inputs)
+                except UserWarning as e:
+                    if not re.match(_NON_LEAF_GRAD, str(e)):
+                        raise
+                    raise CaptureError(
+                        "train_step reads a parameter's .grad through the model, whose "
+                        "parameters are the bf16 copies mixed precision computes with (they "
+                        "have no .grad): use optimizer.param_groups' parameters, or "
+                        "spmd.compile's clip_grad_norm=") from None
+        finally:
+            torch.Tensor.backward = tensor_backward
+            del model.zero_grad
+        if not self.losses:
+            raise CaptureError("train_step never calls loss.backward()")
+        if self.steps != 1:
+            raise CaptureError("train_step calls optimizer.step() %d times: it must call it "
+                               "once, after loss.backward()" % self.steps)
+        # A parameter the optimizer does not have may keep adding: its
+        # gradient is not used.
+        kept = {id(t) for g in optimizer.param_groups for t in g["params"]}
+        if any(self.grad(i) is not None and id(self.flat[i]) in kept
+               for i in self.added_to_incoming):
+            raise CaptureError(
+                "train_step adds its gradients into .grad without clearing them first, and "
+                "leaves them set (a .grad zeroed in place is still set): PyTorch would add "
+                "each call's gradients into the next call's; call optimizer.zero_grad() "
+                "before loss.backward() or after optimizer.step()")
+        for i in self.trainable:
+            self.flat[i].grad = None
+        if isinstance(out, torch.Tensor) and out.dim() == 0 and out.is_floating_point():
+            return out, self.updates
+        return functools.reduce(lambda a, b: a + b, self.losses), self.updates
+
+
+# PyTorch's warning on reading the .grad of a tensor autograd does not fill.
+_NON_LEAF_GRAD = r"The \.grad attribute of a Tensor that is not a leaf Tensor"
+
+
+class _OptimizerCalls:
+    """What a user's train_step gets as its optimizer while it is traced:
+    the real optimizer's attributes (state, defaults, ...), its param_groups
+    holding the traced parameters, step() running the traced update on
+    the gradients (Optimizer.update) and zero_grad() clearing them."""
+
+    def __init__(self, user):
+        self._user = user
+
+    @property
+    def param_groups(self):
+        traced = self._user.traced
+        return [dict(g, params=[traced.get(id(p), p) for p in g["params"]])
+                for g in self._user.factory.optimizer.param_groups]
+
+    def step(self, closure=None):
+        user = self._user
+        if closure is not None:
+            raise CaptureError("optimizer.step(closure): a closure (LBFGS-style) cannot be "
+                               "traced; call loss.backward() and optimizer.step() instead")
+        if not user.losses:
+            raise CaptureError("train_step calls optimizer.step() before loss.backward()")
+        user.steps += 1
+        if user.updates is None:
+            user.updates = user.update([user.grad(i) for i in user.trainable])
+
+    def zero_grad(self, set_to_none=True):
+        self._user.clear([p for g in self.param_groups for p in g["params"]], set_to_none)
+
+    def __getattr__(self, name):
+        return getattr(self._user.factory.optimizer, name)
 
 
 def _data_dependent(fqn, phase):

@@ -26,6 +26,58 @@ func.func @train_step(%x: tensor<8x8xf32> {spmd.fqn = "x", spmd.role = "input"} 
   return %l, %u : tensor<f32>, tensor<8x8xf32>
 }
 
+// -----
+
+// Gradient accumulation written in the step: the batch is split into two
+// equal micro-batches, each with its own forward and backward. The input
+// takes StridedShard(0, 2) (each rank holds its rows of every micro-batch),
+// so both micro-steps are data parallel and the summed gradient is reduced
+// once.
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: tensor<4x8xf32> {spmd.fqn = "x", spmd.layout = #spmd.layout<@mesh, [strided_shard<0, 2>]>, spmd.role = "input"}
+// CHECK: aten.split_with_sizes {{.*}} : (tensor<4x8xf32>) -> (tensor<2x8xf32>, tensor<2x8xf32>)
+// CHECK-NOT: spmd.all_gather
+// CHECK: spmd.all_reduce {{.*}}ddp: gradient all_reduce before the update
+// CHECK-NOT: gradient all_reduce
+// CHECK: return
+func.func @train_step(%x: tensor<8x8xf32> {spmd.fqn = "x", spmd.role = "input"} loc("x"),
+                      %w: tensor<8x8xf32> {spmd.fqn = "w", spmd.role = "param"} loc("w"))
+    -> (tensor<f32> {spmd.role = "loss"}, tensor<8x8xf32> {spmd.fqn = "w", spmd.updates = 1 : i64}) {
+  %m:2 = aten.split_with_sizes %x {split_sizes = array<i64: 4, 4>, dim = 0 : i64, spmd.module = "", spmd.phase = "forward"} : (tensor<8x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>)
+  %y0 = aten.mm %m#0, %w {spmd.module = "lin", spmd.phase = "forward"} : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32>
+  %l0 = aten.sum %y0 {spmd.module = "", spmd.phase = "loss"} : (tensor<4x8xf32>) -> tensor<f32>
+  %one0 = aten.ones_like %y0 {spmd.module = "lin", spmd.phase = "backward"} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %xt0 = aten.t %m#0 {spmd.module = "lin", spmd.phase = "backward"} : (tensor<4x8xf32>) -> tensor<8x4xf32>
+  %g0 = aten.mm %xt0, %one0 {spmd.module = "lin", spmd.phase = "backward"} : (tensor<8x4xf32>, tensor<4x8xf32>) -> tensor<8x8xf32>
+  %y1 = aten.mm %m#1, %w {spmd.module = "lin", spmd.phase = "forward"} : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32>
+  %l1 = aten.sum %y1 {spmd.module = "", spmd.phase = "loss"} : (tensor<4x8xf32>) -> tensor<f32>
+  %one1 = aten.ones_like %y1 {spmd.module = "lin", spmd.phase = "backward"} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %xt1 = aten.t %m#1 {spmd.module = "lin", spmd.phase = "backward"} : (tensor<4x8xf32>) -> tensor<8x4xf32>
+  %g1 = aten.mm %xt1, %one1 {spmd.module = "lin", spmd.phase = "backward"} : (tensor<8x4xf32>, tensor<4x8xf32>) -> tensor<8x8xf32>
+  %l = aten.add.Tensor %l0, %l1 {spmd.module = "", spmd.phase = "backward"} : (tensor<f32>, tensor<f32>) -> tensor<f32>
+  %g = aten.add.Tensor %g0, %g1 {spmd.module = "", spmd.phase = "backward"} : (tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<8x8xf32>
+  %u = aten.sub.Tensor %w, %g {spmd.module = "w", spmd.phase = "optimizer"} : (tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<8x8xf32>
+  return %l, %u : tensor<f32>, tensor<8x8xf32>
+}
+
+// -----
+
+// Micro-batches of unequal sizes have no strided layout: the input keeps
+// Shard(0). A split into one piece is the whole batch and keeps its shard.
+// CHECK-LABEL: func.func @train_step
+// CHECK-SAME: tensor<4x8xf32> {spmd.fqn = "x", spmd.layout = #spmd.layout<@mesh, [shard<0>]>, spmd.role = "input"}
+// CHECK-SAME: tensor<4x8xf32> {spmd.fqn = "y", spmd.layout = #spmd.layout<@mesh, [shard<0>]>, spmd.role = "input"}
+// CHECK: aten.split_with_sizes {{.*}} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+func.func @train_step(%x: tensor<8x8xf32> {spmd.fqn = "x", spmd.role = "input"} loc("x"),
+                      %y: tensor<8x8xf32> {spmd.fqn = "y", spmd.role = "input"} loc("y"))
+    -> (tensor<8x8xf32> {spmd.role = "loss"}) {
+  %m:2 = aten.split_with_sizes %x {split_sizes = array<i64: 6, 2>, dim = 0 : i64, spmd.module = "", spmd.phase = "forward"} : (tensor<8x8xf32>) -> (tensor<6x8xf32>, tensor<2x8xf32>)
+  %c = aten.cat %m#0, %m#1 {dim = 0 : i64, spmd.module = "", spmd.phase = "forward"} : (tensor<6x8xf32>, tensor<2x8xf32>) -> tensor<8x8xf32>
+  %one = aten.split_with_sizes %y {split_sizes = array<i64: 8>, dim = 0 : i64, spmd.module = "", spmd.phase = "forward"} : (tensor<8x8xf32>) -> tensor<8x8xf32>
+  %r = aten.add.Tensor %c, %one {spmd.module = "", spmd.phase = "forward"} : (tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<8x8xf32>
+  return %r : tensor<8x8xf32>
+}
+
 // MODE: error: spmd-parallelize: unknown mode 'nope'; registered modes: ddp, fsdp, fsdp-tp, tp
 // MESH: error: spmd-parallelize: mesh '2x0' is not N or DPxTP with positive sizes
 // RANK: error: ddp runs on a 1-D mesh (dp); got a mesh of 2 dims

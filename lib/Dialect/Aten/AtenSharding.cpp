@@ -355,7 +355,8 @@ struct LayerNormLabels {
 std::string nllBatch(Value self) { return rankOf(self) == 2 ? "n" : ""; }
 
 /// The inputs of a concatenation or the pieces of a split, each labelled
-/// `labels` except along `dim`, which stays whole; with k equal pieces
+/// `labels` except along `dim`, which stays whole (but for one piece, the
+/// whole); with k equal pieces
 /// also StridedShard(dim, k) of the packed value <-> Shard(dim) of each
 /// piece (a packed q|k|v projection, head-parallel).
 EinsumRule piecesRule(Value packed, ValueRange pieces, int64_t dim,
@@ -372,6 +373,9 @@ EinsumRule piecesRule(Value packed, ValueRange pieces, int64_t dim,
   rule.linearGroups = {all};
   rule.movesElements = true;
   dim = aten::normalizeDim(dim, rankOf(packed));
+  // One piece is the whole: any layout passes through (x.chunk(1)).
+  if (pieces.size() == 1)
+    return rule;
   rule = rules::keepWhole(rule, dim);
   std::vector<Value> values(pieces.begin(), pieces.end());
   if (auto piece = equalPieces(values, dim))

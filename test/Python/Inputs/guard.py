@@ -78,9 +78,6 @@ def misuse():
              ("two optimizer steps", two_steps, torch.optim.SGD(model.parameters(), lr=0.1), {}),
              ("a value read", item, torch.optim.SGD(model.parameters(), lr=0.1), {}),
              ("RMSprop", step_fn, torch.optim.RMSprop(model.parameters()), {}),
-             ("two groups", step_fn, torch.optim.SGD(
-                 [{"params": model[0].parameters()}, {"params": model[2].parameters()}],
-                 lr=0.1), {}),
              ("a mesh of 3", step_fn, torch.optim.SGD(model.parameters(), lr=0.1),
               {"mesh": [3]}),
              ("a plan that names no module", step_fn,

@@ -1,0 +1,161 @@
+"""spmd.compile with the gradient code of real training scripts, each
+compiled step run next to the same function in eager PyTorch (one process,
+the whole batch) for five calls: every call's loss and the parameters after
+the last must match.
+
+  grads.py MODE clip        clip_grad_norm_(model.parameters()) between
+                            backward() and step() (small max_norm: it clips)
+  grads.py MODE accumulate  a loop of backward()s over two equal
+                            micro-batches, then one step (gradient
+                            accumulation in train_step); the batch's layout
+  grads.py MODE uneven      the same over micro-batches of 5, 5 and 2
+  grads.py MODE groups      AdamW with two parameter groups (weight decay on
+                            the weights only, another lr for the biases, a
+                            parameter in no group) and a LambdaLR schedule;
+                            zero_grad before backward, clip through
+                            optimizer.param_groups
+  grads.py misuse           what spmd.compile refuses, each message
+
+MODE is ddp, fsdp or tp (tp with mlp.tp.json beside this file).
+"""
+import copy
+import os
+import sys
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import spmd
+
+PLAN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "mlp.tp.json")
+
+
+def model_and_data():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(6, 8), nn.ReLU(), nn.Linear(8, 3))
+    g = torch.Generator().manual_seed(1)
+    batches = [(torch.randn(12, 6, generator=g), torch.randint(0, 3, (12,), generator=g))
+               for _ in range(5)]
+    return model, batches
+
+
+def clip(model, optimizer, x, y):
+    loss = F.cross_entropy(model(x), y)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 0.05)
+    optimizer.step()
+    optimizer.zero_grad()
+    return loss
+
+
+def micro_steps(model, optimizer, pieces):
+    total = 0
+    for xs, ys in pieces:
+        loss = F.cross_entropy(model(xs), ys, reduction="sum") / 12
+        loss.backward()
+        total = total + loss.detach()
+    optimizer.step()
+    optimizer.zero_grad()
+    return total
+
+
+def accumulate(model, optimizer, x, y):
+    return micro_steps(model, optimizer, zip(x.chunk(2), y.chunk(2)))
+
+
+def uneven(model, optimizer, x, y):
+    return micro_steps(model, optimizer, zip(x.split(5), y.split(5)))
+
+
+def groups(model, optimizer, x, y):
+    optimizer.zero_grad()
+    loss = F.cross_entropy(model(x), y)
+    loss.backward()
+    params = [p for g in optimizer.param_groups for p in g["params"]]
+    torch.nn.utils.clip_grad_norm_(params, 0.5)
+    optimizer.step()
+    return loss
+
+
+def optimizer_of(case, model):
+    if case != "groups":
+        return torch.optim.Adam(model.parameters(), lr=1e-2)
+    # The first layer's bias is in no group: torch.optim never updates it.
+    return torch.optim.AdamW([
+        {"params": [model[0].weight, model[2].weight], "weight_decay": 0.1},
+        {"params": [model[2].bias], "weight_decay": 0.0, "lr": 3e-2}], lr=1e-2)
+
+
+def compare(mode, case):
+    fn = {"clip": clip, "accumulate": accumulate, "uneven": uneven, "groups": groups}[case]
+    model, batches = model_and_data()
+    reference = copy.deepcopy(model)
+    opt, ref_opt = optimizer_of(case, model), optimizer_of(case, reference)
+    sched, ref_sched = [torch.optim.lr_scheduler.LambdaLR(o, lambda k: 1 / (k + 1))
+                        for o in (opt, ref_opt)]
+    step = spmd.compile(parallel_mode=mode, plan=PLAN if mode == "tp" else None)(fn)
+    worst = 0.0
+    for x, y in batches:
+        loss = step(model, opt, x, y).item()
+        ref = fn(reference, ref_opt, x, y).item()
+        worst = max(worst, abs(loss - ref) / abs(ref))
+        if case == "groups":
+            sched.step()
+            ref_sched.step()
+    state = step.state_dict()
+    params = max((state[n] - p).norm().item() / p.norm().item()
+                 for n, p in reference.named_parameters())
+    untouched = torch.equal(state["0.bias"], model_and_data()[0][0].bias)
+    if spmd.rank() == 0:
+        print("%s %s: losses %s, parameters %s%s; the batch %s" % (
+            mode, case, "match" if worst <= 1e-5 else "DIFFER (%.2g)" % worst,
+            "match" if params <= 1e-5 else "DIFFER (%.2g)" % params,
+            (", the bias in no group %s" % ("untouched" if untouched else "CHANGED"))
+            if case == "groups" else "", step.layouts()["input.0"]))
+
+
+def misuse():
+    model, batches = model_and_data()
+    x, y = batches[0]
+
+    def no_clearing(model, optimizer, x, y):
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        optimizer.step()
+        return loss
+
+    def zeroed_in_place(model, optimizer, x, y):
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        optimizer.step()
+        for p in model.parameters():
+            p.grad.zero_()
+        return loss
+
+    def mixed_clip(model, optimizer, x, y):
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        optimizer.zero_grad()
+        return loss
+
+    cases = [("no zero_grad", no_clearing, {}),
+             ("a gradient zeroed in place after the step", zeroed_in_place, {}),
+             ("model.parameters() under mixed precision", mixed_clip,
+              {"param_dtype": torch.bfloat16})]
+    for name, fn, kwargs in cases:
+        try:
+            spmd.compile(**kwargs)(fn)(model, torch.optim.SGD(model.parameters(), lr=0.1), x, y)
+            print("%s: no error" % name)
+        except Exception as e:  # noqa: BLE001 - the test prints what it got
+            first = str(e).strip().splitlines()
+            print("%s: %s: %s" % (name, type(e).__name__, first[-1] if first else ""))
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "misuse":
+        misuse()
+    else:
+        compare(sys.argv[1], sys.argv[2])
