@@ -1481,8 +1481,9 @@ class _UserStep:
     gradients behind (none after its step) would carry one call's gradients
     into the next: PyTorch does, a compiled step cannot, so that raises
     CaptureError (for the parameters the optimizer has: the gradients of
-    the others are not used; a .grad zeroed in place is still set). Each parameter starts with a zero `.grad` that stands for
-    the previous call's; backward() replaces it and notes that it did.
+    the others are not used; a .grad zeroed in place is still set). Each
+    parameter starts with a zero `.grad` that stands for the previous
+    call's; backward() replaces it and notes that it did.
 
     With mixed precision the model holds bf16 copies of the parameters,
     which have no `.grad`: reading one raises CaptureError (the fp32
