@@ -557,9 +557,8 @@ def compile(parallel_mode="ddp", mesh=None, plan=None, options=None, backend="cp
     backend: "cpu" or "cuda".
     on_recompile: "recompile" or "error" when a call does not match.
     clip_grad_norm, clip_norm_type: torch.nn.utils.clip_grad_norm_ before
-      the update, its total norm reduced once across the ranks (the step's
-      own clip_grad_norm_ call also works, with one reduction per sharded
-      gradient).
+      the update (the same as calling it in train_step between backward()
+      and step()).
     report: print the per-rank program's collectives and memory (rank 0).
     seed: the seed of the step's random draws (dropout).
     param_dtype, reduce_dtype: mixed precision, as FSDP2's

@@ -832,6 +832,42 @@ def load_factory(spec):
     return Factory(made[0], inputs, made[2], _entries(made[3], "targets"))
 
 
+def total_norm(tensors, p):
+    """The p-norm of `tensors` seen as one vector (torch.nn.utils.
+    get_total_norm) written as one reduction over every tensor,
+    (sum_i sum |t_i|^p)^(1/p) or max_i max |t_i|: PyTorch's norm of the
+    per-tensor norms up to rounding. Under sharding each tensor's partial
+    sum (or max) then stays Partial until the one total is reduced;
+    PyTorch's order (a root per tensor first) needs an all_reduce per
+    sharded tensor."""
+    if math.isinf(p):
+        return torch.stack([t.abs().amax() for t in tensors]).amax()
+    power = (lambda t: t.pow(2)) if p == 2 else (lambda t: t.abs().pow(p))
+    return torch.stack([power(t).sum() for t in tensors]).sum().pow(1 / p)
+
+
+@contextlib.contextmanager
+def _one_reduction_norms():
+    """torch.nn.utils' gradient norms (clip_grad_norm_, get_total_norm) as
+    total_norm() writes them while a user's step is traced. Its
+    error_if_nonfinite check reads the norm's value: PyTorch's own code then
+    runs (and the trace reports the read)."""
+    clip_grad, utils = torch.nn.utils.clip_grad, torch.nn.utils
+    original, public = clip_grad._get_total_norm, utils.get_total_norm
+
+    def norm(tensors, norm_type=2.0, error_if_nonfinite=False, foreach=None):
+        tensors = [tensors] if isinstance(tensors, torch.Tensor) else list(tensors)
+        if error_if_nonfinite or not tensors:
+            return original(tensors, norm_type, error_if_nonfinite, foreach)
+        with torch.no_grad():
+            return total_norm(tensors, float(norm_type))
+    clip_grad._get_total_norm = utils.get_total_norm = norm
+    try:
+        yield
+    finally:
+        clip_grad._get_total_norm, utils.get_total_norm = original, public
+
+
 class Optimizer:
     """The optimizer of the step (torch.optim's SGD, Adam or AdamW), traced
     functionally and run eagerly.
@@ -933,21 +969,9 @@ class Optimizer:
 
     def clip(self, grads):
         """torch.nn.utils.clip_grad_norm_ on `grads` (None: no gradient):
-        each scaled by min(1, max_norm / (total norm + 1e-6)).
-
-        The total norm is written as one reduction over every gradient,
-        (sum_i sum |g_i|^p)^(1/p) or max_i max |g_i|, which is PyTorch's
-        norm of the per-gradient norms up to rounding. Under sharding each
-        gradient's partial sum (or max) then stays Partial until the one
-        total is reduced; PyTorch's order (a root per gradient first) needs
-        one all_reduce per parameter."""
-        present = [g for g in grads if g is not None]
-        p = self.clip_norm_type
-        if math.isinf(p):
-            total = torch.stack([g.abs().amax() for g in present]).amax()
-        else:
-            power = (lambda g: g.pow(2)) if p == 2 else (lambda g: g.abs().pow(p))
-            total = torch.stack([power(g).sum() for g in present]).sum().pow(1 / p)
+        each scaled by min(1, max_norm / (total norm + 1e-6)), the total
+        norm as total_norm() writes it."""
+        total = total_norm([g for g in grads if g is not None], self.clip_norm_type)
         coef = torch.clamp(self.clip_grad_norm / (total + 1e-6), max=1.0)
         return [None if g is None else g * coef for g in grads]
 
@@ -1516,6 +1540,9 @@ class _UserStep:
                 held = None
             self.flat[i].grad = g if held is None else held + g
         self.losses.append(loss)
+        # What follows works on the gradients, as the optimizer does, until
+        # the model runs again (run() sets "forward" then).
+        scope.set("", "optimizer")
 
     def clear(self, tensors, set_to_none):
         for t in tensors:
@@ -1537,11 +1564,13 @@ class _UserStep:
 
         for i in self.trainable:
             self.flat[i].grad = self.incoming[i]
+        forward_phase = model.register_forward_pre_hook(
+            lambda module, inputs: setattr(scope, "phase", "forward"))
         torch.Tensor.backward = backward
         model.zero_grad = lambda set_to_none=True: self.clear(
             [self.flat[i] for i in self.trainable], set_to_none)
         try:
-            with warnings.catch_warnings():
+            with warnings.catch_warnings(), _one_reduction_norms():
                 if self.mixed:
                     warnings.filterwarnings("error", message=_NON_LEAF_GRAD)
                 try:
@@ -1557,6 +1586,7 @@ class _UserStep:
                         "spmd.compile's clip_grad_norm=") from None
         finally:
             torch.Tensor.backward = tensor_backward
+            forward_phase.remove()
             del model.zero_grad
         if not self.losses:
             raise CaptureError("train_step never calls loss.backward()")
