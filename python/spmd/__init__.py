@@ -43,8 +43,9 @@ to the others), lowers and JIT-compiles it; every later call runs it.
   `.grad`s behave as in PyTorch (clip them with
   torch.nn.utils.clip_grad_norm_ in between; zero_grad before the first
   backward or after the step). The optimizer is torch.optim's SGD, Adam or
-  AdamW, with any parameter groups. It returns the loss; the call returns it
-  as a 0-dim tensor, the same on every rank.
+  AdamW, with any parameter groups. The call returns what it returns (the
+  loss, or e.g. `(loss, {"logits": ...})`), every tensor whole and the same
+  on every rank.
 """
 import atexit
 import collections
@@ -324,7 +325,8 @@ class CompiledStep:
             if r.updates is None:
                 session.set_result_shape(i, list(out.shape))
         self._session, self._step = session, step
-        self._loss = next(i for i, r in enumerate(step.results) if r.updates is None)
+        self._loss = next(i for i, r in enumerate(step.results)
+                          if r.updates is None and r.role == "loss")
         self._model, self._optimizer = model, optimizer
         self.compiles += 1
 
@@ -415,8 +417,18 @@ class CompiledStep:
         # What torch.optim's step() notes for the LR schedulers (they warn of
         # a schedule stepped before the optimizer otherwise).
         optimizer._opt_called = True
-        loss = step.outputs[self._loss]
-        return session.gather(1, self._loss, list(loss.shape), loss.dtype)
+        if step.returned is None:
+            loss = step.outputs[self._loss]
+            return session.gather(1, self._loss, list(loss.shape), loss.dtype)
+        from spmd_capture.trace import ResultIndex
+        spec, leaves = step.returned
+        return torch.utils._pytree.tree_unflatten(
+            [self._gather_result(leaf.index) if isinstance(leaf, ResultIndex) else leaf
+             for leaf in leaves], spec)
+
+    def _gather_result(self, i):
+        value = self._step.outputs[i]
+        return self._session.gather(1, i, list(value.shape), value.dtype)
 
     # -- state ---------------------------------------------------------------
     def _state_args(self):

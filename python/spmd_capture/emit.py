@@ -378,7 +378,7 @@ def emit_module(step, dialect_ops):
         ty = tensor_type(meta(value), "result '%s'" % res.fqn)
         res_types.append(ty)
         res_sig.append("%s %s" % (ty, _attr_dict(
-            [("spmd.role", '"loss"')] if res.updates is None else
+            [("spmd.role", string(res.role))] if res.updates is None else
             [("spmd.fqn", string(res.fqn)), ("spmd.updates", "%d : i64" % res.updates)])))
     body = "\n".join("    " + line for line in emitter.lines)
     modules = _attr_dict([(string(fqn), _attr_dict(

@@ -220,6 +220,29 @@ def _min_dim(self, dim, keepdim=False):
     return aten.neg.default(values), indices
 
 
+def _argmax(self, dim=None, keepdim=False):
+    """argmax as _max_dim's indices; without `dim`, of the flattened tensor."""
+    if dim is not None:
+        found = _max_dim(self, dim, keepdim)
+        return found if found is NotImplemented else found[1]
+    found = _max_dim(aten.reshape.default(self, [-1]), 0, False)
+    if found is NotImplemented or not keepdim:
+        return found if found is NotImplemented else found[1]
+    return aten.reshape.default(found[1], [1] * self.dim())
+
+
+def _argmin(self, dim=None, keepdim=False):
+    """argmin as argmax of the negated values."""
+    if self.dtype in (torch.bool, torch.uint8):
+        return NotImplemented
+    return _argmax(aten.neg.default(self), dim, keepdim)
+
+
+def _mean(self, dtype=None):
+    """The mean of every element, as mean.dim over every dim."""
+    return aten.mean.dim(self, list(range(self.dim())), False, dtype=dtype)
+
+
 def _bilinear_taps(in_size, out_size, align_corners, scale, dtype):
     """Along one dim of upsample_bilinear2d: each output position's two
     source positions and the second one's weight, as PyTorch's
@@ -546,6 +569,9 @@ DECOMPOSED_BY_SPMD = {
     aten.upsample_bilinear2d_backward.default: _upsample_bilinear2d_backward,
     aten.max.dim: _max_dim,
     aten.min.dim: _min_dim,
+    aten.argmax.default: _argmax,
+    aten.argmin.default: _argmin,
+    aten.mean.default: _mean,
     aten.convolution_backward.default: _convolution_backward,
     aten.index.Tensor: _index,
     aten.index_put.default: _index_put,
@@ -593,12 +619,20 @@ class Arg:
     micro: Optional[int] = None
 
 
+@dataclasses.dataclass(frozen=True)
+class ResultIndex:
+    """A tensor a user's train_step returns: result `index` of the step."""
+    index: int
+
+
 @dataclasses.dataclass
 class Result:
-    """A result of @train_step: the loss (updates is None) or a new value of
-    argument `updates`."""
+    """A result of @train_step: the loss (updates is None), another value a
+    user's train_step returns (role "output", `output.<k>` for its k-th
+    tensor), or a new value of argument `updates`."""
     fqn: str
     updates: Optional[int]
+    role: str = "loss"
 
 
 @dataclasses.dataclass
@@ -662,6 +696,10 @@ class Step:
     # (FQN, class names, attributes) of every submodule, for plans keyed by
     # module (TP styles check the module's type).
     modules: List[tuple] = dataclasses.field(default_factory=list)
+    # What a user's train_step returns: its pytree spec and, per leaf, the
+    # ResultIndex of its "output" result (a tensor) or the leaf itself (a
+    # constant); None when it returns the loss alone.
+    returned: Optional[tuple] = None
 
 
 def _attention_heads(module):
@@ -1346,6 +1384,7 @@ def trace(factory, optimizer, args, seed, accumulate=1, fake=False,
     # The model's own parameters, which a user's optimizer names.
     param_index = {id(p): index["param", n] for n, p in model.named_parameters()}
     results = [Result("loss", None)]
+    returned = []  # the user's train_step's (spec, leaves), as Step.returned
 
     def update(flat, grads):
         """The optimizer step on `grads` (one per trainable parameter, None
@@ -1376,7 +1415,7 @@ def trace(factory, optimizer, args, seed, accumulate=1, fake=False,
 
     def micro_step(flat, inputs, targets):
         """(loss, gradients) of a micro-step; of a user's train_step, (loss,
-        updates) (its optimizer.step() runs `update`)."""
+        updates, what it returned) (its optimizer.step() runs `update`)."""
         scope.set("", "forward")
         traced = {k: flat[i] for k, i in param_index.items()}
         tensors = {args[i].fqn: flat[i] for i in by_role["param"]}
@@ -1402,8 +1441,16 @@ def trace(factory, optimizer, args, seed, accumulate=1, fake=False,
                                              allow_unused=True)
 
     def step(*flat):
+        outputs = []
         if factory.train_step is not None:
-            loss, updates = micro_step(flat, *micro_steps(args, 1)[0])
+            loss, updates, out = micro_step(flat, *micro_steps(args, 1)[0])
+            if out is not loss:
+                leaves, spec = torch.utils._pytree.tree_flatten(out)
+                outputs = [t.detach() for t in leaves if isinstance(t, torch.Tensor)]
+                if not returned:
+                    k = iter(range(1, len(outputs) + 1))
+                    returned.append((spec, [ResultIndex(next(k)) if isinstance(t, torch.Tensor)
+                                            else t for t in leaves]))
         else:
             loss, grads = None, None
             for inputs, targets in micro_steps(args, accumulate):
@@ -1420,8 +1467,9 @@ def trace(factory, optimizer, args, seed, accumulate=1, fake=False,
                          for g, m in zip(grads, micro_grads)]
             updates = update(flat, grads)
         if len(results) == 1:  # make_fx runs the step once; record the result order
+            results.extend(Result("output.%d" % k, None, "output") for k in range(len(outputs)))
             results.extend(Result(args[i].fqn, i) for i, _ in updates)
-        return (loss, *(t for _, t in updates))
+        return (loss, *outputs, *(t for _, t in updates))
 
     # Always on fake tensors: the model's Python code then sees what it sees
     # under torch.compile and torch.export (transformers' `is_tracing`
@@ -1473,10 +1521,12 @@ def trace(factory, optimizer, args, seed, accumulate=1, fake=False,
             node.meta["val"] = _as_meta(node.meta.get("val"))
         output = next(n for n in gm.graph.nodes if n.op == "output")
         outputs = [o.meta["val"] for o in output.args[0]]
-        return Step(gm, args, results, outputs, module_records(model))
+        return Step(gm, args, results, outputs, module_records(model),
+                    returned[0] if returned else None)
     torch.manual_seed(seed)
     outputs = _Record(gm).run(*[a.value.clone() for a in args])
-    return Step(gm, args, results, list(outputs), module_records(model))
+    return Step(gm, args, results, list(outputs), module_records(model),
+                returned[0] if returned else None)
 
 
 def _loss_check(loss):
@@ -1550,7 +1600,8 @@ class _UserStep:
                 t.grad = None if set_to_none else torch.zeros_like(t)
 
     def run(self, inputs, scope):
-        """(loss, the optimizer step's updates) of the traced train_step."""
+        """(loss, the optimizer step's updates, what train_step returned;
+        that is the loss itself when it returned the loss alone)."""
         optimizer = _OptimizerCalls(self)
         model = self.factory.model
         tensor_backward = torch.Tensor.backward
@@ -1606,8 +1657,9 @@ class _UserStep:
         for i in self.trainable:
             self.flat[i].grad = None
         if isinstance(out, torch.Tensor) and out.dim() == 0 and out.is_floating_point():
-            return out, self.updates
-        return functools.reduce(lambda a, b: a + b, self.losses), self.updates
+            return out, self.updates, out
+        loss = functools.reduce(lambda a, b: a + b, self.losses)
+        return loss, self.updates, loss if out is None else out
 
 
 # PyTorch's warning on reading the .grad of a tensor autograd does not fill.

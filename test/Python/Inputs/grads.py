@@ -14,6 +14,9 @@ the last must match.
                             parameter in no group) and a LambdaLR schedule;
                             zero_grad before backward, clip through
                             optimizer.param_groups
+  grads.py MODE outputs     train_step returns (loss, {"logits": ...,
+                            "accuracy": ..., "batch": 12}): the call returns
+                            the same structure, tensors whole
   grads.py misuse           what spmd.compile refuses, each message
 
 MODE is ddp, fsdp or tp (tp with mlp.tp.json beside this file).
@@ -76,6 +79,36 @@ def groups(model, optimizer, x, y):
     torch.nn.utils.clip_grad_norm_(params, 0.5)
     optimizer.step()
     return loss
+
+
+def outputs(model, optimizer, x, y):
+    logits = model(x)
+    loss = F.cross_entropy(logits, y)
+    loss.backward()
+    optimizer.step()
+    optimizer.zero_grad()
+    accuracy = (logits.argmax(-1) == y).float().mean()
+    return loss, {"logits": logits, "accuracy": accuracy, "batch": len(x)}
+
+
+def compare_outputs(mode):
+    model, batches = model_and_data()
+    reference = copy.deepcopy(model)
+    opt, ref_opt = optimizer_of("outputs", model), optimizer_of("outputs", reference)
+    step = spmd.compile(parallel_mode=mode, plan=PLAN if mode == "tp" else None)(outputs)
+    worst, same = 0.0, True
+    for x, y in batches:
+        loss, extra = step(model, opt, x, y)
+        ref_loss, ref_extra = outputs(reference, ref_opt, x, y)
+        same = same and set(extra) == set(ref_extra) and extra["batch"] == ref_extra["batch"]
+        for got, want in ((loss, ref_loss), (extra["logits"], ref_extra["logits"]),
+                          (extra["accuracy"], ref_extra["accuracy"])):
+            same = same and got.shape == want.shape and got.dtype == want.dtype
+            worst = max(worst, ((got - want.detach()).norm() / want.norm()).item())
+    if spmd.rank() == 0:
+        print("%s outputs: %s, values %s" % (
+            mode, "the same structure" if same else "ANOTHER STRUCTURE",
+            "match" if worst <= 1e-5 else "DIFFER (%.2g)" % worst))
 
 
 def optimizer_of(case, model):
@@ -157,5 +190,7 @@ def misuse():
 if __name__ == "__main__":
     if sys.argv[1] == "misuse":
         misuse()
+    elif sys.argv[2] == "outputs":
+        compare_outputs(sys.argv[1])
     else:
         compare(sys.argv[1], sys.argv[2])
