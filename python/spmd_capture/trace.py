@@ -32,7 +32,6 @@ from typing import List, Optional
 
 import torch
 import torch.nn as nn
-import torch.optim._functional as OF
 from torch._decomp import core_aten_decompositions
 from torch.func import functionalize
 from torch._subclasses.fake_tensor import FakeTensorMode
@@ -236,6 +235,16 @@ def _argmin(self, dim=None, keepdim=False):
     if self.dtype in (torch.bool, torch.uint8):
         return NotImplemented
     return _argmax(aten.neg.default(self), dim, keepdim)
+
+
+def _cat(tensors, dim=0):
+    """cat without the 1-D empty tensors torch.cat skips next to tensors of
+    other ranks (a key/value cache that starts as torch.tensor([]): the
+    dialect's cat takes operands of one rank)."""
+    kept = [t for t in tensors if not (t.dim() == 1 and t.shape[0] == 0)]
+    if len(kept) == len(tensors) or not kept:
+        return NotImplemented
+    return aten.cat.default(kept, dim)
 
 
 def _mean(self, dtype=None):
@@ -572,6 +581,7 @@ DECOMPOSED_BY_SPMD = {
     aten.argmax.default: _argmax,
     aten.argmin.default: _argmin,
     aten.mean.default: _mean,
+    aten.cat.default: _cat,
     aten.convolution_backward.default: _convolution_backward,
     aten.index.Tensor: _index,
     aten.index_put.default: _index_put,
@@ -931,8 +941,8 @@ class Optimizer:
                  clip_grad_norm=None, clip_norm_type=2.0):
         if name not in ("sgd", "adam", "adamw"):
             raise CaptureError("--optimizer must be sgd, adam or adamw, got '%s'" % name)
-        if not lr > 0:
-            raise CaptureError("--lr must be positive, got %g" % lr)
+        if not lr >= 0:  # torch.optim's rule: a warm-up starts at 0
+            raise CaptureError("the learning rate (--lr) must be >= 0, got %g" % lr)
         if name != "sgd":
             for flag, value in (("--momentum", momentum), ("--dampening", dampening),
                                 ("--nesterov", nesterov)):
@@ -1030,13 +1040,31 @@ class Optimizer:
                 grad = grad.add(buf, alpha=self.momentum) if self.nesterov else buf
             param.sub_(grad * lr)
             return
-        # differentiable=True keeps `step` a tensor (the default calls .item());
-        # AdamW decays the parameter itself (decoupled weight decay).
-        update = OF.adamw if self.name == "adamw" else OF.adam
-        update([param], [grad], [state[0]], [state[1]], state[2:], [step.clone()],
-               foreach=False, differentiable=True, amsgrad=self.amsgrad,
-               beta1=self.betas[0], beta2=self.betas[1], lr=lr,
-               weight_decay=self.weight_decay, eps=self.eps, maximize=False)
+        # torch.optim.Adam's _single_tensor_adam, its eager branch with the
+        # learning rate and step count tensors; AdamW decays the parameter
+        # itself (decoupled weight decay). Eager's addcdiv_(exp_avg, denom,
+        # value=-step_size) takes a number: here the step size divides
+        # denom (which eps keeps positive), so a learning rate of 0 updates
+        # by 0 and no temporary beyond eager's is live. (The capturable
+        # branch divides sqrt(exp_avg_sq) by the step size first: NaN where
+        # a warm-up's learning rate is 0 and a moment is 0.)
+        beta1, beta2 = self.betas
+        exp_avg, exp_avg_sq = state[0], state[1]
+        t = step + 1
+        if self.weight_decay:
+            if self.name == "adamw":
+                param.mul_(1 - lr * self.weight_decay)
+            else:
+                grad = grad.add(param, alpha=self.weight_decay)
+        exp_avg.lerp_(grad, 1 - beta1)
+        exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+        step_size = lr / (1 - torch.pow(beta1, t))
+        bias_correction2_sqrt = (1 - torch.pow(beta2, t)).sqrt()
+        if self.amsgrad:
+            state[2].copy_(torch.maximum(state[2], exp_avg_sq))
+            exp_avg_sq = state[2]
+        denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(self.eps)
+        param.addcdiv_(exp_avg, denom / step_size.neg())
 
     def eager(self, params):
         """torch.optim's optimizer over `params`, and the gradient clipping
