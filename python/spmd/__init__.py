@@ -130,12 +130,9 @@ def _optimizer_of(model, optimizer, clip_grad_norm, clip_norm_type):
             described = Optimizer(name, float(g["lr"]), weight_decay=g["weight_decay"],
                                   betas=g["betas"], eps=g["eps"], amsgrad=g["amsgrad"])
         groups.append(([fqns[id(p)] for p in g["params"]], described))
-    first = groups[0][1]
-    top = Optimizer(name, first.lr, momentum=first.momentum, dampening=first.dampening,
-                    nesterov=first.nesterov, weight_decay=first.weight_decay,
-                    betas=first.betas, eps=first.eps, amsgrad=first.amsgrad,
-                    clip_grad_norm=clip_grad_norm, clip_norm_type=clip_norm_type)
-    return top.grouped(groups)
+    # The whole optimizer: its groups, and the clipping that spans them.
+    return Optimizer(name, groups[0][1].lr, clip_grad_norm=clip_grad_norm,
+                     clip_norm_type=clip_norm_type).grouped(groups)
 
 
 def _hyperparameters(optimizer):

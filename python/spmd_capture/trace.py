@@ -1604,9 +1604,9 @@ class _UserStep:
         g = self.flat[i].grad
         return None if g is self.incoming[i] else g
 
-    def backward(self, loss, scope):
+    def backward(self, loss):
         _loss_check(loss)
-        scope.set("", "backward")
+        self.scope.set("", "backward")
         grads = torch.autograd.grad(loss, [self.flat[i] for i in self.trainable],
                                     allow_unused=True)
         for i, g in zip(self.trainable, grads):
@@ -1620,7 +1620,7 @@ class _UserStep:
         self.losses.append(loss)
         # What follows works on the gradients, as the optimizer does, until
         # the model runs again (run() sets "forward" then).
-        scope.set("", "optimizer")
+        self.scope.set("", "optimizer")
 
     def clear(self, tensors, set_to_none):
         for t in tensors:
@@ -1630,6 +1630,7 @@ class _UserStep:
     def run(self, inputs, scope):
         """(loss, the optimizer step's updates, what train_step returned;
         that is the loss itself when it returned the loss alone)."""
+        self.scope = scope
         optimizer = _OptimizerCalls(self)
         model = self.factory.model
         tensor_backward = torch.Tensor.backward
@@ -1639,7 +1640,7 @@ class _UserStep:
             if gradient is not None or create_graph or inputs is not None:
                 raise CaptureError("loss.backward() with gradient, create_graph or inputs "
                                    "cannot be traced: call loss.backward() on the scalar loss")
-            user.backward(loss, scope)
+            user.backward(loss)
 
         for i in self.trainable:
             self.flat[i].grad = self.incoming[i]
@@ -1719,6 +1720,9 @@ class _OptimizerCalls:
         user.steps += 1
         if user.updates is None:
             user.updates = user.update([user.grad(i) for i in user.trainable])
+        # The update tagged each parameter's ops with its module; what
+        # follows belongs to the step.
+        user.scope.set("", "optimizer")
 
     def zero_grad(self, set_to_none=True):
         self._user.clear([p for g in self.param_groups for p in g["params"]], set_to_none)
