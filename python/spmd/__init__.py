@@ -42,8 +42,8 @@ to the others), lowers and JIT-compiles it; every later call runs it.
   per micro-batch: gradient accumulation) and `optimizer.step()` once after;
   `.grad`s behave as in PyTorch (clip them with
   torch.nn.utils.clip_grad_norm_ in between; zero_grad before the first
-  backward or after the step). The optimizer is torch.optim's SGD, Adam or
-  AdamW, with any parameter groups. The call returns what it returns (the
+  backward or after the step). The optimizer is torch.optim's SGD, Adam,
+  AdamW, RMSprop or Adagrad, with any parameter groups. The call returns what it returns (the
   loss, or e.g. `(loss, {"logits": ...})`), every tensor whole and the same
   on every rank.
 """
@@ -104,14 +104,15 @@ def world_size():
 
 def _optimizer_of(model, optimizer, clip_grad_norm, clip_norm_type):
     """The tracer's description of a torch.optim optimizer (SGD, Adam,
-    AdamW), one Optimizer per parameter group with that group's
-    hyperparameters."""
+    AdamW, RMSprop, Adagrad), one Optimizer per parameter group with that
+    group's hyperparameters."""
     from spmd_capture.trace import Optimizer
-    kinds = {torch.optim.SGD: "sgd", torch.optim.Adam: "adam", torch.optim.AdamW: "adamw"}
+    kinds = {torch.optim.SGD: "sgd", torch.optim.Adam: "adam", torch.optim.AdamW: "adamw",
+             torch.optim.RMSprop: "rmsprop", torch.optim.Adagrad: "adagrad"}
     name = kinds.get(type(optimizer))
     if name is None:
-        raise SpmdError("the optimizer is a %s: spmd.compile takes torch.optim's SGD, Adam "
-                        "and AdamW" % type(optimizer).__name__)
+        raise SpmdError("the optimizer is a %s: spmd.compile takes torch.optim's SGD, Adam, "
+                        "AdamW, RMSprop and Adagrad" % type(optimizer).__name__)
     fqns = {id(p): n for n, p in model.named_parameters()}
     groups = []
     for k, g in enumerate(optimizer.param_groups):
@@ -126,6 +127,13 @@ def _optimizer_of(model, optimizer, clip_grad_norm, clip_norm_type):
             described = Optimizer(name, float(g["lr"]), momentum=g["momentum"],
                                   dampening=g["dampening"], nesterov=g["nesterov"],
                                   weight_decay=g["weight_decay"])
+        elif name == "rmsprop":
+            described = Optimizer(name, float(g["lr"]), momentum=g["momentum"],
+                                  weight_decay=g["weight_decay"], eps=g["eps"],
+                                  alpha=g["alpha"], centered=g["centered"])
+        elif name == "adagrad":
+            described = Optimizer(name, float(g["lr"]), weight_decay=g["weight_decay"],
+                                  eps=g["eps"], lr_decay=g["lr_decay"])
         else:
             described = Optimizer(name, float(g["lr"]), weight_decay=g["weight_decay"],
                                   betas=g["betas"], eps=g["eps"], amsgrad=g["amsgrad"])

@@ -917,7 +917,8 @@ def _one_reduction_norms():
 
 
 class Optimizer:
-    """The optimizer of the step (torch.optim's SGD, Adam or AdamW), traced
+    """The optimizer of the step (torch.optim's SGD, Adam, AdamW, RMSprop or
+    Adagrad; spmd-capture's --optimizer takes the first three), traced
     functionally and run eagerly.
 
     Its state starts as torch.optim leaves it before the first step: SGD's
@@ -938,12 +939,13 @@ class Optimizer:
 
     def __init__(self, name, lr, momentum=0.0, dampening=0.0, nesterov=False,
                  weight_decay=0.0, betas=(0.9, 0.999), eps=1e-8, amsgrad=False, foreach=None,
-                 clip_grad_norm=None, clip_norm_type=2.0):
-        if name not in ("sgd", "adam", "adamw"):
+                 clip_grad_norm=None, clip_norm_type=2.0, alpha=0.99, centered=False,
+                 lr_decay=0.0):
+        if name not in ("sgd", "adam", "adamw", "rmsprop", "adagrad"):
             raise CaptureError("--optimizer must be sgd, adam or adamw, got '%s'" % name)
         if not lr >= 0:  # torch.optim's rule: a warm-up starts at 0
             raise CaptureError("the learning rate (--lr) must be >= 0, got %g" % lr)
-        if name != "sgd":
+        if name in ("adam", "adamw"):
             for flag, value in (("--momentum", momentum), ("--dampening", dampening),
                                 ("--nesterov", nesterov)):
                 if value:
@@ -963,13 +965,19 @@ class Optimizer:
         self.momentum, self.dampening, self.nesterov = momentum, dampening, nesterov
         self.betas, self.eps, self.amsgrad, self.foreach = tuple(betas), eps, amsgrad, foreach
         self.clip_grad_norm, self.clip_norm_type = clip_grad_norm, clip_norm_type
-        if name == "sgd":
-            self.state_keys = ["momentum_buffer"] if momentum else []
-        else:
-            self.state_keys = ["exp_avg", "exp_avg_sq"] + (["max_exp_avg_sq"] if amsgrad else [])
+        self.alpha, self.centered, self.lr_decay = alpha, centered, lr_decay
+        # torch.optim's state keys, in the order update() takes them.
+        self.state_keys = {
+            "sgd": ["momentum_buffer"] if momentum else [],
+            "rmsprop": ["square_avg"] + (["momentum_buffer"] if momentum else []) +
+                       (["grad_avg"] if centered else []),
+            "adagrad": ["sum"],
+        }.get(name, ["exp_avg", "exp_avg_sq"] + (["max_exp_avg_sq"] if amsgrad else []))
         # SGD's first step copies the gradient into its buffer; with dampening
-        # later steps do not, so the formula needs the step count.
-        self.uses_step = name != "sgd" or bool(momentum and dampening)
+        # later steps do not, so the formula needs the step count; so does
+        # Adagrad's learning-rate decay.
+        self.uses_step = name in ("adam", "adamw") or bool(
+            name == "sgd" and momentum and dampening) or bool(name == "adagrad" and lr_decay)
         self.groups = None  # one group of every trainable parameter (grouped())
 
     def grouped(self, groups):
@@ -1040,6 +1048,9 @@ class Optimizer:
                 grad = grad.add(buf, alpha=self.momentum) if self.nesterov else buf
             param.sub_(grad * lr)
             return
+        if self.name in ("rmsprop", "adagrad"):
+            self._scaled_update(param, grad, state, lr, step)
+            return
         # torch.optim.Adam's _single_tensor_adam, its eager branch with the
         # learning rate and step count tensors; AdamW decays the parameter
         # itself (decoupled weight decay). Eager's addcdiv_(exp_avg, denom,
@@ -1065,6 +1076,33 @@ class Optimizer:
             exp_avg_sq = state[2]
         denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(self.eps)
         param.addcdiv_(exp_avg, denom / step_size.neg())
+
+    def _scaled_update(self, param, grad, state, lr, step):
+        """torch.optim's RMSprop and Adagrad (_single_tensor_rmsprop,
+        _single_tensor_adagrad) with the learning rate and step count
+        tensors. Their addcdiv_(grad, avg, value=-lr) takes a number: the
+        learning rate divides avg instead (eps keeps it positive), as in
+        Adam's update."""
+        if self.weight_decay:
+            grad = grad.add(param, alpha=self.weight_decay)
+        if self.name == "adagrad":
+            if self.lr_decay:
+                lr = lr / (1 + step * self.lr_decay)
+            state[0].addcmul_(grad, grad, value=1)
+            param.addcdiv_(grad, state[0].sqrt().add_(self.eps) / lr.neg())
+            return
+        square_avg = state[0].mul_(self.alpha).addcmul_(grad, grad, value=1 - self.alpha)
+        if self.centered:
+            grad_avg = state[-1].lerp_(grad, 1 - self.alpha)
+            avg = square_avg.addcmul(grad_avg, grad_avg, value=-1).sqrt_()
+        else:
+            avg = square_avg.sqrt()
+        avg = avg.add_(self.eps)
+        if self.momentum:
+            buf = state[1].mul_(self.momentum).addcdiv_(grad, avg)
+            param.add_(buf * lr.neg())
+        else:
+            param.addcdiv_(grad, avg / lr.neg())
 
     def eager(self, params):
         """torch.optim's optimizer over `params`, and the gradient clipping

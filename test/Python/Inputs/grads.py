@@ -14,6 +14,10 @@ the last must match.
                             parameter in no group) and a LambdaLR schedule;
                             zero_grad before backward, clip through
                             optimizer.param_groups
+  grads.py MODE rmsprop     the clip step with RMSprop (centered, momentum,
+                            weight decay)
+  grads.py MODE adagrad     the clip step with Adagrad (lr_decay, an initial
+                            accumulator, weight decay)
   grads.py MODE outputs     train_step returns (loss, {"logits": ...,
                             "accuracy": ..., "batch": 12}): the call returns
                             the same structure, tensors whole
@@ -112,6 +116,12 @@ def compare_outputs(mode):
 
 
 def optimizer_of(case, model):
+    if case == "rmsprop":
+        return torch.optim.RMSprop(model.parameters(), lr=1e-2, momentum=0.9, centered=True,
+                                   weight_decay=0.01)
+    if case == "adagrad":
+        return torch.optim.Adagrad(model.parameters(), lr=0.1, lr_decay=0.01,
+                                   initial_accumulator_value=0.1, weight_decay=0.01)
     if case != "groups":
         return torch.optim.Adam(model.parameters(), lr=1e-2)
     # The first layer's bias is in no group: torch.optim never updates it.
@@ -121,7 +131,8 @@ def optimizer_of(case, model):
 
 
 def compare(mode, case):
-    fn = {"clip": clip, "accumulate": accumulate, "uneven": uneven, "groups": groups}[case]
+    fn = {"clip": clip, "accumulate": accumulate, "uneven": uneven, "groups": groups,
+          "rmsprop": clip, "adagrad": clip}[case]
     model, batches = model_and_data()
     reference = copy.deepcopy(model)
     opt, ref_opt = optimizer_of(case, model), optimizer_of(case, reference)
@@ -166,17 +177,9 @@ def misuse():
             p.grad.zero_()
         return loss
 
-    def mixed_clip(model, optimizer, x, y):
-        loss = F.cross_entropy(model(x), y)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        optimizer.zero_grad()
-        return loss
-
     cases = [("no zero_grad", no_clearing, {}),
              ("a gradient zeroed in place after the step", zeroed_in_place, {}),
-             ("model.parameters() under mixed precision", mixed_clip,
+             ("model.parameters() under mixed precision", clip,
               {"param_dtype": torch.bfloat16})]
     for name, fn, kwargs in cases:
         try:
