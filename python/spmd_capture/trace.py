@@ -1495,7 +1495,7 @@ def trace(factory, optimizer, args, seed, accumulate=1, fake=False,
                 else contextlib.nullcontext():
             if factory.train_step is not None:
                 return _UserStep(factory, flat, trainable, traced, mixed_precision is not None,
-                                 functools.partial(update, flat)).run(inputs, scope)
+                                 functools.partial(update, flat), scope).run(inputs)
             out = forward(factory, lambda a, kw: model(*a, **kw), flat, inputs)
             scope.set("", "loss")
             loss = loss_of(factory, out, flat, targets)
@@ -1629,8 +1629,9 @@ class _UserStep:
     which have no `.grad`: reading one raises CaptureError (the fp32
     parameters are in optimizer.param_groups)."""
 
-    def __init__(self, factory, flat, trainable, traced, mixed, update):
+    def __init__(self, factory, flat, trainable, traced, mixed, update, scope):
         self.factory, self.flat, self.trainable, self.mixed = factory, flat, trainable, mixed
+        self.scope = scope  # the tracer's (_Scope): phases follow the user's code
         self.traced = traced  # id(the model's parameter) -> its traced tensor
         self.update = update  # the optimizer step on the gradients (trace's)
         self.incoming = {i: torch.zeros_like(flat[i]) for i in trainable}
@@ -1665,25 +1666,23 @@ class _UserStep:
             if t.grad is not None:
                 t.grad = None if set_to_none else torch.zeros_like(t)
 
-    def run(self, inputs, scope):
+    def run(self, inputs):
         """(loss, the optimizer step's updates, what train_step returned;
         that is the loss itself when it returned the loss alone)."""
-        self.scope = scope
         optimizer = _OptimizerCalls(self)
         model = self.factory.model
         tensor_backward = torch.Tensor.backward
-        user = self
 
         def backward(loss, gradient=None, retain_graph=None, create_graph=False, inputs=None):
             if gradient is not None or create_graph or inputs is not None:
                 raise CaptureError("loss.backward() with gradient, create_graph or inputs "
                                    "cannot be traced: call loss.backward() on the scalar loss")
-            user.backward(loss)
+            self.backward(loss)
 
         for i in self.trainable:
             self.flat[i].grad = self.incoming[i]
         forward_phase = model.register_forward_pre_hook(
-            lambda module, inputs: setattr(scope, "phase", "forward"))
+            lambda module, inputs: setattr(self.scope, "phase", "forward"))
         torch.Tensor.backward = backward
         model.zero_grad = lambda set_to_none=True: self.clear(
             [self.flat[i] for i in self.trainable], set_to_none)
@@ -1725,7 +1724,7 @@ class _UserStep:
             self.flat[i].grad = None
         if isinstance(out, torch.Tensor) and out.dim() == 0 and out.is_floating_point():
             return out, self.updates, out
-        loss = functools.reduce(lambda a, b: a + b, self.losses)
+        loss = sum(self.losses[1:], self.losses[0])
         return loss, self.updates, loss if out is None else out
 
 
