@@ -717,12 +717,38 @@ void FunctionPropagation::chooseGreedy(bool followShards, bool keepReplicated) {
     SmallVector<unsigned, 4> haves;
     for (Value v : ops[i]->getOperands())
       haves.push_back(layoutOf(v));
+    // The layouts an operand is already redistributed to for the ops
+    // chosen before this one: one redistribution serves every consumer
+    // (the objective's rule), so taking one costs nothing more. A gradient
+    // that clipping's norm reduce-scatters then reaches the update as that
+    // shard, not reduce-scattered a second time.
+    SmallVector<unsigned, 8> paid;
+    SmallVector<unsigned, 4> paidEnd;
+    for (auto [k, v] : llvm::enumerate(ops[i]->getOperands())) {
+      for (const UseRef &use : usesOf(v))
+        if (use.user < i) {
+          unsigned need = required(use);
+          if (need != haves[k] && !llvm::is_contained(paid, need))
+            paid.push_back(need);
+        }
+      paidEnd.push_back(paid.size());
+    }
+    auto isPaid = [&](unsigned k, unsigned need) {
+      return llvm::is_contained(
+          ArrayRef(paid).slice(k ? paidEnd[k - 1] : 0,
+                               paidEnd[k] - (k ? paidEnd[k - 1] : 0)),
+          need);
+    };
     bool optimizer = inOptimizer[i];
     // The choice is a function of the op's strategies, its operands'
-    // layouts and whether it updates the parameters: alike ops met with
-    // the same layouts (every layer after the first) take it from the
-    // first.
+    // layouts (with those paid for) and whether it updates the
+    // parameters: alike ops met with the same layouts (every layer after
+    // the first) take it from the first.
     alikeKey(i, haves, key);
+    key.append(reinterpret_cast<const char *>(paidEnd.begin()),
+               reinterpret_cast<const char *>(paidEnd.end()));
+    key.append(reinterpret_cast<const char *>(paid.begin()),
+               reinterpret_cast<const char *>(paid.end()));
     key.push_back(optimizer);
     auto [memo, fresh] =
         chosen.try_emplace(StringRef(key.data(), key.size()), 0);
@@ -739,8 +765,12 @@ void FunctionPropagation::chooseGreedy(bool followShards, bool keepReplicated) {
             arrivesSharded[m] || cost.layout(have)[m].isShardLike();
     for (unsigned s = 0; s < strategiesOf(i).size(); ++s) {
       unsigned moved = 0, unreplicated = 0, resharded = 0;
+      double seconds = 0;
       for (auto [k, have] : llvm::enumerate(haves)) {
         unsigned need = strategiesOf(i)[s].operands[k];
+        if (have != need && isPaid(k, need))
+          continue;
+        seconds += operandSeconds[k][strategiesOf(i)[s].operandSlots[k]];
         moved += have != need;
         for (size_t m = 0; followShards && m < meshRank; ++m) {
           const layout::Placement &a = cost.layout(have)[m],
@@ -798,7 +828,7 @@ void FunctionPropagation::chooseGreedy(bool followShards, bool keepReplicated) {
                       return cost.layout(o)[m].isShardLike();
                     });
       std::tuple<unsigned, unsigned, double, unsigned, unsigned, double> order{
-          unreplicated, resharded, operandCost(i, s, operandSeconds),
+          unreplicated, resharded, seconds,
           moved,        sliced,    strategiesOf(i)[s].compute};
       if (order < best) {
         best = order;

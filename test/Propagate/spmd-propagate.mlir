@@ -1,4 +1,5 @@
-// RUN: spmd-opt %s --spmd-propagate -split-input-file -verify-diagnostics --allow-unregistered-dialect | FileCheck %s
+// RUN: spmd-opt %s --spmd-propagate -split-input-file -verify-diagnostics --allow-unregistered-dialect | FileCheck %s --check-prefixes=CHECK,BOTH
+// RUN: spmd-opt %s --spmd-propagate=search=greedy -split-input-file -verify-diagnostics --allow-unregistered-dialect | FileCheck %s --check-prefix=BOTH
 
 // Megatron's MLP: linear1 colwise (weight Shard(0)), linear2 rowwise (weight
 // Shard(1)). The hidden activation stays sharded on its feature dim, the
@@ -62,6 +63,38 @@ func.func @reduce_scatter(%x: tensor<4096x512xf32> {spmd.layout = #spmd.layout<@
   %s = aten.sum.dim_IntList %x {dim = array<i64: 0>, keepdim = false} : (tensor<4096x512xf32>) -> tensor<512xf32>
   %m = aten.mul.Scalar %s {other = 2.0 : f64} : (tensor<512xf32>) -> tensor<512xf32>
   return %m : tensor<512xf32>
+}
+
+// -----
+
+// Gradient clipping under FSDP: the gradient (Partial) is read by the
+// norm and by the update of a Shard(0) parameter. It is reduce-scattered
+// once, for the norm, and the update takes that shard, in the search and
+// in DTensor's greedy choice alike (one redistribution serves every
+// consumer).
+spmd.mesh @mesh shape = [4] names = ["dp"]
+// BOTH-LABEL: func.func @clip
+func.func @clip(%dy: tensor<64x4096xf32> {spmd.layout = #spmd.layout<@mesh, [shard<1>]>},
+                %x: tensor<4096x64xf32> {spmd.layout = #spmd.layout<@mesh, [shard<0>]>},
+                %w: tensor<64x64xf32> {spmd.layout = #spmd.layout<@mesh, [shard<0>]>, spmd.role = "param"})
+    -> (tensor<64x64xf32> {spmd.layout = #spmd.layout<@mesh, [shard<0>]>}) {
+  // BOTH: aten.mm {{.*}}[#spmd.layout<@mesh, [partial<sum>]>]
+  // BOTH-NEXT: spmd.redistribute {{.*}} from #spmd.layout<@mesh, [partial<sum>]> to #spmd.layout<@mesh, [shard<0>]> {{.*}}spmd.reason = "operand 0 of aten.pow.Tensor_Scalar"
+  // BOTH-NOT: spmd.redistribute {{.*}} to #spmd.layout<@mesh, [shard<0>]>
+  // BOTH: aten.mul.Tensor {{.*}}[#spmd.layout<@mesh, [shard<0>]>]
+  // BOTH-NOT: spmd.redistribute {{.*}} to #spmd.layout<@mesh, [shard<0>]>
+  // BOTH: return
+  %g = aten.mm %dy, %x {spmd.phase = "backward"} : (tensor<64x4096xf32>, tensor<4096x64xf32>) -> tensor<64x64xf32>
+  %sq = aten.pow.Tensor_Scalar %g {exponent = 2.0 : f64, spmd.phase = "optimizer"} : (tensor<64x64xf32>) -> tensor<64x64xf32>
+  %ss = aten.sum %sq {spmd.phase = "optimizer"} : (tensor<64x64xf32>) -> tensor<f32>
+  %n = aten.pow.Tensor_Scalar %ss {exponent = 0.5 : f64, spmd.phase = "optimizer"} : (tensor<f32>) -> tensor<f32>
+  %e = aten.add.Scalar %n {other = 1.0e-6 : f64, spmd.phase = "optimizer"} : (tensor<f32>) -> tensor<f32>
+  %r = aten.reciprocal %e {spmd.phase = "optimizer"} : (tensor<f32>) -> tensor<f32>
+  %c = aten.clamp %r {max = 1.0 : f64, spmd.phase = "optimizer"} : (tensor<f32>) -> tensor<f32>
+  %gc = aten.mul.Tensor %g, %c {spmd.phase = "optimizer"} : (tensor<64x64xf32>, tensor<f32>) -> tensor<64x64xf32>
+  %u = aten.mul.Scalar %gc {other = 0.1 : f64, spmd.phase = "optimizer"} : (tensor<64x64xf32>) -> tensor<64x64xf32>
+  %w2 = aten.sub.Tensor %w, %u {spmd.phase = "optimizer"} : (tensor<64x64xf32>, tensor<64x64xf32>) -> tensor<64x64xf32>
+  return %w2 : tensor<64x64xf32>
 }
 
 // -----
