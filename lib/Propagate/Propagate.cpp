@@ -376,15 +376,17 @@ unsigned FunctionPropagation::required(OpOperand &use) const {
     return requiredBy(it->second, use.getOperandNumber());
   if (isa<func::ReturnOp>(user))
     return resultLayouts[use.getOperandNumber()];
-  if (auto keep = dyn_cast<KeepLocalOp>(user)) {
-    // A value that is already Replicate where `from` is Partial needs no
-    // change: keep_local gives exactly that.
+  if (auto fixed = getFixedLayoutChange(user)) {
+    // A value that already has the layout the change gives needs none: a
+    // redistribute keeps the global value (a gradient computed whole, from
+    // a gathered batch, needs no all_reduce), keep_local each rank's
+    // value, which is then that layout's. materialize() drops such a
+    // redistribute.
     unsigned have = layoutOf(use.get());
-    if (cost.layout(have) == keep.getTo().getLayoutPlacements())
+    if (cost.layout(have) == fixed->second.getLayoutPlacements())
       return have;
-  }
-  if (auto fixed = getFixedLayoutChange(user))
     return cost.intern(fixed->first.getLayoutPlacements());
+  }
   return replicateLayout;
 }
 
@@ -1630,6 +1632,13 @@ LogicalResult FunctionPropagation::materialize(FlatSymbolRefAttr mesh) {
       attrOf[id] = getLayoutAttr(mesh, cost.layout(id));
     return attrOf[id];
   };
+  // Fixed redistributes whose operand already has their `to` (required()):
+  // the global value is the same, so they go.
+  SmallVector<RedistributeOp> satisfied;
+  for (auto &[op, index] : redistributeIndex)
+    if (auto r = dyn_cast<RedistributeOp>(op))
+      if (layoutOf(r.getInput()) == redistributed[index])
+        satisfied.push_back(r);
   // Values with the layouts their uses need, in program order.
   SmallVector<Value> values(fn.getArguments().begin(), fn.getArguments().end());
   fn.walk([&](Operation *op) {
@@ -1686,6 +1695,10 @@ LogicalResult FunctionPropagation::materialize(FlatSymbolRefAttr mesh) {
       for (OpOperand *use : uses)
         use->set(r.getResult());
     }
+  }
+  for (RedistributeOp r : satisfied) {
+    r.getResult().replaceAllUsesWith(r.getInput());
+    r->erase();
   }
   auto layoutsName = StringAttr::get(ctx, "spmd.layouts");
   auto strategyName = StringAttr::get(ctx, "spmd.strategy");

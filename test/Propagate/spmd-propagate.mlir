@@ -99,6 +99,25 @@ func.func @clip(%dy: tensor<64x4096xf32> {spmd.layout = #spmd.layout<@mesh, [sha
 
 // -----
 
+// A fixed Partial -> Replicate redistribute (DDP's gradient all_reduce) of
+// a gradient computed whole (its batch replicated): the value already has
+// the layout the redistribute gives, so the redistribute goes and nothing
+// is reduced.
+spmd.mesh @mesh shape = [4] names = ["dp"]
+// CHECK-LABEL: func.func @whole_gradient
+func.func @whole_gradient(%xt: tensor<64x2xf32> {spmd.layout = #spmd.layout<@mesh, [replicate]>},
+                          %x: tensor<2x64xf32> {spmd.layout = #spmd.layout<@mesh, [replicate]>})
+    -> (tensor<64x64xf32> {spmd.layout = #spmd.layout<@mesh, [replicate]>}) {
+  // CHECK: aten.mm {{.*}}[#spmd.layout<@mesh, [replicate]>]
+  // CHECK-NOT: spmd.redistribute
+  // CHECK: return
+  %g = aten.mm %xt, %x {spmd.phase = "backward"} : (tensor<64x2xf32>, tensor<2x64xf32>) -> tensor<64x64xf32>
+  %r = spmd.redistribute %g : tensor<64x64xf32> from #spmd.layout<@mesh, [partial<sum>]> to #spmd.layout<@mesh, [replicate]> {spmd.reason = "ddp: gradient all_reduce before the update"}
+  return %r : tensor<64x64xf32>
+}
+
+// -----
+
 // Fixed layouts win: the result must be Shard(1), so the Shard(0) argument
 // is redistributed once, whatever its two consumers prefer; a value that
 // two consumers need in the same layout is redistributed once.

@@ -46,7 +46,9 @@ def PropagatePass : Pass<"spmd-propagate", "mlir::ModuleOp"> {
     `spmd.layout`; where a consumer needs another layout than its producer
     gives, one `spmd.redistribute` per (value, layout) is inserted before
     its first consumer, located at it, with `spmd.reason` naming the consumer
-    and operand.
+    and operand. An existing `spmd.redistribute` whose operand already has
+    its `to` layout (a DDP gradient computed whole) is dropped: it keeps
+    the global value, so nothing needs to move.
 
     Errors: no `spmd.mesh` or more than one, a function with more than one
     block, an op with tensors and no sharding rule, a `spmd.strategy` out of range, a layout that fits no
