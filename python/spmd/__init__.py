@@ -104,42 +104,54 @@ def world_size():
 
 def _optimizer_of(model, optimizer, clip_grad_norm, clip_norm_type):
     """The tracer's description of a torch.optim optimizer (SGD, Adam,
-    AdamW, RMSprop, Adagrad), one Optimizer per parameter group with that
-    group's hyperparameters."""
+    AdamW, RMSprop, Adagrad, Adamax, RAdam, Adadelta), one Optimizer per
+    parameter group with that group's hyperparameters. `maximize` is
+    honoured; `foreach`, `fused` and `capturable` pick torch's
+    implementation of the same formula, which the compiled step replaces."""
     from spmd_capture.trace import Optimizer
     kinds = {torch.optim.SGD: "sgd", torch.optim.Adam: "adam", torch.optim.AdamW: "adamw",
-             torch.optim.RMSprop: "rmsprop", torch.optim.Adagrad: "adagrad"}
-    name = kinds.get(type(optimizer))
-    if name is None:
+             torch.optim.RMSprop: "rmsprop", torch.optim.Adagrad: "adagrad",
+             torch.optim.Adamax: "adamax", torch.optim.RAdam: "radam",
+             torch.optim.Adadelta: "adadelta"}
+    kind = kinds.get(type(optimizer))
+    if kind is None:
         raise SpmdError("the optimizer is a %s: spmd.compile takes torch.optim's SGD, Adam, "
-                        "AdamW, RMSprop and Adagrad" % type(optimizer).__name__)
+                        "AdamW, RMSprop, Adagrad, Adamax, RAdam and Adadelta"
+                        % type(optimizer).__name__)
     fqns = {id(p): n for n, p in model.named_parameters()}
     groups = []
     for k, g in enumerate(optimizer.param_groups):
-        for flag in ("maximize", "capturable", "differentiable"):
-            if g.get(flag):
-                raise SpmdError("the optimizer's %s=True is not supported" % flag)
+        if g.get("differentiable"):
+            raise SpmdError("the optimizer's differentiable=True is not supported: the "
+                            "compiled step does not differentiate through its update")
+        # Adam's decoupled weight decay is AdamW's formula.
+        name = "adamw" if kind == "adam" and g.get("decoupled_weight_decay") else kind
+        common = dict(weight_decay=g["weight_decay"], maximize=bool(g.get("maximize")))
         stray = [p for p in g["params"] if id(p) not in fqns]
         if stray:
             raise SpmdError("the optimizer's parameter group %d has a tensor of shape %s that "
                             "is not a parameter of the model" % (k, list(stray[0].shape)))
         if name == "sgd":
             described = Optimizer(name, float(g["lr"]), momentum=g["momentum"],
-                                  dampening=g["dampening"], nesterov=g["nesterov"],
-                                  weight_decay=g["weight_decay"])
+                                  dampening=g["dampening"], nesterov=g["nesterov"], **common)
         elif name == "rmsprop":
-            described = Optimizer(name, float(g["lr"]), momentum=g["momentum"],
-                                  weight_decay=g["weight_decay"], eps=g["eps"],
-                                  alpha=g["alpha"], centered=g["centered"])
+            described = Optimizer(name, float(g["lr"]), momentum=g["momentum"], eps=g["eps"],
+                                  alpha=g["alpha"], centered=g["centered"], **common)
         elif name == "adagrad":
-            described = Optimizer(name, float(g["lr"]), weight_decay=g["weight_decay"],
-                                  eps=g["eps"], lr_decay=g["lr_decay"])
+            described = Optimizer(name, float(g["lr"]), eps=g["eps"], lr_decay=g["lr_decay"],
+                                  **common)
+        elif name == "adadelta":
+            described = Optimizer(name, float(g["lr"]), eps=g["eps"], rho=g["rho"], **common)
+        elif name in ("adamax", "radam"):
+            described = Optimizer(name, float(g["lr"]), betas=g["betas"], eps=g["eps"],
+                                  decoupled_weight_decay=bool(g.get("decoupled_weight_decay")),
+                                  **common)
         else:
-            described = Optimizer(name, float(g["lr"]), weight_decay=g["weight_decay"],
-                                  betas=g["betas"], eps=g["eps"], amsgrad=g["amsgrad"])
+            described = Optimizer(name, float(g["lr"]), betas=g["betas"], eps=g["eps"],
+                                  amsgrad=g["amsgrad"], **common)
         groups.append(([fqns[id(p)] for p in g["params"]], described))
     # The whole optimizer: its groups, and the clipping that spans them.
-    return Optimizer(name, groups[0][1].lr, clip_grad_norm=clip_grad_norm,
+    return Optimizer(groups[0][1].name, groups[0][1].lr, clip_grad_norm=clip_grad_norm,
                      clip_norm_type=clip_norm_type).grouped(groups)
 
 

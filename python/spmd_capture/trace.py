@@ -917,9 +917,9 @@ def _one_reduction_norms():
 
 
 class Optimizer:
-    """The optimizer of the step (torch.optim's SGD, Adam, AdamW, RMSprop or
-    Adagrad; spmd-capture's --optimizer takes the first three), traced
-    functionally and run eagerly.
+    """The optimizer of the step (torch.optim's SGD, Adam, AdamW, RMSprop,
+    Adagrad, Adamax, RAdam or Adadelta; spmd-capture's --optimizer takes the
+    first three), traced functionally and run eagerly.
 
     Its state starts as torch.optim leaves it before the first step: SGD's
     momentum buffers and Adam's moments zero. The learning rate and the step
@@ -940,8 +940,9 @@ class Optimizer:
     def __init__(self, name, lr, momentum=0.0, dampening=0.0, nesterov=False,
                  weight_decay=0.0, betas=(0.9, 0.999), eps=1e-8, amsgrad=False, foreach=None,
                  clip_grad_norm=None, clip_norm_type=2.0, alpha=0.99, centered=False,
-                 lr_decay=0.0):
-        if name not in ("sgd", "adam", "adamw", "rmsprop", "adagrad"):
+                 lr_decay=0.0, rho=0.9, maximize=False, decoupled_weight_decay=False):
+        if name not in ("sgd", "adam", "adamw", "rmsprop", "adagrad", "adamax", "radam",
+                        "adadelta"):
             raise CaptureError("--optimizer must be sgd, adam or adamw, got '%s'" % name)
         if not lr >= 0:  # torch.optim's rule: a warm-up starts at 0
             raise CaptureError("the learning rate (--lr) must be >= 0, got %g" % lr)
@@ -966,17 +967,22 @@ class Optimizer:
         self.betas, self.eps, self.amsgrad, self.foreach = tuple(betas), eps, amsgrad, foreach
         self.clip_grad_norm, self.clip_norm_type = clip_grad_norm, clip_norm_type
         self.alpha, self.centered, self.lr_decay = alpha, centered, lr_decay
+        self.rho, self.maximize = rho, maximize
+        # RAdam's decoupled weight decay (AdamW's is its name).
+        self.decoupled_weight_decay = decoupled_weight_decay
         # torch.optim's state keys, in the order update() takes them.
         self.state_keys = {
             "sgd": ["momentum_buffer"] if momentum else [],
             "rmsprop": ["square_avg"] + (["momentum_buffer"] if momentum else []) +
                        (["grad_avg"] if centered else []),
             "adagrad": ["sum"],
+            "adamax": ["exp_avg", "exp_inf"],
+            "adadelta": ["square_avg", "acc_delta"],
         }.get(name, ["exp_avg", "exp_avg_sq"] + (["max_exp_avg_sq"] if amsgrad else []))
         # SGD's first step copies the gradient into its buffer; with dampening
         # later steps do not, so the formula needs the step count; so does
         # Adagrad's learning-rate decay.
-        self.uses_step = name in ("adam", "adamw") or bool(
+        self.uses_step = name in ("adam", "adamw", "adamax", "radam") or bool(
             name == "sgd" and momentum and dampening) or bool(name == "adagrad" and lr_decay)
         self.groups = None  # one group of every trainable parameter (grouped())
 
@@ -1034,6 +1040,8 @@ class Optimizer:
     def update(self, param, grad, state, lr, step):
         """In place on `param` and the `state` tensors (ordered as
         state_keys); `lr` and `step` are the 0-dim inputs."""
+        if self.maximize:  # every torch.optim formula's first line
+            grad = grad.neg()
         if self.name == "sgd":
             # torch.optim.SGD's _single_tensor_sgd, with the learning rate a tensor.
             if self.weight_decay:
@@ -1048,8 +1056,11 @@ class Optimizer:
                 grad = grad.add(buf, alpha=self.momentum) if self.nesterov else buf
             param.sub_(grad * lr)
             return
-        if self.name in ("rmsprop", "adagrad"):
+        if self.name in ("rmsprop", "adagrad", "adadelta"):
             self._scaled_update(param, grad, state, lr, step)
+            return
+        if self.name in ("adamax", "radam"):
+            self._adam_variant(param, grad, state, lr, step)
             return
         # torch.optim.Adam's _single_tensor_adam, its eager branch with the
         # learning rate and step count tensors; AdamW decays the parameter
@@ -1078,13 +1089,21 @@ class Optimizer:
         param.addcdiv_(exp_avg, denom / step_size.neg())
 
     def _scaled_update(self, param, grad, state, lr, step):
-        """torch.optim's RMSprop and Adagrad (_single_tensor_rmsprop,
-        _single_tensor_adagrad) with the learning rate and step count
-        tensors. Their addcdiv_(grad, avg, value=-lr) takes a number: the
-        learning rate divides avg instead (eps keeps it positive), as in
-        Adam's update."""
+        """torch.optim's RMSprop, Adagrad and Adadelta (_single_tensor_rmsprop,
+        _single_tensor_adagrad, _single_tensor_adadelta) with the learning
+        rate and step count tensors. Their addcdiv_(grad, avg, value=-lr)
+        takes a number: the learning rate divides avg instead (eps keeps it
+        positive), as in Adam's update."""
         if self.weight_decay:
             grad = grad.add(param, alpha=self.weight_decay)
+        if self.name == "adadelta":
+            square_avg, acc_delta = state
+            square_avg.mul_(self.rho).addcmul_(grad, grad, value=1 - self.rho)
+            std = square_avg.add(self.eps).sqrt_()
+            delta = acc_delta.add(self.eps).sqrt_().div_(std).mul_(grad)
+            acc_delta.mul_(self.rho).addcmul_(delta, delta, value=1 - self.rho)
+            param.add_(delta * lr.neg())
+            return
         if self.name == "adagrad":
             if self.lr_decay:
                 lr = lr / (1 + step * self.lr_decay)
@@ -1103,6 +1122,39 @@ class Optimizer:
             param.add_(buf * lr.neg())
         else:
             param.addcdiv_(grad, avg / lr.neg())
+
+    def _adam_variant(self, param, grad, state, lr, step):
+        """torch.optim's Adamax and RAdam (_single_tensor_adamax,
+        _single_tensor_radam) with the learning rate and step count tensors.
+        RAdam's branch on the variance's tractability (rho_t > 5) is a
+        torch.where, its rectification taken at rho_t >= 5 so that the
+        branch not taken stays finite."""
+        beta1, beta2 = self.betas
+        exp_avg = state[0]
+        t = step + 1
+        if self.weight_decay:
+            if self.decoupled_weight_decay:
+                param.mul_(1 - lr * self.weight_decay)
+            else:
+                grad = grad.add(param, alpha=self.weight_decay)
+        exp_avg.lerp_(grad, 1 - beta1)
+        if self.name == "adamax":
+            exp_inf = state[1]
+            exp_inf.copy_(torch.maximum(exp_inf.mul_(beta2), grad.abs().add_(self.eps)))
+            clr = lr / (1 - torch.pow(beta1, t))
+            param.addcdiv_(exp_avg, exp_inf / clr.neg())
+            return
+        exp_avg_sq = state[1]
+        exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+        bias_correction1 = 1 - torch.pow(beta1, t)
+        bias_correction2 = 1 - torch.pow(beta2, t)
+        rho_inf = 2 / (1 - beta2) - 1
+        rho_t = rho_inf - 2 * t * torch.pow(beta2, t) / bias_correction2
+        rho = torch.clamp(rho_t, min=5.0)
+        rect = ((rho - 4) * (rho - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho)).sqrt()
+        adaptive_lr = bias_correction2.sqrt() / exp_avg_sq.sqrt().add_(self.eps)
+        update = torch.where(rho_t > 5.0, adaptive_lr * rect, torch.ones_like(adaptive_lr))
+        param.sub_(exp_avg / bias_correction1 * lr * update)
 
     def eager(self, params):
         """torch.optim's optimizer over `params`, and the gradient clipping

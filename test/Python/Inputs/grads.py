@@ -18,6 +18,13 @@ the last must match.
                             weight decay)
   grads.py MODE adagrad     the clip step with Adagrad (lr_decay, an initial
                             accumulator, weight decay)
+  grads.py MODE adamax      the clip step with Adamax (weight decay)
+  grads.py MODE radam       the clip step with RAdam (decoupled weight decay,
+                            betas whose variance turns tractable at step 8:
+                            ten calls take both of its branches)
+  grads.py MODE adadelta    the clip step with Adadelta (weight decay)
+  grads.py MODE maximize    the clip step with Adam, decoupled_weight_decay
+                            (AdamW's formula) and maximize
   grads.py MODE outputs     train_step returns (loss, {"logits": ...,
                             "accuracy": ..., "batch": 12}): the call returns
                             the same structure, tensors whole
@@ -122,6 +129,16 @@ def optimizer_of(case, model):
     if case == "adagrad":
         return torch.optim.Adagrad(model.parameters(), lr=0.1, lr_decay=0.01,
                                    initial_accumulator_value=0.1, weight_decay=0.01)
+    if case == "adamax":
+        return torch.optim.Adamax(model.parameters(), lr=1e-2, weight_decay=0.01)
+    if case == "radam":
+        return torch.optim.RAdam(model.parameters(), lr=1e-2, betas=(0.9, 0.75),
+                                 weight_decay=0.1, decoupled_weight_decay=True)
+    if case == "adadelta":
+        return torch.optim.Adadelta(model.parameters(), weight_decay=0.01)
+    if case == "maximize":
+        return torch.optim.Adam(model.parameters(), lr=1e-2, weight_decay=0.1,
+                                decoupled_weight_decay=True, maximize=True)
     if case != "groups":
         return torch.optim.Adam(model.parameters(), lr=1e-2)
     # The first layer's bias is in no group: torch.optim never updates it.
@@ -132,7 +149,8 @@ def optimizer_of(case, model):
 
 def compare(mode, case):
     fn = {"clip": clip, "accumulate": accumulate, "uneven": uneven, "groups": groups,
-          "rmsprop": clip, "adagrad": clip}[case]
+          "rmsprop": clip, "adagrad": clip, "adamax": clip, "radam": clip, "adadelta": clip,
+          "maximize": clip}[case]
     model, batches = model_and_data()
     reference = copy.deepcopy(model)
     opt, ref_opt = optimizer_of(case, model), optimizer_of(case, reference)
@@ -140,7 +158,7 @@ def compare(mode, case):
                         for o in (opt, ref_opt)]
     step = spmd.compile(parallel_mode=mode, plan=PLAN if mode == "tp" else None)(fn)
     worst = 0.0
-    for x, y in batches:
+    for x, y in batches * (2 if case == "radam" else 1):
         loss = step(model, opt, x, y).item()
         ref = fn(reference, ref_opt, x, y).item()
         worst = max(worst, abs(loss - ref) / abs(ref))
