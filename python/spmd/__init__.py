@@ -102,12 +102,14 @@ def world_size():
     return lib().spmd_session_world_size()
 
 
-def _optimizer_of(model, optimizer, clip_grad_norm, clip_norm_type):
+def _optimizer_of(model, optimizer, clip_grad_norm, clip_norm_type, dynamic=False):
     """The tracer's description of a torch.optim optimizer (SGD, Adam,
     AdamW, RMSprop, Adagrad, Adamax, RAdam, Adadelta), one Optimizer per
     parameter group with that group's hyperparameters. `maximize` is
     honoured; `foreach`, `fused` and `capturable` pick torch's
-    implementation of the same formula, which the compiled step replaces."""
+    implementation of the same formula, which the compiled step replaces.
+    `dynamic`: the hyperparameter schedules cycle (Optimizer.SCHEDULED) is
+    an input of the step."""
     from spmd_capture.trace import Optimizer
     kinds = {torch.optim.SGD: "sgd", torch.optim.Adam: "adam", torch.optim.AdamW: "adamw",
              torch.optim.RMSprop: "rmsprop", torch.optim.Adagrad: "adagrad",
@@ -149,29 +151,42 @@ def _optimizer_of(model, optimizer, clip_grad_norm, clip_norm_type):
         else:
             described = Optimizer(name, float(g["lr"]), betas=g["betas"], eps=g["eps"],
                                   amsgrad=g["amsgrad"], **common)
+        # (SGD's and RMSprop's momentum only where they have one.)
+        described.dynamic = dynamic and name in Optimizer.SCHEDULED and bool(
+            Optimizer.scheduled_value(Optimizer.SCHEDULED[name], g))
         groups.append(([fqns[id(p)] for p in g["params"]], described))
     # The whole optimizer: its groups, and the clipping that spans them.
     return Optimizer(groups[0][1].name, groups[0][1].lr, clip_grad_norm=clip_grad_norm,
                      clip_norm_type=clip_norm_type).grouped(groups)
 
 
-def _hyperparameters(optimizer):
+def _hyperparameters(optimizer, dynamic):
     """What the compiled step bakes in: each group's parameters and every
-    hyperparameter but lr."""
+    hyperparameter but lr (and, `dynamic`, but momentum and the first beta,
+    what schedules cycle: Optimizer.SCHEDULED). SGD's momentum of 0 stays
+    (a momentum then needs a buffer)."""
+    def baked(k, v):
+        if k in ("params", "lr", "initial_lr"):
+            return None
+        if dynamic and k == "betas":
+            return v[1:]
+        if dynamic and k == "momentum" and v:
+            return None
+        return v
     return tuple((tuple(id(p) for p in g["params"]),
-                  tuple(sorted((k, repr(v)) for k, v in g.items()
-                               if k not in ("params", "lr", "initial_lr"))))
+                  tuple(sorted((k, repr(baked(k, v))) for k, v in g.items()
+                               if baked(k, v) is not None)))
                  for g in optimizer.param_groups)
 
 
 _Guard = collections.namedtuple("_Guard", "model training optimizer batch hyperparameters")
 
 
-def _guard(model, optimizer, batch, kwbatch):
+def _guard(model, optimizer, batch, kwbatch, dynamic):
     """What a compiled step depends on besides the state: the model (and
     whether it is in training mode) and the optimizer it was compiled for,
     each batch entry's shape and dtype (a tensor) or value (a constant), the
-    optimizer's hyperparameters."""
+    optimizer's hyperparameters (`dynamic`: as _hyperparameters)."""
     def entry(key, b):
         if isinstance(b, torch.Tensor):
             return (key, "%s%s" % (b.dtype, list(b.shape)))
@@ -179,7 +194,7 @@ def _guard(model, optimizer, batch, kwbatch):
     entries = tuple(entry(i, b) for i, b in enumerate(batch)) + \
         tuple(entry(k, v) for k, v in sorted(kwbatch.items()))
     return _Guard(id(model), model.training, id(optimizer), entries,
-                  _hyperparameters(optimizer))
+                  _hyperparameters(optimizer, dynamic))
 
 
 def _to_host(tensor, dtype):
@@ -297,7 +312,8 @@ class CompiledStep:
         self.report, self.seed = report, seed
         self.compiles = 0    # how many times the step was compiled
         self.steps = 0       # optimizer steps taken (Adam's t - 1)
-        self._session = self._step = self._key = None
+        self._session = self._step = self._key = self._key_dynamic = None
+        self._dynamic = False  # momentum / the first beta are inputs
         self._model = self._optimizer = None
         self._pending = None  # a checkpoint to load at the first compile
 
@@ -355,7 +371,8 @@ class CompiledStep:
         if int(np.prod(mesh)) != world_size():
             raise SpmdError("the mesh %s has %d devices but the job has %d ranks (mpirun -np)"
                             % (_mesh_text(mesh), int(np.prod(mesh)), world_size()))
-        described = _optimizer_of(model, optimizer, self.clip_grad_norm, self.clip_norm_type)
+        described = _optimizer_of(model, optimizer, self.clip_grad_norm, self.clip_norm_type,
+                                  self._dynamic)
         factory = Factory(model, list(enumerate(batch)) + list(kwbatch.items()), None, [],
                           train_step=self.fn, optimizer=optimizer)
         args = step_args(factory, described)
@@ -394,19 +411,31 @@ class CompiledStep:
     def __call__(self, model, optimizer, *batch, **kwbatch):
         batch = tuple(_batch_entry(b) for b in batch)
         kwbatch = {k: _batch_entry(v) for k, v in kwbatch.items()}
-        key = _guard(model, optimizer, batch, kwbatch)
+        key = _guard(model, optimizer, batch, kwbatch, self._dynamic)
         # Ranks recompile together: one whose batch changed takes the others
         # along (their collectives must match).
         if self._session is None or lib().spmd_session_any(int(key != self._key)):
             if self._session is not None:
                 if self.on_recompile == "error":
-                    raise SpmdError("the step was compiled for %s, called with %s "
-                                    "(on_recompile='error')" % (_describe(self._key),
-                                                                 _describe(key)))
+                    raise SpmdError(
+                        "the step was compiled for %s, called with %s (on_recompile='error')"
+                        % (_describe(self._key), _describe(key)) if key.batch != self._key.batch
+                        else "the optimizer's hyperparameters (other than lr) changed since "
+                        "the step was compiled (on_recompile='error')")
+                # A schedule that cycles momentum or the first beta
+                # (OneCycleLR, CyclicLR): they become inputs of the step, as
+                # lr is, so that later calls do not recompile (torch.compile
+                # makes a changed shape dynamic the same way). Every rank
+                # decides alike: their programs must match.
+                if not self._dynamic and lib().spmd_session_any(int(
+                        _guard(model, optimizer, batch, kwbatch, True) == self._key_dynamic)):
+                    self._dynamic = True
+                    key = _guard(model, optimizer, batch, kwbatch, True)
                 self.sync(self._model, self._optimizer)
                 self.close()
             self._compile(model, optimizer, batch, kwbatch)
             self._key = key
+            self._key_dynamic = _guard(model, optimizer, batch, kwbatch, True)
             if self._pending:
                 self.load(self._pending)
                 self._pending = None
@@ -422,6 +451,11 @@ class CompiledStep:
                 elif a.role == "lr":
                     session.set_arg(i, torch.tensor(float(optimizer.param_groups[a.slot]["lr"])),
                                     torch.float32)
+                elif a.role == "hyperparameter":
+                    from spmd_capture.trace import Optimizer
+                    value = Optimizer.scheduled_value(a.fqn.split(".")[1],
+                                                      optimizer.param_groups[a.slot])
+                    session.set_arg(i, torch.tensor(float(value)), torch.float32)
                 elif a.role == "step":
                     session.set_arg(i, torch.tensor(float(self.steps)), torch.float32)
             except SpmdError as e:

@@ -570,8 +570,20 @@ def _as_strided_scatter(self, src, size, stride, storage_offset=None):
     return aten.clone.default(aten.view.default(src, list(self.shape)))
 
 
+def _lerp_tensor(self, end, weight):
+    """lerp with a tensor weight, as ATen computes it: self + weight * (end -
+    self) where |weight| < 0.5, end - (end - self) * (1 - weight) elsewhere
+    (Adam's moment with a scheduled beta)."""
+    diff = aten.sub.Tensor(end, self)
+    return aten.where.self(aten.lt.Scalar(aten.abs.default(weight), 0.5),
+                           aten.add.Tensor(self, aten.mul.Tensor(weight, diff)),
+                           aten.sub.Tensor(end, aten.mul.Tensor(diff,
+                                                                aten.rsub.Scalar(weight, 1))))
+
+
 # Ops written as others by spmd's own decompositions.
 DECOMPOSED_BY_SPMD = {
+    aten.lerp.Tensor: _lerp_tensor,
     aten.native_batch_norm.default: _batch_norm,
     aten.convolution.default: _convolution,
     aten.hardtanh.default: _hardtanh,
@@ -982,9 +994,24 @@ class Optimizer:
         # SGD's first step copies the gradient into its buffer; with dampening
         # later steps do not, so the formula needs the step count; so does
         # Adagrad's learning-rate decay.
+        # Whether the hyperparameter that LR schedulers cycle besides lr
+        # (SCHEDULED) is an input of the step, as lr is (spmd.compile sets
+        # it once a schedule changes it).
+        self.dynamic = False
         self.uses_step = name in ("adam", "adamw", "adamax", "radam") or bool(
             name == "sgd" and momentum and dampening) or bool(name == "adagrad" and lr_decay)
         self.groups = None  # one group of every trainable parameter (grouped())
+
+    #: The hyperparameter that OneCycleLR and CyclicLR cycle with the
+    #: learning rate (cycle_momentum): momentum, or Adam's first beta.
+    SCHEDULED = {"sgd": "momentum", "rmsprop": "momentum", "adam": "beta1", "adamw": "beta1",
+                 "adamax": "beta1", "radam": "beta1"}
+
+    @staticmethod
+    def scheduled_value(name, group):
+        """The SCHEDULED hyperparameter `name` of torch.optim's param group
+        `group` (a dict)."""
+        return group["betas"][0] if name == "beta1" else group["momentum"]
 
     def grouped(self, groups):
         """torch.optim's parameter groups: `groups` is a list of (FQNs,
@@ -1025,8 +1052,14 @@ class Optimizer:
         hyperparameter inputs: each group's learning rate (`optimizer.lr`,
         then `optimizer.lr.<g>` for group g > 0) and the step count."""
         groups = [self] if self.groups is None else [g for _, g in self.groups]
+        scheduled = [("optimizer.%s%s" % (g.SCHEDULED[g.name], ".%d" % i if i else ""),
+                      "hyperparameter", i,
+                      torch.tensor(self.scheduled_value(g.SCHEDULED[g.name],
+                                                        {"betas": g.betas,
+                                                         "momentum": g.momentum})))
+                     for i, g in enumerate(groups) if g.dynamic]
         return [("optimizer.lr" + (".%d" % i if i else ""), "lr", i, torch.tensor(g.lr))
-                for i, g in enumerate(groups)] + \
+                for i, g in enumerate(groups)] + scheduled + \
             ([("optimizer.step", "step", None, torch.tensor(0.0))] if self.uses_step else [])
 
     def clip(self, grads):
@@ -1037,30 +1070,38 @@ class Optimizer:
         coef = torch.clamp(self.clip_grad_norm / (total + 1e-6), max=1.0)
         return [None if g is None else g * coef for g in grads]
 
-    def update(self, param, grad, state, lr, step):
+    def update(self, param, grad, state, lr, step, scheduled=None):
         """In place on `param` and the `state` tensors (ordered as
-        state_keys); `lr` and `step` are the 0-dim inputs."""
+        state_keys); `lr` and `step` are the 0-dim inputs, `scheduled` the
+        SCHEDULED hyperparameter's when it is `dynamic`."""
         if self.maximize:  # every torch.optim formula's first line
             grad = grad.neg()
         if self.name == "sgd":
             # torch.optim.SGD's _single_tensor_sgd, with the learning rate a tensor.
+            momentum = scheduled if self.dynamic else self.momentum
             if self.weight_decay:
                 grad = grad.add(param, alpha=self.weight_decay)
             if self.momentum:
                 buf = state[0]
                 if self.dampening:  # torch: the first step's buffer is the gradient
                     buf.copy_(torch.where(step == 0, grad,
-                                          buf * self.momentum + grad * (1 - self.dampening)))
+                                          buf * momentum + grad * (1 - self.dampening)))
                 else:  # from a zero buffer, exactly the gradient on the first step
-                    buf.mul_(self.momentum).add_(grad)
-                grad = grad.add(buf, alpha=self.momentum) if self.nesterov else buf
+                    buf.mul_(momentum).add_(grad)
+                if not self.nesterov:
+                    grad = buf
+                elif self.dynamic:  # add's alpha is a number
+                    grad = grad + buf * momentum
+                else:
+                    grad = grad.add(buf, alpha=momentum)
             param.sub_(grad * lr)
             return
         if self.name in ("rmsprop", "adagrad", "adadelta"):
-            self._scaled_update(param, grad, state, lr, step)
+            self._scaled_update(param, grad, state, lr, step, scheduled)
             return
+        beta1 = scheduled if self.dynamic else self.betas[0]
         if self.name in ("adamax", "radam"):
-            self._adam_variant(param, grad, state, lr, step)
+            self._adam_variant(param, grad, state, lr, step, beta1)
             return
         # torch.optim.Adam's _single_tensor_adam, its eager branch with the
         # learning rate and step count tensors; AdamW decays the parameter
@@ -1070,7 +1111,7 @@ class Optimizer:
         # by 0 and no temporary beyond eager's is live. (The capturable
         # branch divides sqrt(exp_avg_sq) by the step size first: NaN where
         # a warm-up's learning rate is 0 and a moment is 0.)
-        beta1, beta2 = self.betas
+        beta2 = self.betas[1]
         exp_avg, exp_avg_sq = state[0], state[1]
         t = step + 1
         if self.weight_decay:
@@ -1088,7 +1129,7 @@ class Optimizer:
         denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(self.eps)
         param.addcdiv_(exp_avg, denom / step_size.neg())
 
-    def _scaled_update(self, param, grad, state, lr, step):
+    def _scaled_update(self, param, grad, state, lr, step, scheduled=None):
         """torch.optim's RMSprop, Adagrad and Adadelta (_single_tensor_rmsprop,
         _single_tensor_adagrad, _single_tensor_adadelta) with the learning
         rate and step count tensors. Their addcdiv_(grad, avg, value=-lr)
@@ -1118,18 +1159,18 @@ class Optimizer:
             avg = square_avg.sqrt()
         avg = avg.add_(self.eps)
         if self.momentum:
-            buf = state[1].mul_(self.momentum).addcdiv_(grad, avg)
+            buf = state[1].mul_(scheduled if self.dynamic else self.momentum).addcdiv_(grad, avg)
             param.add_(buf * lr.neg())
         else:
             param.addcdiv_(grad, avg / lr.neg())
 
-    def _adam_variant(self, param, grad, state, lr, step):
+    def _adam_variant(self, param, grad, state, lr, step, beta1):
         """torch.optim's Adamax and RAdam (_single_tensor_adamax,
         _single_tensor_radam) with the learning rate and step count tensors.
         RAdam's branch on the variance's tractability (rho_t > 5) is a
         torch.where, its rectification taken at rho_t >= 5 so that the
         branch not taken stays finite."""
-        beta1, beta2 = self.betas
+        beta2 = self.betas[1]
         exp_avg = state[0]
         t = step + 1
         if self.weight_decay:
@@ -1510,6 +1551,7 @@ def trace(factory, optimizer, args, seed, accumulate=1, fake=False,
         parameters, then of their state."""
         new_params, new_state = [], []
         lrs = {a.slot: flat[j] for j, a in enumerate(args) if a.role == "lr"}
+        scheduled = {a.slot: flat[j] for j, a in enumerate(args) if a.role == "hyperparameter"}
         count = next((flat[j] for j, a in enumerate(args) if a.role == "step"), None)
         with torch.no_grad():
             if optimizer.clip_grad_norm is not None:
@@ -1526,7 +1568,8 @@ def trace(factory, optimizer, args, seed, accumulate=1, fake=False,
                 state_idx = [index[("optim_state", "%s.%s" % (fqn, k))]
                              for k in group[1].state_keys]
                 param, state = flat[i].clone(), [flat[j].clone() for j in state_idx]
-                group[1].update(param, grad, state, lrs[group[0]], count)
+                group[1].update(param, grad, state, lrs[group[0]], count,
+                                scheduled.get(group[0]))
                 new_params.append((i, param))
                 new_state += list(zip(state_idx, state))
         return new_params + new_state

@@ -246,11 +246,14 @@ MeshOp spmd::lookupMesh(Operation *from, FlatSymbolRefAttr meshRef,
 // Function argument/result attributes
 //===----------------------------------------------------------------------===//
 
-/// Roles a captured training step gives its arguments and results: `lr`
-/// and `step` are the optimizer's per-step inputs (its learning rate and the
-/// number of steps taken before this one), 0-dim.
+/// Roles a captured training step gives its arguments and results: `lr`,
+/// `hyperparameter` and `step` are the optimizer's per-step inputs (its
+/// learning rate, another hyperparameter a schedule changes, such as
+/// OneCycleLR's momentum, and the number of steps taken before this one),
+/// 0-dim.
 static constexpr llvm::StringLiteral kArgRoles[] = {
-    "param", "buffer", "optim_state", "lr", "step", "input", "target"};
+    "param", "buffer",         "optim_state", "lr",
+    "step",  "hyperparameter", "input",       "target"};
 static constexpr llvm::StringLiteral kResultRoles[] = {"loss", "output"};
 
 /// Checks that `value` is a string and, unless `allowed` is empty, one of

@@ -25,6 +25,10 @@ the last must match.
   grads.py MODE adadelta    the clip step with Adadelta (weight decay)
   grads.py MODE maximize    the clip step with Adam, decoupled_weight_decay
                             (AdamW's formula) and maximize
+  grads.py MODE onecycle    the clip step with AdamW under OneCycleLR, which
+                            cycles the first beta too: how many compiles
+  grads.py MODE cyclic      the clip step with SGD (momentum, nesterov) under
+                            CyclicLR, which cycles the momentum too
   grads.py MODE outputs     train_step returns (loss, {"logits": ...,
                             "accuracy": ..., "batch": 12}): the call returns
                             the same structure, tensors whole
@@ -139,6 +143,10 @@ def optimizer_of(case, model):
     if case == "maximize":
         return torch.optim.Adam(model.parameters(), lr=1e-2, weight_decay=0.1,
                                 decoupled_weight_decay=True, maximize=True)
+    if case == "onecycle":
+        return torch.optim.AdamW(model.parameters(), lr=1e-2)
+    if case == "cyclic":
+        return torch.optim.SGD(model.parameters(), lr=1e-2, momentum=0.9, nesterov=True)
     if case != "groups":
         return torch.optim.Adam(model.parameters(), lr=1e-2)
     # The first layer's bias is in no group: torch.optim never updates it.
@@ -147,22 +155,32 @@ def optimizer_of(case, model):
         {"params": [model[2].bias], "weight_decay": 0.0, "lr": 3e-2}], lr=1e-2)
 
 
+def schedule_of(case, optimizer):
+    if case == "groups":
+        return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda k: 1 / (k + 1))
+    if case == "onecycle":
+        return torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=0.05, total_steps=10)
+    if case == "cyclic":
+        return torch.optim.lr_scheduler.CyclicLR(optimizer, 1e-3, 0.1, step_size_up=2,
+                                                 base_momentum=0.5, max_momentum=0.95)
+    return None
+
+
 def compare(mode, case):
     fn = {"clip": clip, "accumulate": accumulate, "uneven": uneven, "groups": groups,
           "rmsprop": clip, "adagrad": clip, "adamax": clip, "radam": clip, "adadelta": clip,
-          "maximize": clip}[case]
+          "maximize": clip, "onecycle": clip, "cyclic": clip}[case]
     model, batches = model_and_data()
     reference = copy.deepcopy(model)
     opt, ref_opt = optimizer_of(case, model), optimizer_of(case, reference)
-    sched, ref_sched = [torch.optim.lr_scheduler.LambdaLR(o, lambda k: 1 / (k + 1))
-                        for o in (opt, ref_opt)]
+    sched, ref_sched = schedule_of(case, opt), schedule_of(case, ref_opt)
     step = spmd.compile(parallel_mode=mode, plan=PLAN if mode == "tp" else None)(fn)
     worst = 0.0
     for x, y in batches * (2 if case == "radam" else 1):
         loss = step(model, opt, x, y).item()
         ref = fn(reference, ref_opt, x, y).item()
         worst = max(worst, abs(loss - ref) / abs(ref))
-        if case == "groups":
+        if sched:
             sched.step()
             ref_sched.step()
     state = step.state_dict()
@@ -174,7 +192,8 @@ def compare(mode, case):
             mode, case, "match" if worst <= 1e-5 else "DIFFER (%.2g)" % worst,
             "match" if params <= 1e-5 else "DIFFER (%.2g)" % params,
             (", the bias in no group %s" % ("untouched" if untouched else "CHANGED"))
-            if case == "groups" else "", step.layouts()["input.0"]))
+            if case == "groups" else "", step.layouts()["input.0"]) +
+            ("; %d compiles" % step.compiles if case in ("onecycle", "cyclic") else ""))
 
 
 def misuse():
