@@ -160,6 +160,15 @@ def _optimizer_of(model, optimizer, clip_grad_norm, clip_norm_type, dynamic=Fals
                      clip_norm_type=clip_norm_type).grouped(groups)
 
 
+def _unwrapped(model):
+    """The module that a torch.compile'd model (OptimizedModule) wraps:
+    spmd.compile compiles the whole step, and the parameters' FQNs (which
+    plans and checkpoints name) are the module's own, without
+    `_orig_mod.`."""
+    optimized = getattr(torch._dynamo.eval_frame, "OptimizedModule", ())
+    return model._orig_mod if isinstance(model, optimized) else model
+
+
 def _hyperparameters(optimizer, dynamic):
     """What the compiled step bakes in: each group's parameters and every
     hyperparameter but lr (and, `dynamic`, but momentum and the first beta,
@@ -377,9 +386,13 @@ class CompiledStep:
                           train_step=self.fn, optimizer=optimizer)
         args = step_args(factory, described)
         self._initial_optimizer_state(model, optimizer, args)
-        step = trace(factory, described, args, self.seed, fake=True,
-                     mixed_precision=MixedPrecision(torch.bfloat16) if self.param_dtype
-                     else None)
+        # torch.compile'd code in the step (a compiled loss, module.compile())
+        # is traced as eager code (dynamo inlines it under an FX trace):
+        # spmd compiles the whole step.
+        with torch._dynamo.config.patch(error_on_nested_fx_trace=False):
+            step = trace(factory, described, args, self.seed, fake=True,
+                         mixed_precision=MixedPrecision(torch.bfloat16) if self.param_dtype
+                         else None)
         # Rank 0's module is the one compiled; the others' emit checks that
         # their own call captures too.
         ops = {op for op in lib().spmd_session_op_names().decode().split()
@@ -409,6 +422,7 @@ class CompiledStep:
 
     # -- running -------------------------------------------------------------
     def __call__(self, model, optimizer, *batch, **kwbatch):
+        model = _unwrapped(model)
         batch = tuple(_batch_entry(b) for b in batch)
         kwbatch = {k: _batch_entry(v) for k, v in kwbatch.items()}
         key = _guard(model, optimizer, batch, kwbatch, self._dynamic)
@@ -510,6 +524,7 @@ class CompiledStep:
         """Collective. Writes the gathered state into `model` (parameters,
         buffers) and `optimizer` (its per-parameter state and `step`, as
         torch.optim keeps it), e.g. to evaluate or save with PyTorch."""
+        model = _unwrapped(model)
         state = self.state_dict()
         with torch.no_grad():
             for fqn, t in list(model.named_parameters()) + list(model.named_buffers()):

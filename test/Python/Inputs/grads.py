@@ -32,6 +32,9 @@ the last must match.
   grads.py MODE outputs     train_step returns (loss, {"logits": ...,
                             "accuracy": ..., "batch": 12}): the call returns
                             the same structure, tensors whole
+  grads.py MODE compiled    torch.compile'd code: the model passed as
+                            torch.compile(model), a compiled loss function in
+                            the step, and sync() into the compiled model
   grads.py misuse           what spmd.compile refuses, each message
 
 MODE is ddp, fsdp or tp (tp with mlp.tp.json beside this file).
@@ -104,6 +107,35 @@ def outputs(model, optimizer, x, y):
     optimizer.zero_grad()
     accuracy = (logits.argmax(-1) == y).float().mean()
     return loss, {"logits": logits, "accuracy": accuracy, "batch": len(x)}
+
+
+def compare_compiled(mode):
+    model, batches = model_and_data()
+    reference = copy.deepcopy(model)
+    compiled = torch.compile(model)
+    opt, ref_opt = optimizer_of("clip", compiled), optimizer_of("clip", reference)
+    loss_fn = torch.compile(F.cross_entropy)
+
+    def fn(model, optimizer, x, y):
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        return loss
+
+    step = spmd.compile(parallel_mode=mode, plan=PLAN if mode == "tp" else None)(fn)
+    worst = 0.0
+    for x, y in batches:
+        loss = step(compiled, opt, x, y).item()
+        ref = fn(reference, ref_opt, x, y).item()
+        worst = max(worst, abs(loss - ref) / abs(ref))
+    step.sync(compiled, opt)
+    params = max((p - q).norm().item() / q.norm().item()
+                 for p, q in zip(compiled.parameters(), reference.parameters()))
+    if spmd.rank() == 0:
+        print("%s compiled: losses %s, parameters synced into the compiled model %s" % (
+            mode, "match" if worst <= 1e-5 else "DIFFER (%.2g)" % worst,
+            "match" if params <= 1e-5 else "DIFFER (%.2g)" % params))
 
 
 def compare_outputs(mode):
@@ -232,5 +264,7 @@ if __name__ == "__main__":
         misuse()
     elif sys.argv[2] == "outputs":
         compare_outputs(sys.argv[1])
+    elif sys.argv[2] == "compiled":
+        compare_compiled(sys.argv[1])
     else:
         compare(sys.argv[1], sys.argv[2])
