@@ -104,7 +104,7 @@ def world_size():
 
 def _optimizer_of(model, optimizer, clip_grad_norm, clip_norm_type, dynamic=False):
     """The tracer's description of a torch.optim optimizer (SGD, Adam,
-    AdamW, RMSprop, Adagrad, Adamax, RAdam, Adadelta), one Optimizer per
+    AdamW, RMSprop, Adagrad, Adamax, RAdam, NAdam, Adadelta), one Optimizer per
     parameter group with that group's hyperparameters. `maximize` is
     honoured; `foreach`, `fused` and `capturable` pick torch's
     implementation of the same formula, which the compiled step replaces.
@@ -114,11 +114,11 @@ def _optimizer_of(model, optimizer, clip_grad_norm, clip_norm_type, dynamic=Fals
     kinds = {torch.optim.SGD: "sgd", torch.optim.Adam: "adam", torch.optim.AdamW: "adamw",
              torch.optim.RMSprop: "rmsprop", torch.optim.Adagrad: "adagrad",
              torch.optim.Adamax: "adamax", torch.optim.RAdam: "radam",
-             torch.optim.Adadelta: "adadelta"}
+             torch.optim.NAdam: "nadam", torch.optim.Adadelta: "adadelta"}
     kind = kinds.get(type(optimizer))
     if kind is None:
         raise SpmdError("the optimizer is a %s: spmd.compile takes torch.optim's SGD, Adam, "
-                        "AdamW, RMSprop, Adagrad, Adamax, RAdam and Adadelta"
+                        "AdamW, RMSprop, Adagrad, Adamax, RAdam, NAdam and Adadelta"
                         % type(optimizer).__name__)
     fqns = {id(p): n for n, p in model.named_parameters()}
     groups = []
@@ -144,10 +144,10 @@ def _optimizer_of(model, optimizer, clip_grad_norm, clip_norm_type, dynamic=Fals
                                   **common)
         elif name == "adadelta":
             described = Optimizer(name, float(g["lr"]), eps=g["eps"], rho=g["rho"], **common)
-        elif name in ("adamax", "radam"):
+        elif name in ("adamax", "radam", "nadam"):
             described = Optimizer(name, float(g["lr"]), betas=g["betas"], eps=g["eps"],
                                   decoupled_weight_decay=bool(g.get("decoupled_weight_decay")),
-                                  **common)
+                                  momentum_decay=g.get("momentum_decay", 4e-3), **common)
         else:
             described = Optimizer(name, float(g["lr"]), betas=g["betas"], eps=g["eps"],
                                   amsgrad=g["amsgrad"], **common)

@@ -930,8 +930,8 @@ def _one_reduction_norms():
 
 class Optimizer:
     """The optimizer of the step (torch.optim's SGD, Adam, AdamW, RMSprop,
-    Adagrad, Adamax, RAdam or Adadelta; spmd-capture's --optimizer takes the
-    first three), traced functionally and run eagerly.
+    Adagrad, Adamax, RAdam, NAdam or Adadelta; spmd-capture's --optimizer
+    takes the first three), traced functionally and run eagerly.
 
     Its state starts as torch.optim leaves it before the first step: SGD's
     momentum buffers and Adam's moments zero. The learning rate and the step
@@ -952,9 +952,10 @@ class Optimizer:
     def __init__(self, name, lr, momentum=0.0, dampening=0.0, nesterov=False,
                  weight_decay=0.0, betas=(0.9, 0.999), eps=1e-8, amsgrad=False, foreach=None,
                  clip_grad_norm=None, clip_norm_type=2.0, alpha=0.99, centered=False,
-                 lr_decay=0.0, rho=0.9, maximize=False, decoupled_weight_decay=False):
+                 lr_decay=0.0, rho=0.9, maximize=False, decoupled_weight_decay=False,
+                 momentum_decay=4e-3):
         if name not in ("sgd", "adam", "adamw", "rmsprop", "adagrad", "adamax", "radam",
-                        "adadelta"):
+                        "nadam", "adadelta"):
             raise CaptureError("--optimizer must be sgd, adam or adamw, got '%s'" % name)
         if not lr >= 0:  # torch.optim's rule: a warm-up starts at 0
             raise CaptureError("the learning rate (--lr) must be >= 0, got %g" % lr)
@@ -979,8 +980,8 @@ class Optimizer:
         self.betas, self.eps, self.amsgrad, self.foreach = tuple(betas), eps, amsgrad, foreach
         self.clip_grad_norm, self.clip_norm_type = clip_grad_norm, clip_norm_type
         self.alpha, self.centered, self.lr_decay = alpha, centered, lr_decay
-        self.rho, self.maximize = rho, maximize
-        # RAdam's decoupled weight decay (AdamW's is its name).
+        self.rho, self.maximize, self.momentum_decay = rho, maximize, momentum_decay
+        # RAdam's and NAdam's decoupled weight decay (AdamW's is its name).
         self.decoupled_weight_decay = decoupled_weight_decay
         # torch.optim's state keys, in the order update() takes them.
         self.state_keys = {
@@ -990,6 +991,8 @@ class Optimizer:
             "adagrad": ["sum"],
             "adamax": ["exp_avg", "exp_inf"],
             "adadelta": ["square_avg", "acc_delta"],
+            # NAdam's product of the momentum coefficients so far, 0-dim.
+            "nadam": ["exp_avg", "exp_avg_sq", "mu_product"],
         }.get(name, ["exp_avg", "exp_avg_sq"] + (["max_exp_avg_sq"] if amsgrad else []))
         # SGD's first step copies the gradient into its buffer; with dampening
         # later steps do not, so the formula needs the step count; so does
@@ -998,20 +1001,26 @@ class Optimizer:
         # (SCHEDULED) is an input of the step, as lr is (spmd.compile sets
         # it once a schedule changes it).
         self.dynamic = False
-        self.uses_step = name in ("adam", "adamw", "adamax", "radam") or bool(
+        self.uses_step = name in ("adam", "adamw", "adamax", "radam", "nadam") or bool(
             name == "sgd" and momentum and dampening) or bool(name == "adagrad" and lr_decay)
         self.groups = None  # one group of every trainable parameter (grouped())
 
     #: The hyperparameter that OneCycleLR and CyclicLR cycle with the
     #: learning rate (cycle_momentum): momentum, or Adam's first beta.
     SCHEDULED = {"sgd": "momentum", "rmsprop": "momentum", "adam": "beta1", "adamw": "beta1",
-                 "adamax": "beta1", "radam": "beta1"}
+                 "adamax": "beta1", "radam": "beta1", "nadam": "beta1"}
 
     @staticmethod
     def scheduled_value(name, group):
         """The SCHEDULED hyperparameter `name` of torch.optim's param group
         `group` (a dict)."""
         return group["betas"][0] if name == "beta1" else group["momentum"]
+
+    def initial_state(self, key, param):
+        """State `key` of `param` as torch.optim creates it at the first
+        step: zeros of the parameter's shape; NAdam's mu_product a 0-dim
+        one."""
+        return torch.ones(()) if key == "mu_product" else torch.zeros_like(param)
 
     def grouped(self, groups):
         """torch.optim's parameter groups: `groups` is a list of (FQNs,
@@ -1100,7 +1109,7 @@ class Optimizer:
             self._scaled_update(param, grad, state, lr, step, scheduled)
             return
         beta1 = scheduled if self.dynamic else self.betas[0]
-        if self.name in ("adamax", "radam"):
+        if self.name in ("adamax", "radam", "nadam"):
             self._adam_variant(param, grad, state, lr, step, beta1)
             return
         # torch.optim.Adam's _single_tensor_adam, its eager branch with the
@@ -1165,11 +1174,13 @@ class Optimizer:
             param.addcdiv_(grad, avg / lr.neg())
 
     def _adam_variant(self, param, grad, state, lr, step, beta1):
-        """torch.optim's Adamax and RAdam (_single_tensor_adamax,
-        _single_tensor_radam) with the learning rate and step count tensors.
-        RAdam's branch on the variance's tractability (rho_t > 5) is a
-        torch.where, its rectification taken at rho_t >= 5 so that the
-        branch not taken stays finite."""
+        """torch.optim's Adamax, RAdam and NAdam (_single_tensor_adamax,
+        _single_tensor_radam, _single_tensor_nadam) with the learning rate
+        and step count tensors. RAdam's branch on the variance's
+        tractability (rho_t > 5) is a torch.where, its rectification taken
+        at rho_t >= 5 so that the branch not taken stays finite. NAdam's
+        addcdiv_ values (numbers in eager) divide its denominator instead,
+        as in Adam's update."""
         beta2 = self.betas[1]
         exp_avg = state[0]
         t = step + 1
@@ -1187,6 +1198,15 @@ class Optimizer:
             return
         exp_avg_sq = state[1]
         exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+        if self.name == "nadam":
+            mu_product = state[2]
+            mu = beta1 * (1.0 - 0.5 * torch.pow(0.96, t * self.momentum_decay))
+            mu_next = beta1 * (1.0 - 0.5 * torch.pow(0.96, (t + 1) * self.momentum_decay))
+            mu_product.mul_(mu)
+            denom = exp_avg_sq.div(1 - torch.pow(beta2, t)).sqrt().add_(self.eps)
+            param.addcdiv_(grad, denom / (-lr * (1.0 - mu) / (1.0 - mu_product)))
+            param.addcdiv_(exp_avg, denom / (-lr * mu_next / (1.0 - mu_product * mu_next)))
+            return
         bias_correction1 = 1 - torch.pow(beta1, t)
         bias_correction2 = 1 - torch.pow(beta2, t)
         rho_inf = 2 / (1 - beta2) - 1
@@ -1419,7 +1439,7 @@ def step_args(factory, optimizer, accumulate=1):
     params = [(n, p) for n, p in factory.model.named_parameters()]
     args = [Arg(n, "param", p.detach().clone()) for n, p in params]
     args += [Arg(n, "buffer", b.detach().clone()) for n, b in factory.model.named_buffers()]
-    args += [Arg("%s.%s" % (n, key), "optim_state", torch.zeros_like(p))
+    args += [Arg("%s.%s" % (n, key), "optim_state", optimizer.of(n)[1].initial_state(key, p))
              for n, p in params if p.requires_grad and optimizer.of(n) is not None
              for key in optimizer.of(n)[1].state_keys]
     args += [Arg(fqn, role, value, group) for fqn, role, group, value in optimizer.inputs()]

@@ -22,6 +22,8 @@ the last must match.
   grads.py MODE radam       the clip step with RAdam (decoupled weight decay,
                             betas whose variance turns tractable at step 8:
                             ten calls take both of its branches)
+  grads.py MODE nadam       the clip step with NAdam (weight decay; its
+                            mu_product a 0-dim state)
   grads.py MODE adadelta    the clip step with Adadelta (weight decay)
   grads.py MODE maximize    the clip step with Adam, decoupled_weight_decay
                             (AdamW's formula) and maximize
@@ -170,6 +172,8 @@ def optimizer_of(case, model):
     if case == "radam":
         return torch.optim.RAdam(model.parameters(), lr=1e-2, betas=(0.9, 0.75),
                                  weight_decay=0.1, decoupled_weight_decay=True)
+    if case == "nadam":
+        return torch.optim.NAdam(model.parameters(), lr=1e-2, weight_decay=0.01)
     if case == "adadelta":
         return torch.optim.Adadelta(model.parameters(), weight_decay=0.01)
     if case == "maximize":
@@ -200,7 +204,7 @@ def schedule_of(case, optimizer):
 
 def compare(mode, case):
     fn = {"clip": clip, "accumulate": accumulate, "uneven": uneven, "groups": groups,
-          "rmsprop": clip, "adagrad": clip, "adamax": clip, "radam": clip, "adadelta": clip,
+          "rmsprop": clip, "adagrad": clip, "adamax": clip, "radam": clip, "nadam": clip, "adadelta": clip,
           "maximize": clip, "onecycle": clip, "cyclic": clip}[case]
     model, batches = model_and_data()
     reference = copy.deepcopy(model)

@@ -77,7 +77,7 @@ def misuse():
     cases = [("no backward", no_backward, torch.optim.SGD(model.parameters(), lr=0.1), {}),
              ("two optimizer steps", two_steps, torch.optim.SGD(model.parameters(), lr=0.1), {}),
              ("a value read", item, torch.optim.SGD(model.parameters(), lr=0.1), {}),
-             ("NAdam", step_fn, torch.optim.NAdam(model.parameters()), {}),
+             ("Rprop", step_fn, torch.optim.Rprop(model.parameters()), {}),
              ("a mesh of 3", step_fn, torch.optim.SGD(model.parameters(), lr=0.1),
               {"mesh": [3]}),
              ("a plan that names no module", step_fn,
