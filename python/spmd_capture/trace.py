@@ -27,6 +27,7 @@ import math
 import os
 import re
 import sys
+import traceback
 import warnings
 from typing import List, Optional
 
@@ -1261,6 +1262,8 @@ def _tag_nodes(scope):
     def tagged(graph, *args, **kwargs):
         node = create_node(graph, *args, **kwargs)
         node.meta["spmd_fqn"], node.meta["spmd_phase"] = scope.fqn, scope.phase
+        if node.target is torch.ops.aten._local_scalar_dense.default:
+            node.meta["spmd_where"] = _user_line(traceback.extract_stack())
         return node
     torch.fx.Graph.create_node = tagged
     try:
@@ -1672,6 +1675,12 @@ def trace(factory, optimizer, args, seed, accumulate=1, fake=False,
         with _tag_nodes(scope), _module_scopes(model, scope), _AutogradScopes(scope), \
                 _reentrant_checkpoint_replayed():
             raw = make_fx(step, tracing_mode="fake")(*flat)
+        # On fake tensors a value read into Python is a symbol, not an
+        # error; this trace ran the user's code, so its node knows the line.
+        for node in raw.graph.nodes:
+            if node.target is aten._local_scalar_dense.default:
+                raise _data_dependent(node.meta["spmd_fqn"], node.meta["spmd_phase"],
+                                      node.meta["spmd_where"])
         # The zero .grads a user's step starts from (_UserStep) are dead
         # unless its code read them.
         for node in list(raw.graph.nodes):
@@ -1686,11 +1695,12 @@ def trace(factory, optimizer, args, seed, accumulate=1, fake=False,
         raise
     except RuntimeError as e:
         if "value out of a tracing tensor" in str(e) or "data-dependent" in str(e):
-            raise _data_dependent(scope.fqn, scope.phase) from None
+            raise _data_dependent(scope.fqn, scope.phase,
+                                  _user_line(traceback.extract_tb(e.__traceback__))) from None
         raise
     finally:
         clear_model_caches(model)
-    # On fake tensors a value read into Python is a symbol, not an error.
+    # A value that a decomposition reads.
     for node in gm.graph.nodes:
         if node.target is aten._local_scalar_dense.default:
             raise _data_dependent(node.meta.get("spmd_fqn", ""),
@@ -1883,11 +1893,29 @@ class _OptimizerCalls:
         return getattr(self._user.factory.optimizer, name)
 
 
-def _data_dependent(fqn, phase):
+# Where PyTorch's and spmd's own code live: a user's line is outside them.
+_LIBRARY_DIRS = tuple(os.path.dirname(m.__file__) + os.sep
+                      for m in (torch, os, sys.modules[__name__.rpartition(".")[0]]))
+
+
+def _user_line(frames):
+    """Where a value was read, for _data_dependent: (" at FILE:LINE: CODE"
+    of the innermost of `frames` (a StackSummary, outermost first) outside
+    PyTorch, the standard library and spmd: the user's line, a model's
+    `.item()` or GradScaler's step; why GradScaler reads one)."""
+    where = next((" at %s:%d: %s" % (f.filename, f.lineno, (f.line or "").strip())
+                  for f in reversed(frames)
+                  if not f.filename.startswith(_LIBRARY_DIRS + ("<",))), "")
+    scaler = any(f.filename.endswith(os.path.join("amp", "grad_scaler.py")) for f in frames)
+    return where, ("; torch.amp.GradScaler skips a step whose gradients are not finite, and "
+                   "bf16 (param_dtype=torch.bfloat16) needs no loss scaling" if scaler else "")
+
+
+def _data_dependent(fqn, phase, site=("", "")):
     return CaptureError(
-        "data-dependent control flow in %s (%s): a tensor's value is read as a Python number "
-        "or bool (aten::_local_scalar_dense), which a static graph cannot capture"
-        % (describe(fqn), phase))
+        "data-dependent control flow in %s (%s)%s: a tensor's value is read as a Python "
+        "number or bool (aten::_local_scalar_dense), which a static graph cannot capture%s"
+        % (describe(fqn), phase, site[0], site[1]))
 
 
 def _updates_to_results(gm, args, results):

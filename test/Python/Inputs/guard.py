@@ -74,9 +74,19 @@ def misuse():
             loss.backward()
         optimizer.step()
 
+    scaler = torch.amp.GradScaler("cpu")
+
+    def grad_scaler(model, optimizer, x, y):
+        loss = F.cross_entropy(model(x), y)
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+        return loss
+
     cases = [("no backward", no_backward, torch.optim.SGD(model.parameters(), lr=0.1), {}),
              ("two optimizer steps", two_steps, torch.optim.SGD(model.parameters(), lr=0.1), {}),
              ("a value read", item, torch.optim.SGD(model.parameters(), lr=0.1), {}),
+             ("GradScaler", grad_scaler, torch.optim.SGD(model.parameters(), lr=0.1), {}),
              ("Rprop", step_fn, torch.optim.Rprop(model.parameters()), {}),
              ("a mesh of 3", step_fn, torch.optim.SGD(model.parameters(), lr=0.1),
               {"mesh": [3]}),
