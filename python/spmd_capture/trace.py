@@ -1893,9 +1893,10 @@ class _OptimizerCalls:
         return getattr(self._user.factory.optimizer, name)
 
 
-# Where PyTorch's and spmd's own code live: a user's line is outside them.
-_LIBRARY_DIRS = tuple(os.path.dirname(m.__file__) + os.sep
-                      for m in (torch, os, sys.modules[__name__.rpartition(".")[0]]))
+# Where PyTorch, the standard library and spmd's packages (spmd_capture and
+# spmd, side by side) live: a user's line is outside them.
+_LIBRARY_DIRS = (os.path.dirname(torch.__file__) + os.sep, os.path.dirname(os.__file__) + os.sep,
+                 os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep)
 
 
 def _user_line(frames):
