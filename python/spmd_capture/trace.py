@@ -957,7 +957,9 @@ class Optimizer:
                  momentum_decay=4e-3):
         if name not in ("sgd", "adam", "adamw", "rmsprop", "adagrad", "adamax", "radam",
                         "nadam", "adadelta"):
-            raise CaptureError("--optimizer must be sgd, adam or adamw, got '%s'" % name)
+            raise CaptureError("--optimizer must be sgd, adam or adamw (spmd.compile also takes "
+                               "rmsprop, adagrad, adamax, radam, nadam, adadelta), got '%s'"
+                               % name)
         if not lr >= 0:  # torch.optim's rule: a warm-up starts at 0
             raise CaptureError("the learning rate (--lr) must be >= 0, got %g" % lr)
         if name in ("adam", "adamw"):
@@ -995,13 +997,13 @@ class Optimizer:
             # NAdam's product of the momentum coefficients so far, 0-dim.
             "nadam": ["exp_avg", "exp_avg_sq", "mu_product"],
         }.get(name, ["exp_avg", "exp_avg_sq"] + (["max_exp_avg_sq"] if amsgrad else []))
-        # SGD's first step copies the gradient into its buffer; with dampening
-        # later steps do not, so the formula needs the step count; so does
-        # Adagrad's learning-rate decay.
         # Whether the hyperparameter that LR schedulers cycle besides lr
         # (SCHEDULED) is an input of the step, as lr is (spmd.compile sets
         # it once a schedule changes it).
         self.dynamic = False
+        # SGD's first step copies the gradient into its buffer; with dampening
+        # later steps do not, so the formula needs the step count; so does
+        # Adagrad's learning-rate decay.
         self.uses_step = name in ("adam", "adamw", "adamax", "radam", "nadam") or bool(
             name == "sgd" and momentum and dampening) or bool(name == "adagrad" and lr_decay)
         self.groups = None  # one group of every trainable parameter (grouped())
@@ -1060,13 +1062,13 @@ class Optimizer:
     def inputs(self):
         """(FQN, role, group index, initial value) of the step's
         hyperparameter inputs: each group's learning rate (`optimizer.lr`,
-        then `optimizer.lr.<g>` for group g > 0) and the step count."""
+        then `optimizer.lr.<g>` for group g > 0), when `dynamic` its
+        SCHEDULED hyperparameter (`optimizer.beta1`, `optimizer.momentum`,
+        the same suffix), and the step count."""
         groups = [self] if self.groups is None else [g for _, g in self.groups]
         scheduled = [("optimizer.%s%s" % (g.SCHEDULED[g.name], ".%d" % i if i else ""),
                       "hyperparameter", i,
-                      torch.tensor(self.scheduled_value(g.SCHEDULED[g.name],
-                                                        {"betas": g.betas,
-                                                         "momentum": g.momentum})))
+                      torch.tensor(g.betas[0] if g.SCHEDULED[g.name] == "beta1" else g.momentum))
                      for i, g in enumerate(groups) if g.dynamic]
         return [("optimizer.lr" + (".%d" % i if i else ""), "lr", i, torch.tensor(g.lr))
                 for i, g in enumerate(groups)] + scheduled + \
