@@ -1604,9 +1604,23 @@ def trace(factory, optimizer, args, seed, accumulate=1, fake=False,
         updates, what it returned) (its optimizer.step() runs `update`)."""
         scope.set("", "forward")
         traced = {k: flat[i] for k, i in param_index.items()}
-        tensors = {args[i].fqn: flat[i] for i in by_role["param"]}
-        if mixed_precision is not None:
-            tensors = mixed_precision.params(tensors, model)
+
+        def held(params):
+            """What the model holds for `params` (FQN -> tensor): mixed
+            precision's bf16 copies, or the tensors themselves."""
+            return params if mixed_precision is None else mixed_precision.params(params, model)
+
+        def holding_updates(updates):
+            """The model holding the parameters that `updates` (argument
+            index, new value) gives, as an in-place optimizer step leaves
+            them: trainable leaves still holding their .grad."""
+            values = {}
+            for i, t in updates:
+                if args[i].role == "param":
+                    values[args[i].fqn] = t = t.detach().requires_grad_(flat[i].requires_grad)
+                    t.grad = flat[i].grad
+            return _reparametrize_module(model, held(values), tie_weights=True)
+        tensors = held({args[i].fqn: flat[i] for i in by_role["param"]})
         tensors.update({args[i].fqn: flat[i] for i in by_role["buffer"]})
         # The model holds the traced tensors through backward too: activation
         # checkpointing re-runs its forward there.
@@ -1615,7 +1629,8 @@ def trace(factory, optimizer, args, seed, accumulate=1, fake=False,
                 else contextlib.nullcontext():
             if factory.train_step is not None:
                 return _UserStep(factory, flat, trainable, traced, mixed_precision is not None,
-                                 functools.partial(update, flat), scope).run(inputs)
+                                 functools.partial(update, flat), scope,
+                                 holding_updates).run(inputs)
             out = forward(factory, lambda a, kw: model(*a, **kw), flat, inputs)
             scope.set("", "loss")
             loss = loss_of(factory, out, flat, targets)
@@ -1707,7 +1722,8 @@ def trace(factory, optimizer, args, seed, accumulate=1, fake=False,
         if node.target is aten._local_scalar_dense.default:
             raise _data_dependent(node.meta.get("spmd_fqn", ""),
                                   node.meta.get("spmd_phase", "forward"))
-    _updates_to_results(gm, args, results)
+    _updates_to_results(gm, args, results,
+                        frozen={i for i in by_role["param"] if i not in trainable})
     if fake:
         # make_fx recorded fake tensors: keep their shapes and dtypes only.
         for node in gm.graph.nodes:
@@ -1756,11 +1772,17 @@ class _UserStep:
     which have no `.grad`: reading one raises CaptureError (the fp32
     parameters are in optimizer.param_groups)."""
 
-    def __init__(self, factory, flat, trainable, traced, mixed, update, scope):
+    def __init__(self, factory, flat, trainable, traced, mixed, update, scope,
+                 holding_updates):
         self.factory, self.flat, self.trainable, self.mixed = factory, flat, trainable, mixed
         self.scope = scope  # the tracer's (_Scope): phases follow the user's code
         self.traced = traced  # id(the model's parameter) -> its traced tensor
         self.update = update  # the optimizer step on the gradients (trace's)
+        # After optimizer.step() the model holds the updated parameters, as
+        # eager's in-place step leaves it: code after it (an EMA copy, a
+        # metric, a constraint) reads them. Its context (holding_updates of
+        # the updates) lasts until train_step returns.
+        self.holding_updates, self.after_step = holding_updates, contextlib.ExitStack()
         self.incoming = {i: torch.zeros_like(flat[i]) for i in trainable}
         self.added_to_incoming = set()  # indices into flat
         self.losses, self.updates, self.steps = [], None, 0
@@ -1814,7 +1836,7 @@ class _UserStep:
         model.zero_grad = lambda set_to_none=True: self.clear(
             [self.flat[i] for i in self.trainable], set_to_none)
         try:
-            with warnings.catch_warnings(), _one_reduction_norms():
+            with warnings.catch_warnings(), _one_reduction_norms(), self.after_step:
                 if self.mixed:
                     warnings.filterwarnings("error", message=_NON_LEAF_GRAD)
                 try:
@@ -1884,6 +1906,7 @@ class _OptimizerCalls:
         user.steps += 1
         if user.updates is None:
             user.updates = user.update([user.grad(i) for i in user.trainable])
+            user.after_step.enter_context(user.holding_updates(user.updates))
         # The update tagged each parameter's ops with its module; what
         # follows belongs to the step.
         user.scope.set("", "optimizer")
@@ -1921,9 +1944,11 @@ def _data_dependent(fqn, phase, site=("", "")):
         % (describe(fqn), phase, site[0], site[1]))
 
 
-def _updates_to_results(gm, args, results):
+def _updates_to_results(gm, args, results, frozen=()):
     """Functionalization writes in-place updates of arguments back with
-    `copy_(placeholder, value)`; make updated buffers results instead."""
+    `copy_(placeholder, value)`; make updated buffers and parameters that
+    take no gradient (`frozen`, argument indices: an EMA copy of the model
+    updated under no_grad) results instead."""
     graph = gm.graph
     placeholders = [n for n in graph.nodes if n.op == "placeholder"]
     output = next(n for n in graph.nodes if n.op == "output")
@@ -1932,10 +1957,10 @@ def _updates_to_results(gm, args, results):
         if node.op == "call_function" and node.target is aten.copy_.default and \
                 node.args[0] in placeholders:
             i = placeholders.index(node.args[0])
-            if args[i].role != "buffer":
+            if args[i].role != "buffer" and i not in frozen:
                 raise CaptureError("the step updates %s '%s' in place (aten::copy_ into an "
-                                   "argument); only buffers may be updated"
-                                   % (args[i].role, args[i].fqn))
+                                   "argument); only buffers and parameters that take no "
+                                   "gradient may be updated" % (args[i].role, args[i].fqn))
             extra.append(node.args[1])
             results.append(Result(args[i].fqn, i))
             node.replace_all_uses_with(node.args[1])

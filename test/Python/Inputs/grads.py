@@ -37,6 +37,11 @@ the last must match.
   grads.py MODE compiled    torch.compile'd code: the model passed as
                             torch.compile(model), a compiled loss function in
                             the step, and sync() into the compiled model
+  grads.py MODE after-step  code after optimizer.step() sees the updated
+                            parameters, with their .grad: a gradient norm, a
+                            clamp of a weight, an EMA copy of the model (its
+                            parameters take no gradient and are updated in
+                            place), a weight's norm returned
   grads.py misuse           what spmd.compile refuses, each message
 
 MODE is ddp, fsdp or tp (tp with mlp.tp.json beside this file).
@@ -136,6 +141,51 @@ def compare_compiled(mode):
                  for p, q in zip(compiled.parameters(), reference.parameters()))
     if spmd.rank() == 0:
         print("%s compiled: losses %s, parameters synced into the compiled model %s" % (
+            mode, "match" if worst <= 1e-5 else "DIFFER (%.2g)" % worst,
+            "match" if params <= 1e-5 else "DIFFER (%.2g)" % params))
+
+
+class WithEma(nn.Module):
+    """The model and an EMA copy of it that takes no gradient."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.net, self.ema = model, copy.deepcopy(model).requires_grad_(False)
+
+    def forward(self, x):
+        return self.net(x)
+
+
+def after_step(model, optimizer, x, y):
+    loss = F.cross_entropy(model(x), y)
+    loss.backward()
+    optimizer.step()
+    grad_norm = torch.stack([p.grad.norm() for p in model.parameters()
+                             if p.requires_grad]).norm()
+    with torch.no_grad():
+        model.net[0].weight.clamp_(-0.3, 0.3)
+        for e, p in zip(model.ema.parameters(), model.net.parameters()):
+            e.lerp_(p, 0.1)
+    optimizer.zero_grad()
+    return loss, grad_norm, model.net[0].weight.norm()
+
+
+def compare_after_step(mode):
+    model = WithEma(model_and_data()[0])
+    batches = model_and_data()[1]
+    reference = copy.deepcopy(model)
+    opt, ref_opt = [torch.optim.AdamW(m.net.parameters(), lr=0.05) for m in (model, reference)]
+    step = spmd.compile(parallel_mode=mode, plan=PLAN if mode == "tp" else None)(after_step)
+    worst = 0.0
+    for x, y in batches:
+        got, want = step(model, opt, x, y), after_step(reference, ref_opt, x, y)
+        worst = max([worst] + [abs(a.item() - b.item()) / abs(b.item())
+                               for a, b in zip(got, want)])
+    state = step.state_dict()
+    params = max((state[n] - p).norm().item() / p.norm().item()
+                 for n, p in reference.named_parameters())
+    if spmd.rank() == 0:
+        print("%s after-step: losses and values %s, parameters and EMA %s" % (
             mode, "match" if worst <= 1e-5 else "DIFFER (%.2g)" % worst,
             "match" if params <= 1e-5 else "DIFFER (%.2g)" % params))
 
@@ -270,5 +320,7 @@ if __name__ == "__main__":
         compare_outputs(sys.argv[1])
     elif sys.argv[2] == "compiled":
         compare_compiled(sys.argv[1])
+    elif sys.argv[2] == "after-step":
+        compare_after_step(sys.argv[1])
     else:
         compare(sys.argv[1], sys.argv[2])
