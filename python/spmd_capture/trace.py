@@ -1611,15 +1611,16 @@ def trace(factory, optimizer, args, seed, accumulate=1, fake=False,
             return params if mixed_precision is None else mixed_precision.params(params, model)
 
         def holding_updates(updates):
-            """The model holding the parameters that `updates` (argument
+            """(the model holding the parameters that `updates` (argument
             index, new value) gives, as an in-place optimizer step leaves
-            them: trainable leaves still holding their .grad."""
-            values = {}
-            for i, t in updates:
-                if args[i].role == "param":
-                    values[args[i].fqn] = t = t.detach().requires_grad_(flat[i].requires_grad)
-                    t.grad = flat[i].grad
-            return _reparametrize_module(model, held(values), tie_weights=True)
+            them, {argument index: the tensor it holds}): trainable leaves
+            still holding their .grad."""
+            tensors = {i: t.detach().requires_grad_(flat[i].requires_grad)
+                       for i, t in updates if args[i].role == "param"}
+            for i, t in tensors.items():
+                t.grad = flat[i].grad
+            return _reparametrize_module(model, held({args[i].fqn: t for i, t in tensors.items()}),
+                                         tie_weights=True), tensors
         tensors = held({args[i].fqn: flat[i] for i in by_role["param"]})
         tensors.update({args[i].fqn: flat[i] for i in by_role["buffer"]})
         # The model holds the traced tensors through backward too: activation
@@ -1781,8 +1782,10 @@ class _UserStep:
         # After optimizer.step() the model holds the updated parameters, as
         # eager's in-place step leaves it: code after it (an EMA copy, a
         # metric, a constraint) reads them. Its context (holding_updates of
-        # the updates) lasts until train_step returns.
+        # the updates) lasts until train_step returns; `held` are the
+        # tensors the model then holds, by index into flat.
         self.holding_updates, self.after_step = holding_updates, contextlib.ExitStack()
+        self.held = {}
         self.incoming = {i: torch.zeros_like(flat[i]) for i in trainable}
         self.added_to_incoming = set()  # indices into flat
         self.losses, self.updates, self.steps = [], None, 0
@@ -1854,6 +1857,11 @@ class _UserStep:
             torch.Tensor.backward = tensor_backward
             forward_phase.remove()
             del model.zero_grad
+        # A .grad cleared through the model after the step (`p.grad =
+        # None` over model.parameters()) is cleared.
+        for i, t in self.held.items():
+            if t.grad is None:
+                self.flat[i].grad = None
         if not self.losses:
             raise CaptureError("train_step never calls loss.backward()")
         if self.steps != 1:
@@ -1906,7 +1914,8 @@ class _OptimizerCalls:
         user.steps += 1
         if user.updates is None:
             user.updates = user.update([user.grad(i) for i in user.trainable])
-            user.after_step.enter_context(user.holding_updates(user.updates))
+            holding, user.held = user.holding_updates(user.updates)
+            user.after_step.enter_context(holding)
         # The update tagged each parameter's ops with its module; what
         # follows belongs to the step.
         user.scope.set("", "optimizer")
