@@ -1869,7 +1869,8 @@ class _UserStep:
                                "once, after loss.backward()" % self.steps)
         # A parameter the optimizer does not have may keep adding: its
         # gradient is not used.
-        kept = {id(t) for g in optimizer.param_groups for t in g["params"]}
+        kept = {id(self.traced.get(id(p), p)) for g in self.factory.optimizer.param_groups
+                for p in g["params"]}
         if any(self.grad(i) is not None and id(self.flat[i]) in kept
                for i in self.added_to_incoming):
             raise CaptureError(
@@ -1900,9 +1901,13 @@ class _OptimizerCalls:
 
     @property
     def param_groups(self):
-        traced = self._user.traced
-        return [dict(g, params=[traced.get(id(p), p) for p in g["params"]])
-                for g in self._user.factory.optimizer.param_groups]
+        """torch's param_groups holding the traced parameters: after step(),
+        the updated ones, as the model holds them."""
+        user = self._user
+        held = {id(user.flat[i]): t for i, t in user.held.items()}
+        return [dict(g, params=[held.get(id(user.traced.get(id(p), p)),
+                                         user.traced.get(id(p), p)) for p in g["params"]])
+                for g in user.factory.optimizer.param_groups]
 
     def step(self, closure=None):
         user = self._user

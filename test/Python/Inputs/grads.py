@@ -41,7 +41,8 @@ the last must match.
                             parameters, with their .grad: a gradient norm, a
                             clamp of a weight, an EMA copy of the model (its
                             parameters take no gradient and are updated in
-                            place), a weight's norm returned, the .grads
+                            place), a weight's norm returned, the norms of
+                            optimizer.param_groups' parameters, the .grads
                             cleared by hand through the model
   grads.py misuse           what spmd.compile refuses, each message
 
@@ -167,9 +168,10 @@ def after_step(model, optimizer, x, y):
         model.net[0].weight.clamp_(-0.3, 0.3)
         for e, p in zip(model.ema.parameters(), model.net.parameters()):
             e.lerp_(p, 0.1)
+    grouped = torch.stack([p.norm() for g in optimizer.param_groups for p in g["params"]])
     for p in model.parameters():  # clearing through the model, by hand
         p.grad = None
-    return loss, grad_norm, model.net[0].weight.norm()
+    return loss, grad_norm, model.net[0].weight.norm(), grouped.sum()
 
 
 def compare_after_step(mode):
