@@ -429,27 +429,27 @@ class CompiledStep:
         # Ranks recompile together: one whose batch changed takes the others
         # along (their collectives must match).
         if self._session is None or lib().spmd_session_any(int(key != self._key)):
+            dynamic_key = _guard(model, optimizer, batch, kwbatch, True)
             if self._session is not None:
                 if self.on_recompile == "error":
                     raise SpmdError(
                         "the step was compiled for %s, called with %s (on_recompile='error')"
                         % (_describe(self._key), _describe(key)) if key.batch != self._key.batch
-                        else "the optimizer's hyperparameters (other than lr) changed since "
-                        "the step was compiled (on_recompile='error')")
+                        else "the model, the optimizer or its hyperparameters (other than lr) "
+                        "changed since the step was compiled (on_recompile='error')")
                 # A schedule that cycles momentum or the first beta
                 # (OneCycleLR, CyclicLR): they become inputs of the step, as
                 # lr is, so that later calls do not recompile (torch.compile
                 # makes a changed shape dynamic the same way). Every rank
                 # decides alike: their programs must match.
-                if not self._dynamic and lib().spmd_session_any(int(
-                        _guard(model, optimizer, batch, kwbatch, True) == self._key_dynamic)):
+                if not self._dynamic and lib().spmd_session_any(
+                        int(dynamic_key == self._key_dynamic)):
                     self._dynamic = True
-                    key = _guard(model, optimizer, batch, kwbatch, True)
+                    key = dynamic_key
                 self.sync(self._model, self._optimizer)
                 self.close()
             self._compile(model, optimizer, batch, kwbatch)
-            self._key = key
-            self._key_dynamic = _guard(model, optimizer, batch, kwbatch, True)
+            self._key, self._key_dynamic = key, dynamic_key
             if self._pending:
                 self.load(self._pending)
                 self._pending = None

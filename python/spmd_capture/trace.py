@@ -1016,7 +1016,7 @@ class Optimizer:
     @staticmethod
     def scheduled_value(name, group):
         """The SCHEDULED hyperparameter `name` of torch.optim's param group
-        `group` (a dict)."""
+        `group` (a dict; an Optimizer's vars() too)."""
         return group["betas"][0] if name == "beta1" else group["momentum"]
 
     def initial_state(self, key, param):
@@ -1068,7 +1068,7 @@ class Optimizer:
         groups = [self] if self.groups is None else [g for _, g in self.groups]
         scheduled = [("optimizer.%s%s" % (g.SCHEDULED[g.name], ".%d" % i if i else ""),
                       "hyperparameter", i,
-                      torch.tensor(g.betas[0] if g.SCHEDULED[g.name] == "beta1" else g.momentum))
+                      torch.tensor(g.scheduled_value(g.SCHEDULED[g.name], vars(g))))
                      for i, g in enumerate(groups) if g.dynamic]
         return [("optimizer.lr" + (".%d" % i if i else ""), "lr", i, torch.tensor(g.lr))
                 for i, g in enumerate(groups)] + scheduled + \
@@ -1088,11 +1088,17 @@ class Optimizer:
         SCHEDULED hyperparameter's when it is `dynamic`."""
         if self.maximize:  # every torch.optim formula's first line
             grad = grad.neg()
+        # Every formula's next: L2 decay adds to the gradient, decoupled decay
+        # (AdamW, RAdam's and NAdam's flag) scales the parameter.
+        if self.weight_decay:
+            if self.name == "adamw" or self.decoupled_weight_decay:
+                param.mul_(1 - lr * self.weight_decay)
+            else:
+                grad = grad.add(param, alpha=self.weight_decay)
+        momentum = scheduled if self.dynamic else self.momentum
+        beta1 = scheduled if self.dynamic else self.betas[0]
         if self.name == "sgd":
             # torch.optim.SGD's _single_tensor_sgd, with the learning rate a tensor.
-            momentum = scheduled if self.dynamic else self.momentum
-            if self.weight_decay:
-                grad = grad.add(param, alpha=self.weight_decay)
             if self.momentum:
                 buf = state[0]
                 if self.dampening:  # torch: the first step's buffer is the gradient
@@ -1109,15 +1115,13 @@ class Optimizer:
             param.sub_(grad * lr)
             return
         if self.name in ("rmsprop", "adagrad", "adadelta"):
-            self._scaled_update(param, grad, state, lr, step, scheduled)
+            self._scaled_update(param, grad, state, lr, step, momentum)
             return
-        beta1 = scheduled if self.dynamic else self.betas[0]
         if self.name in ("adamax", "radam", "nadam"):
             self._adam_variant(param, grad, state, lr, step, beta1)
             return
         # torch.optim.Adam's _single_tensor_adam, its eager branch with the
-        # learning rate and step count tensors; AdamW decays the parameter
-        # itself (decoupled weight decay). Eager's addcdiv_(exp_avg, denom,
+        # learning rate and step count tensors. Eager's addcdiv_(exp_avg, denom,
         # value=-step_size) takes a number: here the step size divides
         # denom (which eps keeps positive), so a learning rate of 0 updates
         # by 0 and no temporary beyond eager's is live. (The capturable
@@ -1126,11 +1130,6 @@ class Optimizer:
         beta2 = self.betas[1]
         exp_avg, exp_avg_sq = state[0], state[1]
         t = step + 1
-        if self.weight_decay:
-            if self.name == "adamw":
-                param.mul_(1 - lr * self.weight_decay)
-            else:
-                grad = grad.add(param, alpha=self.weight_decay)
         exp_avg.lerp_(grad, 1 - beta1)
         exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
         step_size = lr / (1 - torch.pow(beta1, t))
@@ -1141,14 +1140,13 @@ class Optimizer:
         denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(self.eps)
         param.addcdiv_(exp_avg, denom / step_size.neg())
 
-    def _scaled_update(self, param, grad, state, lr, step, scheduled=None):
+    def _scaled_update(self, param, grad, state, lr, step, momentum):
         """torch.optim's RMSprop, Adagrad and Adadelta (_single_tensor_rmsprop,
         _single_tensor_adagrad, _single_tensor_adadelta) with the learning
-        rate and step count tensors. Their addcdiv_(grad, avg, value=-lr)
-        takes a number: the learning rate divides avg instead (eps keeps it
-        positive), as in Adam's update."""
-        if self.weight_decay:
-            grad = grad.add(param, alpha=self.weight_decay)
+        rate and step count tensors (`momentum` RMSprop's, a tensor when
+        dynamic). Their addcdiv_(grad, avg, value=-lr) takes a number: the
+        learning rate divides avg instead (eps keeps it positive), as in
+        Adam's update."""
         if self.name == "adadelta":
             square_avg, acc_delta = state
             square_avg.mul_(self.rho).addcmul_(grad, grad, value=1 - self.rho)
@@ -1171,7 +1169,7 @@ class Optimizer:
             avg = square_avg.sqrt()
         avg = avg.add_(self.eps)
         if self.momentum:
-            buf = state[1].mul_(scheduled if self.dynamic else self.momentum).addcdiv_(grad, avg)
+            buf = state[1].mul_(momentum).addcdiv_(grad, avg)
             param.add_(buf * lr.neg())
         else:
             param.addcdiv_(grad, avg / lr.neg())
@@ -1187,11 +1185,6 @@ class Optimizer:
         beta2 = self.betas[1]
         exp_avg = state[0]
         t = step + 1
-        if self.weight_decay:
-            if self.decoupled_weight_decay:
-                param.mul_(1 - lr * self.weight_decay)
-            else:
-                grad = grad.add(param, alpha=self.weight_decay)
         exp_avg.lerp_(grad, 1 - beta1)
         if self.name == "adamax":
             exp_inf = state[1]
