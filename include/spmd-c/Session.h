@@ -43,6 +43,9 @@ void spmd_session_barrier(void);
 /* Collective. 1 when `flag` is nonzero on any rank: the ranks' agreement
    on a choice each makes alone (whether a call recompiles). */
 int32_t spmd_session_any(int32_t flag);
+/* Collective. 1 when every rank passed the same `value`: the ranks'
+   agreement on which compiled program a call runs. */
+int32_t spmd_session_same(int64_t value);
 /* Ends the runtime (MPI_Finalize); no session may be used afterwards. */
 void spmd_session_finalize(void);
 
@@ -87,6 +90,20 @@ int32_t spmd_session_set_arg(SpmdSession *session, int32_t i, const void *data,
                              int32_t dtype, int32_t rank, const int64_t *shape,
                              int32_t root, int32_t borrow, char *error,
                              int64_t error_size);
+/* Collective when the layouts differ. Moves argument `j` of `from` into
+   argument `i` of `to` (two compiled programs of one step, e.g. for two
+   batch shapes: the state goes to the program that runs next). When both
+   have the same local type and placements on the same mesh, this rank's
+   piece changes hands without a copy; otherwise it is gathered to the
+   global shape and `to` keeps its own piece. `from`'s argument is unset
+   afterwards. Errors: an index out of range, a `from` argument that is
+   unset or borrowed, a global shape or dtype that `to`'s argument cannot
+   take (as spmd_session_set_arg). */
+int32_t spmd_session_move_arg(SpmdSession *to, int32_t i, SpmdSession *from,
+                              int32_t j, char *error, int64_t error_size);
+/* Unsets argument `i` and frees this rank's piece of it (a program kept
+   for later gives its state back). An index out of range is ignored. */
+void spmd_session_unset_arg(SpmdSession *session, int32_t i);
 /* The global shape of result `i` (a result that updates an argument has
    that argument's). Errors as spmd_session_set_arg. */
 int32_t spmd_session_set_result_shape(SpmdSession *session, int32_t i,

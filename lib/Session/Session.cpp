@@ -200,6 +200,12 @@ int32_t spmd_session_any(int32_t flag) {
   MPI_Allreduce(&mine, &any, 1, MPI_INT32_T, MPI_MAX, MPI_COMM_WORLD);
   return any;
 }
+int32_t spmd_session_same(int64_t value) {
+  // max(v) == -max(-v) == min(v): one all-reduce for both.
+  int64_t mine[2] = {value, -value}, all[2] = {0, 0};
+  MPI_Allreduce(mine, all, 2, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD);
+  return all[0] == -all[1];
+}
 void spmd_session_finalize(void) { spmd_rt_finalize(); }
 
 SpmdSession *spmd_session_create(const char *module, int64_t size,
@@ -369,6 +375,51 @@ int32_t spmd_session_set_arg(SpmdSession *session, int32_t i, const void *data,
   }
   session->args[i] = toBuffer(extractPiece(array, maps, local), want);
   return 0;
+}
+
+int32_t spmd_session_move_arg(SpmdSession *to, int32_t i, SpmdSession *from,
+                              int32_t j, char *error, int64_t error_size) {
+  if (checkIndex(to, 0, i, error, error_size) ||
+      checkIndex(from, 0, j, error, error_size))
+    return 1;
+  const Slot &dst = to->exe->args[i], &src = from->exe->args[j];
+  if (!from->args[j] || from->borrowed[j])
+    return fail(error, error_size, "argument %d '%s' has no value to move", j,
+                nameOf(src));
+  const std::vector<int64_t> &global = *from->argShapes[j];
+  int32_t dtype = *dtypeOf(src.type.getElementType());
+  std::string why = misfit(dst, global, dtype, to->exe->mesh);
+  if (!why.empty())
+    return fail(error, error_size, "argument %d '%s': %s", i, nameOf(dst),
+                why.c_str());
+  spmd_rt_free(to->args[i]);
+  to->borrowed[i] = false;
+  to->argShapes[i] = global;
+  // The same local type and placements on the same mesh: the same piece.
+  if (dst.type == src.type && dst.placements == src.placements &&
+      to->exe->mesh == from->exe->mesh) {
+    to->args[i] = from->args[j];
+  } else {
+    Array array = gather(from->args[j], src, global, from->exe->mesh,
+                         /*everyRank=*/true);
+    auto maps =
+        mapsFor(dst, global, to->exe->mesh,
+                spmd::layout::rankToCoords(spmd_rt_rank(), to->exe->mesh));
+    to->args[i] =
+        toBuffer(extractPiece(array, maps, dst.type.getShape()), dtype);
+    spmd_rt_free(from->args[j]);
+  }
+  from->args[j] = nullptr;
+  from->argShapes[j].reset();
+  return 0;
+}
+
+void spmd_session_unset_arg(SpmdSession *session, int32_t i) {
+  if (checkIndex(session, 0, i, nullptr, 0))
+    return;
+  spmd_rt_free(session->args[i]);
+  session->args[i] = nullptr;
+  session->borrowed[i] = false;
 }
 
 int32_t spmd_session_set_result_shape(SpmdSession *session, int32_t i,

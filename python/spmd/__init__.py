@@ -36,8 +36,9 @@ to the others), lowers and JIT-compiles it; every later call runs it.
   recompile); the step count (Adam's bias correction, dropout's draws) counts
   the steps taken. A call whose batch shapes, dtypes or Python constants, or
   whose optimizer's other hyperparameters, differ from the compiled ones
-  recompiles (`on_recompile="recompile"`, after writing the state back into
-  the model and optimizer) or raises (`"error"`), as torch.compile's guards.
+  recompiles (`on_recompile="recompile"`; the last `cache_size` programs
+  are kept, and a call that matches one switches to it, the state moving
+  along) or raises (`"error"`), as torch.compile's guards.
 - **The train_step** calls `loss.backward()` on scalar losses (once, or
   per micro-batch: gradient accumulation) and `optimizer.step()` once after;
   `.grad`s behave as in PyTorch (clip them with
@@ -303,28 +304,70 @@ def _mesh_text(mesh):
     return "x".join(str(m) for m in _mesh_shape(mesh))
 
 
+STATE_ROLES = ("param", "buffer", "optim_state")
+
+
+class _Program:
+    """One compiled program of a step: its session, the traced step, the
+    guard keys it was compiled for (its own, and the one with every
+    schedulable hyperparameter an input: _hyperparameters), and its number,
+    the compile it came from (the same on every rank)."""
+
+    def __init__(self, session, step, key, key_dynamic, number):
+        self.session, self.step = session, step
+        self.key, self.key_dynamic, self.number = key, key_dynamic, number
+        self.loss = next(i for i, r in enumerate(step.results)
+                         if r.updates is None and r.role == "loss")
+
+    def state(self):
+        """{(role, FQN, shape, dtype): argument index} of the state it takes."""
+        return {(a.role, a.fqn, tuple(a.value.shape), a.value.dtype): i
+                for i, a in enumerate(self.step.args) if a.role in STATE_ROLES}
+
+    def take_state(self, other):
+        """Collective. Moves `other`'s state (the same entries: state()) into
+        this program (spmd_session_move_arg); `other` holds none after."""
+        theirs = other.state()
+        for entry, i in self.state().items():
+            call("spmd_session_move_arg", self.session.handle, i, other.session.handle,
+                 theirs[entry])
+
+
 class CompiledStep:
     """A train_step compiled by spmd.compile (see the module's doc)."""
 
-    STATE_ROLES = ("param", "buffer", "optim_state")
+    STATE_ROLES = STATE_ROLES
 
     def __init__(self, fn, parallel_mode, mesh, plan, options, backend, on_recompile,
                  clip_grad_norm, clip_norm_type, report, seed, param_dtype=None,
-                 reduce_dtype=None):
+                 reduce_dtype=None, cache_size=8):
         if on_recompile not in ("recompile", "error"):
             raise SpmdError("on_recompile must be 'recompile' or 'error', got %r" % on_recompile)
+        if not isinstance(cache_size, int) or cache_size < 1:
+            raise SpmdError("cache_size must be a positive int, got %r" % (cache_size,))
         self.param_dtype = _dtype_of(param_dtype, "param_dtype", ("bf16",))
         self.reduce_dtype = _dtype_of(reduce_dtype, "reduce_dtype", ("bf16", "f32"))
         self.fn, self.parallel_mode, self.mesh, self.plan = fn, parallel_mode, mesh, plan
         self.options, self.backend, self.on_recompile = dict(options or {}), backend, on_recompile
         self.clip_grad_norm, self.clip_norm_type = clip_grad_norm, clip_norm_type
-        self.report, self.seed = report, seed
+        self.report, self.seed, self.cache_size = report, seed, cache_size
         self.compiles = 0    # how many times the step was compiled
         self.steps = 0       # optimizer steps taken (Adam's t - 1)
-        self._session = self._step = self._key = self._key_dynamic = None
+        self._program = None  # the program in use: the one holding the state
+        # Guard key -> _Program, least recently used first; all of one model
+        # and optimizer.
+        self._programs = collections.OrderedDict()
         self._dynamic = False  # momentum / the first beta are inputs
         self._model = self._optimizer = None
         self._pending = None  # a checkpoint to load at the first compile
+
+    @property
+    def _session(self):
+        return self._program.session if self._program else None
+
+    @property
+    def _step(self):
+        return self._program.step if self._program else None
 
     # -- compiling ---------------------------------------------------------
     def pipeline(self):
@@ -342,9 +385,8 @@ class CompiledStep:
             passes.append("spmd-report")
         return "builtin.module(%s)" % ",".join(passes)
 
-    def _compile(self, model, optimizer, batch, kwbatch):
+    def _compile(self, model, optimizer, batch, kwbatch, key, key_dynamic):
         from spmd_capture import CaptureError
-        init(self.backend)
         try:
             step, text = self._capture(model, optimizer, batch, kwbatch)
             failure = None
@@ -366,11 +408,47 @@ class CompiledStep:
         for i, (r, out) in enumerate(zip(step.results, step.outputs)):
             if r.updates is None:
                 session.set_result_shape(i, list(out.shape))
-        self._session, self._step = session, step
-        self._loss = next(i for i, r in enumerate(step.results)
-                          if r.updates is None and r.role == "loss")
+        # A rank whose batch disagreed kept rank 0's program under its own key.
+        stale = self._programs.pop(key, None)
+        if stale:
+            stale.session.close()
+        self._program = self._programs[key] = _Program(session, step, key, key_dynamic,
+                                                        self.compiles)
         self._model, self._optimizer = model, optimizer
         self.compiles += 1
+        while len(self._programs) > self.cache_size:
+            self._programs.popitem(last=False)[1].session.close()
+
+    def _switch(self, model, optimizer, batch, kwbatch, key, key_dynamic, reuse):
+        """Makes the program for `key` the one in use: a kept one (`reuse`),
+        which takes the state from the program in use, or a new compile, which
+        takes it from the model and optimizer (the state is written back into
+        them first). Without `reuse` every kept program is dropped."""
+        init(self.backend)
+        current = self._program
+        cached = self._programs.get(key) if reuse and current else None
+        if cached is not None and (cached is current or cached.state() != current.state()):
+            cached = None
+        # Every rank must run the same program: each one's pick is agreed.
+        if lib().spmd_session_same(cached.number if cached else -1) and cached:
+            cached.take_state(current)
+            self._programs.move_to_end(key)
+            self._program = cached
+            return
+        if current is not None:
+            self.sync(self._model, self._optimizer)
+            for i in current.state().values():
+                lib().spmd_session_unset_arg(current.session.handle, i)
+            self._program = None
+        if not reuse:
+            self.close()
+        try:
+            self._compile(model, optimizer, batch, kwbatch, key, key_dynamic)
+        except BaseException:
+            # The model and optimizer hold the state now: the next call
+            # compiles from them.
+            self.close()
+            raise
 
     def _capture(self, model, optimizer, batch, kwbatch):
         """(traced step, module text) of this rank's call."""
@@ -415,10 +493,11 @@ class CompiledStep:
                 self.steps = int(state["step"])
 
     def close(self):
-        """Frees the compiled program and its state (collective)."""
-        if self._session:
-            self._session.close()
-            self._session = None
+        """Frees the compiled programs and the state (collective)."""
+        for program in self._programs.values():
+            program.session.close()
+        self._programs.clear()
+        self._program = None
 
     # -- running -------------------------------------------------------------
     def __call__(self, model, optimizer, *batch, **kwbatch):
@@ -426,15 +505,20 @@ class CompiledStep:
         batch = tuple(_batch_entry(b) for b in batch)
         kwbatch = {k: _batch_entry(v) for k, v in kwbatch.items()}
         key = _guard(model, optimizer, batch, kwbatch, self._dynamic)
-        # Ranks recompile together: one whose batch changed takes the others
-        # along (their collectives must match).
-        if self._session is None or lib().spmd_session_any(int(key != self._key)):
+        current = self._program
+        # Ranks switch programs together: one whose batch changed takes the
+        # others along (their collectives must match).
+        if current is None or lib().spmd_session_any(int(key != current.key)):
             dynamic_key = _guard(model, optimizer, batch, kwbatch, True)
-            if self._session is not None:
+            # Kept programs hold another model's or optimizer's state.
+            reuse = current is not None and \
+                (key.model, key.optimizer) == (current.key.model, current.key.optimizer)
+            if current is not None:
                 if self.on_recompile == "error":
                     raise SpmdError(
                         "the step was compiled for %s, called with %s (on_recompile='error')"
-                        % (_describe(self._key), _describe(key)) if key.batch != self._key.batch
+                        % (_describe(current.key), _describe(key))
+                        if key.batch != current.key.batch
                         else "the model, the optimizer or its hyperparameters (other than lr) "
                         "changed since the step was compiled (on_recompile='error')")
                 # A schedule that cycles momentum or the first beta
@@ -442,14 +526,12 @@ class CompiledStep:
                 # lr is, so that later calls do not recompile (torch.compile
                 # makes a changed shape dynamic the same way). Every rank
                 # decides alike: their programs must match.
+                # The kept programs bake the old values in.
                 if not self._dynamic and lib().spmd_session_any(
-                        int(dynamic_key == self._key_dynamic)):
-                    self._dynamic = True
+                        int(dynamic_key == current.key_dynamic)):
+                    self._dynamic, reuse = True, False
                     key = dynamic_key
-                self.sync(self._model, self._optimizer)
-                self.close()
-            self._compile(model, optimizer, batch, kwbatch)
-            self._key, self._key_dynamic = key, dynamic_key
+            self._switch(model, optimizer, batch, kwbatch, key, dynamic_key, reuse)
             if self._pending:
                 self.load(self._pending)
                 self._pending = None
@@ -483,8 +565,7 @@ class CompiledStep:
         # a schedule stepped before the optimizer otherwise).
         optimizer._opt_called = True
         if step.returned is None:
-            loss = step.outputs[self._loss]
-            return session.gather(1, self._loss, list(loss.shape), loss.dtype)
+            return self._gather_result(self._program.loss)
         from spmd_capture.trace import ResultIndex
         spec, leaves = step.returned
         return torch.utils._pytree.tree_unflatten(
@@ -623,7 +704,7 @@ def _dtype_of(value, what, allowed):
 
 def compile(parallel_mode="ddp", mesh=None, plan=None, options=None, backend="cpu",
             on_recompile="recompile", clip_grad_norm=None, clip_norm_type=2.0,
-            report=False, seed=0, param_dtype=None, reduce_dtype=None):
+            report=False, seed=0, param_dtype=None, reduce_dtype=None, cache_size=8):
     """Decorates train_step(model, optimizer, *batch) (see the module's doc).
 
     parallel_mode: ddp, fsdp, tp or fsdp-tp (spmd-parallelize's modes).
@@ -634,6 +715,12 @@ def compile(parallel_mode="ddp", mesh=None, plan=None, options=None, backend="cp
         {"overlap": 1} (asynchronous collectives, prefetched).
     backend: "cpu" or "cuda".
     on_recompile: "recompile" or "error" when a call does not match.
+    cache_size: how many compiled programs are kept (torch.compile's
+      cache_size_limit): a call that matches a kept one (the last, smaller
+      batch of an epoch, then the full ones again) switches to it without a
+      compile; the least recently used is dropped. Only the program in use
+      holds the state: a switch moves it over, without a copy where the two
+      lay it out alike.
     clip_grad_norm, clip_norm_type: torch.nn.utils.clip_grad_norm_ before
       the update (the same as calling it in train_step between backward()
       and step()).
@@ -648,5 +735,5 @@ def compile(parallel_mode="ddp", mesh=None, plan=None, options=None, backend="cp
     def wrap(fn):
         return CompiledStep(fn, parallel_mode, mesh, plan, options, backend, on_recompile,
                             clip_grad_norm, clip_norm_type, report, seed, param_dtype,
-                            reduce_dtype)
+                            reduce_dtype, cache_size)
     return wrap

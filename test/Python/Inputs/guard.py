@@ -1,8 +1,13 @@
 """spmd.compile's guard and its errors, on a small MLP.
 
-  guard.py recompile   a batch of another size at call 3 recompiles; every
-                       call's loss matches PyTorch's single-device training
+  guard.py recompile   a batch of another size at call 3 recompiles, call 5
+                       (the first size again) switches back to the kept
+                       program; every call's loss matches PyTorch's
+                       single-device training
+  guard.py uncached    the same with cache_size=1: every switch recompiles
   guard.py error       the same call raises with on_recompile="error"
+  guard.py move        the state moved between two programs that lay it out
+                       differently (fsdp's, ddp's) is gathered and re-split
   guard.py misuse      train_steps that spmd.compile refuses, each message
   guard.py ranks       rank 1 passes a batch of another size: every rank
                        gets an error, none waits for the others
@@ -24,7 +29,7 @@ def model_and_data():
     model = nn.Sequential(nn.Linear(6, 8), nn.ReLU(), nn.Linear(8, 3))
     g = torch.Generator().manual_seed(1)
     batches = [(torch.randn(b, 6, generator=g), torch.randint(0, 3, (b,), generator=g))
-               for b in (8, 8, 6, 6, 8)]
+               for b in (8, 8, 6, 6, 8, 6)]
     return model, batches
 
 
@@ -36,12 +41,13 @@ def step_fn(model, optimizer, x, y):
     return loss
 
 
-def guard(on_recompile):
+def guard(on_recompile, cache_size=8):
     model, batches = model_and_data()
     reference = copy.deepcopy(model)
     opt = torch.optim.Adam(model.parameters(), lr=1e-2)
     ref_opt = torch.optim.Adam(reference.parameters(), lr=1e-2)
-    step = spmd.compile(parallel_mode="fsdp", on_recompile=on_recompile)(step_fn)
+    step = spmd.compile(parallel_mode="fsdp", on_recompile=on_recompile,
+                        cache_size=cache_size)(step_fn)
     for k, (x, y) in enumerate(batches):
         try:
             loss = step(model, opt, x, y).item()
@@ -102,6 +108,36 @@ def misuse():
             print("%s: %s: %s" % (name, type(e).__name__, first[-1] if first else ""))
 
 
+def move():
+    model, batches = model_and_data()
+    reference = copy.deepcopy(model)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    ref_opt = torch.optim.Adam(reference.parameters(), lr=1e-2)
+    fsdp = spmd.compile(parallel_mode="fsdp")(step_fn)
+    ddp = spmd.compile(parallel_mode="ddp")(step_fn)
+    fsdp(model, opt, *batches[0])
+    step_fn(reference, ref_opt, *batches[0])
+    # ddp's own first step (another batch) leaves other values, which the
+    # move replaces.
+    ddp(model, opt, *batches[4])
+    ddp._program.take_state(fsdp._program)
+    loss = ddp(model, opt, *batches[1]).item()
+    ref = step_fn(reference, ref_opt, *batches[1]).item()
+    params = ddp.state_dict()
+    same = all(torch.allclose(params[n], p, rtol=1e-5, atol=1e-6)
+               for n, p in reference.named_parameters())
+    try:
+        fsdp.state_dict()
+        left = "still set"
+    except spmd.SpmdError as e:
+        left = str(e)
+    if spmd.rank() == 0:
+        print("moved %s -> %s; loss %s PyTorch's, parameters %s; fsdp's: %s" % (
+            fsdp.layouts()["0.weight"], ddp.layouts()["0.weight"],
+            "matches" if abs(loss - ref) <= 1e-5 * abs(ref) else "DIFFERS FROM",
+            "match" if same else "DIFFER", left))
+
+
 def ranks():
     model, batches = model_and_data()
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
@@ -135,4 +171,5 @@ def dlpack():
 
 if __name__ == "__main__":
     {"recompile": lambda: guard("recompile"), "error": lambda: guard("error"),
+     "uncached": lambda: guard("recompile", cache_size=1), "move": move,
      "misuse": misuse, "ranks": ranks, "dlpack": dlpack}[sys.argv[1]]()
