@@ -103,21 +103,29 @@ def world_size():
     return lib().spmd_session_world_size()
 
 
+_KINDS = {torch.optim.SGD: "sgd", torch.optim.Adam: "adam", torch.optim.AdamW: "adamw",
+          torch.optim.RMSprop: "rmsprop", torch.optim.Adagrad: "adagrad",
+          torch.optim.Adamax: "adamax", torch.optim.RAdam: "radam",
+          torch.optim.NAdam: "nadam", torch.optim.Adadelta: "adadelta"}
+
+
+def _kind(optimizer, group):
+    """The tracer's name of the formula `group` of torch.optim `optimizer`
+    runs (Adam's decoupled weight decay is AdamW's), or None."""
+    kind = _KINDS.get(type(optimizer))
+    return "adamw" if kind == "adam" and group.get("decoupled_weight_decay") else kind
+
+
 def _optimizer_of(model, optimizer, clip_grad_norm, clip_norm_type, dynamic=False):
     """The tracer's description of a torch.optim optimizer (SGD, Adam,
     AdamW, RMSprop, Adagrad, Adamax, RAdam, NAdam, Adadelta), one Optimizer per
     parameter group with that group's hyperparameters. `maximize` is
     honoured; `foreach`, `fused` and `capturable` pick torch's
     implementation of the same formula, which the compiled step replaces.
-    `dynamic`: the hyperparameter schedules cycle (Optimizer.SCHEDULED) is
-    an input of the step."""
+    `dynamic`: the hyperparameters schedules change (Optimizer.schedulable)
+    are inputs of the step."""
     from spmd_capture.trace import Optimizer
-    kinds = {torch.optim.SGD: "sgd", torch.optim.Adam: "adam", torch.optim.AdamW: "adamw",
-             torch.optim.RMSprop: "rmsprop", torch.optim.Adagrad: "adagrad",
-             torch.optim.Adamax: "adamax", torch.optim.RAdam: "radam",
-             torch.optim.NAdam: "nadam", torch.optim.Adadelta: "adadelta"}
-    kind = kinds.get(type(optimizer))
-    if kind is None:
+    if type(optimizer) not in _KINDS:
         raise SpmdError("the optimizer is a %s: spmd.compile takes torch.optim's SGD, Adam, "
                         "AdamW, RMSprop, Adagrad, Adamax, RAdam, NAdam and Adadelta"
                         % type(optimizer).__name__)
@@ -127,8 +135,7 @@ def _optimizer_of(model, optimizer, clip_grad_norm, clip_norm_type, dynamic=Fals
         if g.get("differentiable"):
             raise SpmdError("the optimizer's differentiable=True is not supported: the "
                             "compiled step does not differentiate through its update")
-        # Adam's decoupled weight decay is AdamW's formula.
-        name = "adamw" if kind == "adam" and g.get("decoupled_weight_decay") else kind
+        name = _kind(optimizer, g)
         common = dict(weight_decay=g["weight_decay"], maximize=bool(g.get("maximize")))
         stray = [p for p in g["params"] if id(p) not in fqns]
         if stray:
@@ -152,9 +159,7 @@ def _optimizer_of(model, optimizer, clip_grad_norm, clip_norm_type, dynamic=Fals
         else:
             described = Optimizer(name, float(g["lr"]), betas=g["betas"], eps=g["eps"],
                                   amsgrad=g["amsgrad"], **common)
-        # (SGD's and RMSprop's momentum only where they have one.)
-        described.dynamic = dynamic and name in Optimizer.SCHEDULED and bool(
-            Optimizer.scheduled_value(Optimizer.SCHEDULED[name], g))
+        described.dynamic = Optimizer.schedulable(name, g) if dynamic else ()
         groups.append(([fqns[id(p)] for p in g["params"]], described))
     # The whole optimizer: its groups, and the clipping that spans them.
     return Optimizer(groups[0][1].name, groups[0][1].lr, clip_grad_norm=clip_grad_norm,
@@ -172,21 +177,21 @@ def _unwrapped(model):
 
 def _hyperparameters(optimizer, dynamic):
     """What the compiled step bakes in: each group's parameters and every
-    hyperparameter but lr (and, `dynamic`, but momentum and the first beta,
-    what schedules cycle: Optimizer.SCHEDULED). SGD's momentum of 0 stays
-    (a momentum then needs a buffer)."""
-    def baked(k, v):
-        if k in ("params", "lr", "initial_lr"):
-            return None
-        if dynamic and k == "betas":
-            return v[1:]
-        if dynamic and k == "momentum" and v:
-            return None
-        return v
-    return tuple((tuple(id(p) for p in g["params"]),
-                  tuple(sorted((k, repr(baked(k, v))) for k, v in g.items()
-                               if baked(k, v) is not None)))
-                 for g in optimizer.param_groups)
+    hyperparameter but lr (and, `dynamic`, but those that are inputs:
+    Optimizer.schedulable)."""
+    from spmd_capture.trace import Optimizer
+
+    def group_key(g):
+        inputs = Optimizer.schedulable(_kind(optimizer, g), g) if dynamic else ()
+
+        def baked(k, v):
+            if k in ("params", "lr", "initial_lr") or k in inputs:
+                return None
+            return v[1:] if k == "betas" and "beta1" in inputs else v
+        return (tuple(id(p) for p in g["params"]),
+                tuple(sorted((k, repr(baked(k, v))) for k, v in g.items()
+                             if baked(k, v) is not None)))
+    return tuple(group_key(g) for g in optimizer.param_groups)
 
 
 _Guard = collections.namedtuple("_Guard", "model training optimizer batch hyperparameters")
@@ -521,12 +526,12 @@ class CompiledStep:
                         if key.batch != current.key.batch
                         else "the model, the optimizer or its hyperparameters (other than lr) "
                         "changed since the step was compiled (on_recompile='error')")
-                # A schedule that cycles momentum or the first beta
-                # (OneCycleLR, CyclicLR): they become inputs of the step, as
-                # lr is, so that later calls do not recompile (torch.compile
-                # makes a changed shape dynamic the same way). Every rank
-                # decides alike: their programs must match.
-                # The kept programs bake the old values in.
+                # A schedule that changes the momentum, the first beta
+                # (OneCycleLR, CyclicLR) or the weight decay: they become
+                # inputs of the step, as lr is, so that later calls do not
+                # recompile (torch.compile makes a changed shape dynamic the
+                # same way). Every rank decides alike: their programs must
+                # match. The kept programs bake the old values in.
                 if not self._dynamic and lib().spmd_session_any(
                         int(dynamic_key == current.key_dynamic)):
                     self._dynamic, reuse = True, False

@@ -19,6 +19,7 @@ again when the engine runs it, so backward ops carry the FQN of the forward op
 they differentiate. Optimizer ops get the module that owns the parameter.
 """
 import ast
+import collections
 import contextlib
 import dataclasses
 import functools
@@ -997,10 +998,9 @@ class Optimizer:
             # NAdam's product of the momentum coefficients so far, 0-dim.
             "nadam": ["exp_avg", "exp_avg_sq", "mu_product"],
         }.get(name, ["exp_avg", "exp_avg_sq"] + (["max_exp_avg_sq"] if amsgrad else []))
-        # Whether the hyperparameter that LR schedulers cycle besides lr
-        # (SCHEDULED) is an input of the step, as lr is (spmd.compile sets
-        # it once a schedule changes it).
-        self.dynamic = False
+        # The SCHEDULED hyperparameters that are inputs of the step, as lr
+        # is (spmd.compile sets them once a schedule changes one).
+        self.dynamic = ()
         # SGD's first step copies the gradient into its buffer; with dampening
         # later steps do not, so the formula needs the step count; so does
         # Adagrad's learning-rate decay.
@@ -1008,16 +1008,29 @@ class Optimizer:
             name == "sgd" and momentum and dampening) or bool(name == "adagrad" and lr_decay)
         self.groups = None  # one group of every trainable parameter (grouped())
 
-    #: The hyperparameter that OneCycleLR and CyclicLR cycle with the
-    #: learning rate (cycle_momentum): momentum, or Adam's first beta.
-    SCHEDULED = {"sgd": "momentum", "rmsprop": "momentum", "adam": "beta1", "adamw": "beta1",
-                 "adamax": "beta1", "radam": "beta1", "nadam": "beta1"}
+    #: The hyperparameters besides lr that schedules change as training
+    #: goes: the momentum, or Adam's first beta (OneCycleLR and CyclicLR
+    #: cycle them: cycle_momentum), and the weight decay (cosine
+    #: weight-decay schedules, as DINO's, set it in param_groups).
+    SCHEDULED = {"sgd": ("momentum", "weight_decay"), "rmsprop": ("momentum", "weight_decay"),
+                 "adam": ("beta1", "weight_decay"), "adamw": ("beta1", "weight_decay"),
+                 "adamax": ("beta1", "weight_decay"), "radam": ("beta1", "weight_decay"),
+                 "nadam": ("beta1", "weight_decay"), "adagrad": ("weight_decay",),
+                 "adadelta": ("weight_decay",)}
 
     @staticmethod
     def scheduled_value(name, group):
         """The SCHEDULED hyperparameter `name` of torch.optim's param group
         `group` (a dict; an Optimizer's vars() too)."""
-        return group["betas"][0] if name == "beta1" else group["momentum"]
+        return group["betas"][0] if name == "beta1" else group[name]
+
+    @classmethod
+    def schedulable(cls, name, group):
+        """The SCHEDULED hyperparameters of optimizer `name`'s param group
+        `group` that can be inputs of the step: those that are not 0 (a
+        momentum of 0 has no buffer, a weight decay of 0 no term, so that
+        their change recompiles)."""
+        return tuple(h for h in cls.SCHEDULED.get(name, ()) if cls.scheduled_value(h, group))
 
     def initial_state(self, key, param):
         """State `key` of `param` as torch.optim creates it at the first
@@ -1062,14 +1075,13 @@ class Optimizer:
     def inputs(self):
         """(FQN, role, group index, initial value) of the step's
         hyperparameter inputs: each group's learning rate (`optimizer.lr`,
-        then `optimizer.lr.<g>` for group g > 0), when `dynamic` its
-        SCHEDULED hyperparameter (`optimizer.beta1`, `optimizer.momentum`,
-        the same suffix), and the step count."""
+        then `optimizer.lr.<g>` for group g > 0), its `dynamic`
+        hyperparameters (`optimizer.beta1`, `optimizer.momentum`,
+        `optimizer.weight_decay`, the same suffix), and the step count."""
         groups = [self] if self.groups is None else [g for _, g in self.groups]
-        scheduled = [("optimizer.%s%s" % (g.SCHEDULED[g.name], ".%d" % i if i else ""),
-                      "hyperparameter", i,
-                      torch.tensor(g.scheduled_value(g.SCHEDULED[g.name], vars(g))))
-                     for i, g in enumerate(groups) if g.dynamic]
+        scheduled = [("optimizer.%s%s" % (h, ".%d" % i if i else ""), "hyperparameter", i,
+                      torch.tensor(float(g.scheduled_value(h, vars(g)))))
+                     for i, g in enumerate(groups) for h in g.dynamic]
         return [("optimizer.lr" + (".%d" % i if i else ""), "lr", i, torch.tensor(g.lr))
                 for i, g in enumerate(groups)] + scheduled + \
             ([("optimizer.step", "step", None, torch.tensor(0.0))] if self.uses_step else [])
@@ -1084,19 +1096,23 @@ class Optimizer:
 
     def update(self, param, grad, state, lr, step, scheduled=None):
         """In place on `param` and the `state` tensors (ordered as
-        state_keys); `lr` and `step` are the 0-dim inputs, `scheduled` the
-        SCHEDULED hyperparameter's when it is `dynamic`."""
+        state_keys); `lr` and `step` are the 0-dim inputs, `scheduled`
+        {name: 0-dim input} of the `dynamic` hyperparameters."""
+        scheduled = scheduled or {}
         if self.maximize:  # every torch.optim formula's first line
             grad = grad.neg()
         # Every formula's next: L2 decay adds to the gradient, decoupled decay
         # (AdamW, RAdam's and NAdam's flag) scales the parameter.
         if self.weight_decay:
+            decay = scheduled.get("weight_decay", self.weight_decay)
             if self.name == "adamw" or self.decoupled_weight_decay:
-                param.mul_(1 - lr * self.weight_decay)
+                param.mul_(1 - lr * decay)
+            elif "weight_decay" in scheduled:  # add's alpha is a number
+                grad = grad + param * decay
             else:
-                grad = grad.add(param, alpha=self.weight_decay)
-        momentum = scheduled if self.dynamic else self.momentum
-        beta1 = scheduled if self.dynamic else self.betas[0]
+                grad = grad.add(param, alpha=decay)
+        momentum = scheduled.get("momentum", self.momentum)
+        beta1 = scheduled.get("beta1", self.betas[0])
         if self.name == "sgd":
             # torch.optim.SGD's _single_tensor_sgd, with the learning rate a tensor.
             if self.momentum:
@@ -1108,7 +1124,7 @@ class Optimizer:
                     buf.mul_(momentum).add_(grad)
                 if not self.nesterov:
                     grad = buf
-                elif self.dynamic:  # add's alpha is a number
+                elif "momentum" in scheduled:  # add's alpha is a number
                     grad = grad + buf * momentum
                 else:
                     grad = grad.add(buf, alpha=momentum)
@@ -1569,7 +1585,12 @@ def trace(factory, optimizer, args, seed, accumulate=1, fake=False,
         parameters, then of their state."""
         new_params, new_state = [], []
         lrs = {a.slot: flat[j] for j, a in enumerate(args) if a.role == "lr"}
-        scheduled = {a.slot: flat[j] for j, a in enumerate(args) if a.role == "hyperparameter"}
+        # {group: {name: input}} of the dynamic hyperparameters
+        # (optimizer.<name>[.<group>]).
+        scheduled = collections.defaultdict(dict)
+        for j, a in enumerate(args):
+            if a.role == "hyperparameter":
+                scheduled[a.slot][a.fqn.split(".")[1]] = flat[j]
         count = next((flat[j] for j, a in enumerate(args) if a.role == "step"), None)
         with torch.no_grad():
             if optimizer.clip_grad_norm is not None:
@@ -1587,7 +1608,7 @@ def trace(factory, optimizer, args, seed, accumulate=1, fake=False,
                              for k in group[1].state_keys]
                 param, state = flat[i].clone(), [flat[j].clone() for j in state_idx]
                 group[1].update(param, grad, state, lrs[group[0]], count,
-                                scheduled.get(group[0]))
+                                scheduled[group[0]])
                 new_params.append((i, param))
                 new_state += list(zip(state_idx, state))
         return new_params + new_state

@@ -31,6 +31,10 @@ the last must match.
                             cycles the first beta too: how many compiles
   grads.py MODE cyclic      the clip step with SGD (momentum, nesterov) under
                             CyclicLR, which cycles the momentum too
+  grads.py MODE decay       the clip step with AdamW (a no-decay group) whose
+                            weight decay a cosine schedule sets by hand each
+                            call, as DINO's: how many compiles
+  grads.py MODE l2decay     the same with SGD's L2 weight decay and momentum
   grads.py MODE outputs     train_step returns (loss, {"logits": ...,
                             "accuracy": ..., "batch": 12}): the call returns
                             the same structure, tensors whole
@@ -49,6 +53,7 @@ the last must match.
 MODE is ddp, fsdp or tp (tp with mlp.tp.json beside this file).
 """
 import copy
+import math
 import os
 import sys
 
@@ -237,6 +242,12 @@ def optimizer_of(case, model):
         return torch.optim.AdamW(model.parameters(), lr=1e-2)
     if case == "cyclic":
         return torch.optim.SGD(model.parameters(), lr=1e-2, momentum=0.9, nesterov=True)
+    if case in ("decay", "l2decay"):
+        kind = torch.optim.AdamW if case == "decay" else torch.optim.SGD
+        extra = {} if case == "decay" else {"momentum": 0.9}
+        return kind([{"params": [model[0].weight, model[2].weight], "weight_decay": 0.04},
+                     {"params": [model[0].bias, model[2].bias], "weight_decay": 0.0}],
+                    lr=1e-2, **extra)
     if case != "groups":
         return torch.optim.Adam(model.parameters(), lr=1e-2)
     # The first layer's bias is in no group: torch.optim never updates it.
@@ -253,13 +264,30 @@ def schedule_of(case, optimizer):
     if case == "cyclic":
         return torch.optim.lr_scheduler.CyclicLR(optimizer, 1e-3, 0.1, step_size_up=2,
                                                  base_momentum=0.5, max_momentum=0.95)
+    if case in ("decay", "l2decay"):
+        return WeightDecaySchedule(optimizer, 0.04, 0.4, 5)
     return None
+
+
+class WeightDecaySchedule:
+    """A cosine weight-decay schedule from `start` to `end` over `steps`,
+    set by hand in the first group (DINO's wd_schedule)."""
+
+    def __init__(self, optimizer, start, end, steps):
+        self.optimizer, self.k = optimizer, 0
+        self.values = [end + 0.5 * (start - end) * (1 + math.cos(math.pi * k / steps))
+                       for k in range(steps + 1)]
+
+    def step(self):
+        self.k += 1
+        self.optimizer.param_groups[0]["weight_decay"] = self.values[self.k]
 
 
 def compare(mode, case):
     fn = {"clip": clip, "accumulate": accumulate, "uneven": uneven, "groups": groups,
           "rmsprop": clip, "adagrad": clip, "adamax": clip, "radam": clip, "nadam": clip, "adadelta": clip,
-          "maximize": clip, "onecycle": clip, "cyclic": clip}[case]
+          "maximize": clip, "onecycle": clip, "cyclic": clip, "decay": clip,
+          "l2decay": clip}[case]
     model, batches = model_and_data()
     reference = copy.deepcopy(model)
     opt, ref_opt = optimizer_of(case, model), optimizer_of(case, reference)
@@ -283,7 +311,8 @@ def compare(mode, case):
             "match" if params <= 1e-5 else "DIFFER (%.2g)" % params,
             (", the bias in no group %s" % ("untouched" if untouched else "CHANGED"))
             if case == "groups" else "", step.layouts()["input.0"]) +
-            ("; %d compiles" % step.compiles if case in ("onecycle", "cyclic") else ""))
+            ("; %d compiles" % step.compiles
+             if case in ("onecycle", "cyclic", "decay", "l2decay") else ""))
 
 
 def misuse():
