@@ -48,9 +48,14 @@ def main():
             right = (model(x[test]).argmax(1) == y[test]).float().mean().item()
         return "held-out accuracy %.1f%% (%d images)" % (100 * right, len(test))
 
+    def metrics(model, images, labels):
+        logits = model(images)
+        return {"loss": F.cross_entropy(logits, labels),
+                "accuracy": (logits.argmax(1) == labels).float().mean()}
+
     return train(args, model, lambda m, xb, yb: F.cross_entropy(m(xb), yb), batch,
                  args.batch, default_plan=os.path.join(HERE, "digits.tp.json"),
-                 evaluate=accuracy)
+                 evaluate=accuracy, held_out=(metrics, (x[test], y[test])))
 
 
 if __name__ == "__main__":

@@ -38,8 +38,11 @@ def main():
     p.add_argument("--heads", type=int, default=4)
     p.add_argument("--layers", type=int, default=2)
     p.add_argument("--corpus-bytes", type=int, default=1 << 20)
+    p.add_argument("--eval-batch", type=int, default=16,
+                   help="windows of held-out text (the bytes after the training corpus)")
     args = p.parse_args()
-    text = corpus(args.corpus_bytes)
+    text = corpus(args.corpus_bytes + args.eval_batch * (args.seq + 1))
+    held_out, text = text[args.corpus_bytes:], text[:args.corpus_bytes]
     torch.manual_seed(args.seed)
     model = GPT(256, args.seq, args.d_model, args.heads, 4 * args.d_model, args.layers, 0.0)
     loss = NextTokenLoss()
@@ -50,8 +53,11 @@ def main():
         window = torch.stack([text[s:s + args.seq + 1] for s in starts.tolist()])
         return window[:, :-1], window[:, 1:]
 
+    window = held_out.view(args.eval_batch, args.seq + 1)
     return train(args, model, lambda m, x, y: loss(m(x), y), batch, args.batch * args.seq,
-                 default_plan=os.path.join(HERE, "gpt.tp.json"))
+                 default_plan=os.path.join(HERE, "gpt.tp.json"),
+                 held_out=(lambda m, x, y: {"loss": loss(m(x), y)},
+                           (window[:, :-1], window[:, 1:])))
 
 
 if __name__ == "__main__":

@@ -71,6 +71,9 @@ def parser(description):
                    help="decay of the matrices' group (the others' is 0)")
     p.add_argument("--overlap", type=int, default=0, metavar="N",
                    help="asynchronous collectives, N per class in flight (0: synchronous)")
+    p.add_argument("--eval-every", type=int, default=0, metavar="N",
+                   help="a validation pass on the held-out data every N steps and after "
+                        "the last (spmd.compile's eval step, on the sharded state)")
     return p
 
 
@@ -117,10 +120,15 @@ def cosine(step, steps, lr):
     return lr * (0.1 + 0.45 * (1 + math.cos(math.pi * (step - 5) / max(steps - 5, 1))))
 
 
-def train(args, model, loss_fn, batch, tokens_per_step, default_plan=None, evaluate=None):
+def train(args, model, loss_fn, batch, tokens_per_step, default_plan=None, evaluate=None,
+          held_out=None):
     """Trains `model` for args.steps steps of loss_fn(model, *batch(step));
     then writes the trained state back into `model` and prints
-    evaluate(model) (a line) on rank 0. Returns the process exit status."""
+    evaluate(model) (a line) on rank 0. With --eval-every N, `held_out` is
+    (eval_fn(model, *data) -> {name: 0-dim tensor}, data): a validation pass
+    in eval mode every N steps, through the train step's eval step, checked
+    against PyTorch's on the reference under --reference. Returns the
+    process exit status."""
     if args.rtol is None:
         args.rtol = 2e-2 if args.param_dtype else 1e-4
 
@@ -153,6 +161,27 @@ def train(args, model, loss_fn, batch, tokens_per_step, default_plan=None, evalu
 
     eager_step = step_body(args, loss_fn, cast if policy is not None else None)
 
+    eval_step = train_step.eval_step(held_out[0]) if held_out and args.eval_every else None
+
+    def validate(step):
+        """The validation line after `step` steps; whether it mismatches."""
+        model.eval()
+        got = eval_step(model, *held_out[1])
+        model.train()
+        line = "eval after step %4d  " % step + "  ".join(
+            "%s %.6f" % (k, v.item()) for k, v in got.items())
+        if reference is None:
+            return line, False
+        reference.eval()
+        with torch.no_grad(), cast(reference) if policy is not None else contextlib.nullcontext():
+            want = held_out[0](reference, *held_out[1])
+        reference.train()
+        rel = max(abs(got[k].item() - want[k].item()) / max(abs(want[k].item()), 1e-12)
+                  for k in got)
+        line += "  pytorch %s  rel %.1e" % (
+            "  ".join("%.6f" % v.item() for v in want.values()), rel)
+        return line + ("  MISMATCH" if rel > args.rtol else ""), rel > args.rtol
+
     def reference_step(step):
         for g in ref_opt.param_groups:
             g["lr"] = cosine(step, args.steps, args.lr)
@@ -181,6 +210,11 @@ def train(args, model, loss_fn, batch, tokens_per_step, default_plan=None, evalu
                           or status):
             elapsed = time.perf_counter() - t0
             print("%s  %.0f tokens/s" % (line, seen / elapsed), flush=True)
+        if eval_step is not None and ((step + 1) % args.eval_every == 0 or step + 1 == stop):
+            line, bad = validate(step + 1)
+            status = status or int(bad)
+            if rank == 0:
+                print(line, flush=True)
         if args.checkpoint and args.save_at == step + 1:
             train_step.save(args.checkpoint)
             if rank == 0:

@@ -31,6 +31,9 @@ to the others), lowers and JIT-compiles it; every later call runs it.
   `sync(model, optimizer)` writes them back, `save(dir)` / `load(dir)` write
   and read a sharded checkpoint (each rank its own pieces, plus metadata to
   reload on another mesh).
+- **Evaluating**: `train_step.eval_step(fn)` compiles fn(model, *batch), a
+  forward-only step (validation loss, metrics) that runs on that state,
+  sharded, without gathering it (EvalStep).
 - **Per call**: each group's learning rate is read from
   `optimizer.param_groups[g]["lr"]` (a scheduler changes it without a
   recompile); the step count (Adam's bias correction, dropout's draws) counts
@@ -59,7 +62,7 @@ import torch
 
 from ._lib import DTYPES, HOST, SpmdError, call, lib, path, shape_array
 
-__all__ = ["compile", "CompiledStep", "SpmdError", "init", "rank", "world_size"]
+__all__ = ["compile", "CompiledStep", "EvalStep", "SpmdError", "init", "rank", "world_size"]
 
 _started = False
 _live = []
@@ -209,7 +212,7 @@ def _guard(model, optimizer, batch, kwbatch, dynamic):
     entries = tuple(entry(i, b) for i, b in enumerate(batch)) + \
         tuple(entry(k, v) for k, v in sorted(kwbatch.items()))
     return _Guard(id(model), model.training, id(optimizer), entries,
-                  _hyperparameters(optimizer, dynamic))
+                  _hyperparameters(optimizer, dynamic) if optimizer is not None else ())
 
 
 def _to_host(tensor, dtype):
@@ -321,8 +324,22 @@ class _Program:
     def __init__(self, session, step, key, key_dynamic, number):
         self.session, self.step = session, step
         self.key, self.key_dynamic, self.number = key, key_dynamic, number
-        self.loss = next(i for i, r in enumerate(step.results)
-                         if r.updates is None and r.role == "loss")
+        self.loss = next((i for i, r in enumerate(step.results)
+                          if r.updates is None and r.role == "loss"), None)
+
+    def set_state(self, model):
+        """Collective. Sets the parameters and buffers from rank 0's `model`
+        (an eval program's whole state)."""
+        tensors = dict(model.named_parameters())
+        tensors.update(model.named_buffers())
+        for i, a in enumerate(self.step.args):
+            if a.role in ("param", "buffer"):
+                self.session.set_arg(i, tensors[a.fqn], a.value.dtype, root=0)
+
+    def unset_state(self):
+        """Frees this rank's pieces of the state."""
+        for i in self.state().values():
+            lib().spmd_session_unset_arg(self.session.handle, i)
 
     def state(self):
         """{(role, FQN, shape, dtype): argument index} of the state it takes."""
@@ -330,12 +347,70 @@ class _Program:
                 for i, a in enumerate(self.step.args) if a.role in STATE_ROLES}
 
     def take_state(self, other):
-        """Collective. Moves `other`'s state (the same entries: state()) into
-        this program (spmd_session_move_arg); `other` holds none after."""
+        """Collective. Moves the state entries (state()) that `other` has too
+        into this program (spmd_session_move_arg); `other` holds them no
+        more. Between two train programs that is all of it; an eval
+        program takes the parameters and buffers and gives them back."""
         theirs = other.state()
         for entry, i in self.state().items():
-            call("spmd_session_move_arg", self.session.handle, i, other.session.handle,
-                 theirs[entry])
+            if entry in theirs:
+                call("spmd_session_move_arg", self.session.handle, i, other.session.handle,
+                     theirs[entry])
+
+    def run(self, batch, kwbatch, optimizer, steps):
+        """Collective. Runs the program on this call's batch (each rank keeps
+        its piece), `optimizer`'s learning rates and scheduled
+        hyperparameters and the step count `steps`; returns what the user's
+        step returns, each tensor whole."""
+        session, step = self.session, self.step
+        # A batch that does not fit (another rank's shapes differ) fails
+        # here; run() then has every rank stop together.
+        mine = None
+        for i, a in enumerate(step.args):
+            try:
+                if a.role in ("input", "target"):
+                    value = batch[a.slot] if isinstance(a.slot, int) else kwbatch[a.slot]
+                    session.set_arg(i, value, a.value.dtype, borrow=True)
+                elif a.role == "lr":
+                    session.set_arg(i, torch.tensor(float(optimizer.param_groups[a.slot]["lr"])),
+                                    torch.float32)
+                elif a.role == "hyperparameter":
+                    from spmd_capture.trace import Optimizer
+                    value = Optimizer.scheduled_value(a.fqn.split(".")[1],
+                                                      optimizer.param_groups[a.slot])
+                    session.set_arg(i, torch.tensor(float(value)), torch.float32)
+                elif a.role == "step":
+                    session.set_arg(i, torch.tensor(float(steps)), torch.float32)
+            except SpmdError as e:
+                mine = mine or e
+        try:
+            session.run(steps)
+        except SpmdError as e:
+            raise (mine or e) from None
+        if step.returned is None:
+            return self.gather_result(self.loss)
+        from spmd_capture.trace import ResultIndex
+        spec, leaves = step.returned
+        return torch.utils._pytree.tree_unflatten(
+            [self.gather_result(leaf.index) if isinstance(leaf, ResultIndex) else leaf
+             for leaf in leaves], spec)
+
+    def gather_result(self, i):
+        """Collective. Result `i` of the last run, whole on every rank."""
+        value = self.step.outputs[i]
+        return self.session.gather(1, i, list(value.shape), value.dtype)
+
+
+def _keep(programs, key, program, size):
+    """Keeps `program` under `key` in `programs` (least recently used
+    first), dropping the least recently used beyond `size`."""
+    # A rank whose batch disagreed kept rank 0's program under its own key.
+    stale = programs.pop(key, None)
+    if stale:
+        stale.session.close()
+    programs[key] = program
+    while len(programs) > size:
+        programs.popitem(last=False)[1].session.close()
 
 
 class CompiledStep:
@@ -390,10 +465,15 @@ class CompiledStep:
             passes.append("spmd-report")
         return "builtin.module(%s)" % ",".join(passes)
 
-    def _compile(self, model, optimizer, batch, kwbatch, key, key_dynamic):
+    def _new_program(self, model, optimizer, batch, kwbatch, key, key_dynamic, number,
+                     eval_fn=None):
+        """Collective. Captures this call (eval_fn's, when given) and
+        compiles it; the program's state is rank 0's model's and
+        optimizer's."""
         from spmd_capture import CaptureError
+        init(self.backend)
         try:
-            step, text = self._capture(model, optimizer, batch, kwbatch)
+            step, text = self._capture(model, optimizer, batch, kwbatch, eval_fn)
             failure = None
         except CaptureError as e:
             failure = SpmdError("capturing the step: %s" % e)
@@ -413,16 +493,15 @@ class CompiledStep:
         for i, (r, out) in enumerate(zip(step.results, step.outputs)):
             if r.updates is None:
                 session.set_result_shape(i, list(out.shape))
-        # A rank whose batch disagreed kept rank 0's program under its own key.
-        stale = self._programs.pop(key, None)
-        if stale:
-            stale.session.close()
-        self._program = self._programs[key] = _Program(session, step, key, key_dynamic,
-                                                        self.compiles)
+        return _Program(session, step, key, key_dynamic, number)
+
+    def _compile(self, model, optimizer, batch, kwbatch, key, key_dynamic):
+        _keep(self._programs, key, self._new_program(model, optimizer, batch, kwbatch, key,
+                                                     key_dynamic, self.compiles),
+              self.cache_size)
+        self._program = self._programs[key]
         self._model, self._optimizer = model, optimizer
         self.compiles += 1
-        while len(self._programs) > self.cache_size:
-            self._programs.popitem(last=False)[1].session.close()
 
     def _switch(self, model, optimizer, batch, kwbatch, key, key_dynamic, reuse):
         """Makes the program for `key` the one in use: a kept one (`reuse`),
@@ -442,8 +521,7 @@ class CompiledStep:
             return
         if current is not None:
             self.sync(self._model, self._optimizer)
-            for i in current.state().values():
-                lib().spmd_session_unset_arg(current.session.handle, i)
+            current.unset_state()
             self._program = None
         if not reuse:
             self.close()
@@ -455,20 +533,25 @@ class CompiledStep:
             self.close()
             raise
 
-    def _capture(self, model, optimizer, batch, kwbatch):
-        """(traced step, module text) of this rank's call."""
+    def _capture(self, model, optimizer, batch, kwbatch, eval_fn=None):
+        """(traced step, module text) of this rank's call (of eval_fn's, an
+        eval step, when given)."""
         from spmd_capture.emit import emit_module
         from spmd_capture.trace import Factory, MixedPrecision, step_args, trace
         mesh = _mesh_shape(self.mesh)
         if int(np.prod(mesh)) != world_size():
             raise SpmdError("the mesh %s has %d devices but the job has %d ranks (mpirun -np)"
                             % (_mesh_text(mesh), int(np.prod(mesh)), world_size()))
-        described = _optimizer_of(model, optimizer, self.clip_grad_norm, self.clip_norm_type,
-                                  self._dynamic)
-        factory = Factory(model, list(enumerate(batch)) + list(kwbatch.items()), None, [],
-                          train_step=self.fn, optimizer=optimizer)
+        entries = list(enumerate(batch)) + list(kwbatch.items())
+        if eval_fn is not None:
+            described, factory = None, Factory(model, entries, None, [], eval_step=eval_fn)
+        else:
+            described = _optimizer_of(model, optimizer, self.clip_grad_norm,
+                                      self.clip_norm_type, self._dynamic)
+            factory = Factory(model, entries, None, [], train_step=self.fn, optimizer=optimizer)
         args = step_args(factory, described)
-        self._initial_optimizer_state(model, optimizer, args)
+        if optimizer is not None:
+            self._initial_optimizer_state(model, optimizer, args)
         # torch.compile'd code in the step (a compiled loss, module.compile())
         # is traced as eager code (dynamo inlines it under an FX trace):
         # spmd compiles the whole step.
@@ -540,46 +623,18 @@ class CompiledStep:
             if self._pending:
                 self.load(self._pending)
                 self._pending = None
-        session, step = self._session, self._step
-        # A batch that does not fit (another rank's shapes differ) fails
-        # here; run() then has every rank stop together.
-        mine = None
-        for i, a in enumerate(step.args):
-            try:
-                if a.role in ("input", "target"):
-                    value = batch[a.slot] if isinstance(a.slot, int) else kwbatch[a.slot]
-                    session.set_arg(i, value, a.value.dtype, borrow=True)
-                elif a.role == "lr":
-                    session.set_arg(i, torch.tensor(float(optimizer.param_groups[a.slot]["lr"])),
-                                    torch.float32)
-                elif a.role == "hyperparameter":
-                    from spmd_capture.trace import Optimizer
-                    value = Optimizer.scheduled_value(a.fqn.split(".")[1],
-                                                      optimizer.param_groups[a.slot])
-                    session.set_arg(i, torch.tensor(float(value)), torch.float32)
-                elif a.role == "step":
-                    session.set_arg(i, torch.tensor(float(self.steps)), torch.float32)
-            except SpmdError as e:
-                mine = mine or e
-        try:
-            session.run(self.steps)
-        except SpmdError as e:
-            raise (mine or e) from None
+        out = self._program.run(batch, kwbatch, optimizer, self.steps)
         self.steps += 1
         # What torch.optim's step() notes for the LR schedulers (they warn of
         # a schedule stepped before the optimizer otherwise).
         optimizer._opt_called = True
-        if step.returned is None:
-            return self._gather_result(self._program.loss)
-        from spmd_capture.trace import ResultIndex
-        spec, leaves = step.returned
-        return torch.utils._pytree.tree_unflatten(
-            [self._gather_result(leaf.index) if isinstance(leaf, ResultIndex) else leaf
-             for leaf in leaves], spec)
+        return out
 
-    def _gather_result(self, i):
-        value = self._step.outputs[i]
-        return self._session.gather(1, i, list(value.shape), value.dtype)
+    def eval_step(self, fn):
+        """Decorates eval_step(model, *batch): a forward-only step (a
+        validation loss, metrics, predictions) on this train step's state,
+        compiled for the same mode, mesh, plan and precision (EvalStep)."""
+        return EvalStep(self, fn)
 
     # -- state ---------------------------------------------------------------
     def _state_args(self):
@@ -687,6 +742,77 @@ class CompiledStep:
                 maps = [npz["%s.%d" % (m["key"], d)] for d in range(len(m["shape"]))]
                 full[np.ix_(*maps)] = npz[m["key"]]
             self._session.set_arg(i, torch.from_numpy(full), a.value.dtype)
+
+
+class EvalStep:
+    """An eval_step(model, *batch) compiled by CompiledStep.eval_step: a
+    forward-only step, run without gradients (torch.no_grad), for the train
+    step's mode, mesh, plan and precision. It returns what eval_step
+    returns, each tensor whole on every rank, as the train step does.
+
+    Called with the train step's model, it runs on the train step's state
+    where it is, sharded: the parameters and buffers move into the eval
+    program for the call and back (spmd_session_move_arg: no copy where the
+    two programs lay them out alike, as the mode makes them; nothing is
+    gathered). Buffers it updates (BatchNorm in training mode) are then
+    updated in the train step's state too, as in PyTorch. Called with
+    another model (an EMA copy), or before the train step's first call, it
+    runs on that model's values (rank 0's), and what it updates is not kept.
+
+    Calls are guarded as the train step's are (the batch, the model and its
+    training mode); the last `cache_size` programs are kept. `compiles`
+    counts the compiles."""
+
+    def __init__(self, train, fn):
+        self.train, self.fn = train, fn
+        self.compiles = 0
+        self._programs = collections.OrderedDict()  # guard key -> _Program
+
+    def __call__(self, model, *batch, **kwbatch):
+        train = self.train
+        model = _unwrapped(model)
+        batch = tuple(_batch_entry(b) for b in batch)
+        kwbatch = {k: _batch_entry(v) for k, v in kwbatch.items()}
+        key = _guard(model, None, batch, kwbatch, False)
+        init(train.backend)
+        program = self._programs.get(key)
+        fresh = not lib().spmd_session_same(program.number if program else -1) or not program
+        if fresh:
+            if self._programs and train.on_recompile == "error":
+                raise SpmdError("the eval step was compiled for %s, called with %s "
+                                "(on_recompile='error')" % (
+                                    _describe(next(reversed(self._programs))), _describe(key)))
+            program = train._new_program(model, None, batch, kwbatch, key, None, self.compiles,
+                                         eval_fn=self.fn)
+            _keep(self._programs, key, program, train.cache_size)
+            self.compiles += 1
+        self._programs.move_to_end(key)
+        holder = train._program if model is train._model else None
+        if holder is not None:
+            program.take_state(holder)
+        elif not fresh:
+            program.set_state(model)
+        try:
+            return program.run(batch, kwbatch, None, train.steps)
+        finally:
+            if holder is not None:
+                holder.take_state(program)
+            else:
+                program.unset_state()
+
+    def layouts(self):
+        """{FQN: layout} of the arguments of the program the last call ran
+        (parameters, buffers, the batch's entries `input.<key>`)."""
+        if not self._programs:
+            raise SpmdError("the eval step has not been compiled yet: call it once first")
+        program = next(reversed(self._programs.values()))
+        return {a.fqn: program.session.layout(0, i) for i, a in enumerate(program.step.args)}
+
+    def close(self):
+        """Frees the compiled programs (collective)."""
+        for program in self._programs.values():
+            program.session.close()
+        self._programs.clear()
 
 
 def _describe(key):

@@ -674,6 +674,10 @@ class Factory:
     # and optimizer.step() itself; loss_fn and targets are then unused.
     train_step: object = None
     optimizer: object = None  # the torch.optim optimizer train_step is given
+    # A user's forward-only step, eval_step(model, *inputs) (spmd.compile's
+    # CompiledStep.eval_step): run without gradients, what it returns are
+    # the step's outputs; there is no loss, backward or optimizer.
+    eval_step: object = None
 
     def tensors(self, role):
         """(key, tensor) of the tensors among `role`'s ("input"/"target") entries."""
@@ -1441,7 +1445,8 @@ def step_args(factory, optimizer, accumulate=1):
     state (per parameter, per state key), the optimizer's hyperparameter
     inputs (`optimizer.lr` and, per further parameter group g,
     `optimizer.lr.<g>`, whose `slot` is g; `optimizer.step`), inputs,
-    targets.
+    targets. An eval step has no `optimizer` (None): no state or
+    hyperparameter of one.
 
     Inputs and targets are named `input.<key>` / `target.<key>`, the key
     being the position (`input.0`) or the keyword (`input.input_ids`). With
@@ -1453,10 +1458,12 @@ def step_args(factory, optimizer, accumulate=1):
     params = [(n, p) for n, p in factory.model.named_parameters()]
     args = [Arg(n, "param", p.detach().clone()) for n, p in params]
     args += [Arg(n, "buffer", b.detach().clone()) for n, b in factory.model.named_buffers()]
-    args += [Arg("%s.%s" % (n, key), "optim_state", optimizer.of(n)[1].initial_state(key, p))
-             for n, p in params if p.requires_grad and optimizer.of(n) is not None
-             for key in optimizer.of(n)[1].state_keys]
-    args += [Arg(fqn, role, value, group) for fqn, role, group, value in optimizer.inputs()]
+    if optimizer is not None:
+        args += [Arg("%s.%s" % (n, key), "optim_state",
+                     optimizer.of(n)[1].initial_state(key, p))
+                 for n, p in params if p.requires_grad and optimizer.of(n) is not None
+                 for key in optimizer.of(n)[1].state_keys]
+        args += [Arg(fqn, role, value, group) for fqn, role, group, value in optimizer.inputs()]
     tensors = [("input", k, t) for k, t in factory.tensors("input")] + \
         [("target", k, t) for k, t in factory.tensors("target")]
     if accumulate == 1:
@@ -1573,10 +1580,11 @@ def trace(factory, optimizer, args, seed, accumulate=1, fake=False,
     index = {(a.role, a.fqn): i for i, a in enumerate(args)}
     by_role = {r: [i for i, a in enumerate(args) if a.role == r] for r in ("param", "buffer")}
     requires_grad = {n: p.requires_grad for n, p in model.named_parameters()}
-    trainable = [i for i in by_role["param"] if requires_grad[args[i].fqn]]
+    trainable = [] if factory.eval_step is not None else \
+        [i for i in by_role["param"] if requires_grad[args[i].fqn]]
     # The model's own parameters, which a user's optimizer names.
     param_index = {id(p): index["param", n] for n, p in model.named_parameters()}
-    results = [Result("loss", None)]
+    results = [] if factory.eval_step is not None else [Result("loss", None)]
     returned = []  # the user's train_step's (spec, leaves), as Step.returned
 
     def update(flat, grads):
@@ -1642,6 +1650,10 @@ def trace(factory, optimizer, args, seed, accumulate=1, fake=False,
         with _reparametrize_module(model, tensors, tie_weights=True), \
                 mixed_precision.forward_inputs(model) if mixed_precision is not None \
                 else contextlib.nullcontext():
+            if factory.eval_step is not None:
+                with torch.no_grad():
+                    return forward(factory, lambda a, kw: factory.eval_step(model, *a, **kw),
+                                   flat, inputs)
             if factory.train_step is not None:
                 return _UserStep(factory, flat, trainable, traced, mixed_precision is not None,
                                  functools.partial(update, flat), scope,
@@ -1656,17 +1668,31 @@ def trace(factory, optimizer, args, seed, accumulate=1, fake=False,
             return loss, torch.autograd.grad(loss, [flat[i] for i in trainable],
                                              allow_unused=True)
 
+    def returns(out, first):
+        """The tensors among what a user's step returned, detached; its
+        structure, as Step.returned, recorded once (they are results `first`
+        on)."""
+        leaves, spec = torch.utils._pytree.tree_flatten(out)
+        outputs = [t.detach() for t in leaves if isinstance(t, torch.Tensor)]
+        if not returned:
+            k = iter(range(first, first + len(outputs)))
+            returned.append((spec, [ResultIndex(next(k)) if isinstance(t, torch.Tensor)
+                                    else t for t in leaves]))
+            results.extend(Result("output.%d" % k, None, "output") for k in range(len(outputs)))
+        return outputs
+
     def step(*flat):
         outputs = []
+        if factory.eval_step is not None:
+            outputs = returns(micro_step(flat, *micro_steps(args, 1)[0]), 0)
+            if not outputs:
+                raise CaptureError("eval_step returns no tensor: return what it computes "
+                                   "(a loss, metrics, predictions)")
+            return tuple(outputs)
         if factory.train_step is not None:
             loss, updates, out = micro_step(flat, *micro_steps(args, 1)[0])
             if out is not loss:
-                leaves, spec = torch.utils._pytree.tree_flatten(out)
-                outputs = [t.detach() for t in leaves if isinstance(t, torch.Tensor)]
-                if not returned:
-                    k = iter(range(1, len(outputs) + 1))
-                    returned.append((spec, [ResultIndex(next(k)) if isinstance(t, torch.Tensor)
-                                            else t for t in leaves]))
+                outputs = returns(out, 1)
         else:
             loss, grads = None, None
             for inputs, targets in micro_steps(args, accumulate):
@@ -1682,8 +1708,7 @@ def trace(factory, optimizer, args, seed, accumulate=1, fake=False,
                 grads = [g if m is None else m if g is None else g + m
                          for g, m in zip(grads, micro_grads)]
             updates = update(flat, grads)
-        if len(results) == 1:  # make_fx runs the step once; record the result order
-            results.extend(Result("output.%d" % k, None, "output") for k in range(len(outputs)))
+        if len(results) == 1 + len(outputs):  # make_fx runs the step once
             results.extend(Result(args[i].fqn, i) for i, _ in updates)
         return (loss, *outputs, *(t for _, t in updates))
 
