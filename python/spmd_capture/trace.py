@@ -538,6 +538,24 @@ def _bitwise_not(self):
     return aten.rsub.Scalar(self, -1)
 
 
+def _truth(x):
+    """Whether each element of `x` is nonzero, a bool tensor (x itself when
+    it is one): what ATen's logical ops read of their operands."""
+    return x if x.dtype == torch.bool else aten.ne.Scalar(x, 0)
+
+
+def _logical_and(self, other):
+    return aten.bitwise_and.Tensor(_truth(self), _truth(other))
+
+
+def _logical_or(self, other):
+    return aten.bitwise_or.Tensor(_truth(self), _truth(other))
+
+
+def _logical_xor(self, other):
+    return aten.ne.Tensor(_truth(self), _truth(other))
+
+
 def _covers_contiguously(tensor, size, stride, storage_offset):
     """Whether as_strided(tensor, size, stride, storage_offset) takes every
     element of a contiguous `tensor` in its row-major order: the strides of
@@ -600,6 +618,9 @@ DECOMPOSED_BY_SPMD = {
     aten.index.Tensor: _index,
     aten.index_put.default: _index_put,
     aten.bitwise_not.default: _bitwise_not,
+    aten.logical_and.default: _logical_and,
+    aten.logical_or.default: _logical_or,
+    aten.logical_xor.default: _logical_xor,
     aten.var_mean.correction: _var_mean,
     aten.var.correction: _var,
     aten.as_strided.default: _as_strided,

@@ -316,6 +316,30 @@ def indexing(batch=4):
     return Indexing(), (torch.randn(batch, 6),)
 
 
+class Logical(nn.Module):
+    """Masks combined with logical_and, logical_or and logical_xor of bool,
+    integer and float operands, and tril of a bool tensor (a causal mask,
+    which PyTorch decomposes into a logical_and)."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(6, 6)
+
+    def forward(self, x, ids):
+        h = self.fc(x)                                                 # [B, 6]
+        causal = torch.ones(6, 6, dtype=torch.bool).tril()
+        keep = torch.logical_and(h > 0, ids)                           # bool, int64
+        keep = torch.logical_or(keep, torch.logical_xor(ids, x))       # int64, float
+        scores = torch.where(keep[:, None, :] & causal, h[:, None, :], -1.0)
+        return scores.sum(-1)
+
+
+def logical(batch=4):
+    g = torch.Generator().manual_seed(5)
+    return Logical(), (torch.randn(batch, 6, generator=g),
+                       torch.randint(0, 3, (batch, 6), generator=g))
+
+
 class GroupedQuery(nn.Module):
     """Causal SDPA with fewer key/value heads than query heads
     (enable_gqa): 4 query heads over `kv_heads`."""
