@@ -534,11 +534,13 @@ int64_t checkEmbeddingBackward(const char *kernel, const SpmdBuffer *out,
 void checkNativeDropout(const char *kernel, const SpmdBuffer *output,
                         const SpmdBuffer *mask, const SpmdBuffer *input);
 /// The random kernels: the local buffer `local` lies at `globalOffset` in a
-/// global tensor of `globalShape` (local->rank dims each). Fatal at the
-/// first dim d where it does not fit (`<kernel>: local <shape> at offset
-/// <o> of dim <d> exceeds the global size <n>`). Writes the global tensor's
-/// row-major strides to `globalStrides` and returns the global index of
-/// local element 0.
+/// global tensor of `globalShape` (local->rank dims each). It may run past
+/// the end of a dim: the padding of an uneven shard (the partitioner pads
+/// every piece to the largest), whose draws are never read. Fatal at the
+/// first dim d whose offset is outside [0, size] (`<kernel>: local <shape>
+/// at offset <o> of dim <d> is outside the global size <n>`). Writes the
+/// global tensor's row-major strides to `globalStrides` and returns the
+/// global index of local element 0.
 int64_t checkGlobalOffset(const char *kernel, const SpmdBuffer *local,
                           const int64_t *globalShape,
                           const int64_t *globalOffset, int64_t *globalStrides);

@@ -2219,6 +2219,22 @@ TEST_F(RuntimeKernelsRandomTest, BernoulliDrawsFollowGlobalIndex) {
                 full[i * 8 + j]);
 }
 
+TEST_F(RuntimeKernelsRandomTest, BernoulliPaddedPieceDrawsTheValidRows) {
+  // 6 rows over 4 ranks in pieces of 2 (uneven: 2, 2, 2, 0), each padded to
+  // the largest: the last piece past the end, the last rank's empty.
+  std::vector<float> full = values<float>(bernoulliPiece({6, 8}, {0, 0}, 0.5));
+  std::vector<float> last = values<float>(bernoulliPiece({4, 8}, {3, 0}, 0.5));
+  EXPECT_EQ(std::vector<float>(last.begin(), last.begin() + 24),
+            std::vector<float>(full.begin() + 24, full.end()));
+  EXPECT_EQ(values<float>(bernoulliPiece({2, 8}, {6, 0}, 0.5)).size(), 16u);
+}
+
+TEST_F(RuntimeKernelsDeathTest, BernoulliRejectsAnOffsetOutsideTheTensor) {
+  EXPECT_DEATH(bernoulliPiece({2, 8}, {7, 0}, 0.5),
+               "spmd_rt_bernoulli_p: local \\[2, 8\\] at offset 7 of dim 0 is "
+               "outside the global size 6");
+}
+
 struct Dropout {
   Buffer output, mask;
 };

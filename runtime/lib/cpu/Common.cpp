@@ -907,10 +907,11 @@ int64_t checkGlobalOffset(const char *kernel, const SpmdBuffer *local,
   contiguousStrides(local->rank, globalShape, globalStrides);
   int64_t base = 0;
   for (int32_t d = 0; d < local->rank; ++d) {
-    if (globalOffset[d] < 0 ||
-        globalOffset[d] + local->shape[d] > globalShape[d])
-      spmd_rt_fatal("%s: local %s at offset %lld of dim %d exceeds the global "
-                    "size %lld",
+    // The local piece may run past the end: an uneven shard padded to the
+    // largest piece (an empty one starts at the end).
+    if (globalOffset[d] < 0 || globalOffset[d] > globalShape[d])
+      spmd_rt_fatal("%s: local %s at offset %lld of dim %d is outside the "
+                    "global size %lld",
                     kernel, shapeStr(local).c_str(),
                     static_cast<long long>(globalOffset[d]), d,
                     static_cast<long long>(globalShape[d]));
