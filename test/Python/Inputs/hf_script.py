@@ -8,7 +8,10 @@ key/value cache left on), AdamW with transformers' no-decay grouping (biases
 and LayerNorms without weight decay), get_linear_schedule_with_warmup (the
 first step's learning rate is 0), two micro-batches with a backward() each,
 clip_grad_norm_ before the step. Prints each call's loss against PyTorch's,
-then whether all matched and the batch's layout.
+then whether all matched and the batch's layout; then a validation pass in
+eval mode through the eval step (train_step.eval_step) on a held-out batch
+of 6 with left padding (an attention mask): its loss and next-token
+predictions against PyTorch's.
 """
 import copy
 import sys
@@ -41,6 +44,12 @@ def train_step(model, optimizer, input_ids, labels, micro=2):
     return total
 
 
+def evaluate(model, input_ids, attention_mask):
+    out = model(input_ids=input_ids, attention_mask=attention_mask,
+                labels=input_ids.masked_fill(attention_mask == 0, -100))
+    return out.loss, out.logits[:, -1].argmax(-1)
+
+
 def main(mode, plan=None):
     torch.manual_seed(0)
     config = GPT2Config(vocab_size=128, n_positions=32, n_embd=64, n_layer=2, n_head=4,
@@ -67,6 +76,18 @@ def main(mode, plan=None):
         print("%s: losses %s; the batch %s" % (
             mode, "match" if worst <= 1e-5 else "DIFFER (%.2g)" % worst,
             step.layouts()["input.0"]))
+    ids = torch.randint(0, 128, (6, 32), generator=g)
+    mask = torch.ones_like(ids)
+    mask[:, :5] = 0
+    model.eval()
+    reference.eval()
+    loss, predicted = step.eval_step(evaluate)(model, ids, mask)
+    with torch.no_grad():
+        ref, ref_predicted = evaluate(reference, ids, mask)
+    if spmd.rank() == 0:
+        print("%s eval: loss %s, predictions %s" % (
+            mode, "matches" if abs(loss - ref) <= 1e-5 * abs(ref) else "DIFFERS",
+            "match" if torch.equal(predicted, ref_predicted) else "DIFFER"))
 
 
 if __name__ == "__main__":
