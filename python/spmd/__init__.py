@@ -20,10 +20,11 @@ optimizer update; spmd-capture's tracer), partitions it for the mode and the
 device mesh (`spmd-parallelize` on rank 0, which sends the per-rank program
 to the others), lowers and JIT-compiles it; every later call runs it.
 
-- **The batch**: every rank passes the *global* batch (the single-device
-  step's; load the same data on every rank, e.g. the same seed); each rank
-  keeps the piece its layout gives it (its Shard(0) rows under data
-  parallelism, all of it under tensor parallelism).
+- **The batch** (tensors, DLPack arrays or constants, or containers of
+  them: dicts, lists, tuples): every rank passes the *global* batch (the
+  single-device step's; load the same data on every rank, e.g. the same
+  seed); each rank keeps the piece its layout gives it (its Shard(0) rows
+  under data parallelism, all of it under tensor parallelism).
 - **State**: the first call takes the parameters, buffers and optimizer
   state (zero if the optimizer has not stepped) from rank 0's model and
   optimizer, as DDP does; from then on they live sharded in the runtime and
@@ -53,6 +54,7 @@ to the others), lowers and JIT-compiles it; every later call runs it.
 """
 import atexit
 import collections
+import collections.abc
 import ctypes
 import json
 import os
@@ -223,6 +225,64 @@ def _to_host(tensor, dtype):
     if dtype == torch.bfloat16:
         t = t.float()
     return t.contiguous().numpy()
+
+
+def _leaves(value, path):
+    """[(path, leaf)] of a batch entry, depth first: the tensors and
+    constants inside its dicts (any mapping), lists and tuples."""
+    if isinstance(value, collections.abc.Mapping):
+        return [x for k, v in value.items() for x in _leaves(v, path + (str(k),))]
+    if isinstance(value, (list, tuple)):
+        return [x for i, v in enumerate(value) for x in _leaves(v, path + (str(i),))]
+    return [(path, value)]
+
+
+def _rebuild(template, leaves):
+    """`template`'s containers holding the next of `leaves` (an iterator,
+    in _leaves' order) in place of each leaf."""
+    if isinstance(template, collections.abc.Mapping):
+        d = {k: _rebuild(v, leaves) for k, v in template.items()}
+        if type(template) is dict:
+            return d
+        try:  # transformers' BatchEncoding, a UserDict: built from a dict
+            return type(template)(d)
+        except Exception:  # noqa: BLE001 - a mapping that is not: a dict
+            return d
+    if isinstance(template, tuple) and hasattr(template, "_fields"):  # a named tuple
+        return type(template)(*[_rebuild(v, leaves) for v in template])
+    if isinstance(template, (list, tuple)):
+        return type(template)(_rebuild(v, leaves) for v in template)
+    return next(leaves)
+
+
+def _structured(fn, batch, kwbatch):
+    """A batch whose entries include containers (a dict of tensors,
+    transformers' BatchEncoding or another mapping, a list, a tuple: what a
+    DataLoader's collate gives) as the step takes it: each leaf (a tensor or
+    a constant) its own keyword entry, named by its path (`0.input_ids`:
+    positional entry 0's "input_ids"), and `fn` wrapped to rebuild the
+    containers from them. Returns (fn, batch, kwbatch); the call as it is
+    when no entry is a container."""
+    entries = list(enumerate(batch)) + list(kwbatch.items())
+    if not any(isinstance(v, (collections.abc.Mapping, list, tuple)) for _, v in entries):
+        return fn, batch, kwbatch
+    flat = {}
+    for key, value in entries:
+        for path, leaf in _leaves(value, (str(key),)):
+            name = ".".join(path)
+            if name in flat:
+                raise SpmdError("two entries of the batch are both named '%s'" % name)
+            flat[name] = _batch_entry(leaf)
+    # The containers without their leaves, which a program must not keep.
+    holes = iter([None] * len(flat))
+    template = [(k, _rebuild(v, holes)) for k, v in entries]
+
+    def rebuilt(*head, **leaves):
+        values = iter(leaves[name] for name in flat)
+        args = [_rebuild(v, values) for k, v in template if isinstance(k, int)]
+        return fn(*head, *args, **{k: _rebuild(v, values) for k, v in template
+                                   if not isinstance(k, int)})
+    return rebuilt, (), flat
 
 
 def _batch_entry(value):
@@ -465,15 +525,14 @@ class CompiledStep:
             passes.append("spmd-report")
         return "builtin.module(%s)" % ",".join(passes)
 
-    def _new_program(self, model, optimizer, batch, kwbatch, key, key_dynamic, number,
-                     eval_fn=None):
-        """Collective. Captures this call (eval_fn's, when given) and
-        compiles it; the program's state is rank 0's model's and
-        optimizer's."""
+    def _new_program(self, model, optimizer, fn, batch, kwbatch, key, key_dynamic, number):
+        """Collective. Captures this call of `fn` (an eval step's without an
+        optimizer) and compiles it; the program's state is rank 0's model's
+        and optimizer's."""
         from spmd_capture import CaptureError
         init(self.backend)
         try:
-            step, text = self._capture(model, optimizer, batch, kwbatch, eval_fn)
+            step, text = self._capture(model, optimizer, fn, batch, kwbatch)
             failure = None
         except CaptureError as e:
             failure = SpmdError("capturing the step: %s" % e)
@@ -495,15 +554,15 @@ class CompiledStep:
                 session.set_result_shape(i, list(out.shape))
         return _Program(session, step, key, key_dynamic, number)
 
-    def _compile(self, model, optimizer, batch, kwbatch, key, key_dynamic):
-        _keep(self._programs, key, self._new_program(model, optimizer, batch, kwbatch, key,
+    def _compile(self, model, optimizer, fn, batch, kwbatch, key, key_dynamic):
+        _keep(self._programs, key, self._new_program(model, optimizer, fn, batch, kwbatch, key,
                                                      key_dynamic, self.compiles),
               self.cache_size)
         self._program = self._programs[key]
         self._model, self._optimizer = model, optimizer
         self.compiles += 1
 
-    def _switch(self, model, optimizer, batch, kwbatch, key, key_dynamic, reuse):
+    def _switch(self, model, optimizer, fn, batch, kwbatch, key, key_dynamic, reuse):
         """Makes the program for `key` the one in use: a kept one (`reuse`),
         which takes the state from the program in use, or a new compile, which
         takes it from the model and optimizer (the state is written back into
@@ -526,16 +585,16 @@ class CompiledStep:
         if not reuse:
             self.close()
         try:
-            self._compile(model, optimizer, batch, kwbatch, key, key_dynamic)
+            self._compile(model, optimizer, fn, batch, kwbatch, key, key_dynamic)
         except BaseException:
             # The model and optimizer hold the state now: the next call
             # compiles from them.
             self.close()
             raise
 
-    def _capture(self, model, optimizer, batch, kwbatch, eval_fn=None):
-        """(traced step, module text) of this rank's call (of eval_fn's, an
-        eval step, when given)."""
+    def _capture(self, model, optimizer, fn, batch, kwbatch):
+        """(traced step, module text) of this rank's call of `fn` (an eval
+        step's when there is no optimizer)."""
         from spmd_capture.emit import emit_module
         from spmd_capture.trace import Factory, MixedPrecision, step_args, trace
         mesh = _mesh_shape(self.mesh)
@@ -543,12 +602,12 @@ class CompiledStep:
             raise SpmdError("the mesh %s has %d devices but the job has %d ranks (mpirun -np)"
                             % (_mesh_text(mesh), int(np.prod(mesh)), world_size()))
         entries = list(enumerate(batch)) + list(kwbatch.items())
-        if eval_fn is not None:
-            described, factory = None, Factory(model, entries, None, [], eval_step=eval_fn)
+        if optimizer is None:
+            described, factory = None, Factory(model, entries, None, [], eval_step=fn)
         else:
             described = _optimizer_of(model, optimizer, self.clip_grad_norm,
                                       self.clip_norm_type, self._dynamic)
-            factory = Factory(model, entries, None, [], train_step=self.fn, optimizer=optimizer)
+            factory = Factory(model, entries, None, [], train_step=fn, optimizer=optimizer)
         args = step_args(factory, described)
         if optimizer is not None:
             self._initial_optimizer_state(model, optimizer, args)
@@ -592,6 +651,7 @@ class CompiledStep:
         model = _unwrapped(model)
         batch = tuple(_batch_entry(b) for b in batch)
         kwbatch = {k: _batch_entry(v) for k, v in kwbatch.items()}
+        fn, batch, kwbatch = _structured(self.fn, batch, kwbatch)
         key = _guard(model, optimizer, batch, kwbatch, self._dynamic)
         current = self._program
         # Ranks switch programs together: one whose batch changed takes the
@@ -619,7 +679,7 @@ class CompiledStep:
                         int(dynamic_key == current.key_dynamic)):
                     self._dynamic, reuse = True, False
                     key = dynamic_key
-            self._switch(model, optimizer, batch, kwbatch, key, dynamic_key, reuse)
+            self._switch(model, optimizer, fn, batch, kwbatch, key, dynamic_key, reuse)
             if self._pending:
                 self.load(self._pending)
                 self._pending = None
@@ -773,6 +833,7 @@ class EvalStep:
         model = _unwrapped(model)
         batch = tuple(_batch_entry(b) for b in batch)
         kwbatch = {k: _batch_entry(v) for k, v in kwbatch.items()}
+        fn, batch, kwbatch = _structured(self.fn, batch, kwbatch)
         key = _guard(model, None, batch, kwbatch, False)
         init(train.backend)
         program = self._programs.get(key)
@@ -782,8 +843,8 @@ class EvalStep:
                 raise SpmdError("the eval step was compiled for %s, called with %s "
                                 "(on_recompile='error')" % (
                                     _describe(next(reversed(self._programs))), _describe(key)))
-            program = train._new_program(model, None, batch, kwbatch, key, None, self.compiles,
-                                         eval_fn=self.fn)
+            program = train._new_program(model, None, fn, batch, kwbatch, key, None,
+                                         self.compiles)
             _keep(self._programs, key, program, train.cache_size)
             self.compiles += 1
         self._programs.move_to_end(key)

@@ -13,6 +13,10 @@
                        gets an error, none waits for the others
   guard.py dlpack      NumPy batches (through DLPack) given as keyword
                        arguments; losses match PyTorch's
+  guard.py containers  batches in containers, as DataLoaders give them: a
+                       dict, transformers' BatchEncoding, an (x, y) tuple
+                       in a list, a keyword dict; losses (and an eval
+                       step's) match PyTorch's
 """
 import copy
 import sys
@@ -138,6 +142,51 @@ def move():
             "match" if same else "DIFFER", left))
 
 
+def containers():
+    from transformers import BatchEncoding
+    model, batches = model_and_data()
+    reference = copy.deepcopy(model)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    ref_opt = torch.optim.Adam(reference.parameters(), lr=1e-2)
+
+    def dict_step(model, optimizer, batch):
+        return step_fn(model, optimizer, batch["x"], batch["y"])
+
+    def pairs_step(model, optimizer, pairs, scale=1.0):
+        (x, y), = pairs
+        return step_fn(model, optimizer, x * scale, y)
+
+    def keyword_step(model, optimizer, *, batch):
+        return step_fn(model, optimizer, batch["x"], batch["y"])
+
+    def evaluate(model, batch):
+        return {"loss": F.cross_entropy(model(batch["x"]), batch["y"])}
+
+    x, y = batches[0]
+    cases = [("a dict", spmd.compile(parallel_mode="fsdp")(dict_step), dict_step,
+              ({"x": x, "y": y},), {}),
+             ("a BatchEncoding", spmd.compile(parallel_mode="fsdp")(dict_step), dict_step,
+              (BatchEncoding({"x": x, "y": y}),), {}),
+             ("a list of a tuple", spmd.compile(parallel_mode="ddp")(pairs_step), pairs_step,
+              ([(x, y)], 0.5), {}),
+             ("a keyword dict", spmd.compile(parallel_mode="fsdp")(keyword_step), keyword_step,
+              (), {"batch": {"x": x, "y": y}})]
+    for name, step, fn, args, kwargs in cases:
+        loss = step(model, opt, *args, **kwargs).item()
+        ref = fn(reference, ref_opt, *args, **kwargs).item()
+        if spmd.rank() == 0:
+            print("%s: loss %s PyTorch's; inputs %s" % (
+                name, "matches" if abs(loss - ref) <= 1e-5 * abs(ref) else "DIFFERS FROM",
+                " ".join(sorted(k for k in step.layouts() if k.startswith("input.")))))
+        step.sync(model, opt)
+    got = step.eval_step(evaluate)(model, {"x": x, "y": y})["loss"]
+    with torch.no_grad():
+        want = evaluate(reference, {"x": x, "y": y})["loss"]
+    if spmd.rank() == 0:
+        print("an eval step on a dict: loss %s PyTorch's" % (
+            "matches" if abs(got - want) <= 1e-5 * abs(want) else "DIFFERS FROM"))
+
+
 def ranks():
     model, batches = model_and_data()
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
@@ -172,4 +221,5 @@ def dlpack():
 if __name__ == "__main__":
     {"recompile": lambda: guard("recompile"), "error": lambda: guard("error"),
      "uncached": lambda: guard("recompile", cache_size=1), "move": move,
-     "misuse": misuse, "ranks": ranks, "dlpack": dlpack}[sys.argv[1]]()
+     "misuse": misuse, "ranks": ranks, "dlpack": dlpack,
+     "containers": containers}[sys.argv[1]]()
