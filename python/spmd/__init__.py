@@ -386,6 +386,13 @@ class _Program:
         self.key, self.key_dynamic, self.number = key, key_dynamic, number
         self.loss = next((i for i, r in enumerate(step.results)
                           if r.updates is None and r.role == "loss"), None)
+        # The constants it baked in (globals, closures) and their versions:
+        # an in-place change since makes it stale.
+        self.constants = [(t, t._version) for t in step.constants]
+
+    def stale(self):
+        """Whether a tensor it baked in as a constant changed in place."""
+        return any(t._version != v for t, v in self.constants)
 
     def set_state(self, model):
         """Collective. Sets the parameters and buffers from rank 0's `model`
@@ -570,7 +577,8 @@ class CompiledStep:
         init(self.backend)
         current = self._program
         cached = self._programs.get(key) if reuse and current else None
-        if cached is not None and (cached is current or cached.state() != current.state()):
+        if cached is not None and (cached is current or cached.stale() or
+                                   cached.state() != current.state()):
             cached = None
         # Every rank must run the same program: each one's pick is agreed.
         if lib().spmd_session_same(cached.number if cached else -1) and cached:
@@ -656,7 +664,7 @@ class CompiledStep:
         current = self._program
         # Ranks switch programs together: one whose batch changed takes the
         # others along (their collectives must match).
-        if current is None or lib().spmd_session_any(int(key != current.key)):
+        if current is None or lib().spmd_session_any(int(key != current.key or current.stale())):
             dynamic_key = _guard(model, optimizer, batch, kwbatch, True)
             # Kept programs hold another model's or optimizer's state.
             reuse = current is not None and \
@@ -667,6 +675,9 @@ class CompiledStep:
                         "the step was compiled for %s, called with %s (on_recompile='error')"
                         % (_describe(current.key), _describe(key))
                         if key.batch != current.key.batch
+                        else "a tensor the step reads as a constant (a global or a closure's) "
+                        "changed in place since the step was compiled (on_recompile='error')"
+                        if key == current.key
                         else "the model, the optimizer or its hyperparameters (other than lr) "
                         "changed since the step was compiled (on_recompile='error')")
                 # A schedule that changes the momentum, the first beta
@@ -837,6 +848,8 @@ class EvalStep:
         key = _guard(model, None, batch, kwbatch, False)
         init(train.backend)
         program = self._programs.get(key)
+        if program is not None and program.stale():
+            program = None
         fresh = not lib().spmd_session_same(program.number if program else -1) or not program
         if fresh:
             if self._programs and train.on_recompile == "error":

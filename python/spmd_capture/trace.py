@@ -749,6 +749,10 @@ class Step:
     # ResultIndex of its "output" result (a tensor) or the leaf itself (a
     # constant); None when it returns the loss alone.
     returned: Optional[tuple] = None
+    # The tensors the step reads that are neither arguments nor its own
+    # (globals, closures: class weights, a frozen model outside the model),
+    # baked into the graph as constants.
+    constants: List[torch.Tensor] = dataclasses.field(default_factory=list)
 
 
 def _attention_heads(module):
@@ -1298,7 +1302,8 @@ def _tag_nodes(scope):
     def tagged(graph, *args, **kwargs):
         node = create_node(graph, *args, **kwargs)
         node.meta["spmd_fqn"], node.meta["spmd_phase"] = scope.fqn, scope.phase
-        if node.target is torch.ops.aten._local_scalar_dense.default:
+        if node.target is torch.ops.aten._local_scalar_dense.default or \
+                _updates_constant(node):
             node.meta["spmd_where"] = _user_line(traceback.extract_stack())
         return node
     torch.fx.Graph.create_node = tagged
@@ -1306,6 +1311,30 @@ def _tag_nodes(scope):
         yield
     finally:
         torch.fx.Graph.create_node = create_node
+
+
+def _updates_constant(node):
+    """Whether `node` writes in place into a constant of the graph: a tensor
+    the step reads that is neither an argument (the model's, the batch) nor
+    made by the step (a global, a closure's)."""
+    target = node.target
+    return isinstance(target, torch._ops.OpOverload) and target._schema.is_mutable and \
+        bool(node.args) and isinstance(node.args[0], torch.fx.Node) and \
+        node.args[0].op == "get_attr" and bool(target._schema.arguments) and \
+        target._schema.arguments[0].is_write
+
+
+def _read_constants(gm):
+    """The tensors `gm` reads as constants that the step did not make (a
+    tensor literal is made: make_fx lifts it with lift_fresh_copy): the
+    globals and closures it read, by identity."""
+    read = {}
+    for n in gm.graph.nodes:
+        value = getattr(gm, n.target) if n.op == "get_attr" else None
+        if isinstance(value, torch.Tensor) and \
+                not all(u.target is aten.lift_fresh_copy.default for u in n.users):
+            read[id(value)] = value
+    return list(read.values())
 
 
 @contextlib.contextmanager
@@ -1752,13 +1781,24 @@ def trace(factory, optimizer, args, seed, accumulate=1, fake=False,
     try:
         with _tag_nodes(scope), _module_scopes(model, scope), _AutogradScopes(scope), \
                 _reentrant_checkpoint_replayed():
-            raw = make_fx(step, tracing_mode="fake")(*flat)
+            raw = make_fx(step, tracing_mode="fake", _allow_non_fake_inputs=True)(*flat)
         # On fake tensors a value read into Python is a symbol, not an
         # error; this trace ran the user's code, so its node knows the line.
         for node in raw.graph.nodes:
             if node.target is aten._local_scalar_dense.default:
                 raise _data_dependent(node.meta["spmd_fqn"], node.meta["spmd_phase"],
                                       node.meta["spmd_where"])
+            if _updates_constant(node):
+                raise CaptureError(
+                    "%s (%s)%s: train_step updates in place a tensor of shape %s that is neither the "
+                    "model's nor the batch's (a global, or a closure's: an EMA copy kept "
+                    "outside the model); the compiled step holds only the model's state: "
+                    "make the tensor part of the model (a submodule or a buffer), or pass "
+                    "it in the batch" % (
+                        describe(node.meta["spmd_fqn"]), node.meta["spmd_phase"],
+                        node.meta.get("spmd_where", ("", ""))[0],
+                        list(getattr(raw, node.args[0].target).shape)))
+        constants = _read_constants(raw)
         # The zero .grads a user's step starts from (_UserStep) are dead
         # unless its code read them.
         for node in list(raw.graph.nodes):
@@ -1768,7 +1808,8 @@ def trace(factory, optimizer, args, seed, accumulate=1, fake=False,
         with _tag_nodes(scope):
             gm = make_fx(functionalize(_Replay(raw, scope).run, remove="mutations"),
                          decomposition_table=decompositions(),
-                         tracing_mode="fake")(*[t.clone() for t in flat])
+                         tracing_mode="fake", _allow_non_fake_inputs=True)(
+                             *[t.clone() for t in flat])
     except CaptureError:
         raise
     except RuntimeError as e:
@@ -1792,11 +1833,11 @@ def trace(factory, optimizer, args, seed, accumulate=1, fake=False,
         output = next(n for n in gm.graph.nodes if n.op == "output")
         outputs = [o.meta["val"] for o in output.args[0]]
         return Step(gm, args, results, outputs, module_records(model),
-                    returned[0] if returned else None)
+                    returned[0] if returned else None, constants)
     torch.manual_seed(seed)
     outputs = _Record(gm).run(*[a.value.clone() for a in args])
     return Step(gm, args, results, list(outputs), module_records(model),
-                returned[0] if returned else None)
+                returned[0] if returned else None, constants)
 
 
 def _loss_check(loss):

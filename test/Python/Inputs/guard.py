@@ -13,6 +13,10 @@
                        gets an error, none waits for the others
   guard.py dlpack      NumPy batches (through DLPack) given as keyword
                        arguments; losses match PyTorch's
+  guard.py constants   tensors the step reads that are neither the model's
+                       nor the batch (class weights, a frozen teacher, both
+                       globals) are constants; an in-place change to one
+                       recompiles; losses match PyTorch's
   guard.py containers  batches in containers, as DataLoaders give them: a
                        dict, transformers' BatchEncoding, an (x, y) tuple
                        in a list, a keyword dict; losses (and an eval
@@ -93,11 +97,22 @@ def misuse():
         scaler.update()
         return loss
 
+    ema = copy.deepcopy(model).requires_grad_(False)
+
+    def outside_ema(model, optimizer, x, y):
+        loss = step_fn(model, optimizer, x, y)
+        with torch.no_grad():
+            for e, p in zip(ema.parameters(), model.parameters()):
+                e.lerp_(p, 0.1)
+        return loss
+
     cases = [("no backward", no_backward, torch.optim.SGD(model.parameters(), lr=0.1), {}),
              ("two optimizer steps", two_steps, torch.optim.SGD(model.parameters(), lr=0.1), {}),
              ("a value read", item, torch.optim.SGD(model.parameters(), lr=0.1), {}),
              ("GradScaler", grad_scaler, torch.optim.SGD(model.parameters(), lr=0.1), {}),
              ("Rprop", step_fn, torch.optim.Rprop(model.parameters()), {}),
+             ("an EMA outside the model", outside_ema,
+              torch.optim.SGD(model.parameters(), lr=0.1), {}),
              ("a mesh of 3", step_fn, torch.optim.SGD(model.parameters(), lr=0.1),
               {"mesh": [3]}),
              ("a plan that names no module", step_fn,
@@ -140,6 +155,37 @@ def move():
             fsdp.layouts()["0.weight"], ddp.layouts()["0.weight"],
             "matches" if abs(loss - ref) <= 1e-5 * abs(ref) else "DIFFERS FROM",
             "match" if same else "DIFFER", left))
+
+
+CLASS_WEIGHTS = torch.tensor([1.0, 2.0, 0.5])
+TEACHER = nn.Linear(6, 3).requires_grad_(False)
+
+
+def distilled(model, optimizer, x, y):
+    logits = model(x)
+    loss = F.cross_entropy(logits, y, weight=CLASS_WEIGHTS) + \
+        F.mse_loss(logits, TEACHER(x))
+    loss.backward()
+    optimizer.step()
+    optimizer.zero_grad()
+    return loss
+
+
+def constants():
+    model, batches = model_and_data()
+    reference = copy.deepcopy(model)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    ref_opt = torch.optim.Adam(reference.parameters(), lr=1e-2)
+    step = spmd.compile(parallel_mode="fsdp")(distilled)
+    for k, (x, y) in enumerate(batches[:2] * 2):
+        if k == 2:
+            CLASS_WEIGHTS[0] = 3.0  # in place: the next call recompiles
+        loss = step(model, opt, x, y).item()
+        ref = distilled(reference, ref_opt, x, y).item()
+        if spmd.rank() == 0:
+            print("call %d: compiled %d time(s), loss %s PyTorch's" % (
+                k + 1, step.compiles,
+                "matches" if abs(loss - ref) <= 1e-5 * abs(ref) else "DIFFERS FROM"))
 
 
 def containers():
@@ -222,4 +268,4 @@ if __name__ == "__main__":
     {"recompile": lambda: guard("recompile"), "error": lambda: guard("error"),
      "uncached": lambda: guard("recompile", cache_size=1), "move": move,
      "misuse": misuse, "ranks": ranks, "dlpack": dlpack,
-     "containers": containers}[sys.argv[1]]()
+     "containers": containers, "constants": constants}[sys.argv[1]]()
