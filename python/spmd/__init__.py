@@ -276,9 +276,10 @@ def _structured(fn, batch, kwbatch):
     # The containers without their leaves, which a program must not keep.
     holes = iter([None] * len(flat))
     template = [(k, _rebuild(v, holes)) for k, v in entries]
+    names = list(flat)
 
     def rebuilt(*head, **leaves):
-        values = iter(leaves[name] for name in flat)
+        values = iter(leaves[name] for name in names)
         args = [_rebuild(v, values) for k, v in template if isinstance(k, int)]
         return fn(*head, *args, **{k: _rebuild(v, values) for k, v in template
                                    if not isinstance(k, int)})
@@ -504,7 +505,7 @@ class CompiledStep:
         # Guard key -> _Program, least recently used first; all of one model
         # and optimizer.
         self._programs = collections.OrderedDict()
-        self._dynamic = False  # momentum / the first beta are inputs
+        self._dynamic = False  # the scheduled hyperparameters are inputs
         self._model = self._optimizer = None
         self._pending = None  # a checkpoint to load at the first compile
 
@@ -687,7 +688,7 @@ class CompiledStep:
                 # same way). Every rank decides alike: their programs must
                 # match. The kept programs bake the old values in.
                 if not self._dynamic and lib().spmd_session_any(
-                        int(dynamic_key == current.key_dynamic)):
+                        int(key != current.key and dynamic_key == current.key_dynamic)):
                     self._dynamic, reuse = True, False
                     key = dynamic_key
             self._switch(model, optimizer, fn, batch, kwbatch, key, dynamic_key, reuse)
