@@ -41,6 +41,14 @@ def model_and_data():
     return model, batches
 
 
+def with_reference():
+    """The model, its batches, an eager copy, and an Adam for each."""
+    model, batches = model_and_data()
+    reference = copy.deepcopy(model)
+    return (model, batches, reference, torch.optim.Adam(model.parameters(), lr=1e-2),
+            torch.optim.Adam(reference.parameters(), lr=1e-2))
+
+
 def step_fn(model, optimizer, x, y):
     loss = F.cross_entropy(model(x), y)
     loss.backward()
@@ -50,10 +58,7 @@ def step_fn(model, optimizer, x, y):
 
 
 def guard(on_recompile, cache_size=8):
-    model, batches = model_and_data()
-    reference = copy.deepcopy(model)
-    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
-    ref_opt = torch.optim.Adam(reference.parameters(), lr=1e-2)
+    model, batches, reference, opt, ref_opt = with_reference()
     step = spmd.compile(parallel_mode="fsdp", on_recompile=on_recompile,
                         cache_size=cache_size)(step_fn)
     for k, (x, y) in enumerate(batches):
@@ -128,10 +133,7 @@ def misuse():
 
 
 def move():
-    model, batches = model_and_data()
-    reference = copy.deepcopy(model)
-    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
-    ref_opt = torch.optim.Adam(reference.parameters(), lr=1e-2)
+    model, batches, reference, opt, ref_opt = with_reference()
     fsdp = spmd.compile(parallel_mode="fsdp")(step_fn)
     ddp = spmd.compile(parallel_mode="ddp")(step_fn)
     fsdp(model, opt, *batches[0])
@@ -172,10 +174,7 @@ def distilled(model, optimizer, x, y):
 
 
 def constants():
-    model, batches = model_and_data()
-    reference = copy.deepcopy(model)
-    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
-    ref_opt = torch.optim.Adam(reference.parameters(), lr=1e-2)
+    model, batches, reference, opt, ref_opt = with_reference()
     step = spmd.compile(parallel_mode="fsdp")(distilled)
     for k, (x, y) in enumerate(batches[:2] * 2):
         if k == 2:
@@ -190,10 +189,7 @@ def constants():
 
 def containers():
     from transformers import BatchEncoding
-    model, batches = model_and_data()
-    reference = copy.deepcopy(model)
-    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
-    ref_opt = torch.optim.Adam(reference.parameters(), lr=1e-2)
+    model, batches, reference, opt, ref_opt = with_reference()
 
     def dict_step(model, optimizer, batch):
         return step_fn(model, optimizer, batch["x"], batch["y"])
