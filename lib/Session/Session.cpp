@@ -140,15 +140,29 @@ int32_t checkIndex(const SpmdSession *s, int32_t which, int32_t i, char *error,
   return 0;
 }
 
+/// Frees argument `i`'s piece and unsets it.
+void unset(SpmdSession *session, size_t i) {
+  spmd_rt_free(session->args[i]);
+  session->args[i] = nullptr;
+  session->borrowed[i] = false;
+}
+
 /// Unsets the arguments that borrow the caller's memory (only promised
 /// until the run that reads them returns).
 void releaseBorrowed(SpmdSession *session) {
   for (size_t i = 0; i < session->args.size(); ++i)
-    if (session->borrowed[i]) {
-      spmd_rt_free(session->args[i]);
-      session->args[i] = nullptr;
-      session->borrowed[i] = false;
-    }
+    if (session->borrowed[i])
+      unset(session, i);
+}
+
+/// The per-dim global indices this rank holds of a value of global shape
+/// `global` laid out as `slot` in `session`'s program (mapsFor).
+std::vector<std::vector<int64_t>>
+localMaps(const SpmdSession *session, const Slot &slot,
+          const std::vector<int64_t> &global) {
+  return mapsFor(
+      slot, global, session->exe->mesh,
+      spmd::layout::rankToCoords(spmd_rt_rank(), session->exe->mesh));
 }
 
 const char *nameOf(const Slot &slot) {
@@ -323,9 +337,7 @@ int32_t spmd_session_set_arg(SpmdSession *session, int32_t i, const void *data,
     return 1;
   // A failed set leaves the argument unset, so that no run (which checks
   // every rank's arguments) uses a stale value.
-  spmd_rt_free(session->args[i]);
-  session->args[i] = nullptr;
-  session->borrowed[i] = false;
+  unset(session, i);
   const Slot &slot = session->exe->args[i];
   std::vector<int64_t> global = shapeOf(rank, shape);
   int32_t want = *dtypeOf(slot.type.getElementType());
@@ -339,9 +351,7 @@ int32_t spmd_session_set_arg(SpmdSession *session, int32_t i, const void *data,
   if (root >= spmd_rt_world_size())
     return fail(error, error_size, "root %d of a world of %d", root,
                 spmd_rt_world_size());
-  auto maps =
-      mapsFor(slot, global, session->exe->mesh,
-              spmd::layout::rankToCoords(spmd_rt_rank(), session->exe->mesh));
+  auto maps = localMaps(session, slot, global);
   std::vector<int64_t> local(slot.type.getShape());
   session->argShapes[i] = global;
   session->borrowed[i] = borrow && root < 0 && dtype == want &&
@@ -392,8 +402,7 @@ int32_t spmd_session_move_arg(SpmdSession *to, int32_t i, SpmdSession *from,
   if (!why.empty())
     return fail(error, error_size, "argument %d '%s': %s", i, nameOf(dst),
                 why.c_str());
-  spmd_rt_free(to->args[i]);
-  to->borrowed[i] = false;
+  unset(to, i);
   to->argShapes[i] = global;
   // The same local type and placements on the same mesh: the same piece.
   if (dst.type == src.type && dst.placements == src.placements &&
@@ -402,11 +411,9 @@ int32_t spmd_session_move_arg(SpmdSession *to, int32_t i, SpmdSession *from,
   } else {
     Array array = gather(from->args[j], src, global, from->exe->mesh,
                          /*everyRank=*/true);
-    auto maps =
-        mapsFor(dst, global, to->exe->mesh,
-                spmd::layout::rankToCoords(spmd_rt_rank(), to->exe->mesh));
-    to->args[i] =
-        toBuffer(extractPiece(array, maps, dst.type.getShape()), dtype);
+    to->args[i] = toBuffer(
+        extractPiece(array, localMaps(to, dst, global), dst.type.getShape()),
+        dtype);
     spmd_rt_free(from->args[j]);
   }
   from->args[j] = nullptr;
@@ -415,11 +422,8 @@ int32_t spmd_session_move_arg(SpmdSession *to, int32_t i, SpmdSession *from,
 }
 
 void spmd_session_unset_arg(SpmdSession *session, int32_t i) {
-  if (checkIndex(session, 0, i, nullptr, 0))
-    return;
-  spmd_rt_free(session->args[i]);
-  session->args[i] = nullptr;
-  session->borrowed[i] = false;
+  if (!checkIndex(session, 0, i, nullptr, 0))
+    unset(session, i);
 }
 
 int32_t spmd_session_set_result_shape(SpmdSession *session, int32_t i,
@@ -516,9 +520,7 @@ int32_t spmd_session_piece(SpmdSession *session, int32_t i, int64_t *shape,
   if (!session->args[i])
     return fail(error, error_size, "argument %d '%s' has no value yet", i,
                 nameOf(slot));
-  auto maps =
-      mapsFor(slot, *session->argShapes[i], session->exe->mesh,
-              spmd::layout::rankToCoords(spmd_rt_rank(), session->exe->mesh));
+  auto maps = localMaps(session, slot, *session->argShapes[i]);
   for (size_t d = 0; d < maps.size(); ++d)
     shape[d] = maps[d].size();
   if (!data || !indices)

@@ -193,9 +193,9 @@ def _hyperparameters(optimizer, dynamic):
             if k in ("params", "lr", "initial_lr") or k in inputs:
                 return None
             return v[1:] if k == "betas" and "beta1" in inputs else v
+        kept = ((k, baked(k, v)) for k, v in g.items())
         return (tuple(id(p) for p in g["params"]),
-                tuple(sorted((k, repr(baked(k, v))) for k, v in g.items()
-                             if baked(k, v) is not None)))
+                tuple(sorted((k, repr(b)) for k, b in kept if b is not None)))
     return tuple(group_key(g) for g in optimizer.param_groups)
 
 
@@ -255,17 +255,20 @@ def _rebuild(template, leaves):
     return next(leaves)
 
 
-def _structured(fn, batch, kwbatch):
-    """A batch whose entries include containers (a dict of tensors,
-    transformers' BatchEncoding or another mapping, a list, a tuple: what a
-    DataLoader's collate gives) as the step takes it: each leaf (a tensor or
-    a constant) its own keyword entry, named by its path (`0.input_ids`:
-    positional entry 0's "input_ids"), and `fn` wrapped to rebuild the
-    containers from them. Returns (fn, batch, kwbatch); the call as it is
-    when no entry is a container."""
+def _call(fn, model, batch, kwbatch):
+    """A call of a user's step as the compiled step takes it: (fn, model,
+    batch, kwbatch). The model is unwrapped (_unwrapped); the batch's arrays
+    become tensors (_batch_entry); a batch whose entries include containers
+    (a dict of tensors, transformers' BatchEncoding or another mapping, a
+    list, a tuple: what a DataLoader's collate gives) has each leaf (a
+    tensor or a constant) as its own keyword entry, named by its path
+    (`0.input_ids`: positional entry 0's "input_ids"), and `fn` wrapped to
+    rebuild the containers from them."""
+    model = _unwrapped(model)
     entries = list(enumerate(batch)) + list(kwbatch.items())
     if not any(isinstance(v, (collections.abc.Mapping, list, tuple)) for _, v in entries):
-        return fn, batch, kwbatch
+        return (fn, model, tuple(_batch_entry(b) for b in batch),
+                {k: _batch_entry(v) for k, v in kwbatch.items()})
     flat = {}
     for key, value in entries:
         for path, leaf in _leaves(value, (str(key),)):
@@ -283,7 +286,7 @@ def _structured(fn, batch, kwbatch):
         args = [_rebuild(v, values) for k, v in template if isinstance(k, int)]
         return fn(*head, *args, **{k: _rebuild(v, values) for k, v in template
                                    if not isinstance(k, int)})
-    return rebuilt, (), flat
+    return rebuilt, model, (), flat
 
 
 def _batch_entry(value):
@@ -409,6 +412,10 @@ class _Program:
         for i in self.state().values():
             lib().spmd_session_unset_arg(self.session.handle, i)
 
+    def layouts(self):
+        """{FQN: layout} of its arguments (spmd.layout's text)."""
+        return {a.fqn: self.session.layout(0, i) for i, a in enumerate(self.step.args)}
+
     def state(self):
         """{(role, FQN, shape, dtype): argument index} of the state it takes."""
         return {(a.role, a.fqn, tuple(a.value.shape), a.value.dtype): i
@@ -479,6 +486,13 @@ def _keep(programs, key, program, size):
     programs[key] = program
     while len(programs) > size:
         programs.popitem(last=False)[1].session.close()
+
+
+def _drop(programs):
+    """Frees every program of `programs` and empties it."""
+    for program in programs.values():
+        program.session.close()
+    programs.clear()
 
 
 class CompiledStep:
@@ -650,17 +664,12 @@ class CompiledStep:
 
     def close(self):
         """Frees the compiled programs and the state (collective)."""
-        for program in self._programs.values():
-            program.session.close()
-        self._programs.clear()
+        _drop(self._programs)
         self._program = None
 
     # -- running -------------------------------------------------------------
     def __call__(self, model, optimizer, *batch, **kwbatch):
-        model = _unwrapped(model)
-        batch = tuple(_batch_entry(b) for b in batch)
-        kwbatch = {k: _batch_entry(v) for k, v in kwbatch.items()}
-        fn, batch, kwbatch = _structured(self.fn, batch, kwbatch)
+        fn, model, batch, kwbatch = _call(self.fn, model, batch, kwbatch)
         key = _guard(model, optimizer, batch, kwbatch, self._dynamic)
         current = self._program
         # Ranks switch programs together: one whose batch changed takes the
@@ -721,7 +730,7 @@ class CompiledStep:
         buffers, optimizer state, the batch's entries `input.<key>`), each
         as spmd.layout prints it: its placement per mesh dim."""
         self._require()
-        return {a.fqn: self._session.layout(0, i) for i, a in enumerate(self._step.args)}
+        return self._program.layouts()
 
     def state_dict(self):
         """Collective. {FQN: full tensor} of the parameters, buffers and
@@ -842,10 +851,7 @@ class EvalStep:
 
     def __call__(self, model, *batch, **kwbatch):
         train = self.train
-        model = _unwrapped(model)
-        batch = tuple(_batch_entry(b) for b in batch)
-        kwbatch = {k: _batch_entry(v) for k, v in kwbatch.items()}
-        fn, batch, kwbatch = _structured(self.fn, batch, kwbatch)
+        fn, model, batch, kwbatch = _call(self.fn, model, batch, kwbatch)
         key = _guard(model, None, batch, kwbatch, False)
         init(train.backend)
         program = self._programs.get(key)
@@ -880,14 +886,11 @@ class EvalStep:
         (parameters, buffers, the batch's entries `input.<key>`)."""
         if not self._programs:
             raise SpmdError("the eval step has not been compiled yet: call it once first")
-        program = next(reversed(self._programs.values()))
-        return {a.fqn: program.session.layout(0, i) for i, a in enumerate(program.step.args)}
+        return next(reversed(self._programs.values())).layouts()
 
     def close(self):
         """Frees the compiled programs (collective)."""
-        for program in self._programs.values():
-            program.session.close()
-        self._programs.clear()
+        _drop(self._programs)
 
 
 def _describe(key):

@@ -20,6 +20,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import spmd
+from guard import step_fn as train_fn
 
 
 def model_and_data(eval_batch):
@@ -33,14 +34,6 @@ def model_and_data(eval_batch):
     held_out = (torch.randn(eval_batch, 6, generator=g),
                 torch.randint(0, 3, (eval_batch,), generator=g))
     return model, batches, held_out
-
-
-def train_fn(model, optimizer, x, y):
-    loss = F.cross_entropy(model(x), y)
-    loss.backward()
-    optimizer.step()
-    optimizer.zero_grad()
-    return loss
 
 
 def eval_fn(model, x, y):
