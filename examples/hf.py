@@ -14,8 +14,8 @@ seq2seq: the decoder's tokens), which spmd-capture takes from the output's
 
 Sizes: `batch`, `seq`, `vocab`, `hidden`, `heads`, `kv_heads` (grouped
 query attention where the config has it), `ffn`, `layers`, and `dropout`
-(None keeps the config's default rates; a number sets every dropout rate
-the config has).
+(None keeps the config's default rates; a number sets every rate of the
+config that drops something: dropout, stochastic depth, LayerDrop).
 """
 import torch
 import transformers
@@ -36,11 +36,6 @@ _FIELDS = {
 }
 # Sizes a config may lack: BLOOM and Falcon fix the MLP at 4 * hidden.
 _OPTIONAL = {"ffn", "kv_heads", "positions"}
-_DROPOUTS = ["hidden_dropout_prob", "attention_probs_dropout_prob",
-             "resid_pdrop", "embd_pdrop", "attn_pdrop", "dropout",
-             "attention_dropout", "activation_dropout", "dropout_rate",
-             "hidden_dropout", "attention_dropout_prob", "summary_first_dropout",
-             "classifier_dropout", "seq_classif_dropout", "qa_dropout"]
 _TASKS = {
     "causal": transformers.AutoModelForCausalLM,
     "masked": transformers.AutoModelForMaskedLM,
@@ -55,6 +50,17 @@ def _set(config, name, value):
                          % (type(config).__name__, name, ", ".join(_FIELDS[name])))
     for field in fields:
         setattr(config, field, value)
+
+
+def set_dropout(config, rate):
+    """Sets every rate of `config` that drops something: dropout, attention
+    and residual dropout, stochastic depth (`drop_path_rate`), LayerDrop:
+    the numeric fields whose name has "drop" in it."""
+    for field, value in config.to_dict().items():
+        if "drop" in field and isinstance(value, (int, float)) and not isinstance(value, bool):
+            # As the field's type where it holds the rate (LeViT's int 0).
+            exact = float(rate) == type(value)(rate)
+            setattr(config, field, type(value)(rate) if exact else float(rate))
 
 
 def _build(task, config):
@@ -109,9 +115,7 @@ def lm(model_type="gpt2", task="causal", batch=2, seq=8, vocab=96, hidden=64,
         if isinstance(getattr(config, field, None), int) and getattr(config, field) >= vocab:
             setattr(config, field, k)
     if dropout is not None:
-        for field in _DROPOUTS:
-            if isinstance(getattr(config, field, None), float):
-                setattr(config, field, float(dropout))
+        set_dropout(config, dropout)
     for field, value in config_fields.items():
         setattr(config, field, value)
     config.use_cache = False

@@ -18,12 +18,16 @@ number of classes); the other keyword arguments set config fields.
 import torch
 import transformers
 
+import hf
+
 
 def vision(model_type, batch=4, image=32, channels=3, labels=10, seed=0,
-           **config_fields):
+           dropout=None, **config_fields):
     """A `transformers` `model_type` image classifier with random weights,
     and a batch of random images [batch, channels, image, image] with
-    random class labels."""
+    random class labels. `dropout`: None keeps the config's rates; a
+    number sets every rate that drops something (dropout, stochastic
+    depth's `drop_path_rate`)."""
     config = transformers.AutoConfig.for_model(model_type)
     config.num_labels = labels
     config.num_channels = channels
@@ -31,6 +35,8 @@ def vision(model_type, batch=4, image=32, channels=3, labels=10, seed=0,
         # [height, width] where the config keeps a pair (Hiera's).
         sized = isinstance(config.image_size, (list, tuple))
         config.image_size = [image, image] if sized else image
+    if dropout is not None:
+        hf.set_dropout(config, dropout)
     for field, value in config_fields.items():
         setattr(config, field, value)
     # Where the auto class maps the config to several classes (DeiT's and
@@ -62,8 +68,7 @@ def vit(hidden=64, heads=4, layers=2, ffn=128, patch=8, dropout=0.0, **sizes):
     pre-LayerNorm encoder (GELU MLP), the head on [CLS]."""
     return vision("vit", hidden_size=hidden, num_attention_heads=heads,
                   num_hidden_layers=layers, intermediate_size=ffn,
-                  patch_size=patch, hidden_dropout_prob=dropout,
-                  attention_probs_dropout_prob=dropout, **sizes)
+                  patch_size=patch, dropout=dropout, **sizes)
 
 
 def resnet(hidden_sizes=(16, 32), depths=(1, 1), embedding=8,

@@ -48,6 +48,10 @@ SCALAR_OVERLOADS = {getattr(aten, op).Tensor: getattr(aten, op).Scalar
 SWAPPED_OVERLOADS = {aten.sub.Tensor: aten.rsub.Scalar, aten.mul.Tensor: aten.mul.Scalar,
                      aten.add.Tensor: aten.add.Scalar}
 PASS_THROUGH = {aten.lift_fresh_copy.default, aten.alias.default, aten.detach_.default}
+# Factories of uninitialized tensors, emitted as zeros of their shape and
+# dtype.
+UNINITIALIZED = {aten.empty.memory_format, aten.empty_strided.default,
+                 aten.new_empty.default, aten.new_empty_strided.default}
 # Modules named per unsupported op in the error.
 MAX_PLACES = 4
 
@@ -225,11 +229,15 @@ class Emitter:
             while getattr(src, "target", None) is aten.empty_like.default and len(src.users) == 1:
                 self.absorbed.add(src)
                 src = src.args[0]
-        # Any other empty_like has no defined contents: zeros will do (a
-        # tensor every element of which is then written, `inv[perm] = ...`).
+        # Any other uninitialized tensor has no defined contents: zeros will
+        # do (a tensor every element of which is then written, `inv[perm] =
+        # ...`; the buffer an autograd formula fills with new_empty_strided).
         for node in graph.nodes:
             if node.target is aten.empty_like.default and node not in self.absorbed:
                 node.target, node.args = aten.full_like.default, (node.args[0], 0)
+            elif node.target in UNINITIALIZED and node.users:
+                node.target, node.args, node.kwargs = aten.full.default, (
+                    list(meta(node).shape), 0), {"dtype": meta(node).dtype}
         args, out = [], None
         for node in graph.nodes:
             if node.op == "placeholder":

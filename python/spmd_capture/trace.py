@@ -601,9 +601,82 @@ def _lerp_tensor(self, end, weight):
                                                                 aten.rsub.Scalar(weight, 1))))
 
 
+def _clamp_tensor(self, min=None, max=None):
+    """clamp with tensor bounds as maximum and minimum: the promoted dtype,
+    NaN from any operand propagating (torch._refs.clamp)."""
+    if min is not None:
+        self = aten.maximum.default(self, min)
+    if max is not None:
+        self = aten.minimum.default(self, max)
+    return self
+
+
+def _max(self):
+    """max of all elements as amax over every dim (a Partial(max) over
+    sharded dims)."""
+    if self.dtype in (torch.bool, torch.uint8) or self.dim() == 0:
+        return NotImplemented
+    return aten.amax.default(self, list(range(self.dim())))
+
+
+def _min(self):
+    """min of all elements as _max of the negated values."""
+    if self.dtype in (torch.bool, torch.uint8) or self.dim() == 0:
+        return NotImplemented
+    return aten.neg.default(_max(aten.neg.default(self)))
+
+
+def _flip(self, dims):
+    """flip as index_select of each flipped dim's positions in reverse
+    (cumsum's backward flips the gradient)."""
+    for d in dims:
+        size = self.shape[d % self.dim()]
+        if size > 1:
+            self = aten.index_select.default(
+                self, d, aten.arange.start_step(size - 1, -1, -1, dtype=torch.int64))
+    return aten.clone.default(self)
+
+
+def _isnan(self):
+    """isnan as self != self (the max of all elements' backward asks where
+    a NaN is)."""
+    return aten.ne.Tensor(self, self)
+
+
+def _by_tensor(op):
+    """The Scalar overload of a pointwise op as its Tensor overload with a
+    0-dim constant of the promoted dtype (an integer tensor's fmod by 2.5 is
+    f32; ATen converts the number to it too)."""
+    def decomposition(self, other):
+        dtype = torch.result_type(self, other)
+        return op(self, aten.scalar_tensor.default(other, dtype=dtype))
+    return decomposition
+
+
+def _rand(size, *, dtype=None, **_):
+    """rand as uniform over [0, 1) of a zero tensor of its shape."""
+    zeros = aten.full.default(list(size), 0.0, dtype=dtype or torch.get_default_dtype())
+    return aten.uniform.default(zeros, 0.0, 1.0)
+
+
+def _rand_like(self, *, dtype=None, **_):
+    """rand_like as uniform over [0, 1) of a zero tensor like `self`:
+    sharded as `self`, each element drawn by its global index."""
+    return aten.uniform.default(aten.full_like.default(self, 0.0, dtype=dtype), 0.0, 1.0)
+
+
 # Ops written as others by spmd's own decompositions.
 DECOMPOSED_BY_SPMD = {
     aten.lerp.Tensor: _lerp_tensor,
+    aten.clamp.Tensor: _clamp_tensor,
+    aten.max.default: _max,
+    aten.min.default: _min,
+    aten.flip.default: _flip,
+    aten.isnan.default: _isnan,
+    aten.fmod.Scalar: _by_tensor(aten.fmod.Tensor),
+    aten.remainder.Scalar: _by_tensor(aten.remainder.Tensor),
+    aten.rand.default: _rand,
+    aten.rand_like.default: _rand_like,
     aten.native_batch_norm.default: _batch_norm,
     aten.convolution.default: _convolution,
     aten.hardtanh.default: _hardtanh,

@@ -78,6 +78,14 @@ SPMD_RT_HOST_DEVICE inline double dropoutScale(double keepProbability) {
   return keepProbability == 0.0 ? 0.0 : 1.0 / keepProbability;
 }
 
+/// uniform's number for the draw u in [0, 1): from + (to - from) * u in
+/// double (ATen's uniform_real_distribution), rounded by the kernels to
+/// their dtype.
+SPMD_RT_HOST_DEVICE inline double uniformValue(double from, double to,
+                                               float u) {
+  return from + (to - from) * static_cast<double>(u);
+}
+
 /// Element i of arange(start, end, step): ATen computes it in double as
 /// start + i * step.
 SPMD_RT_HOST_DEVICE inline double arangeValue(double start, double step,

@@ -108,6 +108,31 @@ template <typename T, typename Math> struct DivFloor {
   }
 };
 
+/// ATen's fmod: C's % on integers (0 for a zero divisor, where ATen
+/// raises), std::fmod on floats: the remainder has self's sign.
+template <typename T, typename Math> struct FmodTensor {
+  SPMD_RT_HOST_DEVICE T operator()(T self, T other) const {
+    if constexpr (std::is_integral_v<T>)
+      return other == T(0) ? T(0) : static_cast<T>(self % other);
+    else
+      return std::fmod(self, other);
+  }
+};
+
+/// ATen's remainder (Python's %): fmod moved by `other` where its sign
+/// differs from other's.
+template <typename T, typename Math> struct RemainderTensor {
+  SPMD_RT_HOST_DEVICE T operator()(T self, T other) const {
+    if constexpr (std::is_integral_v<T>)
+      if (other == T(0))
+        return T(0);
+    T mod = FmodTensor<T, Math>()(self, other);
+    if (mod != T(0) && (mod < T(0)) != (other < T(0)))
+      mod += other;
+    return mod;
+  }
+};
+
 /// ATen's order of operations: self + (value * t1) * t2.
 template <typename T, typename Math> struct Addcmul {
   T value;
@@ -328,6 +353,59 @@ template <typename T, typename Math> struct Exp {
 
 template <typename T, typename Math> struct Log {
   SPMD_RT_HOST_DEVICE T operator()(T self) const { return Math::log(self); }
+};
+
+template <typename T, typename Math> struct Log1p {
+  SPMD_RT_HOST_DEVICE T operator()(T self) const { return std::log1p(self); }
+};
+
+template <typename T, typename Math> struct Expm1 {
+  SPMD_RT_HOST_DEVICE T operator()(T self) const { return std::expm1(self); }
+};
+
+/// ATen's floor, ceil, trunc and round (nearbyint: halves to even) leave
+/// integers as they are.
+template <typename T, typename Math> struct Floor {
+  SPMD_RT_HOST_DEVICE T operator()(T self) const {
+    if constexpr (std::is_integral_v<T>)
+      return self;
+    else
+      return std::floor(self);
+  }
+};
+
+template <typename T, typename Math> struct Ceil {
+  SPMD_RT_HOST_DEVICE T operator()(T self) const {
+    if constexpr (std::is_integral_v<T>)
+      return self;
+    else
+      return std::ceil(self);
+  }
+};
+
+template <typename T, typename Math> struct Trunc {
+  SPMD_RT_HOST_DEVICE T operator()(T self) const {
+    if constexpr (std::is_integral_v<T>)
+      return self;
+    else
+      return std::trunc(self);
+  }
+};
+
+template <typename T, typename Math> struct Round {
+  SPMD_RT_HOST_DEVICE T operator()(T self) const {
+    if constexpr (std::is_integral_v<T>)
+      return self;
+    else
+      return std::nearbyint(self);
+  }
+};
+
+/// ATen's CPU sign: (0 < self) - (self < 0), so NaN and -0 give 0.
+template <typename T, typename Math> struct Sign {
+  SPMD_RT_HOST_DEVICE T operator()(T self) const {
+    return T(T(0) < self) - T(self < T(0));
+  }
 };
 
 template <typename T, typename Math> struct Cos {

@@ -1211,6 +1211,15 @@ void checkLanguageModelPointwise(DType dt, Tol tol) {
   CHECK_KERNEL(tol, rsqrt, Tensor(dt, shape), positive);
   CHECK_KERNEL(tol, cos, Tensor(dt, shape), x);
   CHECK_KERNEL(tol, sin, Tensor(dt, shape), x);
+  CHECK_KERNEL(tol, log1p, Tensor(dt, shape), positive);
+  CHECK_KERNEL(tol, expm1, Tensor(dt, shape), x);
+  CHECK_KERNEL(tol, floor, Tensor(dt, shape), x);
+  CHECK_KERNEL(tol, ceil, Tensor(dt, shape), x);
+  CHECK_KERNEL(tol, trunc, Tensor(dt, shape), x);
+  CHECK_KERNEL(tol, round, Tensor(dt, shape), x);
+  CHECK_KERNEL(tol, sign, Tensor(dt, shape), x);
+  CHECK_KERNEL(tol, fmod_tensor, Tensor(dt, shape), x, positive);
+  CHECK_KERNEL(tol, remainder_tensor, Tensor(dt, shape), x, row);
   CHECK_KERNEL(tol, sigmoid, Tensor(dt, shape), x);
   CHECK_KERNEL(tol, sigmoid_backward, Tensor(dt, shape), row, positive);
   CHECK_KERNEL(tol, sub_scalar, Tensor(dt, shape), x, 0.5, 2.0);
@@ -1245,6 +1254,10 @@ TEST_F(CudaKernels, LanguageModelPointwise) {
   CHECK_KERNEL(kExact, bitwise_and, Tensor(SPMD_I1, shape), p, q);
   CHECK_KERNEL(kExact, bitwise_or, Tensor(SPMD_I1, shape), p, q);
   CHECK_KERNEL(kExact, minimum, Tensor(SPMD_I64, shape), a, b);
+  CHECK_KERNEL(kExact, fmod_tensor, Tensor(SPMD_I64, shape), a, b);
+  CHECK_KERNEL(kExact, remainder_tensor, Tensor(SPMD_I64, shape), a, b);
+  CHECK_KERNEL(kExact, floor, Tensor(SPMD_I64, shape), a);
+  CHECK_KERNEL(kExact, sign, Tensor(SPMD_I64, shape), a);
   Tensor small = random(SPMD_I64, {5, 1}, 0, 4);
   CHECK_KERNEL(kExact, pow_tensor_tensor, Tensor(SPMD_I64, shape), a, small);
   CHECK_KERNEL(kExact, sub_scalar, Tensor(SPMD_I64, shape), a, 1.0, 1.0);
@@ -1837,7 +1850,7 @@ constexpr int64_t kZero3[] = {0, 0, 0};
 constexpr int64_t kGlobal1[] = {2000000};
 constexpr int64_t kOffset1[] = {999997};
 
-TEST_F(CudaKernels, BernoulliDrawsMatchExactly) {
+TEST_F(CudaKernels, BernoulliAndUniformDrawsMatchExactly) {
   spmd_rt_set_seed(20240611);
   for (uint64_t step : {3, 4}) {
     spmd_rt_set_step(step);
@@ -1854,6 +1867,11 @@ TEST_F(CudaKernels, BernoulliDrawsMatchExactly) {
     CHECK_KERNEL(kExact, bernoulli_p, Tensor(SPMD_F32, {37, 129}), 0.0, 11,
                  kGlobal2, kOffset2);
     CHECK_KERNEL(kExact, bernoulli_p, Tensor(SPMD_F32, {37, 129}), 1.0, 11,
+                 kGlobal2, kOffset2);
+  }
+  for (int32_t dt : kFloatTypes) {
+    SCOPED_TRACE(spmd_rt_dtype_name(dt));
+    CHECK_KERNEL(kExact, uniform_range, Tensor(dt, {37, 129}), -2.0, 3.0, 13,
                  kGlobal2, kOffset2);
   }
   // A large piece: the draws are not degenerate, and match bit for bit.

@@ -2235,6 +2235,27 @@ TEST_F(RuntimeKernelsDeathTest, BernoulliRejectsAnOffsetOutsideTheTensor) {
                "outside the global size 6");
 }
 
+TEST_F(RuntimeKernelsRandomTest, UniformDrawsBernoullisNumbersInItsRange) {
+  // Both kernels read draw (op 7, global index): u < p is bernoulli's 1.
+  const Shape global = {6, 8}, offset = {2, 3};
+  Buffer u = empty(SPMD_F64, {3, 5});
+  spmd_rt_uniform_range(u.get(), 0.0, 1.0, 7, global.data(), offset.data());
+  std::vector<double> draws = values<double>(u);
+  std::vector<float> kept = values<float>(bernoulliPiece({3, 5}, offset, 0.5));
+  for (size_t i = 0; i < draws.size(); ++i) {
+    EXPECT_GE(draws[i], 0.0);
+    EXPECT_LT(draws[i], 1.0);
+    EXPECT_EQ(draws[i] < 0.5, kept[i] == 1.0f) << i;
+  }
+  // [from, to) is the draw scaled and moved.
+  Buffer scaled = empty(SPMD_F64, {3, 5});
+  spmd_rt_uniform_range(scaled.get(), -2.0, 3.0, 7, global.data(),
+                        offset.data());
+  std::vector<double> moved = values<double>(scaled);
+  for (size_t i = 0; i < draws.size(); ++i)
+    EXPECT_DOUBLE_EQ(moved[i], -2.0 + 5.0 * draws[i]);
+}
+
 struct Dropout {
   Buffer output, mask;
 };

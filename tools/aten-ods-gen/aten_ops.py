@@ -77,6 +77,16 @@ OPS = [
            "Python's `//`), broadcasting, in the promoted dtype "
            "(`torch.div(..., rounding_mode=...)`). Integers divide exactly; "
            "an integer division by zero gives 0 (ATen raises)."),
+    Op("fmod.Tensor", "Aten_PointwiseOp", "fmod_tensor",
+       tensor="Aten_NumericTensor",
+       doc="The remainder of `self / other` with the sign of `self` (C's "
+           "`fmod`, `torch.fmod`), broadcasting, in the promoted dtype. An "
+           "integer remainder by zero gives 0 (ATen raises)."),
+    Op("remainder.Tensor", "Aten_PointwiseOp", "remainder_tensor",
+       tensor="Aten_NumericTensor",
+       doc="The remainder of `self / other` with the sign of `other` "
+           "(Python's `%`, `torch.remainder`), broadcasting, in the promoted "
+           "dtype. An integer remainder by zero gives 0 (ATen raises)."),
     Op("addcmul", 'Aten_PointwiseOp<"{{0, 1}, {0, 2}}">', "addcmul",
        doc="`self + value * tensor1 * tensor2`, broadcasting."),
     Op("addcdiv", 'Aten_PointwiseOp<"{{0, 1}}">', "addcdiv",
@@ -165,6 +175,31 @@ OPS = [
     Op("log", "Aten_PointwiseOp", "log", infer="Aten_InferFloat",
        doc="The natural logarithm: -inf at 0, NaN below. An integer or bool "
            "`self` gives the default float dtype (f32)."),
+    Op("log1p", "Aten_PointwiseOp", "log1p", infer="Aten_InferFloat",
+       doc="`log(1 + self)`, accurate near 0 (the softplus of Mamba's time "
+           "step). An integer or bool `self` gives the default float dtype "
+           "(f32)."),
+    Op("expm1", "Aten_PointwiseOp", "expm1", infer="Aten_InferFloat",
+       doc="`exp(self) - 1`, accurate near 0 (xIELU's activation). An "
+           "integer or bool `self` gives the default float dtype (f32)."),
+    Op("floor", "Aten_PointwiseOp", "floor", infer="Aten_InferSame",
+       tensor="Aten_NumericTensor",
+       doc="Rounds down (stochastic depth's keep mask, `floor(keep + "
+           "rand)`); an integer `self` is returned unchanged, as in ATen."),
+    Op("ceil", "Aten_PointwiseOp", "ceil", infer="Aten_InferSame",
+       tensor="Aten_NumericTensor",
+       doc="Rounds up; an integer `self` is returned unchanged."),
+    Op("trunc", "Aten_PointwiseOp", "trunc", infer="Aten_InferSame",
+       tensor="Aten_NumericTensor",
+       doc="Rounds toward zero; an integer `self` is returned unchanged."),
+    Op("round", "Aten_PointwiseOp", "round", infer="Aten_InferSame",
+       tensor="Aten_NumericTensor",
+       doc="Rounds to the nearest integer, halves to even (ATen's "
+           "`nearbyint`); an integer `self` is returned unchanged."),
+    Op("sign", "Aten_PointwiseOp", "sign", infer="Aten_InferSame",
+       tensor="Aten_NumericTensor",
+       doc="-1, 0 or 1 by the sign of `self`; 0 for NaN and for -0 (ATen's "
+           "CPU kernel, `(0 < self) - (self < 0)`)."),
     Op("cos", "Aten_PointwiseOp", "cos", infer="Aten_InferFloat",
        doc="An integer or bool `self` gives the default float dtype (f32)."),
     Op("sin", "Aten_PointwiseOp", "sin", infer="Aten_InferFloat",
@@ -249,6 +284,12 @@ OPS = [
        types={"mask": "Aten_BoolTensor"},
        doc="Zeroes each element with probability `p` and scales the kept "
            "ones by `1 / (1 - p)`; also returns the boolean keep mask."),
+    Op("uniform", "Aten_RandomOp", "uniform_range", infer="Aten_InferSame",
+       tensor=FLOAT, kernel_args=["from", "to"],
+       doc="A tensor shaped and typed like `self` of numbers drawn uniformly "
+           "from `[from, to)` (the values of `self` are not read): "
+           "`torch.rand` and `rand_like` (stochastic depth's keep mask) are "
+           "captured as this op of a zero tensor of their shape."),
     # Factories.
     Op("full_like", "Aten_FactoryOp", "fill", infer="",
        kernel_args=["fill_value"],

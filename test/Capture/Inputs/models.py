@@ -340,6 +340,32 @@ def logical(batch=4):
                        torch.randint(0, 3, (batch, 6), generator=g))
 
 
+class Rounding(nn.Module):
+    """Rounding, remainders, bounds and scans: floor, ceil, round, trunc and
+    sign; fmod and remainder by a number and by a tensor; clamp with tensor
+    bounds; the max and min of all elements; log1p and expm1; and cumsum,
+    whose backward flips the gradient."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(6, 6)
+        self.bound = nn.Parameter(torch.linspace(0.5, 2.0, 6))
+
+    def forward(self, x):
+        h = self.fc(x) * 3                                             # [B, 6]
+        rounded = torch.floor(h) + torch.ceil(h) + torch.round(h) + torch.trunc(h)
+        steps = rounded * torch.sign(h) + torch.fmod(rounded, 4) % 3
+        rem = torch.fmod(h, 1.5) + torch.remainder(h, -2.0) + torch.remainder(h, self.bound)
+        clamped = torch.clamp(h, -self.bound, self.bound)
+        scan = torch.cumsum(torch.expm1(h * 0.1) + torch.log1p(h.abs()), dim=1)
+        extremes = h.max() - h.min()
+        return (steps + rem + clamped + scan).sum(-1) + extremes
+
+
+def rounding(batch=4):
+    return Rounding(), (torch.randn(batch, 6, generator=torch.Generator().manual_seed(2)),)
+
+
 class GroupedQuery(nn.Module):
     """Causal SDPA with fewer key/value heads than query heads
     (enable_gqa): 4 query heads over `kv_heads`."""

@@ -35,8 +35,9 @@ list of the strategies of each op on the mesh:
 
 Sizes: "even" divides every shardable dim by 4; "uneven" uses 3, 5, 6, 7, 9
 so that shards are ragged and some ranks hold an empty one. The random ops
-(bernoulli.p, native_dropout) are not in the matrix: PyTorch's generator is
-not the reference for them (the dropout runs check them).
+(bernoulli.p, native_dropout, uniform) are not in the matrix: PyTorch's
+generator is not the reference for them (the dropout and stochastic-depth
+runs check them).
 
 Run with the project's Python (scripts/setup.sh: PyTorch, numpy). The lit test:
 
@@ -59,7 +60,8 @@ MESHES = {"4": ([4], ["dp"]), "2x2": ([2, 2], ["dp", "tp"])}
 SIZES = {"even": dict(B=4, S=8, D=12, K=16, N=8, C=8, V=12, P=8),
          "uneven": dict(B=5, S=3, D=7, K=6, N=5, C=7, V=9, P=3)}
 SKIPPED = {"bernoulli.p": "random: checked by the dropout runs",
-           "native_dropout": "random: checked by the dropout runs"}
+           "native_dropout": "random: checked by the dropout runs",
+           "uniform": "random: checked by the stochastic-depth runs"}
 # Optional operands, printed `weight %w` instead of after a comma.
 KEYWORD_OPERANDS = {"native_layer_norm": ("weight", "bias"), "convolution": ("bias",),
                     "native_layer_norm_backward": ("weight", "bias"),
@@ -227,6 +229,33 @@ def build_cases(z):
         C("exp", self=f(B, S, D)),
         C("log", self=pos(B, S, D)),
         C("log", self=idx(K, B, D, put={0: 0})),
+        C("log1p", self=pos(B, S, D)),
+        C("log1p", self=idx(K, B, D)),
+        C("expm1", self=f(B, S, D)),
+        # Halves (and -0.5: round gives -0) where rounding modes differ;
+        # integers pass unchanged.
+        C("floor", self=f(B, S, D)),
+        C("floor", self=idx(K, B, D)),
+        C("ceil", self=f(B, S, D)),
+        C("trunc", self=f(B, S, D)),
+        C("round", self=In("derived", fn=lambda v, r: torch.from_numpy(
+            r.integers(-6, 6, (B, D)) / 2.0).float(), desc="multiples of 0.5")),
+        C("round", self=idx(K, B, D)),
+        C("sign", self=In("randn", (B, S, D), put={0: 0, 1: float("nan")},
+                          desc="with a 0 and a NaN")),
+        C("sign", self=idx(K, B, D)),
+        C("fmod.Tensor", self=f(B, S, D), other=pos(D)),
+        C("fmod.Tensor", self=In("derived", fn=lambda v, r: torch.from_numpy(
+            r.integers(-20, 20, (B, D))), desc="integers in [-20, 20)"),
+          other=In("derived", fn=lambda v, r: torch.from_numpy(
+              r.choice([-3, 2, 5], (D,))), desc="divisors of both signs")),
+        C("remainder.Tensor", self=f(B, S, D), other=In("derived", fn=lambda v, r:
+            torch.from_numpy(r.choice([-1.5, 0.75, 2.0], (S, D))).float(),
+            desc="divisors of both signs")),
+        C("remainder.Tensor", self=In("derived", fn=lambda v, r: torch.from_numpy(
+            r.integers(-20, 20, (B, D))), desc="integers in [-20, 20)"),
+          other=In("derived", fn=lambda v, r: torch.from_numpy(
+              r.choice([-3, 2, 5], (D,))), desc="divisors of both signs")),
         C("cos", self=f(S, D)),
         C("sin", self=f(B, S, D)),
         C("sigmoid", self=f(B, S, D)),

@@ -88,6 +88,40 @@ def Aten_DivTensorModeOp : Aten_PointwiseOp<"div.Tensor_mode"> {
   }];
 }
 
+def Aten_FmodTensorOp : Aten_PointwiseOp<"fmod.Tensor"> {
+  let summary = "aten::fmod.Tensor(Tensor self, Tensor other) -> Tensor";
+  let description = [{
+    The remainder of `self / other` with the sign of `self` (C's `fmod`,
+    `torch.fmod`), broadcasting, in the promoted dtype. An integer remainder
+    by zero gives 0 (ATen raises).
+  }];
+  let arguments = (ins Aten_NumericTensor:$self,
+                    Aten_NumericTensor:$other);
+  let results = (outs Aten_NumericTensor:$result);
+  let kernel = "fmod_tensor";
+  let kernelArguments = [{
+    return {::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(0), false),
+            ::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(1), false)};
+  }];
+}
+
+def Aten_RemainderTensorOp : Aten_PointwiseOp<"remainder.Tensor"> {
+  let summary = "aten::remainder.Tensor(Tensor self, Tensor other) -> Tensor";
+  let description = [{
+    The remainder of `self / other` with the sign of `other` (Python's `%`,
+    `torch.remainder`), broadcasting, in the promoted dtype. An integer
+    remainder by zero gives 0 (ATen raises).
+  }];
+  let arguments = (ins Aten_NumericTensor:$self,
+                    Aten_NumericTensor:$other);
+  let results = (outs Aten_NumericTensor:$result);
+  let kernel = "remainder_tensor";
+  let kernelArguments = [{
+    return {::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(0), false),
+            ::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(1), false)};
+  }];
+}
+
 def Aten_AddcmulOp : Aten_PointwiseOp<"addcmul", "{{0, 1}, {0, 2}}"> {
   let summary = "aten::addcmul(Tensor self, Tensor tensor1, Tensor tensor2, *, Scalar value=1) -> Tensor";
   let description = [{
@@ -571,6 +605,109 @@ def Aten_LogOp : Aten_PointwiseOp<"log"> {
   let inferBody = Aten_InferFloat;
 }
 
+def Aten_Log1pOp : Aten_PointwiseOp<"log1p"> {
+  let summary = "aten::log1p(Tensor self) -> Tensor";
+  let description = [{
+    `log(1 + self)`, accurate near 0 (the softplus of Mamba's time step). An
+    integer or bool `self` gives the default float dtype (f32).
+  }];
+  let arguments = (ins Aten_Tensor:$self);
+  let results = (outs Aten_Tensor:$result);
+  let kernel = "log1p";
+  let kernelArguments = [{
+    return {::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(0), false)};
+  }];
+  let inferBody = Aten_InferFloat;
+}
+
+def Aten_Expm1Op : Aten_PointwiseOp<"expm1"> {
+  let summary = "aten::expm1(Tensor self) -> Tensor";
+  let description = [{
+    `exp(self) - 1`, accurate near 0 (xIELU's activation). An integer or
+    bool `self` gives the default float dtype (f32).
+  }];
+  let arguments = (ins Aten_Tensor:$self);
+  let results = (outs Aten_Tensor:$result);
+  let kernel = "expm1";
+  let kernelArguments = [{
+    return {::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(0), false)};
+  }];
+  let inferBody = Aten_InferFloat;
+}
+
+def Aten_FloorOp : Aten_PointwiseOp<"floor"> {
+  let summary = "aten::floor(Tensor self) -> Tensor";
+  let description = [{
+    Rounds down (stochastic depth's keep mask, `floor(keep + rand)`); an
+    integer `self` is returned unchanged, as in ATen.
+  }];
+  let arguments = (ins Aten_NumericTensor:$self);
+  let results = (outs Aten_NumericTensor:$result);
+  let kernel = "floor";
+  let kernelArguments = [{
+    return {::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(0), false)};
+  }];
+  let inferBody = Aten_InferSame;
+}
+
+def Aten_CeilOp : Aten_PointwiseOp<"ceil"> {
+  let summary = "aten::ceil(Tensor self) -> Tensor";
+  let description = [{
+    Rounds up; an integer `self` is returned unchanged.
+  }];
+  let arguments = (ins Aten_NumericTensor:$self);
+  let results = (outs Aten_NumericTensor:$result);
+  let kernel = "ceil";
+  let kernelArguments = [{
+    return {::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(0), false)};
+  }];
+  let inferBody = Aten_InferSame;
+}
+
+def Aten_TruncOp : Aten_PointwiseOp<"trunc"> {
+  let summary = "aten::trunc(Tensor self) -> Tensor";
+  let description = [{
+    Rounds toward zero; an integer `self` is returned unchanged.
+  }];
+  let arguments = (ins Aten_NumericTensor:$self);
+  let results = (outs Aten_NumericTensor:$result);
+  let kernel = "trunc";
+  let kernelArguments = [{
+    return {::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(0), false)};
+  }];
+  let inferBody = Aten_InferSame;
+}
+
+def Aten_RoundOp : Aten_PointwiseOp<"round"> {
+  let summary = "aten::round(Tensor self) -> Tensor";
+  let description = [{
+    Rounds to the nearest integer, halves to even (ATen's `nearbyint`); an
+    integer `self` is returned unchanged.
+  }];
+  let arguments = (ins Aten_NumericTensor:$self);
+  let results = (outs Aten_NumericTensor:$result);
+  let kernel = "round";
+  let kernelArguments = [{
+    return {::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(0), false)};
+  }];
+  let inferBody = Aten_InferSame;
+}
+
+def Aten_SignOp : Aten_PointwiseOp<"sign"> {
+  let summary = "aten::sign(Tensor self) -> Tensor";
+  let description = [{
+    -1, 0 or 1 by the sign of `self`; 0 for NaN and for -0 (ATen's CPU
+    kernel, `(0 < self) - (self < 0)`).
+  }];
+  let arguments = (ins Aten_NumericTensor:$self);
+  let results = (outs Aten_NumericTensor:$result);
+  let kernel = "sign";
+  let kernelArguments = [{
+    return {::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(0), false)};
+  }];
+  let inferBody = Aten_InferSame;
+}
+
 def Aten_CosOp : Aten_PointwiseOp<"cos"> {
   let summary = "aten::cos(Tensor self) -> Tensor";
   let description = [{
@@ -989,6 +1126,26 @@ def Aten_NativeDropoutOp : Aten_RandomOp<"native_dropout"> {
             ::spmd::aten::KernelArgument::value(b.getBoolAttr(getTrain()))};
   }];
   let inferBody = "";
+}
+
+def Aten_UniformOp : Aten_RandomOp<"uniform"> {
+  let summary = "aten::uniform(Tensor self, float from=0., float to=1., *, Generator? generator=None) -> Tensor";
+  let description = [{
+    A tensor shaped and typed like `self` of numbers drawn uniformly from
+    `[from, to)` (the values of `self` are not read): `torch.rand` and
+    `rand_like` (stochastic depth's keep mask) are captured as this op of a
+    zero tensor of their shape.
+  }];
+  let arguments = (ins Aten_FloatTensor:$self,
+                    DefaultValuedAttr<F64Attr, "0.">:$from,
+                    DefaultValuedAttr<F64Attr, "1.">:$to);
+  let results = (outs Aten_FloatTensor:$result);
+  let kernel = "uniform_range";
+  let kernelArguments = [{
+    return {::spmd::aten::KernelArgument::value(b.getF64FloatAttr(getFrom().convertToDouble())),
+            ::spmd::aten::KernelArgument::value(b.getF64FloatAttr(getTo().convertToDouble()))};
+  }];
+  let inferBody = Aten_InferSame;
 }
 
 def Aten_FullLikeOp : Aten_FactoryOp<"full_like"> {
