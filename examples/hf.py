@@ -34,8 +34,9 @@ _FIELDS = {
                "encoder_layers", "decoder_layers", "num_decoder_layers"],
     "positions": ["max_position_embeddings", "n_positions"],
 }
-# Sizes a config may lack: BLOOM and Falcon fix the MLP at 4 * hidden.
-_OPTIONAL = {"ffn", "kv_heads", "positions"}
+# Sizes a config may lack: BLOOM and Falcon fix the MLP at 4 * hidden;
+# attention-free models (Mamba, RWKV) have no heads.
+_OPTIONAL = {"ffn", "kv_heads", "positions", "heads"}
 _TASKS = {
     "causal": transformers.AutoModelForCausalLM,
     "masked": transformers.AutoModelForMaskedLM,
