@@ -27,7 +27,7 @@ from .trace import FLOAT64_BY_DECOMPOSITION, forward, loss_of, micro_steps
 # Tolerance of the trace check: both sides are fp32 on the same CPU; only
 # the order of a few reductions and the optimizer's scalar math differ.
 TRACE_RTOL, TRACE_ATOL = 1e-4, 1e-6
-RANDOM_OPS = {"aten.bernoulli.p", "aten.native_dropout", "aten.uniform"}
+RANDOM_OPS = {"aten.bernoulli.p", "aten.native_dropout", "aten.uniform", "aten.exponential"}
 
 
 class _Float64Kernels(TorchDispatchMode):

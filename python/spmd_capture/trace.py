@@ -653,6 +653,21 @@ def _by_tensor(op):
     return decomposition
 
 
+def _add_number(self, other, *, alpha=1):
+    """add.Tensor of a number and a tensor with an alpha (`torch.add(0.33,
+    mask, alpha=0.67)`) as add.Scalar of alpha * tensor, ATen's order."""
+    if isinstance(self, torch.Tensor) or alpha == 1:
+        return NotImplemented
+    return aten.add.Scalar(aten.mul.Scalar(other, alpha), self)
+
+
+def _scatter_value(self, dim, index, value):
+    """scatter of a number as scatter.src of that number shaped like
+    `index` (PhiMoE masks its chosen expert's score with -inf so)."""
+    return aten.scatter.src(self, dim, index,
+                            aten.full_like.default(index, value, dtype=self.dtype))
+
+
 def _rand(size, *, dtype=None, **_):
     """rand as uniform over [0, 1) of a zero tensor of its shape."""
     zeros = aten.full.default(list(size), 0.0, dtype=dtype or torch.get_default_dtype())
@@ -676,6 +691,8 @@ DECOMPOSED_BY_SPMD = {
     aten.fmod.Scalar: _by_tensor(aten.fmod.Tensor),
     aten.remainder.Scalar: _by_tensor(aten.remainder.Tensor),
     aten.rand.default: _rand,
+    aten.add.Tensor: _add_number,
+    aten.scatter.value: _scatter_value,
     aten.rand_like.default: _rand_like,
     aten.native_batch_norm.default: _batch_norm,
     aten.convolution.default: _convolution,

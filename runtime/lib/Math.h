@@ -86,6 +86,12 @@ SPMD_RT_HOST_DEVICE inline double uniformValue(double from, double to,
   return from + (to - from) * static_cast<double>(u);
 }
 
+/// exponential's number of rate `lambd` for the draw u in [0, 1):
+/// -log1p(-u) / lambd in double, the inverse of its CDF.
+SPMD_RT_HOST_DEVICE inline double exponentialValue(double lambd, float u) {
+  return -std::log1p(-static_cast<double>(u)) / lambd;
+}
+
 /// Element i of arange(start, end, step): ATen computes it in double as
 /// start + i * step.
 SPMD_RT_HOST_DEVICE inline double arangeValue(double start, double step,

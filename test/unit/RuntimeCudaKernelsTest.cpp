@@ -1873,6 +1873,8 @@ TEST_F(CudaKernels, BernoulliAndUniformDrawsMatchExactly) {
     SCOPED_TRACE(spmd_rt_dtype_name(dt));
     CHECK_KERNEL(kExact, uniform_range, Tensor(dt, {37, 129}), -2.0, 3.0, 13,
                  kGlobal2, kOffset2);
+    CHECK_KERNEL(kElementwise, exponential, Tensor(dt, {37, 129}), 0.5, 14,
+                 kGlobal2, kOffset2);
   }
   // A large piece: the draws are not degenerate, and match bit for bit.
   Tensor large(SPMD_F32, {1000003});

@@ -2256,6 +2256,18 @@ TEST_F(RuntimeKernelsRandomTest, UniformDrawsBernoullisNumbersInItsRange) {
     EXPECT_DOUBLE_EQ(moved[i], -2.0 + 5.0 * draws[i]);
 }
 
+TEST_F(RuntimeKernelsRandomTest, ExponentialInvertsItsCdfAtTheUniformDraw) {
+  const Shape global = {6, 8}, offset = {1, 2};
+  Buffer u = empty(SPMD_F64, {4, 6}), e = empty(SPMD_F64, {4, 6});
+  spmd_rt_uniform_range(u.get(), 0.0, 1.0, 9, global.data(), offset.data());
+  spmd_rt_exponential(e.get(), 2.0, 9, global.data(), offset.data());
+  std::vector<double> draws = values<double>(u), numbers = values<double>(e);
+  for (size_t i = 0; i < draws.size(); ++i) {
+    EXPECT_GE(numbers[i], 0.0);
+    EXPECT_DOUBLE_EQ(numbers[i], -std::log1p(-draws[i]) / 2.0) << i;
+  }
+}
+
 struct Dropout {
   Buffer output, mask;
 };

@@ -290,6 +290,13 @@ OPS = [
            "from `[from, to)` (the values of `self` are not read): "
            "`torch.rand` and `rand_like` (stochastic depth's keep mask) are "
            "captured as this op of a zero tensor of their shape."),
+    Op("exponential", "Aten_RandomOp", "exponential", infer="Aten_InferSame",
+       tensor=FLOAT, kernel_args=["lambd"],
+       doc="A tensor shaped and typed like `self` of numbers drawn from the "
+           "exponential distribution of rate `lambd`, `-log1p(-u) / lambd` "
+           "of a uniform draw `u` (the values of `self` are not read): the "
+           "Gumbel noise `-log(exponential)` PhiMoE's router samples its "
+           "experts with."),
     # Factories.
     Op("full_like", "Aten_FactoryOp", "fill", infer="",
        kernel_args=["fill_value"],

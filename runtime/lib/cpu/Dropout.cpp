@@ -1,4 +1,4 @@
-//===- Dropout.cpp - bernoulli.p, uniform, native_dropout and its backward ===//
+//===- Dropout.cpp - dropout and the other random kernels -----------------===//
 //
 // Draws come from spmd_rt_uniform(op_id, global row-major index) (Random.cpp),
 // so an element gets the same number whatever the mesh and whichever rank
@@ -67,6 +67,21 @@ void spmd_rt_uniform_range(SpmdBuffer *out, double from, double to,
     forEachDraw(kernel, out, op_id, global_shape, global_offset,
                 [&](int64_t i, float u) {
                   o[i] = static_cast<T>(uniformValue(from, to, u));
+                });
+  });
+}
+
+/// out[i] = -log1p(-u) / lambd.
+void spmd_rt_exponential(SpmdBuffer *out, double lambd, int64_t op_id,
+                         const int64_t *global_shape,
+                         const int64_t *global_offset) {
+  const char *kernel = "spmd_rt_exponential";
+  dispatch<kFloat>(out->dtype, kernel, [&](auto tag) {
+    using T = decltype(tag);
+    T *o = dataOf<T>(out);
+    forEachDraw(kernel, out, op_id, global_shape, global_offset,
+                [&](int64_t i, float u) {
+                  o[i] = static_cast<T>(exponentialValue(lambd, u));
                 });
   });
 }

@@ -1,4 +1,4 @@
-//===- Dropout.cu - bernoulli.p, uniform and native_dropout on the GPU ----===//
+//===- Dropout.cu - dropout and the other random kernels on the GPU -------===//
 //
 // The draws of cpu/Dropout.cpp, bit for bit: local element i gets
 // philox::uniform(seed, step, op_id, g) where g is its row-major index in the
@@ -106,6 +106,14 @@ __global__ void uniformKernel(T *out, int64_t n, DrawSpace s, DrawKey key,
     out[i] = convertValue<T>(uniformValue(from, to, draw(key, s, i)));
 }
 
+template <typename T>
+__global__ void exponentialKernel(T *out, int64_t n, DrawSpace s, DrawKey key,
+                                  double lambd) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    out[i] = convertValue<T>(exponentialValue(lambd, draw(key, s, i)));
+}
+
 /// out = x * keep * scale in M = OpMathT<T>, rounded to T once.
 template <typename T>
 __global__ void dropoutKernel(T *out, Bool8 *mask, const T *x, int64_t n,
@@ -148,6 +156,21 @@ void spmd_rt_uniform_range(SpmdBuffer *out, double from, double to,
     const int64_t n = out->numel;
     uniformKernel<T><<<gridFor(n), kBlock, 0, computeStream()>>>(
         dataOf<T>(out), n, s, drawKey(op_id), from, to);
+    checkLaunch(kernel);
+  });
+}
+
+/// out[i] = -log1p(-u) / lambd.
+void spmd_rt_exponential(SpmdBuffer *out, double lambd, int64_t op_id,
+                         const int64_t *global_shape,
+                         const int64_t *global_offset) {
+  const char *kernel = "spmd_rt_exponential";
+  dispatchDevice<kFloat | kBFloat16>(out->dtype, kernel, [&](auto tag) {
+    using T = decltype(tag);
+    const DrawSpace s = drawSpace(kernel, out, global_shape, global_offset);
+    const int64_t n = out->numel;
+    exponentialKernel<T><<<gridFor(n), kBlock, 0, computeStream()>>>(
+        dataOf<T>(out), n, s, drawKey(op_id), lambd);
     checkLaunch(kernel);
   });
 }

@@ -35,9 +35,9 @@ list of the strategies of each op on the mesh:
 
 Sizes: "even" divides every shardable dim by 4; "uneven" uses 3, 5, 6, 7, 9
 so that shards are ragged and some ranks hold an empty one. The random ops
-(bernoulli.p, native_dropout, uniform) are not in the matrix: PyTorch's
-generator is not the reference for them (the dropout and stochastic-depth
-runs check them).
+(bernoulli.p, native_dropout, uniform, exponential) are not in the matrix:
+PyTorch's generator is not the reference for them (the dropout,
+stochastic-depth and PhiMoE runs check them).
 
 Run with the project's Python (scripts/setup.sh: PyTorch, numpy). The lit test:
 
@@ -61,7 +61,8 @@ SIZES = {"even": dict(B=4, S=8, D=12, K=16, N=8, C=8, V=12, P=8),
          "uneven": dict(B=5, S=3, D=7, K=6, N=5, C=7, V=9, P=3)}
 SKIPPED = {"bernoulli.p": "random: checked by the dropout runs",
            "native_dropout": "random: checked by the dropout runs",
-           "uniform": "random: checked by the stochastic-depth runs"}
+           "uniform": "random: checked by the stochastic-depth runs",
+           "exponential": "random: checked by the PhiMoE runs"}
 # Optional operands, printed `weight %w` instead of after a comma.
 KEYWORD_OPERANDS = {"native_layer_norm": ("weight", "bias"), "convolution": ("bias",),
                     "native_layer_norm_backward": ("weight", "bias"),

@@ -1148,6 +1148,24 @@ def Aten_UniformOp : Aten_RandomOp<"uniform"> {
   let inferBody = Aten_InferSame;
 }
 
+def Aten_ExponentialOp : Aten_RandomOp<"exponential"> {
+  let summary = "aten::exponential(Tensor self, float lambd=1., *, Generator? generator=None) -> Tensor";
+  let description = [{
+    A tensor shaped and typed like `self` of numbers drawn from the
+    exponential distribution of rate `lambd`, `-log1p(-u) / lambd` of a
+    uniform draw `u` (the values of `self` are not read): the Gumbel noise
+    `-log(exponential)` PhiMoE's router samples its experts with.
+  }];
+  let arguments = (ins Aten_FloatTensor:$self,
+                    DefaultValuedAttr<F64Attr, "1.">:$lambd);
+  let results = (outs Aten_FloatTensor:$result);
+  let kernel = "exponential";
+  let kernelArguments = [{
+    return {::spmd::aten::KernelArgument::value(b.getF64FloatAttr(getLambd().convertToDouble()))};
+  }];
+  let inferBody = Aten_InferSame;
+}
+
 def Aten_FullLikeOp : Aten_FactoryOp<"full_like"> {
   let summary = "aten::full_like(Tensor self, Scalar fill_value, *, ScalarType? dtype=None, Layout? layout=None, Device? device=None, bool? pin_memory=None, MemoryFormat? memory_format=None) -> Tensor";
   let description = [{
