@@ -78,19 +78,31 @@ SPMD_RT_HOST_DEVICE inline double dropoutScale(double keepProbability) {
   return keepProbability == 0.0 ? 0.0 : 1.0 / keepProbability;
 }
 
-/// uniform's number for the draw u in [0, 1): from + (to - from) * u in
-/// double (ATen's uniform_real_distribution), rounded by the kernels to
-/// their dtype.
-SPMD_RT_HOST_DEVICE inline double uniformValue(double from, double to,
-                                               float u) {
-  return from + (to - from) * static_cast<double>(u);
-}
+/// The numbers the random kernels make of an element's uniform draw u in
+/// [0, 1), in double, which each backend rounds to out's dtype.
+/// bernoulli.p: 1 with probability p (u < p).
+struct BernoulliDraw {
+  double p;
+  SPMD_RT_HOST_DEVICE double operator()(float u) const {
+    return static_cast<double>(u) < p ? 1.0 : 0.0;
+  }
+};
 
-/// exponential's number of rate `lambd` for the draw u in [0, 1):
-/// -log1p(-u) / lambd in double, the inverse of its CDF.
-SPMD_RT_HOST_DEVICE inline double exponentialValue(double lambd, float u) {
-  return -std::log1p(-static_cast<double>(u)) / lambd;
-}
+/// uniform: from + (to - from) * u (ATen's uniform_real_distribution).
+struct UniformDraw {
+  double from, to;
+  SPMD_RT_HOST_DEVICE double operator()(float u) const {
+    return from + (to - from) * static_cast<double>(u);
+  }
+};
+
+/// exponential of rate lambd: -log1p(-u) / lambd, the inverse of its CDF.
+struct ExponentialDraw {
+  double lambd;
+  SPMD_RT_HOST_DEVICE double operator()(float u) const {
+    return -std::log1p(-static_cast<double>(u)) / lambd;
+  }
+};
 
 /// Element i of arange(start, end, step): ATen computes it in double as
 /// start + i * step.

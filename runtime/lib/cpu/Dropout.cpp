@@ -39,6 +39,21 @@ void forEachDraw(const char *kernel, const SpmdBuffer *local, int64_t opId,
   });
 }
 
+/// out[i] = numberOf(u) of element i's draw u, converted to out's dtype
+/// (within `Set`).
+template <unsigned Set, typename Draw>
+void fillDraws(const char *kernel, SpmdBuffer *out, int64_t opId,
+               const int64_t *globalShape, const int64_t *globalOffset,
+               Draw numberOf) {
+  dispatch<Set>(out->dtype, kernel, [&](auto tag) {
+    using T = decltype(tag);
+    T *o = dataOf<T>(out);
+    forEachDraw(
+        kernel, out, opId, globalShape, globalOffset,
+        [&](int64_t i, float u) { o[i] = convertElem<T>(numberOf(u)); });
+  });
+}
+
 } // namespace
 
 namespace spmd::rt::cpu {
@@ -47,43 +62,24 @@ namespace spmd::rt::cpu {
 void spmd_rt_bernoulli_p(SpmdBuffer *out, double p, int64_t op_id,
                          const int64_t *global_shape,
                          const int64_t *global_offset) {
-  const char *kernel = "spmd_rt_bernoulli_p";
-  dispatch<kAll>(out->dtype, kernel, [&](auto tag) {
-    using T = decltype(tag);
-    T *o = dataOf<T>(out);
-    forEachDraw(kernel, out, op_id, global_shape, global_offset,
-                [&](int64_t i, float u) { o[i] = u < p ? T(1) : T(0); });
-  });
+  fillDraws<kAll>("spmd_rt_bernoulli_p", out, op_id, global_shape,
+                  global_offset, BernoulliDraw{p});
 }
 
 /// out[i] = from + (to - from) * u.
 void spmd_rt_uniform_range(SpmdBuffer *out, double from, double to,
                            int64_t op_id, const int64_t *global_shape,
                            const int64_t *global_offset) {
-  const char *kernel = "spmd_rt_uniform_range";
-  dispatch<kFloat>(out->dtype, kernel, [&](auto tag) {
-    using T = decltype(tag);
-    T *o = dataOf<T>(out);
-    forEachDraw(kernel, out, op_id, global_shape, global_offset,
-                [&](int64_t i, float u) {
-                  o[i] = static_cast<T>(uniformValue(from, to, u));
-                });
-  });
+  fillDraws<kFloat>("spmd_rt_uniform_range", out, op_id, global_shape,
+                    global_offset, UniformDraw{from, to});
 }
 
 /// out[i] = -log1p(-u) / lambd.
 void spmd_rt_exponential(SpmdBuffer *out, double lambd, int64_t op_id,
                          const int64_t *global_shape,
                          const int64_t *global_offset) {
-  const char *kernel = "spmd_rt_exponential";
-  dispatch<kFloat>(out->dtype, kernel, [&](auto tag) {
-    using T = decltype(tag);
-    T *o = dataOf<T>(out);
-    forEachDraw(kernel, out, op_id, global_shape, global_offset,
-                [&](int64_t i, float u) {
-                  o[i] = static_cast<T>(exponentialValue(lambd, u));
-                });
-  });
+  fillDraws<kFloat>("spmd_rt_exponential", out, op_id, global_shape,
+                    global_offset, ExponentialDraw{lambd});
 }
 
 /// ATen's native_dropout_cpu: with train, keep = bernoulli(1 - p),

@@ -89,29 +89,28 @@ __device__ inline float draw(const DrawKey &key, const DrawSpace &s,
                                         globalIndex(s, i));
 }
 
-template <typename T>
-__global__ void bernoulliKernel(T *out, int64_t n, DrawSpace s, DrawKey key,
-                                double p) {
+/// out[i] = numberOf(u) of element i's draw u, rounded to T.
+template <typename T, typename Draw>
+__global__ void drawKernel(T *out, int64_t n, DrawSpace s, DrawKey key,
+                           Draw numberOf) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x)
-    // The float draw is compared in double, like the CPU's `u < p`.
-    out[i] = convertValue<T>(static_cast<double>(draw(key, s, i)) < p ? 1 : 0);
+    out[i] = convertValue<T>(numberOf(draw(key, s, i)));
 }
 
-template <typename T>
-__global__ void uniformKernel(T *out, int64_t n, DrawSpace s, DrawKey key,
-                              double from, double to) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x)
-    out[i] = convertValue<T>(uniformValue(from, to, draw(key, s, i)));
-}
-
-template <typename T>
-__global__ void exponentialKernel(T *out, int64_t n, DrawSpace s, DrawKey key,
-                                  double lambd) {
-  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x)
-    out[i] = convertValue<T>(exponentialValue(lambd, draw(key, s, i)));
+/// Launches drawKernel for out's dtype (within `Set`).
+template <unsigned Set, typename Draw>
+void fillDraws(const char *kernel, SpmdBuffer *out, int64_t opId,
+               const int64_t *globalShape, const int64_t *globalOffset,
+               Draw numberOf) {
+  dispatchDevice<Set>(out->dtype, kernel, [&](auto tag) {
+    using T = decltype(tag);
+    const DrawSpace s = drawSpace(kernel, out, globalShape, globalOffset);
+    const int64_t n = out->numel;
+    drawKernel<T><<<gridFor(n), kBlock, 0, computeStream()>>>(
+        dataOf<T>(out), n, s, drawKey(opId), numberOf);
+    checkLaunch(kernel);
+  });
 }
 
 /// out = x * keep * scale in M = OpMathT<T>, rounded to T once.
@@ -134,45 +133,25 @@ __global__ void dropoutKernel(T *out, Bool8 *mask, const T *x, int64_t n,
 void spmd_rt_bernoulli_p(SpmdBuffer *out, double p, int64_t op_id,
                          const int64_t *global_shape,
                          const int64_t *global_offset) {
-  const char *kernel = "spmd_rt_bernoulli_p";
-  dispatchDevice<kAll | kBFloat16>(out->dtype, kernel, [&](auto tag) {
-    using T = decltype(tag);
-    const DrawSpace s = drawSpace(kernel, out, global_shape, global_offset);
-    const int64_t n = out->numel;
-    bernoulliKernel<T><<<gridFor(n), kBlock, 0, computeStream()>>>(
-        dataOf<T>(out), n, s, drawKey(op_id), p);
-    checkLaunch(kernel);
-  });
+  fillDraws<kAll | kBFloat16>("spmd_rt_bernoulli_p", out, op_id, global_shape,
+                              global_offset, BernoulliDraw{p});
 }
 
 /// out[i] = from + (to - from) * u.
 void spmd_rt_uniform_range(SpmdBuffer *out, double from, double to,
                            int64_t op_id, const int64_t *global_shape,
                            const int64_t *global_offset) {
-  const char *kernel = "spmd_rt_uniform_range";
-  dispatchDevice<kFloat | kBFloat16>(out->dtype, kernel, [&](auto tag) {
-    using T = decltype(tag);
-    const DrawSpace s = drawSpace(kernel, out, global_shape, global_offset);
-    const int64_t n = out->numel;
-    uniformKernel<T><<<gridFor(n), kBlock, 0, computeStream()>>>(
-        dataOf<T>(out), n, s, drawKey(op_id), from, to);
-    checkLaunch(kernel);
-  });
+  fillDraws<kFloat | kBFloat16>("spmd_rt_uniform_range", out, op_id,
+                                global_shape, global_offset,
+                                UniformDraw{from, to});
 }
 
 /// out[i] = -log1p(-u) / lambd.
 void spmd_rt_exponential(SpmdBuffer *out, double lambd, int64_t op_id,
                          const int64_t *global_shape,
                          const int64_t *global_offset) {
-  const char *kernel = "spmd_rt_exponential";
-  dispatchDevice<kFloat | kBFloat16>(out->dtype, kernel, [&](auto tag) {
-    using T = decltype(tag);
-    const DrawSpace s = drawSpace(kernel, out, global_shape, global_offset);
-    const int64_t n = out->numel;
-    exponentialKernel<T><<<gridFor(n), kBlock, 0, computeStream()>>>(
-        dataOf<T>(out), n, s, drawKey(op_id), lambd);
-    checkLaunch(kernel);
-  });
+  fillDraws<kFloat | kBFloat16>("spmd_rt_exponential", out, op_id, global_shape,
+                                global_offset, ExponentialDraw{lambd});
 }
 
 /// ATen's native_dropout_cuda: with train, keep = bernoulli(1 - p),
