@@ -405,17 +405,26 @@ def _has_mask(indices):
     return any(i is not None and i.dtype in (torch.bool, torch.uint8) for i in indices)
 
 
+def _by_tensor(op):
+    """A pointwise op of a tensor and a number (a Scalar overload) as `op`,
+    its Tensor overload, of both in the promoted dtype, the number a 0-dim
+    constant (an integer tensor's fmod by 2.5 is f32; ATen converts the
+    number to it too)."""
+    def decomposition(self, other, **kwargs):
+        dtype = torch.result_type(self, other)
+        if self.dtype != dtype:
+            self = aten._to_copy.default(self, dtype=dtype)
+        return op(self, aten.scalar_tensor.default(other, dtype=dtype), **kwargs)
+    return decomposition
+
+
 def _div_mode(self, other, *, rounding_mode=None):
-    """div.Tensor_mode by a number (`perm // k`) as div.Tensor_mode by a
-    0-dim constant of the promoted dtype, so that the result's dtype is
-    PyTorch's (an integer tensor floor-divided by an int stays integer)."""
+    """div.Tensor_mode by a number (`perm // k`) as _by_tensor's
+    div.Tensor_mode, so that the result's dtype is PyTorch's (an integer
+    tensor floor-divided by an int stays integer)."""
     if isinstance(other, torch.Tensor) or rounding_mode is None:
         return NotImplemented
-    dtype = torch.result_type(self, other)
-    if self.dtype != dtype:
-        self = aten._to_copy.default(self, dtype=dtype)
-    return aten.div.Tensor_mode(self, aten.scalar_tensor.default(other, dtype=dtype),
-                                rounding_mode=rounding_mode)
+    return _by_tensor(aten.div.Tensor_mode)(self, other, rounding_mode=rounding_mode)
 
 
 def _sort(self, dim=-1, descending=False):
@@ -629,28 +638,20 @@ def _min(self):
 def _flip(self, dims):
     """flip as index_select of each flipped dim's positions in reverse
     (cumsum's backward flips the gradient)."""
+    flipped = self
     for d in dims:
         size = self.shape[d % self.dim()]
         if size > 1:
-            self = aten.index_select.default(
-                self, d, aten.arange.start_step(size - 1, -1, -1, dtype=torch.int64))
-    return aten.clone.default(self)
+            flipped = aten.index_select.default(
+                flipped, d, aten.arange.start_step(size - 1, -1, -1, dtype=torch.int64))
+    # A flip of dims of size 1 alone is a copy.
+    return flipped if flipped is not self else aten.clone.default(self)
 
 
 def _isnan(self):
     """isnan as self != self (the max of all elements' backward asks where
     a NaN is)."""
     return aten.ne.Tensor(self, self)
-
-
-def _by_tensor(op):
-    """The Scalar overload of a pointwise op as its Tensor overload with a
-    0-dim constant of the promoted dtype (an integer tensor's fmod by 2.5 is
-    f32; ATen converts the number to it too)."""
-    def decomposition(self, other):
-        dtype = torch.result_type(self, other)
-        return op(self, aten.scalar_tensor.default(other, dtype=dtype))
-    return decomposition
 
 
 def _add_number(self, other, *, alpha=1):

@@ -120,12 +120,9 @@ template <typename T, typename Math> struct FmodTensor {
 };
 
 /// ATen's remainder (Python's %): fmod moved by `other` where its sign
-/// differs from other's.
+/// differs from other's (an integer fmod by zero is 0, so stays 0).
 template <typename T, typename Math> struct RemainderTensor {
   SPMD_RT_HOST_DEVICE T operator()(T self, T other) const {
-    if constexpr (std::is_integral_v<T>)
-      if (other == T(0))
-        return T(0);
     T mod = FmodTensor<T, Math>()(self, other);
     if (mod != T(0) && (mod < T(0)) != (other < T(0)))
       mod += other;
