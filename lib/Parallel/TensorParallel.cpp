@@ -356,10 +356,12 @@ bool within(StringRef fqn, StringRef module) {
 
 /// How many equal pieces the output features of the projection whose
 /// weight is argument `weight` are split into, or 1: a packed projection
-/// (GPT-2's c_attn, q|k|v) feeds a matrix product whose result, through
-/// same-elements views, is split into k equal pieces along its last dim.
-/// Colwise on it must shard each piece (StridedShard(d, k)), as Megatron
-/// does, or the pieces would be redistributed in every layer.
+/// (GPT-2's c_attn, q|k|v; Mamba's in_proj, x|gate) feeds a matrix product
+/// whose result, through same-elements views that keep the features last
+/// and through permutations (which move the features' dim), is split into
+/// k equal pieces along the features' dim. Colwise on it must shard each
+/// piece (StridedShard(d, k)), as Megatron does, or the pieces would be
+/// redistributed in every layer.
 int64_t packedPieces(func::FuncOp fn, BlockArgument weight) {
   SmallVector<Value> work = {weight};
   DenseSet<Value> seen;
@@ -378,29 +380,44 @@ int64_t packedPieces(func::FuncOp fn, BlockArgument weight) {
       }
       if (!user->hasTrait<aten::OpTrait::MatrixProduct>())
         continue;
-      // The product's output features, through same-elements views.
-      SmallVector<Value> outs = {user->getResult(0)};
+      // The product's output features (value, dim), through views and
+      // permutations.
+      Value product = user->getResult(0);
+      SmallVector<std::pair<Value, int64_t>> outs = {
+          {product, cast<RankedTensorType>(product.getType()).getRank() - 1}};
       while (!outs.empty()) {
-        Value o = outs.pop_back_val();
+        auto [o, features] = outs.pop_back_val();
+        auto in = cast<RankedTensorType>(o.getType());
         for (Operation *next : o.getUsers()) {
+          if (auto permute = dyn_cast<aten::PermutationOpInterface>(next)) {
+            SmallVector<int64_t> perm = permute.getPermutation();
+            auto *to = llvm::find(perm, features);
+            if (to != perm.end())
+              outs.push_back({next->getResult(0), to - perm.begin()});
+            continue;
+          }
           if (next->hasTrait<aten::OpTrait::SameElementsView>() &&
               !next->hasTrait<aten::OpTrait::Split>()) {
-            outs.push_back(next->getResult(0));
+            auto out = cast<RankedTensorType>(next->getResult(0).getType());
+            if (features == in.getRank() - 1 && out.getRank() > 0 &&
+                out.getShape().back() == in.getShape().back())
+              outs.push_back({next->getResult(0), out.getRank() - 1});
             continue;
           }
           if (!next->hasTrait<aten::OpTrait::Split>())
             continue;
-          auto in = cast<RankedTensorType>(next->getOperand(0).getType());
-          int64_t last = in.getRank() - 1;
           auto pieces = next->getResultTypes();
           bool equal =
               pieces.size() > 1 && llvm::all_of(pieces, [&](Type t) {
                 auto piece = cast<RankedTensorType>(t);
-                return piece.getRank() == in.getRank() &&
-                       piece.getShape().drop_back() ==
-                           in.getShape().drop_back() &&
-                       piece.getDimSize(last) * int64_t(pieces.size()) ==
-                           in.getDimSize(last);
+                if (piece.getRank() != in.getRank() ||
+                    piece.getDimSize(features) * int64_t(pieces.size()) !=
+                        in.getDimSize(features))
+                  return false;
+                for (int64_t d = 0; d < in.getRank(); ++d)
+                  if (d != features && piece.getDimSize(d) != in.getDimSize(d))
+                    return false;
+                return true;
               });
           if (equal)
             return static_cast<int64_t>(pieces.size());
@@ -806,6 +823,7 @@ LogicalResult spmd::constrainTPBoundaries(func::FuncOp fn,
     const TPStyledModule &styled = *styledPtr;
     const std::string &m = styled.fqn;
     const TPPlanEntry *entry = styled.entry;
+    bool runsItself = !index.within(m).empty();
     llvm::SetVector<Operation *> all = moduleOps(fn, index, m, styledFqns);
     if (all.empty())
       return emitError(fn.getLoc(), "TP plan entry '")
@@ -860,6 +878,13 @@ LogicalResult spmd::constrainTPBoundaries(func::FuncOp fn,
       };
       switch (entry->style) {
       case Style::Colwise:
+        // A projection its parent computes from its parameters
+        // (`dt_proj.weight @ x.transpose(1, 2)` then `+ dt_proj.bias[:,
+        // None]`: Mamba's, Jamba's) has no Linear-shaped boundary to hold
+        // Shard(-1): the weight's and bias's Shard(0) place its features.
+        if (!runsItself && entry->inputLayouts.empty() &&
+            entry->outputLayouts.empty())
+          break;
         in = {orDefault(entry->inputLayouts, Placement::replicate())};
         desiredIn = {Placement::replicate()};
         out = {orDefault(entry->outputLayouts,
