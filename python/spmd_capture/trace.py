@@ -289,6 +289,21 @@ def _upsample_bilinear2d_backward(grad_output, output_size, input_size, align_co
     return aten._to_copy.default(result, dtype=dtype) if opmath != dtype else result
 
 
+def _upsample_nearest_backward(exact):
+    """upsample_nearest{1,2,3}d's backward (`exact`: nearest-exact's): each
+    output position's gradient summed into the input position it copies
+    (index_put with accumulate, as bilinear's: a row scatter that shards
+    on the batch and the channels), the positions those PyTorch's
+    decomposition copies (torch._decomp's _compute_upsample_nearest_indices)."""
+    def backward(grad_output, output_size, input_size, *scales):
+        from torch._decomp.decompositions import _compute_upsample_nearest_indices
+        result = aten.full.default(list(input_size), 0.0, dtype=grad_output.dtype)
+        scales = list(scales) + [None] * (len(output_size) - len(scales))
+        sources = _compute_upsample_nearest_indices(result, output_size, scales, exact)
+        return aten.index_put.default(result, [None, None] + sources, grad_output, True)
+    return backward
+
+
 def _hardtanh(self, min_val=-1.0, max_val=1.0):
     """hardtanh with integer bounds (`F.relu6`) as hardtanh with float
     ones, the dialect's attributes."""
@@ -699,6 +714,13 @@ DECOMPOSED_BY_SPMD = {
     aten.convolution.default: _convolution,
     aten.hardtanh.default: _hardtanh,
     aten.upsample_bilinear2d_backward.default: _upsample_bilinear2d_backward,
+    **{op: _upsample_nearest_backward(exact=False) for op in (
+        aten.upsample_nearest1d_backward.default, aten.upsample_nearest2d_backward.default,
+        aten.upsample_nearest3d_backward.default)},
+    **{op: _upsample_nearest_backward(exact=True) for op in (
+        aten._upsample_nearest_exact1d_backward.default,
+        aten._upsample_nearest_exact2d_backward.default,
+        aten._upsample_nearest_exact3d_backward.default)},
     aten.max.dim: _max_dim,
     aten.min.dim: _min_dim,
     aten.argmax.default: _argmax,
@@ -1701,6 +1723,36 @@ class MixedPrecision:
         return {"param_dtype": str(self.param_dtype)[6:], "cast_forward_inputs": True}
 
 
+@contextlib.contextmanager
+def _cell_rnns(model):
+    """nn.LSTM, nn.GRU and nn.RNN on CPU run as oneDNN's fused layer
+    (mkldnn_rnn_layer and its backward), which the dialect has no op for.
+    With oneDNN off for the trace, ATen writes them as their cells
+    (_rnn_impl): per time step the gates' matrix products, sigmoid, tanh
+    and products, which it has. Only the trace runs so; eager PyTorch keeps
+    its kernels. A PackedSequence input is refused by name: its batch size
+    per time step comes from the data."""
+    def refuse_packed(fqn):
+        def hook(module, args):
+            if args and isinstance(args[0], nn.utils.rnn.PackedSequence):
+                raise CaptureError(
+                    "module '%s' (%s) is given a PackedSequence: its batch size at each time "
+                    "step comes from the sequence lengths, data that a static graph cannot "
+                    "depend on; pass the padded batch (and mask the padding) instead"
+                    % (fqn, type(module).__name__))
+        return hook
+    hooks = [m.register_forward_pre_hook(refuse_packed(fqn)) for fqn, m in model.named_modules()
+             if isinstance(m, nn.RNNBase)]
+    enabled = torch.backends.mkldnn.enabled
+    torch.backends.mkldnn.enabled = False
+    try:
+        yield
+    finally:
+        torch.backends.mkldnn.enabled = enabled
+        for h in hooks:
+            h.remove()
+
+
 def trace(factory, optimizer, args, seed, accumulate=1, fake=False,
           mixed_precision=None):
     """Traces one training step on fake tensors into a functional FX graph
@@ -1871,7 +1923,7 @@ def trace(factory, optimizer, args, seed, accumulate=1, fake=False,
     clear_model_caches(model)
     try:
         with _tag_nodes(scope), _module_scopes(model, scope), _AutogradScopes(scope), \
-                _reentrant_checkpoint_replayed():
+                _reentrant_checkpoint_replayed(), _cell_rnns(model):
             raw = make_fx(step, tracing_mode="fake", _allow_non_fake_inputs=True)(*flat)
         # On fake tensors a value read into Python is a symbol, not an
         # error; this trace ran the user's code, so its node knows the line.

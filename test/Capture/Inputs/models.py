@@ -420,6 +420,7 @@ class Vision(nn.Module):
     """What vision families beyond ResNet and ViT trace to, on their own: a
     convolution with padding="valid" (one-entry window lists), GroupNorm,
     F.relu6 (integer bounds), bilinear interpolation (both corner rules),
+    nearest and nearest-exact interpolation (HRNet's and FPNs' upsampling),
     max and min over a dim with their indices, var_mean, adaptive average
     pooling of a sequence to 1 (which ATen re-strides) and an average
     pooling window wider than its ceil_mode input."""
@@ -437,6 +438,11 @@ class Vision(nn.Module):
         up = torch.nn.functional.interpolate(h, size=(9, 7), mode="bilinear")
         up = up + torch.nn.functional.interpolate(h, size=(4, 5), mode="bilinear",
                                                   align_corners=True).mean((2, 3), keepdim=True)
+        # Nearest: an integer factor, a size it does not divide, nearest-exact.
+        up = up + torch.nn.functional.interpolate(h[..., :5], scale_factor=(1.5, 1.4))
+        near = torch.nn.functional.interpolate(h, scale_factor=2) + \
+            torch.nn.functional.interpolate(h, size=(12, 12), mode="nearest-exact")
+        up = up + near.mean((2, 3), keepdim=True)
         seq = up.flatten(2)  # [B, 4, 63]
         top = seq.max(dim=-1).values + seq.min(dim=2, keepdim=True).values.squeeze(-1)
         var, mean = torch.var_mean(seq, dim=-1)
@@ -448,6 +454,54 @@ class Vision(nn.Module):
 def vision(batch=5):
     torch.manual_seed(0)
     return Vision(), {"x": torch.randn(batch, 3, 8, 8), "labels": torch.randint(0, 3, (batch,))}
+
+
+class Recurrent(nn.Module):
+    """nn.LSTM (2 layers, bidirectional, batch first), nn.GRU and nn.RNN
+    (ReLU, sequence first): traced as their cells, per time step."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Embedding(20, 8)
+        self.lstm = nn.LSTM(8, 6, num_layers=2, batch_first=True, bidirectional=True)
+        self.gru = nn.GRU(12, 5, batch_first=True)
+        self.rnn = nn.RNN(5, 4, nonlinearity="relu")
+        self.head = nn.Linear(4, 3)
+
+    def forward(self, tokens, labels):
+        h, _ = self.lstm(self.embed(tokens))
+        h, last = self.gru(h)
+        h, _ = self.rnn(h.transpose(0, 1))
+        logits = self.head(h[-1] + last[0].sum(-1, keepdim=True))
+        return torch.nn.functional.cross_entropy(logits, labels)
+
+
+def recurrent(batch=5):
+    torch.manual_seed(0)
+    return Recurrent(), {"tokens": torch.randint(0, 20, (batch, 7)),
+                         "labels": torch.randint(0, 3, (batch,))}
+
+
+class Packed(nn.Module):
+    """An nn.LSTM given a PackedSequence: its batch per time step comes from
+    the lengths."""
+
+    def __init__(self):
+        super().__init__()
+        self.lstm = nn.LSTM(4, 3, batch_first=True)
+        self.head = nn.Linear(3, 2)
+
+    def forward(self, x, lengths, labels):
+        packed = nn.utils.rnn.pack_padded_sequence(x, lengths, batch_first=True,
+                                                   enforce_sorted=False)
+        _, (h, _) = self.lstm(packed)
+        return torch.nn.functional.cross_entropy(self.head(h[-1]), labels)
+
+
+def packed():
+    torch.manual_seed(0)
+    return Packed(), {"x": torch.randn(3, 5, 4), "lengths": torch.tensor([5, 3, 2]),
+                      "labels": torch.tensor([0, 1, 1])}
 
 
 def grouped():
