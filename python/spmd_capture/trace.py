@@ -293,8 +293,9 @@ def _upsample_nearest_backward(exact):
     """upsample_nearest{1,2,3}d's backward (`exact`: nearest-exact's): each
     output position's gradient summed into the input position it copies
     (index_put with accumulate, as bilinear's: a row scatter that shards
-    on the batch and the channels), the positions those PyTorch's
-    decomposition copies (torch._decomp's _compute_upsample_nearest_indices)."""
+    on the batch and the channels). The positions are those PyTorch's
+    decomposition of the forward copies from (torch._decomp's
+    _compute_upsample_nearest_indices)."""
     def backward(grad_output, output_size, input_size, *scales):
         from torch._decomp.decompositions import _compute_upsample_nearest_indices
         result = aten.full.default(list(input_size), 0.0, dtype=grad_output.dtype)
