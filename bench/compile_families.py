@@ -11,7 +11,8 @@ relative difference of the losses is printed.
 
 Each argument is `task:model_type` (task: causal, masked, seq2seq or
 vision for transformers' model types, torchvision for torchvision's model
-names). `--keep-dropout` keeps the configs' drop rates: the compiled
+names, timm for timm's, 64x64 images where the model takes a size; timm
+is not a dependency of spmd: `pip install timm` into the venv first). `--keep-dropout` keeps the configs' drop rates: the compiled
 step's masks are spmd's (drawn by global element index), not PyTorch's, so
 its losses are then compared across meshes by running the script with
 another `-np` or `--mode`, not against eager. tp and fsdp-tp take
@@ -50,6 +51,18 @@ def build(task, model_type, keep_dropout):
         model, (x,), loss_fn, (y,) = torchvision_models.model(
             model_type, batch=6, dropout=dropout)
         return model, {"x": x, "y": y}, lambda m, x, y: loss_fn(m(x), y)
+    if task == "timm":
+        import timm
+        torch.manual_seed(0)
+        rates = {} if keep_dropout else {"drop_rate": 0.0}
+        try:
+            model = timm.create_model(model_type, num_classes=10, img_size=64, **rates)
+        except TypeError:  # a family whose constructor takes no image size
+            model = timm.create_model(model_type, num_classes=10, **rates)
+        if not keep_dropout:
+            torchvision_models.set_dropout(model, 0.0)
+        batch = {"x": torch.randn(6, 3, 64, 64), "y": torch.randint(0, 10, (6,))}
+        return model, batch, lambda m, x, y: torch.nn.functional.cross_entropy(m(x), y)
     if task == "vision":
         model, batch = hf_vision.vision(model_type, batch=6, dropout=dropout)
     else:
