@@ -12,7 +12,8 @@ relative difference of the losses is printed.
 Each argument is `task:model_type` (task: causal, masked, seq2seq or
 vision for transformers' model types, torchvision for torchvision's model
 names, timm for timm's, 64x64 images where the model takes a size; timm
-is not a dependency of spmd: `pip install timm` into the venv first). `--keep-dropout` keeps the configs' drop rates: the compiled
+is not a dependency of spmd: `pip install timm` into the venv first).
+`--keep-dropout` keeps the configs' drop rates: the compiled
 step's masks are spmd's (drawn by global element index), not PyTorch's, so
 its losses are then compared across meshes by running the script with
 another `-np` or `--mode`, not against eager. tp and fsdp-tp take
@@ -73,8 +74,13 @@ def build(task, model_type, keep_dropout):
     return model, batch, lambda m, **b: m(**b).loss
 
 
+def adamw(model):
+    """The optimizer of both sides, compiled and eager."""
+    return torch.optim.AdamW(model.parameters(), lr=1e-3)
+
+
 def eager_losses(model, batch, loss_of, steps):
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    optimizer = adamw(model)
     losses = []
     for _ in range(steps):
         loss = loss_of(model, **batch)
@@ -104,7 +110,7 @@ def main():
             reference64 = copy.deepcopy(model).double()
             inputs64 = {k: v.double() if v.is_floating_point() else v
                         for k, v in inputs.items()}
-            optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+            optimizer = adamw(model)
             plan = None
             if args.mode in ("tp", "fsdp-tp"):
                 plan = os.path.join(HERE, "..", "examples", "hf_%s.tp.json" % model_type)

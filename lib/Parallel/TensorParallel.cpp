@@ -688,13 +688,12 @@ private:
 };
 
 /// The forward ops of module `m` (see constrainTPBoundaries), in program
-/// order. `styled`: the modules the plan styles.
+/// order. `own`: the ops whose `spmd.module` lies in `m` (ForwardOpIndex's
+/// `within`); `styled`: the modules the plan styles.
 llvm::SetVector<Operation *> moduleOps(func::FuncOp fn,
-                                       const ForwardOpIndex &index, StringRef m,
+                                       ArrayRef<Operation *> own, StringRef m,
                                        ArrayRef<StringRef> styled) {
-  llvm::SetVector<Operation *> ops;
-  for (Operation *op : index.within(m))
-    ops.insert(op);
+  llvm::SetVector<Operation *> ops(own.begin(), own.end());
   if (!ops.empty())
     return ops;
   // A module run by its parent through its parameters (F.linear with
@@ -823,8 +822,9 @@ LogicalResult spmd::constrainTPBoundaries(func::FuncOp fn,
     const TPStyledModule &styled = *styledPtr;
     const std::string &m = styled.fqn;
     const TPPlanEntry *entry = styled.entry;
-    bool runsItself = !index.within(m).empty();
-    llvm::SetVector<Operation *> all = moduleOps(fn, index, m, styledFqns);
+    SmallVector<Operation *> own = index.within(m);
+    bool runsItself = !own.empty();
+    llvm::SetVector<Operation *> all = moduleOps(fn, own, m, styledFqns);
     if (all.empty())
       return emitError(fn.getLoc(), "TP plan entry '")
              << entry->pattern << "': module '" << m
