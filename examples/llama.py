@@ -13,10 +13,15 @@ for planning and compile-time work):
       kv_heads=8, ffn=14336, vocab=128256, seq=8192, batch=1)' --meta
       --optimizer adamw -o l8b.mlir --bundle l8b.bundle
 
-Rotary embeddings rotate each head's (first half, second half) pairs:
-x * cos + rotate_half(x) * sin, with rotate_half(x) = (-x2, x1) written as
-a product with a constant signed permutation (a buffer), and cos/sin
-precomputed buffers, as `transformers`' Llama computes them.
+Rotary embeddings (`rope="half"`, the default) rotate each head's (first
+half, second half) pairs: x * cos + rotate_half(x) * sin, with
+rotate_half(x) = (-x2, x1) written as a product with a constant signed
+permutation (a buffer), and cos/sin precomputed buffers, as `transformers`'
+Llama computes them. With `rope="complex"` they rotate adjacent pairs as
+torchtitan's and Meta's reference code write it: the pairs viewed as complex
+numbers (torch.view_as_complex) times a complex buffer `freqs_cis` made with
+torch.polar, then torch.view_as_real. spmd-capture carries the complex
+values as real pairs, so the captured step has real ops only.
 """
 import torch
 import torch.nn as nn
@@ -53,15 +58,31 @@ class Rotary(nn.Module):
         return x * self.cos + (x @ self.rotate) * self.sin
 
 
+class ComplexRotary(nn.Module):
+    """freqs_cis [seq, head_dim / 2], complex64: e^(i * position * freq), a
+    non-persistent buffer; torchtitan's apply_rotary_emb."""
+
+    def __init__(self, head_dim, seq, theta=500000.0):
+        super().__init__()
+        freqs = 1.0 / theta ** (torch.arange(0, head_dim, 2).float() / head_dim)
+        angles = torch.outer(torch.arange(seq).float(), freqs)
+        self.register_buffer("freqs_cis", torch.polar(torch.ones_like(angles), angles),
+                             persistent=False)
+
+    def forward(self, x):  # x: [batch, heads, seq, head_dim]
+        pairs = torch.view_as_complex(x.float().reshape(*x.shape[:-1], -1, 2))
+        return torch.view_as_real(pairs * self.freqs_cis[: x.shape[2]]).flatten(3).type_as(x)
+
+
 class Attention(nn.Module):
-    def __init__(self, dim, heads, kv_heads, seq):
+    def __init__(self, dim, heads, kv_heads, seq, rope):
         super().__init__()
         self.heads, self.kv_heads, self.head_dim = heads, kv_heads, dim // heads
         self.wq = nn.Linear(dim, heads * self.head_dim, bias=False)
         self.wk = nn.Linear(dim, kv_heads * self.head_dim, bias=False)
         self.wv = nn.Linear(dim, kv_heads * self.head_dim, bias=False)
         self.wo = nn.Linear(heads * self.head_dim, dim, bias=False)
-        self.rotary = Rotary(self.head_dim, seq)
+        self.rotary = {"half": Rotary, "complex": ComplexRotary}[rope](self.head_dim, seq)
 
     def forward(self, x):
         b, s, _ = x.shape
@@ -93,10 +114,10 @@ class FeedForward(nn.Module):
 
 
 class Block(nn.Module):
-    def __init__(self, dim, heads, kv_heads, ffn, seq):
+    def __init__(self, dim, heads, kv_heads, ffn, seq, rope):
         super().__init__()
         self.attention_norm, self.ffn_norm = RMSNorm(dim), RMSNorm(dim)
-        self.attention = Attention(dim, heads, kv_heads, seq)
+        self.attention = Attention(dim, heads, kv_heads, seq, rope)
         self.feed_forward = FeedForward(dim, ffn)
 
     def forward(self, x):
@@ -105,10 +126,11 @@ class Block(nn.Module):
 
 
 class Llama(nn.Module):
-    def __init__(self, vocab, dim, heads, kv_heads, ffn, layers, seq):
+    def __init__(self, vocab, dim, heads, kv_heads, ffn, layers, seq, rope="half"):
         super().__init__()
         self.tok_embeddings = nn.Embedding(vocab, dim)
-        self.layers = nn.ModuleList(Block(dim, heads, kv_heads, ffn, seq) for _ in range(layers))
+        self.layers = nn.ModuleList(Block(dim, heads, kv_heads, ffn, seq, rope)
+                                    for _ in range(layers))
         self.norm, self.output = RMSNorm(dim), nn.Linear(dim, vocab, bias=False)
 
     def forward(self, tokens):
@@ -122,9 +144,11 @@ def next_token_loss(logits, targets):
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
 
 
-def llama(batch=2, seq=16, vocab=128, dim=64, heads=4, kv_heads=2, ffn=96, layers=2):
+def llama(batch=2, seq=16, vocab=128, dim=64, heads=4, kv_heads=2, ffn=96, layers=2,
+          rope="half"):
     """Sizes as torchtitan's ModelArgs: `dim` the hidden size, `ffn` the
-    SwiGLU hidden size; heads % kv_heads == 0."""
+    SwiGLU hidden size; heads % kv_heads == 0. `rope`: "half" or "complex"
+    (the module docstring)."""
     tokens = torch.randint(0, vocab, (batch, seq + 1))
-    model = Llama(vocab, dim, heads, kv_heads, ffn, layers, seq)
+    model = Llama(vocab, dim, heads, kv_heads, ffn, layers, seq, rope)
     return model, (tokens[:, :-1],), next_token_loss, (tokens[:, 1:],)

@@ -405,7 +405,7 @@ class _Program:
         tensors.update(model.named_buffers())
         for i, a in enumerate(self.step.args):
             if a.role in ("param", "buffer"):
-                self.session.set_arg(i, tensors[a.fqn], a.value.dtype, root=0)
+                self.session.set_arg(i, a.carried(tensors[a.fqn]), a.value.dtype, root=0)
 
     def unset_state(self):
         """Frees this rank's pieces of the state."""
@@ -445,7 +445,7 @@ class _Program:
             try:
                 if a.role in ("input", "target"):
                     value = batch[a.slot] if isinstance(a.slot, int) else kwbatch[a.slot]
-                    session.set_arg(i, value, a.value.dtype, borrow=True)
+                    session.set_arg(i, a.carried(value), a.value.dtype, borrow=True)
                 elif a.role == "lr":
                     session.set_arg(i, torch.tensor(float(optimizer.param_groups[a.slot]["lr"])),
                                     torch.float32)
@@ -737,7 +737,7 @@ class CompiledStep:
         optimizer state (`<param FQN>.<state key>`, e.g. `fc.weight.exp_avg`),
         gathered on every rank, and `step`, the optimizer steps taken."""
         self._require()
-        out = {a.fqn: self._session.gather(0, i, list(a.value.shape), a.value.dtype)
+        out = {a.fqn: a.restored(self._session.gather(0, i, list(a.value.shape), a.value.dtype))
                for i, a in self._state_args()}
         out["step"] = self.steps
         return out

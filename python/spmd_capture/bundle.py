@@ -77,17 +77,20 @@ def _eager_step(factory, optimizer, step, seed, float64=False, accumulate=1,
     to its param_dtype (torch.func.functional_call), which is what FSDP2's
     policy computes; the optimizer updates the fp32 parameters."""
     model = factory.model
-    wide = lambda t: t.double() if float64 and t.is_floating_point() else t
+    def wide(t):
+        if float64 and t.is_complex():
+            return t.to(torch.complex128)
+        return t.double() if float64 and t.is_floating_point() else t
     if float64:
         # Tensors a forward left on the modules (RecurrentGemma's recurrent
         # states) are not leaves, which deepcopy refuses: the copy shares
         # them detached (the next forward replaces them).
         left = {id(v): v.detach() for m in model.modules() for v in vars(m).values()
                 if isinstance(v, torch.Tensor) and not v.is_leaf}
-        model = copy.deepcopy(model, left).double()
+        model = copy.deepcopy(model, left).double()._apply(wide)
     params, buffers = dict(model.named_parameters()), dict(model.named_buffers())
     opt, clip = optimizer.eager([p for p in params.values() if p.requires_grad])
-    values = [wide(a.value) for a in step.args]
+    values = [wide(a.restored(a.value)) for a in step.args]
     torch.manual_seed(seed)
     opt.zero_grad()
     loss = None
@@ -114,7 +117,7 @@ def _eager_step(factory, optimizer, step, seed, float64=False, accumulate=1,
         elif arg.role == "param":
             results.append(params[arg.fqn])
         elif arg.role == "buffer":
-            results.append(buffers[arg.fqn])
+            results.append(arg.carried(buffers[arg.fqn]))
         else:
             param, _, key = arg.fqn.rpartition(".")
             results.append(opt.state[params[param]][key])

@@ -42,6 +42,7 @@ from torch.nn.utils.stateless import _reparametrize_module
 from torch.overrides import TorchFunctionMode
 
 from . import CaptureError
+from . import complex as complex_pairs
 
 aten = torch.ops.aten
 
@@ -776,6 +777,17 @@ class Arg:
     value: torch.Tensor
     slot: Optional[int] = None
     micro: Optional[int] = None
+    # A complex tensor, which the step takes as its real pairs (`value` is
+    # torch.view_as_real of it after tracing: complex.py).
+    complex: bool = False
+
+    def carried(self, tensor):
+        """A tensor the user holds for this argument as the step takes it."""
+        return torch.view_as_real(torch.as_tensor(tensor)) if self.complex else tensor
+
+    def restored(self, tensor):
+        """A value of this argument as the user holds it."""
+        return torch.view_as_complex(tensor) if self.complex else tensor
 
 
 @dataclasses.dataclass(frozen=True)
@@ -1558,14 +1570,24 @@ class _Record(torch.fx.Interpreter):
 
 
 class _Replay(torch.fx.Interpreter):
-    """Runs the first-stage graph, restoring each node's scope for the second."""
+    """Runs the first-stage graph, restoring each node's scope for the
+    second. Complex values run as real pairs (complex.py): the complex
+    arguments come as their pairs."""
 
     def __init__(self, module, scope):
         super().__init__(module)
         self.scope = scope
+        # A CaptureError raised here is the user's message, as it is.
+        self.extra_traceback = False
 
     def run_node(self, n):
-        self.scope.set(n.meta.get("spmd_fqn", ""), n.meta.get("spmd_phase", "forward"))
+        fqn, phase = n.meta.get("spmd_fqn", ""), n.meta.get("spmd_phase", "forward")
+        self.scope.set(fqn, phase)
+        if n.op == "get_attr":
+            return complex_pairs.as_pairs(super().run_node(n))
+        if n.op == "call_function" and (complex_pairs.node_is_complex(n) or any(
+                complex_pairs.node_is_complex(a) for a in n.all_input_nodes)):
+            return complex_pairs.run_node(n, self.env, "%s (%s)" % (describe(fqn), phase))
         return super().run_node(n)
 
     def call_function(self, target, args, kwargs):
@@ -1911,6 +1933,13 @@ def trace(factory, optimizer, args, seed, accumulate=1, fake=False,
     # picks its trace-safe paths rather than reading values), and a value
     # read into Python is a symbol, reported below. The graph then runs
     # once on the real values.
+    for i in trainable:
+        if args[i].value.is_complex():
+            raise CaptureError(
+                "parameter '%s' is complex (%s): spmd-capture trains real parameters only "
+                "(complex values inside the step and complex buffers are carried as real "
+                "pairs); hold it as torch.view_as_real of it and take "
+                "torch.view_as_complex in forward" % (args[i].fqn, args[i].value.dtype))
     flat = [a.value.clone().requires_grad_(i in trainable) for i, a in enumerate(args)]
     if fake and any(t.is_meta for t in flat):
         # Values built on the meta device (capture --meta) trace as CPU
@@ -1943,6 +1972,7 @@ def trace(factory, optimizer, args, seed, accumulate=1, fake=False,
                         node.meta.get("spmd_where", ("", ""))[0],
                         list(getattr(raw, node.args[0].target).shape)))
         constants = _read_constants(raw)
+        _refuse_complex_results(raw, results)
         # The zero .grads a user's step starts from (_UserStep) are dead
         # unless its code read them.
         for node in list(raw.graph.nodes):
@@ -1953,7 +1983,8 @@ def trace(factory, optimizer, args, seed, accumulate=1, fake=False,
             gm = make_fx(functionalize(_Replay(raw, scope).run, remove="mutations"),
                          decomposition_table=decompositions(),
                          tracing_mode="fake", _allow_non_fake_inputs=True)(
-                             *[t.clone() for t in flat])
+                             *[complex_pairs.as_pairs(t) if t.is_complex() else t.clone()
+                               for t in flat])
     except CaptureError:
         raise
     except RuntimeError as e:
@@ -1970,6 +2001,9 @@ def trace(factory, optimizer, args, seed, accumulate=1, fake=False,
                                   node.meta.get("spmd_phase", "forward"))
     _updates_to_results(gm, args, results,
                         frozen={i for i in by_role["param"] if i not in trainable})
+    for a in args:
+        if a.value.is_complex():
+            a.value, a.complex = complex_pairs.as_pairs(a.value), True
     if fake:
         # make_fx recorded fake tensors: keep their shapes and dtypes only.
         for node in gm.graph.nodes:
@@ -1982,6 +2016,19 @@ def trace(factory, optimizer, args, seed, accumulate=1, fake=False,
     outputs = _Record(gm).run(*[a.value.clone() for a in args])
     return Step(gm, args, results, list(outputs), module_records(model),
                 returned[0] if returned else None, constants)
+
+
+def _refuse_complex_results(raw, results):
+    """Raises CaptureError for a complex tensor that a user's train_step
+    returns: the step carries complex values as real pairs, and gives back
+    real tensors only (complex state it updates stays its pairs inside)."""
+    output = next(n for n in raw.graph.nodes if n.op == "output")
+    for r, value in zip(results, output.args[0]):
+        if complex_pairs.node_is_complex(value):
+            raise CaptureError(
+                "train_step returns a complex tensor ('%s', %s): spmd computes on complex "
+                "values as real pairs and returns real tensors only: return "
+                "torch.view_as_real of it" % (r.fqn, value.meta["val"].dtype))
 
 
 def _loss_check(loss):

@@ -508,3 +508,73 @@ def grouped():
     x = torch.randn(7, 8)
     x[0, :3] = torch.tensor([-0.6, 0.2, 1.0])  # on histc's bin edges
     return Grouped(), (x,)
+
+
+class Complex(nn.Module):
+    """Complex values inside the step, carried as real pairs: rotary
+    embeddings as torchtitan's Llama writes them (view_as_complex of the
+    projection's pairs times a complex buffer from torch.polar), a complex
+    batch input, a learnable phase through polar and exp, a complex matrix
+    made with torch.complex, division, conj, abs, an in-place product, a
+    complex mean, .real and .imag."""
+
+    def __init__(self, dim=8, seq=6):
+        super().__init__()
+        self.proj = nn.Linear(dim, dim)
+        freqs = torch.outer(torch.arange(2 * seq).float(),
+                            1.0 / 100 ** (torch.arange(0, dim, 2).float() / dim))
+        self.register_buffer("freqs_cis", torch.polar(torch.ones_like(freqs), freqs))
+        self.phase = nn.Parameter(torch.randn(dim // 2))
+        self.mix = nn.Parameter(torch.randn(dim // 2, dim // 2) * 0.3)
+        self.head = nn.Linear(2 * dim, 3)
+
+    def forward(self, x, spectrum, labels):
+        h = self.proj(x)
+        z = torch.view_as_complex(h.float().reshape(*h.shape[:-1], -1, 2))
+        z = z * self.freqs_cis[: x.shape[1]]
+        rot = torch.polar(torch.ones_like(self.phase), self.phase)
+        z = z * rot.conj() + 0.5j * z / (1.5 + z.abs())
+        z = z @ torch.complex(self.mix, self.mix.t())
+        s = spectrum.unsqueeze(1) * torch.exp(1j * self.phase)
+        z = z + s
+        z.mul_(0.9)
+        q = z / (s + 2)
+        pooled = torch.cat([z.real, z.imag, torch.view_as_real(q).flatten(2)], -1).mean(1)
+        gate = z.mean(1).abs().sum(-1, keepdim=True)
+        return torch.nn.functional.cross_entropy(self.head(pooled) * gate, labels)
+
+
+def complex_rope(batch=5, seq=6):
+    torch.manual_seed(0)
+    return Complex(seq=seq), {"x": torch.randn(batch, seq, 8),
+                              "spectrum": torch.randn(batch, 4, dtype=torch.complex64),
+                              "labels": torch.randint(0, 3, (batch,))}
+
+
+class ComplexCases(nn.Module):
+    """Complex buffers beyond a read: one the step updates in place
+    (`state`, carried as its pairs); and what the real pairs do not carry:
+    a complex parameter (`param`), a complex op without a real-pair form
+    (`fft`)."""
+
+    def __init__(self, what):
+        super().__init__()
+        self.what, self.fc = what, nn.Linear(4, 4)
+        if what == "param":
+            self.weight = nn.Parameter(torch.randn(2, dtype=torch.complex64))
+        self.register_buffer("phase", torch.ones(2, dtype=torch.complex64))
+
+    def forward(self, x):
+        h = torch.view_as_complex(self.fc(x).reshape(-1, 2, 2))
+        if self.what == "param":
+            h = h * self.weight
+        if self.what == "state":
+            self.phase.mul_(1j)
+        if self.what == "fft":
+            h = torch.fft.fft(h)
+        return torch.view_as_real(h * self.phase).pow(2).mean()
+
+
+def complex_cases(what):
+    torch.manual_seed(0)
+    return ComplexCases(what), (torch.randn(3, 4),)
