@@ -286,6 +286,7 @@ COMPLEX_OPS = {
     aten.div.Tensor: _div, aten.div.Scalar: _div, aten.div.Tensor_mode: _div,
     aten.neg.default: lambda a: Pair(-a.t),
     aten._conj.default: _conj, aten.conj_physical.default: _conj,
+    aten._conj_physical.default: _conj,
     aten.resolve_conj.default: lambda a: a, aten.resolve_neg.default: lambda a: a,
     aten.reciprocal.default: _reciprocal,
     aten.abs.default: _abs,
