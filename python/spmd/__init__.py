@@ -56,8 +56,10 @@ import atexit
 import collections
 import collections.abc
 import ctypes
+import inspect
 import json
 import os
+import sys
 
 import numpy as np
 import torch
@@ -378,6 +380,50 @@ def _mesh_text(mesh):
 
 STATE_ROLES = ("param", "buffer", "optim_state")
 
+_UNBOUND = object()
+
+
+def _bound(place, name):
+    """What a binding of _constant_bindings holds now: a namespace's name
+    (`place` a dict) or a closure cell's contents (`name` None)."""
+    if name is None:
+        try:
+            return place.cell_contents
+        except ValueError:  # an emptied cell
+            return _UNBOUND
+    return place.get(name, _UNBOUND)
+
+
+def _constant_bindings(fn, model, constants):
+    """Where the step's code finds each tensor it baked in as a constant:
+    [(place, name, tensor)] for a name in the globals of `fn` or of the
+    modules that define the model's classes (their forward code), a closure
+    cell of `fn` (name None), or a plain tensor attribute of a submodule
+    (its __dict__). A tensor reached only inside a container (a dict of
+    tensors, an object's attribute) has no binding here."""
+    ids = {id(t) for t in constants}
+    if not ids:
+        return []
+    fn = inspect.unwrap(getattr(fn, "func", fn))  # functools.partial, decorators
+    fn = getattr(fn, "__func__", fn)  # a bound method
+    namespaces = [getattr(fn, "__globals__", {})]
+    modules = list(model.modules()) if isinstance(model, torch.nn.Module) else []
+    namespaces += [vars(sys.modules[type(m).__module__]) for m in modules
+                   if type(m).__module__ in sys.modules]
+    namespaces += [vars(m) for m in modules]
+    places, seen = [], set()
+    for namespace in namespaces:
+        if id(namespace) in seen:
+            continue
+        seen.add(id(namespace))
+        places += [(namespace, name, v) for name, v in list(namespace.items())
+                   if id(v) in ids]
+    for cell in getattr(fn, "__closure__", None) or ():
+        value = _bound(cell, None)
+        if id(value) in ids:
+            places.append((cell, None, value))
+    return places
+
 
 class _Program:
     """One compiled program of a step: its session, the traced step, the
@@ -385,18 +431,22 @@ class _Program:
     schedulable hyperparameter an input: _hyperparameters), and its number,
     the compile it came from (the same on every rank)."""
 
-    def __init__(self, session, step, key, key_dynamic, number):
+    def __init__(self, session, step, key, key_dynamic, number, bindings=()):
         self.session, self.step = session, step
         self.key, self.key_dynamic, self.number = key, key_dynamic, number
         self.loss = next((i for i, r in enumerate(step.results)
                           if r.updates is None and r.role == "loss"), None)
         # The constants it baked in (globals, closures) and their versions:
-        # an in-place change since makes it stale.
+        # an in-place change since makes it stale; so does a name that
+        # bound one (_constant_bindings) and binds another object now.
         self.constants = [(t, t._version) for t in step.constants]
+        self.bindings = list(bindings)
 
     def stale(self):
-        """Whether a tensor it baked in as a constant changed in place."""
-        return any(t._version != v for t, v in self.constants)
+        """Whether a tensor it baked in as a constant changed in place, or
+        the name the step's code found it by is bound to another object."""
+        return any(t._version != v for t, v in self.constants) or \
+            any(_bound(place, name) is not t for place, name, t in self.bindings)
 
     def set_state(self, model):
         """Collective. Sets the parameters and buffers from rank 0's `model`
@@ -574,7 +624,8 @@ class CompiledStep:
         for i, (r, out) in enumerate(zip(step.results, step.outputs)):
             if r.updates is None:
                 session.set_result_shape(i, list(out.shape))
-        return _Program(session, step, key, key_dynamic, number)
+        return _Program(session, step, key, key_dynamic, number,
+                        _constant_bindings(fn, model, step.constants))
 
     def _compile(self, model, optimizer, fn, batch, kwbatch, key, key_dynamic):
         _keep(self._programs, key, self._new_program(model, optimizer, fn, batch, kwbatch, key,

@@ -16,7 +16,8 @@
   guard.py constants   tensors the step reads that are neither the model's
                        nor the batch (class weights, a frozen teacher, both
                        globals) are constants; an in-place change to one
-                       recompiles; losses match PyTorch's
+                       recompiles, and so does rebinding the global to
+                       another tensor; losses match PyTorch's
   guard.py containers  batches in containers, as DataLoaders give them: a
                        dict, transformers' BatchEncoding, an (x, y) tuple
                        in a list, a keyword dict; losses (and an eval
@@ -174,11 +175,14 @@ def distilled(model, optimizer, x, y):
 
 
 def constants():
+    global CLASS_WEIGHTS
     model, batches, reference, opt, ref_opt = with_reference()
     step = spmd.compile(parallel_mode="fsdp")(distilled)
-    for k, (x, y) in enumerate(batches[:2] * 2):
+    for k, (x, y) in enumerate(batches[:2] * 3):
         if k == 2:
             CLASS_WEIGHTS[0] = 3.0  # in place: the next call recompiles
+        if k == 4:  # the name bound to another tensor: so does this one
+            CLASS_WEIGHTS = torch.tensor([0.5, 1.0, 4.0])
         loss = step(model, opt, x, y).item()
         ref = distilled(reference, ref_opt, x, y).item()
         if spmd.rank() == 0:
