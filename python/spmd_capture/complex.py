@@ -16,6 +16,7 @@ Views of a complex tensor stay views of its pairs, and an in-place op on a
 complex tensor writes its pairs in place, so aliasing (an in-place product
 on view_as_complex(x) changes x) is PyTorch's.
 """
+import math
 import operator
 
 import torch
@@ -195,6 +196,80 @@ def _matmul(op):
     return product
 
 
+# -- discrete Fourier transforms ----------------------------------------------
+# ATen's _fft_* ops (torch.fft's functions, FNet's token mixing) as products
+# with the DFT matrix along each transformed dim: O(n^2) per dim where an FFT
+# is O(n log n), in ops the dialect has. The matrix's angles 2*pi*(j*k mod
+# n)/n come from exact integers, so that cos and sin see angles below 2*pi.
+
+def _dft(n, rows, dtype, device):
+    """(cos, sin) of the angles 2*pi*j*k/n, j < rows, k < n: [rows, n]."""
+    j = torch.arange(rows, device=device)
+    k = torch.arange(n, device=device)
+    angle = torch.remainder(j[:, None] * k[None, :], n).to(dtype) * (2 * math.pi / n)
+    return torch.cos(angle), torch.sin(angle)
+
+
+def _scale(normalization, sizes):
+    """ATen's fft_norm_mode: 0 none, 1 by 1/sqrt(n), 2 by 1/n (n the
+    product of the transformed sizes)."""
+    n = math.prod(sizes)
+    return {0: 1.0, 1: 1.0 / math.sqrt(n), 2: 1.0 / n}[normalization]
+
+
+def _dft_dim(re, im, d, forward, columns=None):
+    """(re + i im) transformed along dim d: sum_j x_j e^(-+2 pi i j k / n)
+    (minus forward), for k < `columns` (default n)."""
+    n = re.shape[d]
+    c, s = _dft(n, n, re.dtype, re.device)
+    if columns is not None:
+        c, s = c[:, :columns], s[:, :columns]
+    sign = 1.0 if forward else -1.0
+    re, im = re.movedim(d, -1), None if im is None else im.movedim(d, -1)
+    out_re, out_im = re @ c, -sign * (re @ s)
+    if im is not None:
+        out_re, out_im = out_re + sign * (im @ s), out_im + im @ c
+    return out_re.movedim(-1, d), out_im.movedim(-1, d)
+
+
+def _fft(re, im, dims, normalization, forward, onesided=False):
+    sizes = [re.shape[d] for d in dims]
+    for k, d in enumerate(dims):
+        last = k == len(dims) - 1
+        re, im = _dft_dim(re, im, d, forward,
+                          re.shape[d] // 2 + 1 if onesided and last else None)
+    scale = _scale(normalization, sizes)
+    return _pair(re * scale, im * scale)
+
+
+def _fft_c2c(a, dim, normalization, forward):
+    return _fft(a.re, a.im, _dims(dim, a.ndim), normalization, forward)
+
+
+def _fft_r2c(x, dim, normalization, onesided):
+    return _fft(x, None, [d % x.dim() for d in dim], normalization, True, onesided)
+
+
+def _fft_c2r(a, dim, normalization, last_dim_size):
+    """The inverse transform of a Hermitian spectrum whose last transformed
+    dim holds its first n // 2 + 1 entries (n = last_dim_size): a real
+    tensor. As pocketfft, the imaginary parts of entries 0 and n / 2 are
+    not read."""
+    dims = _dims(dim, a.ndim)
+    re, im = a.re, a.im
+    for d in dims[:-1]:
+        re, im = _dft_dim(re, im, d, False)
+    d, n = dims[-1], last_dim_size
+    half = n // 2 + 1
+    re, im = re.narrow(d, 0, half).movedim(d, -1), im.narrow(d, 0, half).movedim(d, -1)
+    c, s = _dft(n, half, re.dtype, re.device)
+    # Entries 1 .. ceil(n / 2) - 1 stand for their conjugate mirror too.
+    k = torch.arange(half, device=re.device)
+    weight = torch.where((k == 0) | (2 * k == n), 1.0, 2.0).to(re.dtype)[:, None]
+    out = re @ (c * weight) - im @ (s * weight)
+    return out.movedim(-1, d) * _scale(normalization, [a.t.shape[x] for x in dims[:-1]] + [n])
+
+
 def _where(cond, a, b):
     return Pair(torch.where(cond.unsqueeze(-1), _to_pair(a).t, _to_pair(b).t))
 
@@ -337,6 +412,8 @@ COMPLEX_OPS = {
                                     index)),
     aten.sum.dim_IntList: _sum, aten.sum.default: lambda a, dtype=None: _sum(a, dtype=dtype),
     aten.mean.dim: _mean, aten.mean.default: lambda a, dtype=None: _mean(a, dtype=dtype),
+    aten._fft_c2c.default: _fft_c2c, aten._fft_r2c.default: _fft_r2c,
+    aten._fft_c2r.default: _fft_c2r,
     aten.constant_pad_nd.default: lambda a, pad, value=0: Pair(F.pad(a.t, [0, 0] + list(pad)))
     if value == 0 else None,
     aten.copy.default: lambda a, src, non_blocking=False: Pair(
@@ -398,7 +475,7 @@ def run_node(node, env, describe):
             "%s in %s computes on complex values; the aten dialect has no complex types and "
             "spmd-capture has no real-pair form of this op (it has: view_as_complex, "
             "view_as_real, polar, complex, arithmetic, conj, abs, exp, views, cat, sums, "
-            "indexing)" % (node.target, describe))
+            "indexing, torch.fft's transforms)" % (node.target, describe))
 
     def value(a):
         return Pair(env[a]) if node_is_complex(a) else env[a]

@@ -73,6 +73,16 @@ CASES = {
     "real to complex": lambda z, w, r: r.to(torch.complex64) * z,
     "to real": lambda z, w, r: (z * w).to(torch.float32),
     "in place": _inplace,
+    "fft": lambda z, w, r: torch.fft.fft(z), "ifft ortho": lambda z, w, r: torch.fft.ifft(
+        z, norm="ortho"),
+    "fft2 forward": lambda z, w, r: torch.fft.fft2(z, norm="forward"),
+    "fftn real (FNet)": lambda z, w, r: torch.fft.fftn(r, dim=(0, 1)).real,
+    "rfft": lambda z, w, r: torch.fft.rfft(r), "rfft2": lambda z, w, r: torch.fft.rfft2(r),
+    "irfft": lambda z, w, r: torch.fft.irfft(z), "irfft odd n": lambda z, w, r: torch.fft.irfft(
+        z, n=5, norm="ortho"),
+    "irfft2": lambda z, w, r: torch.fft.irfft2(z[:, :3]),
+    "hfft": lambda z, w, r: torch.fft.hfft(z),
+    "fftshift": lambda z, w, r: torch.fft.fftshift(torch.fft.fft(z)),
 }
 
 
@@ -93,6 +103,11 @@ CASES.update({
         (z * r).exp() / (w.conj() + 2)).sum()),
     "grad matmul/sum": _grad(lambda z, w, r: (torch.complex(r, r.flip(0)) @ w.t()).sum().abs()),
     "grad real/imag/cat": _grad(lambda z, w, r: torch.cat([(z * r).real, (w * r).imag]).sum()),
+    "grad fftn real (FNet)": _grad(lambda z, w, r: (torch.fft.fftn(r, dim=(0, 1)).real *
+                                                    r.flip(1)).sum()),
+    "grad rfft/irfft": _grad(lambda z, w, r: (torch.fft.irfft(torch.fft.rfft(r) * w[:, :3],
+                                                             n=4) ** 2).sum()),
+    "grad fft/ifft": _grad(lambda z, w, r: torch.fft.ifft(torch.fft.fft(z * r) * w).abs().sum()),
     "grad index/expand": _grad(lambda z, w, r: (torch.complex(r, -r)[IDX][:, None].expand(
         3, 2, 4) * z[:, None]).abs().mean()),
 })

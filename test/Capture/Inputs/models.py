@@ -555,7 +555,7 @@ class ComplexCases(nn.Module):
     """Complex buffers beyond a read: one the step updates in place
     (`state`, carried as its pairs); and what the real pairs do not carry:
     a complex parameter (`param`), a complex op without a real-pair form
-    (`fft`)."""
+    (`log`)."""
 
     def __init__(self, what):
         super().__init__()
@@ -570,8 +570,8 @@ class ComplexCases(nn.Module):
             h = h * self.weight
         if self.what == "state":
             self.phase.mul_(1j)
-        if self.what == "fft":
-            h = torch.fft.fft(h)
+        if self.what == "log":
+            h = torch.log(h)
         return torch.view_as_real(h * self.phase).pow(2).mean()
 
 
