@@ -698,6 +698,16 @@ def _rand_like(self, *, dtype=None, **_):
     return aten.uniform.default(aten.full_like.default(self, 0.0, dtype=dtype), 0.0, 1.0)
 
 
+def _eye(n, m=None, *, dtype=None, device=None, **_):
+    """eye as int64 positions compared: PyTorch's decomposition counts in
+    uint8 below 256 (_strength_reduce_integer), a type the dialect lacks."""
+    m = n if m is None else m
+    rows = aten.arange.start_step(0, n, 1, dtype=torch.int64, device=device)
+    cols = aten.arange.start_step(0, m, 1, dtype=torch.int64, device=device)
+    return aten.eq.Tensor(aten.unsqueeze.default(rows, -1), cols).to(
+        dtype or torch.get_default_dtype())
+
+
 # Ops written as others by spmd's own decompositions.
 DECOMPOSED_BY_SPMD = {
     aten.lerp.Tensor: _lerp_tensor,
@@ -712,6 +722,7 @@ DECOMPOSED_BY_SPMD = {
     aten.add.Tensor: _add_number,
     aten.scatter.value: _scatter_value,
     aten.rand_like.default: _rand_like,
+    aten.eye.default: _eye, aten.eye.m: _eye,
     aten.native_batch_norm.default: _batch_norm,
     aten.convolution.default: _convolution,
     aten.hardtanh.default: _hardtanh,

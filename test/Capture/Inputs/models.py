@@ -578,3 +578,24 @@ class ComplexCases(nn.Module):
 def complex_cases(what):
     torch.manual_seed(0)
     return ComplexCases(what), (torch.randn(3, 4),)
+
+
+class DeltaChunk(nn.Module):
+    """torch.eye as the chunked delta rule uses it (an identity added to a
+    strictly lower-triangular matrix, a bool identity as a mask)."""
+
+    def __init__(self, n=6):
+        super().__init__()
+        self.k, self.v = nn.Linear(4, 4), nn.Linear(4, 4)
+
+    def forward(self, x):
+        k, v = self.k(x), self.v(x)
+        n = x.shape[1]
+        a = torch.tril(k @ k.transpose(1, 2), diagonal=-1) * 0.1 + torch.eye(n)
+        a = a.masked_fill(torch.eye(n, dtype=torch.bool), 1.5)
+        return ((a @ v) ** 2).mean() + torch.eye(n, 4).sum() * 0.0
+
+
+def delta_chunk(batch=5):
+    torch.manual_seed(0)
+    return DeltaChunk(), (torch.randn(batch, 6, 4),)
