@@ -115,12 +115,12 @@ def _eager_step(factory, optimizer, step, seed, float64=False, accumulate=1,
         if arg is None:
             results.append(loss)
         elif arg.role == "param":
-            results.append(params[arg.fqn])
+            results.append(arg.carried(params[arg.fqn]))
         elif arg.role == "buffer":
             results.append(arg.carried(buffers[arg.fqn]))
         else:
             param, _, key = arg.fqn.rpartition(".")
-            results.append(opt.state[params[param]][key])
+            results.append(arg.carried(opt.state[params[param]][key]))
     return [v.detach().clone() for v in results]
 
 

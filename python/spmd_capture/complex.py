@@ -410,6 +410,12 @@ COMPLEX_OPS = {
     aten.select_scatter.default: lambda a, src, dim, index: Pair(
         aten.select_scatter.default(_to_pair(a).t, _to_pair(src).t, _dim(dim, a.ndim),
                                     index)),
+    aten.slice_backward.default: lambda g, sizes, dim, start, end, step: Pair(
+        aten.slice_scatter.default(g.t.new_zeros(list(sizes) + [2]), g.t,
+                                   _dim(dim, len(sizes)), start, end, step)),
+    aten.select_backward.default: lambda g, sizes, dim, index: Pair(
+        aten.select_scatter.default(g.t.new_zeros(list(sizes) + [2]), g.t,
+                                    _dim(dim, len(sizes)), index)),
     aten.sum.dim_IntList: _sum, aten.sum.default: lambda a, dtype=None: _sum(a, dtype=dtype),
     aten.mean.dim: _mean, aten.mean.default: lambda a, dtype=None: _mean(a, dtype=dtype),
     aten._fft_c2c.default: _fft_c2c, aten._fft_r2c.default: _fft_r2c,
@@ -428,6 +434,7 @@ _PER_NODE = {
     aten.zeros_like.default: _made, aten.empty_like.default: _made,
     aten.new_zeros.default: _made, aten.new_empty.default: _made,
     aten.zeros.default: _made, aten.empty.memory_format: _made,
+    aten.new_empty_strided.default: _made, aten.empty_strided.default: _made,
     aten.ones_like.default: lambda n: _made(n, 1.0),
     aten.new_ones.default: lambda n: _made(n, 1.0), aten.ones.default: lambda n: _made(n, 1.0),
     aten.full_like.default: lambda n: _made(n, at=1),

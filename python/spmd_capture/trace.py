@@ -1070,7 +1070,9 @@ def total_norm(tensors, p):
     sharded tensor."""
     if math.isinf(p):
         return torch.stack([t.abs().amax() for t in tensors]).amax()
-    power = (lambda t: t.pow(2)) if p == 2 else (lambda t: t.abs().pow(p))
+    # |z|^2 of a complex gradient is the sum of its pairs' squares.
+    power = (lambda t: (torch.view_as_real(t) if t.is_complex() else t).pow(2)) if p == 2 \
+        else (lambda t: t.abs().pow(p))
     return torch.stack([power(t).sum() for t in tensors]).sum().pow(1 / p)
 
 
@@ -1842,8 +1844,12 @@ def trace(factory, optimizer, args, seed, accumulate=1, fake=False,
                 state_idx = [index[("optim_state", "%s.%s" % (fqn, k))]
                              for k in group[1].state_keys]
                 param, state = flat[i].clone(), [flat[j].clone() for j in state_idx]
-                group[1].update(param, grad, state, lrs[group[0]], count,
-                                scheduled[group[0]])
+                # A complex parameter is updated on its real pairs, its
+                # gradient's and its state's, as torch.optim does
+                # (_view_as_real): in place, through the views.
+                real = (lambda t: torch.view_as_real(t) if t.is_complex() else t)
+                group[1].update(real(param), real(grad), [real(t) for t in state],
+                                lrs[group[0]], count, scheduled[group[0]])
                 new_params.append((i, param))
                 new_state += list(zip(state_idx, state))
         return new_params + new_state
@@ -1944,13 +1950,6 @@ def trace(factory, optimizer, args, seed, accumulate=1, fake=False,
     # picks its trace-safe paths rather than reading values), and a value
     # read into Python is a symbol, reported below. The graph then runs
     # once on the real values.
-    for i in trainable:
-        if args[i].value.is_complex():
-            raise CaptureError(
-                "parameter '%s' is complex (%s): spmd-capture trains real parameters only "
-                "(complex values inside the step and complex buffers are carried as real "
-                "pairs); hold it as torch.view_as_real of it and take "
-                "torch.view_as_complex in forward" % (args[i].fqn, args[i].value.dtype))
     flat = [a.value.clone().requires_grad_(i in trainable) for i, a in enumerate(args)]
     if fake and any(t.is_meta for t in flat):
         # Values built on the meta device (capture --meta) trace as CPU
@@ -2032,10 +2031,11 @@ def trace(factory, optimizer, args, seed, accumulate=1, fake=False,
 def _refuse_complex_results(raw, results):
     """Raises CaptureError for a complex tensor that a user's train_step
     returns: the step carries complex values as real pairs, and gives back
-    real tensors only (complex state it updates stays its pairs inside)."""
+    real tensors only (complex parameters and state it updates stay their
+    pairs inside)."""
     output = next(n for n in raw.graph.nodes if n.op == "output")
     for r, value in zip(results, output.args[0]):
-        if complex_pairs.node_is_complex(value):
+        if r.updates is None and complex_pairs.node_is_complex(value):
             raise CaptureError(
                 "train_step returns a complex tensor ('%s', %s): spmd computes on complex "
                 "values as real pairs and returns real tensors only: return "

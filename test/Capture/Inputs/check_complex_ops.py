@@ -108,6 +108,8 @@ CASES.update({
     "grad rfft/irfft": _grad(lambda z, w, r: (torch.fft.irfft(torch.fft.rfft(r) * w[:, :3],
                                                              n=4) ** 2).sum()),
     "grad fft/ifft": _grad(lambda z, w, r: torch.fft.ifft(torch.fft.fft(z * r) * w).abs().sum()),
+    "grad slice/select": _grad(lambda z, w, r: (torch.complex(r, r)[1:, :2] * w[1:, :2]).abs()
+                               .sum() + torch.complex(r, -r)[0].abs().sum()),
     "grad index/expand": _grad(lambda z, w, r: (torch.complex(r, -r)[IDX][:, None].expand(
         3, 2, 4) * z[:, None]).abs().mean()),
 })

@@ -552,22 +552,16 @@ def complex_rope(batch=5, seq=6):
 
 
 class ComplexCases(nn.Module):
-    """Complex buffers beyond a read: one the step updates in place
-    (`state`, carried as its pairs); and what the real pairs do not carry:
-    a complex parameter (`param`), a complex op without a real-pair form
-    (`log`)."""
+    """A complex buffer the step updates in place (`state`, carried as its
+    pairs), and a complex op without a real-pair form (`log`)."""
 
     def __init__(self, what):
         super().__init__()
         self.what, self.fc = what, nn.Linear(4, 4)
-        if what == "param":
-            self.weight = nn.Parameter(torch.randn(2, dtype=torch.complex64))
         self.register_buffer("phase", torch.ones(2, dtype=torch.complex64))
 
     def forward(self, x):
         h = torch.view_as_complex(self.fc(x).reshape(-1, 2, 2))
-        if self.what == "param":
-            h = h * self.weight
         if self.what == "state":
             self.phase.mul_(1j)
         if self.what == "log":
@@ -578,6 +572,34 @@ class ComplexCases(nn.Module):
 def complex_cases(what):
     torch.manual_seed(0)
     return ComplexCases(what), (torch.randn(3, 4),)
+
+
+class SpectralConv(nn.Module):
+    """A Fourier neural operator layer as neuraloperator's SpectralConv2d
+    writes it: rfft2, the lowest modes mixed across channels by a complex
+    parameter (einsum), written into a zero spectrum in place, irfft2."""
+
+    def __init__(self, channels=3, modes=3):
+        super().__init__()
+        self.modes = modes
+        self.lift, self.proj = nn.Conv2d(1, channels, 1), nn.Conv2d(channels, 1, 1)
+        self.weight = nn.Parameter(
+            torch.randn(channels, channels, modes, modes, dtype=torch.cfloat) * 0.3)
+
+    def forward(self, x, y):
+        h = self.lift(x)
+        spectrum = torch.fft.rfft2(h)
+        m = self.modes
+        mixed = torch.zeros_like(spectrum)
+        mixed[:, :, :m, :m] = torch.einsum("bixy,ioxy->boxy", spectrum[:, :, :m, :m],
+                                           self.weight)
+        h = torch.fft.irfft2(mixed, s=h.shape[-2:]) + h
+        return torch.nn.functional.mse_loss(self.proj(torch.nn.functional.gelu(h)), y)
+
+
+def spectral_conv(batch=5):
+    torch.manual_seed(0)
+    return SpectralConv(), (torch.randn(batch, 1, 8, 7), torch.randn(batch, 1, 8, 7))
 
 
 class DeltaChunk(nn.Module):

@@ -13,8 +13,10 @@ pairs, each compiled step run next to the same function in eager PyTorch
                               element whose gradient is at rounding level
                               takes either sign, with the real rotary too
   complex_step.py MODE batch  a complex batch entry (a spectrum per sample)
-                              times a learnable phase, SGD: every loss and
-                              the parameters
+                              times a learnable phase and a complex
+                              parameter, SGD with momentum: every loss, the
+                              parameters (the complex one complex64), sync()
+                              with the complex momentum buffer
   complex_step.py misuse      a train_step that returns a complex tensor
 
 MODE is ddp, fsdp or tp (tp with examples/llama.tp.json; batch mode runs
@@ -97,16 +99,17 @@ def compare_llama(mode, directory):
 
 
 class Spectral(nn.Module):
-    """Each sample's spectrum (complex, [4]) turned by a learnable phase,
-    then a linear head on its real pairs."""
+    """Each sample's spectrum (complex, [4]) turned by a learnable phase and
+    scaled by a complex parameter, then a linear head on its real pairs."""
 
     def __init__(self):
         super().__init__()
         self.phase = nn.Parameter(torch.randn(4))
+        self.scale = nn.Parameter(torch.randn(4, dtype=torch.complex64))
         self.head = nn.Linear(8, 3)
 
     def forward(self, spectrum):
-        turned = spectrum * torch.polar(torch.ones_like(self.phase), self.phase)
+        turned = spectrum * torch.polar(torch.ones_like(self.phase), self.phase) * self.scale
         return self.head(torch.view_as_real(turned).flatten(1))
 
 
@@ -134,9 +137,16 @@ def compare_batch(mode):
                                spectral_step(reference, ref_opt, spectrum, labels)))
     state = step.state_dict()
     params = max(rel(state[n], p.detach()) for n, p in reference.named_parameters())
+    step.sync(model, opt)
+    synced = max(rel(p.detach(), q.detach()) for p, q in
+                 zip(model.parameters(), reference.parameters()))
+    moments = rel(opt.state[model.scale]["momentum_buffer"],
+                  ref_opt.state[reference.scale]["momentum_buffer"])
     if spmd.rank() == 0:
-        print("%s complex batch: losses %s, parameters %s, the batch %s" % (
-            mode, verdict(worst), verdict(params), step.layouts()["input.0"]))
+        print("%s complex batch: losses %s, parameters %s (scale %s), synced %s, the complex "
+              "parameter's momentum %s, the batch %s" % (
+                  mode, verdict(worst), verdict(params), state["scale"].dtype,
+                  verdict(synced), verdict(moments), step.layouts()["input.0"]))
 
 
 def misuse():
