@@ -27,6 +27,10 @@ from .trace import FLOAT64_BY_DECOMPOSITION, forward, loss_of, micro_steps
 # Tolerance of the trace check: both sides are fp32 on the same CPU; only
 # the order of a few reductions and the optimizer's scalar math differ.
 TRACE_RTOL, TRACE_ATOL = 1e-4, 1e-6
+# The float64 reference's dtypes, and the wide dtype of each narrower one.
+WIDE = (torch.float64, torch.complex128)
+NARROW = {torch.float32: torch.float64, torch.float16: torch.float64,
+          torch.bfloat16: torch.float64, torch.complex64: torch.complex128}
 RANDOM_OPS = {"aten.bernoulli.p", "aten.native_dropout", "aten.uniform", "aten.exponential"}
 
 
@@ -34,10 +38,17 @@ class _Float64Kernels(TorchDispatchMode):
     """Ops whose ATen CPU kernels refuse float64 (_grouped_mm takes fp32,
     bf16 and fp16 only) computed, in the float64 reference step, by spmd's
     own decomposition of them (trace.FLOAT64_BY_DECOMPOSITION), the same
-    formula the captured graph runs."""
+    formula the captured graph runs. A cast of a float64 (complex128) tensor
+    to a narrower floating type keeps float64: code that computes a part in
+    float32 on purpose (`hidden.float()` before a router whose weight is
+    float32) stays in one dtype in the widened copy."""
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        if func is torch.ops.aten._to_copy.default and args[0].dtype in WIDE and \
+                kwargs.get("dtype") is not None and kwargs["dtype"] in NARROW:
+            kwargs = dict(kwargs, dtype=args[0].dtype if kwargs["dtype"].is_complex ==
+                          args[0].dtype.is_complex else NARROW[kwargs["dtype"]])
         decomposition = FLOAT64_BY_DECOMPOSITION.get(func)
         if decomposition is not None and any(
                 isinstance(a, torch.Tensor) and a.dtype == torch.float64 for a in args):

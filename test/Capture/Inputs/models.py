@@ -604,14 +604,16 @@ def spectral_conv(batch=5):
 
 class DeltaChunk(nn.Module):
     """torch.eye as the chunked delta rule uses it (an identity added to a
-    strictly lower-triangular matrix, a bool identity as a mask)."""
+    strictly lower-triangular matrix, a bool identity as a mask); the keys
+    computed from `x.float()`, as routers and norms do (in the float64
+    reference step the cast keeps float64)."""
 
     def __init__(self, n=6):
         super().__init__()
         self.k, self.v = nn.Linear(4, 4), nn.Linear(4, 4)
 
     def forward(self, x):
-        k, v = self.k(x), self.v(x)
+        k, v = self.k(x.float()), self.v(x)
         n = x.shape[1]
         a = torch.tril(k @ k.transpose(1, 2), diagonal=-1) * 0.1 + torch.eye(n)
         a = a.masked_fill(torch.eye(n, dtype=torch.bool), 1.5)
