@@ -708,6 +708,32 @@ def _eye(n, m=None, *, dtype=None, device=None, **_):
         dtype or torch.get_default_dtype())
 
 
+def _solve_triangular(A, B, *, upper, left=True, unitriangular=False):
+    """linalg_solve_triangular as matrix products: A = D (I - N) with D its
+    diagonal (I when unitriangular) and N strictly triangular, hence
+    nilpotent (N^n = 0), so A^-1 B = (I + N)(I + N^2)(I + N^4)... D^-1 B, a
+    product of ceil(log2 n) factors. X A = B (left=False) is the transposed
+    system. The chunked delta rule's (Qwen3-Next's Gated DeltaNet) system is
+    unitriangular with off-diagonal entries below one."""
+    if not left:
+        return _solve_triangular(A.mT, B.mT, upper=not upper,
+                                 unitriangular=unitriangular).mT
+    n = A.shape[-1]
+    rows = aten.unsqueeze.default(aten.arange.start_step(0, n, 1, device=A.device), -1)
+    cols = aten.arange.start_step(0, n, 1, device=A.device)
+    strict = (cols > rows) if upper else (cols < rows)
+    N = -torch.where(strict, A, torch.zeros_like(A))
+    if not unitriangular:
+        diagonal = torch.where(rows == cols, A, torch.zeros_like(A)).sum(-1, keepdim=True)
+        N, B = N / diagonal, B / diagonal
+    X, power, factors = B, N, max(n - 1, 0).bit_length()
+    for k in range(factors):
+        X = X + power @ X
+        if k + 1 < factors:
+            power = power @ power
+    return X
+
+
 # Ops written as others by spmd's own decompositions.
 DECOMPOSED_BY_SPMD = {
     aten.lerp.Tensor: _lerp_tensor,
@@ -723,6 +749,7 @@ DECOMPOSED_BY_SPMD = {
     aten.scatter.value: _scatter_value,
     aten.rand_like.default: _rand_like,
     aten.eye.default: _eye, aten.eye.m: _eye,
+    aten.linalg_solve_triangular.default: _solve_triangular,
     aten.native_batch_norm.default: _batch_norm,
     aten.convolution.default: _convolution,
     aten.hardtanh.default: _hardtanh,
