@@ -109,6 +109,18 @@ def lm(model_type="gpt2", task="causal", batch=2, seq=8, vocab=96, hidden=64,
         settable = not isinstance(getattr(type(config), field, None), property)
         if settable and isinstance(getattr(config, field, None), int):
             setattr(config, field, hidden // heads)
+    # Multi-head latent attention (DeepSeek-V2/V3, MiniCPM3, GLM-MoE-DSA...):
+    # each head's query/key split into a rotary and a non-rotary half (the
+    # rotary half is the config's head_dim), values a whole head wide, the
+    # low-rank projections a quarter of the hidden size.
+    if isinstance(getattr(config, "qk_rope_head_dim", None), int):
+        head = hidden // heads
+        for field, value in (("qk_rope_head_dim", head // 2), ("qk_nope_head_dim", head // 2),
+                             ("head_dim", head // 2), ("v_head_dim", head),
+                             ("kv_lora_rank", hidden // 4), ("q_lora_rank", hidden // 4)):
+            if isinstance(getattr(config, field, None), int) and \
+                    not isinstance(getattr(type(config), field, None), property):
+                setattr(config, field, value)
     # Special tokens inside the small vocabulary (an embedding's padding_idx
     # must be a row of it).
     for k, field in enumerate(("pad_token_id", "bos_token_id", "eos_token_id",
