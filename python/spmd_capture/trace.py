@@ -24,6 +24,7 @@ import contextlib
 import dataclasses
 import functools
 import importlib.util
+import itertools
 import math
 import os
 import re
@@ -734,6 +735,40 @@ def _solve_triangular(A, B, *, upper, left=True, unitriangular=False):
     return X
 
 
+def _per_tensor(op):
+    """A functional torch._foreach_<op> (what functionalization makes of
+    `torch._foreach_lerp_`, EMA updates' favourite) as `op` on each tensor
+    of its lists: list arguments (tensors, or a ScalarList's numbers) are
+    taken element by element, others shared."""
+    def decomposition(*args, **kwargs):
+        def pick(value, k):
+            return value[k] if isinstance(value, (list, tuple)) else value
+        count = next(len(a) for a in args if isinstance(a, (list, tuple)))
+        return [op(*[pick(a, k) for a in args], **{n: pick(v, k) for n, v in kwargs.items()})
+                for k in range(count)]
+    return decomposition
+
+
+def _foreach_decompositions():
+    """{functional _foreach_* overload: its per-tensor decomposition} for
+    every one whose per-tensor op ATen has (_foreach_norm is
+    linalg_vector_norm)."""
+    table = {}
+    names = {schema.name.split("::")[1] for schema in torch._C._jit_get_all_schemas()
+             if schema.name.startswith("aten::_foreach_")}
+    for name in sorted(names):
+        if name.endswith("_"):
+            continue
+        base = {"norm": "linalg_vector_norm"}.get(name[len("_foreach_"):],
+                                                  name[len("_foreach_"):])
+        if not hasattr(aten, base):
+            continue
+        packet = getattr(aten, name)
+        for overload in packet.overloads():
+            table[getattr(packet, overload)] = _per_tensor(getattr(aten, base))
+    return table
+
+
 # Ops written as others by spmd's own decompositions.
 DECOMPOSED_BY_SPMD = {
     aten.lerp.Tensor: _lerp_tensor,
@@ -785,6 +820,7 @@ DECOMPOSED_BY_SPMD = {
     aten.histc.default: _histc,
     aten._scaled_dot_product_flash_attention_for_cpu.default: _attention_gqa,
     aten._scaled_dot_product_flash_attention_for_cpu_backward.default: _attention_gqa_backward,
+    **_foreach_decompositions(),
 }
 
 
@@ -1125,10 +1161,56 @@ def _one_reduction_norms():
         clip_grad._get_total_norm, utils.get_total_norm = original, public
 
 
+@contextlib.contextmanager
+def _branch_free_averaging():
+    """torch.optim.swa_utils.AveragedModel.update_parameters without its
+    branch on the count of averages (`n_averaged == 0`: copy the model,
+    else average), which reads the count's value: both are computed, and
+    torch.where picks per element. The averaging itself (avg_fn,
+    multi_avg_fn, SWA's mean by default) and the buffers' handling are
+    PyTorch's."""
+    from torch.optim import swa_utils
+    original = swa_utils.AveragedModel.update_parameters
+
+    def update_parameters(self, model):
+        def tensors(m):
+            return list(itertools.chain(m.parameters(), m.buffers()) if self.use_buffers
+                        else m.parameters())
+        mine = tensors(self.module) if self.use_buffers else tensors(self)
+        theirs = [t.detach() for t in tensors(model)]
+        averaged = [t.detach().clone() for t in mine]
+        n = self.n_averaged
+        if self.multi_avg_fn is not None:
+            self.multi_avg_fn(averaged, theirs, n)
+        elif self.avg_fn is None:
+            # SWA's running mean: PyTorch's lerp by the weight 1 / (n + 1),
+            # which its multi_avg_fn reads as a Python float.
+            weight = 1.0 / (n + 1)
+            for a, t in zip(averaged, theirs):
+                if a.is_floating_point() or a.is_complex():
+                    a.lerp_(t, weight.to(a.dtype))
+                else:
+                    swa_utils.get_swa_multi_avg_fn()([a], [t], n)
+        else:
+            averaged = [self.avg_fn(a, t, n) for a, t in zip(averaged, theirs)]
+        for p, t, a in zip(mine, theirs, averaged):
+            p.detach().copy_(torch.where(n == 0, t, a))
+        if not self.use_buffers:
+            for b, t in zip(self.module.buffers(), model.buffers()):
+                b.detach().copy_(t.detach())
+        self.n_averaged += 1
+    swa_utils.AveragedModel.update_parameters = update_parameters
+    try:
+        yield
+    finally:
+        swa_utils.AveragedModel.update_parameters = original
+
+
 class Optimizer:
     """The optimizer of the step (torch.optim's SGD, Adam, AdamW, RMSprop,
-    Adagrad, Adamax, RAdam, NAdam or Adadelta; spmd-capture's --optimizer
-    takes the first three), traced functionally and run eagerly.
+    Adagrad, Adamax, RAdam, NAdam, Adadelta, Adafactor or Muon;
+    spmd-capture's --optimizer takes the first three), traced functionally
+    and run eagerly.
 
     Its state starts as torch.optim leaves it before the first step: SGD's
     momentum buffers and Adam's moments zero. The learning rate and the step
@@ -2037,7 +2119,8 @@ def trace(factory, optimizer, args, seed, accumulate=1, fake=False,
             raise _data_dependent(node.meta.get("spmd_fqn", ""),
                                   node.meta.get("spmd_phase", "forward"))
     _updates_to_results(gm, args, results,
-                        frozen={i for i in by_role["param"] if i not in trainable})
+                        frozen={i for i in by_role["param"]
+                                if i not in {r.updates for r in results}})
     for a in args:
         if a.value.is_complex():
             a.value, a.complex = complex_pairs.as_pairs(a.value), True
@@ -2169,7 +2252,8 @@ class _UserStep:
         model.zero_grad = lambda set_to_none=True: self.clear(
             [self.flat[i] for i in self.trainable], set_to_none)
         try:
-            with warnings.catch_warnings(), _one_reduction_norms(), self.after_step:
+            with warnings.catch_warnings(), _one_reduction_norms(), _branch_free_averaging(), \
+                    self.after_step:
                 if self.mixed:
                     warnings.filterwarnings("error", message=_NON_LEAF_GRAD)
                 try:

@@ -48,6 +48,10 @@ the last must match.
                             place), a weight's norm returned, the norms of
                             optimizer.param_groups' parameters, the .grads
                             cleared by hand through the model
+  grads.py MODE averaged    torch.optim.swa_utils.AveragedModel updated
+                            after each step: an EMA (foreach lerp) and SWA's
+                            running mean; their count of averages, which
+                            AveragedModel branches on, is a buffer
   grads.py misuse           what spmd.compile refuses, each message
 
 MODE is ddp, fsdp or tp (tp with mlp.tp.json beside this file).
@@ -177,6 +181,54 @@ def after_step(model, optimizer, x, y):
     for p in model.parameters():  # clearing through the model, by hand
         p.grad = None
     return loss, grad_norm, model.net[0].weight.norm(), grouped.sum()
+
+
+class WithAverages(nn.Module):
+    """The model and two torch.optim.swa_utils.AveragedModel copies of it:
+    an EMA (get_ema_multi_avg_fn: torch._foreach_lerp_) and SWA's running
+    mean (the default). Their parameters keep requires_grad, as
+    AveragedModel leaves them, but take no gradient."""
+
+    def __init__(self, model):
+        super().__init__()
+        swa = torch.optim.swa_utils
+        self.net = model
+        self.ema = swa.AveragedModel(model, multi_avg_fn=swa.get_ema_multi_avg_fn(0.9))
+        self.swa = swa.AveragedModel(model)
+
+    def forward(self, x):
+        return self.net(x)
+
+
+def averaged(model, optimizer, x, y):
+    loss = F.cross_entropy(model(x), y)
+    loss.backward()
+    optimizer.step()
+    optimizer.zero_grad()
+    model.ema.update_parameters(model.net)
+    model.swa.update_parameters(model.net)
+    return loss
+
+
+def compare_averaged(mode):
+    model = WithAverages(model_and_data()[0])
+    batches = model_and_data()[1]
+    reference = copy.deepcopy(model)
+    opt, ref_opt = [torch.optim.SGD(m.net.parameters(), lr=0.1, momentum=0.9)
+                    for m in (model, reference)]
+    step = spmd.compile(parallel_mode=mode, plan=PLAN if mode == "tp" else None)(averaged)
+    worst = 0.0
+    for x, y in batches:
+        got, want = step(model, opt, x, y), averaged(reference, ref_opt, x, y)
+        worst = max(worst, abs(got.item() - want.item()) / abs(want.item()))
+    state = step.state_dict()
+    params = max((state[n] - p).norm().item() / p.norm().item()
+                 for n, p in reference.named_parameters())
+    counts = [state[n].item() for n in ("ema.n_averaged", "swa.n_averaged")]
+    if spmd.rank() == 0:
+        print("%s averaged: losses %s, parameters and both averages %s, n_averaged %s" % (
+            mode, "match" if worst <= 1e-5 else "DIFFER (%.2g)" % worst,
+            "match" if params <= 1e-5 else "DIFFER (%.2g)" % params, counts))
 
 
 def compare_after_step(mode):
@@ -355,5 +407,7 @@ if __name__ == "__main__":
         compare_compiled(sys.argv[1])
     elif sys.argv[2] == "after-step":
         compare_after_step(sys.argv[1])
+    elif sys.argv[2] == "averaged":
+        compare_averaged(sys.argv[1])
     else:
         compare(sys.argv[1], sys.argv[2])
