@@ -48,7 +48,10 @@ to the others), lowers and JIT-compiles it; every later call runs it.
   `.grad`s behave as in PyTorch (clip them with
   torch.nn.utils.clip_grad_norm_ in between; zero_grad before the first
   backward or after the step). The optimizer is torch.optim's SGD, Adam,
-  AdamW, RMSprop or Adagrad, with any parameter groups. The call returns what it returns (the
+  AdamW, RMSprop, Adagrad, Adamax, RAdam, NAdam, Adadelta, Adafactor or
+  Muon, with any parameter groups, or a list, tuple or dict of them whose
+  step() the step calls once each (Muon for the matrices, AdamW for the
+  rest). The call returns what it returns (the
   loss, or e.g. `(loss, {"logits": ...})`), every tensor whole and the same
   on every rank.
 """
@@ -113,29 +116,37 @@ def world_size():
 _KINDS = {torch.optim.SGD: "sgd", torch.optim.Adam: "adam", torch.optim.AdamW: "adamw",
           torch.optim.RMSprop: "rmsprop", torch.optim.Adagrad: "adagrad",
           torch.optim.Adamax: "adamax", torch.optim.RAdam: "radam",
-          torch.optim.NAdam: "nadam", torch.optim.Adadelta: "adadelta"}
+          torch.optim.NAdam: "nadam", torch.optim.Adadelta: "adadelta",
+          torch.optim.Adafactor: "adafactor", torch.optim.Muon: "muon"}
 
 
 def _kind(optimizer, group):
     """The tracer's name of the formula `group` of torch.optim `optimizer`
-    runs (Adam's decoupled weight decay is AdamW's), or None."""
+    (or of one of Optimizers') runs (Adam's decoupled weight decay is
+    AdamW's), or None."""
+    from spmd_capture.trace import Optimizers
+    if isinstance(optimizer, Optimizers):
+        optimizer = optimizer.owner(group)
     kind = _KINDS.get(type(optimizer))
     return "adamw" if kind == "adam" and group.get("decoupled_weight_decay") else kind
 
 
 def _optimizer_of(model, optimizer, clip_grad_norm, clip_norm_type, dynamic=False):
     """The tracer's description of a torch.optim optimizer (SGD, Adam,
-    AdamW, RMSprop, Adagrad, Adamax, RAdam, NAdam, Adadelta), one Optimizer per
-    parameter group with that group's hyperparameters. `maximize` is
+    AdamW, RMSprop, Adagrad, Adamax, RAdam, NAdam, Adadelta, Adafactor,
+    Muon) or of several (Optimizers), one Optimizer per parameter group
+    with that group's formula and hyperparameters. `maximize` is
     honoured; `foreach`, `fused` and `capturable` pick torch's
     implementation of the same formula, which the compiled step replaces.
     `dynamic`: the hyperparameters schedules change (Optimizer.schedulable)
     are inputs of the step."""
-    from spmd_capture.trace import Optimizer
-    if type(optimizer) not in _KINDS:
-        raise SpmdError("the optimizer is a %s: spmd.compile takes torch.optim's SGD, Adam, "
-                        "AdamW, RMSprop, Adagrad, Adamax, RAdam, NAdam and Adadelta"
-                        % type(optimizer).__name__)
+    from spmd_capture.trace import Optimizer, Optimizers
+    for part in optimizer.parts if isinstance(optimizer, Optimizers) else [optimizer]:
+        if type(part) not in _KINDS:
+            raise SpmdError("the optimizer is a %s: spmd.compile takes torch.optim's SGD, Adam, "
+                            "AdamW, RMSprop, Adagrad, Adamax, RAdam, NAdam, Adadelta, Adafactor "
+                            "and Muon (several of them as a list, tuple or dict)"
+                            % type(part).__name__)
     fqns = {id(p): n for n, p in model.named_parameters()}
     groups = []
     for k, g in enumerate(optimizer.param_groups):
@@ -159,6 +170,14 @@ def _optimizer_of(model, optimizer, clip_grad_norm, clip_norm_type, dynamic=Fals
                                   **common)
         elif name == "adadelta":
             described = Optimizer(name, float(g["lr"]), eps=g["eps"], rho=g["rho"], **common)
+        elif name == "muon":
+            described = Optimizer(name, float(g["lr"]), momentum=g["momentum"],
+                                  nesterov=g["nesterov"], eps=g["eps"],
+                                  ns_coefficients=g["ns_coefficients"], ns_steps=g["ns_steps"],
+                                  adjust_lr_fn=g["adjust_lr_fn"], **common)
+        elif name == "adafactor":
+            described = Optimizer(name, float(g["lr"]), eps=tuple(g["eps"]),
+                                  beta2_decay=g["beta2_decay"], d=g["d"], **common)
         elif name in ("adamax", "radam", "nadam"):
             described = Optimizer(name, float(g["lr"]), betas=g["betas"], eps=g["eps"],
                                   decoupled_weight_decay=bool(g.get("decoupled_weight_decay")),
@@ -571,6 +590,7 @@ class CompiledStep:
         self._programs = collections.OrderedDict()
         self._dynamic = False  # the scheduled hyperparameters are inputs
         self._model = self._optimizer = None
+        self._several = None  # the Optimizers of the last call given several
         self._pending = None  # a checkpoint to load at the first compile
 
     @property
@@ -719,8 +739,25 @@ class CompiledStep:
         self._program = None
 
     # -- running -------------------------------------------------------------
+    def _optimizers(self, optimizer):
+        """`optimizer` as the step takes it: a list, tuple or dict of
+        optimizers becomes one Optimizers, the same object while the same
+        optimizers are passed (the guard keys on its identity)."""
+        from spmd_capture import CaptureError
+        from spmd_capture.trace import Optimizers
+        if optimizer is None or isinstance(optimizer, torch.optim.Optimizer) or \
+                not isinstance(optimizer, (list, tuple, collections.abc.Mapping)):
+            return optimizer
+        if self._several is None or not self._several.same(optimizer):
+            try:
+                self._several = Optimizers(optimizer)
+            except CaptureError as e:
+                raise SpmdError(str(e)) from None
+        return self._several
+
     def __call__(self, model, optimizer, *batch, **kwbatch):
         fn, model, batch, kwbatch = _call(self.fn, model, batch, kwbatch)
+        optimizer = self._optimizers(optimizer)
         key = _guard(model, optimizer, batch, kwbatch, self._dynamic)
         current = self._program
         # Ranks switch programs together: one whose batch changed takes the
@@ -797,7 +834,7 @@ class CompiledStep:
         """Collective. Writes the gathered state into `model` (parameters,
         buffers) and `optimizer` (its per-parameter state and `step`, as
         torch.optim keeps it), e.g. to evaluate or save with PyTorch."""
-        model = _unwrapped(model)
+        model, optimizer = _unwrapped(model), self._optimizers(optimizer)
         state = self.state_dict()
         with torch.no_grad():
             for fqn, t in list(model.named_parameters()) + list(model.named_buffers()):

@@ -894,7 +894,7 @@ class Factory:
     # Python API, spmd.compile): it computes the loss, calls loss.backward()
     # and optimizer.step() itself; loss_fn and targets are then unused.
     train_step: object = None
-    optimizer: object = None  # the torch.optim optimizer train_step is given
+    optimizer: object = None  # the torch.optim optimizer train_step is given (or Optimizers)
     # A user's forward-only step, eval_step(model, *inputs) (spmd.compile's
     # CompiledStep.eval_step): run without gradients, what it returns are
     # the step's outputs; there is no loss, backward or optimizer.
@@ -1232,12 +1232,12 @@ class Optimizer:
                  weight_decay=0.0, betas=(0.9, 0.999), eps=1e-8, amsgrad=False, foreach=None,
                  clip_grad_norm=None, clip_norm_type=2.0, alpha=0.99, centered=False,
                  lr_decay=0.0, rho=0.9, maximize=False, decoupled_weight_decay=False,
-                 momentum_decay=4e-3):
-        if name not in ("sgd", "adam", "adamw", "rmsprop", "adagrad", "adamax", "radam",
-                        "nadam", "adadelta"):
+                 momentum_decay=4e-3, ns_coefficients=(3.4445, -4.7750, 2.0315), ns_steps=5,
+                 adjust_lr_fn=None, beta2_decay=-0.8, d=1.0):
+        if name not in self.NAMES:
             raise CaptureError("--optimizer must be sgd, adam or adamw (spmd.compile also takes "
-                               "rmsprop, adagrad, adamax, radam, nadam, adadelta), got '%s'"
-                               % name)
+                               "rmsprop, adagrad, adamax, radam, nadam, adadelta, adafactor, "
+                               "muon), got '%s'" % name)
         if not lr >= 0:  # torch.optim's rule: a warm-up starts at 0
             raise CaptureError("the learning rate (--lr) must be >= 0, got %g" % lr)
         if name in ("adam", "adamw"):
@@ -1248,7 +1248,7 @@ class Optimizer:
                                        % (flag, name, tuple(betas)))
         elif amsgrad:
             raise CaptureError("--amsgrad applies to adam and adamw only")
-        if nesterov and (momentum <= 0 or dampening != 0):
+        if name == "sgd" and nesterov and (momentum <= 0 or dampening != 0):
             raise CaptureError("--nesterov needs a momentum and zero dampening "
                                "(torch.optim.SGD's rule)")
         if clip_grad_norm is not None and not clip_grad_norm > 0:
@@ -1262,6 +1262,11 @@ class Optimizer:
         self.clip_grad_norm, self.clip_norm_type = clip_grad_norm, clip_norm_type
         self.alpha, self.centered, self.lr_decay = alpha, centered, lr_decay
         self.rho, self.maximize, self.momentum_decay = rho, maximize, momentum_decay
+        # Muon's Newton-Schulz orthogonalization and its learning-rate
+        # adjustment by shape; Adafactor's decay rate exponent and update
+        # clipping threshold (its eps the pair (eps1 or None, eps2)).
+        self.ns_coefficients, self.ns_steps = tuple(ns_coefficients), ns_steps
+        self.adjust_lr_fn, self.beta2_decay, self.d = adjust_lr_fn, beta2_decay, d
         # RAdam's and NAdam's decoupled weight decay (AdamW's is its name).
         self.decoupled_weight_decay = decoupled_weight_decay
         # torch.optim's state keys, in the order update() takes them.
@@ -1274,6 +1279,11 @@ class Optimizer:
             "adadelta": ["square_avg", "acc_delta"],
             # NAdam's product of the momentum coefficients so far, 0-dim.
             "nadam": ["exp_avg", "exp_avg_sq", "mu_product"],
+            "muon": ["momentum_buffer"],
+            # Adafactor's factored second moment of a matrix (the mean of
+            # g^2 over each row and each column), or its whole one of a
+            # vector; which ones a parameter has, initial_state() says.
+            "adafactor": ["row_var", "col_var", "variance"],
         }.get(name, ["exp_avg", "exp_avg_sq"] + (["max_exp_avg_sq"] if amsgrad else []))
         # The SCHEDULED hyperparameters that are inputs of the step, as lr
         # is (spmd.compile sets them once a schedule changes one).
@@ -1281,9 +1291,14 @@ class Optimizer:
         # SGD's first step copies the gradient into its buffer; with dampening
         # later steps do not, so the formula needs the step count; so does
         # Adagrad's learning-rate decay.
-        self.uses_step = name in ("adam", "adamw", "adamax", "radam", "nadam") or bool(
+        self.uses_step = name in ("adam", "adamw", "adamax", "radam", "nadam",
+                                  "adafactor") or bool(
             name == "sgd" and momentum and dampening) or bool(name == "adagrad" and lr_decay)
         self.groups = None  # one group of every trainable parameter (grouped())
+
+    #: The torch.optim optimizers whose formula update() traces.
+    NAMES = ("sgd", "adam", "adamw", "rmsprop", "adagrad", "adamax", "radam", "nadam",
+             "adadelta", "adafactor", "muon")
 
     #: The hyperparameters besides lr that schedules change as training
     #: goes: the momentum, or Adam's first beta (OneCycleLR and CyclicLR
@@ -1293,7 +1308,8 @@ class Optimizer:
                  "adam": ("beta1", "weight_decay"), "adamw": ("beta1", "weight_decay"),
                  "adamax": ("beta1", "weight_decay"), "radam": ("beta1", "weight_decay"),
                  "nadam": ("beta1", "weight_decay"), "adagrad": ("weight_decay",),
-                 "adadelta": ("weight_decay",)}
+                 "adadelta": ("weight_decay",), "adafactor": ("weight_decay",),
+                 "muon": ("momentum", "weight_decay")}
 
     @staticmethod
     def scheduled_value(name, group):
@@ -1309,21 +1325,35 @@ class Optimizer:
         their change recompiles)."""
         return tuple(h for h in cls.SCHEDULED.get(name, ()) if cls.scheduled_value(h, group))
 
+    def keys_of(self, param):
+        """The state keys of `param` (state_keys but Adafactor's: row_var
+        and col_var of a tensor of 2 or more dims, variance of a vector or
+        a number)."""
+        if self.name != "adafactor":
+            return self.state_keys
+        return ["row_var", "col_var"] if param.dim() > 1 else ["variance"]
+
     def initial_state(self, key, param):
         """State `key` of `param` as torch.optim creates it at the first
         step: zeros of the parameter's shape; NAdam's mu_product a 0-dim
-        one."""
-        return torch.ones(()) if key == "mu_product" else torch.zeros_like(param)
+        one; Adafactor's row_var of shape [..., R, 1] and col_var
+        [..., 1, C] for a parameter [..., R, C]."""
+        if key == "mu_product":
+            return torch.ones(())
+        if key in ("row_var", "col_var"):
+            shape = list(param.shape)
+            shape[-1 if key == "row_var" else -2] = 1
+            return torch.zeros(shape, dtype=param.dtype)
+        return torch.zeros_like(param)
 
     def grouped(self, groups):
         """torch.optim's parameter groups: `groups` is a list of (FQNs,
-        Optimizer of that group's hyperparameters, the same name). Each
+        Optimizer of that group's formula and hyperparameters; several
+        optimizers' groups (Optimizers) may differ in formula). Each
         group's learning rate is an input of its own; a trainable parameter
         in no group is not updated (torch.optim does not see it). This
         optimizer keeps the step's gradient clipping, which spans every
         group. Returns self."""
-        if any(g.name != self.name for _, g in groups):
-            raise CaptureError("the parameter groups mix optimizers")
         self.groups = [(frozenset(fqns), g) for fqns, g in groups]
         self.uses_step = any(g.uses_step for _, g in self.groups)
         return self
@@ -1380,7 +1410,7 @@ class Optimizer:
             grad = grad.neg()
         # Every formula's next: L2 decay adds to the gradient, decoupled decay
         # (AdamW, RAdam's and NAdam's flag) scales the parameter.
-        if self.weight_decay:
+        if self.weight_decay and self.name not in ("muon", "adafactor"):
             decay = scheduled.get("weight_decay", self.weight_decay)
             if self.name == "adamw" or self.decoupled_weight_decay:
                 param.mul_(1 - lr * decay)
@@ -1412,6 +1442,14 @@ class Optimizer:
             return
         if self.name in ("adamax", "radam", "nadam"):
             self._adam_variant(param, grad, state, lr, step, beta1)
+            return
+        if self.name == "muon":
+            self._muon(param, grad, state[0], lr, momentum,
+                       scheduled.get("weight_decay", self.weight_decay))
+            return
+        if self.name == "adafactor":
+            self._adafactor(param, grad, state, lr, step,
+                            scheduled.get("weight_decay", self.weight_decay))
             return
         # torch.optim.Adam's _single_tensor_adam, its eager branch with the
         # learning rate and step count tensors. Eager's addcdiv_(exp_avg, denom,
@@ -1505,6 +1543,61 @@ class Optimizer:
         adaptive_lr = bias_correction2.sqrt() / exp_avg_sq.sqrt().add_(self.eps)
         update = torch.where(rho_t > 5.0, adaptive_lr * rect, torch.ones_like(adaptive_lr))
         param.sub_(exp_avg / bias_correction1 * lr * update)
+
+    def _muon(self, param, grad, buf, lr, momentum, decay):
+        """torch.optim.Muon's _single_tensor_muon with the learning rate a
+        tensor: momentum (Nesterov's by default), the orthogonalization of
+        the [A, B] update by PyTorch's own Newton-Schulz iteration
+        (torch.optim._muon._zeropower_via_newtonschulz, looked up at each
+        trace: bf16 matrix products; a replacement patched in is traced
+        too), the learning rate scaled by the shape as its _adjust_lr does,
+        decoupled weight decay (`decay`, a tensor when scheduled: Muon's
+        own, so update() leaves it to this). Sharded, the iteration's
+        matrix products contract over the shards: each rank's partial
+        product is rounded to bf16 before they are summed (docs/python.md
+        has what that changes)."""
+        from torch.optim import _muon
+        buf.lerp_(grad, 1 - momentum)
+        update = grad.lerp(buf, momentum) if self.nesterov else buf
+        ortho = _muon._zeropower_via_newtonschulz(update, self.ns_coefficients, self.ns_steps,
+                                                  self.eps)
+        ratio = _muon._adjust_lr(1.0, self.adjust_lr_fn, param.shape)
+        if self.weight_decay:
+            param.mul_(1 - lr * decay)
+        # Eager's add_(update, alpha=-lr * ratio) computes in the
+        # parameter's dtype: the bf16 update is widened first.
+        param.add_(ortho.to(param.dtype) * (lr * -ratio))
+
+    def _adafactor(self, param, grad, state, lr, step, decay):
+        """torch.optim.Adafactor's _single_tensor_adafactor with the
+        learning rate and step count tensors: its Python numbers of the
+        step (the decay rate t^beta2_decay, the relative step size
+        min(lr, 1/sqrt(t))), of the parameter's RMS (the scale alpha) and of
+        the update's RMS (the clipping denominator) are 0-dim tensors here,
+        computed by the same formulas. (The weight decay `decay`, a tensor
+        when scheduled, is Adafactor's own, so update() leaves it to
+        this.)"""
+        t = step + 1
+        one_minus_beta2 = torch.pow(t, self.beta2_decay)
+        rho = torch.minimum(lr, t.rsqrt())
+        alpha = torch.clamp(param.norm(2) / (param.numel() ** 0.5), min=self.eps[1]) * rho
+        if self.weight_decay:
+            param.mul_(1 - lr * decay)
+        eps1 = self.eps[0] if self.eps[0] is not None else torch.finfo(param.dtype).eps
+        if grad.dim() > 1:
+            row_var, col_var = state
+            row_var.lerp_(torch.linalg.vector_norm(grad, dim=-1, keepdim=True).square_()
+                          .div_(grad.size(-1)), one_minus_beta2)
+            col_var.lerp_(torch.linalg.vector_norm(grad, dim=-2, keepdim=True).square_()
+                          .div_(grad.size(-2)), one_minus_beta2)
+            estimate = (row_var @ col_var).div_(row_var.mean(dim=-2, keepdim=True)
+                                                .clamp_(min=eps1))
+        else:
+            state[0].lerp_(grad * grad, one_minus_beta2)
+            estimate = state[0].clone()
+        update = estimate.clamp_(min=eps1 * eps1).rsqrt_().mul_(grad)
+        denom = torch.clamp(update.norm(2) / ((update.numel() ** 0.5) * self.d), min=1.0)
+        param.sub_(update * (alpha / denom))
 
     def eager(self, params):
         """torch.optim's optimizer over `params`, and the gradient clipping
@@ -1770,7 +1863,7 @@ def step_args(factory, optimizer, accumulate=1):
         args += [Arg("%s.%s" % (n, key), "optim_state",
                      optimizer.of(n)[1].initial_state(key, p))
                  for n, p in params if p.requires_grad and optimizer.of(n) is not None
-                 for key in optimizer.of(n)[1].state_keys]
+                 for key in optimizer.of(n)[1].keys_of(p)]
         args += [Arg(fqn, role, value, group) for fqn, role, group, value in optimizer.inputs()]
     tensors = [("input", k, t) for k, t in factory.tensors("input")] + \
         [("target", k, t) for k, t in factory.tensors("target")]
@@ -1925,10 +2018,12 @@ def trace(factory, optimizer, args, seed, accumulate=1, fake=False,
     results = [] if factory.eval_step is not None else [Result("loss", None)]
     returned = []  # the user's train_step's (spec, leaves), as Step.returned
 
-    def update(flat, grads):
+    def update(flat, grads, groups=None):
         """The optimizer step on `grads` (one per trainable parameter, None
         where it has none): [(argument index, new value)] of the updated
-        parameters, then of their state."""
+        parameters, then of their state. `groups` (indices into the
+        optimizer's parameter groups; None: all) limits it to theirs: one
+        optimizer's step() of several (Optimizers)."""
         new_params, new_state = [], []
         lrs = {a.slot: flat[j] for j, a in enumerate(args) if a.role == "lr"}
         # {group: {name: input}} of the dynamic hyperparameters
@@ -1947,11 +2042,12 @@ def trace(factory, optimizer, args, seed, accumulate=1, fake=False,
                 group = optimizer.of(fqn)
                 # An unused parameter, or one the optimizer does not have:
                 # torch.optim leaves it as it is too.
-                if grad is None or group is None:
+                if grad is None or group is None or \
+                        (groups is not None and group[0] not in groups):
                     continue
                 scope.set(owner(fqn), "optimizer")
                 state_idx = [index[("optim_state", "%s.%s" % (fqn, k))]
-                             for k in group[1].state_keys]
+                             for k in group[1].keys_of(flat[i])]
                 param, state = flat[i].clone(), [flat[j].clone() for j in state_idx]
                 # A complex parameter is updated on its real pairs, its
                 # gradient's and its state's, as torch.optim does
@@ -2201,7 +2297,8 @@ class _UserStep:
         self.held = {}
         self.incoming = {i: torch.zeros_like(flat[i]) for i in trainable}
         self.added_to_incoming = set()  # indices into flat
-        self.losses, self.updates, self.steps = [], None, 0
+        self.losses, self.updates = [], None
+        self.steps = collections.Counter()  # step() calls, by optimizer
 
     def grad(self, i):
         """flat[i].grad, None where it is the previous call's (untouched)."""
@@ -2234,7 +2331,12 @@ class _UserStep:
     def run(self, inputs):
         """(loss, the optimizer step's updates, what train_step returned;
         that is the loss itself when it returned the loss alone)."""
-        optimizer = _OptimizerCalls(self)
+        given = self.factory.optimizer
+        optimizer = given.rebuild(lambda k, part: _OptimizerCalls(self, k, part,
+                                                                  given.groups_of(k))) \
+            if isinstance(given, Optimizers) else _OptimizerCalls(self)
+        count = len(given.parts) if isinstance(given, Optimizers) else 1
+        self.steps = collections.Counter({k: 0 for k in range(count)})
         model = self.factory.model
         tensor_backward = torch.Tensor.backward
 
@@ -2278,9 +2380,16 @@ class _UserStep:
                 self.flat[i].grad = None
         if not self.losses:
             raise CaptureError("train_step never calls loss.backward()")
-        if self.steps != 1:
-            raise CaptureError("train_step calls optimizer.step() %d times: it must call it "
-                               "once, after loss.backward()" % self.steps)
+        for k, calls in sorted(self.steps.items()):
+            if calls == 1:
+                continue
+            if len(self.steps) == 1:
+                raise CaptureError("train_step calls optimizer.step() %d times: it must call "
+                                   "it once, after loss.backward()" % calls)
+            raise CaptureError(
+                "train_step calls the step() of optimizer %d (%s) %d times: it must call "
+                "each optimizer's step() once, after loss.backward()"
+                % (k, type(given.parts[k]).__name__, calls))
         # A parameter the optimizer does not have may keep adding: its
         # gradient is not used.
         kept = {id(self.traced.get(id(p), p)) for g in self.factory.optimizer.param_groups
@@ -2304,14 +2413,111 @@ class _UserStep:
 _NON_LEAF_GRAD = r"The \.grad attribute of a Tensor that is not a leaf Tensor"
 
 
+class Optimizers:
+    """Several torch.optim optimizers that one train_step steps, each once,
+    seen as one optimizer: torch.optim.Muon for the matrices and AdamW for
+    the rest (Muon takes 2-D parameters only), or any other split.
+    `structure` is what the user passes in place of the optimizer (a list,
+    tuple or dict of optimizers; each parameter in one of them at most);
+    train_step gets the same structure back while it is traced, each
+    optimizer's step() updating its own parameter groups.
+    `param_groups` are theirs in order, `state` finds a parameter's state
+    in its optimizer's.
+
+    Raises CaptureError for a structure with something other than an
+    optimizer in it, no optimizer, or a parameter in two of them."""
+
+    def __init__(self, structure):
+        self.structure = structure
+        self.parts, self.spec = torch.utils._pytree.tree_flatten(structure)
+        if not self.parts:
+            raise CaptureError("the optimizers (a %s) hold no optimizer"
+                               % type(structure).__name__)
+        for part in self.parts:
+            if not isinstance(part, torch.optim.Optimizer):
+                raise CaptureError("the optimizers hold a %s, which is not a torch.optim "
+                                   "optimizer" % type(part).__name__)
+        seen = {}
+        for k, part in enumerate(self.parts):
+            for p in (p for g in part.param_groups for p in g["params"]):
+                if seen.setdefault(id(p), k) != k:
+                    raise CaptureError(
+                        "a parameter of shape %s is in optimizers %d (%s) and %d (%s): "
+                        "each parameter may be updated by one optimizer" % (
+                            list(p.shape), seen[id(p)], type(self.parts[seen[id(p)]]).__name__,
+                            k, type(part).__name__))
+        self.state = _PartStates(self.parts)
+
+    def same(self, structure):
+        """Whether `structure` holds these optimizers, in this order."""
+        parts, spec = torch.utils._pytree.tree_flatten(structure)
+        return spec == self.spec and len(parts) == len(self.parts) and \
+            all(a is b for a, b in zip(parts, self.parts))
+
+    @property
+    def param_groups(self):
+        return [g for part in self.parts for g in part.param_groups]
+
+    def owner(self, group):
+        """The optimizer whose parameter group `group` is."""
+        return next(part for part in self.parts
+                    if any(g is group for g in part.param_groups))
+
+    def groups_of(self, k):
+        """The indices into param_groups of optimizer k's groups."""
+        start = sum(len(part.param_groups) for part in self.parts[:k])
+        return frozenset(range(start, start + len(self.parts[k].param_groups)))
+
+    def rebuild(self, leaf):
+        """The user's structure with leaf(k, optimizer k) for each."""
+        return torch.utils._pytree.tree_unflatten(
+            [leaf(k, part) for k, part in enumerate(self.parts)], self.spec)
+
+    @property
+    def _opt_called(self):
+        return all(getattr(part, "_opt_called", False) for part in self.parts)
+
+    @_opt_called.setter
+    def _opt_called(self, value):
+        # What torch.optim's step() notes for each one's LR schedulers.
+        for part in self.parts:
+            part._opt_called = value
+
+
+class _PartStates:
+    """Optimizers' `state`: a parameter's is its own optimizer's (that
+    optimizer's defaultdict entry, which writing into creates)."""
+
+    def __init__(self, parts):
+        self.parts = parts
+
+    def _part(self, param):
+        return next((part for part in self.parts
+                     if any(p is param for g in part.param_groups for p in g["params"])),
+                    None)
+
+    def get(self, param, default=None):
+        part = self._part(param)
+        return default if part is None else part.state.get(param, default)
+
+    def __getitem__(self, param):
+        part = self._part(param)
+        if part is None:
+            raise KeyError("a parameter that no optimizer has")
+        return part.state[param]
+
+
 class _OptimizerCalls:
     """What a user's train_step gets as its optimizer while it is traced:
     the real optimizer's attributes (state, defaults, ...), its param_groups
     holding the traced parameters, step() running the traced update on
-    the gradients (Optimizer.update) and zero_grad() clearing them."""
+    the gradients (Optimizer.update) and zero_grad() clearing them. Of
+    Optimizers, one per optimizer: `k` its index, `part` the optimizer,
+    `groups` the indices of its groups among all of theirs."""
 
-    def __init__(self, user):
-        self._user = user
+    def __init__(self, user, k=0, part=None, groups=None):
+        self._user, self._k, self._groups = user, k, groups
+        self._part = user.factory.optimizer if part is None else part
 
     @property
     def param_groups(self):
@@ -2321,7 +2527,7 @@ class _OptimizerCalls:
         held = {id(user.flat[i]): t for i, t in user.held.items()}
         return [dict(g, params=[held.get(id(user.traced.get(id(p), p)),
                                          user.traced.get(id(p), p)) for p in g["params"]])
-                for g in user.factory.optimizer.param_groups]
+                for g in self._part.param_groups]
 
     def step(self, closure=None):
         user = self._user
@@ -2330,9 +2536,14 @@ class _OptimizerCalls:
                                "traced; call loss.backward() and optimizer.step() instead")
         if not user.losses:
             raise CaptureError("train_step calls optimizer.step() before loss.backward()")
-        user.steps += 1
-        if user.updates is None:
-            user.updates = user.update([user.grad(i) for i in user.trainable])
+        user.steps[self._k] += 1
+        if user.steps[self._k] == 1:
+            # Parameters first, then state, as update() gives them; the
+            # model holds every optimizer's updates so far.
+            updates = user.update([user.grad(i) for i in user.trainable], self._groups)
+            params = set(user.trainable)
+            user.updates = sorted((user.updates or []) + updates,
+                                  key=lambda u: u[0] not in params)
             holding, user.held = user.holding_updates(user.updates)
             user.after_step.enter_context(holding)
         # The update tagged each parameter's ops with its module; what
@@ -2343,7 +2554,7 @@ class _OptimizerCalls:
         self._user.clear([p for g in self.param_groups for p in g["params"]], set_to_none)
 
     def __getattr__(self, name):
-        return getattr(self._user.factory.optimizer, name)
+        return getattr(self._part, name)
 
 
 # Where PyTorch, the standard library and spmd's packages (spmd_capture and
