@@ -1496,6 +1496,27 @@ LogicalResult FunctionPropagation::run() {
         return WalkResult::interrupt();
       }
     }
+    // An op that computes on whole values (Muon's Newton-Schulz iteration)
+    // runs its strategy with every operand and result Replicate.
+    if (op->hasAttr(SPMDDialect::getReplicatedAttrName())) {
+      auto replicated = [&](ArrayRef<unsigned> ids) {
+        return llvm::all_of(ids,
+                            [&](unsigned id) { return id == replicateLayout; });
+      };
+      auto it = llvm::find_if(same.ids, [&](const StrategyIds &s) {
+        return replicated(s.operands) && replicated(s.results);
+      });
+      int whole = static_cast<int>(it - same.ids.begin());
+      if (it == same.ids.end() || (force >= 0 && force != whole)) {
+        op->emitOpError(it == same.ids.end()
+                            ? "is spmd.replicated but has no strategy with "
+                              "every operand and result Replicate"
+                            : "has spmd.strategy and spmd.replicated, which "
+                              "name different strategies");
+        return WalkResult::interrupt();
+      }
+      force = whole;
+    }
     index[op] = ops.size();
     ops.push_back(op);
     inOptimizer.push_back(getPhase(op) == "optimizer");
@@ -1688,6 +1709,8 @@ LogicalResult FunctionPropagation::materialize(FlatSymbolRefAttr mesh) {
           }))
         if (std::optional<std::string> stats = batchStatistics(v))
           reason = *stats;
+      if (user->hasAttr(SPMDDialect::getReplicatedAttrName()))
+        reason += ", which computes on whole values (spmd.replicated)";
       auto r = RedistributeOp::create(b, user->getLoc(), type, v,
                                       layoutAttr(from), layoutAttr(to));
       copyProvenance(user, r);

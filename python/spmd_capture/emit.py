@@ -91,9 +91,11 @@ def string(text):
 
 
 def provenance(node):
-    """The `spmd.module` and `spmd.phase` attributes of a node's op."""
+    """The `spmd.module` and `spmd.phase` attributes of a node's op, and
+    `spmd.replicated` where it computes on whole values."""
     return ["spmd.module = %s" % string(node.meta.get("spmd_fqn", "")),
-            "spmd.phase = %s" % string(node.meta.get("spmd_phase", "forward"))]
+            "spmd.phase = %s" % string(node.meta.get("spmd_phase", "forward"))] + \
+        (["spmd.replicated"] if node.meta.get("spmd_replicated") else [])
 
 
 def location(node):

@@ -1552,15 +1552,15 @@ class Optimizer:
         trace: bf16 matrix products; a replacement patched in is traced
         too), the learning rate scaled by the shape as its _adjust_lr does,
         decoupled weight decay (`decay`, a tensor when scheduled: Muon's
-        own, so update() leaves it to this). Sharded, the iteration's
-        matrix products contract over the shards: each rank's partial
-        product is rounded to bf16 before they are summed (docs/python.md
-        has what that changes)."""
+        own, so update() leaves it to this). The iteration is computed
+        whole (computed_whole): a sharded update is gathered once, and its
+        bf16 products never contract over shards."""
         from torch.optim import _muon
         buf.lerp_(grad, 1 - momentum)
         update = grad.lerp(buf, momentum) if self.nesterov else buf
-        ortho = _muon._zeropower_via_newtonschulz(update, self.ns_coefficients, self.ns_steps,
-                                                  self.eps)
+        with computed_whole():
+            ortho = _muon._zeropower_via_newtonschulz(update, self.ns_coefficients,
+                                                      self.ns_steps, self.eps)
         ratio = _muon._adjust_lr(1.0, self.adjust_lr_fn, param.shape)
         if self.weight_decay:
             param.mul_(1 - lr * decay)
@@ -1628,11 +1628,30 @@ def owner(fqn):
 
 
 class _Scope:
-    """Where the tracer is: module FQN and phase (forward|loss|backward|optimizer)."""
-    fqn, phase = "", "forward"
+    """Where the tracer is: module FQN and phase (forward|loss|backward|optimizer),
+    and whether the ops computed now need whole values (`replicated`: inside
+    computed_whole(), or replaying such an op)."""
+    fqn, phase, replicated = "", "forward", False
 
     def set(self, fqn, phase):
         self.fqn, self.phase = fqn, phase
+
+
+# How many computed_whole() contexts are open.
+_WHOLE = [0]
+
+
+@contextlib.contextmanager
+def computed_whole():
+    """The ops traced inside compute on whole values: they carry
+    `spmd.replicated`, which has propagation run them with every operand
+    and result Replicate (Muon's Newton-Schulz iteration, whose bf16
+    products must not contract over shards)."""
+    _WHOLE[0] += 1
+    try:
+        yield
+    finally:
+        _WHOLE[0] -= 1
 
 
 @contextlib.contextmanager
@@ -1643,6 +1662,8 @@ def _tag_nodes(scope):
     def tagged(graph, *args, **kwargs):
         node = create_node(graph, *args, **kwargs)
         node.meta["spmd_fqn"], node.meta["spmd_phase"] = scope.fqn, scope.phase
+        if scope.replicated or _WHOLE[0]:
+            node.meta["spmd_replicated"] = True
         if node.target is torch.ops.aten._local_scalar_dense.default or \
                 _updates_constant(node):
             node.meta["spmd_where"] = _user_line(traceback.extract_stack())
@@ -1798,6 +1819,7 @@ class _Replay(torch.fx.Interpreter):
     def run_node(self, n):
         fqn, phase = n.meta.get("spmd_fqn", ""), n.meta.get("spmd_phase", "forward")
         self.scope.set(fqn, phase)
+        self.scope.replicated = n.meta.get("spmd_replicated", False)
         if n.op == "get_attr":
             return complex_pairs.as_pairs(super().run_node(n))
         if n.op == "call_function" and (complex_pairs.node_is_complex(n) or any(

@@ -197,6 +197,36 @@ func.func @forced(%a: tensor<8x8xf32>, %b: tensor<8x8xf32>) -> tensor<8x8xf32> {
 
 // -----
 
+// spmd.replicated runs an op on whole values: a product of [shard<1>] and
+// [shard<0>] operands, which the search would contract over the shards
+// into a Partial, gathers them instead (Muon's Newton-Schulz iteration), and
+// its consumer takes the Replicate result as it is.
+spmd.mesh @mesh shape = [4] names = ["dp"]
+// CHECK-LABEL: func.func @replicated
+func.func @replicated(%a: tensor<8x64xbf16> {spmd.layout = #spmd.layout<@mesh, [shard<1>]>},
+                      %b: tensor<64x8xbf16> {spmd.layout = #spmd.layout<@mesh, [shard<0>]>})
+    -> tensor<8x8xbf16> {
+  // CHECK: spmd.redistribute %arg0 {{.*}} to #spmd.layout<@mesh, [replicate]>
+  // CHECK: spmd.redistribute %arg1 {{.*}} to #spmd.layout<@mesh, [replicate]>
+  // CHECK: aten.mm {{.*}}spmd.layouts = [#spmd.layout<@mesh, [replicate]>]
+  %c = aten.mm %a, %b {spmd.replicated} : (tensor<8x64xbf16>, tensor<64x8xbf16>) -> tensor<8x8xbf16>
+  // CHECK-NOT: spmd.redistribute
+  // CHECK: aten.mm {{.*}}spmd.layouts = [#spmd.layout<@mesh, [replicate]>]
+  %d = aten.mm %c, %c {spmd.replicated} : (tensor<8x8xbf16>, tensor<8x8xbf16>) -> tensor<8x8xbf16>
+  return %d : tensor<8x8xbf16>
+}
+
+// -----
+
+spmd.mesh @mesh shape = [4] names = ["dp"]
+func.func @replicated_and_forced(%a: tensor<8x8xf32>, %b: tensor<8x8xf32>) -> tensor<8x8xf32> {
+  // expected-error @+1 {{'aten.mm' op has spmd.strategy and spmd.replicated, which name different strategies}}
+  %c = aten.mm %a, %b {spmd.strategy = 3 : i64, spmd.replicated} : (tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<8x8xf32>
+  return %c : tensor<8x8xf32>
+}
+
+// -----
+
 spmd.mesh @mesh shape = [4] names = ["dp"]
 func.func @out_of_range(%a: tensor<8x8xf32>, %b: tensor<8x8xf32>) -> tensor<8x8xf32> {
   // expected-error @+1 {{'aten.mm' op spmd.strategy = 9 is out of range: the op has 6 strategies on this mesh}}

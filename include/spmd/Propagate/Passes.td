@@ -24,7 +24,10 @@ def PropagatePass : Pass<"spmd-propagate", "mlir::ModuleOp"> {
     absent), and existing `spmd.redistribute` ops (their operand must be
     `from`, their result is `to`). An op with the discardable attribute
     `spmd.strategy = k` runs its k-th strategy (the order of
-    `--spmd-test-print-strategies`), for tests.
+    `--spmd-test-print-strategies`), for tests; one with the unit
+    attribute `spmd.replicated` runs its strategy with every operand and
+    result Replicate (it computes on whole values: Muon's Newton-Schulz
+    iteration), its sharded operands redistributed to it.
 
     Every other aten op gets one of its strategies on the mesh (the product
     of its einsum rule's 1-D strategies, ShardingRuleOpInterface), chosen to
@@ -51,7 +54,7 @@ def PropagatePass : Pass<"spmd-propagate", "mlir::ModuleOp"> {
     the global value, so nothing needs to move.
 
     Errors: no `spmd.mesh` or more than one, a function with more than one
-    block, an op with tensors and no sharding rule, a `spmd.strategy` out of range, a layout that fits no
+    block, an op with tensors and no sharding rule, a `spmd.strategy` out of range or other than `spmd.replicated`'s, a layout that fits no
     plan, or a cost model whose lists do not match the mesh rank.
   }];
   let options = [

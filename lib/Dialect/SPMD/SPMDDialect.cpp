@@ -326,6 +326,11 @@ static constexpr llvm::StringLiteral kPhases[] = {"forward", "loss", "backward",
 LogicalResult SPMDDialect::verifyOperationAttribute(Operation *op,
                                                     NamedAttribute attr) {
   StringRef name = attr.getName().strref();
+  if (name == getReplicatedAttrName()) {
+    if (!llvm::isa<UnitAttr>(attr.getValue()))
+      return op->emitOpError() << "'" << name << "' must be a unit attribute";
+    return success();
+  }
   // Other spmd.* op attributes are the passes' own annotations.
   if (name != getModuleAttrName() && name != getPhaseAttrName())
     return success();

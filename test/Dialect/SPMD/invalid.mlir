@@ -149,6 +149,14 @@ func.func @f(%arg0: tensor<4xf32>) {
 // -----
 
 func.func @f(%arg0: tensor<4xf32>) {
+  // expected-error @+1 {{'aten.relu' op 'spmd.replicated' must be a unit attribute}}
+  %0 = aten.relu %arg0 {spmd.replicated = true} : (tensor<4xf32>) -> tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @f(%arg0: tensor<4xf32>) {
   // expected-error @+1 {{'aten.relu' op 'spmd.phase': expected one of forward, loss, backward, optimizer, got 0 : i64}}
   %0 = aten.relu %arg0 {spmd.phase = 0} : (tensor<4xf32>) -> tensor<4xf32>
   return

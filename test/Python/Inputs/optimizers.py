@@ -7,6 +7,7 @@ loss, the parameters and the optimizer state after the last must match.
                                 AdamW for the rest (biases, a LayerNorm),
                                 passed as a list; a LambdaLR schedule on
                                 the AdamW only: how many compiles
+  optimizers.py MODE muon --report  the same, spmd-report's table first
   optimizers.py MODE muon-fp32  the same with Muon's Newton-Schulz
                                 iteration replaced by an fp32 one (patched
                                 into torch.optim._muon, as a user would):
@@ -111,7 +112,7 @@ def parts(optimizers):
     return list(optimizers) if isinstance(optimizers, list) else [optimizers]
 
 
-def compare(mode, case):
+def compare(mode, case, report=False):
     if case == "muon-fp32":
         _muon._zeropower_via_newtonschulz = fp32_newton_schulz
     fn = {"dict": step_dict, "adafactor": step_one}.get(case, step_list)
@@ -120,7 +121,8 @@ def compare(mode, case):
     opts, ref_opts = optimizers_of(case, model), optimizers_of(case, reference)
     scheds = [torch.optim.lr_scheduler.LambdaLR(o[1], lambda k: 1 / (k + 1))
               for o in (opts, ref_opts)] if case.startswith("muon") else []
-    step = spmd.compile(parallel_mode=mode, plan=PLAN if mode == "tp" else None)(fn)
+    step = spmd.compile(parallel_mode=mode, plan=PLAN if mode == "tp" else None,
+                        report=report)(fn)
     worst = 0.0
     for x, y in batches:
         loss = step(model, opts, x, y).item()
@@ -217,4 +219,4 @@ if __name__ == "__main__":
     elif sys.argv[1] == "resume":
         resume(sys.argv[2])
     else:
-        compare(sys.argv[1], sys.argv[2])
+        compare(sys.argv[1], sys.argv[2], "--report" in sys.argv)

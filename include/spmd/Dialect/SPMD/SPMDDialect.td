@@ -39,6 +39,16 @@ def SPMD_Dialect : Dialect {
     * `spmd.phase`: a string, the part of the training step the op belongs
       to: `"forward"`, `"loss"`, `"backward"` or `"optimizer"`.
 
+    One more is a requirement that `spmd-capture` writes on the ops of a
+    computation that needs whole values, and `--spmd-propagate` honours:
+
+    * `spmd.replicated`: a unit attribute. The op runs with every operand
+      and result Replicate on every mesh dim: its sharded operands are
+      gathered first. torch.optim.Muon's Newton-Schulz iteration carries it:
+      sharded, its bf16 matrix products would contract over the shards and
+      round each rank's partial product before the sum, which single-device
+      bf16 does not (distributed Muon gathers the update the same way).
+
     An op a pass creates for another (a redistribution before its user, the
     collectives that carry it out, a gradient bucket) copies these from the
     op it serves, so that the later passes and `--spmd-report` still see its
@@ -60,6 +70,11 @@ def SPMD_Dialect : Dialect {
     /// Name of the op attribute holding its phase of the training step.
     static constexpr ::llvm::StringLiteral getPhaseAttrName() {
       return ::llvm::StringLiteral("spmd.phase");
+    }
+    /// Name of the unit op attribute requiring every operand and result
+    /// Replicate (the op computes on whole values).
+    static constexpr ::llvm::StringLiteral getReplicatedAttrName() {
+      return ::llvm::StringLiteral("spmd.replicated");
     }
   }];
 }
