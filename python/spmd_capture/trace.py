@@ -617,6 +617,36 @@ def _as_strided_scatter(self, src, size, stride, storage_offset=None):
     return aten.clone.default(aten.view.default(src, list(self.shape)))
 
 
+def _layer_norm_mixed(input, normalized_shape, weight, bias, eps):
+    """native_layer_norm of a bf16 input with fp32 parameters (a Linear's
+    bf16 output under torch.autocast): in fp32, the output rounded to the
+    input's dtype, mean and rstd kept fp32, as ATen's mixed-type CPU kernel
+    computes (its output bit for bit). Same dtypes: the op itself."""
+    if weight is None or weight.dtype == input.dtype:
+        return NotImplemented
+    out, mean, rstd = aten.native_layer_norm.default(
+        aten._to_copy.default(input, dtype=weight.dtype), normalized_shape, weight, bias, eps)
+    return aten._to_copy.default(out, dtype=input.dtype), mean, rstd
+
+
+def _layer_norm_backward_mixed(grad_out, input, normalized_shape, mean, rstd, weight, bias,
+                               output_mask):
+    """native_layer_norm_backward of a bf16 input with fp32 parameters: in
+    fp32, the input's gradient rounded to its dtype; the parameters'
+    gradients in fp32, accumulated in fp32 (ATen's mixed-type CPU kernel
+    accumulates them in bf16: 0.2 off float64 where this is exact on a
+    [64, 8] batch). Same dtypes: the op itself."""
+    if weight is None or weight.dtype == input.dtype:
+        return NotImplemented
+    wide = weight.dtype
+    grad_input, grad_weight, grad_bias = aten.native_layer_norm_backward.default(
+        aten._to_copy.default(grad_out, dtype=wide), aten._to_copy.default(input, dtype=wide),
+        normalized_shape, aten._to_copy.default(mean, dtype=wide),
+        aten._to_copy.default(rstd, dtype=wide), weight, bias, output_mask)
+    return (None if grad_input is None else aten._to_copy.default(grad_input, dtype=input.dtype),
+            grad_weight, grad_bias)
+
+
 def _lerp_tensor(self, end, weight):
     """lerp with a tensor weight, as ATen computes it: self + weight * (end -
     self) where |weight| < 0.5, end - (end - self) * (1 - weight) elsewhere
@@ -786,6 +816,8 @@ DECOMPOSED_BY_SPMD = {
     aten.eye.default: _eye, aten.eye.m: _eye,
     aten.linalg_solve_triangular.default: _solve_triangular,
     aten.native_batch_norm.default: _batch_norm,
+    aten.native_layer_norm.default: _layer_norm_mixed,
+    aten.native_layer_norm_backward.default: _layer_norm_backward_mixed,
     aten.convolution.default: _convolution,
     aten.hardtanh.default: _hardtanh,
     aten.upsample_bilinear2d_backward.default: _upsample_bilinear2d_backward,
