@@ -2592,6 +2592,11 @@ class _OptimizerCalls:
             raise CaptureError("train_step calls optimizer.step() before loss.backward()")
         user.steps[self._k] += 1
         if user.steps[self._k] == 1:
+            # What the code did to the .grads of the parameters the model
+            # holds updated (an earlier optimizer's zero_grad) carries over
+            # to the tensors it holds next.
+            for i, t in user.held.items():
+                user.flat[i].grad = t.grad
             # Parameters first, then state, as update() gives them; the
             # model holds every optimizer's updates so far.
             updates = user.update([user.grad(i) for i in user.trainable], self._groups)

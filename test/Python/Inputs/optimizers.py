@@ -14,6 +14,11 @@ loss, the parameters and the optimizer state after the last must match.
                                 the compiled step traces the replacement
   optimizers.py MODE dict       Muon (match_rms_adamw) and Adam, passed as a
                                 dict, the step stepping them by name
+  optimizers.py MODE llama      LlamaForCausalLM (2 layers): Muon
+                                (match_rms_adamw) for the attention and MLP
+                                matrices, AdamW for the embeddings, the head
+                                and the norms; the fp32 iteration patched in
+                                (tp with examples/hf_llama.tp.json)
   optimizers.py MODE adafactor  torch.optim.Adafactor (weight decay): its
                                 factored second moments, [R, 1] and [1, C]
   optimizers.py resume DIR      the dict case (fp32 iteration) under ddp for
@@ -36,9 +41,25 @@ from torch.optim import _muon
 import spmd
 
 PLAN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "mlp.tp.json")
+LLAMA_PLAN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..",
+                          "examples", "hf_llama.tp.json")
 
 
-def model_and_data(mode):
+def llama_and_data():
+    from transformers import LlamaConfig, LlamaForCausalLM
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(LlamaConfig(
+        vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=32,
+        tie_word_embeddings=False))
+    g = torch.Generator().manual_seed(1)
+    ids = [torch.randint(0, 128, (4, 16), generator=g) for _ in range(4)]
+    return model, [(i, i) for i in ids]
+
+
+def model_and_data(mode, case=None):
+    if case == "llama":
+        return llama_and_data()
     torch.manual_seed(0)
     layers = [nn.Linear(6, 8), nn.ReLU(), nn.Linear(8, 3)]
     if mode != "tp":
@@ -70,6 +91,13 @@ def matrices_and_rest(model):
 
 def optimizers_of(case, model):
     mats, rest = matrices_and_rest(model)
+    if case == "llama":
+        hidden = {id(p) for n, p in model.named_parameters()
+                  if p.ndim == 2 and "embed" not in n and "lm_head" not in n}
+        return [torch.optim.Muon([p for p in model.parameters() if id(p) in hidden], lr=0.02,
+                                 adjust_lr_fn="match_rms_adamw"),
+                torch.optim.AdamW([p for p in model.parameters() if id(p) not in hidden],
+                                  lr=3e-3)]
     if case == "adafactor":
         return torch.optim.Adafactor(model.parameters(), lr=0.05, weight_decay=0.01)
     if case == "dict":
@@ -81,9 +109,19 @@ def optimizers_of(case, model):
 def step_list(model, optimizers, x, y):
     loss = F.cross_entropy(model(x), y)
     loss.backward()
+    # Each optimizer's zero_grad right after its step: the next step() sees
+    # the .grads the first one cleared as cleared, its own as they are.
     for opt in optimizers:
         opt.step()
+        opt.zero_grad()
+    return loss
+
+
+def step_llama(model, optimizers, ids, labels):
+    loss = model(input_ids=ids, labels=labels).loss
+    loss.backward()
     for opt in optimizers:
+        opt.step()
         opt.zero_grad()
     return loss
 
@@ -113,16 +151,16 @@ def parts(optimizers):
 
 
 def compare(mode, case, report=False):
-    if case == "muon-fp32":
+    if case in ("muon-fp32", "llama"):
         _muon._zeropower_via_newtonschulz = fp32_newton_schulz
-    fn = {"dict": step_dict, "adafactor": step_one}.get(case, step_list)
-    model, batches = model_and_data(mode)
+    fn = {"dict": step_dict, "adafactor": step_one, "llama": step_llama}.get(case, step_list)
+    model, batches = model_and_data(mode, case)
     reference = copy.deepcopy(model)
     opts, ref_opts = optimizers_of(case, model), optimizers_of(case, reference)
     scheds = [torch.optim.lr_scheduler.LambdaLR(o[1], lambda k: 1 / (k + 1))
               for o in (opts, ref_opts)] if case.startswith("muon") else []
-    step = spmd.compile(parallel_mode=mode, plan=PLAN if mode == "tp" else None,
-                        report=report)(fn)
+    plan = (LLAMA_PLAN if case == "llama" else PLAN) if mode == "tp" else None
+    step = spmd.compile(parallel_mode=mode, plan=plan, report=report)(fn)
     worst = 0.0
     for x, y in batches:
         loss = step(model, opts, x, y).item()
