@@ -106,20 +106,18 @@ def optimizers_of(case, model):
     return [torch.optim.Muon(mats, lr=0.02), torch.optim.AdamW(rest, lr=3e-3)]
 
 
+def loss_of(model, x, y):
+    """The MLP's cross-entropy, or a causal LM's own loss (x the ids)."""
+    if isinstance(model, nn.Sequential):
+        return F.cross_entropy(model(x), y)
+    return model(input_ids=x, labels=y).loss
+
+
 def step_list(model, optimizers, x, y):
-    loss = F.cross_entropy(model(x), y)
+    loss = loss_of(model, x, y)
     loss.backward()
     # Each optimizer's zero_grad right after its step: the next step() sees
     # the .grads the first one cleared as cleared, its own as they are.
-    for opt in optimizers:
-        opt.step()
-        opt.zero_grad()
-    return loss
-
-
-def step_llama(model, optimizers, ids, labels):
-    loss = model(input_ids=ids, labels=labels).loss
-    loss.backward()
     for opt in optimizers:
         opt.step()
         opt.zero_grad()
@@ -153,7 +151,7 @@ def parts(optimizers):
 def compare(mode, case, report=False):
     if case in ("muon-fp32", "llama"):
         _muon._zeropower_via_newtonschulz = fp32_newton_schulz
-    fn = {"dict": step_dict, "adafactor": step_one, "llama": step_llama}.get(case, step_list)
+    fn = {"dict": step_dict, "adafactor": step_one}.get(case, step_list)
     model, batches = model_and_data(mode, case)
     reference = copy.deepcopy(model)
     opts, ref_opts = optimizers_of(case, model), optimizers_of(case, reference)
