@@ -66,6 +66,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import spmd
+from guard import print_refusals
 
 PLAN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "mlp.tp.json")
 
@@ -389,13 +390,8 @@ def misuse():
              ("a gradient zeroed in place after the step", zeroed_in_place, {}),
              ("model.parameters() under mixed precision", clip,
               {"param_dtype": torch.bfloat16})]
-    for name, fn, kwargs in cases:
-        try:
-            spmd.compile(**kwargs)(fn)(model, torch.optim.SGD(model.parameters(), lr=0.1), x, y)
-            print("%s: no error" % name)
-        except Exception as e:  # noqa: BLE001 - the test prints what it got
-            first = str(e).strip().splitlines()
-            print("%s: %s: %s" % (name, type(e).__name__, first[-1] if first else ""))
+    print_refusals([(name, fn, torch.optim.SGD(model.parameters(), lr=0.1), kwargs)
+                    for name, fn, kwargs in cases], model, x, y)
 
 
 if __name__ == "__main__":

@@ -124,6 +124,13 @@ def misuse():
              ("a plan that names no module", step_fn,
               torch.optim.SGD(model.parameters(), lr=0.1),
               {"parallel_mode": "tp", "plan": sys.argv[2] if len(sys.argv) > 2 else None})]
+    print_refusals(cases, model, x, y)
+
+
+def print_refusals(cases, model, x, y):
+    """For each (name, train_step, optimizer, spmd.compile's keyword
+    arguments) of `cases`, its first call on (x, y): `name: no error`, or
+    the exception's type and the last line of its message."""
     for name, fn, opt, kwargs in cases:
         try:
             spmd.compile(**kwargs)(fn)(model, opt, x, y)

@@ -39,6 +39,7 @@ import torch.nn.functional as F
 from torch.optim import _muon
 
 import spmd
+from guard import print_refusals
 
 PLAN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "mlp.tp.json")
 LLAMA_PLAN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..",
@@ -240,13 +241,7 @@ def misuse():
         ("an optimizer spmd does not take", step_list,
          [torch.optim.Muon(mats, lr=0.02), torch.optim.Rprop(rest)]),
     ]
-    for name, fn, opts in cases:
-        try:
-            spmd.compile()(fn)(model, opts, x, y)
-            print("%s: no error" % name)
-        except Exception as e:  # noqa: BLE001 - the test prints what it got
-            first = str(e).strip().splitlines()
-            print("%s: %s: %s" % (name, type(e).__name__, first[-1] if first else ""))
+    print_refusals([(name, fn, opts, {}) for name, fn, opts in cases], model, x, y)
 
 
 if __name__ == "__main__":
