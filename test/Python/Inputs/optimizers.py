@@ -26,8 +26,9 @@ loss, the parameters and the optimizer state after the last must match.
                                 by a new step and new optimizers for 2 more
   optimizers.py misuse          what spmd.compile refuses, each message
 
-MODE is ddp, fsdp or tp (tp with mlp.tp.json beside this file). Under tp
-the model has no LayerNorm (a colwise output feeds the rowwise layer).
+MODE is ddp, fsdp or tp (tp with mlp.tp.json beside this file), and for
+llama fsdp-tp on 2x2 too. Under tp the MLP has no LayerNorm (a colwise
+output feeds the rowwise layer).
 """
 import copy
 import os
@@ -158,8 +159,9 @@ def compare(mode, case, report=False):
     opts, ref_opts = optimizers_of(case, model), optimizers_of(case, reference)
     scheds = [torch.optim.lr_scheduler.LambdaLR(o[1], lambda k: 1 / (k + 1))
               for o in (opts, ref_opts)] if case.startswith("muon") else []
-    plan = (LLAMA_PLAN if case == "llama" else PLAN) if mode == "tp" else None
-    step = spmd.compile(parallel_mode=mode, plan=plan, report=report)(fn)
+    plan = (LLAMA_PLAN if case == "llama" else PLAN) if mode in ("tp", "fsdp-tp") else None
+    step = spmd.compile(parallel_mode=mode, plan=plan, report=report,
+                        mesh="2x2" if mode == "fsdp-tp" else None)(fn)
     worst = 0.0
     for x, y in batches:
         loss = step(model, opts, x, y).item()
