@@ -2390,7 +2390,6 @@ class _UserStep:
                                                                   given.groups_of(k))) \
             if isinstance(given, Optimizers) else _OptimizerCalls(self)
         count = len(given.parts) if isinstance(given, Optimizers) else 1
-        self.steps = collections.Counter({k: 0 for k in range(count)})
         model = self.factory.model
         tensor_backward = torch.Tensor.backward
 
@@ -2434,10 +2433,11 @@ class _UserStep:
                 self.flat[i].grad = None
         if not self.losses:
             raise CaptureError("train_step never calls loss.backward()")
-        for k, calls in sorted(self.steps.items()):
+        for k in range(count):
+            calls = self.steps[k]
             if calls == 1:
                 continue
-            if len(self.steps) == 1:
+            if count == 1:
                 raise CaptureError("train_step calls optimizer.step() %d times: it must call "
                                    "it once, after loss.backward()" % calls)
             raise CaptureError(
@@ -2500,7 +2500,7 @@ class Optimizers:
                         "each parameter may be updated by one optimizer" % (
                             list(p.shape), seen[id(p)], type(self.parts[seen[id(p)]]).__name__,
                             k, type(part).__name__))
-        self.state = _PartStates(self.parts)
+        self.state = _PartStates(self.parts, seen)
 
     def same(self, structure):
         """Whether `structure` holds these optimizers, in this order."""
@@ -2540,15 +2540,15 @@ class Optimizers:
 
 class _PartStates:
     """Optimizers' `state`: a parameter's is its own optimizer's (that
-    optimizer's defaultdict entry, which writing into creates)."""
+    optimizer's defaultdict entry, which writing into creates); `owners`
+    is {id(parameter): index of its optimizer}."""
 
-    def __init__(self, parts):
-        self.parts = parts
+    def __init__(self, parts, owners):
+        self.parts, self.owners = parts, owners
 
     def _part(self, param):
-        return next((part for part in self.parts
-                     if any(p is param for g in part.param_groups for p in g["params"])),
-                    None)
+        k = self.owners.get(id(param))
+        return None if k is None else self.parts[k]
 
     def get(self, param, default=None):
         part = self._part(param)
