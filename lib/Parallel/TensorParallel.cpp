@@ -627,10 +627,10 @@ FailureOr<TPResolution> spmd::resolveTPPlan(func::FuncOp fn, const TPPlan &plan,
   }
 
   // Optimizer state of a parameter's shape (momentum, Adam's moments, not
-  // its step count) follows the parameter.
+  // its step count) and its carried gradient follow the parameter.
   SmallVector<std::pair<std::string, Placement>> states;
   for (unsigned i = 0; i < fn.getNumArguments(); ++i) {
-    if (getArgRole(fn, i) != "optim_state")
+    if (getArgRole(fn, i) != "optim_state" && getArgRole(fn, i) != "grad")
       continue;
     // Its parameter's FQN is a proper prefix of its own at a '.' (one at
     // most: a parameter has no children).

@@ -59,7 +59,7 @@ public:
           if (role == "input" || role == "target")
             return std::vector<Placement>{Placement::shard(0),
                                           Placement::replicate()};
-          if (role != "param" && role != "optim_state")
+          if (role != "param" && role != "optim_state" && role != "grad")
             return std::nullopt;
           auto it = resolution.placements.find(fqn);
           Placement tp = it == resolution.placements.end()

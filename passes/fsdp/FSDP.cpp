@@ -45,8 +45,9 @@ public:
     return annotateAndPartition(
         module, config->options,
         [&](StringRef role, StringRef fqn, RankedTensorType type) {
-          return config->layoutOf(role, fqn, type,
-                                  {"input", "target", "param", "optim_state"});
+          return config->layoutOf(
+              role, fqn, type,
+              {"input", "target", "param", "optim_state", "grad"});
         },
         [&](func::FuncOp fn) {
           if (failed(applyReduceDtype(fn, config->options, "fsdp",

@@ -47,7 +47,10 @@ to the others), lowers and JIT-compiles it; every later call runs it.
   per micro-batch: gradient accumulation) and `optimizer.step()` once after;
   `.grad`s behave as in PyTorch (clip them with
   torch.nn.utils.clip_grad_norm_ in between; zero_grad before the first
-  backward or after the step). The optimizer is torch.optim's SGD, Adam,
+  backward or after the step). A call may also only accumulate: backward()
+  without step(), the gradients carried into the next call, as PyTorch's
+  gradient accumulation across iterations (`if (i + 1) % k == 0:
+  optimizer.step(); optimizer.zero_grad()`). The optimizer is torch.optim's SGD, Adam,
   AdamW, RMSprop, Adagrad, Adamax, RAdam, NAdam, Adadelta, Adafactor or
   Muon, with any parameter groups, or a list, tuple or dict of them whose
   step() the step calls once each (Muon for the matrices, AdamW for the
@@ -220,14 +223,16 @@ def _hyperparameters(optimizer, dynamic):
     return tuple(group_key(g) for g in optimizer.param_groups)
 
 
-_Guard = collections.namedtuple("_Guard", "model training optimizer batch hyperparameters")
+_Guard = collections.namedtuple("_Guard",
+                                "model training optimizer batch hyperparameters grads")
 
 
-def _guard(model, optimizer, batch, kwbatch, dynamic):
+def _guard(model, optimizer, batch, kwbatch, dynamic, grads=None):
     """What a compiled step depends on besides the state: the model (and
     whether it is in training mode) and the optimizer it was compiled for,
     each batch entry's shape and dtype (a tensor) or value (a constant), the
-    optimizer's hyperparameters (`dynamic`: as _hyperparameters)."""
+    optimizer's hyperparameters (`dynamic`: as _hyperparameters) and, once
+    calls carry gradients, the FQNs of those whose .grad is set (`grads`)."""
     def entry(key, b):
         if isinstance(b, torch.Tensor):
             return (key, "%s%s" % (b.dtype, list(b.shape)))
@@ -235,7 +240,7 @@ def _guard(model, optimizer, batch, kwbatch, dynamic):
     entries = tuple(entry(i, b) for i, b in enumerate(batch)) + \
         tuple(entry(k, v) for k, v in sorted(kwbatch.items()))
     return _Guard(id(model), model.training, id(optimizer), entries,
-                  _hyperparameters(optimizer, dynamic) if optimizer is not None else ())
+                  _hyperparameters(optimizer, dynamic) if optimizer is not None else (), grads)
 
 
 def _to_host(tensor, dtype):
@@ -397,7 +402,10 @@ def _mesh_text(mesh):
     return "x".join(str(m) for m in _mesh_shape(mesh))
 
 
-STATE_ROLES = ("param", "buffer", "optim_state")
+STATE_ROLES = ("param", "buffer", "optim_state", "grad")
+# What state_dict() and checkpoints hold: not the gradients a call carries
+# into the next, as torch's model and optimizer state dicts do not.
+CHECKPOINT_ROLES = ("param", "buffer", "optim_state")
 
 _UNBOUND = object()
 
@@ -571,7 +579,7 @@ class CompiledStep:
 
     def __init__(self, fn, parallel_mode, mesh, plan, options, backend, on_recompile,
                  clip_grad_norm, clip_norm_type, report, seed, param_dtype=None,
-                 reduce_dtype=None, cache_size=8):
+                 reduce_dtype=None, cache_size=8, carry_grads=False):
         if on_recompile not in ("recompile", "error"):
             raise SpmdError("on_recompile must be 'recompile' or 'error', got %r" % on_recompile)
         if not isinstance(cache_size, int) or cache_size < 1:
@@ -592,6 +600,12 @@ class CompiledStep:
         self._model = self._optimizer = None
         self._several = None  # the Optimizers of the last call given several
         self._pending = None  # a checkpoint to load at the first compile
+        # Gradients carried from call to call: the programs take and give the
+        # .grads as state (`grad` arguments). On from the first call that
+        # adds into an earlier call's gradients (or from the start).
+        self._carry = bool(carry_grads)
+        self._grads = frozenset()  # FQNs whose carried .grad is set (in use)
+        self._dropped = frozenset()  # .grads the last call left, not kept
 
     @property
     def _session(self):
@@ -622,10 +636,13 @@ class CompiledStep:
         optimizer) and compiles it; the program's state is rank 0's model's
         and optimizer's."""
         from spmd_capture import CaptureError
+        from spmd_capture.trace import CarriesGradients
         init(self.backend)
         try:
             step, text = self._capture(model, optimizer, fn, batch, kwbatch)
             failure = None
+        except CarriesGradients as e:
+            failure = e  # __call__ compiles again, carrying them
         except CaptureError as e:
             failure = SpmdError("capturing the step: %s" % e)
         except Exception as e:  # noqa: BLE001 - re-raised below, on every rank
@@ -702,7 +719,9 @@ class CompiledStep:
             described = _optimizer_of(model, optimizer, self.clip_grad_norm,
                                       self.clip_norm_type, self._dynamic)
             factory = Factory(model, entries, None, [], train_step=fn, optimizer=optimizer)
-        args = step_args(factory, described)
+        grads = {n: p.grad for n, p in model.named_parameters() if p.requires_grad} \
+            if self._carry and optimizer is not None else None
+        args = step_args(factory, described, grads=grads)
         if optimizer is not None:
             self._initial_optimizer_state(model, optimizer, args)
         # torch.compile'd code in the step (a compiled loss, module.compile())
@@ -755,15 +774,43 @@ class CompiledStep:
                 raise SpmdError(str(e)) from None
         return self._several
 
+    def _carried(self, model):
+        """The FQNs of the carried gradients that are set (None when calls
+        carry none): the program in use's, else the model's .grads."""
+        if not self._carry:
+            return None
+        if self._program is not None:
+            return self._grads
+        return frozenset(n for n, p in model.named_parameters()
+                         if p.requires_grad and p.grad is not None)
+
     def __call__(self, model, optimizer, *batch, **kwbatch):
+        from spmd_capture.trace import CarriesGradients
         fn, model, batch, kwbatch = _call(self.fn, model, batch, kwbatch)
         optimizer = self._optimizers(optimizer)
-        key = _guard(model, optimizer, batch, kwbatch, self._dynamic)
+        try:
+            return self._run(fn, model, optimizer, batch, kwbatch)
+        except CarriesGradients as e:
+            # This call leaves .grads for the next: from now on every
+            # program carries them. The model holds the state.
+            if self._dropped and e.reads:
+                raise SpmdError(
+                    "capturing the step: train_step adds its gradients into the .grads the "
+                    "previous call left, which that call's program did not keep (calls carry "
+                    "gradients from the first one that needs an earlier call's): pass "
+                    "spmd.compile(carry_grads=True) to carry them from the first call, or call "
+                    "optimizer.zero_grad() after optimizer.step()") from None
+            self._carry = True
+            return self._run(fn, model, optimizer, batch, kwbatch)
+
+    def _run(self, fn, model, optimizer, batch, kwbatch):
+        grads = self._carried(model)
+        key = _guard(model, optimizer, batch, kwbatch, self._dynamic, grads)
         current = self._program
         # Ranks switch programs together: one whose batch changed takes the
         # others along (their collectives must match).
         if current is None or lib().spmd_session_any(int(key != current.key or current.stale())):
-            dynamic_key = _guard(model, optimizer, batch, kwbatch, True)
+            dynamic_key = _guard(model, optimizer, batch, kwbatch, True, grads)
             # Kept programs hold another model's or optimizer's state.
             reuse = current is not None and \
                 (key.model, key.optimizer) == (current.key.model, current.key.optimizer)
@@ -773,6 +820,10 @@ class CompiledStep:
                         "the step was compiled for %s, called with %s (on_recompile='error')"
                         % (_describe(current.key), _describe(key))
                         if key.batch != current.key.batch
+                        else "the gradients the previous call left (%d set) differ from those "
+                        "the step was compiled for (%d) (on_recompile='error')"
+                        % (len(key.grads or ()), len(current.key.grads or ()))
+                        if key.grads != current.key.grads
                         else "a tensor the step reads as a constant (a global or a closure's) "
                         "changed in place since the step was compiled (on_recompile='error')"
                         if key == current.key
@@ -792,11 +843,14 @@ class CompiledStep:
             if self._pending:
                 self.load(self._pending)
                 self._pending = None
+        step = self._program.step
         out = self._program.run(batch, kwbatch, optimizer, self.steps)
-        self.steps += 1
-        # What torch.optim's step() notes for the LR schedulers (they warn of
-        # a schedule stepped before the optimizer otherwise).
-        optimizer._opt_called = True
+        self._grads, self._dropped = step.grads_after, step.grads_dropped
+        if step.stepped:
+            self.steps += 1
+            # What torch.optim's step() notes for the LR schedulers (they
+            # warn of a schedule stepped before the optimizer otherwise).
+            optimizer._opt_called = True
         return out
 
     def eval_step(self, fn):
@@ -806,8 +860,8 @@ class CompiledStep:
         return EvalStep(self, fn)
 
     # -- state ---------------------------------------------------------------
-    def _state_args(self):
-        return [(i, a) for i, a in enumerate(self._step.args) if a.role in self.STATE_ROLES]
+    def _state_args(self, roles=CHECKPOINT_ROLES):
+        return [(i, a) for i, a in enumerate(self._step.args) if a.role in roles]
 
     def _require(self):
         if self._session is None:
@@ -836,13 +890,19 @@ class CompiledStep:
         torch.optim keeps it), e.g. to evaluate or save with PyTorch."""
         model, optimizer = _unwrapped(model), self._optimizers(optimizer)
         state = self.state_dict()
+        params = dict(model.named_parameters())
         with torch.no_grad():
             for fqn, t in list(model.named_parameters()) + list(model.named_buffers()):
                 if fqn in state:
                     t.copy_(state[fqn])
+            # The gradients carried into the next call, as PyTorch leaves
+            # them in .grad.
+            for i, a in self._state_args(("grad",)):
+                fqn = a.fqn[:-len(".grad")]
+                params[fqn].grad = a.restored(self._session.gather(
+                    0, i, list(a.value.shape), a.value.dtype)) if fqn in self._grads else None
         if optimizer is None:
             return
-        params = dict(model.named_parameters())
         for i, a in self._state_args():
             if a.role != "optim_state":
                 continue
@@ -1001,7 +1061,8 @@ def _dtype_of(value, what, allowed):
 
 def compile(parallel_mode="ddp", mesh=None, plan=None, options=None, backend="cpu",
             on_recompile="recompile", clip_grad_norm=None, clip_norm_type=2.0,
-            report=False, seed=0, param_dtype=None, reduce_dtype=None, cache_size=8):
+            report=False, seed=0, param_dtype=None, reduce_dtype=None, cache_size=8,
+            carry_grads=False):
     """Decorates train_step(model, optimizer, *batch) (see the module's doc).
 
     parallel_mode: ddp, fsdp, tp or fsdp-tp (spmd-parallelize's modes).
@@ -1028,9 +1089,15 @@ def compile(parallel_mode="ddp", mesh=None, plan=None, options=None, backend="cp
       the parameters cast to bf16 (the model and optimizer state stay fp32);
       the gradients are reduced in reduce_dtype (torch.bfloat16, the default,
       or torch.float32; ddp, fsdp and fsdp-tp's reduce-dtype).
+    carry_grads: keep the .grads each call leaves for the next from the
+      first call on (gradient accumulation across calls). By default they
+      are kept from the first call that adds into an earlier call's; pass
+      True when an earlier call leaves gradients that a later one adds
+      into (zero_grad() at the top of a cycle's first call, step() in its
+      last).
     """
     def wrap(fn):
         return CompiledStep(fn, parallel_mode, mesh, plan, options, backend, on_recompile,
                             clip_grad_norm, clip_norm_type, report, seed, param_dtype,
-                            reduce_dtype, cache_size)
+                            reduce_dtype, cache_size, carry_grads)
     return wrap

@@ -874,10 +874,13 @@ def decompositions():
 
 @dataclasses.dataclass
 class Arg:
-    """An argument of @train_step: role is param|buffer|optim_state|input|target.
+    """An argument of @train_step: role is
+    param|buffer|optim_state|grad|lr|hyperparameter|step|input|target.
     Inputs and targets record which of the factory's tensors they are (`slot`)
     and, with gradient accumulation, which micro-batch (`micro`; None for a
-    tensor every micro-step shares)."""
+    tensor every micro-step shares). A `grad` (a parameter's `.grad` that an
+    earlier call left, carried from call to call) whose .grad is None has
+    `holds_none`: the step does not read it."""
     fqn: str
     role: str
     value: torch.Tensor
@@ -886,6 +889,7 @@ class Arg:
     # A complex tensor, which the step takes as its real pairs (`value` is
     # torch.view_as_real of it after tracing: complex.py).
     complex: bool = False
+    holds_none: bool = False
 
     def carried(self, tensor):
         """A tensor the user holds for this argument as the step takes it."""
@@ -985,6 +989,25 @@ class Step:
     # (globals, closures: class weights, a frozen model outside the model),
     # baked into the graph as constants.
     constants: List[torch.Tensor] = dataclasses.field(default_factory=list)
+    # Of a user's train_step: whether it calls optimizer.step() (a step
+    # that only accumulates gradients does not), and the FQNs of the
+    # trainable parameters whose .grad it leaves set, as `grad` results or
+    # untouched (`grads_after`) and, traced without `grad` arguments, as
+    # new values the step does not keep (`grads_dropped`).
+    stepped: bool = True
+    grads_after: frozenset = frozenset()
+    grads_dropped: frozenset = frozenset()
+
+
+class CarriesGradients(CaptureError):
+    """A user's train_step leaves .grads set for the next call to add into
+    or step on: it adds into the .grads an earlier call left (`reads`), or
+    steps no optimizer. Traced without `grad` arguments it cannot be
+    compiled: spmd.compile then traces it again with them."""
+
+    def __init__(self, message, reads):
+        super().__init__(message)
+        self.reads = reads
 
 
 def _attention_heads(module):
@@ -1895,9 +1918,11 @@ def is_batched(tensor, batch):
     return batch is not None and tensor.dim() > 0 and tensor.shape[0] == batch
 
 
-def step_args(factory, optimizer, accumulate=1):
+def step_args(factory, optimizer, accumulate=1, grads=None):
     """The arguments of @train_step, in order: parameters, buffers, optimizer
-    state (per parameter, per state key), the optimizer's hyperparameter
+    state (per parameter, per state key), with `grads` ({FQN: .grad or None}
+    of the trainable parameters) each one's carried gradient (`<fqn>.grad`,
+    zeros and `holds_none` for None), the optimizer's hyperparameter
     inputs (`optimizer.lr` and, per further parameter group g,
     `optimizer.lr.<g>`, whose `slot` is g; `optimizer.step`), inputs,
     targets. An eval step has no `optimizer` (None): no state or
@@ -1918,6 +1943,10 @@ def step_args(factory, optimizer, accumulate=1):
                      optimizer.of(n)[1].initial_state(key, p))
                  for n, p in params if p.requires_grad and optimizer.of(n) is not None
                  for key in optimizer.of(n)[1].keys_of(p)]
+        if grads is not None:
+            args += [Arg(n + ".grad", "grad", torch.zeros_like(p.detach()) if grads[n] is None
+                         else grads[n].detach().clone(), holds_none=grads[n] is None)
+                     for n, p in params if p.requires_grad]
         args += [Arg(fqn, role, value, group) for fqn, role, group, value in optimizer.inputs()]
     tensors = [("input", k, t) for k, t in factory.tensors("input")] + \
         [("target", k, t) for k, t in factory.tensors("target")]
@@ -2071,6 +2100,10 @@ def trace(factory, optimizer, args, seed, accumulate=1, fake=False,
     param_index = {id(p): index["param", n] for n, p in model.named_parameters()}
     results = [] if factory.eval_step is not None else [Result("loss", None)]
     returned = []  # the user's train_step's (spec, leaves), as Step.returned
+    # A carried gradient's argument, by its parameter's (step_args' grads).
+    grad_args = {index["param", a.fqn[:-len(".grad")]]: j for j, a in enumerate(args)
+                 if a.role == "grad"}
+    user_info = {}  # what a user's step did (_UserStep.info), for Step
 
     def update(flat, grads, groups=None):
         """The optimizer step on `grads` (one per trainable parameter, None
@@ -2147,9 +2180,14 @@ def trace(factory, optimizer, args, seed, accumulate=1, fake=False,
                     return forward(factory, lambda a, kw: factory.eval_step(model, *a, **kw),
                                    flat, inputs)
             if factory.train_step is not None:
-                return _UserStep(factory, flat, trainable, traced, mixed_precision is not None,
-                                 functools.partial(update, flat), scope,
-                                 holding_updates).run(inputs)
+                user = _UserStep(factory, flat, trainable, traced, mixed_precision is not None,
+                                 functools.partial(update, flat), scope, holding_updates,
+                                 {i: None if args[j].holds_none else flat[j]
+                                  for i, j in grad_args.items()} if grad_args else None)
+                out = user.run(inputs)
+                user_info.update(user.info)
+                user_info["grads"] = [(grad_args[i], g) for i, g in user.info["grads"]]
+                return out
             out = forward(factory, lambda a, kw: model(*a, **kw), flat, inputs)
             scope.set("", "loss")
             loss = loss_of(factory, out, flat, targets)
@@ -2183,6 +2221,7 @@ def trace(factory, optimizer, args, seed, accumulate=1, fake=False,
             return tuple(outputs)
         if factory.train_step is not None:
             loss, updates, out = micro_step(flat, *micro_steps(args, 1)[0])
+            updates = (updates or []) + user_info["grads"]
             if out is not loss:
                 outputs = returns(out, 1)
         else:
@@ -2271,6 +2310,10 @@ def trace(factory, optimizer, args, seed, accumulate=1, fake=False,
     _updates_to_results(gm, args, results,
                         frozen={i for i in by_role["param"]
                                 if i not in {r.updates for r in results}})
+    done = dict(stepped=user_info["stepped"],
+                grads_after=frozenset(args[i].fqn for i in user_info["grads_after"]),
+                grads_dropped=frozenset(args[i].fqn for i in user_info["grads_dropped"])) \
+        if user_info else {}
     for a in args:
         if a.value.is_complex():
             a.value, a.complex = complex_pairs.as_pairs(a.value), True
@@ -2281,11 +2324,11 @@ def trace(factory, optimizer, args, seed, accumulate=1, fake=False,
         output = next(n for n in gm.graph.nodes if n.op == "output")
         outputs = [o.meta["val"] for o in output.args[0]]
         return Step(gm, args, results, outputs, module_records(model),
-                    returned[0] if returned else None, constants)
+                    returned[0] if returned else None, constants, **done)
     torch.manual_seed(seed)
     outputs = _Record(gm).run(*[a.value.clone() for a in args])
     return Step(gm, args, results, list(outputs), module_records(model),
-                returned[0] if returned else None, constants)
+                returned[0] if returned else None, constants, **done)
 
 
 def _refuse_complex_results(raw, results):
@@ -2323,22 +2366,27 @@ class _UserStep:
     - `optimizer.zero_grad()` and `model.zero_grad()` clear them;
       `optimizer.param_groups` holds the traced parameters.
 
-    Each call starts from the gradients the previous call left. A step that
-    adds into them (no zero_grad before its first backward) and leaves
-    gradients behind (none after its step) would carry one call's gradients
-    into the next: PyTorch does, a compiled step cannot, so that raises
-    CaptureError (for the parameters the optimizer has: the gradients of
-    the others are not used; a .grad zeroed in place is still set). Each
-    parameter starts with a zero `.grad` that stands for the previous
-    call's; backward() replaces it and notes that it did.
+    Each call starts from the gradients the previous call left. Without
+    `carried`, each parameter starts with a zero `.grad` that stands for the
+    previous call's; backward() replaces it and notes that it did. A step
+    that adds into them (no zero_grad before its first backward) and leaves
+    gradients behind (none after its step) carries one call's gradients
+    into the next, as PyTorch does: that raises CarriesGradients (for the
+    parameters the optimizer has: the gradients of the others are not
+    used; a .grad zeroed in place is still set). With `carried` ({index
+    into flat: the traced `grad` argument, None for a None .grad}) the
+    parameters start from those, backward() adds into them, step() may be
+    called by none of the optimizers (the step only accumulates), and the
+    .grads the step leaves are its `grad` results.
 
     With mixed precision the model holds bf16 copies of the parameters,
     which have no `.grad`: reading one raises CaptureError (the fp32
     parameters are in optimizer.param_groups)."""
 
     def __init__(self, factory, flat, trainable, traced, mixed, update, scope,
-                 holding_updates):
+                 holding_updates, carried=None):
         self.factory, self.flat, self.trainable, self.mixed = factory, flat, trainable, mixed
+        self.carried = carried
         self.scope = scope  # the tracer's (_Scope): phases follow the user's code
         self.traced = traced  # id(the model's parameter) -> its traced tensor
         self.update = update  # the optimizer step on the gradients (trace's)
@@ -2349,15 +2397,20 @@ class _UserStep:
         # tensors the model then holds, by index into flat.
         self.holding_updates, self.after_step = holding_updates, contextlib.ExitStack()
         self.held = {}
-        self.incoming = {i: torch.zeros_like(flat[i]) for i in trainable}
+        self.incoming = dict(carried) if carried is not None else \
+            {i: torch.zeros_like(flat[i]) for i in trainable}
         self.added_to_incoming = set()  # indices into flat
+        # For Step: whether step() ran, the FQNs whose .grad is left set, and
+        # [(index into flat, the new .grad)] of the carried ones it changed.
+        self.info = {}
         self.losses, self.updates = [], None
         self.steps = collections.Counter()  # step() calls, by optimizer
 
     def grad(self, i):
-        """flat[i].grad, None where it is the previous call's (untouched)."""
+        """flat[i].grad; without `carried`, None where it is the previous
+        call's (untouched)."""
         g = self.flat[i].grad
-        return None if g is self.incoming[i] else g
+        return None if g is self.incoming[i] and self.carried is None else g
 
     def backward(self, loss):
         _loss_check(loss)
@@ -2368,9 +2421,10 @@ class _UserStep:
             if g is None:
                 continue
             held = self.flat[i].grad
-            if held is self.incoming[i]:
+            if held is self.incoming[i] and held is not None:
                 self.added_to_incoming.add(i)
-                held = None
+                if self.carried is None:
+                    held = None
             self.flat[i].grad = g if held is None else held + g
         self.losses.append(loss)
         # What follows works on the gradients, as the optimizer does, until
@@ -2433,10 +2487,30 @@ class _UserStep:
                 self.flat[i].grad = None
         if not self.losses:
             raise CaptureError("train_step never calls loss.backward()")
+        # A parameter the optimizer does not have may keep adding: its
+        # gradient is not used.
+        kept = {id(self.traced.get(id(p), p)) for g in self.factory.optimizer.param_groups
+                for p in g["params"]}
+        leaves = any(self.grad(i) is not None and id(self.flat[i]) in kept
+                     for i in self.trainable)
+        # A step that steps no optimizer only accumulates gradients, for a
+        # later call: with gradients carried from call to call.
+        accumulates = not any(self.steps.values())
+        reads = any(id(self.flat[i]) in kept for i in self.added_to_incoming)
+        if self.carried is None and leaves and (accumulates or reads):
+            raise CarriesGradients(
+                "train_step %s and leaves them set for the next call" % (
+                    "adds its gradients into the .grads an earlier call left" if reads else
+                    "calls no optimizer.step() after its backward()"), reads)
         for k in range(count):
             calls = self.steps[k]
-            if calls == 1:
+            if calls == 1 or accumulates and self.carried is not None:
                 continue
+            if self.carried is not None and calls == 0:
+                raise CaptureError(
+                    "train_step calls the step() of optimizer %d (%s) 0 times but another "
+                    "optimizer's once: a call steps every optimizer once, or (accumulating "
+                    "gradients into the next call) none" % (k, type(given.parts[k]).__name__))
             if count == 1:
                 raise CaptureError("train_step calls optimizer.step() %d times: it must call "
                                    "it once, after loss.backward()" % calls)
@@ -2444,17 +2518,14 @@ class _UserStep:
                 "train_step calls the step() of optimizer %d (%s) %d times: it must call "
                 "each optimizer's step() once, after loss.backward()"
                 % (k, type(given.parts[k]).__name__, calls))
-        # A parameter the optimizer does not have may keep adding: its
-        # gradient is not used.
-        kept = {id(self.traced.get(id(p), p)) for g in self.factory.optimizer.param_groups
-                for p in g["params"]}
-        if any(self.grad(i) is not None and id(self.flat[i]) in kept
-               for i in self.added_to_incoming):
-            raise CaptureError(
-                "train_step adds its gradients into .grad without clearing them first, and "
-                "leaves them set (a .grad zeroed in place is still set): PyTorch would add "
-                "each call's gradients into the next call's; call optimizer.zero_grad() "
-                "before loss.backward() or after optimizer.step()")
+        left = [i for i in self.trainable if self.flat[i].grad is not None]
+        self.info = {
+            "stepped": not accumulates,
+            "grads_after": frozenset(i for i in left if self.carried is not None),
+            "grads_dropped": frozenset(i for i in left if self.carried is None and
+                                       self.grad(i) is not None and id(self.flat[i]) in kept),
+            "grads": [(i, self.flat[i].grad) for i in left if self.carried is not None and
+                      self.flat[i].grad is not self.incoming[i]]}
         for i in self.trainable:
             self.flat[i].grad = None
         if isinstance(out, torch.Tensor) and out.dim() == 0 and out.is_floating_point():
@@ -2655,12 +2726,16 @@ def _updates_to_results(gm, args, results, frozen=()):
         if node.op == "call_function" and node.target is aten.copy_.default and \
                 node.args[0] in placeholders:
             i = placeholders.index(node.args[0])
-            if args[i].role != "buffer" and i not in frozen:
+            if args[i].role not in ("buffer", "grad") and i not in frozen:
                 raise CaptureError("the step updates %s '%s' in place (aten::copy_ into an "
-                                   "argument); only buffers and parameters that take no "
-                                   "gradient may be updated" % (args[i].role, args[i].fqn))
-            extra.append(node.args[1])
-            results.append(Result(args[i].fqn, i))
+                                   "argument); only buffers, carried gradients and parameters "
+                                   "that take no gradient may be updated"
+                                   % (args[i].role, args[i].fqn))
+            # A carried gradient changed in place and then added to is the
+            # step's own result already.
+            if not any(r.updates == i for r in results):
+                extra.append(node.args[1])
+                results.append(Result(args[i].fqn, i))
             node.replace_all_uses_with(node.args[1])
             graph.erase_node(node)
     if extra:

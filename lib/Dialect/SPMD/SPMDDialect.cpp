@@ -246,13 +246,14 @@ MeshOp spmd::lookupMesh(Operation *from, FlatSymbolRefAttr meshRef,
 // Function argument/result attributes
 //===----------------------------------------------------------------------===//
 
-/// Roles a captured training step gives its arguments and results: `lr`,
-/// `hyperparameter` and `step` are the optimizer's per-step inputs (its
-/// learning rate, another hyperparameter a schedule changes, such as
-/// OneCycleLR's momentum, and the number of steps taken before this one),
-/// 0-dim.
+/// Roles a captured training step gives its arguments and results: `grad`
+/// is a parameter's gradient carried from call to call (accumulated over
+/// calls, of the parameter's shape); `lr`, `hyperparameter` and `step` are
+/// the optimizer's per-step inputs (its learning rate, another
+/// hyperparameter a schedule changes, such as OneCycleLR's momentum, and the
+/// number of steps taken before this one), 0-dim.
 static constexpr llvm::StringLiteral kArgRoles[] = {
-    "param", "buffer",         "optim_state", "lr",
+    "param", "buffer",         "optim_state", "grad",  "lr",
     "step",  "hyperparameter", "input",       "target"};
 static constexpr llvm::StringLiteral kResultRoles[] = {"loss", "output"};
 

@@ -107,7 +107,7 @@ func.func @f(%arg0: f32) -> (f32 {spmd.layout = #spmd.layout<@mesh, [shard<0>]>}
 
 // -----
 
-// expected-error @+1 {{'spmd.role' on argument #0: expected one of param, buffer, optim_state, lr, step, hyperparameter, input, target, got "weights"}}
+// expected-error @+1 {{'spmd.role' on argument #0: expected one of param, buffer, optim_state, grad, lr, step, hyperparameter, input, target, got "weights"}}
 func.func @f(%arg0: tensor<4xf32> {spmd.role = "weights"}) { return }
 
 // -----

@@ -372,23 +372,7 @@ def misuse():
     model, batches = model_and_data()
     x, y = batches[0]
 
-    def no_clearing(model, optimizer, x, y):
-        loss = F.cross_entropy(model(x), y)
-        loss.backward()
-        optimizer.step()
-        return loss
-
-    def zeroed_in_place(model, optimizer, x, y):
-        loss = F.cross_entropy(model(x), y)
-        loss.backward()
-        optimizer.step()
-        for p in model.parameters():
-            p.grad.zero_()
-        return loss
-
-    cases = [("no zero_grad", no_clearing, {}),
-             ("a gradient zeroed in place after the step", zeroed_in_place, {}),
-             ("model.parameters() under mixed precision", clip,
+    cases = [("model.parameters() under mixed precision", clip,
               {"param_dtype": torch.bfloat16})]
     print_refusals([(name, fn, torch.optim.SGD(model.parameters(), lr=0.1), kwargs)
                     for name, fn, kwargs in cases], model, x, y)
