@@ -165,6 +165,13 @@ localMaps(const SpmdSession *session, const Slot &slot,
       spmd::layout::rankToCoords(spmd_rt_rank(), session->exe->mesh));
 }
 
+/// Whether `slot` is Partial along some mesh dim (a summand on each rank).
+bool hasPartial(const Slot &slot) {
+  return llvm::any_of(slot.placements, [](const spmd::layout::Placement &p) {
+    return p.kind == spmd::layout::Placement::Kind::Partial;
+  });
+}
+
 const char *nameOf(const Slot &slot) {
   return slot.fqn.empty() ? "(unnamed)" : slot.fqn.c_str();
 }
@@ -356,6 +363,7 @@ int32_t spmd_session_set_arg(SpmdSession *session, int32_t i, const void *data,
   session->argShapes[i] = global;
   session->borrowed[i] = borrow && root < 0 && dtype == want &&
                          std::string(spmd_rt_backend()) == "cpu" &&
+                         !hasPartial(slot) &&
                          isContiguousPiece(maps, global, local);
   if (session->borrowed[i]) {
     int64_t offset = 0;
@@ -383,7 +391,10 @@ int32_t spmd_session_set_arg(SpmdSession *session, int32_t i, const void *data,
                 static_cast<int>(std::min(kChunk, array.data.size() - at)),
                 MPI_BYTE, root, MPI_COMM_WORLD);
   }
-  session->args[i] = toBuffer(extractPiece(array, maps, local), want);
+  session->args[i] = toBuffer(
+      pieceFor(slot, array, session->exe->mesh,
+               spmd::layout::rankToCoords(spmd_rt_rank(), session->exe->mesh)),
+      want);
   return 0;
 }
 
@@ -412,7 +423,8 @@ int32_t spmd_session_move_arg(SpmdSession *to, int32_t i, SpmdSession *from,
     Array array = gather(from->args[j], src, global, from->exe->mesh,
                          /*everyRank=*/true);
     to->args[i] = toBuffer(
-        extractPiece(array, localMaps(to, dst, global), dst.type.getShape()),
+        pieceFor(dst, array, to->exe->mesh,
+                 spmd::layout::rankToCoords(spmd_rt_rank(), to->exe->mesh)),
         dtype);
     spmd_rt_free(from->args[j]);
   }
@@ -520,6 +532,11 @@ int32_t spmd_session_piece(SpmdSession *session, int32_t i, int64_t *shape,
   if (!session->args[i])
     return fail(error, error_size, "argument %d '%s' has no value yet", i,
                 nameOf(slot));
+  if (hasPartial(slot))
+    return fail(error, error_size,
+                "argument %d '%s' is Partial: each rank holds a summand, not "
+                "a piece (gather it whole)",
+                i, nameOf(slot));
   auto maps = localMaps(session, slot, *session->argShapes[i]);
   for (size_t d = 0; d < maps.size(); ++d)
     shape[d] = maps[d].size();

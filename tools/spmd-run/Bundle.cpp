@@ -432,3 +432,32 @@ void spmd::run::insertPiece(Array &global, const Array &piece,
     std::memcpy(global.data.data() + g * es, piece.data.data() + l * es, es);
   });
 }
+
+template <typename T>
+static void addMapped(Array &global, const Array &piece,
+                      const std::vector<std::vector<int64_t>> &maps) {
+  forEachMapped(global.shape, piece.shape, maps, [&](int64_t l, int64_t g) {
+    T sum, add;
+    std::memcpy(&sum, global.data.data() + g * sizeof(T), sizeof(T));
+    std::memcpy(&add, piece.data.data() + l * sizeof(T), sizeof(T));
+    sum += add;
+    std::memcpy(global.data.data() + g * sizeof(T), &sum, sizeof(T));
+  });
+}
+
+void spmd::run::addPiece(Array &global, const Array &piece,
+                         const std::vector<std::vector<int64_t>> &maps) {
+  switch (global.dtype) {
+  case SPMD_F32:
+    return addMapped<float>(global, piece, maps);
+  case SPMD_F64:
+    return addMapped<double>(global, piece, maps);
+  case SPMD_I64:
+    return addMapped<int64_t>(global, piece, maps);
+  case SPMD_I32:
+    return addMapped<int32_t>(global, piece, maps);
+  default:
+    spmd_rt_fatal("a Partial(sum) value of dtype %s cannot be summed",
+                  dtypeName(global.dtype));
+  }
+}

@@ -102,6 +102,12 @@ Array extractPiece(const Array &global,
 void insertPiece(Array &global, const Array &piece,
                  const std::vector<std::vector<int64_t>> &maps);
 
+/// Adds the valid region of `piece` into `global` (one summand of a
+/// Partial(sum) value: float32, float64, int64 or int32; fatal for another
+/// dtype).
+void addPiece(Array &global, const Array &piece,
+              const std::vector<std::vector<int64_t>> &maps);
+
 } // namespace spmd::run
 
 #endif // SPMD_TOOLS_SPMD_RUN_BUNDLE_H

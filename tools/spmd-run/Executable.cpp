@@ -78,9 +78,10 @@ spmd::run::mapsFor(const Slot &slot, const std::vector<int64_t> &global,
                    const std::vector<int64_t> &coords) {
   std::vector<layout::Placement> placements = slot.placements;
   for (const layout::Placement &p : placements)
-    if (p.kind == layout::Placement::Kind::Partial)
-      FATAL("'%s' has a Partial layout: only Shard and Replicate values are "
-            "loaded and gathered",
+    if (p.kind == layout::Placement::Kind::Partial &&
+        p.reduce != layout::ReduceKind::Sum)
+      FATAL("'%s' has a Partial layout that is not a sum: only Shard, "
+            "Replicate and Partial(sum) values are loaded and gathered",
             slot.fqn.c_str());
   if (placements.empty())
     placements.assign(mesh.size(), layout::Placement::replicate());
@@ -89,6 +90,27 @@ spmd::run::mapsFor(const Slot &slot, const std::vector<int64_t> &global,
     FATAL("'%s': layout does not fit global shape: %s", slot.fqn.c_str(),
           why.c_str());
   return localIndexMaps(global, mesh, placements, coords);
+}
+
+/// Whether the rank at `coords` holds a zero summand of a value laid out as
+/// `slot`: its coordinate on a Partial mesh dim is not 0.
+static bool holdsZeroSummand(const Slot &slot,
+                             const std::vector<int64_t> &coords) {
+  for (auto [m, p] : llvm::enumerate(slot.placements))
+    if (p.kind == spmd::layout::Placement::Kind::Partial && coords[m] != 0)
+      return true;
+  return false;
+}
+
+Array spmd::run::pieceFor(const Slot &slot, const Array &global,
+                          const std::vector<int64_t> &mesh,
+                          const std::vector<int64_t> &coords) {
+  std::vector<int64_t> local(slot.type.getShape());
+  Array piece =
+      extractPiece(global, mapsFor(slot, global.shape, mesh, coords), local);
+  if (holdsZeroSummand(slot, coords))
+    std::fill(piece.data.begin(), piece.data.end(), 0);
+  return piece;
 }
 
 static std::string shapeStr(llvm::ArrayRef<int64_t> shape) {
@@ -183,12 +205,26 @@ Array spmd::run::gather(const SpmdBuffer *local, const Slot &slot,
   if (!assemble)
     return result;
   result.data.assign(result.numel() * result.elementSize(), 0);
+  bool partial = llvm::any_of(slot.placements, [](const layout::Placement &p) {
+    return p.kind == layout::Placement::Kind::Partial;
+  });
   for (int r = 0; r < size; ++r) {
+    std::vector<int64_t> coords = layout::rankToCoords(r, mesh);
     Array piece = mine;
     piece.data.assign(all.begin() + displs[r],
                       all.begin() + displs[r] + counts[r]);
-    insertPiece(result, piece,
-                mapsFor(slot, global, mesh, layout::rankToCoords(r, mesh)));
+    auto maps = mapsFor(slot, global, mesh, coords);
+    if (!partial) {
+      insertPiece(result, piece, maps);
+      continue;
+    }
+    // Summands add up along the Partial mesh dims; along a replicated one
+    // the copies are equal, and coordinate 0's is the one added.
+    bool copy = false;
+    for (auto [m, p] : llvm::enumerate(slot.placements))
+      copy |= p.kind == layout::Placement::Kind::Replicate && coords[m] != 0;
+    if (!copy)
+      addPiece(result, piece, maps);
   }
   return result;
 }

@@ -42,12 +42,23 @@ std::optional<int32_t> dtypeOf(mlir::Type type);
 std::string typeString(mlir::Type type);
 
 /// The per-dim global indices the rank at `coords` holds of a tensor of
-/// global shape `global` laid out as `slot` (all of them when replicated).
-/// Fatal for a Partial layout and for one that does not fit `global`.
+/// global shape `global` laid out as `slot` (all of them when replicated,
+/// and along a Partial(sum) mesh dim, where each rank holds a summand of
+/// the whole value). Fatal for another Partial reduction and for a layout
+/// that does not fit `global`.
 std::vector<std::vector<int64_t>> mapsFor(const Slot &slot,
                                           const std::vector<int64_t> &global,
                                           const std::vector<int64_t> &mesh,
                                           const std::vector<int64_t> &coords);
+
+/// The piece of the whole value `global` that the rank at `coords` holds
+/// laid out as `slot`, padded to `slot`'s local type: its mapsFor region,
+/// and along each Partial(sum) mesh dim the value on coordinate 0 and zeros
+/// on the others, so that the summands add up to `global` (DTensor's
+/// Replicate -> Partial).
+Array pieceFor(const Slot &slot, const Array &global,
+               const std::vector<int64_t> &mesh,
+               const std::vector<int64_t> &coords);
 
 /// Why a value of global shape `global` and dtype `dtype` cannot be `slot`
 /// on `mesh` (the layout does not fit the shape, or the piece it gives,
@@ -64,9 +75,10 @@ Array fromBuffer(const SpmdBuffer *buffer);
 SpmdBuffer *toBuffer(const Array &a, int32_t dtype);
 
 /// Assembles a value of global shape `global` from every rank's local piece
-/// `local` (laid out as `slot` on `mesh`): on rank 0 only (`everyRank`
-/// false; the others get an empty array of that shape) or on every rank.
-/// Collective over MPI_COMM_WORLD.
+/// `local` (laid out as `slot` on `mesh`; summing the summands of a
+/// Partial(sum) layout): on rank 0 only (`everyRank` false; the others get
+/// an empty array of that shape) or on every rank. Collective over
+/// MPI_COMM_WORLD.
 Array gather(const SpmdBuffer *local, const Slot &slot,
              const std::vector<int64_t> &global,
              const std::vector<int64_t> &mesh, bool everyRank = false);

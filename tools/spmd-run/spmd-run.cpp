@@ -456,9 +456,7 @@ int main(int argc, char **argv) {
     // module (checkAgainstModule): the piece fits the local type exactly.
     Array global = readEntryFile(entry, entry.file);
     int32_t dtype = *dtypeOf(slot.type.getElementType());
-    auto maps = mapsFor(slot, global.shape, mesh, coords);
-    std::vector<int64_t> localShape(slot.type.getShape());
-    args.push_back(toBuffer(extractPiece(global, maps, localShape), dtype));
+    args.push_back(toBuffer(pieceFor(slot, global, mesh, coords), dtype));
   }
 
   // The optimizer's hyperparameter inputs: 0-dim and replicated, rewritten

@@ -33,7 +33,7 @@ already, its square in Adam's second moment by 2.3e-5).
                                     late without carry_grads=True: the error
 
 MODE is ddp, fsdp, tp (tp with mlp.tp.json beside this file) or fsdp-tp
-(2x2).
+(2x2). `--report` prints each compiled program's collectives (spmd-report).
 """
 import copy
 import os
@@ -126,7 +126,7 @@ def compare(mode, case):
     model, batches = model_and_data()
     reference = copy.deepcopy(model)
     opt, ref_opt = optimizer_of(case, model), optimizer_of(case, reference)
-    step = compiled(mode, carry_grads=case == "late")(fn)
+    step = compiled(mode, carry_grads=case == "late", report="--report" in sys.argv)(fn)
     worst = 0.0
     for k, (x, y) in enumerate(batches):
         got = step(model, opt, x, y, *flags(case, k)).item()
