@@ -13,7 +13,10 @@ defaults to bf16's 2e-2.
 
 The step is written as a training script writes it, and both sides run the
 same function: --micro K loops backward() over K micro-batches (gradient
-accumulation), --clip-grad-norm clips with torch.nn.utils.clip_grad_norm_
+accumulation), --accumulate-calls K spreads each optimizer step over K
+calls of the step on K batches (backward() in every call, step() in the
+K-th: gradient accumulation across calls, as transformers' Trainer's
+gradient_accumulation_steps), --clip-grad-norm clips with torch.nn.utils.clip_grad_norm_
 between backward() and step(), --weight-decay puts the matrices in a
 parameter group with that decay and the other parameters in one without
 (transformers' Trainer's grouping)."""
@@ -65,6 +68,9 @@ def parser(description):
     p.add_argument("--every", type=int, default=10, help="progress line every N steps")
     p.add_argument("--micro", type=int, default=1, metavar="K",
                    help="gradient accumulation: K micro-batches, a backward() each")
+    p.add_argument("--accumulate-calls", type=int, default=1, metavar="K",
+                   help="gradient accumulation across calls: K calls of the step, on K "
+                        "batches, per optimizer step")
     p.add_argument("--clip-grad-norm", type=float, metavar="MAX",
                    help="clip the gradients' total norm to MAX in the step")
     p.add_argument("--weight-decay", type=float, default=0.0,
@@ -90,20 +96,23 @@ def make_optimizer(name, model, lr, weight_decay):
 
 
 def step_body(args, loss_fn, forward=None):
-    """train_step(model, optimizer, *data) as a script writes it: the loss
-    of each of --micro micro-batches (split along dim 0) divided by their
-    number, a backward() each, clipping, the optimizer step. Returns the
-    loss of the whole batch. `forward(model)` is a context the losses are
-    computed in (the reference's mixed-precision casts)."""
-    def train_step(model, optimizer, *data):
+    """train_step(model, optimizer, *data, sync=True) as a script writes it:
+    the loss of each of --micro micro-batches (split along dim 0) divided by
+    their number (and by --accumulate-calls), a backward() each; with
+    `sync`, clipping and the optimizer step. Returns the loss of the whole
+    batch. `forward(model)` is a context the losses are computed in (the
+    reference's mixed-precision casts)."""
+    def train_step(model, optimizer, *data, sync=True):
         total = None
         for micro in zip(*(d.chunk(args.micro) for d in data)):
             with forward(model) if forward else contextlib.nullcontext():
                 loss = loss_fn(model, *micro)
-            if args.micro > 1:
-                loss = loss / args.micro
+            if args.micro * args.accumulate_calls > 1:
+                loss = loss / (args.micro * args.accumulate_calls)
             loss.backward()
             total = loss.detach() if total is None else total + loss.detach()
+        if not sync:
+            return total
         if args.clip_grad_norm:
             torch.nn.utils.clip_grad_norm_(model.parameters(), args.clip_grad_norm)
         optimizer.step()
@@ -182,10 +191,17 @@ def train(args, model, loss_fn, batch, tokens_per_step, default_plan=None, evalu
             "  ".join("%.6f" % v.item() for v in want.values()), rel)
         return line + ("  MISMATCH" if rel > args.rtol else ""), rel > args.rtol
 
+    def calls(fn, model, optimizer, step):
+        """Optimizer step `step` (0-based): --accumulate-calls calls of `fn`
+        on batches K * step, ...; the sum of their losses."""
+        k = args.accumulate_calls
+        return sum(fn(model, optimizer, *batch(k * step + c), sync=c == k - 1).item()
+                   for c in range(k))
+
     def reference_step(step):
         for g in ref_opt.param_groups:
             g["lr"] = cosine(step, args.steps, args.lr)
-        return eager_step(reference, ref_opt, *batch(step)).item()
+        return calls(eager_step, reference, ref_opt, step)
 
     if reference is not None:
         for step in range(start):  # what the checkpoint holds
@@ -195,8 +211,8 @@ def train(args, model, loss_fn, batch, tokens_per_step, default_plan=None, evalu
     for step in range(start, stop):
         for g in optimizer.param_groups:
             g["lr"] = cosine(step, args.steps, args.lr)
-        loss = train_step(model, optimizer, *batch(step)).item()
-        seen += tokens_per_step
+        loss = calls(train_step, model, optimizer, step)
+        seen += tokens_per_step * args.accumulate_calls
         line = "step %4d  loss %.6f  lr %.2e" % (step + 1, loss, optimizer.param_groups[0]["lr"])
         if reference is not None:
             ref = reference_step(step)
