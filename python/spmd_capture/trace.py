@@ -2728,9 +2728,8 @@ def _updates_to_results(gm, args, results, frozen=()):
             i = placeholders.index(node.args[0])
             if args[i].role not in ("buffer", "grad") and i not in frozen:
                 raise CaptureError("the step updates %s '%s' in place (aten::copy_ into an "
-                                   "argument); only buffers, carried gradients and parameters "
-                                   "that take no gradient may be updated"
-                                   % (args[i].role, args[i].fqn))
+                                   "argument); only buffers and parameters that take no "
+                                   "gradient may be updated" % (args[i].role, args[i].fqn))
             # A carried gradient changed in place and then added to is the
             # step's own result already.
             if not any(r.updates == i for r in results):
