@@ -499,6 +499,31 @@ SmallVector<unsigned> spmd::argumentsUpdatedBy(func::FuncOp fn, Value grad) {
   return updated;
 }
 
+/// The parts `grad` sums: `grad` itself, or, through the aten.add ops
+/// that sum it, the gradients of each micro-batch's backward (a loop of
+/// backward()s) without the gradient an earlier call left (an argument of
+/// role "grad": accumulation across calls).
+static SmallVector<Value> gradientParts(func::FuncOp fn, Value grad) {
+  auto carried = [&](Value v) {
+    auto arg = dyn_cast<BlockArgument>(v);
+    return arg && arg.getOwner() == &fn.getBody().front() &&
+           getArgRole(fn, arg.getArgNumber()) == "grad";
+  };
+  SmallVector<Value> parts, work = {grad};
+  while (!work.empty()) {
+    Value v = work.pop_back_val();
+    auto add = v.getDefiningOp<aten::AddTensorOp>();
+    if (!add || getPhase(add) != "backward") {
+      parts.push_back(v);
+      continue;
+    }
+    for (Value operand : {add.getSelf(), add.getOther()})
+      if (!carried(operand))
+        work.push_back(operand);
+  }
+  return parts;
+}
+
 FailureOr<SmallVector<Operation *>>
 spmd::applyReduceDtype(func::FuncOp fn, const ParallelOptions &options,
                        StringRef mode, std::optional<int64_t> constrainDim) {
@@ -521,7 +546,13 @@ spmd::applyReduceDtype(func::FuncOp fn, const ParallelOptions &options,
   auto elementOf = [](Value v) {
     return cast<RankedTensorType>(v.getType()).getElementType();
   };
-  for (Value grad : findGradients(fn)) {
+  SmallVector<std::pair<Value, Value>> parts; // (part, the gradient)
+  for (Value total : findGradients(fn))
+    for (Value part : gradientParts(fn, total))
+      parts.push_back({part, total});
+  // The reduce dtype applies to each backward's gradient as autograd casts
+  // it back, before the sums of micro-batches and calls.
+  for (auto [grad, total] : parts) {
     auto gradCast =
         cast_or_null<aten::ToCopyOp>(getGradientCast(grad.getDefiningOp()));
     if (!gradCast) {
@@ -560,7 +591,7 @@ spmd::applyReduceDtype(func::FuncOp fn, const ParallelOptions &options,
     std::vector<layout::Placement> placements(options.meshShape.size(),
                                               layout::Placement::replicate());
     bool found = false;
-    for (unsigned i : argumentsUpdatedBy(fn, grad)) {
+    for (unsigned i : argumentsUpdatedBy(fn, total)) {
       auto layoutAttr = fn.getArgAttrOfType<LayoutAttr>(i, "spmd.layout");
       if (getArgRole(fn, i) == "param" && layoutAttr &&
           fn.getArgument(i).getType() == grad.getType()) {
