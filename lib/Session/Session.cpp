@@ -165,13 +165,6 @@ localMaps(const SpmdSession *session, const Slot &slot,
       spmd::layout::rankToCoords(spmd_rt_rank(), session->exe->mesh));
 }
 
-/// Whether `slot` is Partial along some mesh dim (a summand on each rank).
-bool hasPartial(const Slot &slot) {
-  return llvm::any_of(slot.placements, [](const spmd::layout::Placement &p) {
-    return p.kind == spmd::layout::Placement::Kind::Partial;
-  });
-}
-
 const char *nameOf(const Slot &slot) {
   return slot.fqn.empty() ? "(unnamed)" : slot.fqn.c_str();
 }
@@ -392,7 +385,7 @@ int32_t spmd_session_set_arg(SpmdSession *session, int32_t i, const void *data,
                 MPI_BYTE, root, MPI_COMM_WORLD);
   }
   session->args[i] = toBuffer(
-      pieceFor(slot, array, session->exe->mesh,
+      pieceFor(slot, array, maps,
                spmd::layout::rankToCoords(spmd_rt_rank(), session->exe->mesh)),
       want);
   return 0;
@@ -423,7 +416,7 @@ int32_t spmd_session_move_arg(SpmdSession *to, int32_t i, SpmdSession *from,
     Array array = gather(from->args[j], src, global, from->exe->mesh,
                          /*everyRank=*/true);
     to->args[i] = toBuffer(
-        pieceFor(dst, array, to->exe->mesh,
+        pieceFor(dst, array, localMaps(to, dst, global),
                  spmd::layout::rankToCoords(spmd_rt_rank(), to->exe->mesh)),
         dtype);
     spmd_rt_free(from->args[j]);

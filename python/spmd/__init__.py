@@ -50,9 +50,9 @@ to the others), lowers and JIT-compiles it; every later call runs it.
   backward or after the step). A call may also only accumulate: backward()
   without step(), the gradients carried into the next call, as PyTorch's
   gradient accumulation across iterations (`if (i + 1) % k == 0:
-  optimizer.step(); optimizer.zero_grad()`). The optimizer is torch.optim's SGD, Adam,
-  AdamW, RMSprop, Adagrad, Adamax, RAdam, NAdam, Adadelta, Adafactor or
-  Muon, with any parameter groups, or a list, tuple or dict of them whose
+  optimizer.step(); optimizer.zero_grad()`). The optimizer is
+  torch.optim's SGD, Adam, AdamW, RMSprop, Adagrad, Adamax, RAdam, NAdam,
+  Adadelta, Adafactor or Muon, with any parameter groups, or a list, tuple or dict of them whose
   step() the step calls once each (Muon for the matrices, AdamW for the
   rest). The call returns what it returns (the
   loss, or e.g. `(loss, {"logits": ...})`), every tensor whole and the same

@@ -2518,14 +2518,15 @@ class _UserStep:
                 "train_step calls the step() of optimizer %d (%s) %d times: it must call "
                 "each optimizer's step() once, after loss.backward()"
                 % (k, type(given.parts[k]).__name__, calls))
-        left = [i for i in self.trainable if self.flat[i].grad is not None]
+        left = [i for i in self.trainable if self.grad(i) is not None]
+        carrying = self.carried is not None
         self.info = {
             "stepped": not accumulates,
-            "grads_after": frozenset(i for i in left if self.carried is not None),
-            "grads_dropped": frozenset(i for i in left if self.carried is None and
-                                       self.grad(i) is not None and id(self.flat[i]) in kept),
-            "grads": [(i, self.flat[i].grad) for i in left if self.carried is not None and
-                      self.flat[i].grad is not self.incoming[i]]}
+            "grads_after": frozenset(left if carrying else ()),
+            "grads_dropped": frozenset(() if carrying else
+                                       (i for i in left if id(self.flat[i]) in kept)),
+            "grads": [(i, self.flat[i].grad) for i in (left if carrying else ())
+                      if self.flat[i].grad is not self.incoming[i]]}
         for i in self.trainable:
             self.flat[i].grad = None
         if isinstance(out, torch.Tensor) and out.dim() == 0 and out.is_floating_point():

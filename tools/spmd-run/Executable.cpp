@@ -92,24 +92,23 @@ spmd::run::mapsFor(const Slot &slot, const std::vector<int64_t> &global,
   return localIndexMaps(global, mesh, placements, coords);
 }
 
-/// Whether the rank at `coords` holds a zero summand of a value laid out as
-/// `slot`: its coordinate on a Partial mesh dim is not 0.
-static bool holdsZeroSummand(const Slot &slot,
-                             const std::vector<int64_t> &coords) {
-  for (auto [m, p] : llvm::enumerate(slot.placements))
-    if (p.kind == spmd::layout::Placement::Kind::Partial && coords[m] != 0)
-      return true;
-  return false;
+bool spmd::run::hasPartial(const Slot &slot) {
+  return llvm::any_of(slot.placements, [](const layout::Placement &p) {
+    return p.kind == layout::Placement::Kind::Partial;
+  });
 }
 
 Array spmd::run::pieceFor(const Slot &slot, const Array &global,
-                          const std::vector<int64_t> &mesh,
+                          const std::vector<std::vector<int64_t>> &maps,
                           const std::vector<int64_t> &coords) {
   std::vector<int64_t> local(slot.type.getShape());
-  Array piece =
-      extractPiece(global, mapsFor(slot, global.shape, mesh, coords), local);
-  if (holdsZeroSummand(slot, coords))
-    std::fill(piece.data.begin(), piece.data.end(), 0);
+  Array piece = extractPiece(global, maps, local);
+  // A zero summand: the rank's coordinate on a Partial mesh dim is not 0.
+  for (auto [m, p] : llvm::enumerate(slot.placements))
+    if (p.kind == layout::Placement::Kind::Partial && coords[m] != 0) {
+      std::fill(piece.data.begin(), piece.data.end(), 0);
+      break;
+    }
   return piece;
 }
 
@@ -205,9 +204,7 @@ Array spmd::run::gather(const SpmdBuffer *local, const Slot &slot,
   if (!assemble)
     return result;
   result.data.assign(result.numel() * result.elementSize(), 0);
-  bool partial = llvm::any_of(slot.placements, [](const layout::Placement &p) {
-    return p.kind == layout::Placement::Kind::Partial;
-  });
+  bool partial = hasPartial(slot);
   for (int r = 0; r < size; ++r) {
     std::vector<int64_t> coords = layout::rankToCoords(r, mesh);
     Array piece = mine;

@@ -51,13 +51,16 @@ std::vector<std::vector<int64_t>> mapsFor(const Slot &slot,
                                           const std::vector<int64_t> &mesh,
                                           const std::vector<int64_t> &coords);
 
+/// Whether `slot` is Partial along some mesh dim (each rank a summand).
+bool hasPartial(const Slot &slot);
+
 /// The piece of the whole value `global` that the rank at `coords` holds
-/// laid out as `slot`, padded to `slot`'s local type: its mapsFor region,
-/// and along each Partial(sum) mesh dim the value on coordinate 0 and zeros
-/// on the others, so that the summands add up to `global` (DTensor's
-/// Replicate -> Partial).
+/// laid out as `slot`, padded to `slot`'s local type: the region `maps`
+/// (mapsFor's) and, along each Partial(sum) mesh dim, the value on
+/// coordinate 0 and zeros on the others, so that the summands add up to
+/// `global` (DTensor's Replicate -> Partial).
 Array pieceFor(const Slot &slot, const Array &global,
-               const std::vector<int64_t> &mesh,
+               const std::vector<std::vector<int64_t>> &maps,
                const std::vector<int64_t> &coords);
 
 /// Why a value of global shape `global` and dtype `dtype` cannot be `slot`

@@ -456,7 +456,10 @@ int main(int argc, char **argv) {
     // module (checkAgainstModule): the piece fits the local type exactly.
     Array global = readEntryFile(entry, entry.file);
     int32_t dtype = *dtypeOf(slot.type.getElementType());
-    args.push_back(toBuffer(pieceFor(slot, global, mesh, coords), dtype));
+    args.push_back(
+        toBuffer(pieceFor(slot, global,
+                          mapsFor(slot, global.shape, mesh, coords), coords),
+                 dtype));
   }
 
   // The optimizer's hyperparameter inputs: 0-dim and replicated, rewritten
