@@ -677,6 +677,14 @@ FailureOr<FsdpUnits> spmd::parseFsdpUnits(ModuleOp module,
     if (n > 1 && n < size)
       units.postForwardGroup = n;
   }
+  if (auto carried = options.options.find("carried-grads");
+      carried != options.options.end()) {
+    if (carried->second != "sharded" && carried->second != "unsharded")
+      return module.emitError()
+             << mode << ": carried-grads must be sharded or unsharded, got '"
+             << carried->second << "'";
+    units.unshardedCarriedGrads = carried->second == "unsharded";
+  }
   auto it = options.options.find("units");
   if (it == options.options.end() || it->second == "auto")
     return units;
@@ -1041,9 +1049,9 @@ LogicalResult spmd::fuseUnitCollectives(ModuleOp module,
         grads.push_back(r);
     });
     // A reduce_scatter sits at its first consumer (the update), its input's
-    // reordering (a local_take for a strided shard) with it: both move up
-    // to the gradient of backward they read, so that the gradient joins
-    // its unit's group.
+    // reordering (a local_take for a strided shard or an uneven pad) with
+    // it: both move up to the gradient of backward they read and take its
+    // module and phase, so that the gradient joins its unit's group.
     for (ReduceScatterOp r : grads) {
       SmallVector<Operation *> chain;
       Operation *def = r.getInput().getDefiningOp();
@@ -1059,9 +1067,11 @@ LogicalResult spmd::fuseUnitCollectives(ModuleOp module,
       Operation *after = def;
       for (Operation *op : llvm::reverse(chain)) {
         op->moveAfter(after);
+        copyProvenance(def, op);
         after = op;
       }
       r->moveAfter(after);
+      copyProvenance(def, r);
     }
     llvm::stable_sort(grads, [](ReduceScatterOp a, ReduceScatterOp b) {
       return a.getInput().getDefiningOp()->isBeforeInBlock(

@@ -12,7 +12,9 @@
 // Replicate on tp. Every forward and backward use of a parameter gathers
 // it on dp; gradients are reduce-scattered on dp; the TP collectives run
 // on tp. transformAndCompile makes the dp gathers and reduce_scatters one
-// per FSDP unit (`units=`, as the fsdp mode).
+// per FSDP unit (`units=`, as the fsdp mode); `carried-grads=unsharded`
+// keeps a gradient carried from call to call Partial(sum) on dp (as the
+// fsdp mode).
 //
 //===----------------------------------------------------------------------===//
 
@@ -39,9 +41,9 @@ class FSDPTPMode : public ParallelMode {
 public:
   LogicalResult partition(ModuleOp module,
                           const ParallelOptions &options) override {
-    FailureOr<std::unique_ptr<TPConfig>> config =
-        parseTPConfig(module, options, "fsdp-tp", {"dp", "tp"},
-                      {"units", "reshard-after-forward", "reduce-dtype"});
+    FailureOr<std::unique_ptr<TPConfig>> config = parseTPConfig(
+        module, options, "fsdp-tp", {"dp", "tp"},
+        {"units", "reshard-after-forward", "reduce-dtype", "carried-grads"});
     if (failed(config))
       return failure();
     FailureOr<FsdpUnits> units =
@@ -65,6 +67,10 @@ public:
           Placement tp = it == resolution.placements.end()
                              ? Placement::replicate()
                              : it->second;
+          // An unsharded carried gradient is each dp rank's summand.
+          if (role == "grad" && units->unshardedCarriedGrads)
+            return std::vector<Placement>{
+                Placement::partial(layout::ReduceKind::Sum), tp};
           return std::vector<Placement>{dpPlacementOver(tp, tpSize), tp};
         },
         [&](func::FuncOp fn) {

@@ -20,6 +20,10 @@
 // backward; `reshard-after-forward=false` keeps every unit so, and
 // `reshard-after-forward=N` keeps 1/N of each unit gathered over groups of
 // N ranks (FSDP2's post-forward mesh), so that backward gathers over N.
+// `carried-grads=unsharded` keeps a gradient carried from call to call
+// Partial(sum), each rank's whole summand (FSDP2's
+// `set_requires_gradient_sync(False)`): it is reduce-scattered once, in the
+// call that steps.
 //
 //===----------------------------------------------------------------------===//
 
@@ -35,7 +39,8 @@ public:
   LogicalResult partition(ModuleOp module,
                           const ParallelOptions &options) override {
     FailureOr<DataParallelConfig> config = parseDataParallelConfig(
-        module, options, "fsdp", {"units", "reshard-after-forward"});
+        module, options, "fsdp",
+        {"units", "reshard-after-forward", "carried-grads"});
     if (failed(config))
       return failure();
     FailureOr<FsdpUnits> units =
@@ -44,7 +49,12 @@ public:
       return failure();
     return annotateAndPartition(
         module, config->options,
-        [&](StringRef role, StringRef fqn, RankedTensorType type) {
+        [&](StringRef role, StringRef fqn, RankedTensorType type)
+            -> std::optional<std::vector<layout::Placement>> {
+          if (role == "grad" && units->unshardedCarriedGrads &&
+              !config->overrideFor(fqn))
+            return std::vector<layout::Placement>{
+                layout::Placement::partial(layout::ReduceKind::Sum)};
           return config->layoutOf(
               role, fqn, type,
               {"input", "target", "param", "optim_state", "grad"});

@@ -403,6 +403,9 @@ def _mesh_text(mesh):
 
 
 STATE_ROLES = ("param", "buffer", "optim_state", "grad")
+# spmd-parallelize's own options (Passes.td); compile's other option keys
+# are the mode's.
+PIPELINE_OPTIONS = ("bucket-cap-mb", "placements", "remat", "budget", "overlap")
 # What state_dict() and checkpoints hold: not the gradients a call carries
 # into the next, as torch's model and optimizer state dicts do not.
 CHECKPOINT_ROLES = ("param", "buffer", "optim_state")
@@ -621,10 +624,21 @@ class CompiledStep:
         opts = ["mode=%s" % self.parallel_mode, "mesh=%s" % _mesh_text(self.mesh)]
         if self.plan:
             opts.append("plan=%s" % os.path.abspath(self.plan))
-        options = dict(self.options)
+        # A key spmd-parallelize does not take itself is a mode option
+        # ("reshard-after-forward", "carried-grads"): it joins `options`.
+        options, mode_options = {}, [self.options.get("options")]
+        for key, value in self.options.items():
+            text = str(value).lower() if isinstance(value, bool) else str(value)
+            if key == "options":
+                continue
+            if key in PIPELINE_OPTIONS:
+                options[key] = text
+            else:
+                mode_options.append("%s=%s" % (key, text))
         if self.reduce_dtype:
-            options["options"] = ";".join(
-                o for o in (options.get("options"), "reduce-dtype=" + self.reduce_dtype) if o)
+            mode_options.append("reduce-dtype=" + self.reduce_dtype)
+        if any(mode_options):
+            options["options"] = ";".join(o for o in mode_options if o)
         opts += ["%s=%s" % kv for kv in options.items()]
         passes = ["spmd-parallelize{%s}" % " ".join(opts)]
         if self.report:
@@ -1070,7 +1084,11 @@ def compile(parallel_mode="ddp", mesh=None, plan=None, options=None, backend="cp
       ranks in one dim); its size must be the world size.
     plan: a tensor-parallel plan file (tp, fsdp-tp), as spmd-parallelize's.
     options: more spmd-parallelize options, e.g. {"bucket-cap-mb": 25} or
-        {"overlap": 1} (asynchronous collectives, prefetched).
+        {"overlap": 1} (asynchronous collectives, prefetched), and the
+        mode's own, e.g. {"reshard-after-forward": False} or
+        {"carried-grads": "unsharded"} (fsdp, fsdp-tp: gradients carried
+        across calls stay unsharded and are reduce-scattered only in the
+        call that steps).
     backend: "cpu" or "cuda".
     on_recompile: "recompile" or "error" when a call does not match.
     cache_size: how many compiled programs are kept (torch.compile's

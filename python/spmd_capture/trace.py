@@ -1687,6 +1687,8 @@ class _Scope:
     and whether the ops computed now need whole values (`replicated`: inside
     computed_whole(), or replaying such an op)."""
     fqn, phase, replicated = "", "forward", False
+    # Whether the op traced now adds a gradient into a .grad (AccumulateGrad).
+    accumulates = False
 
     def set(self, fqn, phase):
         self.fqn, self.phase = fqn, phase
@@ -1719,6 +1721,8 @@ def _tag_nodes(scope):
         node.meta["spmd_fqn"], node.meta["spmd_phase"] = scope.fqn, scope.phase
         if scope.replicated or _WHOLE[0]:
             node.meta["spmd_replicated"] = True
+        if scope.accumulates:
+            node.meta["spmd_accumulates"] = True
         if node.target is torch.ops.aten._local_scalar_dense.default or \
                 _updates_constant(node):
             node.meta["spmd_where"] = _user_line(traceback.extract_stack())
@@ -2182,6 +2186,7 @@ def trace(factory, optimizer, args, seed, accumulate=1, fake=False,
             if factory.train_step is not None:
                 user = _UserStep(factory, flat, trainable, traced, mixed_precision is not None,
                                  functools.partial(update, flat), scope, holding_updates,
+                                 {i: args[i].fqn.rpartition(".")[0] for i in trainable},
                                  {i: None if args[j].holds_none else flat[j]
                                   for i, j in grad_args.items()} if grad_args else None)
                 out = user.run(inputs)
@@ -2286,6 +2291,7 @@ def trace(factory, optimizer, args, seed, accumulate=1, fake=False,
         for node in list(raw.graph.nodes):
             if node.target is aten.zeros_like.default and not node.users:
                 raw.graph.erase_node(node)
+        _accumulate_early(raw.graph)
         raw.recompile()
         with _tag_nodes(scope):
             gm = make_fx(functionalize(_Replay(raw, scope).run, remove="mutations"),
@@ -2329,6 +2335,32 @@ def trace(factory, optimizer, args, seed, accumulate=1, fake=False,
     outputs = _Record(gm).run(*[a.value.clone() for a in args])
     return Step(gm, args, results, list(outputs), module_records(model),
                 returned[0] if returned else None, constants, **done)
+
+
+def _accumulate_early(graph):
+    """Moves each add of a gradient into a .grad (`spmd_accumulates`: the
+    carried gradient or an earlier micro-batch's) up to right after its
+    operands, as autograd's AccumulateGrad runs as soon as the parameter's
+    gradient is ready: traced after the whole backward, the adds would hold
+    every gradient's reduction until backward ends."""
+    waiting = {n for n in graph.nodes if n.meta.get("spmd_accumulates")}
+    if not waiting:
+        return
+    order, placed = [], set()
+
+    def place(node):
+        order.append(node)
+        placed.add(node)
+        for user in node.users:
+            if user in waiting and all(i in placed for i in user.all_input_nodes):
+                waiting.remove(user)
+                place(user)
+
+    for node in list(graph.nodes):
+        if node not in waiting and node not in placed:
+            place(node)
+    for before, node in zip(order, order[1:]):
+        before.append(node)
 
 
 def _refuse_complex_results(raw, results):
@@ -2384,8 +2416,9 @@ class _UserStep:
     parameters are in optimizer.param_groups)."""
 
     def __init__(self, factory, flat, trainable, traced, mixed, update, scope,
-                 holding_updates, carried=None):
+                 holding_updates, owners, carried=None):
         self.factory, self.flat, self.trainable, self.mixed = factory, flat, trainable, mixed
+        self.owners = owners  # index into flat -> the FQN of its module
         self.carried = carried
         self.scope = scope  # the tracer's (_Scope): phases follow the user's code
         self.traced = traced  # id(the model's parameter) -> its traced tensor
@@ -2425,7 +2458,14 @@ class _UserStep:
                 self.added_to_incoming.add(i)
                 if self.carried is None:
                     held = None
-            self.flat[i].grad = g if held is None else held + g
+            if held is not None:
+                # AccumulateGrad's add belongs to the parameter's module
+                # (its FSDP unit), not to the last module backward left.
+                self.scope.set(self.owners[i], "backward")
+                self.scope.accumulates = True
+                g = held + g
+                self.scope.accumulates = False
+            self.flat[i].grad = g
         self.losses.append(loss)
         # What follows works on the gradients, as the optimizer does, until
         # the model runs again (run() sets "forward" then).

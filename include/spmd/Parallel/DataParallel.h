@@ -165,6 +165,14 @@ struct FsdpUnits {
   /// a host when N is the devices per host. Memory held from forward to
   /// backward: 1/N of each unit's parameters, against 1/D with `true`.
   int64_t postForwardGroup = 0;
+  /// `carried-grads=unsharded` (default `sharded`): a gradient carried from
+  /// call to call (role "grad": accumulation across calls) stays each
+  /// rank's whole summand, Partial(sum) on the fsdp mesh dim, as after
+  /// FSDP2's `set_requires_gradient_sync(False)`: the calls that only
+  /// accumulate reduce-scatter nothing and the call that steps reduces the
+  /// sum once, at the cost of each rank holding whole gradients (4 bytes
+  /// per fp32 parameter element against 4/D sharded).
+  bool unshardedCarriedGrads = false;
   /// Whether parameter `param` stays gathered from forward to backward: in
   /// the root unit (as FSDP2's root, which never reshards: its parameters,
   /// the head and final norm, are the first backward needs) or with
@@ -177,12 +185,14 @@ struct FsdpUnits {
   std::string unitOf(llvm::StringRef module) const;
 };
 
-/// The `units=auto|none|glob,glob` option of `mode` ("auto" when absent)
-/// and `reshard-after-forward=true|false|N` (true when absent; N as FSDP2:
-/// 1 is false, D (the size of fsdp's mesh dim `meshDim`) is true). Errors:
-/// an empty pattern ("<mode>: units '...' has an empty pattern"), another
+/// The `units=auto|none|glob,glob` option of `mode` ("auto" when absent),
+/// `reshard-after-forward=true|false|N` (true when absent; N as FSDP2:
+/// 1 is false, D (the size of fsdp's mesh dim `meshDim`) is true) and
+/// `carried-grads=sharded|unsharded` (sharded when absent). Errors: an
+/// empty pattern ("<mode>: units '...' has an empty pattern"), another
 /// reshard value ("<mode>: reshard-after-forward must be true, false or a
-/// group size that divides D, got 'x'").
+/// group size that divides D, got 'x'"), another carried-grads value
+/// ("<mode>: carried-grads must be sharded or unsharded, got 'x'").
 mlir::FailureOr<FsdpUnits> parseFsdpUnits(mlir::ModuleOp module,
                                           const ParallelOptions &options,
                                           int64_t meshDim,
@@ -203,11 +213,11 @@ mlir::FailureOr<FsdpUnits> parseFsdpUnits(mlir::ModuleOp module,
 /// repeats a forward one, so that the fused gather runs on one mesh; the
 /// others stay on the program's mesh, as with `true`) is replaced (before
 /// fusion) by an all_gather over the N ranks of this rank's group, on the
-/// post-forward mesh this adds to the module: `spmd.mesh @post_forward`, the program's mesh with mesh
-/// dim `meshDim` (named d) split into (D / N, N), named `d_replicate` and
-/// `d_shard` (FSDP2's `mesh.view(-1, N)`). Its input is this rank's 1/N of
-/// forward's gathered (padded) parameter along the gathered dim, its
-/// position in the group naming the part, taken right after forward's
+/// post-forward mesh this adds to the module: `spmd.mesh @post_forward`, the
+/// program's mesh with mesh dim `meshDim` (named d) split into (D / N, N),
+/// named `d_replicate` and `d_shard` (FSDP2's `mesh.view(-1, N)`). Its input is
+/// this rank's 1/N of forward's gathered (padded) parameter along the gathered
+/// dim, its position in the group naming the part, taken right after forward's
 /// gather (spmd.local_take), so that forward's full copy dies with its
 /// last forward use; a fused gather's concatenation of the parts moves up
 /// to right after them. The gathered result is the same padded parameter.

@@ -30,7 +30,11 @@ def ParallelizePass : Pass<"spmd-parallelize", "mlir::ModuleOp"> {
     default 1; fsdp and fsdp-tp `units=` and
     `reshard-after-forward=true|false|N`, N a group size that divides the
     dp mesh dim: backward gathers over groups of N ranks, on a view of the
-    mesh the mode adds, `spmd.mesh @post_forward`;
+    mesh the mode adds, `spmd.mesh @post_forward`, and
+    `carried-grads=sharded|unsharded`: a gradient carried from call to call
+    Shard(0) on dp (default) or Partial(sum), each rank's whole summand,
+    reduce-scattered only in the call that steps (FSDP2's
+    `set_requires_gradient_sync(False)`);
     ddp, fsdp and fsdp-tp `reduce-dtype=bf16|f32`, mixed precision's
     gradient reduction dtype, docs/parallel-modes.md). `overlap=N` (N >= 1)
     ends with `--spmd-overlap-collectives{max-in-flight=N}`: collectives

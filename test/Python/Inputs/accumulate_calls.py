@@ -33,7 +33,9 @@ already, its square in Adam's second moment by 2.3e-5).
                                     late without carry_grads=True: the error
 
 MODE is ddp, fsdp, tp (tp with mlp.tp.json beside this file) or fsdp-tp
-(2x2). `--report` prints each compiled program's collectives (spmd-report).
+(2x2). `--report` prints each compiled program's collectives (spmd-report);
+`--unsharded` compiles with options={"carried-grads": "unsharded"} (fsdp,
+fsdp-tp: the carried gradients stay Partial until the call that steps).
 """
 import copy
 import os
@@ -107,6 +109,8 @@ def flags(case, k):
 
 def compiled(mode, **kwargs):
     mesh = [2, 2] if mode == "fsdp-tp" else None
+    if "--unsharded" in sys.argv and mode in ("fsdp", "fsdp-tp"):
+        kwargs["options"] = {"carried-grads": "unsharded"}
     return spmd.compile(parallel_mode=mode, mesh=mesh,
                         plan=PLAN if mode in ("tp", "fsdp-tp") else None, **kwargs)
 
