@@ -71,6 +71,10 @@ def parser(description):
     p.add_argument("--accumulate-calls", type=int, default=1, metavar="K",
                    help="gradient accumulation across calls: K calls of the step, on K "
                         "batches, per optimizer step")
+    p.add_argument("--unsharded-grads", action="store_true",
+                   help="fsdp, fsdp-tp with --accumulate-calls: the gradients carried "
+                        "between calls stay unsharded and are reduce-scattered in the "
+                        "call that steps (FSDP2's set_requires_gradient_sync(False))")
     p.add_argument("--clip-grad-norm", type=float, metavar="MAX",
                    help="clip the gradients' total norm to MAX in the step")
     p.add_argument("--weight-decay", type=float, default=0.0,
@@ -145,7 +149,8 @@ def train(args, model, loss_fn, batch, tokens_per_step, default_plan=None, evalu
         parallel_mode=args.mode, mesh=args.mesh,
         plan=args.plan or (default_plan if args.mode in ("tp", "fsdp-tp") else None),
         report=args.report, seed=args.seed,
-        options={"overlap": args.overlap} if args.overlap else None,
+        options=dict({"overlap": args.overlap} if args.overlap else {},
+                     **({"carried-grads": "unsharded"} if args.unsharded_grads else {})),
         param_dtype=args.param_dtype, reduce_dtype=args.reduce_dtype)(step_body(args, loss_fn))
 
     rank = spmd.rank()

@@ -1044,8 +1044,13 @@ LogicalResult spmd::fuseUnitCollectives(ModuleOp module,
       auto late = [](StringRef p) {
         return p == "backward" || p == "optimizer";
       };
+      // A gradient that is only returned (a call that accumulates and does
+      // not step) is reduced at the return, which has no phase.
       if (def && def->getBlock() == r->getBlock() && onDim(r.getMeshDims()) &&
-          late(getPhase(def)) && late(getPhase(r)))
+          late(getPhase(def)) &&
+          (late(getPhase(r)) ||
+           (getPhase(r).empty() &&
+            llvm::all_of(r->getUsers(), llvm::IsaPred<func::ReturnOp>))))
         grads.push_back(r);
     });
     // A reduce_scatter sits at its first consumer (the update), its input's
@@ -1088,13 +1093,25 @@ LogicalResult spmd::fuseUnitCollectives(ModuleOp module,
         buckets.emplace_back();
       Bucket &bucket = buckets.back();
       bucket.ops.push_back(r);
+      // Rearrangements and casts of a result (mixed precision's gradient
+      // cast back) follow the group down, as does the add of a result into
+      // a carried gradient (an argument: AccumulateGrad's, right after the
+      // gradient).
+      auto followsDown = [&](Operation *user, Operation *from) {
+        if (getPhase(user) != "backward")
+          return false;
+        if (aten::isRearrangement(user) || isa<aten::ToCopyOp>(user))
+          return user->getNumOperands() == 1;
+        return isa<aten::AddTensorOp>(user) &&
+               llvm::all_of(user->getOperands(), [&](Value v) {
+                 return v.getDefiningOp() == from || isa<BlockArgument>(v);
+               });
+      };
       SmallVector<Operation *> work = {r};
-      while (!work.empty())
-        for (Operation *user : work.pop_back_val()->getUsers()) {
-          // Rearrangements and casts of a result (mixed precision's
-          // gradient cast back) follow the group down.
-          if ((aten::isRearrangement(user) || isa<aten::ToCopyOp>(user)) &&
-              user->getNumOperands() == 1 && getPhase(user) == "backward") {
+      while (!work.empty()) {
+        Operation *from = work.pop_back_val();
+        for (Operation *user : from->getUsers()) {
+          if (followsDown(user, from)) {
             bucket.moved.push_back(user);
             work.push_back(user);
           } else if (!bucket.firstUse ||
@@ -1102,6 +1119,7 @@ LogicalResult spmd::fuseUnitCollectives(ModuleOp module,
             bucket.firstUse = user;
           }
         }
+      }
     }
     // Each bucket's rearrangements in program order, sorted before any
     // moves: a move invalidates the block's order, which each sort would
