@@ -261,10 +261,12 @@ struct ReportPass : spmd::impl::ReportPassBase<ReportPass> {
     os << "peak memory per rank: " << memory.total() << " bytes (arguments "
        << memory.arguments() << ", op results " << memory.results() << ")\n";
     os << "at the peak: parameters " << memory.parameters
-       << ", optimizer state " << memory.optimizerState << ", other arguments "
-       << memory.otherArguments << ", gathered parameters "
-       << memory.gatheredParameters << ", forward results (activations) "
-       << memory.forward << ", backward results (gradients) " << memory.backward
+       << ", optimizer state " << memory.optimizerState
+       << ", carried gradients " << memory.carriedGradients
+       << ", other arguments " << memory.otherArguments
+       << ", gathered parameters " << memory.gatheredParameters
+       << ", forward results (activations) " << memory.forward
+       << ", backward results (gradients) " << memory.backward
        << ", optimizer results " << memory.update << ", other results "
        << memory.other << " bytes\n";
   }
@@ -363,6 +365,7 @@ PeakMemory spmd::predictPeakMemory(func::FuncOp fn) {
   enum Kind {
     Params,
     OptimState,
+    CarriedGrads,
     OtherArgs,
     Gathered,
     Forward,
@@ -380,6 +383,7 @@ PeakMemory spmd::predictPeakMemory(func::FuncOp fn) {
     Kind kind = !role                              ? OtherArgs
                 : role.getValue() == "param"       ? Params
                 : role.getValue() == "optim_state" ? OptimState
+                : role.getValue() == "grad"        ? CarriedGrads
                                                    : OtherArgs;
     argBytes[kind] += tensorBytes(fn.getArgumentTypes()[i]);
     if (kind == Params)
@@ -450,6 +454,7 @@ PeakMemory spmd::predictPeakMemory(func::FuncOp fn) {
   PeakMemory memory;
   memory.parameters = argBytes[Params];
   memory.optimizerState = argBytes[OptimState];
+  memory.carriedGradients = argBytes[CarriedGrads];
   memory.otherArguments = argBytes[OtherArgs];
   memory.gatheredParameters = atPeak[Gathered];
   memory.forward = atPeak[Forward];

@@ -34,7 +34,7 @@ func.func @train_step(%x: tensor<4096x256xf32> {spmd.layout = #spmd.layout<@mesh
 // CHECK: estimated step: {{[0-9.]+}} us (compute {{[0-9.]+}} us, exposed communication 22.62 us)
 // CHECK: peak memory per rank: {{[0-9]+}} bytes (arguments 1310720, op results {{[0-9]+}})
 // Arguments without spmd.role and ops without spmd.phase count as other.
-// CHECK-NEXT: at the peak: parameters 0, optimizer state 0, other arguments 1310720, gathered parameters 0, forward results (activations) 0, backward results (gradients) 0, optimizer results 0, other results {{[1-9][0-9]*}} bytes
+// CHECK-NEXT: at the peak: parameters 0, optimizer state 0, carried gradients 0, other arguments 1310720, gathered parameters 0, forward results (activations) 0, backward results (gradients) 0, optimizer results 0, other results {{[1-9][0-9]*}} bytes
 
 // The cost model's options: log2(4) rounds x 1 us + 2 x 3/4 x 4 B / 1 GB/s
 // for the loss.

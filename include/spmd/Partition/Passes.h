@@ -24,8 +24,10 @@ namespace spmd {
 /// input lives until its wait): the lowering's buffer discipline, which
 /// spmd-run's count matches. Split by what is live at the peak.
 struct PeakMemory {
-  /// Arguments by their `spmd.role`: "param", "optim_state", the rest.
-  int64_t parameters = 0, optimizerState = 0, otherArguments = 0;
+  /// Arguments by their `spmd.role`: "param", "optim_state", "grad" (a
+  /// gradient carried from call to call), the rest.
+  int64_t parameters = 0, optimizerState = 0, carriedGradients = 0,
+          otherArguments = 0;
   /// The op results live at the peak that only move parameters: the
   /// gathers of parameter shards (fsdp's, whatever their phase), the parts
   /// kept from forward to backward (reshard-after-forward=N), and the
@@ -36,7 +38,7 @@ struct PeakMemory {
   int64_t forward = 0, backward = 0, update = 0, other = 0;
 
   int64_t arguments() const {
-    return parameters + optimizerState + otherArguments;
+    return parameters + optimizerState + carriedGradients + otherArguments;
   }
   int64_t results() const {
     return gatheredParameters + forward + backward + update + other;

@@ -132,7 +132,8 @@ def ReportPass : Pass<"spmd-report", "mlir::ModuleOp"> {
     its views (the lowering's buffer discipline, docs/lowering.md; an
     asynchronous collective's input lives until its wait, and its result
     is the wait's), and what is live at that peak: the arguments by their
-    `spmd.role` (parameters, optimizer state, other); the gathered
+    `spmd.role` (parameters, optimizer state, carried gradients: role
+    `grad`, accumulation across calls; other); the gathered
     parameters (op results that only move parameters: fsdp's gathers, the
     parts `reshard-after-forward=N` keeps, and the casts, concatenations,
     slices and rearrangements between them), the memory a reshard policy
