@@ -316,3 +316,21 @@ func.func @batch_norm(%x: tensor<8x16x4xf32> {spmd.layout = #spmd.layout<@mesh, 
   %new = aten.add.Tensor %m, %k : (tensor<16xf32>, tensor<16xf32>) -> tensor<16xf32>
   return %y, %new : tensor<8x16x4xf32>, tensor<16xf32>
 }
+
+// -----
+
+// Dropout's mask of a rowwise product: bernoulli.p reads only the shape of
+// its Partial operand (a factory's rule), so the mask is drawn Replicate
+// without reducing the product, which the step needs only where it is used.
+// CHECK-LABEL: func.func @mask_of_partial
+// CHECK: aten.mm {{.*}}[#spmd.layout<@mesh, [partial<sum>]>]
+// CHECK-NEXT: aten.bernoulli.p {{.*}}[#spmd.layout<@mesh, [replicate]>]
+// CHECK-NOT: spmd.redistribute
+// CHECK: return
+spmd.mesh @mesh shape = [4] names = ["tp"]
+func.func @mask_of_partial(%x: tensor<64x256xf32> {spmd.layout = #spmd.layout<@mesh, [shard<1>]>}, %w: tensor<256x64xf32> {spmd.layout = #spmd.layout<@mesh, [shard<0>]>})
+    -> (tensor<64x64xf32> {spmd.layout = #spmd.layout<@mesh, [replicate]>}) {
+  %y = aten.mm %x, %w : (tensor<64x256xf32>, tensor<256x64xf32>) -> tensor<64x64xf32>
+  %mask = aten.bernoulli.p %y {p = 0.9 : f64} : (tensor<64x64xf32>) -> tensor<64x64xf32>
+  return %mask : tensor<64x64xf32>
+}

@@ -273,7 +273,7 @@ OPS = [
        "native_dropout_backward", infer="", tensor=FLOAT,
        types={"mask": "Aten_BoolTensor"}),
     # Random.
-    Op("bernoulli.p", "Aten_RandomOp", "bernoulli_p",
+    Op("bernoulli.p", "Aten_RandomLikeOp", "bernoulli_p",
        infer="", tensor=FLOAT, nodefault=["p"], kernel_args=["p"],
        doc="A tensor shaped and typed like `self` whose elements are 1 with "
            "probability `p` and 0 otherwise (the values of `self` are not "
@@ -284,13 +284,13 @@ OPS = [
        types={"mask": "Aten_BoolTensor"},
        doc="Zeroes each element with probability `p` and scales the kept "
            "ones by `1 / (1 - p)`; also returns the boolean keep mask."),
-    Op("uniform", "Aten_RandomOp", "uniform_range", infer="Aten_InferSame",
+    Op("uniform", "Aten_RandomLikeOp", "uniform_range", infer="Aten_InferSame",
        tensor=FLOAT, kernel_args=["from", "to"],
        doc="A tensor shaped and typed like `self` of numbers drawn uniformly "
            "from `[from, to)` (the values of `self` are not read): "
            "`torch.rand` and `rand_like` (stochastic depth's keep mask) are "
            "captured as this op of a zero tensor of their shape."),
-    Op("exponential", "Aten_RandomOp", "exponential", infer="Aten_InferSame",
+    Op("exponential", "Aten_RandomLikeOp", "exponential", infer="Aten_InferSame",
        tensor=FLOAT, kernel_args=["lambd"],
        doc="A tensor shaped and typed like `self` of numbers drawn from the "
            "exponential distribution of rate `lambd`, `-log1p(-u) / lambd` "

@@ -234,6 +234,14 @@ class Aten_RandomOp<string mnemonic, list<Trait> traits = []>
     : Aten_PointwiseOp<mnemonic, "{}", !listconcat(traits, [Aten_Random]),
                        /*pure=*/0>;
 
+/// Random ops that read only their operand's shape (a draw shaped like a
+/// template tensor: dropout's mask, `rand_like`): sharded as factories, so
+/// a Partial template gives a Replicate draw without being reduced.
+class Aten_RandomLikeOp<string mnemonic, list<Trait> traits = []>
+    : Aten_RandomOp<mnemonic, traits> {
+  let ruleBody = "return ::spmd::aten::rules::factory(getOperation());";
+}
+
 /// Factories: the result's values depend on its shape (and dtype) only.
 class Aten_FactoryOp<string mnemonic, list<Trait> traits = []>
     : Aten_PointwiseOp<mnemonic, "{}", traits> {

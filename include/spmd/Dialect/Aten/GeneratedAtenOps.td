@@ -1090,7 +1090,7 @@ def Aten_NativeDropoutBackwardOp : Aten_PointwiseOp<"native_dropout_backward", "
   let inferBody = "";
 }
 
-def Aten_BernoulliPOp : Aten_RandomOp<"bernoulli.p"> {
+def Aten_BernoulliPOp : Aten_RandomLikeOp<"bernoulli.p"> {
   let summary = "aten::bernoulli.p(Tensor self, float p, *, Generator? generator=None) -> Tensor";
   let description = [{
     A tensor shaped and typed like `self` whose elements are 1 with
@@ -1128,7 +1128,7 @@ def Aten_NativeDropoutOp : Aten_RandomOp<"native_dropout"> {
   let inferBody = "";
 }
 
-def Aten_UniformOp : Aten_RandomOp<"uniform"> {
+def Aten_UniformOp : Aten_RandomLikeOp<"uniform"> {
   let summary = "aten::uniform(Tensor self, float from=0., float to=1., *, Generator? generator=None) -> Tensor";
   let description = [{
     A tensor shaped and typed like `self` of numbers drawn uniformly from
@@ -1148,7 +1148,7 @@ def Aten_UniformOp : Aten_RandomOp<"uniform"> {
   let inferBody = Aten_InferSame;
 }
 
-def Aten_ExponentialOp : Aten_RandomOp<"exponential"> {
+def Aten_ExponentialOp : Aten_RandomLikeOp<"exponential"> {
   let summary = "aten::exponential(Tensor self, float lambd=1., *, Generator? generator=None) -> Tensor";
   let description = [{
     A tensor shaped and typed like `self` of numbers drawn from the
