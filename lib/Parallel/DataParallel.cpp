@@ -238,7 +238,22 @@ void compressToBf16(AllReduceOp r) {
 
 } // namespace
 
-LogicalResult spmd::bucketGradientAllReduces(ModuleOp module, int64_t capBytes,
+FailureOr<int64_t> spmd::parseBucketCapBytes(ModuleOp module,
+                                             const ParallelOptions &options,
+                                             StringRef mode, StringRef key,
+                                             double defaultMb) {
+  double mb = defaultMb;
+  auto it = options.options.find(key.str());
+  if (it != options.options.end() &&
+      (StringRef(it->second).getAsDouble(mb) || mb < 0))
+    return module.emitError()
+           << mode << ": " << key << " must be a non-negative number, got '"
+           << it->second << "'";
+  return static_cast<int64_t>(mb * 1024 * 1024);
+}
+
+LogicalResult spmd::bucketGradientAllReduces(ModuleOp module, StringRef mode,
+                                             int64_t capBytes,
                                              int64_t firstCapBytes,
                                              bool compressBf16) {
   for (auto fn : module.getOps<func::FuncOp>()) {
@@ -257,9 +272,14 @@ LogicalResult spmd::bucketGradientAllReduces(ModuleOp module, int64_t capBytes,
     SmallVector<AllReduceOp> grads;
     fn.walk([&](AllReduceOp r) {
       Operation *def = r.getInput().getDefiningOp();
+      // A gradient only returned (carried to the next call) is reduced at
+      // the return, which has no phase.
+      bool returned =
+          getPhase(r).empty() && !r->use_empty() &&
+          llvm::all_of(r->getUsers(), llvm::IsaPred<func::ReturnOp>);
       if (def && def->getBlock() == r->getBlock() &&
           getPhase(def) == "backward" &&
-          llvm::any_of(r->getUsers(), readByUpdate))
+          (returned || llvm::any_of(r->getUsers(), readByUpdate)))
         grads.push_back(r);
     });
     llvm::stable_sort(grads, [](AllReduceOp a, AllReduceOp b) {
@@ -320,7 +340,7 @@ LogicalResult spmd::bucketGradientAllReduces(ModuleOp module, int64_t capBytes,
         b.setInsertionPointAfter(bucket.back().getInput().getDefiningOp());
         reduced = cast<AllReduceOp>(fuseCollectives(
             ops, b,
-            "ddp gradient bucket " + std::to_string(index++) + ": " +
+            mode.str() + " gradient bucket " + std::to_string(index++) + ": " +
                 std::to_string(bucket.size()) + " gradients, " +
                 std::to_string(bytes) + " bytes"));
       }

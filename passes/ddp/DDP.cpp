@@ -149,17 +149,12 @@ public:
     // PyTorch DDP's defaults: 25 MiB buckets, the first one (the last
     // gradients of the model, computed first) of 1 MiB so that its
     // all_reduce starts early in backward.
-    double capMb = 25, firstCapMb = 1;
-    for (auto [key, value] :
-         {std::make_pair("bucket-cap-mb", &capMb),
-          std::make_pair("first-bucket-cap-mb", &firstCapMb)}) {
-      auto it = options.options.find(key);
-      if (it != options.options.end() &&
-          (llvm::StringRef(it->second).getAsDouble(*value) || *value < 0))
-        return module.emitError("ddp: ")
-               << key << " must be a non-negative number, got '" << it->second
-               << "'";
-    }
+    FailureOr<int64_t> cap =
+        parseBucketCapBytes(module, options, "ddp", "bucket-cap-mb", 25);
+    FailureOr<int64_t> firstCap =
+        parseBucketCapBytes(module, options, "ddp", "first-bucket-cap-mb", 1);
+    if (failed(cap) || failed(firstCap))
+      return failure();
     bool bf16 = false;
     auto hook = options.options.find("comm-hook");
     if (hook != options.options.end()) {
@@ -168,9 +163,7 @@ public:
                << hook->second << "'";
       bf16 = hook->second == "bf16";
     }
-    return bucketGradientAllReduces(
-        module, static_cast<int64_t>(capMb * 1024 * 1024),
-        static_cast<int64_t>(firstCapMb * 1024 * 1024), bf16);
+    return bucketGradientAllReduces(module, "ddp", *cap, *firstCap, bf16);
   }
 };
 

@@ -86,7 +86,14 @@ public:
 
   LogicalResult transformAndCompile(ModuleOp module,
                                     const ParallelOptions &options) override {
-    return fuseUnitCollectives(module, options, /*meshDim=*/0, "fsdp-tp");
+    // The gradient all_reduces on tp in buckets, as the tp mode.
+    FailureOr<int64_t> cap =
+        parseBucketCapBytes(module, options, "fsdp-tp", "bucket-cap-mb", 25);
+    if (failed(cap) ||
+        failed(fuseUnitCollectives(module, options, /*meshDim=*/0, "fsdp-tp")))
+      return failure();
+    return bucketGradientAllReduces(module, "fsdp-tp", *cap,
+                                    /*firstCapBytes=*/0);
   }
 };
 

@@ -41,6 +41,19 @@ public:
         },
         [&](func::FuncOp fn) { return constrainTPBoundaries(fn, resolution); });
   }
+
+  /// The gradients tp reduces (those of parameters replicated on tp whose
+  /// inputs are sharded: sequence-parallel norms, rowwise biases) go in
+  /// buckets of bucket-cap-mb, as Megatron-SP all-reduces the layer norms'
+  /// gradients coalesced.
+  LogicalResult transformAndCompile(ModuleOp module,
+                                    const ParallelOptions &options) override {
+    FailureOr<int64_t> cap =
+        parseBucketCapBytes(module, options, "tp", "bucket-cap-mb", 25);
+    if (failed(cap))
+      return failure();
+    return bucketGradientAllReduces(module, "tp", *cap, /*firstCapBytes=*/0);
+  }
 };
 
 } // namespace

@@ -46,11 +46,23 @@ parseDataParallelConfig(mlir::ModuleOp module, const ParallelOptions &options,
                         llvm::StringRef mode,
                         llvm::ArrayRef<llvm::StringRef> known);
 
+/// The bucket cap in bytes that option `key` of `mode` gives in MiB
+/// (`bucket-cap-mb`, `first-bucket-cap-mb`), `defaultMb` when absent.
+/// Error (at the module): not a non-negative number ("<mode>: <key> must be
+/// a non-negative number, got 'x'").
+mlir::FailureOr<int64_t> parseBucketCapBytes(mlir::ModuleOp module,
+                                             const ParallelOptions &options,
+                                             llvm::StringRef mode,
+                                             llvm::StringRef key,
+                                             double defaultMb);
+
 /// DDP's gradient bucketing (seed 004's bucket_cap_mb) on a per-rank
-/// program: the all_reduces of values computed in backward, in backward
-/// order, are grouped into buckets of at most `capBytes` bytes (a gradient
-/// larger than the cap is a bucket of its own) with the same mesh dims,
-/// reduction and element type; each bucket becomes one all_reduce of the
+/// program of mode `mode` (the buckets' reason: "<mode> gradient bucket
+/// i: ..."): the all_reduces of values computed in backward that the update
+/// reads or the step returns (a gradient carried to the next call), in
+/// backward order, are grouped into buckets of at most `capBytes` bytes (a
+/// gradient larger than the cap is a bucket of its own) with the same mesh
+/// dims, reduction and element type; each bucket becomes one all_reduce of the
 /// flattened, concatenated gradients, placed after the last of them and
 /// split back (aten.view, aten.cat, aten.split_with_sizes). capBytes 0
 /// leaves every all_reduce alone. The first bucket holds at most
@@ -64,6 +76,7 @@ parseDataParallelConfig(mlir::ModuleOp module, const ParallelOptions &options,
 /// divides by the world size before the sum because DDP averages; here the
 /// gradients are already partial sums of the global loss, so no division.
 mlir::LogicalResult bucketGradientAllReduces(mlir::ModuleOp module,
+                                             llvm::StringRef mode,
                                              int64_t capBytes,
                                              int64_t firstCapBytes,
                                              bool compressBf16 = false);
