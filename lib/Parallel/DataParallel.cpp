@@ -194,6 +194,13 @@ Operation *spmd::fuseCollectives(ArrayRef<Operation *> group, OpBuilder &b,
   }
   for (auto [op, part] : llvm::zip(group, parts)) {
     auto type = cast<RankedTensorType>(op->getResult(0).getType());
+    if (type.getRank() == 0) {
+      // A scalar's all_reduce (a 0-d parameter's gradient: a learned
+      // temperature or gate): its one element back to 0-d.
+      op->getResult(0).replaceAllUsesWith(aten::ViewOp::create(
+          b, loc, type, part, b.getDenseI64ArrayAttr({})));
+      continue;
+    }
     int64_t dim = collectiveDim(op);
     // The result's shape with `dim` first.
     SmallVector<int64_t> front = {type.getDimSize(dim)};
@@ -212,6 +219,21 @@ Operation *spmd::fuseCollectives(ArrayRef<Operation *> group, OpBuilder &b,
 }
 
 namespace {
+
+/// Whether `r`, a collective of no phase, is the reduction of a gradient
+/// that the step only returns, as the new value of a carried gradient
+/// (role "grad": a call that accumulates and does not step).
+bool reducesReturnedGradient(Operation *r) {
+  auto fn = r->getParentOfType<func::FuncOp>();
+  return getPhase(r).empty() && !r->use_empty() &&
+         llvm::all_of(r->getUses(), [&](OpOperand &use) {
+           if (!isa<func::ReturnOp>(use.getOwner()))
+             return false;
+           auto updates = fn.getResultAttrOfType<IntegerAttr>(
+               use.getOperandNumber(), "spmd.updates");
+           return updates && getArgRole(fn, updates.getInt()) == "grad";
+         });
+}
 
 /// The bf16 communication hook on one gradient all_reduce: cast to bf16,
 /// reduce, cast back.
@@ -274,12 +296,10 @@ LogicalResult spmd::bucketGradientAllReduces(ModuleOp module, StringRef mode,
       Operation *def = r.getInput().getDefiningOp();
       // A gradient only returned (carried to the next call) is reduced at
       // the return, which has no phase.
-      bool returned =
-          getPhase(r).empty() && !r->use_empty() &&
-          llvm::all_of(r->getUsers(), llvm::IsaPred<func::ReturnOp>);
       if (def && def->getBlock() == r->getBlock() &&
           getPhase(def) == "backward" &&
-          (returned || llvm::any_of(r->getUsers(), readByUpdate)))
+          (reducesReturnedGradient(r) ||
+           llvm::any_of(r->getUsers(), readByUpdate)))
         grads.push_back(r);
     });
     llvm::stable_sort(grads, [](AllReduceOp a, AllReduceOp b) {
@@ -1068,9 +1088,7 @@ LogicalResult spmd::fuseUnitCollectives(ModuleOp module,
       // not step) is reduced at the return, which has no phase.
       if (def && def->getBlock() == r->getBlock() && onDim(r.getMeshDims()) &&
           late(getPhase(def)) &&
-          (late(getPhase(r)) ||
-           (getPhase(r).empty() &&
-            llvm::all_of(r->getUsers(), llvm::IsaPred<func::ReturnOp>))))
+          (late(getPhase(r)) || reducesReturnedGradient(r)))
         grads.push_back(r);
     });
     // A reduce_scatter sits at its first consumer (the update), its input's
