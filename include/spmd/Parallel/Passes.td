@@ -21,7 +21,8 @@ def ParallelizePass : Pass<"spmd-parallelize", "mlir::ModuleOp"> {
     `transformAndCompile` (e.g. ddp's gradient bucketing). The output is
     the finished per-rank program on a mesh of shape `mesh` ("4", "2x2").
 
-    Mode options: `bucket-cap-mb` (ddp), `plan` (tp, fsdp-tp: the TP
+    Mode options: `bucket-cap-mb` (ddp; tp and fsdp-tp bucket their tp
+    gradient all_reduces with it too), `plan` (tp, fsdp-tp: the TP
     plan file, docs/parallel-modes.md), `placements` (per-argument layout
     overrides, `fqn-glob=placements` separated by `;`, e.g.
     `placements=fc1.*=shard<0>`), and `options` for further mode options
@@ -56,7 +57,8 @@ def ParallelizePass : Pass<"spmd-parallelize", "mlir::ModuleOp"> {
     Option<"mesh", "mesh", "std::string", "\"\"",
            "Mesh shape: N for a 1-D mesh, DPxTP for a 2-D one">,
     Option<"bucketCapMb", "bucket-cap-mb", "double", "25",
-           "ddp: the size of a gradient all_reduce bucket, in MiB">,
+           "ddp, tp, fsdp-tp: the size of a gradient all_reduce bucket, "
+           "in MiB">,
     Option<"placements", "placements", "std::string", "\"\"",
            "Per-argument layouts: fqn-glob=placements;...">,
     Option<"plan", "plan", "std::string", "\"\"",
