@@ -20,12 +20,14 @@ DataParallelConfig::overrideFor(StringRef fqn) const {
   return std::nullopt;
 }
 
-std::optional<std::vector<layout::Placement>>
-DataParallelConfig::layoutOf(StringRef role, StringRef fqn,
-                             RankedTensorType type,
-                             ArrayRef<StringRef> shardedRoles) const {
+std::optional<std::vector<layout::Placement>> DataParallelConfig::layoutOf(
+    StringRef role, StringRef fqn, RankedTensorType type,
+    ArrayRef<StringRef> shardedRoles, ArrayRef<StringRef> partialRoles) const {
   if (auto p = overrideFor(fqn))
     return p;
+  if (llvm::is_contained(partialRoles, role))
+    return std::vector<layout::Placement>{
+        layout::Placement::partial(layout::ReduceKind::Sum)};
   if (llvm::is_contained(shardedRoles, role) && type.getRank() > 0)
     return std::vector<layout::Placement>{layout::Placement::shard(0)};
   return std::nullopt;
@@ -197,8 +199,8 @@ Operation *spmd::fuseCollectives(ArrayRef<Operation *> group, OpBuilder &b,
     if (type.getRank() == 0) {
       // A scalar's all_reduce (a 0-d parameter's gradient: a learned
       // temperature or gate): its one element back to 0-d.
-      op->getResult(0).replaceAllUsesWith(aten::ViewOp::create(
-          b, loc, type, part, b.getDenseI64ArrayAttr({})));
+      op->getResult(0).replaceAllUsesWith(
+          aten::ViewOp::create(b, loc, type, part, b.getDenseI64ArrayAttr({})));
       continue;
     }
     int64_t dim = collectiveDim(op);

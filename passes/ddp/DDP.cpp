@@ -39,14 +39,11 @@ public:
       return failure();
     return annotateAndPartition(
         module, config->options,
-        [&](StringRef role, StringRef fqn, RankedTensorType type)
-            -> std::optional<std::vector<layout::Placement>> {
+        [&](StringRef role, StringRef fqn, RankedTensorType type) {
           // A gradient carried into the next call stays each rank's own
           // summand (DDP's no_sync): reduced in the call that steps.
-          if (role == "grad" && !config->overrideFor(fqn))
-            return std::vector<layout::Placement>{
-                layout::Placement::partial(layout::ReduceKind::Sum)};
-          return config->layoutOf(role, fqn, type, {"input", "target"});
+          return config->layoutOf(role, fqn, type, {"input", "target"},
+                                  {"grad"});
         },
         [&](func::FuncOp fn) {
           SmallVector<std::string> ignored;

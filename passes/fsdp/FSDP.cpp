@@ -49,15 +49,12 @@ public:
       return failure();
     return annotateAndPartition(
         module, config->options,
-        [&](StringRef role, StringRef fqn, RankedTensorType type)
-            -> std::optional<std::vector<layout::Placement>> {
-          if (role == "grad" && units->unshardedCarriedGrads &&
-              !config->overrideFor(fqn))
-            return std::vector<layout::Placement>{
-                layout::Placement::partial(layout::ReduceKind::Sum)};
+        [&](StringRef role, StringRef fqn, RankedTensorType type) {
           return config->layoutOf(
               role, fqn, type,
-              {"input", "target", "param", "optim_state", "grad"});
+              {"input", "target", "param", "optim_state", "grad"},
+              units->unshardedCarriedGrads ? ArrayRef<StringRef>{"grad"}
+                                           : ArrayRef<StringRef>{});
         },
         [&](func::FuncOp fn) {
           if (failed(applyReduceDtype(fn, config->options, "fsdp",

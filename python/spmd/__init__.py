@@ -626,19 +626,19 @@ class CompiledStep:
             opts.append("plan=%s" % os.path.abspath(self.plan))
         # A key spmd-parallelize does not take itself is a mode option
         # ("reshard-after-forward", "carried-grads"): it joins `options`.
-        options, mode_options = {}, [self.options.get("options")]
+        options, mode_options = {}, []
         for key, value in self.options.items():
             text = str(value).lower() if isinstance(value, bool) else str(value)
-            if key == "options":
-                continue
             if key in PIPELINE_OPTIONS:
                 options[key] = text
+            elif key == "options":
+                mode_options.append(text)
             else:
                 mode_options.append("%s=%s" % (key, text))
         if self.reduce_dtype:
             mode_options.append("reduce-dtype=" + self.reduce_dtype)
-        if any(mode_options):
-            options["options"] = ";".join(o for o in mode_options if o)
+        if mode_options:
+            options["options"] = ";".join(mode_options)
         opts += ["%s=%s" % kv for kv in options.items()]
         passes = ["spmd-parallelize{%s}" % " ".join(opts)]
         if self.report:

@@ -30,12 +30,14 @@ struct DataParallelConfig {
   overrideFor(llvm::StringRef fqn) const;
 
   /// A data-parallel argument layout: the override for `fqn` if any, else
-  /// Shard(0) for a tensor of rank >= 1 whose role is in `shardedRoles`,
-  /// else none (Replicate).
+  /// Partial(sum) (each rank's own summand: a carried gradient not yet
+  /// reduced) when `role` is in `partialRoles`, else Shard(0) for a tensor
+  /// of rank >= 1 whose role is in `shardedRoles`, else none (Replicate).
   std::optional<std::vector<layout::Placement>>
   layoutOf(llvm::StringRef role, llvm::StringRef fqn,
            mlir::RankedTensorType type,
-           llvm::ArrayRef<llvm::StringRef> shardedRoles) const;
+           llvm::ArrayRef<llvm::StringRef> shardedRoles,
+           llvm::ArrayRef<llvm::StringRef> partialRoles = {}) const;
 };
 
 /// Checks `options` for mode `mode` on a 1-D mesh (checkModeOptions, with
