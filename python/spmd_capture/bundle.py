@@ -10,6 +10,11 @@ Bundle layout (docs/capture.md):
   args/<fqn>.npy           every argument of @train_step
   results/<fqn>.npy        PyTorch's results: `loss`, then the updated values
   results64/<fqn>.npy      the same step in float64 (the exact answer, nearly)
+
+Each result's manifest entry also records its fp32 rounding noise: the
+largest distance from the float64 step among PyTorch's fp32 step and
+NOISE_DRAWS more under random rounding (_RandomRounding), the allowance
+of spmd-run --check and of the trace check.
 """
 import collections
 import copy
@@ -22,16 +27,84 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from . import CaptureError
 from .emit import op_name
-from .trace import FLOAT64_BY_DECOMPOSITION, forward, loss_of, micro_steps
+from .trace import FLOAT64_BY_DECOMPOSITION, Run, forward, loss_of, micro_steps
 
 # Tolerance of the trace check: both sides are fp32 on the same CPU; only
 # the order of a few reductions and the optimizer's scalar math differ.
 TRACE_RTOL, TRACE_ATOL = 1e-4, 1e-6
+# The float64 trace check's: float64 steps of the same math in another
+# order, but the graph's scalars are fp32 (lr 0.1 is 0.10000000149): SGD's
+# updates move by 1.5e-8 of their magnitude, Adam's by 5e-8.
+TRACE64_RTOL, TRACE64_ATOL = 1e-6, 1e-12
 # The float64 reference's dtypes, and the wide dtype of each narrower one.
 WIDE = (torch.float64, torch.complex128)
 NARROW = {torch.float32: torch.float64, torch.float16: torch.float64,
           torch.bfloat16: torch.float64, torch.complex64: torch.complex128}
 RANDOM_OPS = {"aten.bernoulli.p", "aten.native_dropout", "aten.uniform", "aten.exponential"}
+
+
+# Eager fp32 steps under random rounding that estimate each result's noise
+# (reference_and_noise), draw k with 2**k roundings' worth of perturbation.
+NOISE_DRAWS = 4
+
+
+class _RandomRounding(TorchDispatchMode):
+    """Monte Carlo arithmetic (Parker's random rounding) on ATen's
+    kernels: every floating-point tensor an op writes (its fresh results
+    and the arguments it updates in place; never a view) is multiplied by
+    1 + d, d uniform in [-r eps/2, r eps/2] of its dtype, r `roundings`
+    (r = 1: one rounding, 2**-24 in fp32). A step under it is another valid
+    fp32 run of the same step, with different roundings: its distance from
+    the float64 step is a draw of the fp32 noise. Where the step is chaotic (a ReLU whose input
+    is within rounding of zero keeps or drops that element's gradient,
+    BatchNorm over a few values), PyTorch's one eager run is not enough to
+    know the noise. The draws come from their own generator, so dropout
+    masks stay the eager step's."""
+
+    # The factors are windows at random offsets into a pool of POOL
+    # independent ones per dtype (drawing fresh ones for every tensor made
+    # a draw of ResNet-18's step 6 times slower than the step).
+    POOL = 1 << 22
+
+    def __init__(self, seed, roundings=1):
+        super().__init__()
+        self.generator = torch.Generator().manual_seed(seed)
+        self.roundings = roundings
+        self.pools = {}
+
+    def _factors(self, dtype, n):
+        pool = self.pools.get(dtype)
+        if pool is None:
+            pool = torch.rand(2 * self.POOL, generator=self.generator)
+            pool = self.pools[dtype] = pool.sub_(0.5).mul_(
+                self.roundings * torch.finfo(dtype).eps).add_(1)
+        if n > self.POOL:
+            return pool[:self.POOL].repeat(-(-n // self.POOL))[:n]
+        start = int(torch.randint(self.POOL, (), generator=self.generator))
+        return pool[start:start + n]
+
+    def _perturb(self, value):
+        for t in value if isinstance(value, (list, tuple)) else [value]:
+            if isinstance(t, torch.Tensor) and t.is_floating_point() and t.numel() and \
+                    t.dtype != torch.float64 and not t.is_meta:
+                factors = self._factors(t.dtype, t.numel()).view(t.shape)
+                if t.dtype == torch.float32:
+                    t.mul_(factors)
+                else:
+                    t.copy_(factors * t)
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        schema = func._schema
+        for i, a in enumerate(schema.arguments):
+            if a.alias_info is not None and a.alias_info.is_write:
+                self._perturb(args[i] if i < len(args) else kwargs.get(a.name))
+        returns = out if isinstance(out, tuple) else (out,)
+        for r, value in zip(schema.returns, returns):
+            if r.alias_info is None:
+                self._perturb(value)
+        return out
 
 
 class _Float64Kernels(TorchDispatchMode):
@@ -58,6 +131,33 @@ class _Float64Kernels(TorchDispatchMode):
         return func(*args, **kwargs)
 
 
+class _Float64Graph(_Float64Kernels):
+    """_Float64Kernels for a traced graph, whose factories and reductions
+    name their dtype: a narrower floating `dtype` argument is widened too
+    (`zeros(..., dtype=float32)` makes float64)."""
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func is not torch.ops.aten._to_copy.default and kwargs.get("dtype") in NARROW:
+            kwargs = dict(kwargs, dtype=NARROW[kwargs["dtype"]])
+        return super().__torch_dispatch__(func, types, args, kwargs)
+
+
+def traced_float64(step, seed):
+    """The traced graph's results on float64 copies of the floating-point
+    arguments, under _Float64Graph after torch.manual_seed(seed); None
+    where the graph does not run that way (an op without a float64
+    kernel or decomposition, a dtype the graph bitcasts)."""
+    values = [a.value.double() if a.value.is_floating_point() else a.value.clone()
+              for a in step.args]
+    torch.manual_seed(seed)
+    try:
+        with _Float64Graph():
+            return list(Run(step.graph_module).run(*values))
+    except (RuntimeError, TypeError, ValueError, NotImplementedError):
+        return None
+
+
 def eager_step(factory, optimizer, step, seed, float64=False, accumulate=1,
                mixed_precision=None):
     """(See _eager_step.) The float64 step runs under _Float64Kernels, with
@@ -74,6 +174,57 @@ def eager_step(factory, optimizer, step, seed, float64=False, accumulate=1,
                                mixed_precision)
     finally:
         torch.set_default_dtype(default)
+
+
+def _copy_model(model):
+    """A deep copy of `model`. Tensors a forward left on the modules
+    (RecurrentGemma's recurrent states) are not leaves, which deepcopy
+    refuses: the copy shares them detached (the next forward replaces
+    them)."""
+    left = {id(v): v.detach() for m in model.modules() for v in vars(m).values()
+            if isinstance(v, torch.Tensor) and not v.is_leaf}
+    return copy.deepcopy(model, left)
+
+
+def reference_and_noise(factory, optimizer, step, seed, reference64, accumulate=1,
+                        mixed_precision=None, draws=NOISE_DRAWS):
+    """PyTorch's fp32 step (eager_step) and each result's fp32 rounding
+    noise, in its units: the largest element-wise distance from
+    `reference64` among that step and `draws` eager steps under
+    _RandomRounding, each on a copy of the factory's model as it was before
+    (the reference step, last, updates the model itself). Draw k perturbs
+    by 2**k roundings: a ReLU input within one rounding of zero flips in
+    about half of the runs, one a few roundings from it only now and then
+    (ShuffleNetV2's step: in 1 of 16 one-rounding draws, and in spmd's run
+    of it on 3 ranks), and the coarser draws flip those too; where the step
+    is not chaotic the noise comes out at most 2**(draws-1) times one
+    run's, far below rtol. Returns
+    (results, noise): noise one float per result of step.results, 0 for
+    integer results."""
+    noise = [0.0] * len(step.results)
+    model = factory.model
+    for draw in range(draws):
+        factory.model = _copy_model(model)
+        try:
+            with _RandomRounding(seed * 1000003 + draw + 1, roundings=2 ** draw):
+                values = _eager_step(factory, optimizer, step, seed, False, accumulate,
+                                     mixed_precision)
+        finally:
+            factory.model = model
+        noise = [max(n, _distance(v, r64)) for n, v, r64 in zip(noise, values, reference64)]
+    reference = eager_step(factory, optimizer, step, seed, accumulate=accumulate,
+                           mixed_precision=mixed_precision)
+    noise = [max(n, _distance(v, r64)) for n, v, r64 in zip(noise, reference, reference64)]
+    return reference, noise
+
+
+def _distance(got, want):
+    """Largest element-wise |got - want| of a floating-point result (0 for
+    integers and empty tensors)."""
+    if not got.is_floating_point() and not got.is_complex() or got.numel() == 0:
+        return 0.0
+    wide = torch.complex128 if got.is_complex() else torch.float64
+    return (got.to(wide) - want.to(wide)).abs().max().item()
 
 
 def _eager_step(factory, optimizer, step, seed, float64=False, accumulate=1,
@@ -93,12 +244,7 @@ def _eager_step(factory, optimizer, step, seed, float64=False, accumulate=1,
             return t.to(torch.complex128)
         return t.double() if float64 and t.is_floating_point() else t
     if float64:
-        # Tensors a forward left on the modules (RecurrentGemma's recurrent
-        # states) are not leaves, which deepcopy refuses: the copy shares
-        # them detached (the next forward replaces them).
-        left = {id(v): v.detach() for m in model.modules() for v in vars(m).values()
-                if isinstance(v, torch.Tensor) and not v.is_leaf}
-        model = copy.deepcopy(model, left).double()._apply(wide)
+        model = _copy_model(model).double()._apply(wide)
     params, buffers = dict(model.named_parameters()), dict(model.named_buffers())
     opt, clip = optimizer.eager([p for p in params.values() if p.requires_grad])
     values = [wide(a.restored(a.value)) for a in step.args]
@@ -145,16 +291,14 @@ def max_errors(got, want):
     return err.max().item(), torch.where(err == 0, torch.zeros_like(rel), rel).max().item()
 
 
-def tolerance(reference, reference64, rtol=TRACE_RTOL, noise_factor=2):
+def tolerance(reference64, noise, rtol=TRACE_RTOL, noise_factor=2):
     """How far an fp32 result may be from the float64 reference: rtol of the
-    tensor's magnitude, plus `noise_factor` times PyTorch's own fp32
-    deviation from it (the rounding noise of this tensor: large where the
-    step amplifies noise, as Adam does for gradients that are zero up to
-    rounding)."""
+    tensor's magnitude, plus `noise_factor` times its rounding noise
+    (reference_and_noise: large where the step amplifies noise, as Adam does
+    for gradients that are zero up to rounding)."""
     r64 = reference64.double()
     if r64.numel() == 0:
         return 0.0
-    noise = (reference.double() - r64).abs().max().item()
     return rtol * r64.abs().max().item() + noise_factor * noise
 
 
@@ -178,41 +322,72 @@ def adam_allowance(optimizer, moments, moments64, t):
     return 2 * optimizer.lr * (dm / denom + second)
 
 
-def check_trace(step, reference, reference64, optimizer, mixed_precision=False):
+def check_trace(step, reference, reference64, noise, optimizer, mixed_precision=False,
+                traced64=None):
     """Compares the traced graph's results with the eager ones; raises
-    CaptureError on a mismatch. An Adam-updated parameter may also differ by
-    `adam_allowance` of its traced moments, element by element. Under mixed
-    precision the traced ops and PyTorch's fused eager kernels round bf16
-    intermediates differently: the noise allowance is spmd-run --check's
-    (16 times PyTorch's own deviation) instead of twice it."""
+    CaptureError on a mismatch.
+
+    `traced64` (traced_float64, when the graph runs in float64) is the
+    sharp test of what the graph computes: each result must be within
+    TRACE64_RTOL of its magnitude of PyTorch's float64 step, where rounding
+    is 2**29 times finer than fp32's and a chaotic step (a ReLU flip,
+    BatchNorm over a few values) stays within it. The traced fp32 results
+    (step.outputs) must then be within tolerance() of the float64 step with
+    16 times their rounding `noise` (reference_and_noise), spmd-run
+    --check's test. Without `traced64` the fp32 test is the only one and
+    takes twice the noise; under mixed precision the traced ops and
+    PyTorch's fused eager kernels round bf16 intermediates differently, and
+    it takes 16 times. An Adam-updated parameter may also differ by
+    `adam_allowance` of its own moments, element by element."""
     index = {r.fqn: i for i, r in enumerate(step.results)}
     counts = [a for a in step.args if a.role == "step"]
     t = counts[0].value.item() + 1 if counts else None
-    for result, value, want, want64 in zip(step.results, step.outputs, reference, reference64):
-        if value.shape != want.shape or value.dtype != want.dtype:
-            ok = False
-        else:
-            err = (value.double() - want64.double()).abs()
-            bound = tolerance(want, want64,
-                              noise_factor=16 if mixed_precision else 2) + TRACE_ATOL
-            ok = err.numel() == 0 or err.max().item() <= bound
-            keys = [index.get("%s.%s" % (result.fqn, k)) for k in ("exp_avg", "exp_avg_sq")]
-            if not ok and optimizer.name in ("adam", "adamw") and t is not None and \
-                    result.updates is not None and None not in keys:
-                allowance = adam_allowance(optimizer, [step.outputs[k] for k in keys],
-                                           [reference64[k] for k in keys], t)
-                ok = allowance.shape == err.shape and bool((err <= bound + allowance).all())
-        if not ok:
-            message = ("the traced step does not reproduce PyTorch's eager step for '%s' "
-                       "(shape %s vs %s, max abs/rel error %.3g/%.3g" % (
-                           result.fqn, tuple(value.shape), tuple(want.shape),
-                           *max_errors(value, want)))
-            if value.shape == want.shape:
-                # Where eager float32 is itself far from float64, the step
-                # amplifies rounding (BatchNorm over a few values).
-                message += "; from the float64 step: traced %.3g, PyTorch's float32 %.3g" % (
-                    max_errors(value, want64)[0], max_errors(want, want64)[0])
-            raise CaptureError(message + ")")
+
+    def within(i, values, like, bound):
+        value, want64 = values[i], reference64[i]
+        if value.shape != want64.shape or value.dtype != like[i].dtype:
+            return False
+        err = (value.double() - want64.double()).abs()
+        if err.numel() == 0 or err.max().item() <= bound:
+            return True
+        result = step.results[i]
+        keys = [index.get("%s.%s" % (result.fqn, k)) for k in ("exp_avg", "exp_avg_sq")]
+        if optimizer.name not in ("adam", "adamw") or t is None or result.updates is None or \
+                None in keys:
+            return False
+        allowance = adam_allowance(optimizer, [values[k] for k in keys],
+                                   [reference64[k] for k in keys], t)
+        return allowance.shape == err.shape and bool((err <= bound + allowance).all())
+
+    for i, result in enumerate(step.results):
+        if traced64 is None or within(i, traced64, reference64, tolerance(
+                reference64[i], 0.0, rtol=TRACE64_RTOL) + TRACE64_ATOL):
+            continue
+        raise CaptureError(
+            "the traced step run in float64 does not reproduce PyTorch's float64 step for "
+            "'%s' (shape %s vs %s, max abs/rel error %.3g/%.3g): the traced graph computes "
+            "something else than the model (a forward that changes from call to call, or a "
+            "capture bug)" % (
+                result.fqn, tuple(traced64[i].shape), tuple(reference64[i].shape),
+                *max_errors(traced64[i], reference64[i])))
+    factor = 16 if mixed_precision or traced64 is not None else 2
+    for i, result in enumerate(step.results):
+        if within(i, step.outputs, reference, tolerance(reference64[i], noise[i],
+                                                        noise_factor=factor) +
+                  TRACE_ATOL):
+            continue
+        value, want, want64 = step.outputs[i], reference[i], reference64[i]
+        message = ("the traced step does not reproduce PyTorch's eager step for '%s' "
+                   "(shape %s vs %s, max abs/rel error %.3g/%.3g" % (
+                       result.fqn, tuple(value.shape), tuple(want.shape),
+                       *max_errors(value, want)))
+        if value.shape == want.shape:
+            # Where eager float32 is itself far from float64, the step
+            # amplifies rounding (BatchNorm over a few values).
+            message += ("; from the float64 step: traced %.3g, PyTorch's float32 %.3g, "
+                        "its rounding noise %.3g" % (max_errors(value, want64)[0],
+                                                      max_errors(want, want64)[0], noise[i]))
+        raise CaptureError(message + ")")
 
 
 def random_ops(step):
@@ -241,7 +416,7 @@ def _entry(index, fqn, role, tensor, file):
             "shape": list(tensor.shape), "file": file}
 
 
-def write_bundle(directory, step, reference, reference64, meta):
+def write_bundle(directory, step, reference, reference64, noise, meta):
     """Writes the .npy files and manifest.json into `directory` (must exist).
     Without `reference` (capture --no-reference) results have no files;
     arguments on the meta device (capture --meta) have none either."""
@@ -273,6 +448,7 @@ def write_bundle(directory, step, reference, reference64, meta):
                     reference64[i].contiguous().numpy())
             entry = _entry(i, res.fqn, role, reference[i], "results/" + name)
             entry["file_fp64"] = "results64/" + name
+            entry["noise"] = noise[i]
         entry["updates"] = res.updates
         manifest["results"].append(entry)
     with open(os.path.join(directory, "manifest.json"), "w") as f:

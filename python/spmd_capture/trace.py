@@ -1847,8 +1847,9 @@ def _as_meta(value):
         if isinstance(v, torch.Tensor) else v)
 
 
-class _Record(torch.fx.Interpreter):
-    """Runs a graph, recording every node's value as a meta tensor in meta['val']."""
+class Run(torch.fx.Interpreter):
+    """Runs a traced graph on real values, drawing random numbers as the
+    eager step did."""
 
     def call_function(self, target, args, kwargs):
         # Functionalization turned dropout's `empty_like(x).bernoulli_(p)`
@@ -1857,6 +1858,10 @@ class _Record(torch.fx.Interpreter):
         if target is aten.bernoulli.p:
             return torch.empty_like(args[0]).bernoulli_(*args[1:], **kwargs)
         return super().call_function(target, args, kwargs)
+
+
+class _Record(Run):
+    """Runs a graph, recording every node's value as a meta tensor in meta['val']."""
 
     def run_node(self, n):
         value = super().run_node(n)

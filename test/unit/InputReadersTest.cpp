@@ -152,6 +152,12 @@ TEST(Manifest, ReadsAWellFormedManifest) {
   EXPECT_EQ(m->seed, 7u);
   EXPECT_EQ(m->args[0].shape, (std::vector<int64_t>{5, 3}));
   EXPECT_EQ(m->args[0].dtype, SPMD_F32);
+  EXPECT_EQ(m->args[0].noise, 0.0);
+  std::string noisy = goodEntry;
+  noisy.insert(noisy.find("\"dtype\""), "\"noise\": 2.5e-6, ");
+  auto n = run::parseManifest(manifest(noisy), "m.json");
+  ASSERT_TRUE(bool(n)) << llvm::toString(n.takeError());
+  EXPECT_EQ(n->args[0].noise, 2.5e-6);
 }
 
 TEST(Manifest, ChecksEveryField) {
@@ -178,6 +184,10 @@ TEST(Manifest, ChecksEveryField) {
            {with("args/x.npy", "../x.npy"), "is not a relative path inside"},
            {with("args/x.npy", "/etc/passwd"), "is not a relative path"},
            {with("args/x.npy", "a/../../x.npy"), "is not a relative path"},
+           {with("\"dtype\"", "\"noise\": -1e-7, \"dtype\""),
+            "'noise' must be a finite non-negative number"},
+           {with("\"dtype\"", "\"noise\": \"small\", \"dtype\""),
+            "'noise' must be a finite non-negative number"},
            {manifest("1"), "args[0]: must be an object"},
            {manifest(goodEntry, "\"optimizer\": [], "),
             "'optimizer' must be an object"},

@@ -340,6 +340,12 @@ llvm::Expected<Manifest> spmd::run::parseManifest(llvm::StringRef text,
           return bad("'file_fp64' must be a string");
         entry.fileFp64 = fp64->getAsString()->str();
       }
+      if (const llvm::json::Value *noise = e->get("noise")) {
+        std::optional<double> n = noise->getAsNumber();
+        if (!n || !std::isfinite(*n) || *n < 0)
+          return bad("'noise' must be a finite non-negative number");
+        entry.noise = *n;
+      }
       if (const llvm::json::Value *updates = e->get("updates")) {
         if (updates->kind() != llvm::json::Value::Null) {
           std::optional<int64_t> target = updates->getAsInteger();

@@ -57,6 +57,10 @@ struct Entry {
   std::string fileFp64; // results: the float64 reference, if recorded
   std::vector<int64_t> shape;
   int64_t updates = -1; // results: the argument it updates, or -1
+  /// Results: the fp32 rounding noise spmd-capture measured, in the
+  /// result's units (the largest distance from the float64 step among
+  /// PyTorch's fp32 step and its randomly rounded draws); 0 if not recorded.
+  double noise = 0;
 };
 
 /// The optimizer spmd-capture recorded (manifest "optimizer").
@@ -77,8 +81,9 @@ struct Manifest {
 /// repeated key, `seed` a non-negative integer, each entry's `index` its
 /// position, `fqn` non-empty, `dtype` a known name, `shape` non-negative
 /// integers, `updates` null or an argument index, `file`/`file_fp64`
-/// relative paths inside DIR. Errors name the file, the entry and the field.
-/// Agreement with the .npy files and the module is the caller's to check.
+/// relative paths inside DIR, `noise` a finite non-negative number. Errors name
+/// the file, the entry and the field. Agreement with the .npy files and the
+/// module is the caller's to check.
 llvm::Expected<Manifest> readManifest(const std::string &dir);
 /// As readManifest, on the text of a manifest; errors begin with `name`.
 llvm::Expected<Manifest> parseManifest(llvm::StringRef text,

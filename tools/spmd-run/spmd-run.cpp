@@ -239,11 +239,14 @@ std::vector<std::string> outFileNames(const std::vector<Entry> &results) {
 ///
 /// A floating-point result passes when its largest distance from the exact
 /// answer (PyTorch's step in float64, when the bundle has it) is at most
-/// rtol * max|exact| + 16 * (PyTorch's own fp32 distance from it): the
-/// second term is the tensor's rounding noise (spmd's own is another draw of
-/// it: a gradient's up to 4 times PyTorch's, and its square in Adam's
-/// exp_avg_sq), large only where the step amplifies noise (Adam on gradients
-/// that are zero up to rounding). Without a float64
+/// rtol * max|exact| + 16 * noise, noise the tensor's fp32 rounding noise:
+/// PyTorch's own fp32 distance from the exact answer, or the manifest's
+/// `noise` where larger (the largest distance among spmd-capture's randomly
+/// rounded draws of the step). spmd's own is another draw of it (a
+/// gradient's up to 4 times PyTorch's, and its square in Adam's
+/// exp_avg_sq), large only where the step amplifies noise: Adam on
+/// gradients that are zero up to rounding, a ReLU whose input is within
+/// rounding of zero. Without a float64
 /// reference the fp32 one is the exact answer. Integer results must be equal.
 ///
 /// A parameter that Adam updated may also differ, element by element, by
@@ -315,7 +318,7 @@ int compare(const std::vector<Array> &results, const Manifest &manifest,
     Array exact = entry.fileFp64.empty() ? want : exactOf(entry);
     const Array &got = results[i];
     bool sameShape = want.shape == got.shape && exact.shape == got.shape;
-    double maxAbs = 0, maxExact = 0, maxRef = 0, noise = 0;
+    double maxAbs = 0, maxExact = 0, maxRef = 0, noise = entry.noise;
     auto dist = [](double a, double b) {
       double d = std::abs(a - b);
       return std::isnan(d) ? INFINITY : d;

@@ -266,6 +266,25 @@ def all_frozen():
     return model, (torch.randn(4, 6),)
 
 
+class Drifting(nn.Module):
+    """Scales its output by the number of forward calls so far: the traced
+    graph keeps the scale of the call it traced, PyTorch's reference steps
+    see later ones."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(6, 3)
+        self.calls = 0
+
+    def forward(self, x):
+        self.calls += 1
+        return self.fc(x) * self.calls
+
+
+def drifting():
+    return Drifting(), (torch.randn(4, 6),)
+
+
 class ForwardRaises(nn.Module):
     def __init__(self):
         super().__init__()
