@@ -17,9 +17,9 @@ NOISE_DRAWS more under random rounding (_RandomRounding), the allowance
 of spmd-run --check and of the trace check.
 """
 import collections
-import math
 import copy
 import json
+import math
 import os
 
 import numpy as np
@@ -56,10 +56,10 @@ class _RandomRounding(TorchDispatchMode):
     1 + d, d uniform in [-r eps/2, r eps/2] of its dtype, r `roundings`
     (r = 1: one rounding, 2**-24 in fp32). A step under it is another valid
     fp32 run of the same step, with different roundings: its distance from
-    the float64 step is a draw of the fp32 noise. Where the step is chaotic (a ReLU whose input
-    is within rounding of zero keeps or drops that element's gradient,
-    BatchNorm over a few values), PyTorch's one eager run is not enough to
-    know the noise. The draws come from their own generator, so dropout
+    the float64 step is a draw of the fp32 noise. Where the step is chaotic
+    (a ReLU whose input is within rounding of zero keeps or drops that
+    element's gradient, BatchNorm over a few values), PyTorch's one eager
+    run is not enough to know the noise. The draws come from their own generator, so dropout
     masks stay the eager step's."""
 
     # The factors are windows at random offsets into a pool of POOL
@@ -202,24 +202,23 @@ def reference_and_noise(factory, optimizer, step, seed, reference64, accumulate=
     run's, far below rtol. Returns
     (results, noise): noise one float per result of step.results, 0 for
     integer results."""
-    noise = [0.0] * len(step.results)
+    runs = []
     model = factory.model
     for draw in range(draws):
         factory.model = _copy_model(model)
         try:
             with _RandomRounding(seed * 1000003 + draw + 1, roundings=2 ** draw):
-                values = _eager_step(factory, optimizer, step, seed, False, accumulate,
-                                     mixed_precision)
+                runs.append(_eager_step(factory, optimizer, step, seed, False, accumulate,
+                                        mixed_precision))
         finally:
             factory.model = model
-        # A draw that overflows (a router's logits pushed past a top-k tie
-        # into an expert that diverges) says nothing about the noise.
-        noise = [max(n, d) if math.isfinite(d) else n
-                 for n, d in ((n, _distance(v, r64))
-                              for n, v, r64 in zip(noise, values, reference64))]
     reference = eager_step(factory, optimizer, step, seed, accumulate=accumulate,
                            mixed_precision=mixed_precision)
-    noise = [max(n, _distance(v, r64)) for n, v, r64 in zip(noise, reference, reference64)]
+    # A run that overflows (a draw pushes a router's logits past a top-k
+    # tie into an expert that diverges) says nothing about the noise.
+    noise = [max([d for d in (_distance(run[i], r64) for run in runs + [reference])
+                  if math.isfinite(d)], default=0.0)
+             for i, r64 in enumerate(reference64)]
     return reference, noise
 
 
