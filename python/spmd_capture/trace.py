@@ -97,7 +97,9 @@ def kept_whole(op):
 # DTensor's loss_parallel, instead of the logits being gathered.
 DECOMPOSED_BEYOND_CORE = ("repeat.default", "index_select.default",
                           "_log_softmax.default", "_log_softmax_backward_data.default",
-                          "native_group_norm.default", "upsample_bilinear2d.default")
+                          "native_group_norm.default", "upsample_bilinear2d.default",
+                          "leaky_relu.default", "elu.default", "adaptive_max_pool2d.default",
+                          "upsample_bicubic2d.default")
 
 
 def _batch_norm(input, weight, bias, running_mean, running_var, training,
@@ -185,12 +187,54 @@ def _per_spatial_dim(input, *lists):
 
 def _convolution(input, weight, bias, stride, padding, dilation, transposed,
                  output_padding, groups):
-    """convolution with its window lists spelled per spatial dim."""
+    """convolution with its window lists spelled per spatial dim; a
+    transposed one as _transposed_convolution."""
     lists = _per_spatial_dim(input, stride, padding, dilation, output_padding)
+    if transposed:
+        return _transposed_convolution(input, weight, bias, *lists, groups)
     if lists == [list(stride), list(padding), list(dilation), list(output_padding)]:
         return NotImplemented  # recorded as it is
     return aten.convolution.default(input, weight, bias, *lists[:3], transposed, lists[3],
                                     groups)
+
+
+def _transposed_convolution(input, weight, bias, stride, padding, dilation,
+                            output_padding, groups):
+    """A transposed convolution (`nn.ConvTranspose{1,2,3}d`: input [N, C,
+    *S], weight [C, O/g, *K]) as the convolution it is the adjoint of, run
+    forward: the input with stride - 1 zeros between its elements along each
+    spatial dim, padded by dilation * (K - 1) - padding on both sides
+    (output_padding more after; a negative amount crops), convolved at
+    stride 1 with the kernel flipped and its channel dims swapped per group
+    ([O, C/g, *K]). Every op of it has a sharding rule (batch and channels
+    shard through it as through a convolution); a stride above 1 convolves
+    stride^d times as many positions as the input has, most of them zeros."""
+    spatial = input.dim() - 2
+    x = input
+    for d in range(spatial):
+        if stride[d] > 1:
+            # [.., S, ..] -> [.., S, stride, ..] zero after each element -> [.., S * stride, ..]
+            dim = 2 + d
+            x = aten.unsqueeze.default(x, dim + 1)
+            pad = [0, 0] * (x.dim() - dim - 2) + [0, stride[d] - 1]
+            x = aten.constant_pad_nd.default(x, pad, 0.0)
+            shape = list(x.shape)
+            x = aten.view.default(x, shape[:dim] + [shape[dim] * stride[d]] + shape[dim + 2:])
+    pad = []
+    for d in reversed(range(spatial)):
+        reach = dilation[d] * (weight.shape[2 + d] - 1) - padding[d]
+        # The stuffing left stride - 1 zeros after the last element.
+        pad += [reach, reach + output_padding[d] - (stride[d] - 1)]
+    if any(pad):
+        x = aten.constant_pad_nd.default(x, pad, 0.0)
+    channels, per_group = weight.shape[0], weight.shape[1]
+    kernel = list(weight.shape[2:])
+    w = aten.flip.default(weight, list(range(2, weight.dim())))
+    w = aten.view.default(w, [groups, channels // groups, per_group] + kernel)
+    w = aten.transpose.int(w, 1, 2)
+    w = aten.reshape.default(w, [groups * per_group, channels // groups] + kernel)
+    return aten.convolution.default(x, w, bias, [1] * spatial, [0] * spatial, dilation, False,
+                                    [0] * spatial, groups)
 
 
 def _max_dim(self, dim, keepdim=False):
@@ -291,6 +335,40 @@ def _upsample_bilinear2d_backward(grad_output, output_size, input_size, align_co
     return aten._to_copy.default(result, dtype=dtype) if opmath != dtype else result
 
 
+def _upsample_bicubic2d_backward(grad_output, output_size, input_size, align_corners,
+                                 scales_h=None, scales_w=None):
+    """upsample_bicubic2d's backward: each output position's gradient, times
+    each of its 4 x 4 taps' cubic weights, summed into the input where the
+    tap reads it (the border clamped), as bilinear's; the taps and weights
+    are those of PyTorch's decomposition of the forward
+    (torch._decomp's upsample_bicubic2d_default)."""
+    from torch._decomp.decompositions import (_compute_scale, _compute_source_index,
+                                              _upsample_get_cubic_coefficients)
+    dtype = grad_output.dtype
+    opmath = torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
+    grad = aten._to_copy.default(grad_output, dtype=opmath) if opmath != dtype else grad_output
+    taps = []
+    for size, out, scale in zip(input_size[2:], output_size, (scales_h, scales_w)):
+        factor = _compute_scale(size, out, align_corners, scale)
+        source = _compute_source_index(
+            factor, aten._to_copy.default(aten.arange.default(out, dtype=torch.int64),
+                                          dtype=opmath), align_corners)
+        first = aten.floor.default(source)
+        weights = _upsample_get_cubic_coefficients(
+            aten.clamp.default(aten.sub.Tensor(source, first), 0.0, 1.0))
+        first = aten._to_copy.default(first, dtype=torch.int64)
+        positions = [aten.clamp.default(aten.add.Tensor(first, k - 1), 0, size - 1)
+                     for k in range(4)]
+        taps.append(list(zip(positions, weights)))
+    result = aten.full.default(list(input_size), 0.0, dtype=opmath)
+    for rows, row_weight in taps[0]:
+        rows, row_weight = aten.unsqueeze.default(rows, 1), aten.unsqueeze.default(row_weight, 1)
+        for cols, col_weight in taps[1]:
+            share = aten.mul.Tensor(grad, aten.mul.Tensor(row_weight, col_weight))
+            result = aten.index_put.default(result, [None, None, rows, cols], share, True)
+    return aten._to_copy.default(result, dtype=dtype) if opmath != dtype else result
+
+
 def _upsample_nearest_backward(exact):
     """upsample_nearest{1,2,3}d's backward (`exact`: nearest-exact's): each
     output position's gradient summed into the input position it copies
@@ -322,6 +400,9 @@ def _convolution_backward(grad_output, input, weight, bias_sizes, stride, paddin
     sharding (the dialect's convolution_backward computes the input and
     weight gradients only), and with its window lists per spatial dim."""
     lists = _per_spatial_dim(input, stride, padding, dilation, output_padding)
+    if transposed:
+        return _transposed_convolution_backward(grad_output, input, weight, *lists, groups,
+                                                output_mask)
     spelled = lists == [list(stride), list(padding), list(dilation), list(output_padding)]
     if spelled and not output_mask[2]:
         return NotImplemented  # recorded as it is
@@ -337,6 +418,63 @@ def _convolution_backward(grad_output, input, weight, bias_sizes, stride, paddin
             output_padding, groups, [output_mask[0], output_mask[1], False])
     dims = [0] + list(range(2, grad_output.dim()))
     return grad_input, grad_weight, aten.sum.dim_IntList(grad_output, dims)
+
+
+def _transposed_convolution_backward(grad_output, input, weight, stride, padding, dilation,
+                                     output_padding, groups, output_mask):
+    """A transposed convolution's gradients from the convolution `weight`
+    is the transpose of: the input's is that convolution of grad_output,
+    the weight's that convolution's weight gradient with grad_output as its
+    input and the transposed convolution's input as its grad_output, the
+    bias's the sum of grad_output over every dim but the channels. No
+    zeros are stuffed: both run at the transposed convolution's stride."""
+    spatial = input.dim() - 2
+    zeros = [0] * spatial
+    grad_input = grad_weight = grad_bias = None
+    if output_mask[0]:
+        grad_input = aten.convolution.default(grad_output, weight, None, stride, padding,
+                                              dilation, False, zeros, groups)
+        if grad_input.shape != input.shape:
+            return NotImplemented  # output_padding of a stride smaller than it
+    if output_mask[1]:
+        _, grad_weight, _ = aten.convolution_backward.default(
+            input, grad_output, weight, None, stride, padding, dilation, False, zeros, groups,
+            [False, True, False])
+    if output_mask[2]:
+        grad_bias = aten.sum.dim_IntList(grad_output, [0] + list(range(2, grad_output.dim())))
+    return grad_input, grad_weight, grad_bias
+
+
+def _replication_pad_backward(grad_output, self, padding):
+    """replication_pad{1,2,3}d's backward: each output position's gradient
+    summed into the input position it copies, the nearest inside (index_put
+    with accumulate, as the nearest upsampling's backward)."""
+    spatial = len(padding) // 2
+    result = aten.full.default(list(self.shape), 0.0, dtype=grad_output.dtype)
+    sources = []
+    for k, d in enumerate(range(self.dim() - spatial, self.dim())):
+        before = padding[2 * (self.dim() - 1 - d)]
+        positions = aten.arange.start_step(-before, grad_output.shape[d] - before, 1,
+                                           dtype=torch.int64)
+        positions = aten.clamp.default(positions, 0, self.shape[d] - 1)
+        shape = [1] * spatial
+        shape[k] = grad_output.shape[d]
+        sources.append(aten.view.default(positions, shape))
+    leading = [None] * (self.dim() - spatial)
+    return aten.index_put.default(result, leading + sources, grad_output, True)
+
+
+def _adaptive_max_pool2d_backward(grad_output, self, indices):
+    """adaptive_max_pool2d's backward: each output's gradient added into the
+    input position its index names in the [H * W] plane (scatter_add along
+    the flattened plane: it shards on the batch and the channels)."""
+    lead = list(self.shape[:-2])
+    plane = self.shape[-2] * self.shape[-1]
+    result = aten.full.default(lead + [plane], 0.0, dtype=grad_output.dtype)
+    flat = lead + [-1]
+    result = aten.scatter_add.default(result, len(lead), aten.reshape.default(indices, flat),
+                                      aten.reshape.default(grad_output, flat))
+    return aten.view.default(result, list(self.shape))
 
 
 def _indexed_layout(self, indices):
@@ -820,7 +958,12 @@ DECOMPOSED_BY_SPMD = {
     aten.native_layer_norm_backward.default: _layer_norm_backward_mixed,
     aten.convolution.default: _convolution,
     aten.hardtanh.default: _hardtanh,
+    aten.adaptive_max_pool2d_backward.default: _adaptive_max_pool2d_backward,
+    **{op: _replication_pad_backward for op in (
+        aten.replication_pad1d_backward.default, aten.replication_pad2d_backward.default,
+        aten.replication_pad3d_backward.default)},
     aten.upsample_bilinear2d_backward.default: _upsample_bilinear2d_backward,
+    aten.upsample_bicubic2d_backward.default: _upsample_bicubic2d_backward,
     **{op: _upsample_nearest_backward(exact=False) for op in (
         aten.upsample_nearest1d_backward.default, aten.upsample_nearest2d_backward.default,
         aten.upsample_nearest3d_backward.default)},

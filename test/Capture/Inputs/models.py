@@ -475,6 +475,43 @@ def vision(batch=5):
     return Vision(), {"x": torch.randn(batch, 3, 8, 8), "labels": torch.randint(0, 3, (batch,))}
 
 
+class Decoder(nn.Module):
+    """What decoders, generators and segmentation heads trace to beyond the
+    classifiers' ops: transposed convolutions (1-3 spatial dims; strided,
+    grouped, dilated, with output_padding and a padding past the kernel's
+    reach), LeakyReLU and ELU, replication padding, adaptive max pooling
+    (global and to a size that divides the input) and bicubic upsampling."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Conv2d(3, 4, 3, stride=2, padding=1)
+        self.up = nn.ConvTranspose2d(4, 6, 4, stride=2, padding=1)
+        self.grouped = nn.ConvTranspose2d(6, 4, (3, 2), stride=(2, 3), padding=(2, 0),
+                                          dilation=(1, 2), output_padding=(1, 0), groups=2)
+        self.line = nn.ConvTranspose1d(4, 4, 5, stride=3, padding=1, bias=False)
+        self.volume = nn.ConvTranspose3d(4, 2, 3, stride=(1, 2, 2), padding=1,
+                                         output_padding=(0, 1, 1))
+        self.pad = nn.ReplicationPad2d((1, 2, 0, 3))
+        self.head = nn.Linear(4 + 4 + 2 + 4, 3)
+
+    def forward(self, x, labels):
+        h = torch.nn.functional.leaky_relu(self.stem(x), 0.2)  # [B, 4, 4, 4]
+        h = torch.nn.functional.elu(self.up(h))  # [B, 6, 8, 8]
+        h = self.grouped(h)  # [B, 4, 14, 23]
+        h = torch.nn.functional.interpolate(self.pad(h), size=(9, 10), mode="bicubic")
+        pooled = torch.nn.functional.adaptive_max_pool2d(h, 1).flatten(1)
+        pooled = pooled + torch.nn.functional.adaptive_max_pool2d(h, (3, 5)).mean((2, 3))
+        line = self.line(h.flatten(2)[..., :12]).mean(-1)  # [B, 4, 36]
+        volume = self.volume(h[:, :, None, :4, :4].expand(-1, -1, 2, -1, -1)).mean((2, 3, 4))
+        features = torch.cat([pooled, line, volume, torch.nn.functional.elu(pooled, 0.5)], 1)
+        return torch.nn.functional.cross_entropy(self.head(features), labels)
+
+
+def decoder(batch=5):
+    torch.manual_seed(0)
+    return Decoder(), {"x": torch.randn(batch, 3, 8, 8), "labels": torch.randint(0, 3, (batch,))}
+
+
 class Recurrent(nn.Module):
     """nn.LSTM (2 layers, bidirectional, batch first), nn.GRU and nn.RNN
     (ReLU, sequence first): traced as their cells, per time step."""
