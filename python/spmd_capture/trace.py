@@ -99,7 +99,8 @@ DECOMPOSED_BEYOND_CORE = ("repeat.default", "index_select.default",
                           "_log_softmax.default", "_log_softmax_backward_data.default",
                           "native_group_norm.default", "upsample_bilinear2d.default",
                           "leaky_relu.default", "elu.default", "adaptive_max_pool2d.default",
-                          "upsample_bicubic2d.default")
+                          "upsample_bicubic2d.default", "upsample_trilinear3d.default",
+                          "max_pool3d_with_indices.default")
 
 
 def _batch_norm(input, weight, bias, running_mean, running_var, training,
@@ -301,7 +302,7 @@ def _mean(self, dtype=None):
 
 
 def _bilinear_taps(in_size, out_size, align_corners, scale, dtype):
-    """Along one dim of upsample_bilinear2d: each output position's two
+    """Along one dim of a linear interpolation: each output position's two
     source positions and the second one's weight, as PyTorch's
     decomposition (torch._decomp's _upsample_linear) computes them."""
     from torch._decomp.decompositions import _compute_scale, _compute_source_index
@@ -314,39 +315,55 @@ def _bilinear_taps(in_size, out_size, align_corners, scale, dtype):
     return low, high, weight
 
 
-def _upsample_bilinear2d_backward(grad_output, output_size, input_size, align_corners,
-                                  scales_h=None, scales_w=None):
-    """upsample_bilinear2d's backward: each output position's gradient,
-    times each of its four taps' weights, summed into the input where the
-    tap reads it (index_put with accumulate, a row scatter that shards on
-    the batch and the channels), in float32 for half inputs."""
+def _opmath(dtype):
+    """The dtype ATen computes a half-precision op in."""
+    return torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
+
+
+def _scatter_taps(grad_output, input_size, taps):
+    """The backward of an interpolation that reads, along each spatial dim
+    d, taps[d] = [(positions, weights)...] (each [out_d]) and sums their
+    product: each output position's gradient, times each combination of
+    taps' weights, summed into the input where the combination reads it
+    (index_put with accumulate, a row scatter that shards on the batch and
+    the channels), in float32 for half inputs."""
     dtype = grad_output.dtype
-    opmath = torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
+    opmath = _opmath(dtype)
     grad = aten._to_copy.default(grad_output, dtype=opmath) if opmath != dtype else grad_output
-    (h0, h1, wh), (w0, w1, ww) = (
-        _bilinear_taps(size, out, align_corners, scale, opmath)
-        for size, out, scale in zip(input_size[2:], output_size, (scales_h, scales_w)))
-    h0, h1, wh = (aten.unsqueeze.default(t, 1) for t in (h0, h1, wh))
+    spatial = len(taps)
+    shaped = []
+    for d, dim_taps in enumerate(taps):
+        shape = [1] * spatial
+        shape[d] = -1
+        shaped.append([tuple(aten.view.default(t, shape) for t in tap) for tap in dim_taps])
     result = aten.full.default(list(input_size), 0.0, dtype=opmath)
-    for rows, row_weight in ((h0, aten.rsub.Scalar(wh, 1.0)), (h1, wh)):
-        for cols, col_weight in ((w0, aten.rsub.Scalar(ww, 1.0)), (w1, ww)):
-            share = aten.mul.Tensor(grad, aten.mul.Tensor(row_weight, col_weight))
-            result = aten.index_put.default(result, [None, None, rows, cols], share, True)
+    for combination in itertools.product(*shaped):
+        weight = functools.reduce(aten.mul.Tensor, [w for _, w in combination])
+        result = aten.index_put.default(result, [None, None] + [p for p, _ in combination],
+                                        aten.mul.Tensor(grad, weight), True)
     return aten._to_copy.default(result, dtype=dtype) if opmath != dtype else result
+
+
+def _upsample_linear_backward(grad_output, output_size, input_size, align_corners, *scales):
+    """upsample_linear1d's, upsample_bilinear2d's and upsample_trilinear3d's
+    backward: the two taps along each dim (_bilinear_taps) scattered."""
+    scales = list(scales) + [None] * (len(output_size) - len(scales))
+    taps = []
+    for size, out, scale in zip(input_size[2:], output_size, scales):
+        low, high, weight = _bilinear_taps(size, out, align_corners, scale,
+                                           _opmath(grad_output.dtype))
+        taps.append([(low, aten.rsub.Scalar(weight, 1.0)), (high, weight)])
+    return _scatter_taps(grad_output, input_size, taps)
 
 
 def _upsample_bicubic2d_backward(grad_output, output_size, input_size, align_corners,
                                  scales_h=None, scales_w=None):
-    """upsample_bicubic2d's backward: each output position's gradient, times
-    each of its 4 x 4 taps' cubic weights, summed into the input where the
-    tap reads it (the border clamped), as bilinear's; the taps and weights
-    are those of PyTorch's decomposition of the forward
-    (torch._decomp's upsample_bicubic2d_default)."""
+    """upsample_bicubic2d's backward: the 4 taps along each dim (the border
+    clamped) and their cubic weights, those of PyTorch's decomposition of
+    the forward (torch._decomp's upsample_bicubic2d_default), scattered."""
     from torch._decomp.decompositions import (_compute_scale, _compute_source_index,
                                               _upsample_get_cubic_coefficients)
-    dtype = grad_output.dtype
-    opmath = torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
-    grad = aten._to_copy.default(grad_output, dtype=opmath) if opmath != dtype else grad_output
+    opmath = _opmath(grad_output.dtype)
     taps = []
     for size, out, scale in zip(input_size[2:], output_size, (scales_h, scales_w)):
         factor = _compute_scale(size, out, align_corners, scale)
@@ -357,16 +374,9 @@ def _upsample_bicubic2d_backward(grad_output, output_size, input_size, align_cor
         weights = _upsample_get_cubic_coefficients(
             aten.clamp.default(aten.sub.Tensor(source, first), 0.0, 1.0))
         first = aten._to_copy.default(first, dtype=torch.int64)
-        positions = [aten.clamp.default(aten.add.Tensor(first, k - 1), 0, size - 1)
-                     for k in range(4)]
-        taps.append(list(zip(positions, weights)))
-    result = aten.full.default(list(input_size), 0.0, dtype=opmath)
-    for rows, row_weight in taps[0]:
-        rows, row_weight = aten.unsqueeze.default(rows, 1), aten.unsqueeze.default(row_weight, 1)
-        for cols, col_weight in taps[1]:
-            share = aten.mul.Tensor(grad, aten.mul.Tensor(row_weight, col_weight))
-            result = aten.index_put.default(result, [None, None, rows, cols], share, True)
-    return aten._to_copy.default(result, dtype=dtype) if opmath != dtype else result
+        taps.append([(aten.clamp.default(aten.add.Tensor(first, k - 1), 0, size - 1), w)
+                     for k, w in enumerate(weights)])
+    return _scatter_taps(grad_output, input_size, taps)
 
 
 def _upsample_nearest_backward(exact):
@@ -464,17 +474,129 @@ def _replication_pad_backward(grad_output, self, padding):
     return aten.index_put.default(result, leading + sources, grad_output, True)
 
 
-def _adaptive_max_pool2d_backward(grad_output, self, indices):
-    """adaptive_max_pool2d's backward: each output's gradient added into the
-    input position its index names in the [H * W] plane (scatter_add along
-    the flattened plane: it shards on the batch and the channels)."""
-    lead = list(self.shape[:-2])
-    plane = self.shape[-2] * self.shape[-1]
+def _max_pool_backward_by_indices(grad_output, self, indices, spatial):
+    """The backward of a max pooling over `spatial` dims that returns its
+    indices in the flattened spatial plane (adaptive_max_pool2d's,
+    max_pool3d's): each output's gradient added into the input position
+    its index names (scatter_add along the flattened plane: it shards on
+    the batch and the channels)."""
+    lead = list(self.shape[:self.dim() - spatial])
+    plane = math.prod(self.shape[len(lead):])
     result = aten.full.default(lead + [plane], 0.0, dtype=grad_output.dtype)
     flat = lead + [-1]
     result = aten.scatter_add.default(result, len(lead), aten.reshape.default(indices, flat),
                                       aten.reshape.default(grad_output, flat))
     return aten.view.default(result, list(self.shape))
+
+
+def _adaptive_max_pool2d_backward(grad_output, self, indices):
+    """adaptive_max_pool2d's backward (_max_pool_backward_by_indices)."""
+    return _max_pool_backward_by_indices(grad_output, self, indices, 2)
+
+
+def _max_pool3d_backward(grad_output, self, kernel_size, stride, padding, dilation, ceil_mode,
+                         indices):
+    """max_pool3d_with_indices' backward (_max_pool_backward_by_indices)."""
+    return _max_pool_backward_by_indices(grad_output, self, indices, 3)
+
+
+def _planes(x):
+    """x [N, C, D, H, W] (or [C, D, H, W]) viewed as [N, C * D, H, W] (or
+    [C, D, H, W]): 2-D pooling over (H, W) of every (channel, depth) plane,
+    the batch dim kept whole so that its sharding passes through."""
+    if x.dim() == 4:
+        return x
+    return aten.reshape.default(x, [x.shape[0], x.shape[1] * x.shape[2]] + list(x.shape[3:]))
+
+
+def _depths(x, like):
+    """x [N, C * D, H', W'] (from _planes of `like`) viewed as
+    [N, C, D, H' * W']: 2-D pooling over (D, 1) pools the depth."""
+    lead = list(like.shape[:-3])
+    return aten.reshape.default(x, lead + [like.shape[-3], x.shape[-2] * x.shape[-1]])
+
+
+def _volume(x, like, hw):
+    """x [N, C, D', H' * W'] back to [N, C, D', H', W']."""
+    return aten.view.default(x, list(like.shape[:-3]) + [x.shape[-2]] + list(hw))
+
+
+def _avg_pool3d(self, kernel_size, stride=(), padding=0, ceil_mode=False,
+                count_include_pad=True, divisor_override=None):
+    """avg_pool3d as two avg_pool2d: over (H, W), then over the depth. A
+    box's average is the product of its per-dim averages, and the divisor
+    (with or without the padding, ceil_mode's clipped windows) is the
+    product of its per-dim extents, so this is ATen's op up to rounding.
+    A `divisor_override` stays unsupported."""
+    if divisor_override is not None:
+        return NotImplemented
+    k, st, pad = _pool3d_lists(kernel_size, stride, padding)
+    planes = aten.avg_pool2d.default(_planes(self), k[1:], st[1:], pad[1:], ceil_mode,
+                                     count_include_pad)
+    depth = aten.avg_pool2d.default(_depths(planes, self), [k[0], 1], [st[0], 1], [pad[0], 0],
+                                    ceil_mode, count_include_pad)
+    return _volume(depth, self, planes.shape[-2:])
+
+
+def _avg_pool3d_backward(grad_output, self, kernel_size, stride, padding, ceil_mode,
+                         count_include_pad, divisor_override):
+    """avg_pool3d's backward: _avg_pool3d's two avg_pool2d's backward, the
+    depth's first."""
+    if divisor_override is not None:
+        return NotImplemented
+    k, st, pad = _pool3d_lists(kernel_size, stride, padding)
+    planes = aten.full.default(list(_planes(self).shape[:-2]) + list(grad_output.shape[-2:]),
+                               0.0, dtype=grad_output.dtype)
+    grad = aten.avg_pool2d_backward.default(
+        aten.view.default(grad_output, list(grad_output.shape[:-2]) + [-1]),
+        _depths(planes, self), [k[0], 1], [st[0], 1], [pad[0], 0], ceil_mode,
+        count_include_pad, None)
+    grad = aten.view.default(grad, list(planes.shape))
+    grad = aten.avg_pool2d_backward.default(grad, _planes(self), k[1:], st[1:], pad[1:],
+                                            ceil_mode, count_include_pad, None)
+    return aten.view.default(grad, list(self.shape))
+
+
+def _pool3d_lists(kernel_size, stride, padding):
+    """avg_pool3d's kernel_size, stride (its kernel_size when empty) and
+    padding with one entry per spatial dim."""
+    def three(v):
+        v = [v] if isinstance(v, int) else list(v)
+        return v * 3 if len(v) == 1 else v
+    k = three(kernel_size)
+    return k, three(stride) if stride else k, three(padding)
+
+
+def _adaptive_avg_pool3d(self, output_size):
+    """_adaptive_avg_pool3d as two _adaptive_avg_pool2d: over (H, W), then
+    over the depth (a box's average is the product of its per-dim
+    averages; adaptive windows are chosen per dim)."""
+    planes = aten._adaptive_avg_pool2d.default(_planes(self), list(output_size[1:]))
+    depths = _depths(planes, self)
+    depth = aten._adaptive_avg_pool2d.default(depths, [output_size[0], depths.shape[-1]])
+    return _volume(depth, self, output_size[1:])
+
+
+def _adaptive_avg_pool3d_backward(grad_output, self):
+    """_adaptive_avg_pool3d's backward: the two _adaptive_avg_pool2d's
+    backward, the depth's first."""
+    hw = list(grad_output.shape[-2:])
+    planes = aten.full.default(list(_planes(self).shape[:-2]) + hw, 0.0,
+                               dtype=grad_output.dtype)
+    grad = aten._adaptive_avg_pool2d_backward.default(
+        aten.view.default(grad_output, list(grad_output.shape[:-2]) + [-1]),
+        _depths(planes, self))
+    grad = aten._adaptive_avg_pool2d_backward.default(aten.view.default(grad, list(planes.shape)),
+                                                      _planes(self))
+    return aten.view.default(grad, list(self.shape))
+
+
+def _shrink_backward(grad_output, self, lambd=0.5):
+    """hardshrink's and softshrink's backward: 0 where `-lambd <= self <=
+    lambd`, else grad_output (ATen's kernels)."""
+    inside = aten.bitwise_and.Tensor(aten.ge.Scalar(self, -lambd), aten.le.Scalar(self, lambd))
+    return aten.where.self(inside, aten.scalar_tensor.default(0.0, dtype=grad_output.dtype),
+                           grad_output)
 
 
 def _indexed_layout(self, indices):
@@ -959,10 +1081,19 @@ DECOMPOSED_BY_SPMD = {
     aten.convolution.default: _convolution,
     aten.hardtanh.default: _hardtanh,
     aten.adaptive_max_pool2d_backward.default: _adaptive_max_pool2d_backward,
+    aten.max_pool3d_with_indices_backward.default: _max_pool3d_backward,
+    aten.avg_pool3d.default: _avg_pool3d,
+    aten.avg_pool3d_backward.default: _avg_pool3d_backward,
+    aten._adaptive_avg_pool3d.default: _adaptive_avg_pool3d,
+    aten._adaptive_avg_pool3d_backward.default: _adaptive_avg_pool3d_backward,
+    aten.hardshrink_backward.default: _shrink_backward,
+    aten.softshrink_backward.default: _shrink_backward,
     **{op: _replication_pad_backward for op in (
         aten.replication_pad1d_backward.default, aten.replication_pad2d_backward.default,
         aten.replication_pad3d_backward.default)},
-    aten.upsample_bilinear2d_backward.default: _upsample_bilinear2d_backward,
+    **{op: _upsample_linear_backward for op in (
+        aten.upsample_linear1d_backward.default, aten.upsample_bilinear2d_backward.default,
+        aten.upsample_trilinear3d_backward.default)},
     aten.upsample_bicubic2d_backward.default: _upsample_bicubic2d_backward,
     **{op: _upsample_nearest_backward(exact=False) for op in (
         aten.upsample_nearest1d_backward.default, aten.upsample_nearest2d_backward.default,

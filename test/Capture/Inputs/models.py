@@ -480,7 +480,9 @@ class Decoder(nn.Module):
     classifiers' ops: transposed convolutions (1-3 spatial dims; strided,
     grouped, dilated, with output_padding and a padding past the kernel's
     reach), LeakyReLU and ELU, replication padding, adaptive max pooling
-    (global and to a size that divides the input) and bicubic upsampling."""
+    (global and to a size that divides the input), bicubic, linear and
+    trilinear upsampling, 3-D max, average and adaptive average pooling
+    (video models' pooling), hardshrink and softshrink."""
 
     def __init__(self):
         super().__init__()
@@ -503,6 +505,15 @@ class Decoder(nn.Module):
         pooled = pooled + torch.nn.functional.adaptive_max_pool2d(h, (3, 5)).mean((2, 3))
         line = self.line(h.flatten(2)[..., :12]).mean(-1)  # [B, 4, 36]
         volume = self.volume(h[:, :, None, :4, :4].expand(-1, -1, 2, -1, -1)).mean((2, 3, 4))
+        clip = h[:, :, None, :6, :8].expand(-1, -1, 4, -1, -1)  # [B, 4, 4, 6, 8]
+        clip = torch.nn.functional.interpolate(clip, scale_factor=(1, 1.5, 2), mode="trilinear")
+        clip = torch.nn.functional.max_pool3d(clip, 2, stride=(1, 2, 2), padding=1)
+        clip = torch.nn.functional.avg_pool3d(clip, (2, 3, 3), stride=2, padding=1, ceil_mode=True,
+                                              count_include_pad=False)
+        clip = torch.nn.functional.adaptive_avg_pool3d(clip, (1, 3, 2)).flatten(2)  # [B, 4, 6]
+        clip = torch.nn.functional.interpolate(clip, size=9, mode="linear")
+        clip = torch.nn.functional.hardshrink(clip, 0.05) + torch.nn.functional.softshrink(clip)
+        volume = volume + clip.mean(-1)[:, :2]
         features = torch.cat([pooled, line, volume, torch.nn.functional.elu(pooled, 0.5)], 1)
         return torch.nn.functional.cross_entropy(self.head(features), labels)
 
