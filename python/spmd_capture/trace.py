@@ -98,7 +98,7 @@ def kept_whole(op):
 DECOMPOSED_BEYOND_CORE = ("repeat.default", "index_select.default",
                           "_log_softmax.default", "_log_softmax_backward_data.default",
                           "native_group_norm.default", "upsample_bilinear2d.default",
-                          "leaky_relu.default", "elu.default", "adaptive_max_pool2d.default",
+                          "leaky_relu.default", "elu.default",
                           "upsample_bicubic2d.default", "upsample_trilinear3d.default",
                           "max_pool3d_with_indices.default")
 
@@ -487,6 +487,47 @@ def _max_pool_backward_by_indices(grad_output, self, indices, spatial):
     result = aten.scatter_add.default(result, len(lead), aten.reshape.default(indices, flat),
                                       aten.reshape.default(grad_output, flat))
     return aten.view.default(result, list(self.shape))
+
+
+def _adaptive_max_pool2d(self, output_size):
+    """adaptive_max_pool2d: PyTorch's decomposition where the output is 1x1
+    or divides the input; otherwise output position i of a dim of size n
+    pooled to m covers [floor(i n / m), ceil((i + 1) n / m)). Each window
+    is gathered at L = its dim's longest window positions, those past its
+    end clamped to its last (`index.Tensor`, [.., Oh, Lh, Ow, Lw]), then
+    `max.dim` over the L_h * L_w taps: the clamped repeats come after the
+    position they repeat, so the first maximum is an input position, the
+    first in (row, column) order as ATen's kernel picks, and its index in
+    the [H * W] plane is (start_h + l_h) * W + start_w + l_w."""
+    found = torch._decomp.decomposition_table[aten.adaptive_max_pool2d.default](self,
+                                                                                 output_size)
+    if found is not NotImplemented:
+        return found
+    sizes = self.shape[-2:]
+    starts, taps, lengths = [], [], []
+    for size, out in zip(sizes, output_size):
+        i = aten.arange.default(out, dtype=torch.int64)
+        start = aten.div.Tensor_mode(aten.mul.Tensor(i, size), out, rounding_mode="floor")
+        end = aten.div.Tensor_mode(aten.add.Tensor(aten.mul.Tensor(i, size), size + out - 1),
+                                   out, rounding_mode="floor")
+        length = max(-(-(k + 1) * size // out) - k * size // out for k in range(out))
+        position = aten.add.Tensor(aten.unsqueeze.default(start, 1),
+                                   aten.arange.default(length, dtype=torch.int64))
+        taps.append(aten.minimum.default(position, aten.sub.Tensor(aten.unsqueeze.default(end, 1),
+                                                                    1)))
+        starts.append(start)
+        lengths.append(length)
+    (oh, ow), (lh, lw) = output_size, lengths
+    rows = aten.view.default(taps[0], [oh, lh, 1, 1])
+    windows = aten.index.Tensor(self, [None] * (self.dim() - 2) + [rows, taps[1]])
+    lead = list(self.shape[:-2])
+    windows = aten.permute.default(windows, list(range(len(lead))) + [
+        len(lead) + k for k in (0, 2, 1, 3)])
+    values, tap = _max_dim(aten.reshape.default(windows, lead + [oh, ow, lh * lw]), -1)
+    row = aten.add.Tensor(aten.view.default(starts[0], [oh, 1]),
+                          aten.div.Tensor_mode(tap, lw, rounding_mode="floor"))
+    col = aten.add.Tensor(starts[1], aten.remainder.Scalar(tap, lw))
+    return values, aten.add.Tensor(aten.mul.Tensor(row, sizes[1]), col)
 
 
 def _adaptive_max_pool2d_backward(grad_output, self, indices):
@@ -1080,6 +1121,7 @@ DECOMPOSED_BY_SPMD = {
     aten.native_layer_norm_backward.default: _layer_norm_backward_mixed,
     aten.convolution.default: _convolution,
     aten.hardtanh.default: _hardtanh,
+    aten.adaptive_max_pool2d.default: _adaptive_max_pool2d,
     aten.adaptive_max_pool2d_backward.default: _adaptive_max_pool2d_backward,
     aten.max_pool3d_with_indices_backward.default: _max_pool3d_backward,
     aten.avg_pool3d.default: _avg_pool3d,

@@ -480,7 +480,7 @@ class Decoder(nn.Module):
     classifiers' ops: transposed convolutions (1-3 spatial dims; strided,
     grouped, dilated, with output_padding and a padding past the kernel's
     reach), LeakyReLU and ELU, replication padding, adaptive max pooling
-    (global and to a size that divides the input), bicubic, linear and
+    (global, to a size that divides the input and to one that does not), bicubic, linear and
     trilinear upsampling, 3-D max, average and adaptive average pooling
     (video models' pooling), hardshrink and softshrink."""
 
@@ -502,7 +502,8 @@ class Decoder(nn.Module):
         h = self.grouped(h)  # [B, 4, 14, 23]
         h = torch.nn.functional.interpolate(self.pad(h), size=(9, 10), mode="bicubic")
         pooled = torch.nn.functional.adaptive_max_pool2d(h, 1).flatten(1)
-        pooled = pooled + torch.nn.functional.adaptive_max_pool2d(h, (3, 5)).mean((2, 3))
+        pooled = pooled + torch.nn.functional.adaptive_max_pool2d(h, (3, 5)).mean((2, 3)) + \
+            torch.nn.functional.adaptive_max_pool2d(h, (4, 3)).amax((2, 3))
         line = self.line(h.flatten(2)[..., :12]).mean(-1)  # [B, 4, 36]
         volume = self.volume(h[:, :, None, :4, :4].expand(-1, -1, 2, -1, -1)).mean((2, 3, 4))
         clip = h[:, :, None, :6, :8].expand(-1, -1, 4, -1, -1)  # [B, 4, 4, 6, 8]
