@@ -1378,7 +1378,9 @@ static FailureOr<SmallVector<int64_t>> inferConvolution(
     ArrayRef<int64_t> padding, ArrayRef<int64_t> dilation, bool transposed,
     ArrayRef<int64_t> outputPadding, int64_t groups, EmitErrorFn emitError) {
   if (transposed || llvm::any_of(outputPadding, [](int64_t v) { return v; }))
-    return emitError() << "transposed convolution is not supported";
+    return emitError() << "transposed convolution is not supported: write it "
+                          "as the convolution it is the adjoint of "
+                          "(spmd-capture does)";
   int64_t rank = input.getRank(), spatial = rank - 2;
   if (spatial < 1 || spatial > 3)
     return emitError() << "input must be [N, C, spatial...] with 1 to 3 "

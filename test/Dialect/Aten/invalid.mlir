@@ -1539,7 +1539,7 @@ func.func @convolution_groups(%x: tensor<2x6x5x5xf32>, %w: tensor<4x4x3x3xf32>) 
 // -----
 
 func.func @convolution_transposed(%x: tensor<2x4x5x5xf32>, %w: tensor<4x4x3x3xf32>) {
-  // expected-error @+1 {{'aten.convolution' op transposed convolution is not supported}}
+  // expected-error @+1 {{'aten.convolution' op transposed convolution is not supported: write it as the convolution it is the adjoint of (spmd-capture does)}}
   %0 = aten.convolution %x, %w {dilation = array<i64: 1, 1>, groups = 1 : i64, output_padding = array<i64: 0, 0>, padding = array<i64: 0, 0>, stride = array<i64: 1, 1>, transposed = true} : (tensor<2x4x5x5xf32>, tensor<4x4x3x3xf32>) -> tensor<2x4x7x7xf32>
   return
 }
