@@ -984,6 +984,14 @@ def _min(self):
     return aten.neg.default(_max(aten.neg.default(self)))
 
 
+def _amin(self, dim=(), keepdim=False):
+    """amin as amax of the negated values (a Partial(max) over sharded
+    dims, negated back); bool and uint8 inputs stay unsupported."""
+    if self.dtype in (torch.bool, torch.uint8):
+        return NotImplemented
+    return aten.neg.default(aten.amax.default(aten.neg.default(self), list(dim), keepdim))
+
+
 def _flip(self, dims):
     """flip as index_select of each flipped dim's positions in reverse
     (cumsum's backward flips the gradient)."""
@@ -1106,6 +1114,7 @@ DECOMPOSED_BY_SPMD = {
     aten.clamp.Tensor: _clamp_tensor,
     aten.max.default: _max,
     aten.min.default: _min,
+    aten.amin.default: _amin,
     aten.flip.default: _flip,
     aten.isnan.default: _isnan,
     aten.fmod.Scalar: _by_tensor(aten.fmod.Tensor),

@@ -524,6 +524,26 @@ def decoder(batch=5):
     return Decoder(), {"x": torch.randn(batch, 3, 8, 8), "labels": torch.randint(0, 3, (batch,))}
 
 
+class Extremes(nn.Module):
+    """amin over dims (keepdim or not) and of every element, next to amax:
+    min-max scaling of features."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(6, 4)
+
+    def forward(self, x, labels):
+        h = self.proj(x)  # [B, 4]
+        low, high = h.amin(1, keepdim=True), h.amax(1, keepdim=True)
+        scaled = (h - low) / (high - low + 1e-3) + torch.amin(h) + h.amin(0)
+        return torch.nn.functional.cross_entropy(scaled[:, :3], labels)
+
+
+def extremes(batch=5):
+    torch.manual_seed(0)
+    return Extremes(), {"x": torch.randn(batch, 6), "labels": torch.randint(0, 3, (batch,))}
+
+
 class Recurrent(nn.Module):
     """nn.LSTM (2 layers, bidirectional, batch first), nn.GRU and nn.RNN
     (ReLU, sequence first): traced as their cells, per time step."""
