@@ -301,14 +301,22 @@ def _mean(self, dtype=None):
     return aten.mean.dim(self, list(range(self.dim())), False, dtype=dtype)
 
 
+def _source_positions(in_size, out_size, align_corners, scale, dtype):
+    """Along one dim of an interpolation: each output position's source
+    position in the input, in `dtype`, as PyTorch's decompositions compute
+    it (torch._decomp's _compute_scale and _compute_source_index)."""
+    from torch._decomp.decompositions import _compute_scale, _compute_source_index
+    factor = _compute_scale(in_size, out_size, align_corners, scale)
+    i = aten._to_copy.default(aten.arange.default(out_size, dtype=torch.int64), dtype=dtype)
+    return _compute_source_index(factor, i, align_corners)
+
+
 def _bilinear_taps(in_size, out_size, align_corners, scale, dtype):
     """Along one dim of a linear interpolation: each output position's two
     source positions and the second one's weight, as PyTorch's
     decomposition (torch._decomp's _upsample_linear) computes them."""
-    from torch._decomp.decompositions import _compute_scale, _compute_source_index
-    factor = _compute_scale(in_size, out_size, align_corners, scale)
-    i = aten._to_copy.default(aten.arange.default(out_size, dtype=torch.int64), dtype=dtype)
-    source = aten.clamp.default(_compute_source_index(factor, i, align_corners), 0.0)
+    source = aten.clamp.default(
+        _source_positions(in_size, out_size, align_corners, scale, dtype), 0.0)
     low = aten._to_copy.default(source, dtype=torch.int64)
     high = aten.clamp.default(aten.add.Scalar(low, 1), None, in_size - 1)
     weight = aten.clamp.default(aten.sub.Tensor(source, low), 0.0, 1.0)
@@ -361,15 +369,11 @@ def _upsample_bicubic2d_backward(grad_output, output_size, input_size, align_cor
     """upsample_bicubic2d's backward: the 4 taps along each dim (the border
     clamped) and their cubic weights, those of PyTorch's decomposition of
     the forward (torch._decomp's upsample_bicubic2d_default), scattered."""
-    from torch._decomp.decompositions import (_compute_scale, _compute_source_index,
-                                              _upsample_get_cubic_coefficients)
+    from torch._decomp.decompositions import _upsample_get_cubic_coefficients
     opmath = _opmath(grad_output.dtype)
     taps = []
     for size, out, scale in zip(input_size[2:], output_size, (scales_h, scales_w)):
-        factor = _compute_scale(size, out, align_corners, scale)
-        source = _compute_source_index(
-            factor, aten._to_copy.default(aten.arange.default(out, dtype=torch.int64),
-                                          dtype=opmath), align_corners)
+        source = _source_positions(size, out, align_corners, scale, opmath)
         first = aten.floor.default(source)
         weights = _upsample_get_cubic_coefficients(
             aten.clamp.default(aten.sub.Tensor(source, first), 0.0, 1.0))
@@ -562,39 +566,28 @@ def _volume(x, like, hw):
     return aten.view.default(x, list(like.shape[:-3]) + [x.shape[-2]] + list(hw))
 
 
-def _avg_pool3d(self, kernel_size, stride=(), padding=0, ceil_mode=False,
-                count_include_pad=True, divisor_override=None):
-    """avg_pool3d as two avg_pool2d: over (H, W), then over the depth. A
-    box's average is the product of its per-dim averages, and the divisor
-    (with or without the padding, ceil_mode's clipped windows) is the
-    product of its per-dim extents, so this is ATen's op up to rounding.
-    A `divisor_override` stays unsupported."""
-    if divisor_override is not None:
-        return NotImplemented
-    k, st, pad = _pool3d_lists(kernel_size, stride, padding)
-    planes = aten.avg_pool2d.default(_planes(self), k[1:], st[1:], pad[1:], ceil_mode,
-                                     count_include_pad)
-    depth = aten.avg_pool2d.default(_depths(planes, self), [k[0], 1], [st[0], 1], [pad[0], 0],
-                                    ceil_mode, count_include_pad)
-    return _volume(depth, self, planes.shape[-2:])
+def _by_planes(self, plane_pool, depth_pool):
+    """A 3-D pooling whose windows are boxes chosen per dim, as two 2-D
+    poolings: `plane_pool` over (H, W) of _planes(self), then `depth_pool`
+    over the depth of its result (_depths). A box's average is the product
+    of its per-dim averages, and its divisor (with or without the padding,
+    ceil_mode's clipped windows, adaptive windows) the product of its
+    per-dim extents, so this is ATen's op up to rounding."""
+    planes = plane_pool(_planes(self))
+    return _volume(depth_pool(_depths(planes, self)), self, planes.shape[-2:])
 
 
-def _avg_pool3d_backward(grad_output, self, kernel_size, stride, padding, ceil_mode,
-                         count_include_pad, divisor_override):
-    """avg_pool3d's backward: _avg_pool3d's two avg_pool2d's backward, the
-    depth's first."""
-    if divisor_override is not None:
-        return NotImplemented
-    k, st, pad = _pool3d_lists(kernel_size, stride, padding)
-    planes = aten.full.default(list(_planes(self).shape[:-2]) + list(grad_output.shape[-2:]),
-                               0.0, dtype=grad_output.dtype)
-    grad = aten.avg_pool2d_backward.default(
-        aten.view.default(grad_output, list(grad_output.shape[:-2]) + [-1]),
-        _depths(planes, self), [k[0], 1], [st[0], 1], [pad[0], 0], ceil_mode,
-        count_include_pad, None)
-    grad = aten.view.default(grad, list(planes.shape))
-    grad = aten.avg_pool2d_backward.default(grad, _planes(self), k[1:], st[1:], pad[1:],
-                                            ceil_mode, count_include_pad, None)
+def _by_planes_backward(grad_output, self, plane_backward, depth_backward):
+    """_by_planes' backward: `depth_backward(grad, like)` of the depth
+    pooling first, then `plane_backward(grad, like)` of the plane pooling,
+    `like` a tensor of the pooling's input shape (the planes' pooled shape
+    is only needed as a shape: zeros, which shard as anything)."""
+    planes = _planes(self)
+    pooled = aten.full.default(list(planes.shape[:-2]) + list(grad_output.shape[-2:]), 0.0,
+                               dtype=grad_output.dtype)
+    grad = depth_backward(aten.view.default(grad_output, list(grad_output.shape[:-2]) + [-1]),
+                          _depths(pooled, self))
+    grad = plane_backward(aten.view.default(grad, list(pooled.shape)), planes)
     return aten.view.default(grad, list(self.shape))
 
 
@@ -608,28 +601,48 @@ def _pool3d_lists(kernel_size, stride, padding):
     return k, three(stride) if stride else k, three(padding)
 
 
+def _avg_pool3d(self, kernel_size, stride=(), padding=0, ceil_mode=False,
+                count_include_pad=True, divisor_override=None):
+    """avg_pool3d as two avg_pool2d (_by_planes): over (H, W), then over the
+    depth with kernel (kD, 1). A `divisor_override` stays unsupported."""
+    if divisor_override is not None:
+        return NotImplemented
+    k, st, pad = _pool3d_lists(kernel_size, stride, padding)
+    return _by_planes(
+        self,
+        lambda x: aten.avg_pool2d.default(x, k[1:], st[1:], pad[1:], ceil_mode,
+                                          count_include_pad),
+        lambda x: aten.avg_pool2d.default(x, [k[0], 1], [st[0], 1], [pad[0], 0], ceil_mode,
+                                          count_include_pad))
+
+
+def _avg_pool3d_backward(grad_output, self, kernel_size, stride, padding, ceil_mode,
+                         count_include_pad, divisor_override):
+    """avg_pool3d's backward: _avg_pool3d's two avg_pool2d's backward."""
+    if divisor_override is not None:
+        return NotImplemented
+    k, st, pad = _pool3d_lists(kernel_size, stride, padding)
+    return _by_planes_backward(
+        grad_output, self,
+        lambda g, x: aten.avg_pool2d_backward.default(g, x, k[1:], st[1:], pad[1:], ceil_mode,
+                                                      count_include_pad, None),
+        lambda g, x: aten.avg_pool2d_backward.default(g, x, [k[0], 1], [st[0], 1], [pad[0], 0],
+                                                      ceil_mode, count_include_pad, None))
+
+
 def _adaptive_avg_pool3d(self, output_size):
-    """_adaptive_avg_pool3d as two _adaptive_avg_pool2d: over (H, W), then
-    over the depth (a box's average is the product of its per-dim
-    averages; adaptive windows are chosen per dim)."""
-    planes = aten._adaptive_avg_pool2d.default(_planes(self), list(output_size[1:]))
-    depths = _depths(planes, self)
-    depth = aten._adaptive_avg_pool2d.default(depths, [output_size[0], depths.shape[-1]])
-    return _volume(depth, self, output_size[1:])
+    """_adaptive_avg_pool3d as two _adaptive_avg_pool2d (_by_planes): over
+    (H, W), then over the depth (the flattened plane's size kept)."""
+    return _by_planes(
+        self, lambda x: aten._adaptive_avg_pool2d.default(x, list(output_size[1:])),
+        lambda x: aten._adaptive_avg_pool2d.default(x, [output_size[0], x.shape[-1]]))
 
 
 def _adaptive_avg_pool3d_backward(grad_output, self):
     """_adaptive_avg_pool3d's backward: the two _adaptive_avg_pool2d's
-    backward, the depth's first."""
-    hw = list(grad_output.shape[-2:])
-    planes = aten.full.default(list(_planes(self).shape[:-2]) + hw, 0.0,
-                               dtype=grad_output.dtype)
-    grad = aten._adaptive_avg_pool2d_backward.default(
-        aten.view.default(grad_output, list(grad_output.shape[:-2]) + [-1]),
-        _depths(planes, self))
-    grad = aten._adaptive_avg_pool2d_backward.default(aten.view.default(grad, list(planes.shape)),
-                                                      _planes(self))
-    return aten.view.default(grad, list(self.shape))
+    backward."""
+    backward = aten._adaptive_avg_pool2d_backward.default
+    return _by_planes_backward(grad_output, self, backward, backward)
 
 
 def _shrink_backward(grad_output, self, lambd=0.5):
