@@ -56,12 +56,23 @@ def _set(config, name, value):
 def set_dropout(config, rate):
     """Sets every rate of `config` that drops something: dropout, attention
     and residual dropout, stochastic depth (`drop_path_rate`), LayerDrop:
-    the numeric fields whose name has "drop" in it."""
+    the numeric fields whose name has "drop" in it, and lists of them (one
+    per stage: CvT's)."""
+    def number(value):
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+    def like(value):
+        # As the field's type where it holds the rate (LeViT's int 0).
+        exact = float(rate) == type(value)(rate)
+        return type(value)(rate) if exact else float(rate)
+
     for field, value in config.to_dict().items():
-        if "drop" in field and isinstance(value, (int, float)) and not isinstance(value, bool):
-            # As the field's type where it holds the rate (LeViT's int 0).
-            exact = float(rate) == type(value)(rate)
-            setattr(config, field, type(value)(rate) if exact else float(rate))
+        if "drop" not in field:
+            continue
+        if number(value):
+            setattr(config, field, like(value))
+        elif isinstance(value, (list, tuple)) and value and all(map(number, value)):
+            setattr(config, field, [like(v) for v in value])
 
 
 def _build(task, config):

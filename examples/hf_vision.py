@@ -66,15 +66,14 @@ def vision(model_type, batch=4, image=32, channels=3, labels=10, seed=0,
 # Size fields of transformers' vision configs and their tiny values.
 _TINY_INTS = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2,
               "intermediate_size": 64, "embed_dim": 16, "projection_dim": 16}
-_TINY_DROPS = ("drop_path_rate", "hidden_dropout_prob", "attention_probs_dropout_prob",
-               "classifier_dropout_prob", "dropout_rate", "drop_connect_rate")
 
 
 def tiny(model_type, batch=5, image=32, **config_fields):
     """`vision(model_type)` with the config's common size fields made tiny,
     for trying a family whose own factory does not exist: hidden sizes 32
     (16 per stage step for staged models), 2 layers and heads, one block
-    per stage, one head per stage, every drop rate 0. Fields that a family
+    per stage, one head per stage, every drop rate 0 (`vision`'s
+    `dropout`). Fields that a family
     names otherwise keep their defaults; `config_fields` override."""
     config = transformers.AutoConfig.for_model(model_type)
     fields = {}
@@ -93,12 +92,8 @@ def tiny(model_type, batch=5, image=32, **config_fields):
     for k in ("num_heads", "num_attention_heads"):
         if isinstance(getattr(config, k, None), (list, tuple)):
             fields[k] = [1] * len(getattr(config, k))
-    for k in _TINY_DROPS:
-        if hasattr(config, k):
-            v = getattr(config, k)
-            fields[k] = [0.0] * len(v) if isinstance(v, (list, tuple)) else type(v)(0)
     fields.update(config_fields)
-    return vision(model_type, batch=batch, image=image, **fields)
+    return vision(model_type, batch=batch, image=image, dropout=0.0, **fields)
 
 
 def vit(hidden=64, heads=4, layers=2, ffn=128, patch=8, dropout=0.0, **sizes):
