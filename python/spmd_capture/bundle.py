@@ -115,14 +115,20 @@ class _Float64Kernels(TorchDispatchMode):
     formula the captured graph runs. A cast of a float64 (complex128) tensor
     to a narrower floating type keeps float64: code that computes a part in
     float32 on purpose (`hidden.float()` before a router whose weight is
-    float32) stays in one dtype in the widened copy."""
+    float32) stays in one dtype in the widened copy. A cast of an integer or
+    bool tensor to a narrower floating type makes float64 too: ATen's
+    float64 kernels compute source positions in float64, and the traced
+    decompositions of interpolation write them as `arange(n).to(float32)`
+    (a float32 position near 256 is off by 1e-5, a weight as much)."""
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        if func is torch.ops.aten._to_copy.default and args[0].dtype in WIDE and \
-                kwargs.get("dtype") is not None and kwargs["dtype"] in NARROW:
-            kwargs = dict(kwargs, dtype=args[0].dtype if kwargs["dtype"].is_complex ==
-                          args[0].dtype.is_complex else NARROW[kwargs["dtype"]])
+        if func is torch.ops.aten._to_copy.default and kwargs.get("dtype") in NARROW:
+            source, target = args[0].dtype, kwargs["dtype"]
+            if source in WIDE and source.is_complex == target.is_complex:
+                kwargs = dict(kwargs, dtype=source)
+            elif source in WIDE or not (source.is_floating_point or source.is_complex):
+                kwargs = dict(kwargs, dtype=NARROW[target])
         decomposition = FLOAT64_BY_DECOMPOSITION.get(func)
         if decomposition is not None and any(
                 isinstance(a, torch.Tensor) and a.dtype == torch.float64 for a in args):
@@ -152,11 +158,15 @@ def traced_float64(step, seed):
     values = [a.value.double() if a.value.is_floating_point() else a.value.clone()
               for a in step.args]
     torch.manual_seed(seed)
+    default = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
     try:
         with _Float64Graph():
             return list(Run(step.graph_module).run(*values))
     except (RuntimeError, TypeError, ValueError, NotImplementedError):
         return None
+    finally:
+        torch.set_default_dtype(default)
 
 
 def eager_step(factory, optimizer, step, seed, float64=False, accumulate=1,

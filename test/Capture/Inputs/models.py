@@ -711,3 +711,30 @@ class DeltaChunk(nn.Module):
 def delta_chunk(batch=5):
     torch.manual_seed(0)
     return DeltaChunk(), (torch.randn(batch, 6, 4),)
+
+
+class Stretches(nn.Module):
+    """Linear, bilinear and bicubic interpolation to hundreds of positions
+    under a loss that weighs each output (a reconstruction's): the traced
+    decompositions compute the source positions as float32 casts of
+    integers, which the float64 check must widen as ATen's float64 kernels
+    compute them."""
+
+    def __init__(self):
+        super().__init__()
+        self.line = nn.Conv1d(2, 2, 1)
+        self.plane = nn.Conv2d(2, 2, 1)
+
+    def forward(self, x, image, weights, plane_weights):
+        line = torch.nn.functional.interpolate(self.line(x), size=384, mode="linear")
+        plane = self.plane(image)
+        planes = (torch.nn.functional.interpolate(plane, size=160, mode="bilinear")
+                  + torch.nn.functional.interpolate(plane, size=160, mode="bicubic", align_corners=True))
+        return (line * weights).sum() + (planes * plane_weights).sum()
+
+
+def stretches(batch=5):
+    torch.manual_seed(0)
+    return Stretches(), {"x": torch.randn(batch, 2, 256), "image": torch.randn(batch, 2, 64, 64),
+                         "weights": torch.randn(batch, 2, 384),
+                         "plane_weights": torch.randn(batch, 2, 160, 160)}
