@@ -399,6 +399,209 @@ def _upsample_nearest_backward(exact):
     return backward
 
 
+def _copy(self, src, non_blocking=False):
+    """The functional copy_(self, src) (a slice assignment; affine_grid's
+    backward fills its base grid with `select(...).copy_(linspace)`): src
+    in self's dtype, broadcast to self's shape. A src of self's shape and
+    dtype is recorded as it is (the emitter passes src through)."""
+    if src.shape == self.shape and src.dtype == self.dtype:
+        return NotImplemented
+    if src.dtype != self.dtype:
+        src = aten._to_copy.default(src, dtype=self.dtype)
+    if src.shape != self.shape:
+        src = aten.clone.default(aten.expand.default(src, list(self.shape)))
+    return src
+
+
+def _grid_padding(u, size, padding_mode, align_corners):
+    """A grid sampler's padding of source positions `u` along a dim of
+    `size` (0 zeros: as they are, 1 border: clipped to [0, size - 1], 2
+    reflection: reflected at the borders, then clipped) and its derivative
+    by `u`, as ATen's clip_coordinates_set_grad and
+    reflect_coordinates_set_grad (GridSampler.h): 0 where clipped (the
+    borders included), -1 where reflected an odd number of times."""
+    if padding_mode == 0:
+        return u, None
+    if padding_mode == 2:
+        twice_low, twice_high = (0, 2 * (size - 1)) if align_corners else (-1, 2 * size - 1)
+        if twice_low == twice_high:
+            zeros = aten.mul.Scalar(u, 0.0)
+            return zeros, zeros
+        low, span = twice_low / 2, (twice_high - twice_low) / 2
+        shifted = aten.sub.Scalar(u, low)
+        sign = aten.where.self(aten.lt.Scalar(shifted, 0.0), aten.full_like.default(u, -1.0),
+                               aten.full_like.default(u, 1.0))
+        distance = aten.abs.default(shifted)
+        extra = aten.fmod.Tensor(distance, aten.full_like.default(u, span))
+        odd = aten.ne.Scalar(aten.fmod.Tensor(aten.floor.default(aten.div.Scalar(distance, span)),
+                                              aten.full_like.default(u, 2.0)), 0.0)
+        u = aten.where.self(odd, aten.rsub.Scalar(extra, span + low), aten.add.Scalar(extra, low))
+        slope = aten.where.self(odd, aten.neg.default(sign), sign)
+    else:
+        slope = aten.full_like.default(u, 1.0)
+    inside = aten.logical_and.default(aten.gt.Scalar(u, 0.0), aten.lt.Scalar(u, size - 1.0))
+    return (aten.clamp.default(u, 0.0, size - 1.0),
+            aten.mul.Tensor(slope, aten._to_copy.default(inside, dtype=u.dtype)))
+
+
+def _cubic_weights(t):
+    """The 4 cubic convolution weights at offset t of the first tap past the
+    second (A = -0.75, ATen's get_cubic_upsample_coefficients), tap by tap:
+    torch._decomp's _upsample_get_cubic_coefficients stacks the taps on a
+    new leading dim on the CPU, which a batch-sharded t cannot shard on."""
+    from torch._decomp.decompositions import (_upsample_cubic_convolution1,
+                                              _upsample_cubic_convolution2)
+    a = -0.75
+    return (_upsample_cubic_convolution2(aten.add.Scalar(t, 1.0), a),
+            _upsample_cubic_convolution1(t, a),
+            _upsample_cubic_convolution1(aten.rsub.Scalar(t, 1.0), a),
+            _upsample_cubic_convolution2(aten.rsub.Scalar(t, 2.0), a))
+
+
+def _cubic_slopes(t):
+    """The derivatives by t of _cubic_weights, as ATen's
+    get_cubic_coefficients_grad."""
+    a = -0.75
+
+    def outer(x):  # d/dx of ((A x - 5A) x + 8A) x - 4A
+        return aten.add.Scalar(aten.mul.Tensor(aten.add.Scalar(aten.mul.Scalar(x, 3 * a),
+                                                               -10 * a), x), 8 * a)
+
+    def inner(x):  # d/dx of ((A + 2) x - (A + 3)) x^2 + 1
+        return aten.mul.Tensor(aten.add.Scalar(aten.mul.Scalar(x, 3 * (a + 2)),
+                                               -2 * (a + 3)), x)
+
+    return (outer(aten.add.Scalar(t, 1.0)), inner(t),
+            aten.neg.default(inner(aten.rsub.Scalar(t, 1.0))),
+            aten.neg.default(outer(aten.rsub.Scalar(t, 2.0))))
+
+
+def _grid_sample_taps(grid, sizes, interpolation_mode, padding_mode, align_corners):
+    """The reads of grid_sampler_2d/3d along each spatial dim of the input
+    (`sizes`: [H, W] or [D, H, W]; the grid's last dim holds x, y[, z], the
+    reverse order), as ATen's CPU kernels (GridSampler.h,
+    GridSamplerKernel.cpp): per dim, the taps [(position, weight,
+    slope)...], each [N, *out]: an int64 position, its weight (None: 1)
+    and the weight's derivative by the grid's coordinate (None: 0).
+    Bilinear: the two positions around the padded source position;
+    nearest: the nearest (ties to even); bicubic: the 4 around the
+    unpadded source position, each padded as an integer position."""
+    spatial = len(sizes)
+    dims = []
+    for d, size in enumerate(sizes):
+        coordinate = aten.select.int(grid, -1, spatial - 1 - d)
+        scale = (size - 1) / 2 if align_corners else size / 2
+        u = aten.add.Scalar(aten.mul.Scalar(coordinate, scale), (size - 1) / 2)
+        if interpolation_mode == 2:  # bicubic: the taps are padded, not u
+            first = aten.floor.default(u)
+            t = aten.sub.Tensor(u, first)
+            weights = _cubic_weights(t)
+            slopes = [aten.mul.Scalar(s, scale) for s in _cubic_slopes(t)]
+            positions = [_grid_padding(aten.add.Scalar(first, k - 1.0), size, padding_mode,
+                                       align_corners)[0] for k in range(4)]
+            dims.append(list(zip(positions, weights, slopes)))
+            continue
+        u, slope = _grid_padding(u, size, padding_mode, align_corners)
+        slope = aten.mul.Scalar(slope, scale) if slope is not None else \
+            aten.full_like.default(u, scale)
+        if interpolation_mode == 1:
+            dims.append([(aten.round.default(u), None, None)])
+            continue
+        low = aten.floor.default(u)
+        high = aten.add.Scalar(low, 1.0)
+        dims.append([(low, aten.sub.Tensor(high, u), aten.neg.default(slope)),
+                     (high, aten.sub.Tensor(u, low), slope)])
+    return [[(aten._to_copy.default(p, dtype=torch.int64), w, s) for p, w, s in taps]
+            for taps in dims]
+
+
+def _grid_sample_reads(input, grid, interpolation_mode, padding_mode, align_corners):
+    """grid_sampler_2d/3d's reads of `input` [N, C, *sizes] at `grid` [N,
+    *out, spatial]: per combination of the dims' taps, the flat position
+    in `input`'s spatial dims (0 where outside them) expanded to [N, C, P]
+    (P: the outputs), its weight [N, 1, P] (0 outside: zeros padding, or
+    bilinear's second tap past the border) and per dim the weight's
+    derivative by that dim's coordinate ([N, P]; None: 0)."""
+    n, c, sizes = input.shape[0], input.shape[1], list(input.shape[2:])
+    points = math.prod(grid.shape[1:-1])
+    taps = _grid_sample_taps(grid, sizes, interpolation_mode, padding_mode, align_corners)
+    strides = [math.prod(sizes[d + 1:]) for d in range(len(sizes))]
+    reads = []
+    for combination in itertools.product(*taps):
+        inside = functools.reduce(aten.logical_and.default, [
+            aten.logical_and.default(aten.ge.Scalar(p, 0), aten.lt.Scalar(p, size))
+            for (p, _, _), size in zip(combination, sizes)])
+        flat = functools.reduce(aten.add.Tensor, [aten.mul.Scalar(p, stride) for (p, _, _), stride
+                                                  in zip(combination, strides)])
+        flat = aten.where.self(inside, flat, aten.full_like.default(flat, 0))
+        mask = aten._to_copy.default(inside, dtype=grid.dtype)
+        weights = [w for _, w, _ in combination]
+        weight = functools.reduce(aten.mul.Tensor, [w for w in weights if w is not None], mask)
+        slopes = []
+        for d, (_, _, slope) in enumerate(combination):
+            if slope is None:
+                slopes.append(None)
+                continue
+            others = [w for e, w in enumerate(weights) if e != d and w is not None]
+            slopes.append(aten.view.default(functools.reduce(aten.mul.Tensor, others, aten.mul.Tensor(
+                slope, mask)), [n, points]))
+        position = aten.expand.default(aten.view.default(flat, [n, 1, points]), [n, c, points])
+        reads.append((position, aten.view.default(weight, [n, 1, points]), slopes))
+    return reads
+
+
+def _grid_sampler(input, grid, interpolation_mode, padding_mode, align_corners):
+    """grid_sampler_2d and grid_sampler_3d (`F.grid_sample`: spatial
+    transformers' resampling): per combination of taps (_grid_sample_reads)
+    a `gather` along `input`'s flattened spatial dims, weighted and summed.
+    The gathers shard on the batch and the channels."""
+    n, c = input.shape[:2]
+    flat = aten.view.default(input, [n, c, math.prod(input.shape[2:])])
+    out = functools.reduce(aten.add.Tensor, [
+        aten.mul.Tensor(aten.gather.default(flat, 2, position), weight)
+        for position, weight, _ in _grid_sample_reads(input, grid, interpolation_mode,
+                                                      padding_mode, align_corners)])
+    return aten.view.default(out, [n, c] + list(grid.shape[1:-1]))
+
+
+def _grid_sampler_backward(grad_output, input, grid, interpolation_mode, padding_mode,
+                           align_corners, output_mask):
+    """grid_sampler_2d_backward and grid_sampler_3d_backward: the input's
+    gradient is one `scatter_add` of each read's weighted grad_output into
+    the flattened spatial dims (the gathers' backward); each grid
+    coordinate's is the sum over the channels and reads of grad_output
+    times the value read times the weight's derivative by it (0 for
+    nearest), as ATen's CPU backward kernels."""
+    n, c = input.shape[:2]
+    points = math.prod(grid.shape[1:-1])
+    grad = aten.view.default(grad_output, [n, c, points])
+    flat = aten.view.default(input, [n, c, math.prod(input.shape[2:])])
+    reads = _grid_sample_reads(input, grid, interpolation_mode, padding_mode, align_corners)
+    grad_input = grad_grid = None
+    if output_mask[0]:
+        grad_input = aten.view.default(aten.scatter_add.default(
+            aten.full.default(list(flat.shape), 0.0, dtype=input.dtype), 2,
+            aten.cat.default([position for position, _, _ in reads], 2),
+            aten.cat.default([aten.mul.Tensor(grad, weight) for _, weight, _ in reads], 2)),
+            list(input.shape))
+    if output_mask[1]:
+        spatial = grid.shape[-1]
+        if interpolation_mode == 1:
+            grad_grid = aten.full.default(list(grid.shape), 0.0, dtype=grid.dtype)
+        else:
+            per_dim = [None] * spatial
+            for position, _, slopes in reads:
+                value = aten.sum.dim_IntList(
+                    aten.mul.Tensor(grad, aten.gather.default(flat, 2, position)), [1])
+                for d, slope in enumerate(slopes):
+                    term = aten.mul.Tensor(value, slope)
+                    per_dim[d] = term if per_dim[d] is None else aten.add.Tensor(per_dim[d], term)
+            grad_grid = aten.view.default(
+                aten.cat.default([aten.unsqueeze.default(per_dim[spatial - 1 - k], -1)
+                                  for k in range(spatial)], -1), list(grid.shape))
+    return grad_input, grad_grid
+
+
 def _hardtanh(self, min_val=-1.0, max_val=1.0):
     """hardtanh with integer bounds (`F.relu6`) as hardtanh with float
     ones, the dialect's attributes."""
@@ -1143,6 +1346,11 @@ DECOMPOSED_BY_SPMD = {
     aten.native_layer_norm_backward.default: _layer_norm_backward_mixed,
     aten.convolution.default: _convolution,
     aten.hardtanh.default: _hardtanh,
+    aten.copy.default: _copy,
+    aten.grid_sampler_2d.default: _grid_sampler,
+    aten.grid_sampler_3d.default: _grid_sampler,
+    aten.grid_sampler_2d_backward.default: _grid_sampler_backward,
+    aten.grid_sampler_3d_backward.default: _grid_sampler_backward,
     aten.adaptive_max_pool2d.default: _adaptive_max_pool2d,
     aten.adaptive_max_pool2d_backward.default: _adaptive_max_pool2d_backward,
     aten.max_pool3d_with_indices_backward.default: _max_pool3d_backward,

@@ -738,3 +738,45 @@ def stretches(batch=5):
     return Stretches(), {"x": torch.randn(batch, 2, 256), "image": torch.randn(batch, 2, 64, 64),
                          "weights": torch.randn(batch, 2, 384),
                          "plane_weights": torch.randn(batch, 2, 160, 160)}
+
+
+class Resample(nn.Module):
+    """Spatial transformers' resampling (`F.affine_grid`, `F.grid_sample`):
+    a localization head predicts each image's affine transform; the image's
+    features are sampled bilinearly (zero padding), bicubically (reflection,
+    align_corners) and at the nearest positions (border), and a volume's
+    trilinearly (border). The features and the grids both take gradients."""
+
+    def __init__(self):
+        super().__init__()
+        self.loc = nn.Linear(2 * 8 * 8, 6)
+        self.loc3 = nn.Linear(2 * 8 * 8, 12)
+        self.features = nn.Conv2d(2, 3, 3, padding=1)
+        self.volume = nn.Conv3d(1, 2, 1)
+        self.head = nn.Linear(3 * 6 * 7 * 3 + 2 * 3 * 4 * 5, 4)
+
+    def forward(self, image, volume, target):
+        f = torch.nn.functional
+        n = image.shape[0]
+        theta = self.loc(image.flatten(1)).view(n, 2, 3) * 0.3 + torch.eye(2, 3)
+        grid = f.affine_grid(theta, [n, 3, 6, 7], align_corners=False)
+        features = self.features(image)
+        sampled = [f.grid_sample(features, grid, mode="bilinear", padding_mode="zeros",
+                                 align_corners=False),
+                   f.grid_sample(features, grid * 1.4, mode="bicubic", padding_mode="reflection",
+                                 align_corners=True),
+                   f.grid_sample(features, grid, mode="nearest", padding_mode="border",
+                                 align_corners=False)]
+        theta3 = self.loc3(image.flatten(1)).view(n, 3, 4) * 0.3 + torch.eye(3, 4)
+        grid3 = f.affine_grid(theta3, [n, 2, 3, 4, 5], align_corners=True)
+        sampled.append(f.grid_sample(self.volume(volume), grid3 * 1.2, mode="bilinear",
+                                     padding_mode="border", align_corners=True))
+        logits = self.head(torch.cat([s.flatten(1) for s in sampled], 1))
+        return f.cross_entropy(logits, target)
+
+
+def resample(batch=5):
+    torch.manual_seed(0)
+    return Resample(), {"image": torch.randn(batch, 2, 8, 8),
+                        "volume": torch.randn(batch, 1, 4, 5, 6),
+                        "target": torch.randint(0, 4, (batch,))}
