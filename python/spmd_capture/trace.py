@@ -807,30 +807,30 @@ def _pool3d_lists(kernel_size, stride, padding):
 def _avg_pool3d(self, kernel_size, stride=(), padding=0, ceil_mode=False,
                 count_include_pad=True, divisor_override=None):
     """avg_pool3d as two avg_pool2d (_by_planes): over (H, W), then over the
-    depth with kernel (kD, 1). A `divisor_override` stays unsupported."""
-    if divisor_override is not None:
-        return NotImplemented
+    depth with kernel (kD, 1). A `divisor_override` d divides the box's sum:
+    the planes' sums over d, summed over the depth (divisor 1)."""
     k, st, pad = _pool3d_lists(kernel_size, stride, padding)
+    depth_divisor = None if divisor_override is None else 1
     return _by_planes(
         self,
         lambda x: aten.avg_pool2d.default(x, k[1:], st[1:], pad[1:], ceil_mode,
-                                          count_include_pad),
+                                          count_include_pad, divisor_override),
         lambda x: aten.avg_pool2d.default(x, [k[0], 1], [st[0], 1], [pad[0], 0], ceil_mode,
-                                          count_include_pad))
+                                          count_include_pad, depth_divisor))
 
 
 def _avg_pool3d_backward(grad_output, self, kernel_size, stride, padding, ceil_mode,
                          count_include_pad, divisor_override):
     """avg_pool3d's backward: _avg_pool3d's two avg_pool2d's backward."""
-    if divisor_override is not None:
-        return NotImplemented
     k, st, pad = _pool3d_lists(kernel_size, stride, padding)
+    depth_divisor = None if divisor_override is None else 1
     return _by_planes_backward(
         grad_output, self,
         lambda g, x: aten.avg_pool2d_backward.default(g, x, k[1:], st[1:], pad[1:], ceil_mode,
-                                                      count_include_pad, None),
+                                                      count_include_pad, divisor_override),
         lambda g, x: aten.avg_pool2d_backward.default(g, x, [k[0], 1], [st[0], 1], [pad[0], 0],
-                                                      ceil_mode, count_include_pad, None))
+                                                      ceil_mode, count_include_pad,
+                                                      depth_divisor))
 
 
 def _adaptive_avg_pool3d(self, output_size):

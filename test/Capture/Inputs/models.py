@@ -745,7 +745,8 @@ class Resample(nn.Module):
     a localization head predicts each image's affine transform; the image's
     features are sampled bilinearly (zero padding), bicubically (reflection,
     align_corners) and at the nearest positions (border), and a volume's
-    trilinearly (border). The features and the grids both take gradients."""
+    trilinearly (border), then box-summed over 20 (avg_pool3d's
+    divisor_override). The features and the grids both take gradients."""
 
     def __init__(self):
         super().__init__()
@@ -769,8 +770,9 @@ class Resample(nn.Module):
                                  align_corners=False)]
         theta3 = self.loc3(image.flatten(1)).view(n, 3, 4) * 0.3 + torch.eye(3, 4)
         grid3 = f.affine_grid(theta3, [n, 2, 3, 4, 5], align_corners=True)
-        sampled.append(f.grid_sample(self.volume(volume), grid3 * 1.2, mode="bilinear",
-                                     padding_mode="border", align_corners=True))
+        volume = f.grid_sample(self.volume(volume), grid3 * 1.2, mode="bilinear",
+                               padding_mode="border", align_corners=True)
+        sampled.append(volume + f.avg_pool3d(volume, 3, stride=1, padding=1, divisor_override=20))
         logits = self.head(torch.cat([s.flatten(1) for s in sampled], 1))
         return f.cross_entropy(logits, target)
 
