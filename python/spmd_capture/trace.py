@@ -644,18 +644,27 @@ def _transposed_convolution_backward(grad_output, input, weight, stride, padding
     the weight's that convolution's weight gradient with grad_output as its
     input and the transposed convolution's input as its grad_output, the
     bias's the sum of grad_output over every dim but the channels. No
-    zeros are stuffed: both run at the transposed convolution's stride."""
+    zeros are stuffed: both run at the transposed convolution's stride.
+    An `output_padding` of at least the stride (allowed below the
+    dilation) gives that convolution `output_padding // stride` more
+    positions per dim than the input has, which no input position reads:
+    the input's gradient drops them, and the weight's pads the input with
+    zeros there (`constant_pad_nd`)."""
     spatial = input.dim() - 2
     zeros = [0] * spatial
+    extra = []
+    for o, st in reversed(list(zip(output_padding, stride))):
+        extra += [0, o // st]
     grad_input = grad_weight = grad_bias = None
     if output_mask[0]:
         grad_input = aten.convolution.default(grad_output, weight, None, stride, padding,
                                               dilation, False, zeros, groups)
-        if grad_input.shape != input.shape:
-            return NotImplemented  # output_padding of a stride smaller than it
+        if any(extra):
+            grad_input = aten.constant_pad_nd.default(grad_input, [-e for e in extra])
     if output_mask[1]:
+        padded = aten.constant_pad_nd.default(input, extra) if any(extra) else input
         _, grad_weight, _ = aten.convolution_backward.default(
-            input, grad_output, weight, None, stride, padding, dilation, False, zeros, groups,
+            padded, grad_output, weight, None, stride, padding, dilation, False, zeros, groups,
             [False, True, False])
     if output_mask[2]:
         grad_bias = aten.sum.dim_IntList(grad_output, [0] + list(range(2, grad_output.dim())))

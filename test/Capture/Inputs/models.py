@@ -782,3 +782,23 @@ def resample(batch=5):
     return Resample(), {"image": torch.randn(batch, 2, 8, 8),
                         "volume": torch.randn(batch, 1, 4, 5, 6),
                         "target": torch.randint(0, 4, (batch,))}
+
+
+class DilatedTranspose(nn.Module):
+    """Transposed convolutions whose output_padding reaches the stride,
+    which PyTorch allows below the dilation (1-D: stride 2, dilation 3,
+    output_padding 2; 2-D grouped: stride 1, dilation 2, output_padding 1)."""
+
+    def __init__(self):
+        super().__init__()
+        self.line = nn.ConvTranspose1d(3, 4, 3, stride=2, dilation=3, output_padding=2)
+        self.plane = nn.ConvTranspose2d(4, 6, 2, stride=1, padding=1, dilation=2,
+                                        output_padding=1, groups=2)
+
+    def forward(self, x, image):
+        return (self.line(x) ** 2).mean() + (self.plane(image) ** 2).mean()
+
+
+def dilated_transpose(batch=5):
+    torch.manual_seed(0)
+    return DilatedTranspose(), {"x": torch.randn(batch, 3, 7), "image": torch.randn(batch, 4, 5, 6)}
