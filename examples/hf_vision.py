@@ -80,8 +80,10 @@ def tiny(model_type, batch=5, image=32, **config_fields):
     staged = any(isinstance(getattr(config, k, None), (list, tuple))
                  for k in ("hidden_sizes", "embed_dims", "hidden_dims", "embed_dim"))
     for k, v in _TINY_INTS.items():
+        # A staged config's alias of a common name (ConvNeXt V2's
+        # num_hidden_layers is its num_stages) keeps the stages' count.
         if isinstance(getattr(config, k, None), int) and not (
-                staged and k in ("hidden_size", "embed_dim")):
+                staged and (k in ("hidden_size", "embed_dim") or k in config.attribute_map)):
             fields[k] = v
     for k in ("depths", "num_layers_per_stage"):
         if isinstance(getattr(config, k, None), (list, tuple)):
