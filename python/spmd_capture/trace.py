@@ -296,6 +296,16 @@ def _cat(tensors, dim=0):
     return aten.cat.default(kept, dim)
 
 
+def _stack(tensors, dim=0):
+    """stack as the cat of its tensors unsqueezed at `dim`. torch._refs.stack
+    concatenates along an existing dim and views the result: a dim sharded
+    there (stacking batch-sharded tensors at 0) then interleaves the ranks'
+    pieces, local only when the mesh divides the dim; the new dim of size
+    one keeps each tensor's sharding in place, uneven too."""
+    dim %= tensors[0].dim() + 1
+    return aten.cat.default([aten.unsqueeze.default(t, dim) for t in tensors], dim)
+
+
 def _mean(self, dtype=None):
     """The mean of every element, as mean.dim over every dim."""
     return aten.mean.dim(self, list(range(self.dim())), False, dtype=dtype)
@@ -1389,6 +1399,7 @@ DECOMPOSED_BY_SPMD = {
     aten.argmin.default: _argmin,
     aten.mean.default: _mean,
     aten.cat.default: _cat,
+    aten.stack.default: _stack,
     aten.convolution_backward.default: _convolution_backward,
     aten.index.Tensor: _index,
     aten.index_put.default: _index_put,

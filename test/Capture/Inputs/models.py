@@ -784,6 +784,27 @@ def resample(batch=5):
                         "target": torch.randint(0, 4, (batch,))}
 
 
+class Ensemble(nn.Module):
+    """Heads stacked and averaged (an ensemble, multi-crop logits): stacks at
+    a new leading dim, in the middle and last, of batch-major tensors."""
+
+    def __init__(self):
+        super().__init__()
+        self.heads = nn.ModuleList(nn.Linear(6, 4) for _ in range(3))
+
+    def forward(self, x, target):
+        outs = [head(x) for head in self.heads]
+        mean = torch.stack(outs).mean(0)
+        spread = torch.stack(outs, dim=1).std(1)
+        last = torch.stack(outs, dim=-1).amax(-1)
+        return nn.functional.cross_entropy(mean + spread + last, target)
+
+
+def ensemble(batch=5):
+    torch.manual_seed(0)
+    return Ensemble(), {"x": torch.randn(batch, 6), "target": torch.randint(0, 4, (batch,))}
+
+
 class DilatedTranspose(nn.Module):
     """Transposed convolutions whose output_padding reaches the stride,
     which PyTorch allows below the dilation (1-D: stride 2, dilation 3,
