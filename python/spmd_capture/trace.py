@@ -2374,6 +2374,63 @@ class _AutogradScopes(TorchFunctionMode):
         return out
 
 
+def _instance_norm(input, running_mean=None, running_var=None, weight=None, bias=None,
+                   use_input_stats=True, momentum=0.1, eps=1e-5):
+    """F.instance_norm with each sample's and channel's statistics reduced
+    over the spatial dims of [N, C, *spatial] itself. ATen views the input
+    as [1, N*C, *spatial] for a batch norm, merging the batch into the
+    channels: a batch the mesh does not divide (and a StridedShard batch,
+    RAFT's two images concatenated) had to be gathered, and the running
+    statistics' update is a copy_ into an alias that functionalization
+    misses. Same values: the biased variance normalizes; the running stats
+    move by `momentum` toward the batch's mean of the instances' means and
+    unbiased variances, as ATen's repeated batch-norm update averaged over
+    the batch. Half-precision inputs compute in float32 (ATen's opmath)."""
+    if use_input_stats:
+        nn.functional._verify_spatial_size(input.size())
+    dtype, dims = input.dtype, tuple(range(2, input.dim()))
+    per_channel = [1, input.shape[1]] + [1] * len(dims)
+    x = input.float() if dtype in (torch.float16, torch.bfloat16) else input
+    if use_input_stats:
+        mean = x.mean(dims, keepdim=True)
+        centered = x - mean
+        squares = (centered * centered).sum(dims, keepdim=True)
+        n = math.prod(input.shape[2:])
+        out = centered * torch.rsqrt(squares / n + eps)
+        if running_mean is not None:
+            with torch.no_grad():
+                for stat, batch in ((running_mean, mean), (running_var, squares / (n - 1))):
+                    if stat is not None:
+                        # A sum over the batch, not its mean: a Partial(sum)
+                        # of uneven shards (a Partial(avg) needs even ones).
+                        batch = batch.sum(0).flatten() / input.shape[0]
+                        stat.copy_(stat * (1 - momentum) + batch.to(stat.dtype) * momentum)
+    else:
+        out = (x - running_mean.view(per_channel)) * \
+            torch.rsqrt(running_var.view(per_channel) + eps)
+    if weight is not None:
+        out = out * weight.view(per_channel)
+    if bias is not None:
+        out = out + bias.view(per_channel)
+    return out.to(dtype)
+
+
+class _FunctionDecompositions(TorchFunctionMode):
+    """Torch functions that the trace records as other torch functions
+    (while ATen's composite kernel would write them in a form that shards
+    worse): F.instance_norm as _instance_norm."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func is nn.functional.instance_norm:
+            return _instance_norm(*args, **kwargs)
+        if func is torch.instance_norm:
+            # torch.instance_norm's order: weight and bias before the stats.
+            input, weight, bias, mean, var, use_input_stats, momentum, eps = args[:8]
+            return _instance_norm(input, mean, var, weight, bias, use_input_stats, momentum, eps)
+        return func(*args, **kwargs)
+
+
 @contextlib.contextmanager
 def _reentrant_checkpoint_replayed():
     """Activation checkpointing with use_reentrant=True runs its backward as
@@ -2837,7 +2894,7 @@ def trace(factory, optimizer, args, seed, accumulate=1, fake=False,
     clear_model_caches(model)
     try:
         with _tag_nodes(scope), _module_scopes(model, scope), _AutogradScopes(scope), \
-                _reentrant_checkpoint_replayed(), _cell_rnns(model):
+                _FunctionDecompositions(), _reentrant_checkpoint_replayed(), _cell_rnns(model):
             raw = make_fx(step, tracing_mode="fake", _allow_non_fake_inputs=True)(*flat)
         # On fake tensors a value read into Python is a symbol, not an
         # error; this trace ran the user's code, so its node knows the line.

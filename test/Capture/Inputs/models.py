@@ -805,6 +805,57 @@ def ensemble(batch=5):
     return Ensemble(), {"x": torch.randn(batch, 6), "target": torch.randint(0, 4, (batch,))}
 
 
+class InstanceNorms(nn.Module):
+    """InstanceNorm 1-d, 2-d (affine, with running statistics) and 3-d
+    (affine) after convolutions: style transfer's and image-to-image
+    generators' normalization."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3, padding=1)
+        self.plane = nn.InstanceNorm2d(4, affine=True, track_running_stats=True)
+        self.line = nn.InstanceNorm1d(4)
+        self.volume = nn.InstanceNorm3d(2, affine=True)
+        self.head = nn.Linear(4 + 4 + 2, 3)
+
+    def forward(self, image, sequence, volume, target):
+        h = torch.relu(self.plane(self.conv(image))).mean((2, 3))
+        s = self.line(sequence * 3 + 1).amax(2)
+        v = torch.tanh(self.volume(volume)).mean((2, 3, 4))
+        return nn.functional.cross_entropy(self.head(torch.cat([h, s, v], 1)), target)
+
+
+def instance_norms(batch=5):
+    torch.manual_seed(0)
+    return InstanceNorms(), {"image": torch.randn(batch, 3, 6, 6),
+                             "sequence": torch.randn(batch, 4, 7),
+                             "volume": torch.randn(batch, 2, 3, 4, 5),
+                             "target": torch.randint(0, 3, (batch,))}
+
+
+class Siamese(nn.Module):
+    """One encoder run on two images concatenated along the batch and split
+    again (RAFT's feature encoder): the concatenation of two batch-sharded
+    tensors is a StridedShard of the doubled batch, which the convolutions
+    and instance norms take as it is."""
+
+    def __init__(self):
+        super().__init__()
+        self.encoder = nn.Sequential(nn.Conv2d(3, 4, 3, stride=2, padding=1),
+                                     nn.InstanceNorm2d(4), nn.ReLU(),
+                                     nn.Conv2d(4, 4, 3, padding=1))
+
+    def forward(self, first, second, target):
+        a, b = torch.chunk(self.encoder(torch.cat([first, second], 0)), 2, 0)
+        return ((a * b).sum(1) - target).square().mean()
+
+
+def siamese(batch=6):
+    torch.manual_seed(0)
+    return Siamese(), {"first": torch.randn(batch, 3, 8, 8), "second": torch.randn(batch, 3, 8, 8),
+                       "target": torch.randn(batch, 4, 4)}
+
+
 class DilatedTranspose(nn.Module):
     """Transposed convolutions whose output_padding reaches the stride,
     which PyTorch allows below the dilation (1-D: stride 2, dilation 3,
