@@ -308,7 +308,24 @@ def _stack(tensors, dim=0):
 
 def _mean(self, dtype=None):
     """The mean of every element, as mean.dim over every dim."""
-    return aten.mean.dim(self, list(range(self.dim())), False, dtype=dtype)
+    return _mean_dim(self, list(range(self.dim())), False, dtype=dtype)
+
+
+def _mean_dim(self, dim, keepdim=False, dtype=None):
+    """mean.dim as ATen's CPU kernel computes it: the sum over `dim` (every
+    dim when empty), divided by the number of elements summed; half
+    precision sums and divides in float32 and casts back. A mean over a
+    sharded dim is then a Partial(sum) of the shards' sums over the global
+    count, which uneven shards allow (a Partial(avg) of their means needs
+    even ones: a per-element loss's mean over a batch the mesh does not
+    divide was gathered)."""
+    dims = [d % max(self.dim(), 1) for d in dim] if dim else list(range(self.dim()))
+    out_dtype = dtype or self.dtype
+    sum_dtype = torch.float32 if out_dtype in (torch.float16, torch.bfloat16) else out_dtype
+    total = aten.sum.dim_IntList(self, dims, keepdim,
+                                 dtype=None if sum_dtype == self.dtype else sum_dtype)
+    out = aten.div.Scalar(total, math.prod(self.shape[d] for d in dims))
+    return out if out.dtype == out_dtype else aten._to_copy.default(out, dtype=out_dtype)
 
 
 def _source_positions(in_size, out_size, align_corners, scale, dtype):
@@ -959,6 +976,69 @@ def _has_mask(indices):
     return any(i is not None and i.dtype in (torch.bool, torch.uint8) for i in indices)
 
 
+def _cdist_differences(x1, x2):
+    """x1 [..., P, M] and x2 [..., R, M] broadcast to their differences
+    [..., P, R, M]."""
+    return aten.sub.Tensor(aten.unsqueeze.default(x1, -2), aten.unsqueeze.default(x2, -3))
+
+
+def _cdist_forward(x1, x2, p, compute_mode=None):
+    """torch.cdist's direct path (ATen's cdist_impl without matrix products:
+    p != 2, or at most 25 rows on each side by default) as the p-norm of
+    the broadcast differences over the last dim: the count of nonzero ones
+    (p = 0), sum |d| (1), sqrt(sum d^2) (2), max |d| (inf), (sum |d|^p)^(1/p)
+    otherwise. Pointwise ops and one reduction, which shard on the batch
+    and on either side's rows; [..., P, R, M] is held once."""
+    diff = _cdist_differences(x1, x2)
+    if p == 0:
+        return aten.sum.dim_IntList(aten._to_copy.default(aten.ne.Scalar(diff, 0), dtype=diff.dtype),
+                                    [-1])
+    if p == 1:
+        return aten.sum.dim_IntList(aten.abs.default(diff), [-1])
+    if p == 2:
+        return aten.sqrt.default(aten.sum.dim_IntList(aten.mul.Tensor(diff, diff), [-1]))
+    if math.isinf(p):
+        return aten.amax.default(aten.abs.default(diff), [-1])
+    return aten.pow.Tensor_Scalar(
+        aten.sum.dim_IntList(aten.pow.Tensor_Scalar(aten.abs.default(diff), p), [-1]), 1 / p)
+
+
+def _cdist_backward(grad, x1, x2, p, cdist):
+    """The gradient of _cdist_forward by x1 (autograd asks for x2's with
+    the operands swapped and grad and cdist transposed), as ATen's CPU
+    kernels (DistanceOpsKernel.cpp): per difference d = x1 - x2 with the
+    pair's distance r, sign(d) (p = 1); d / r (2);
+    sign(d) |d|^(p-1) / r^(p-1) (p < 2, and 0 where d = 0 when p < 1);
+    d |d|^(p-2) / r^(p-1) (other p); sign(d) where |d| = r (inf); 0 for
+    p = 0 and wherever r = 0; times the pair's grad, summed over x2's rows."""
+    diff = _cdist_differences(x1, x2)
+    if p == 0:
+        return aten.sum.dim_IntList(aten.mul.Scalar(diff, 0), [-2])
+    g, r = aten.unsqueeze.default(grad, -1), aten.unsqueeze.default(cdist, -1)
+    zero = aten.mul.Scalar(diff, 0)
+    if p == 1:
+        each = aten.mul.Tensor(aten.sign.default(diff), g)
+    elif math.isinf(p):
+        each = aten.mul.Tensor(aten.mul.Tensor(aten.sign.default(diff), g),
+                               aten._to_copy.default(aten.eq.Tensor(aten.abs.default(diff), r),
+                                                     dtype=diff.dtype))
+    else:
+        if p == 2:
+            scaled = diff
+        elif p < 2:
+            scaled = aten.mul.Tensor(aten.sign.default(diff),
+                                     aten.pow.Tensor_Scalar(aten.abs.default(diff), p - 1))
+        else:
+            scaled = aten.mul.Tensor(diff, aten.pow.Tensor_Scalar(aten.abs.default(diff), p - 2))
+        denominator = r if p == 2 else aten.pow.Tensor_Scalar(r, p - 1)
+        each = aten.div.Tensor(aten.mul.Tensor(scaled, g), denominator)
+        vanishes = aten.eq.Scalar(r, 0)
+        if p < 1:
+            vanishes = aten.logical_or.default(vanishes, aten.eq.Scalar(diff, 0))
+        each = aten.where.self(vanishes, zero, each)
+    return aten.sum.dim_IntList(each, [-2])
+
+
 def _by_tensor(op):
     """A pointwise op of a tensor and a number (a Scalar overload) as `op`,
     its Tensor overload, of both in the promoted dtype, the number a 0-dim
@@ -1366,6 +1446,8 @@ DECOMPOSED_BY_SPMD = {
     aten.convolution.default: _convolution,
     aten.hardtanh.default: _hardtanh,
     aten.copy.default: _copy,
+    aten._cdist_forward.default: _cdist_forward,
+    aten._cdist_backward.default: _cdist_backward,
     aten.grid_sampler_2d.default: _grid_sampler,
     aten.grid_sampler_3d.default: _grid_sampler,
     aten.grid_sampler_2d_backward.default: _grid_sampler_backward,
@@ -1398,6 +1480,7 @@ DECOMPOSED_BY_SPMD = {
     aten.argmax.default: _argmax,
     aten.argmin.default: _argmin,
     aten.mean.default: _mean,
+    aten.mean.dim: _mean_dim,
     aten.cat.default: _cat,
     aten.stack.default: _stack,
     aten.convolution_backward.default: _convolution_backward,

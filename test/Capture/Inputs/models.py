@@ -784,6 +784,24 @@ def resample(batch=5):
                         "target": torch.randint(0, 4, (batch,))}
 
 
+class Regression(nn.Module):
+    """A mean squared error (F.mse_loss: the elements' mean) and a mean over
+    the batch."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 3)
+
+    def forward(self, x, y):
+        out = self.fc(x)
+        return nn.functional.mse_loss(out, y) + out.mean(0).square().sum()
+
+
+def regression(batch=5):
+    torch.manual_seed(0)
+    return Regression(), {"x": torch.randn(batch, 4), "y": torch.randn(batch, 3)}
+
+
 class Ensemble(nn.Module):
     """Heads stacked and averaged (an ensemble, multi-crop logits): stacks at
     a new leading dim, in the middle and last, of batch-major tensors."""
