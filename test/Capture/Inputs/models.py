@@ -802,6 +802,29 @@ def regression(batch=5):
     return Regression(), {"x": torch.randn(batch, 4), "y": torch.randn(batch, 3)}
 
 
+class Prototypes(nn.Module):
+    """Prototypical classification: logits are negated distances from the
+    embeddings to learned prototypes (torch.cdist, p = 2, 1 and inf), and
+    the embeddings' pairwise distances within a batch are spread apart."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Linear(6, 4)
+        self.prototypes = nn.Parameter(torch.randn(3, 4))
+
+    def forward(self, x, target):
+        e = self.embed(x)
+        logits = -torch.cdist(e, self.prototypes) - 0.1 * torch.cdist(e, self.prototypes, p=1)
+        logits = logits - 0.1 * torch.cdist(e[None], self.prototypes[None], p=float("inf"))[0]
+        spread = torch.cdist(e, e.detach() + 0.5, p=1.5).mean()
+        return nn.functional.cross_entropy(logits, target) - 0.01 * spread
+
+
+def prototypes(batch=5):
+    torch.manual_seed(0)
+    return Prototypes(), {"x": torch.randn(batch, 6), "target": torch.randint(0, 3, (batch,))}
+
+
 class Ensemble(nn.Module):
     """Heads stacked and averaged (an ensemble, multi-crop logits): stacks at
     a new leading dim, in the middle and last, of batch-major tensors."""
