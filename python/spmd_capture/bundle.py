@@ -192,22 +192,9 @@ def _copy_model(model):
     (RecurrentGemma's recurrent states, RAFT's list of correlation volumes)
     are not leaves, which deepcopy refuses: the copy shares them detached
     (the next forward replaces them)."""
-    left = {}
-
-    def visit(value):
-        if isinstance(value, torch.Tensor):
-            if not value.is_leaf:
-                left[id(value)] = value.detach()
-        elif isinstance(value, (list, tuple)):
-            for item in value:
-                visit(item)
-        elif isinstance(value, dict):
-            for item in value.values():
-                visit(item)
-
-    for m in model.modules():
-        for value in vars(m).values():
-            visit(value)
+    left = {id(v): v.detach() for m in model.modules()
+            for v in torch.utils._pytree.tree_leaves(list(vars(m).values()))
+            if isinstance(v, torch.Tensor) and not v.is_leaf}
     return copy.deepcopy(model, left)
 
 

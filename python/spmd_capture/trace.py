@@ -103,6 +103,39 @@ DECOMPOSED_BEYOND_CORE = ("repeat.default", "index_select.default",
                           "max_pool3d_with_indices.default")
 
 
+def _standardized(x, dims, eps):
+    """x standardized over `dims` by its biased variance, two-pass as ATen's
+    CPU batch norm: (out, mean, sum of squared deviations, invstd, n), the
+    statistics kept as size-1 dims. Sums, so that statistics over sharded
+    dims are Partial sums."""
+    n = math.prod(x.shape[d] for d in dims)
+    mean = aten.div.Scalar(aten.sum.dim_IntList(x, dims, True), n)
+    centered = aten.sub.Tensor(x, mean)
+    squares = aten.sum.dim_IntList(aten.mul.Tensor(centered, centered), dims, True)
+    invstd = aten.rsqrt.default(aten.add.Scalar(aten.div.Scalar(squares, n), eps))
+    return aten.mul.Tensor(centered, invstd), mean, squares, invstd, n
+
+
+def _by_running_stats(x, running_mean, running_var, eps):
+    """x [N, C, ...] normalized by per-channel running statistics [C]
+    (a normalization in eval mode)."""
+    per_channel = [1, x.shape[1]] + [1] * (x.dim() - 2)
+    invstd = aten.rsqrt.default(aten.add.Scalar(running_var, eps))
+    return aten.mul.Tensor(aten.sub.Tensor(x, aten.view.default(running_mean, per_channel)),
+                           aten.view.default(invstd, per_channel))
+
+
+def _per_channel_affine(out, weight, bias):
+    """out [N, C, ...] times weight [C] plus bias [C] (either None: left
+    out), as a normalization's affine step."""
+    per_channel = [1, out.shape[1]] + [1] * (out.dim() - 2)
+    if weight is not None:
+        out = aten.mul.Tensor(out, aten.view.default(weight, per_channel))
+    if bias is not None:
+        out = aten.add.Tensor(out, aten.view.default(bias, per_channel))
+    return out
+
+
 def _batch_norm(input, weight, bias, running_mean, running_var, training,
                 momentum, eps):
     """native_batch_norm as its reductions and pointwise ops, so that the
@@ -115,19 +148,13 @@ def _batch_norm(input, weight, bias, running_mean, running_var, training,
     save_mean, save_invstd), the latter two [C] (empty in eval mode), which
     PyTorch's native_batch_norm_backward decomposition reads."""
     dims = [0] + list(range(2, input.dim()))
-    per_channel = [1, input.shape[1]] + [1] * (input.dim() - 2)
     # A bf16 input with fp32 parameters (mixed precision) computes in fp32
     # and returns the input's dtype, as ATen's mixed-type batch norm.
     dtype = input.dtype
     if weight is not None and weight.dtype != dtype:
         input = aten._to_copy.default(input, dtype=weight.dtype)
     if training:
-        n = input.numel() // input.shape[1]
-        mean = aten.div.Scalar(aten.sum.dim_IntList(input, dims, True), n)
-        centered = aten.sub.Tensor(input, mean)
-        squares = aten.sum.dim_IntList(aten.mul.Tensor(centered, centered), dims, True)
-        invstd = aten.rsqrt.default(aten.add.Scalar(aten.div.Scalar(squares, n), eps))
-        out = aten.mul.Tensor(centered, invstd)
+        out, mean, squares, invstd, n = _standardized(input, dims, eps)
         save_mean = aten.view.default(mean, [input.shape[1]])
         save_invstd = aten.view.default(invstd, [input.shape[1]])
         if running_mean is not None:
@@ -137,14 +164,9 @@ def _batch_norm(input, weight, bias, running_mean, running_var, training,
                 stat.copy_(aten.add.Tensor(aten.mul.Scalar(batch, momentum),
                                            aten.mul.Scalar(stat, 1 - momentum)))
     else:
-        invstd = aten.rsqrt.default(aten.add.Scalar(running_var, eps))
-        out = aten.mul.Tensor(aten.sub.Tensor(input, aten.view.default(running_mean, per_channel)),
-                              aten.view.default(invstd, per_channel))
+        out = _by_running_stats(input, running_mean, running_var, eps)
         save_mean = save_invstd = aten.full.default([0], 0.0, dtype=input.dtype)
-    if weight is not None:
-        out = aten.mul.Tensor(out, aten.view.default(weight, per_channel))
-    if bias is not None:
-        out = aten.add.Tensor(out, aten.view.default(bias, per_channel))
+    out = _per_channel_affine(out, weight, bias)
     if out.dtype != dtype:
         out = aten._to_copy.default(out, dtype=dtype)
     return out, save_mean, save_invstd
@@ -1015,7 +1037,6 @@ def _cdist_backward(grad, x1, x2, p, cdist):
     if p == 0:
         return aten.sum.dim_IntList(aten.mul.Scalar(diff, 0), [-2])
     g, r = aten.unsqueeze.default(grad, -1), aten.unsqueeze.default(cdist, -1)
-    zero = aten.mul.Scalar(diff, 0)
     if p == 1:
         each = aten.mul.Tensor(aten.sign.default(diff), g)
     elif math.isinf(p):
@@ -1035,7 +1056,7 @@ def _cdist_backward(grad, x1, x2, p, cdist):
         vanishes = aten.eq.Scalar(r, 0)
         if p < 1:
             vanishes = aten.logical_or.default(vanishes, aten.eq.Scalar(diff, 0))
-        each = aten.where.self(vanishes, zero, each)
+        each = aten.where.self(vanishes, aten.mul.Scalar(diff, 0), each)
     return aten.sum.dim_IntList(each, [-2])
 
 
@@ -2469,17 +2490,11 @@ def _instance_norm(input, running_mean=None, running_var=None, weight=None, bias
     move by `momentum` toward the batch's mean of the instances' means and
     unbiased variances, as ATen's repeated batch-norm update averaged over
     the batch. Half-precision inputs compute in float32 (ATen's opmath)."""
-    if use_input_stats:
-        nn.functional._verify_spatial_size(input.size())
-    dtype, dims = input.dtype, tuple(range(2, input.dim()))
-    per_channel = [1, input.shape[1]] + [1] * len(dims)
+    dtype, dims = input.dtype, list(range(2, input.dim()))
     x = input.float() if dtype in (torch.float16, torch.bfloat16) else input
     if use_input_stats:
-        mean = x.mean(dims, keepdim=True)
-        centered = x - mean
-        squares = (centered * centered).sum(dims, keepdim=True)
-        n = math.prod(input.shape[2:])
-        out = centered * torch.rsqrt(squares / n + eps)
+        nn.functional._verify_spatial_size(input.size())
+        out, mean, squares, _, n = _standardized(x, dims, eps)
         if running_mean is not None:
             with torch.no_grad():
                 for stat, batch in ((running_mean, mean), (running_var, squares / (n - 1))):
@@ -2489,12 +2504,8 @@ def _instance_norm(input, running_mean=None, running_var=None, weight=None, bias
                         batch = batch.sum(0).flatten() / input.shape[0]
                         stat.copy_(stat * (1 - momentum) + batch.to(stat.dtype) * momentum)
     else:
-        out = (x - running_mean.view(per_channel)) * \
-            torch.rsqrt(running_var.view(per_channel) + eps)
-    if weight is not None:
-        out = out * weight.view(per_channel)
-    if bias is not None:
-        out = out + bias.view(per_channel)
+        out = _by_running_stats(x, running_mean, running_var, eps)
+    out = _per_channel_affine(out, weight, bias)
     return out.to(dtype)
 
 
