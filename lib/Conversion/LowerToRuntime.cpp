@@ -944,6 +944,7 @@ struct ConvertToRuntimeCallsPass
 
 void spmd::buildLowerToRuntimePipeline(OpPassManager &pm) {
   pm.addPass(createConvertToRuntimeCallsPass());
+  pm.addPass(createPackEntryFunctionsPass());
   pm.addPass(createConvertFuncToLLVMPass());
   pm.addPass(createArithToLLVMConversionPass());
   pm.addPass(createReconcileUnrealizedCastsPass());
@@ -954,7 +955,8 @@ void spmd::registerConversionPasses() {
   PassPipelineRegistration<>(
       "spmd-lower-to-runtime",
       "Lower aten ops and spmd collectives to runtime calls and the LLVM "
-      "dialect (spmd-convert-to-runtime-calls, convert-func-to-llvm, "
+      "dialect (spmd-convert-to-runtime-calls, spmd-pack-entry-functions, "
+      "convert-func-to-llvm, "
       "convert-arith-to-llvm, reconcile-unrealized-casts)",
       buildLowerToRuntimePipeline);
 }

@@ -2,10 +2,16 @@
 
 // A function with no aten op: the returned argument is still given a buffer
 // of its own (a view), so the caller may free it independently.
+// The entry function takes its buffers from an array and returns them in
+// another (spmd-pack-entry-functions).
 // CHECK-LABEL: llvm.func @identity(
-// CHECK-SAME: %[[A:.*]]: !llvm.ptr) -> !llvm.ptr
+// CHECK-SAME: %[[ARGS:.*]]: !llvm.ptr, %[[RES:.*]]: !llvm.ptr) {
+// CHECK: %[[P:.*]] = llvm.getelementptr %[[ARGS]][0]
+// CHECK: %[[A:.*]] = llvm.load %[[P]] : !llvm.ptr -> !llvm.ptr
 // CHECK: %[[V:.*]] = llvm.call @spmd_rt_view(%[[A]],
-// CHECK: llvm.return %[[V]]
+// CHECK: %[[R:.*]] = llvm.getelementptr %[[RES]][0]
+// CHECK: llvm.store %[[V]], %[[R]]
+// CHECK: llvm.return{{$}}
 func.func @identity(%a: tensor<4xf32>) -> tensor<4xf32> {
   return %a : tensor<4xf32>
 }

@@ -294,15 +294,13 @@ std::vector<SpmdBuffer *> Executable::invoke(std::vector<SpmdBuffer *> &args) {
   if (args.size() != this->args.size())
     FATAL("@%s takes %zu arguments, %zu given", function.c_str(),
           this->args.size(), args.size());
-  std::vector<void *> results(this->results.size());
-  std::vector<void *> packed;
-  for (SpmdBuffer *&a : args)
-    packed.push_back(&a);
-  packed.push_back(results.data());
+  // The lowered step is `void f(SpmdBuffer *const *arguments,
+  // SpmdBuffer **results)` (spmd-pack-entry-functions).
+  std::vector<SpmdBuffer *> out(this->results.size());
+  SpmdBuffer **arguments = args.data();
+  SpmdBuffer **results = out.data();
+  void *packed[] = {&arguments, &results};
   if (llvm::Error e = engine->invokePacked(function, packed))
     FATAL("%s", llvm::toString(std::move(e)).c_str());
-  std::vector<SpmdBuffer *> out;
-  for (void *r : results)
-    out.push_back(static_cast<SpmdBuffer *>(r));
   return out;
 }

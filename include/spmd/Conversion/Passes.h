@@ -1,7 +1,8 @@
 //===- Passes.h - lowering stage passes -------------------------*- C++ -*-===//
 //
 // `--spmd-lower-to-runtime` (buildLowerToRuntimePipeline): runtime calls
-// (spmd-convert-to-runtime-calls), then MLIR's func/arith to LLVM
+// (spmd-convert-to-runtime-calls), the entry functions' buffers through
+// pointer arrays (spmd-pack-entry-functions), then MLIR's func/arith to LLVM
 // conversions; the result is an LLVM-dialect module that MLIR's
 // ExecutionEngine JIT-compiles (spmd-run) or that translates to LLVM IR.
 //

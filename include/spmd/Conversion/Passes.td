@@ -61,4 +61,33 @@ def ConvertToRuntimeCallsPass
                            "spmd::aten::AtenDialect"];
 }
 
+def PackEntryFunctionsPass
+    : Pass<"spmd-pack-entry-functions", "mlir::ModuleOp"> {
+  let summary = "Pass an entry function's buffers through two pointer arrays";
+  let description = [{
+    Runs after `spmd-convert-to-runtime-calls`. Each public function with a
+    body that no op of the module calls (the step a runner invokes) gets
+    the C signature
+
+        void f(SpmdBuffer *const *arguments, SpmdBuffer **results);
+
+    argument `i` is loaded from `arguments[i]` on entry and result `j` is
+    stored to `results[j]` on return, in the order of the original
+    signature (its `spmd.layout` / `spmd.updates` slots, which a runner
+    reads before lowering).
+
+    Why: a training step takes and returns one buffer per parameter,
+    gradient and optimizer state, thousands of them for a model zoo's
+    step or the per-op matrix. Passed one by one, they become a call and
+    an aggregate return with thousands of operands, which LLVM's
+    instruction selection schedules in time quadratic in their number (a
+    JIT compile of minutes). Two pointers keep it linear.
+
+    Errors: an entry function with an argument or result that is not a
+    buffer (`!llvm.ptr`) gets a diagnostic at the function and fails the
+    pass.
+  }];
+  let dependentDialects = ["mlir::LLVM::LLVMDialect"];
+}
+
 #endif // SPMD_CONVERSION_PASSES_TD
