@@ -49,8 +49,8 @@ LogicalResult pack(func::FuncOp fn) {
   OpBuilder b(fn.getContext());
   b.setInsertionPointToStart(&entry);
   for (unsigned i = 0; i < numInputs; ++i) {
-    Value buffer = LLVM::LoadOp::create(
-        b, loc, ptrType, slotAddress(b, loc, arguments, i));
+    Value buffer = LLVM::LoadOp::create(b, loc, ptrType,
+                                        slotAddress(b, loc, arguments, i));
     entry.getArgument(i).replaceAllUsesWith(buffer);
   }
   entry.eraseArguments(0, numInputs);
@@ -63,7 +63,8 @@ LogicalResult pack(func::FuncOp fn) {
   func::ReturnOp::create(b, ret.getLoc());
   ret.erase();
 
-  fn.setFunctionType(FunctionType::get(fn.getContext(), {ptrType, ptrType}, {}));
+  fn.setFunctionType(
+      FunctionType::get(fn.getContext(), {ptrType, ptrType}, {}));
   fn.removeArgAttrsAttr();
   fn.removeResAttrsAttr();
   return success();
