@@ -40,6 +40,10 @@ LogicalResult pack(func::FuncOp fn) {
     return fn.emitOpError("cannot be packed as an entry function: an "
                           "argument or result is not a buffer (!llvm.ptr): ")
            << type;
+  // One return to rewrite, as spmd-convert-to-runtime-calls leaves it.
+  if (!fn.getBody().hasOneBlock())
+    return fn.emitOpError("must have a single block to be packed as an "
+                          "entry function");
 
   Block &entry = fn.front();
   Location loc = fn.getLoc();

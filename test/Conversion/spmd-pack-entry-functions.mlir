@@ -52,3 +52,13 @@ func.func @empty() {
 func.func @scalar(%a: !llvm.ptr, %lr: f64) -> !llvm.ptr {
   return %a : !llvm.ptr
 }
+
+// -----
+
+// Only a single-block body has the one return the results are stored at.
+// expected-error @+1 {{'func.func' op must have a single block to be packed as an entry function}}
+func.func @branches(%a: !llvm.ptr) -> !llvm.ptr {
+  llvm.br ^next
+^next:
+  return %a : !llvm.ptr
+}

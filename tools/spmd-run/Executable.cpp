@@ -234,6 +234,15 @@ void spmd::run::registerExecutableDialects(DialectRegistry &registry) {
   registerLLVMDialectTranslation(registry);
 }
 
+/// The value of a step of the JIT compilation, or the end of the job with
+/// LLVM's message.
+template <typename T> static T jitOrFatal(llvm::Expected<T> expected) {
+  if (!expected)
+    FATAL("JIT compilation failed: %s",
+          llvm::toString(expected.takeError()).c_str());
+  return std::move(*expected);
+}
+
 std::unique_ptr<Executable>
 Executable::create(ModuleOp module, StringRef function, StringRef runtimeLib) {
   auto exe = std::make_unique<Executable>();
@@ -288,20 +297,11 @@ Executable::create(ModuleOp module, StringRef function, StringRef runtimeLib) {
   // and register allocation do not speed up but compile in time superlinear
   // in the step's length (the 2x2 per-op matrix's 5,400-op program: 9.2 s
   // per rank at -O2, 0.5 s at -O0).
-  auto machineBuilder = llvm::orc::JITTargetMachineBuilder::detectHost();
-  if (!machineBuilder)
-    FATAL("JIT compilation failed: %s",
-          llvm::toString(machineBuilder.takeError()).c_str());
-  machineBuilder->setCodeGenOptLevel(llvm::CodeGenOptLevel::None);
-  auto machine = machineBuilder->createTargetMachine();
-  if (!machine)
-    FATAL("JIT compilation failed: %s",
-          llvm::toString(machine.takeError()).c_str());
-  auto engine = ExecutionEngine::create(module, options, std::move(*machine));
-  if (!engine)
-    FATAL("JIT compilation failed: %s",
-          llvm::toString(engine.takeError()).c_str());
-  exe->engine = std::move(*engine);
+  llvm::orc::JITTargetMachineBuilder machineBuilder =
+      jitOrFatal(llvm::orc::JITTargetMachineBuilder::detectHost());
+  machineBuilder.setCodeGenOptLevel(llvm::CodeGenOptLevel::None);
+  exe->engine = jitOrFatal(ExecutionEngine::create(
+      module, options, jitOrFatal(machineBuilder.createTargetMachine())));
   return exe;
 }
 

@@ -84,8 +84,8 @@ def PackEntryFunctionsPass
     JIT compile of minutes). Two pointers keep it linear.
 
     Errors: an entry function with an argument or result that is not a
-    buffer (`!llvm.ptr`) gets a diagnostic at the function and fails the
-    pass.
+    buffer (`!llvm.ptr`), or whose body is not a single block, gets a
+    diagnostic at the function and fails the pass.
   }];
   let dependentDialects = ["mlir::LLVM::LLVMDialect"];
 }
