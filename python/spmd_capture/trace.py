@@ -3035,6 +3035,7 @@ def trace(factory, optimizer, args, seed, accumulate=1, fake=False,
         if node.target is aten._local_scalar_dense.default:
             raise _data_dependent(node.meta.get("spmd_fqn", ""),
                                   node.meta.get("spmd_phase", "forward"))
+    _drop_whole_slices(gm.graph)
     _updates_to_results(gm, args, results,
                         frozen={i for i in by_role["param"]
                                 if i not in {r.updates for r in results}})
@@ -3474,6 +3475,47 @@ def _data_dependent(fqn, phase, site=("", "")):
         "data-dependent control flow in %s (%s)%s: a tensor's value is read as a Python "
         "number or bool (aten::_local_scalar_dense), which a static graph cannot capture%s"
         % (describe(fqn), phase, site[0], site[1]))
+
+
+_FACTORIES = (aten.full.default, aten.zeros.default, aten.new_zeros.default,
+              aten.zeros_like.default, aten.full_like.default)
+
+
+def _drop_whole_slices(graph):
+    """Removes slices that cover their whole tensor, and scatters of nothing:
+    `aten.slice.Tensor` whose result has its operand's shape is the operand;
+    `aten.slice_scatter` whose `src` has the result's shape writes every
+    element, so it is `src`, and one whose `src` is empty is `self`.
+    `torch.tensor_split` at a dim's end (a recurrent scan's split of its
+    input into the part it scans and an empty rest) makes both in the
+    backward: the full gradient written into zeros, zeros written into by
+    nothing. Kept, the zeros meet a Partial gradient there, which the
+    sharding search then pays to reduce early."""
+    def tensor(node):
+        val = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
+        return val if isinstance(val, torch.Tensor) else None
+
+    def same(a, b):
+        a, b = tensor(a), tensor(b)
+        return a is not None and b is not None and a.shape == b.shape and a.dtype == b.dtype
+
+    for node in list(graph.nodes):
+        if node.target is aten.slice.Tensor and same(node, node.args[0]):
+            kept = node.args[0]
+        elif node.target is aten.slice_scatter.default and same(node, node.args[1]):
+            kept = node.args[1]
+        elif node.target is aten.slice_scatter.default and tensor(node.args[1]) is not None \
+                and tensor(node.args[1]).numel() == 0:
+            kept = node.args[0]
+        else:
+            continue
+        dropped = [a for a in node.args[:2] if isinstance(a, torch.fx.Node) and a is not kept]
+        node.replace_all_uses_with(kept)
+        graph.erase_node(node)
+        # The zeros a scatter wrote into, the empty piece written.
+        for a in dropped:
+            if not a.users and a.target in _FACTORIES:
+                graph.erase_node(a)
 
 
 def _updates_to_results(gm, args, results, frozen=()):

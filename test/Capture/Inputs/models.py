@@ -915,3 +915,27 @@ class DilatedTranspose(nn.Module):
 def dilated_transpose(batch=5):
     torch.manual_seed(0)
     return DilatedTranspose(), {"x": torch.randn(batch, 3, 7), "image": torch.randn(batch, 4, 5, 6)}
+
+
+class SplitAtEnd(nn.Module):
+    """`torch.tensor_split` at a dim's end (a recurrent scan's split of its
+    input into the part it scans and an empty rest): the whole piece is the
+    tensor itself, and its backward writes the full gradient into zeros
+    (`aten.slice_scatter` covering everything), which the capture drops.
+    A split in the middle keeps its slices and scatters."""
+
+    def __init__(self):
+        super().__init__()
+        self.up = nn.Linear(8, 12)
+
+    def forward(self, x, target):
+        h = self.up(x)
+        scanned, rest = torch.tensor_split(h, [h.shape[1]], dim=1)
+        left, right = torch.tensor_split(h, [5], dim=1)
+        y = scanned.tanh().sum(1) + left.sigmoid().sum(1) * right.exp().mean(1) + rest.sum(1)
+        return ((y - target) ** 2).mean()
+
+
+def split_at_end(batch=5):
+    torch.manual_seed(0)
+    return SplitAtEnd(), {"x": torch.randn(batch, 8), "target": torch.randn(batch)}
