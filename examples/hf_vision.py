@@ -74,7 +74,10 @@ def tiny(model_type, batch=5, image=32, **config_fields):
     (16 per stage step for staged models), 2 layers and heads, one block
     per stage, one head per stage, every drop rate 0 (`vision`'s
     `dropout`). Fields that a family
-    names otherwise keep their defaults; `config_fields` override."""
+    names otherwise keep their defaults; `config_fields` override. A
+    family whose stage fields must agree with each other (HGNet-V2's
+    stage_in/mid/out_channels, TextNet's stem_out_channels and
+    hidden_sizes[0]) needs them given."""
     config = transformers.AutoConfig.for_model(model_type)
     fields = {}
     staged = any(isinstance(getattr(config, k, None), (list, tuple))
