@@ -180,7 +180,9 @@ private:
   /// operand is sharded. A Partial is then reduced where it meets a
   /// replicated value (Megatron's backward all_reduce at a colwise input's
   /// gradient, DTensor's from_local backward) instead of flowing on into
-  /// the replicated parameters' gradients.
+  /// the replicated parameters' gradients. A factory's zeros (isZeroFill)
+  /// are Partial for free, and they and bool masks count as no replicated
+  /// value.
   void chooseGreedy(bool followShards, bool keepReplicated);
   /// The objective: every op's compute plus every value's redistributions.
   double totalCost();
@@ -511,6 +513,29 @@ double FunctionPropagation::ownCost(unsigned i, unsigned s,
   return total;
 }
 
+/// Whether `v` is a factory's tensor of zeros (aten.full, aten.full_like
+/// with fill_value 0): zeros on every rank are also Partial, of any
+/// reduction, at no cost.
+static bool isZeroFill(Value v) {
+  Attribute fill;
+  if (auto full = v.getDefiningOp<aten::FullOp>())
+    fill = full.getFillValueAttr();
+  else if (auto like = v.getDefiningOp<aten::FullLikeOp>())
+    fill = like.getFillValueAttr();
+  if (auto value = dyn_cast_or_null<FloatAttr>(fill))
+    return value.getValue().isZero();
+  if (auto value = dyn_cast_or_null<IntegerAttr>(fill))
+    return value.getValue().isZero();
+  return false;
+}
+
+/// Whether `v` is a bool tensor (where's condition, masked_fill's mask):
+/// it selects elements, it is not a value a Partial could make Partial.
+static bool isMask(Value v) {
+  auto type = dyn_cast<RankedTensorType>(v.getType());
+  return type && type.getElementType().isInteger(1);
+}
+
 StringRef FunctionPropagation::alikeKey(unsigned i, ArrayRef<unsigned> layouts,
                                         SmallVectorImpl<char> &buffer) const {
   const Alike *entry = alikeOf[i];
@@ -717,8 +742,16 @@ void FunctionPropagation::chooseGreedy(bool followShards, bool keepReplicated) {
       return cost.layout(layout)[m].kind == kind;
     };
     SmallVector<unsigned, 4> haves;
-    for (Value v : ops[i]->getOperands())
+    // Operands that are zeros (Partial for free), or masks (bool: they
+    // select, no Partial could flow into them): with tensor parallelism
+    // kept replicated, neither is a replicated value a Partial must not be
+    // carried beside (the zeros and the index mask of select backward).
+    SmallVector<char, 4> zeros, inert;
+    for (Value v : ops[i]->getOperands()) {
       haves.push_back(layoutOf(v));
+      zeros.push_back(isZeroFill(v));
+      inert.push_back(zeros.back() || isMask(v));
+    }
     // The layouts an operand is already redistributed to for the ops
     // chosen before this one: one redistribution serves every consumer
     // (the objective's rule), so taking one costs nothing more. A gradient
@@ -752,6 +785,8 @@ void FunctionPropagation::chooseGreedy(bool followShards, bool keepReplicated) {
     key.append(reinterpret_cast<const char *>(paid.begin()),
                reinterpret_cast<const char *>(paid.end()));
     key.push_back(optimizer);
+    key.append(inert.begin(), inert.end());
+    key.append(zeros.begin(), zeros.end());
     auto [memo, fresh] =
         chosen.try_emplace(StringRef(key.data(), key.size()), 0);
     if (!fresh) {
@@ -791,7 +826,10 @@ void FunctionPropagation::chooseGreedy(bool followShards, bool keepReplicated) {
         for (size_t m = 0; keepReplicated && m < meshRank; ++m) {
           const layout::Placement &from = cost.layout(have)[m],
                                   &to = cost.layout(need)[m];
-          if (!replicatedDims[m] || from == to)
+          // Zeros taken as Partial stay zeros: nothing replicated turns
+          // Partial (the zeros select and slice backward scatter into).
+          if (!replicatedDims[m] || from == to ||
+              (zeros[k] && to.kind == Kind::Partial))
             continue;
           if (from.kind == Kind::Replicate)
             unreplicated += !to.isShardLike() || !arrivesSharded[m];
@@ -805,9 +843,9 @@ void FunctionPropagation::chooseGreedy(bool followShards, bool keepReplicated) {
         // A Partial carried beside a replicated operand (layer norm's
         // backward): its replicated parameters' gradients turn Partial too.
         bool partial = false, replicated = false;
-        for (unsigned o : strategiesOf(i)[s].operands) {
+        for (auto [k, o] : llvm::enumerate(strategiesOf(i)[s].operands)) {
           partial = partial || is(o, m, Kind::Partial);
-          replicated = replicated || is(o, m, Kind::Replicate);
+          replicated = replicated || (is(o, m, Kind::Replicate) && !inert[k]);
         }
         unreplicated += partial && replicated;
         // A result sharded where no operand is (expand of the replicated

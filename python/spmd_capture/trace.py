@@ -2574,6 +2574,11 @@ class Run(torch.fx.Interpreter):
         # generator fills in memory order, so draw in x's layout as eager did.
         if target is aten.bernoulli.p:
             return torch.empty_like(args[0]).bernoulli_(*args[1:], **kwargs)
+        # A slice_scatter dropped for its source (_drop_whole_slices) leaves
+        # that source's layout, where the scatter's result was contiguous:
+        # in value semantics a view is a reshape.
+        if target is aten.view.default and not args[0].is_contiguous():
+            target = aten.reshape.default
         return super().call_function(target, args, kwargs)
 
 

@@ -1,5 +1,6 @@
 // RUN: spmd-opt %s --spmd-propagate -split-input-file -verify-diagnostics --allow-unregistered-dialect | FileCheck %s --check-prefixes=CHECK,BOTH
 // RUN: spmd-opt %s --spmd-propagate=search=greedy -split-input-file -verify-diagnostics --allow-unregistered-dialect | FileCheck %s --check-prefix=BOTH
+// RUN: spmd-opt %s --spmd-propagate=max-sweeps=0 -split-input-file -verify-diagnostics --allow-unregistered-dialect | FileCheck %s --check-prefix=START
 
 // Megatron's MLP: linear1 colwise (weight Shard(0)), linear2 rowwise (weight
 // Shard(1)). The hidden activation stays sharded on its feature dim, the
@@ -333,4 +334,53 @@ func.func @mask_of_partial(%x: tensor<64x256xf32> {spmd.layout = #spmd.layout<@m
   %y = aten.mm %x, %w : (tensor<64x256xf32>, tensor<256x64xf32>) -> tensor<64x64xf32>
   %mask = aten.bernoulli.p %y {p = 0.9 : f64} : (tensor<64x64xf32>) -> tensor<64x64xf32>
   return %mask : tensor<64x64xf32>
+}
+
+// -----
+
+// Select backward of a tensor-parallel step's per-step Partial gradients
+// (a recurrent scan's, contracted over the sharded channels): each is
+// written into zeros at its step under a bool mask, where(mask, g, zeros).
+// The start that keeps tensor parallelism's activations replicated counts
+// neither the zeros (Partial for free) nor the mask as a replicated value
+// the Partial must not be carried beside, so the gradients are summed as
+// Partials and reduced once; max-sweeps=0 shows that start's own plan.
+// START-LABEL: func.func @select_backward
+// START-NOT: to #spmd.layout<@mesh, [replicate]>
+// START: aten.where.self {{.*}}[#spmd.layout<@mesh, [partial<sum>]>]
+// START-NOT: to #spmd.layout<@mesh, [replicate]>
+// START: aten.add.Tensor {{.*}}[#spmd.layout<@mesh, [partial<sum>]>]
+// START-NOT: to #spmd.layout<@mesh, [replicate]>
+// START: aten.add.Tensor {{.*}}[#spmd.layout<@mesh, [partial<sum>]>]
+// START-NEXT: spmd.redistribute {{.*}} from #spmd.layout<@mesh, [partial<sum>]> to #spmd.layout<@mesh, [replicate]>
+// START-NOT: spmd.redistribute
+// START: return
+spmd.mesh @mesh shape = [2] names = ["tp"]
+func.func @select_backward(
+    %x: tensor<4x16xf32> {spmd.layout = #spmd.layout<@mesh, [shard<1>]>},
+    %w: tensor<16x8xf32> {spmd.layout = #spmd.layout<@mesh, [shard<0>]>},
+    %ids: tensor<4xi64> {spmd.layout = #spmd.layout<@mesh, [replicate]>, spmd.role = "input"})
+    -> (tensor<4x3x8xf32> {spmd.layout = #spmd.layout<@mesh, [replicate]>}) {
+  %p = aten.mm %x, %w : (tensor<4x16xf32>, tensor<16x8xf32>) -> tensor<4x8xf32>
+  %z = aten.full {dtype = f32, fill_value = 0 : i64, size = array<i64: 4, 3, 8>} : () -> tensor<4x3x8xf32>
+  %r = aten.arange.start_step {dtype = i64, end = 3 : i64, start = 0 : i64, step = 1 : i64} : () -> tensor<3xi64>
+  %rv = aten.view %r {size = array<i64: 1, -1, 1>} : (tensor<3xi64>) -> tensor<1x3x1xi64>
+  %p0 = aten.mul.Scalar %p {other = 1.0 : f64} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %u0 = aten.unsqueeze %p0 {dim = 1 : i64} : (tensor<4x8xf32>) -> tensor<4x1x8xf32>
+  %e0 = aten.expand %u0 {size = array<i64: 4, 3, 8>} : (tensor<4x1x8xf32>) -> tensor<4x3x8xf32>
+  %m0 = aten.eq.Scalar %rv {other = 0 : i64} : (tensor<1x3x1xi64>) -> tensor<1x3x1xi1>
+  %s0 = aten.where.self %m0, %e0, %z : (tensor<1x3x1xi1>, tensor<4x3x8xf32>, tensor<4x3x8xf32>) -> tensor<4x3x8xf32>
+  %p1 = aten.mul.Scalar %p {other = 2.0 : f64} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %u1 = aten.unsqueeze %p1 {dim = 1 : i64} : (tensor<4x8xf32>) -> tensor<4x1x8xf32>
+  %e1 = aten.expand %u1 {size = array<i64: 4, 3, 8>} : (tensor<4x1x8xf32>) -> tensor<4x3x8xf32>
+  %m1 = aten.eq.Scalar %rv {other = 1 : i64} : (tensor<1x3x1xi64>) -> tensor<1x3x1xi1>
+  %s1 = aten.where.self %m1, %e1, %z : (tensor<1x3x1xi1>, tensor<4x3x8xf32>, tensor<4x3x8xf32>) -> tensor<4x3x8xf32>
+  %p2 = aten.mul.Scalar %p {other = 3.0 : f64} : (tensor<4x8xf32>) -> tensor<4x8xf32>
+  %u2 = aten.unsqueeze %p2 {dim = 1 : i64} : (tensor<4x8xf32>) -> tensor<4x1x8xf32>
+  %e2 = aten.expand %u2 {size = array<i64: 4, 3, 8>} : (tensor<4x1x8xf32>) -> tensor<4x3x8xf32>
+  %m2 = aten.eq.Scalar %rv {other = 2 : i64} : (tensor<1x3x1xi64>) -> tensor<1x3x1xi1>
+  %s2 = aten.where.self %m2, %e2, %z : (tensor<1x3x1xi1>, tensor<4x3x8xf32>, tensor<4x3x8xf32>) -> tensor<4x3x8xf32>
+  %a1 = aten.add.Tensor %s0, %s1 : (tensor<4x3x8xf32>, tensor<4x3x8xf32>) -> tensor<4x3x8xf32>
+  %a2 = aten.add.Tensor %a1, %s2 : (tensor<4x3x8xf32>, tensor<4x3x8xf32>) -> tensor<4x3x8xf32>
+  return %a2 : tensor<4x3x8xf32>
 }
