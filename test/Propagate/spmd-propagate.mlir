@@ -344,8 +344,13 @@ func.func @mask_of_partial(%x: tensor<64x256xf32> {spmd.layout = #spmd.layout<@m
 // The start that keeps tensor parallelism's activations replicated counts
 // neither the zeros (Partial for free) nor the mask as a replicated value
 // the Partial must not be carried beside, so the gradients are summed as
-// Partials and reduced once; max-sweeps=0 shows that start's own plan.
+// Partials and reduced once. Beside it, a colwise layer's input gradient
+// %dx meets a layer norm's backward (replicated %xhat and %gamma): that
+// start all-reduces %dx there, once (Megatron's backward), where a lazy
+// Partial would make both the norm's gradients Partial. With max-sweeps=0
+// the plan is the cheapest start's own: this one, two all_reduces.
 // START-LABEL: func.func @select_backward
+// START: spmd.redistribute {{.*}} from #spmd.layout<@mesh, [partial<sum>]> to #spmd.layout<@mesh, [replicate]> {spmd.reason = "operand 0 of aten.mul.Tensor"}
 // START-NOT: to #spmd.layout<@mesh, [replicate]>
 // START: aten.where.self {{.*}}[#spmd.layout<@mesh, [partial<sum>]>]
 // START-NOT: to #spmd.layout<@mesh, [replicate]>
@@ -357,11 +362,21 @@ func.func @mask_of_partial(%x: tensor<64x256xf32> {spmd.layout = #spmd.layout<@m
 // START: return
 spmd.mesh @mesh shape = [2] names = ["tp"]
 func.func @select_backward(
-    %x: tensor<4x16xf32> {spmd.layout = #spmd.layout<@mesh, [shard<1>]>},
+    %dh: tensor<4x16xf32> {spmd.layout = #spmd.layout<@mesh, [shard<1>]>},
     %w: tensor<16x8xf32> {spmd.layout = #spmd.layout<@mesh, [shard<0>]>},
+    %xhat: tensor<4x8xf32> {spmd.layout = #spmd.layout<@mesh, [replicate]>},
+    %gamma: tensor<8xf32> {spmd.layout = #spmd.layout<@mesh, [replicate]>, spmd.role = "param"},
+    %x: tensor<4x16xf32> {spmd.layout = #spmd.layout<@mesh, [shard<1>]>},
+    %v: tensor<16x8xf32> {spmd.layout = #spmd.layout<@mesh, [shard<0>]>},
     %ids: tensor<4xi64> {spmd.layout = #spmd.layout<@mesh, [replicate]>, spmd.role = "input"})
-    -> (tensor<4x3x8xf32> {spmd.layout = #spmd.layout<@mesh, [replicate]>}) {
-  %p = aten.mm %x, %w : (tensor<4x16xf32>, tensor<16x8xf32>) -> tensor<4x8xf32>
+    -> (tensor<8xf32> {spmd.layout = #spmd.layout<@mesh, [replicate]>},
+        tensor<4x8xf32> {spmd.layout = #spmd.layout<@mesh, [replicate]>},
+        tensor<4x3x8xf32> {spmd.layout = #spmd.layout<@mesh, [replicate]>}) {
+  %dx = aten.mm %dh, %w : (tensor<4x16xf32>, tensor<16x8xf32>) -> tensor<4x8xf32>
+  %gx = aten.mul.Tensor %dx, %xhat : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32>
+  %dgamma = aten.sum.dim_IntList %gx {dim = array<i64: 0>, keepdim = false} : (tensor<4x8xf32>) -> tensor<8xf32>
+  %dxhat = aten.mul.Tensor %dx, %gamma : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+  %p = aten.mm %x, %v : (tensor<4x16xf32>, tensor<16x8xf32>) -> tensor<4x8xf32>
   %z = aten.full {dtype = f32, fill_value = 0 : i64, size = array<i64: 4, 3, 8>} : () -> tensor<4x3x8xf32>
   %r = aten.arange.start_step {dtype = i64, end = 3 : i64, start = 0 : i64, step = 1 : i64} : () -> tensor<3xi64>
   %rv = aten.view %r {size = array<i64: 1, -1, 1>} : (tensor<3xi64>) -> tensor<1x3x1xi64>
@@ -382,5 +397,5 @@ func.func @select_backward(
   %s2 = aten.where.self %m2, %e2, %z : (tensor<1x3x1xi1>, tensor<4x3x8xf32>, tensor<4x3x8xf32>) -> tensor<4x3x8xf32>
   %a1 = aten.add.Tensor %s0, %s1 : (tensor<4x3x8xf32>, tensor<4x3x8xf32>) -> tensor<4x3x8xf32>
   %a2 = aten.add.Tensor %a1, %s2 : (tensor<4x3x8xf32>, tensor<4x3x8xf32>) -> tensor<4x3x8xf32>
-  return %a2 : tensor<4x3x8xf32>
+  return %dgamma, %dxhat, %a2 : tensor<8xf32>, tensor<4x8xf32>, tensor<4x3x8xf32>
 }
