@@ -16,6 +16,7 @@ Sizes: `batch`, `seq`, `vocab`, `hidden`, `heads`, `kv_heads` (grouped
 query attention where the config has it), `ffn`, `layers`, and `dropout`
 (None keeps the config's default rates; a number sets every rate of the
 config that drops something: dropout, stochastic depth, LayerDrop).
+Mixtures of experts keep at most 8 experts, top 2, each no wider than `ffn`.
 """
 import torch
 import transformers
@@ -112,6 +113,18 @@ def lm(model_type="gpt2", task="causal", batch=2, seq=8, vocab=96, hidden=64,
     _set(config, "layers", layers)
     _set(config, "kv_heads", heads if kv_heads is None else kv_heads)
     _set(config, "positions", max(seq, 16))
+    # Mixture-of-experts at most 8 experts, top 2, each routed and shared
+    # expert no wider than `ffn`: some configs default to hundreds of wide
+    # experts (Qwen3-Next's 512 made a 4.7 GB bundle). Config fields given
+    # override.
+    for field, cap in (("num_experts", 8), ("num_local_experts", 8),
+                       ("n_routed_experts", 8), ("num_experts_per_tok", 2),
+                       ("moe_intermediate_size", ffn),
+                       ("shared_expert_intermediate_size", ffn)):
+        value = getattr(config, field, None)
+        if isinstance(value, int) and not isinstance(value, bool) and value > cap and \
+                not isinstance(getattr(type(config), field, None), property):
+            setattr(config, field, cap)
     # A factorized embedding no wider than the hidden size (MobileBERT's
     # head projects to hidden - embedding_size).
     if isinstance(getattr(config, "embedding_size", None), int) and config.embedding_size > hidden:
