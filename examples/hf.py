@@ -45,6 +45,16 @@ _TASKS = {
 }
 
 
+def _int_field(config, field):
+    """The config's integer `field`, or None where it has none or the field
+    is a read-only property (derived from others)."""
+    value = getattr(config, field, None)
+    if not isinstance(value, int) or isinstance(value, bool) or \
+            isinstance(getattr(type(config), field, None), property):
+        return None
+    return value
+
+
 def _set(config, name, value):
     fields = [f for f in _FIELDS[name] if hasattr(config, f)]
     if not fields and name not in _OPTIONAL:
@@ -121,17 +131,15 @@ def lm(model_type="gpt2", task="causal", batch=2, seq=8, vocab=96, hidden=64,
                        ("n_routed_experts", 8), ("num_experts_per_tok", 2),
                        ("moe_intermediate_size", ffn),
                        ("shared_expert_intermediate_size", ffn)):
-        value = getattr(config, field, None)
-        if isinstance(value, int) and not isinstance(value, bool) and value > cap and \
-                not isinstance(getattr(type(config), field, None), property):
+        value = _int_field(config, field)
+        if value is not None and value > cap:
             setattr(config, field, cap)
     # A factorized embedding no wider than the hidden size (MobileBERT's
     # head projects to hidden - embedding_size).
     if isinstance(getattr(config, "embedding_size", None), int) and config.embedding_size > hidden:
         config.embedding_size = hidden // 2
     for field in ("head_dim", "rotary_dim"):  # partial rotary: whole heads
-        settable = not isinstance(getattr(type(config), field, None), property)
-        if settable and isinstance(getattr(config, field, None), int):
+        if _int_field(config, field) is not None:
             setattr(config, field, hidden // heads)
     # Multi-head latent attention (DeepSeek-V2/V3, MiniCPM3, GLM-MoE-DSA...):
     # each head's query/key split into a rotary and a non-rotary half (the
@@ -142,8 +150,7 @@ def lm(model_type="gpt2", task="causal", batch=2, seq=8, vocab=96, hidden=64,
         for field, value in (("qk_rope_head_dim", head // 2), ("qk_nope_head_dim", head // 2),
                              ("head_dim", head // 2), ("v_head_dim", head),
                              ("kv_lora_rank", hidden // 4), ("q_lora_rank", hidden // 4)):
-            if isinstance(getattr(config, field, None), int) and \
-                    not isinstance(getattr(type(config), field, None), property):
+            if _int_field(config, field) is not None:
                 setattr(config, field, value)
     # Special tokens inside the small vocabulary (an embedding's padding_idx
     # must be a row of it).

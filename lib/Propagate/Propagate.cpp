@@ -746,11 +746,11 @@ void FunctionPropagation::chooseGreedy(bool followShards, bool keepReplicated) {
     // select, no Partial could flow into them): with tensor parallelism
     // kept replicated, neither is a replicated value a Partial must not be
     // carried beside (the zeros and the index mask of select backward).
-    SmallVector<char, 4> zeros, inert;
+    enum Inert : char { None, Mask, Zeros };
+    SmallVector<char, 4> inert;
     for (Value v : ops[i]->getOperands()) {
       haves.push_back(layoutOf(v));
-      zeros.push_back(isZeroFill(v));
-      inert.push_back(zeros.back() || isMask(v));
+      inert.push_back(isZeroFill(v) ? Zeros : isMask(v) ? Mask : None);
     }
     // The layouts an operand is already redistributed to for the ops
     // chosen before this one: one redistribution serves every consumer
@@ -786,7 +786,6 @@ void FunctionPropagation::chooseGreedy(bool followShards, bool keepReplicated) {
                reinterpret_cast<const char *>(paid.end()));
     key.push_back(optimizer);
     key.append(inert.begin(), inert.end());
-    key.append(zeros.begin(), zeros.end());
     auto [memo, fresh] =
         chosen.try_emplace(StringRef(key.data(), key.size()), 0);
     if (!fresh) {
@@ -829,7 +828,7 @@ void FunctionPropagation::chooseGreedy(bool followShards, bool keepReplicated) {
           // Zeros taken as Partial stay zeros: nothing replicated turns
           // Partial (the zeros select and slice backward scatter into).
           if (!replicatedDims[m] || from == to ||
-              (zeros[k] && to.kind == Kind::Partial))
+              (inert[k] == Zeros && to.kind == Kind::Partial))
             continue;
           if (from.kind == Kind::Replicate)
             unreplicated += !to.isShardLike() || !arrivesSharded[m];
@@ -845,7 +844,8 @@ void FunctionPropagation::chooseGreedy(bool followShards, bool keepReplicated) {
         bool partial = false, replicated = false;
         for (auto [k, o] : llvm::enumerate(strategiesOf(i)[s].operands)) {
           partial = partial || is(o, m, Kind::Partial);
-          replicated = replicated || (is(o, m, Kind::Replicate) && !inert[k]);
+          replicated =
+              replicated || (is(o, m, Kind::Replicate) && inert[k] == None);
         }
         unreplicated += partial && replicated;
         // A result sharded where no operand is (expand of the replicated

@@ -2564,6 +2564,14 @@ def _as_meta(value):
         if isinstance(v, torch.Tensor) else v)
 
 
+def _view_as_reshape(target, args):
+    """`target`, or reshape for a view of a non-contiguous tensor, which a
+    view cannot take: in value semantics a view is a reshape."""
+    if target is aten.view.default and not args[0].is_contiguous():
+        return aten.reshape.default
+    return target
+
+
 class Run(torch.fx.Interpreter):
     """Runs a traced graph on real values, drawing random numbers as the
     eager step did."""
@@ -2575,11 +2583,8 @@ class Run(torch.fx.Interpreter):
         if target is aten.bernoulli.p:
             return torch.empty_like(args[0]).bernoulli_(*args[1:], **kwargs)
         # A slice_scatter dropped for its source (_drop_whole_slices) leaves
-        # that source's layout, where the scatter's result was contiguous:
-        # in value semantics a view is a reshape.
-        if target is aten.view.default and not args[0].is_contiguous():
-            target = aten.reshape.default
-        return super().call_function(target, args, kwargs)
+        # that source's layout, where the scatter's result was contiguous.
+        return super().call_function(_view_as_reshape(target, args), args, kwargs)
 
 
 class _Record(Run):
@@ -2615,11 +2620,8 @@ class _Replay(torch.fx.Interpreter):
 
     def call_function(self, target, args, kwargs):
         # A decomposition may lay out a result other than eager did (BLOOM's
-        # fused QKV), so that a view eager could take needs a copy here; in
-        # value semantics a view is a reshape.
-        if target is aten.view.default and not args[0].is_contiguous():
-            target = aten.reshape.default
-        return super().call_function(target, args, kwargs)
+        # fused QKV), so that a view eager could take needs a copy here.
+        return super().call_function(_view_as_reshape(target, args), args, kwargs)
 
 
 def default_loss(output):
@@ -3509,8 +3511,8 @@ def _drop_whole_slices(graph):
             kept = node.args[0]
         elif node.target is aten.slice_scatter.default and same(node, node.args[1]):
             kept = node.args[1]
-        elif node.target is aten.slice_scatter.default and tensor(node.args[1]) is not None \
-                and tensor(node.args[1]).numel() == 0:
+        elif node.target is aten.slice_scatter.default and \
+                getattr(tensor(node.args[1]), "numel", lambda: 1)() == 0:
             kept = node.args[0]
         else:
             continue

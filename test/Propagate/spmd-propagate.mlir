@@ -348,7 +348,8 @@ func.func @mask_of_partial(%x: tensor<64x256xf32> {spmd.layout = #spmd.layout<@m
 // %dx meets a layer norm's backward (replicated %xhat and %gamma): that
 // start all-reduces %dx there, once (Megatron's backward), where a lazy
 // Partial would make both the norm's gradients Partial. With max-sweeps=0
-// the plan is the cheapest start's own: this one, two all_reduces.
+// the plan is the cheapest start's own: this one, two all_reduces. %ids,
+// an input, makes tp a mesh dim whose inputs are replicated.
 // START-LABEL: func.func @select_backward
 // START: spmd.redistribute {{.*}} from #spmd.layout<@mesh, [partial<sum>]> to #spmd.layout<@mesh, [replicate]> {spmd.reason = "operand 0 of aten.mul.Tensor"}
 // START-NOT: to #spmd.layout<@mesh, [replicate]>
