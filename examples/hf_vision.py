@@ -7,7 +7,9 @@ built from small configs with random weights (nothing is downloaded).
 Each named factory (vit, resnet, convnext, mobilenet_v2) is
 `vision(model_type, ...)` with that family's config fields; `vision` takes
 any `transformers` model type that has an image-classification head, and
-`tiny(model_type)` makes any such config's common size fields tiny. The
+`tiny(model_type)` makes any such config's common size fields tiny; a
+composite config (CLIP's, SigLIP's image tower beside a text tower) is
+sized through its `vision_config`. The
 model computes its own cross-entropy loss from `labels`, which
 spmd-capture takes from the output's `loss`. The model is in training
 mode: BatchNorm normalizes with the batch's statistics and updates its
@@ -31,15 +33,22 @@ def vision(model_type, batch=4, image=32, channels=3, labels=10, seed=0,
     depth's `drop_path_rate`)."""
     config = transformers.AutoConfig.for_model(model_type)
     config.num_labels = labels
-    config.num_channels = channels
-    if hasattr(config, "image_size"):
-        # [height, width] where the config keeps a pair (Hiera's).
-        sized = isinstance(config.image_size, (list, tuple))
-        config.image_size = [image, image] if sized else image
-    if dropout is not None:
-        hf.set_dropout(config, dropout)
+    # A composite config (CLIP's, SigLIP's) keeps the image tower's fields
+    # in its vision_config: sizes and rates go there, the head's labels
+    # stay on top.
+    towers = _towers(config)
+    for c in towers:
+        c.num_channels = channels
+        if hasattr(c, "image_size"):
+            # [height, width] where the config keeps a pair (Hiera's).
+            sized = isinstance(c.image_size, (list, tuple))
+            c.image_size = [image, image] if sized else image
+        if dropout is not None:
+            hf.set_dropout(c, dropout)
     for field, value in config_fields.items():
-        setattr(config, field, value)
+        # A field of the image tower is set there, others on top.
+        for c in [t for t in towers if hasattr(t, field)] or [config]:
+            setattr(c, field, value)
     # Where the auto class maps the config to several classes (DeiT's and
     # LeViT's with and without a distillation head) transformers picks by
     # `architectures`: the plain classifier, listed first.
@@ -63,22 +72,20 @@ def vision(model_type, batch=4, image=32, channels=3, labels=10, seed=0,
                    "labels": torch.randint(0, labels, (batch,))}
 
 
+def _towers(config):
+    """The configs that size the model: `config` and, for a composite one
+    (an image tower with a text tower beside it), its `vision_config`."""
+    sub = getattr(config, "vision_config", None)
+    return [config] if sub is None else [config, sub]
+
+
 # Size fields of transformers' vision configs and their tiny values.
 _TINY_INTS = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2,
               "intermediate_size": 64, "embed_dim": 16, "projection_dim": 16}
 
 
-def tiny(model_type, batch=5, image=32, **config_fields):
-    """`vision(model_type)` with the config's common size fields made tiny,
-    for trying a family whose own factory does not exist: hidden sizes 32
-    (16 per stage step for staged models), 2 layers and heads, one block
-    per stage, one head per stage, every drop rate 0 (`vision`'s
-    `dropout`). Fields that a family
-    names otherwise keep their defaults; `config_fields` override. A
-    family whose stage fields must agree with each other (HGNet-V2's
-    stage_in/mid/out_channels, TextNet's stem_out_channels and
-    hidden_sizes[0]) needs them given."""
-    config = transformers.AutoConfig.for_model(model_type)
+def _tiny_fields(config):
+    """The tiny values of `config`'s common size fields (`tiny`)."""
     fields = {}
     staged = any(isinstance(getattr(config, k, None), (list, tuple))
                  for k in ("hidden_sizes", "embed_dims", "hidden_dims", "embed_dim"))
@@ -97,6 +104,22 @@ def tiny(model_type, batch=5, image=32, **config_fields):
     for k in ("num_heads", "num_attention_heads"):
         if isinstance(getattr(config, k, None), (list, tuple)):
             fields[k] = [1] * len(getattr(config, k))
+    return fields
+
+
+def tiny(model_type, batch=5, image=32, **config_fields):
+    """`vision(model_type)` with the config's common size fields made tiny,
+    for trying a family whose own factory does not exist: hidden sizes 32
+    (16 per stage step for staged models), 2 layers and heads, one block
+    per stage, one head per stage, every drop rate 0 (`vision`'s
+    `dropout`). Fields that a family
+    names otherwise keep their defaults; `config_fields` override. A
+    family whose stage fields must agree with each other (HGNet-V2's
+    stage_in/mid/out_channels, TextNet's stem_out_channels and
+    hidden_sizes[0]) needs them given."""
+    fields = {}
+    for config in _towers(transformers.AutoConfig.for_model(model_type)):
+        fields.update(_tiny_fields(config))
     fields.update(config_fields)
     return vision(model_type, batch=batch, image=image, dropout=0.0, **fields)
 

@@ -351,14 +351,18 @@ FoldedTransposes findFoldedTransposes(ModuleOp module) {
 }
 
 /// Allocates `op`'s results, calls `kernel` with them followed by `args`
-/// and replaces the op by them.
+/// and replaces the op by them. A result the kernel does not compute
+/// (aten::isUncomputedResult: ATen's `output_mask`) is passed as NULL: no
+/// buffer, no work.
 LogicalResult callKernel(Operation *op, spmd::RuntimeKernel kernel,
                          ArrayRef<CallArg> args, CallBuilder &b,
                          ConversionPatternRewriter &rewriter) {
   SmallVector<CallArg> all;
   SmallVector<Value> results;
-  for (Type type : op->getResultTypes()) {
-    results.push_back(b.alloc(cast<RankedTensorType>(type)));
+  for (OpResult result : op->getResults()) {
+    results.push_back(aten::isUncomputedResult(result)
+                          ? b.null()
+                          : b.alloc(cast<RankedTensorType>(result.getType())));
     all.push_back(results.back());
   }
   llvm::append_range(all, args);

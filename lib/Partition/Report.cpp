@@ -436,7 +436,9 @@ PeakMemory spmd::predictPeakMemory(func::FuncOp fn) {
       parameterData.insert(op->getResults().begin(), op->getResults().end());
     }
     if (!aten::isSameElementsView(op) && !isa<WaitOp>(op))
-      for (Value v : op->getResults()) {
+      for (OpResult v : op->getResults()) {
+        if (aten::isUncomputedResult(v))
+          continue;
         int64_t bytes = tensorBytes(v.getType());
         live[kind] += bytes;
         liveTotal += bytes;

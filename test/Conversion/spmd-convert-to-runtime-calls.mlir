@@ -81,6 +81,39 @@ spmd.mesh @mesh shape = [2] names = ["dp"]
 
 // -----
 
+// A gradient that ATen's output_mask leaves uncomputed has no use: the
+// kernel gets NULL for it and allocates nothing (the first convolution's
+// input gradient, a frozen weight's or an affine-less norm's).
+// CHECK-LABEL: func.func @unused_gradients(
+// CHECK: %[[NOGI:.*]] = llvm.mlir.zero : !llvm.ptr
+// CHECK: %[[GW:.*]] = call @spmd_rt_alloc(
+// CHECK-NOT: spmd_rt_alloc
+// CHECK: call @spmd_rt_convolution_backward(%[[NOGI]], %[[GW]],
+// CHECK: %[[GI:.*]] = call @spmd_rt_alloc(
+// CHECK: %[[NOGW:.*]] = llvm.mlir.zero : !llvm.ptr
+// CHECK-NOT: spmd_rt_alloc
+// CHECK: call @spmd_rt_convolution_backward(%[[GI]], %[[NOGW]],
+// CHECK: %[[LGI:.*]] = call @spmd_rt_alloc(
+// CHECK: %[[NOLGW:.*]] = llvm.mlir.zero : !llvm.ptr
+// CHECK: %[[NOLGB:.*]] = llvm.mlir.zero : !llvm.ptr
+// CHECK-NOT: spmd_rt_alloc
+// CHECK: call @spmd_rt_native_layer_norm_backward(%[[LGI]], %[[NOLGW]], %[[NOLGB]],
+// Both results used: both allocated.
+// CHECK: call @spmd_rt_alloc(
+// CHECK-NOT: spmd_rt_alloc
+// CHECK: call @spmd_rt_alloc(
+// CHECK-NOT: spmd_rt_alloc
+// CHECK: call @spmd_rt_convolution_backward(
+func.func @unused_gradients(%g: tensor<2x4x3x3xf32>, %x: tensor<2x4x5x5xf32>, %w: tensor<4x4x3x3xf32>, %lg: tensor<2x4xf32>, %lx: tensor<2x4xf32>, %s: tensor<2x1xf32>) -> (tensor<4x4x3x3xf32>, tensor<2x4x5x5xf32>, tensor<2x4xf32>, tensor<2x4x5x5xf32>, tensor<4x4x3x3xf32>) {
+  %0:2 = aten.convolution_backward %g, %x, %w {dilation = array<i64: 1, 1>, groups = 1 : i64, output_mask = array<i1: false, true, false>, output_padding = array<i64: 0, 0>, padding = array<i64: 0, 0>, stride = array<i64: 1, 1>, transposed = false} : (tensor<2x4x3x3xf32>, tensor<2x4x5x5xf32>, tensor<4x4x3x3xf32>) -> (tensor<2x4x5x5xf32>, tensor<4x4x3x3xf32>)
+  %1:2 = aten.convolution_backward %g, %x, %w {dilation = array<i64: 1, 1>, groups = 1 : i64, output_mask = array<i1: true, false, false>, output_padding = array<i64: 0, 0>, padding = array<i64: 0, 0>, stride = array<i64: 1, 1>, transposed = false} : (tensor<2x4x3x3xf32>, tensor<2x4x5x5xf32>, tensor<4x4x3x3xf32>) -> (tensor<2x4x5x5xf32>, tensor<4x4x3x3xf32>)
+  %2:3 = aten.native_layer_norm_backward %lg, %lx, %s, %s {normalized_shape = array<i64: 4>, output_mask = array<i1: true, false, false>} : (tensor<2x4xf32>, tensor<2x4xf32>, tensor<2x1xf32>, tensor<2x1xf32>) -> (tensor<2x4xf32>, tensor<4xf32>, tensor<4xf32>)
+  %3:2 = aten.convolution_backward %g, %x, %w {dilation = array<i64: 1, 1>, groups = 1 : i64, output_mask = array<i1: true, true, false>, output_padding = array<i64: 0, 0>, padding = array<i64: 0, 0>, stride = array<i64: 1, 1>, transposed = false} : (tensor<2x4x3x3xf32>, tensor<2x4x5x5xf32>, tensor<4x4x3x3xf32>) -> (tensor<2x4x5x5xf32>, tensor<4x4x3x3xf32>)
+  return %0#1, %1#0, %2#0, %3#0, %3#1 : tensor<4x4x3x3xf32>, tensor<2x4x5x5xf32>, tensor<2x4xf32>, tensor<2x4x5x5xf32>, tensor<4x4x3x3xf32>
+}
+
+// -----
+
 spmd.mesh @mesh shape = [2] names = ["dp"]
 func.func @global(%a: tensor<4xf32>) -> tensor<4xf32> {
   // expected-error @+1 {{'spmd.redistribute' op is in the global view: run the partitioner (--spmd-parallelize) before lowering}}

@@ -3877,6 +3877,16 @@ void checkConvolutions(DType dt, MatmulTolFn matmulTolOf) {
              c.dilation.data(), c.groups);
     EXPECT_MATCH(gradInput, matmulTolOf(c.weight[0] / c.groups * taps, 1));
     EXPECT_MATCH(gradWeight, matmulTolOf(c.input[0] * positions, 1));
+    // A NULL gradient is not computed (output_mask).
+    Tensor onlyInput(dt, c.input), onlyWeight(dt, c.weight);
+    RUN_BOTH(convolution_backward, &onlyInput, nullptr, grad, input, weight,
+             spatial, c.stride.data(), spatial, c.padding.data(), spatial,
+             c.dilation.data(), c.groups);
+    RUN_BOTH(convolution_backward, nullptr, &onlyWeight, grad, input, weight,
+             spatial, c.stride.data(), spatial, c.padding.data(), spatial,
+             c.dilation.data(), c.groups);
+    EXPECT_MATCH(onlyInput, matmulTolOf(c.weight[0] / c.groups * taps, 1));
+    EXPECT_MATCH(onlyWeight, matmulTolOf(c.input[0] * positions, 1));
   }
 }
 

@@ -966,6 +966,16 @@ TEST(RuntimeKernels, ConvolutionBackward) {
   expectF32(gw, {1 * 1 + 2 * 3 + -1 * -1 + 3 * 1, 1 * 2 + 2 * 4 + 3 * 0,
                  1 * 3 + 2 * 5 + -1 * 1 + 3 * 2});
   expectF32(gi, {1, -2, 0.5f + 2, -4, 1, -1, 2, -0.5f + 3, -6, 1.5f});
+  // A NULL gradient is not computed (output_mask); the other is unchanged.
+  Buffer onlyGw = empty(SPMD_F32, {1, 1, 3}),
+         onlyGi = empty(SPMD_F32, {2, 1, 5});
+  spmd_rt_convolution_backward(nullptr, onlyGw.get(), grad.get(), input.get(),
+                               weight.get(), 1, stride, 1, pad, 1, dil, 1);
+  spmd_rt_convolution_backward(onlyGi.get(), nullptr, grad.get(), input.get(),
+                               weight.get(), 1, stride, 1, pad, 1, dil, 1);
+  expectF32(onlyGw, {1 * 1 + 2 * 3 + -1 * -1 + 3 * 1, 1 * 2 + 2 * 4 + 3 * 0,
+                     1 * 3 + 2 * 5 + -1 * 1 + 3 * 2});
+  expectF32(onlyGi, {1, -2, 0.5f + 2, -4, 1, -1, 2, -0.5f + 3, -6, 1.5f});
 }
 
 TEST(RuntimeKernels, MaxPool2dWithIndices) {

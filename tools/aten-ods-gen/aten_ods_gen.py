@@ -256,6 +256,13 @@ def emit(op, out):
         out.write("  let kernelArguments = [{\n")
         out.write("    return {%s};\n" % ",\n            ".join(calls))
         out.write("  }];\n")
+    if op.optional_results:
+        bad = [n for n in op.optional_results if n not in names]
+        if bad or not op.kernel:
+            sys.exit("aten_ods_gen: %s: optional result '%s' is not a result "
+                     "of a kernel" % (op.name, (bad or op.optional_results)[0]))
+        out.write("  let optionalResults = [%s];\n" % ", ".join(
+            str(names.index(n)) for n in op.optional_results))
     if op.infer is not None:
         out.write("  let inferBody = %s;\n" %
                   (op.infer if op.infer else '""'))

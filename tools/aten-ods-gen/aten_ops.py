@@ -30,6 +30,9 @@ says only what the schema cannot:
              `%<method>` (a double the op computes), `?<name>` (whether the
              optional argument `name` is given: 1 or 0). An optional Scalar
              that is absent passes 0 (its `?<name>` says so).
+  optional_results  results the kernel takes NULL for and then does not
+             compute (ATen's `output_mask`); the lowering passes NULL for
+             one that has no use.
   doc        the description.
 
 Arguments that mean nothing in value semantics (layout, device,
@@ -40,7 +43,8 @@ pin_memory, memory_format, non_blocking, generator) are dropped.
 class Op:
     def __init__(self, name, family, kernel="", infer=None, rule=None,
                  tensor="Aten_Tensor", types=None, required=(), nodefault=(),
-                 results=None, values=None, kernel_args=None, doc=""):
+                 results=None, values=None, kernel_args=None, optional_results=(),
+                 doc=""):
         self.name = name
         self.family = family
         self.kernel = kernel
@@ -53,6 +57,7 @@ class Op:
         self.results = results
         self.values = values or {}
         self.kernel_args = kernel_args
+        self.optional_results = list(optional_results)
         self.doc = doc
 
 
@@ -443,10 +448,11 @@ OPS = [
        results=["grad_input", "grad_weight", "grad_bias"],
        kernel_args=["grad_out", "input", "mean", "rstd", "weight", "bias",
                     "#normalized_shape"],
+       optional_results=["grad_input", "grad_weight", "grad_bias"],
        doc="Gradients of the input (shaped like `input`), the weight and "
            "the bias (shaped `normalized_shape`). A result whose "
            "`output_mask` entry is false is not computed by ATen (None); "
-           "here it is produced but unused."),
+           "here it is typed but has no use, and the kernel skips it."),
     # Attention.
     Op("_scaled_dot_product_flash_attention_for_cpu", "Aten_AttentionOp",
        "attention", tensor=FLOAT, results=["output", "logsumexp"],
@@ -559,12 +565,15 @@ OPS = [
        results=["grad_input", "grad_weight"],
        kernel_args=["grad_output", "input", "weight", "@getStride",
                     "@getPadding", "@getDilation", "groups"],
+       optional_results=["grad_input", "grad_weight"],
        doc="The gradients of `aten.convolution`'s input (shaped like "
            "`input`) and weight (shaped like `weight`) from `grad_output`; "
            "arguments as there. The bias gradient, the sum of `grad_output` "
            "over all dims but 1, is captured as `aten.sum.dim_IntList`, so "
            "`output_mask[2]` must be false and the op has two results (a "
-           "result whose mask entry is false is produced but unused). "
+           "result whose mask entry is false is typed but has no use, and "
+           "the kernel skips it: the first layer's input gradient, a "
+           "frozen weight's gradient). "
            "Sharded as the convolution: the batch (a Partial(sum) weight "
            "gradient), output channels (a Partial(sum) input gradient), "
            "input channels."),

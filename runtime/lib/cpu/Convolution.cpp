@@ -190,8 +190,10 @@ void spmd_rt_convolution_backward(SpmdBuffer *grad_input,
   const WindowGeometry g = checkConvolution(
       kernel, grad_output, input, weight, nullptr, n_stride, stride, n_padding,
       padding, n_dilation, dilation, groups);
-  checkSameShape(kernel, "grad_input", grad_input, "input", input);
-  checkSameShape(kernel, "grad_weight", grad_weight, "weight", weight);
+  if (grad_input)
+    checkSameShape(kernel, "grad_input", grad_input, "input", input);
+  if (grad_weight)
+    checkSameShape(kernel, "grad_weight", grad_weight, "weight", weight);
   checkSameDTypes(kernel, "input", input, {"grad_input", "grad_weight"},
                   {grad_input, grad_weight});
   const int64_t cg = g.channels / groups, og = g.outChannels / groups;
@@ -202,10 +204,10 @@ void spmd_rt_convolution_backward(SpmdBuffer *grad_input,
     const T *x = dataOf<T>(input);
     const T *w = dataOf<T>(weight);
     const T *go = dataOf<T>(grad_output);
-    T *gi = dataOf<T>(grad_input);
-    T *gw = dataOf<T>(grad_weight);
+    T *gi = grad_input ? dataOf<T>(grad_input) : nullptr;
+    T *gw = grad_weight ? dataOf<T>(grad_weight) : nullptr;
     std::vector<T> col(pointwise ? 0 : rows * positions);
-    if (!pointwise)
+    if (gi && !pointwise)
       std::fill(gi, gi + grad_input->numel, T(0));
     for (int64_t i = 0; i < g.n; ++i)
       for (int64_t grp = 0; grp < groups; ++grp) {
@@ -213,14 +215,18 @@ void spmd_rt_convolution_backward(SpmdBuffer *grad_input,
         const T *dy = go + (i * g.outChannels + grp * og) * positions;
         const T *wg = w + grp * og * rows;
         // The weight gradient [O/g, rows] sums dy x columns^T over images.
-        const T *columns = x + inAt;
-        if (!pointwise) {
-          im2col(g, cg, x + inAt, col.data());
-          columns = col.data();
+        if (gw) {
+          const T *columns = x + inAt;
+          if (!pointwise) {
+            im2col(g, cg, x + inAt, col.data());
+            columns = col.data();
+          }
+          gemm<T>(og, rows, positions, T(1), dy, false, columns, true,
+                  i == 0 ? T(0) : T(1), gw + grp * og * rows);
         }
-        gemm<T>(og, rows, positions, T(1), dy, false, columns, true,
-                i == 0 ? T(0) : T(1), gw + grp * og * rows);
         // The input gradient: weight^T x dy, folded back.
+        if (!gi)
+          continue;
         if (pointwise) {
           gemm<T>(rows, positions, og, T(1), wg, true, dy, false, T(0),
                   gi + inAt);
@@ -230,7 +236,7 @@ void spmd_rt_convolution_backward(SpmdBuffer *grad_input,
           col2imAdd(g, cg, col.data(), gi + inAt);
         }
       }
-    if (g.n == 0)
+    if (gw && g.n == 0)
       std::fill(gw, gw + grad_weight->numel, T(0));
   });
 }

@@ -524,8 +524,10 @@ void spmd_rt_convolution_backward(SpmdBuffer *grad_input,
   const WindowGeometry g = checkConvolution(
       kernel, grad_output, input, weight, nullptr, n_stride, stride, n_padding,
       padding, n_dilation, dilation, groups);
-  checkSameShape(kernel, "grad_input", grad_input, "input", input);
-  checkSameShape(kernel, "grad_weight", grad_weight, "weight", weight);
+  if (grad_input)
+    checkSameShape(kernel, "grad_input", grad_input, "input", input);
+  if (grad_weight)
+    checkSameShape(kernel, "grad_weight", grad_weight, "weight", weight);
   checkSameDTypes(kernel, "input", input, {"grad_input", "grad_weight"},
                   {grad_input, grad_weight});
   dispatchDevice<kFloat | kBFloat16>(input->dtype, kernel, [&](auto tag) {
@@ -534,25 +536,30 @@ void spmd_rt_convolution_backward(SpmdBuffer *grad_input,
     if (grad_output->numel == 0 || input->numel == 0 || weight->numel == 0) {
       // Nothing to sum: both gradients are zero.
       for (SpmdBuffer *b : {grad_input, grad_weight})
-        check(
-            cudaMemsetAsync(b->data, 0, b->numel * sizeof(T), computeStream()),
-            kernel);
+        if (b)
+          check(cudaMemsetAsync(b->data, 0, b->numel * sizeof(T),
+                                computeStream()),
+                kernel);
       return;
     }
     ConvPlan &p = convPlan<T>(g, kernel);
-    const auto &data = choose<InputGradient>(p, p.data, kernel);
-    const auto &filter = choose<WeightGradient>(p, p.filter, kernel);
     const Scale one = 1, zero = 0;
-    runWith(p, data, kernel, [&](void *ws, size_t bytes) {
-      return cudnnConvolutionBackwardData(
-          cudnn(), &one, p.weight, weight->data, p.output, grad_output->data,
-          p.conv, data.algo, ws, bytes, &zero, p.input, grad_input->data);
-    });
-    runWith(p, filter, kernel, [&](void *ws, size_t bytes) {
-      return cudnnConvolutionBackwardFilter(
-          cudnn(), &one, p.input, input->data, p.output, grad_output->data,
-          p.conv, filter.algo, ws, bytes, &zero, p.weight, grad_weight->data);
-    });
+    if (grad_input) {
+      const auto &data = choose<InputGradient>(p, p.data, kernel);
+      runWith(p, data, kernel, [&](void *ws, size_t bytes) {
+        return cudnnConvolutionBackwardData(
+            cudnn(), &one, p.weight, weight->data, p.output, grad_output->data,
+            p.conv, data.algo, ws, bytes, &zero, p.input, grad_input->data);
+      });
+    }
+    if (grad_weight) {
+      const auto &filter = choose<WeightGradient>(p, p.filter, kernel);
+      runWith(p, filter, kernel, [&](void *ws, size_t bytes) {
+        return cudnnConvolutionBackwardFilter(
+            cudnn(), &one, p.input, input->data, p.output, grad_output->data,
+            p.conv, filter.algo, ws, bytes, &zero, p.weight, grad_weight->data);
+      });
+    }
   });
 }
 

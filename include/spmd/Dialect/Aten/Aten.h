@@ -141,6 +141,12 @@ inline bool isSameElementsView(mlir::Operation *op) {
   return op->hasTrait<OpTrait::SameElementsView>();
 }
 
+/// Whether the runtime kernel leaves `result` uncomputed: one of its op's
+/// optional results (ATen's `output_mask`; the op list's
+/// `optional_results`) that has no use. The lowering passes NULL for it,
+/// and the peak-memory prediction counts no buffer.
+bool isUncomputedResult(mlir::OpResult result);
+
 /// Calls `fn` with each random op (the Random trait) under `root` and the
 /// id it draws with (Philox's op key): its `spmd.random_id` where it has
 /// one, else, in walk order, the numbers after the largest of those (0, 1,

@@ -171,6 +171,9 @@ class Aten_Op<string mnemonic, list<Trait> traits = [], bit pure = 1>
   /// The kernel's arguments after the result buffers: a `return {...};` of
   /// KernelArguments, with `b` a Builder.
   code kernelArguments = "";
+  /// Results the kernel takes NULL for and then does not compute (ATen's
+  /// `output_mask`): the lowering passes NULL for such a result with no use.
+  list<int> optionalResults = [];
   /// Declarations a family adds to its ops.
   code familyDeclarations = "";
   let extraClassDeclaration = !strconcat([{
@@ -185,6 +188,14 @@ class Aten_Op<string mnemonic, list<Trait> traits = [], bit pure = 1>
     getRuntimeKernel() {
       return }], !if(!empty(kernel), "::std::nullopt",
                      "::spmd::RuntimeKernel::" # kernel), [{;
+    }
+    /// Whether the runtime kernel takes NULL for result `i` and then does
+    /// not compute it (aten::isUncomputedResult asks at run time).
+    static constexpr bool hasOptionalResults = }],
+        !if(!empty(optionalResults), "false", "true"), [{;
+    static constexpr bool isOptionalResult([[maybe_unused]] unsigned i) {
+      return }], !foldl("false", optionalResults, acc, r,
+                        acc # " || i == " # !cast<string>(r)), [{;
     }
   }], !if(!empty(kernelArguments), "", !strconcat([{
     /// The arguments of the runtime kernel after the result buffers.

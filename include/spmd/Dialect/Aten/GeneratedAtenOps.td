@@ -1742,7 +1742,8 @@ def Aten_NativeLayerNormBackwardOp : Aten_OtherOp<"native_layer_norm_backward", 
   let description = [{
     Gradients of the input (shaped like `input`), the weight and the bias
     (shaped `normalized_shape`). A result whose `output_mask` entry is false
-    is not computed by ATen (None); here it is produced but unused.
+    is not computed by ATen (None); here it is typed but has no use, and the
+    kernel skips it.
   }];
   let arguments = (ins Aten_FloatTensor:$grad_out,
                     Aten_FloatTensor:$input,
@@ -1765,6 +1766,7 @@ def Aten_NativeLayerNormBackwardOp : Aten_OtherOp<"native_layer_norm_backward", 
             ::spmd::aten::KernelArgument::operands(getODSOperandIndexAndLength(5), false),
             ::spmd::aten::KernelArgument::value(b.getI64IntegerAttr(getNormalizedShape().size()))};
   }];
+  let optionalResults = [0, 1, 2];
   let inferBody = "";
   let ruleBody = "";
   let assemblyFormat = [{
@@ -2095,10 +2097,11 @@ def Aten_ConvolutionBackwardOp : Aten_OtherOp<"convolution_backward"> {
     weight (shaped like `weight`) from `grad_output`; arguments as there.
     The bias gradient, the sum of `grad_output` over all dims but 1, is
     captured as `aten.sum.dim_IntList`, so `output_mask[2]` must be false
-    and the op has two results (a result whose mask entry is false is
-    produced but unused). Sharded as the convolution: the batch (a
-    Partial(sum) weight gradient), output channels (a Partial(sum) input
-    gradient), input channels.
+    and the op has two results (a result whose mask entry is false is typed
+    but has no use, and the kernel skips it: the first layer's input
+    gradient, a frozen weight's gradient). Sharded as the convolution: the
+    batch (a Partial(sum) weight gradient), output channels (a Partial(sum)
+    input gradient), input channels.
   }];
   let arguments = (ins Aten_FloatTensor:$grad_output,
                     Aten_FloatTensor:$input,
@@ -2123,6 +2126,7 @@ def Aten_ConvolutionBackwardOp : Aten_OtherOp<"convolution_backward"> {
             ::spmd::aten::KernelArgument::list(::llvm::to_vector(getDilation())),
             ::spmd::aten::KernelArgument::value(getGroupsAttr())};
   }];
+  let optionalResults = [0, 1];
   let inferBody = "";
   let ruleBody = "";
 }
