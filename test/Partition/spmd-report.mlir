@@ -62,3 +62,13 @@ func.func @train_step(%x: tensor<4096x256xf32> {spmd.layout = #spmd.layout<@mesh
 // OVERLAP-NEXT: 2    all_reduce      {{ *}}0.00 {{ *}}12.62  nothing
 // OVERLAP-NEXT: estimated step: {{[0-9.]+}} us (compute {{[0-9.]+}} us, exposed communication {{[0-9.]+}} us)
 // OVERLAP-NEXT: peak memory per rank:
+
+// A result the kernel does not compute (ATen's output_mask: the input
+// gradient of a first convolution) holds no memory: op results are the
+// weight gradient's 576 bytes alone.
+// CHECK-LABEL: spmd-report: @first_convolution on @mesh [4]
+// CHECK: peak memory per rank: 2240 bytes (arguments 1664, op results 576)
+func.func @first_convolution(%g: tensor<2x4x3x3xf32>, %x: tensor<2x4x5x5xf32>, %w: tensor<4x4x3x3xf32>) -> tensor<4x4x3x3xf32> {
+  %0:2 = aten.convolution_backward %g, %x, %w {dilation = array<i64: 1, 1>, groups = 1 : i64, output_mask = array<i1: false, true, false>, output_padding = array<i64: 0, 0>, padding = array<i64: 0, 0>, stride = array<i64: 1, 1>, transposed = false} : (tensor<2x4x3x3xf32>, tensor<2x4x5x5xf32>, tensor<4x4x3x3xf32>) -> (tensor<2x4x5x5xf32>, tensor<4x4x3x3xf32>)
+  return %0#1 : tensor<4x4x3x3xf32>
+}
