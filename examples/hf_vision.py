@@ -80,8 +80,10 @@ def _towers(config):
 
 
 # Size fields of transformers' vision configs and their tiny values.
+# GroupNorm's num_groups (BiT's) divides every tiny channel count.
 _TINY_INTS = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2,
-              "intermediate_size": 64, "embed_dim": 16, "projection_dim": 16}
+              "intermediate_size": 64, "embed_dim": 16, "projection_dim": 16,
+              "num_groups": 8}
 
 
 def _tiny_fields(config):
@@ -98,7 +100,12 @@ def _tiny_fields(config):
     for k in ("depths", "num_layers_per_stage"):
         if isinstance(getattr(config, k, None), (list, tuple)):
             fields[k] = [1] * len(getattr(config, k))
-    for k in ("hidden_sizes", "embed_dims", "hidden_dims", "embedding_sizes"):
+    # CvT's per-stage `depth`: its stage i reads the i-th of its layers'
+    # drop-path rates, so stage i keeps at least i + 1 layers.
+    if isinstance(getattr(config, "depth", None), (list, tuple)):
+        fields["depth"] = [min(d, i + 1) for i, d in enumerate(config.depth)]
+    for k in ("hidden_sizes", "embed_dims", "hidden_dims", "embedding_sizes",
+              "embed_dim"):
         if isinstance(getattr(config, k, None), (list, tuple)):
             fields[k] = [16 * (i + 1) for i in range(len(getattr(config, k)))]
     for k in ("num_heads", "num_attention_heads"):
@@ -111,8 +118,8 @@ def tiny(model_type, batch=5, image=32, **config_fields):
     """`vision(model_type)` with the config's common size fields made tiny,
     for trying a family whose own factory does not exist: hidden sizes 32
     (16 per stage step for staged models), 2 layers and heads, one block
-    per stage, one head per stage, every drop rate 0 (`vision`'s
-    `dropout`). Fields that a family
+    per stage, one head per stage, GroupNorm in 8 groups, every drop rate
+    0 (`vision`'s `dropout`). Fields that a family
     names otherwise keep their defaults; `config_fields` override. A
     family whose stage fields must agree with each other (HGNet-V2's
     stage_in/mid/out_channels, TextNet's stem_out_channels and
