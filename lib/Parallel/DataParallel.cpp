@@ -6,6 +6,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSwitch.h"
 
@@ -372,6 +373,59 @@ LogicalResult spmd::bucketGradientAllReduces(ModuleOp module, StringRef mode,
     }
   }
   return success();
+}
+
+void spmd::fuseIndependentAllReduces(ModuleOp module) {
+  module.walk([](Block *block) {
+    // Groups by origin, each with its last operand and the earliest use of
+    // its results, found before any fusion (a fusion renumbers the block).
+    // A member's uses follow it, and so every earlier member's operand:
+    // it may join while its own operand precedes the group's first use.
+    struct Group {
+      SmallVector<Operation *> ops;
+      Operation *lastDef = nullptr, *firstUse = nullptr;
+    };
+    using Key = std::tuple<Attribute, Attribute, Attribute, Attribute, Type>;
+    llvm::MapVector<Key, SmallVector<Group>> open;
+    for (auto r : block->getOps<AllReduceOp>()) {
+      auto reason = r->getAttrOfType<StringAttr>("spmd.reason");
+      if (!reason)
+        continue;
+      Key key{reason, r.getMeshAttr(), r.getMeshDimsAttr(), r.getReduceAttr(),
+              r.getType().getElementType()};
+      Operation *def = r.getInput().getDefiningOp();
+      if (def && def->getBlock() != block)
+        def = nullptr;
+      SmallVector<Group> &list = open[key];
+      if (list.empty() || (def && list.back().firstUse &&
+                           !def->isBeforeInBlock(list.back().firstUse)))
+        list.emplace_back();
+      Group &group = list.back();
+      group.ops.push_back(r);
+      if (def && (!group.lastDef || group.lastDef->isBeforeInBlock(def)))
+        group.lastDef = def;
+      for (Operation *user : r->getUsers()) {
+        user = block->findAncestorOpInBlock(*user);
+        if (user && (!group.firstUse || user->isBeforeInBlock(group.firstUse)))
+          group.firstUse = user;
+      }
+    }
+    for (auto &[key, list] : open)
+      for (Group &group : list) {
+        if (group.ops.size() < 2)
+          continue;
+        ProvenanceListener provenance(group.ops.front());
+        OpBuilder b(block->getParent()->getContext(), &provenance);
+        if (group.lastDef)
+          b.setInsertionPointAfter(group.lastDef);
+        else
+          b.setInsertionPointToStart(block);
+        fuseCollectives(group.ops, b,
+                        (cast<StringAttr>(std::get<0>(key)).getValue() + ", " +
+                         Twine(group.ops.size()) + " all_reduces fused")
+                            .str());
+      }
+  });
 }
 
 /// Mixed precision's cast of `param` (spmd-capture --param-dtype): an

@@ -403,6 +403,7 @@ struct ParallelizePass : spmd::impl::ParallelizePassBase<ParallelizePass> {
       if (failed(parallelMode->partition(m, options)) ||
           failed(parallelMode->transformAndCompile(m, options)))
         return failure();
+      fuseIndependentAllReduces(m);
       if (overlap == 0)
         return success();
       OpPassManager pm(ModuleOp::getOperationName());

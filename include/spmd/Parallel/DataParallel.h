@@ -83,6 +83,19 @@ mlir::LogicalResult bucketGradientAllReduces(mlir::ModuleOp module,
                                              int64_t firstCapBytes,
                                              bool compressBf16 = false);
 
+/// The all_reduces of one origin that do not wait for each other, fused
+/// (XLA's all-reduce combiner, restricted to one `spmd.reason`): in each
+/// block, an all_reduce joins the open group of earlier ones with its
+/// reason, mesh, mesh dims, reduction and element type when every use of
+/// the group's results comes after its operand is computed; each group of
+/// two or more becomes one all_reduce (fuseCollectives) after its last
+/// operand, its reason followed by ", <n> all_reduces fused". A BatchNorm
+/// under data parallelism reduces two batch sums in backward (of the
+/// output gradient and of its product with the normalized input): one
+/// message each, latency-bound, now one for both. Runs on every mode's
+/// per-rank program, after transformAndCompile.
+void fuseIndependentAllReduces(mlir::ModuleOp module);
+
 /// FSDP's parameter gathers (ZeRO-3) on mesh dim `meshDim`: before every
 /// forward and backward use of a parameter sharded on that mesh dim, a
 /// fixed redistribute to its layout with Replicate there (an all_gather);
