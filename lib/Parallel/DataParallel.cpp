@@ -277,6 +277,25 @@ FailureOr<int64_t> spmd::parseBucketCapBytes(ModuleOp module,
   return static_cast<int64_t>(mb * 1024 * 1024);
 }
 
+/// A gradient's reduction: of a value of backward that the update reads
+/// (not the loss, which accumulated micro-steps also sum in backward), or
+/// that the step returns (a gradient carried to the next call, reduced at
+/// the return, which has no phase). The update may read it through mixed
+/// precision's gradient cast.
+static bool isGradientReduction(AllReduceOp r) {
+  auto readByUpdate = [](Operation *user) {
+    auto inUpdate = [](Operation *op) { return getPhase(op) == "optimizer"; };
+    Operation *gradCast = getGradientCast(user);
+    return inUpdate(user) ||
+           (gradCast && llvm::any_of(gradCast->getUsers(), inUpdate));
+  };
+  Operation *def = r.getInput().getDefiningOp();
+  return def && def->getBlock() == r->getBlock() &&
+         getPhase(def) == "backward" &&
+         (reducesReturnedGradient(r) ||
+          llvm::any_of(r->getUsers(), readByUpdate));
+}
+
 LogicalResult spmd::bucketGradientAllReduces(ModuleOp module, StringRef mode,
                                              int64_t capBytes,
                                              int64_t firstCapBytes,
@@ -284,25 +303,10 @@ LogicalResult spmd::bucketGradientAllReduces(ModuleOp module, StringRef mode,
   for (auto fn : module.getOps<func::FuncOp>()) {
     if (fn.isExternal())
       continue;
-    // Gradient reductions (of a value of backward that the update reads;
-    // not the loss, which accumulated micro-steps also sum in backward), in
-    // the order their gradients are computed.
-    // The update may read it through mixed precision's gradient cast.
-    auto readByUpdate = [](Operation *user) {
-      auto inUpdate = [](Operation *op) { return getPhase(op) == "optimizer"; };
-      Operation *gradCast = getGradientCast(user);
-      return inUpdate(user) ||
-             (gradCast && llvm::any_of(gradCast->getUsers(), inUpdate));
-    };
+    // Gradient reductions in the order their gradients are computed.
     SmallVector<AllReduceOp> grads;
     fn.walk([&](AllReduceOp r) {
-      Operation *def = r.getInput().getDefiningOp();
-      // A gradient only returned (carried to the next call) is reduced at
-      // the return, which has no phase.
-      if (def && def->getBlock() == r->getBlock() &&
-          getPhase(def) == "backward" &&
-          (reducesReturnedGradient(r) ||
-           llvm::any_of(r->getUsers(), readByUpdate)))
+      if (isGradientReduction(r))
         grads.push_back(r);
     });
     llvm::stable_sort(grads, [](AllReduceOp a, AllReduceOp b) {
@@ -389,7 +393,9 @@ void spmd::fuseIndependentAllReduces(ModuleOp module) {
     llvm::MapVector<Key, SmallVector<Group>> open;
     for (auto r : block->getOps<AllReduceOp>()) {
       auto reason = r->getAttrOfType<StringAttr>("spmd.reason");
-      if (!reason)
+      // Gradients are the mode's to bucket (bucket-cap-mb); an
+      // asynchronous one (a mode's own spmd.wait) keeps its schedule.
+      if (!reason || isGradientReduction(r) || WaitOp::getCompletingWait(r))
         continue;
       Key key{reason, r.getMeshAttr(), r.getMeshDimsAttr(), r.getReduceAttr(),
               r.getType().getElementType()};

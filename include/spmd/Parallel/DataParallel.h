@@ -84,10 +84,11 @@ mlir::LogicalResult bucketGradientAllReduces(mlir::ModuleOp module,
                                              bool compressBf16 = false);
 
 /// The all_reduces of one origin that do not wait for each other, fused
-/// (XLA's all-reduce combiner, restricted to one `spmd.reason`): in each
-/// block, an all_reduce joins the open group of earlier ones with its
-/// reason, mesh, mesh dims, reduction and element type when every use of
-/// the group's results comes after its operand is computed; each group of
+/// (XLA's all-reduce combiner, restricted to one `spmd.reason`; gradients'
+/// reductions are left to the mode's buckets, asynchronous ones to their
+/// waits): in each block, an all_reduce joins the open group of earlier ones
+/// with its reason, mesh, mesh dims, reduction and element type when every use
+/// of the group's results comes after its operand is computed; each group of
 /// two or more becomes one all_reduce (fuseCollectives) after its last
 /// operand, its reason followed by ", <n> all_reduces fused". A BatchNorm
 /// under data parallelism reduces two batch sums in backward (of the
