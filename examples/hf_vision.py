@@ -1,5 +1,6 @@
-"""Hugging Face `transformers` image classifiers as spmd-capture factories,
-built from small configs with random weights (nothing is downloaded).
+"""Hugging Face `transformers` image models (classifiers, semantic
+segmentation) as spmd-capture factories, built from small configs with
+random weights (nothing is downloaded).
 
   spmd-capture --model 'examples/hf_vision.py:resnet(batch=6)' \
       --optimizer sgd -o r.mlir --bundle r.bundle
@@ -8,8 +9,10 @@ Each named factory (vit, resnet, convnext, mobilenet_v2) is
 `vision(model_type, ...)` with that family's config fields; `vision` takes
 any `transformers` model type that has an image-classification head, and
 `tiny(model_type)` makes any such config's common size fields tiny; a
-composite config (CLIP's, SigLIP's image tower beside a text tower) is
-sized through its `vision_config`. The
+composite config (CLIP's, SigLIP's image tower beside a text tower,
+UperNet's backbone) is sized through its `vision_config` or
+`backbone_config`. `task="segmentation"` makes a semantic segmentation
+model instead (a label per pixel). The
 model computes its own cross-entropy loss from `labels`, which
 spmd-capture takes from the output's `loss`. The model is in training
 mode: BatchNorm normalizes with the batch's statistics and updates its
@@ -25,17 +28,22 @@ import hf
 
 
 def vision(model_type, batch=4, image=32, channels=3, labels=10, seed=0,
-           dropout=None, **config_fields):
-    """A `transformers` `model_type` image classifier with random weights,
-    and a batch of random images [batch, channels, image, image] with
-    random class labels. `dropout`: None keeps the config's rates; a
-    number sets every rate that drops something (dropout, stochastic
-    depth's `drop_path_rate`)."""
+           dropout=None, task="classification", **config_fields):
+    """A `transformers` `model_type` image model with random weights, and a
+    batch of random images [batch, channels, image, image] with random
+    labels. `task`: "classification" (AutoModelForImageClassification, a
+    class per image) or "segmentation" (AutoModelForSemanticSegmentation,
+    a class per pixel, [batch, image, image], about one pixel in eight
+    the config's ignored label 255, which the loss skips). `dropout`: None
+    keeps the config's rates; a number sets every rate that drops
+    something (dropout, stochastic depth's `drop_path_rate`)."""
+    auto = {"classification": transformers.AutoModelForImageClassification,
+            "segmentation": transformers.AutoModelForSemanticSegmentation}[task]
     config = transformers.AutoConfig.for_model(model_type)
     config.num_labels = labels
-    # A composite config (CLIP's, SigLIP's) keeps the image tower's fields
-    # in its vision_config: sizes and rates go there, the head's labels
-    # stay on top.
+    # A composite config (CLIP's, SigLIP's, UperNet's) keeps the image
+    # tower's fields in its vision_config or backbone_config: sizes and
+    # rates go there, the head's labels stay on top.
     towers = _towers(config)
     for c in towers:
         c.num_channels = channels
@@ -53,7 +61,7 @@ def vision(model_type, batch=4, image=32, channels=3, labels=10, seed=0,
     # LeViT's with and without a distillation head) transformers picks by
     # `architectures`: the plain classifier, listed first.
     if not getattr(config, "architectures", None):
-        classes = transformers.AutoModelForImageClassification._model_mapping[type(config)]
+        classes = auto._model_mapping[type(config)]
         if isinstance(classes, (list, tuple)):
             config.architectures = [classes[0].__name__]
     # PyTorch's scaled-dot-product attention where the class has it (kept
@@ -62,21 +70,26 @@ def vision(model_type, batch=4, image=32, channels=3, labels=10, seed=0,
         config._attn_implementation = attention
         try:
             torch.manual_seed(seed)
-            model = transformers.AutoModelForImageClassification.from_config(config)
+            model = auto.from_config(config)
             break
         except ValueError as e:
             if attention == "eager" or "attention implementation" not in str(e):
                 raise
     pixels = torch.randn(batch, channels, image, image)
-    return model, {"pixel_values": pixels,
-                   "labels": torch.randint(0, labels, (batch,))}
+    if task == "classification":
+        return model, {"pixel_values": pixels,
+                       "labels": torch.randint(0, labels, (batch,))}
+    target = torch.randint(0, labels, (batch, image, image))
+    target[torch.rand(batch, image, image) < 0.125] = 255
+    return model, {"pixel_values": pixels, "labels": target}
 
 
 def _towers(config):
-    """The configs that size the model: `config` and, for a composite one
-    (an image tower with a text tower beside it), its `vision_config`."""
-    sub = getattr(config, "vision_config", None)
-    return [config] if sub is None else [config, sub]
+    """The configs that size the model: `config` and, for a composite one,
+    its `vision_config` (an image tower with a text tower beside it) or
+    `backbone_config` (a segmentation head's backbone: UperNet's)."""
+    subs = [getattr(config, k, None) for k in ("vision_config", "backbone_config")]
+    return [config] + [c for c in subs if c is not None]
 
 
 # Size fields of transformers' vision configs and their tiny values.

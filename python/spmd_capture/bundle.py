@@ -17,6 +17,7 @@ NOISE_DRAWS more under random rounding (_RandomRounding), the allowance
 of spmd-run --check and of the trace check.
 """
 import collections
+import contextlib
 import copy
 import json
 import math
@@ -150,11 +151,42 @@ class _Float64Graph(_Float64Kernels):
         return super().__torch_dispatch__(func, types, args, kwargs)
 
 
-def traced_float64(step, seed):
+class _DrawStrides(TorchDispatchMode):
+    """Appends to `strides` the strides of each tensor that a bernoulli_
+    call fills (dropout's `empty_like(x)`), in call order."""
+
+    def __init__(self, strides):
+        super().__init__()
+        self.strides = strides
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func is torch.ops.aten.bernoulli_.float:
+            self.strides.append(tuple(args[0].stride()))
+        return func(*args, **(kwargs or {}))
+
+
+def redraw(step, seed, eager_draws):
+    """Where the eager step's dropout masks (`eager_draws`, eager_step's
+    `draws`) were laid out otherwise than the traced graph's (Step.draws),
+    reruns the graph for step.outputs drawing in eager's layouts and
+    returns them (for traced_float64); else None. PyTorch's generator
+    fills in memory order, and eager kernels and PyTorch's decompositions
+    can lay a value out differently: ATen's upsampling of a 1x1 map is
+    contiguous, the decomposition's channels-last."""
+    if len(eager_draws) != len(step.draws) or tuple(eager_draws) == step.draws:
+        return None
+    torch.manual_seed(seed)
+    step.outputs = list(Run(step.graph_module, eager_draws).run(
+        *[a.value.clone() for a in step.args]))
+    return eager_draws
+
+
+def traced_float64(step, seed, draws=None):
     """The traced graph's results on float64 copies of the floating-point
-    arguments, under _Float64Graph after torch.manual_seed(seed); None
-    where the graph does not run that way (an op without a float64
-    kernel or decomposition, a dtype the graph bitcasts)."""
+    arguments, under _Float64Graph after torch.manual_seed(seed), drawing
+    its masks in `draws` (redraw) or the graph's layouts; None where the
+    graph does not run that way (an op without a float64 kernel or
+    decomposition, a dtype the graph bitcasts)."""
     values = [a.value.double() if a.value.is_floating_point() else a.value.clone()
               for a in step.args]
     torch.manual_seed(seed)
@@ -162,7 +194,7 @@ def traced_float64(step, seed):
     torch.set_default_dtype(torch.float64)
     try:
         with _Float64Graph():
-            return list(Run(step.graph_module).run(*values))
+            return list(Run(step.graph_module, draws).run(*values))
     except (RuntimeError, TypeError, ValueError, NotImplementedError):
         return None
     finally:
@@ -170,21 +202,24 @@ def traced_float64(step, seed):
 
 
 def eager_step(factory, optimizer, step, seed, float64=False, accumulate=1,
-               mixed_precision=None):
+               mixed_precision=None, draws=None):
     """(See _eager_step.) The float64 step runs under _Float64Kernels, with
     float64 the default dtype, so that what the model makes in forward
     follows its copy (XGLM's `torch.full((), finfo(dtype).min)` would not fit
-    a float32)."""
-    if not float64:
-        return _eager_step(factory, optimizer, step, seed, False, accumulate, mixed_precision)
-    default = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
-    try:
-        with _Float64Kernels():
-            return _eager_step(factory, optimizer, step, seed, True, accumulate,
+    a float32). `draws`: a list the strides of the step's dropout masks are
+    appended to (_DrawStrides)."""
+    with _DrawStrides(draws) if draws is not None else contextlib.nullcontext():
+        if not float64:
+            return _eager_step(factory, optimizer, step, seed, False, accumulate,
                                mixed_precision)
-    finally:
-        torch.set_default_dtype(default)
+        default = torch.get_default_dtype()
+        torch.set_default_dtype(torch.float64)
+        try:
+            with _Float64Kernels():
+                return _eager_step(factory, optimizer, step, seed, True, accumulate,
+                                   mixed_precision)
+        finally:
+            torch.set_default_dtype(default)
 
 
 def _copy_model(model):

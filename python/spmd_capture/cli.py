@@ -11,8 +11,8 @@ import traceback
 import torch
 
 from . import CaptureError
-from .bundle import (check_trace, eager_step, reference_and_noise, traced_float64,
-                     write_bundle)
+from .bundle import (check_trace, eager_step, redraw, reference_and_noise,
+                     traced_float64, write_bundle)
 from .emit import emit_module
 from .trace import MixedPrecision, Optimizer, load_factory, step_args, trace
 
@@ -116,14 +116,16 @@ def capture(args, spmd_opt, workdir):
     verify(spmd_opt, generic, pretty)
     reference = reference64 = noise = None
     if not no_reference:
+        eager_draws = []
         reference64 = eager_step(factory, optimizer, step, args.seed, float64=True,
-                                 accumulate=args.accumulate)
+                                 accumulate=args.accumulate, draws=eager_draws)
+        draws = redraw(step, args.seed, eager_draws)
         reference, noise = reference_and_noise(factory, optimizer, step, args.seed, reference64,
                                                accumulate=args.accumulate,
                                                mixed_precision=mixed)
         check_trace(step, reference, reference64, noise, optimizer,
                     mixed_precision=mixed is not None,
-                    traced64=traced_float64(step, args.seed))
+                    traced64=traced_float64(step, args.seed, draws))
     bundle = os.path.join(workdir, "bundle")
     write_bundle(bundle, step, reference, reference64, noise, {
         "model": args.model, "optimizer": optimizer.describe(), "seed": args.seed,

@@ -1667,6 +1667,8 @@ class Step:
     stepped: bool = True
     grads_after: frozenset = frozenset()
     grads_dropped: frozenset = frozenset()
+    # The strides of the masks `outputs` drew (Run.drawn), in order.
+    draws: tuple = ()
 
 
 class CarriesGradients(CaptureError):
@@ -2574,14 +2576,29 @@ def _view_as_reshape(target, args):
 
 class Run(torch.fx.Interpreter):
     """Runs a traced graph on real values, drawing random numbers as the
-    eager step did."""
+    eager step did. `draws`: the strides of the tensors the eager step's
+    bernoulli_ calls filled, in call order (bundle.draw_strides), where
+    they differ from the graph's layouts; None draws in the graph's."""
+
+    def __init__(self, module, draws=None):
+        super().__init__(module)
+        self.draws = None if draws is None else list(draws)
+        # The strides drawn in, in order (Step.draws).
+        self.drawn = []
 
     def call_function(self, target, args, kwargs):
         # Functionalization turned dropout's `empty_like(x).bernoulli_(p)`
-        # into `bernoulli.p`, which fills a contiguous tensor; PyTorch's
-        # generator fills in memory order, so draw in x's layout as eager did.
+        # into `bernoulli.p`, which fills a contiguous tensor. PyTorch's
+        # generator fills in memory order, so draw in eager's layout of x:
+        # x's own here, unless eager laid it out otherwise (ATen's
+        # upsampling of a 1x1 map is contiguous, PyTorch's decomposition
+        # channels-last).
         if target is aten.bernoulli.p:
-            return torch.empty_like(args[0]).bernoulli_(*args[1:], **kwargs)
+            x = args[0]
+            mask = torch.empty_strided(x.shape, self.draws.pop(0), dtype=x.dtype) \
+                if self.draws else torch.empty_like(x)
+            self.drawn.append(tuple(mask.stride()))
+            return mask.bernoulli_(*args[1:], **kwargs)
         # A slice_scatter dropped for its source (_drop_whole_slices) leaves
         # that source's layout, where the scatter's result was contiguous.
         return super().call_function(_view_as_reshape(target, args), args, kwargs)
@@ -3062,9 +3079,11 @@ def trace(factory, optimizer, args, seed, accumulate=1, fake=False,
         return Step(gm, args, results, outputs, module_records(model),
                     returned[0] if returned else None, constants, **done)
     torch.manual_seed(seed)
-    outputs = _Record(gm).run(*[a.value.clone() for a in args])
+    record = _Record(gm)
+    outputs = record.run(*[a.value.clone() for a in args])
     return Step(gm, args, results, list(outputs), module_records(model),
-                returned[0] if returned else None, constants, **done)
+                returned[0] if returned else None, constants, draws=tuple(record.drawn),
+                **done)
 
 
 def _accumulate_early(graph):

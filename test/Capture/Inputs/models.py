@@ -939,3 +939,34 @@ class SplitAtEnd(nn.Module):
 def split_at_end(batch=5):
     torch.manual_seed(0)
     return SplitAtEnd(), {"x": torch.randn(batch, 8), "target": torch.randn(batch)}
+
+
+class DropoutAfterUpsampling(nn.Module):
+    """Dropout on a tensor whose layout eager and the traced graph disagree
+    on (DPT's fusion stage): tokens reshaped into a channels-last feature
+    map, convolved down to 1x1, where channels-last and contiguous strides
+    are both valid, a residual block and bilinear upsampling. ATen's
+    kernels give the upsampled map contiguous strides, PyTorch's
+    decompositions channels-last ones, and the convolution after it and
+    the dropout's `empty_like(x)` follow. The mask must still be the eager step's."""
+
+    def __init__(self):
+        super().__init__()
+        self.down = nn.Conv2d(8, 8, 2, stride=2)
+        self.mix = nn.Conv2d(8, 8, 1)
+        self.up = nn.Conv2d(8, 8, 1)
+        self.head = nn.Conv2d(8, 2, 1)
+        self.drop = nn.Dropout(0.5)
+
+    def forward(self, tokens, target):
+        b = tokens.shape[0]
+        h = self.down(tokens.permute(0, 2, 1).reshape(b, 8, 2, 2))
+        h = h + self.mix(h.relu())
+        h = nn.functional.interpolate(h, scale_factor=2, mode="bilinear", align_corners=True)
+        return ((self.head(self.drop(self.up(h).relu())) - target) ** 2).mean()
+
+
+def dropout_after_upsampling(batch=5):
+    torch.manual_seed(0)
+    return DropoutAfterUpsampling(), {"tokens": torch.randn(batch, 4, 8),
+                                      "target": torch.randn(batch, 2, 2, 2)}
