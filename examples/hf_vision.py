@@ -131,8 +131,9 @@ def tiny(model_type, batch=5, image=32, **config_fields):
     """`vision(model_type)` with the config's common size fields made tiny,
     for trying a family whose own factory does not exist: hidden sizes 32
     (16 per stage step for staged models), 2 layers and heads, one block
-    per stage, one head per stage, GroupNorm in 8 groups, every drop rate
-    0 (`vision`'s `dropout`). Fields that a family
+    per stage, one head per stage, GroupNorm in 8 groups, attention
+    windows no larger than the last stage's map, every drop rate 0
+    (`vision`'s `dropout`). Fields that a family
     names otherwise keep their defaults; `config_fields` override. A
     family whose stage fields must agree with each other (HGNet-V2's
     stage_in/mid/out_channels, TextNet's stem_out_channels and
@@ -140,6 +141,12 @@ def tiny(model_type, batch=5, image=32, **config_fields):
     fields = {}
     for config in _towers(transformers.AutoConfig.for_model(model_type)):
         fields.update(_tiny_fields(config))
+        # Windowed attention (Swin's): a window no larger than the last
+        # stage's feature map, which transformers' shifted-window mask needs.
+        window, patch = getattr(config, "window_size", None), getattr(config, "patch_size", None)
+        depths = getattr(config, "depths", None)
+        if isinstance(window, int) and isinstance(patch, int) and isinstance(depths, (list, tuple)):
+            fields["window_size"] = min(window, max(1, image // patch // 2 ** (len(depths) - 1)))
     fields.update(config_fields)
     return vision(model_type, batch=batch, image=image, dropout=0.0, **fields)
 
