@@ -93,10 +93,13 @@ def _towers(config):
 
 
 # Size fields of transformers' vision configs and their tiny values.
-# GroupNorm's num_groups (BiT's) divides every tiny channel count.
+# GroupNorm's num_groups (BiT's) divides every tiny channel count; the
+# latent array and its attention (Perceiver's) shrink too.
 _TINY_INTS = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2,
               "intermediate_size": 64, "embed_dim": 16, "projection_dim": 16,
-              "num_groups": 8}
+              "num_groups": 8, "num_latents": 16, "d_latents": 32,
+              "num_self_attends_per_block": 2, "num_self_attention_heads": 2,
+              "num_cross_attention_heads": 1}
 
 
 def _tiny_fields(config):
