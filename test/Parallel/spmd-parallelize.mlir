@@ -78,6 +78,41 @@ func.func @train_step(%x: tensor<8x8xf32> {spmd.fqn = "x", spmd.role = "input"} 
   return %r : tensor<8x8xf32>
 }
 
+// -----
+
+// fuseIndependentAllReduces: a BatchNorm's two backward batch sums (of the
+// gradient and of the gradient times the centred input) do not wait for
+// each other and go as one all_reduce of both; forward's variance is taken
+// about the reduced mean, so its sum waits for the mean's and stays apart.
+// The batch is large enough that reducing the statistics beats gathering
+// it.
+// CHECK-LABEL: func.func @train_step
+// CHECK: spmd.all_reduce {{.*}}spmd.phase = "forward", spmd.reason = "batch statistics of 'bn': [partial<sum>] -> [replicate]"} : tensor<4xf32>
+// CHECK: spmd.all_reduce {{.*}}spmd.phase = "forward", spmd.reason = "batch statistics of 'bn': [partial<sum>] -> [replicate]"} : tensor<4xf32>
+// CHECK: spmd.all_reduce {{.*}}spmd.reason = "batch statistics of 'bn' (backward): [partial<sum>] -> [replicate], 2 all_reduces fused"} : tensor<8xf32>
+// CHECK-NOT: batch statistics
+// CHECK: return
+func.func @train_step(%x: tensor<1048576x4xf32> {spmd.fqn = "x", spmd.role = "input"} loc("x"))
+    -> (tensor<f32> {spmd.role = "loss"}) attributes {spmd.modules = {bn = {classes = ["BatchNorm1d", "_BatchNorm"]}}} {
+  %s = aten.sum.dim_IntList %x {dim = array<i64: 0>, spmd.module = "bn", spmd.phase = "forward"} : (tensor<1048576x4xf32>) -> tensor<4xf32>
+  %mean = aten.div.Scalar %s {other = 1048576 : i64, spmd.module = "bn", spmd.phase = "forward"} : (tensor<4xf32>) -> tensor<4xf32>
+  %c = aten.sub.Tensor %x, %mean {spmd.module = "bn", spmd.phase = "forward"} : (tensor<1048576x4xf32>, tensor<4xf32>) -> tensor<1048576x4xf32>
+  %sq = aten.mul.Tensor %c, %c {spmd.module = "bn", spmd.phase = "forward"} : (tensor<1048576x4xf32>, tensor<1048576x4xf32>) -> tensor<1048576x4xf32>
+  %v = aten.sum.dim_IntList %sq {dim = array<i64: 0>, spmd.module = "bn", spmd.phase = "forward"} : (tensor<1048576x4xf32>) -> tensor<4xf32>
+  %rs = aten.rsqrt %v {spmd.module = "bn", spmd.phase = "forward"} : (tensor<4xf32>) -> tensor<4xf32>
+  %n = aten.mul.Tensor %c, %rs {spmd.module = "bn", spmd.phase = "forward"} : (tensor<1048576x4xf32>, tensor<4xf32>) -> tensor<1048576x4xf32>
+  %g1 = aten.sum.dim_IntList %n {dim = array<i64: 0>, spmd.module = "bn", spmd.phase = "backward"} : (tensor<1048576x4xf32>) -> tensor<4xf32>
+  %nc = aten.mul.Tensor %n, %c {spmd.module = "bn", spmd.phase = "backward"} : (tensor<1048576x4xf32>, tensor<1048576x4xf32>) -> tensor<1048576x4xf32>
+  %g2 = aten.sum.dim_IntList %nc {dim = array<i64: 0>, spmd.module = "bn", spmd.phase = "backward"} : (tensor<1048576x4xf32>) -> tensor<4xf32>
+  %e1 = aten.exp %g1 {spmd.module = "bn", spmd.phase = "backward"} : (tensor<4xf32>) -> tensor<4xf32>
+  %e2 = aten.exp %g2 {spmd.module = "bn", spmd.phase = "backward"} : (tensor<4xf32>) -> tensor<4xf32>
+  %a = aten.mul.Tensor %n, %e1 {spmd.module = "bn", spmd.phase = "backward"} : (tensor<1048576x4xf32>, tensor<4xf32>) -> tensor<1048576x4xf32>
+  %b = aten.mul.Tensor %a, %e2 {spmd.module = "bn", spmd.phase = "backward"} : (tensor<1048576x4xf32>, tensor<4xf32>) -> tensor<1048576x4xf32>
+  %l = aten.sum %b {spmd.module = "", spmd.phase = "loss"} : (tensor<1048576x4xf32>) -> tensor<f32>
+  return %l : tensor<f32>
+}
+
+
 // MODE: error: spmd-parallelize: unknown mode 'nope'; registered modes: ddp, fsdp, fsdp-tp, tp
 // MESH: error: spmd-parallelize: mesh '2x0' is not N or DPxTP with positive sizes
 // RANK: error: ddp runs on a 1-D mesh (dp); got a mesh of 2 dims
