@@ -978,6 +978,48 @@ TEST(RuntimeKernels, ConvolutionBackward) {
   expectF32(onlyGi, {1, -2, 0.5f + 2, -4, 1, -1, 2, -0.5f + 3, -6, 1.5f});
 }
 
+/// A depthwise convolution (summed tap by tap) equals the dense one
+/// (im2col and GEMM) whose weight is block-diagonal, forward and backward:
+/// stride, asymmetric padding and dilation, two images.
+TEST(RuntimeKernels, DepthwiseConvolutionAgainstDense) {
+  const int64_t c = 3, k = 3;
+  Buffer input = iota<float>({2, c, 5, 6});
+  std::vector<float> w(c * k * k), dense(c * c * k * k, 0);
+  for (int64_t ch = 0; ch < c; ++ch)
+    for (int64_t t = 0; t < k * k; ++t) {
+      w[ch * k * k + t] = 0.25f * float((ch + 1) * (t % 4) - t / 3);
+      dense[(ch * c + ch) * k * k + t] = w[ch * k * k + t];
+    }
+  Buffer dw = f32({c, 1, k, k}, w), dd = f32({c, c, k, k}, dense);
+  Buffer bias = f32({c}, {0.5f, -1, 2});
+  const int64_t stride[] = {1, 2}, pad[] = {1, 2}, dil[] = {1, 2};
+  Buffer outDw = empty(SPMD_F32, {2, c, 5, 3}),
+         outDd = empty(SPMD_F32, {2, c, 5, 3});
+  spmd_rt_convolution(outDw.get(), input.get(), dw.get(), bias.get(), 2, stride,
+                      2, pad, 2, dil, c);
+  spmd_rt_convolution(outDd.get(), input.get(), dd.get(), bias.get(), 2, stride,
+                      2, pad, 2, dil, 1);
+  expectF32(outDw, values<float>(outDd));
+
+  Buffer grad = iota<float>({2, c, 5, 3});
+  Buffer giDw = empty(SPMD_F32, {2, c, 5, 6}),
+         giDd = empty(SPMD_F32, {2, c, 5, 6});
+  Buffer gwDw = empty(SPMD_F32, {c, 1, k, k}),
+         gwDd = empty(SPMD_F32, {c, c, k, k});
+  spmd_rt_convolution_backward(giDw.get(), gwDw.get(), grad.get(), input.get(),
+                               dw.get(), 2, stride, 2, pad, 2, dil, c);
+  spmd_rt_convolution_backward(giDd.get(), gwDd.get(), grad.get(), input.get(),
+                               dd.get(), 2, stride, 2, pad, 2, dil, 1);
+  expectF32(giDw, values<float>(giDd));
+  // The depthwise weight gradient is the dense one's diagonal blocks.
+  const std::vector<float> gd = values<float>(gwDd);
+  std::vector<float> wantGw;
+  for (int64_t ch = 0; ch < c; ++ch)
+    for (int64_t t = 0; t < k * k; ++t)
+      wantGw.push_back(gd[(ch * c + ch) * k * k + t]);
+  expectF32(gwDw, wantGw);
+}
+
 TEST(RuntimeKernels, MaxPool2dWithIndices) {
   // [1, 3, 3], kernel 2, stride 1, padding 1: windows reach into the
   // padding, which is never picked; ceil_mode keeps a last partial window.

@@ -22,32 +22,41 @@ using namespace spmd::rt;
 
 namespace {
 
-/// Calls `fn(column, position, offset)` for every (column, output position)
-/// of one group's im2col matrix whose input element lies inside the plane,
-/// `offset` its index in the group's [C/g, D, H, W] input.
+/// Calls `fn(column, position, offset, count)` for every run of one group's
+/// im2col matrix row `column` whose input elements lie inside the plane:
+/// `count` consecutive output positions from `position`, reading the group's
+/// [C/g, D, H, W] input from `offset` at steps of the width stride. Runs
+/// are whole output rows less their padded ends, so the callers' inner
+/// loops have no bounds checks.
 template <typename Fn>
-void forEachTap(const WindowGeometry &g, int64_t channels, Fn &&fn) {
-  const int64_t plane = g.inPlane(), positions = g.outPlane();
+void forEachTapRun(const WindowGeometry &g, int64_t channels, Fn &&fn) {
+  const int64_t plane = g.inPlane(), width = g.in[2], step = g.stride[2];
   int64_t column = 0;
   for (int64_t c = 0; c < channels; ++c)
     for (int64_t kd = 0; kd < g.k[0]; ++kd)
       for (int64_t kh = 0; kh < g.k[1]; ++kh)
         for (int64_t kw = 0; kw < g.k[2]; ++kw, ++column) {
-          int64_t position = 0;
+          // iw = ow * step + shift lies in [0, width) for ow in [lo, hi).
+          const int64_t shift = kw * g.dilation[2] - g.pad[2];
+          const int64_t lo = shift >= 0 ? 0 : (step - 1 - shift) / step;
+          const int64_t hi =
+              shift >= width
+                  ? 0
+                  : std::min(g.out[2], (width - 1 - shift) / step + 1);
+          if (lo >= hi)
+            continue;
           for (int64_t od = 0; od < g.out[0]; ++od) {
             const int64_t id = od * g.stride[0] - g.pad[0] + kd * g.dilation[0];
+            if (id < 0 || id >= g.in[0])
+              continue;
             for (int64_t oh = 0; oh < g.out[1]; ++oh) {
               const int64_t ih =
                   oh * g.stride[1] - g.pad[1] + kh * g.dilation[1];
-              const bool rowInside =
-                  id >= 0 && id < g.in[0] && ih >= 0 && ih < g.in[1];
-              for (int64_t ow = 0; ow < g.out[2]; ++ow, ++position) {
-                const int64_t iw =
-                    ow * g.stride[2] - g.pad[2] + kw * g.dilation[2];
-                if (rowInside && iw >= 0 && iw < g.in[2])
-                  fn(column * positions + position,
-                     c * plane + (id * g.in[1] + ih) * g.in[2] + iw);
-              }
+              if (ih < 0 || ih >= g.in[1])
+                continue;
+              fn(column, (od * g.out[1] + oh) * g.out[2] + lo,
+                 c * plane + (id * g.in[1] + ih) * width + lo * step + shift,
+                 hi - lo);
             }
           }
         }
@@ -65,16 +74,38 @@ bool isPointwise(const WindowGeometry &g) {
 /// One group's im2col matrix [C/g * K, positions] of `in` [C/g, D, H, W].
 template <typename T>
 void im2col(const WindowGeometry &g, int64_t channels, const T *in, T *col) {
-  std::fill(col, col + channels * g.window() * g.outPlane(), T(0));
-  forEachTap(g, channels,
-             [&](int64_t at, int64_t from) { col[at] = in[from]; });
+  const int64_t positions = g.outPlane();
+  const int64_t step = g.stride[2];
+  std::fill(col, col + channels * g.window() * positions, T(0));
+  forEachTapRun(
+      g, channels,
+      [&](int64_t column, int64_t position, int64_t from, int64_t count) {
+        T *to = col + column * positions + position;
+        for (int64_t j = 0; j < count; ++j)
+          to[j] = in[from + j * step];
+      });
 }
 
 /// Adds one group's im2col-shaped gradient back into `in` [C/g, D, H, W].
 template <typename T>
 void col2imAdd(const WindowGeometry &g, int64_t channels, const T *col, T *in) {
-  forEachTap(g, channels,
-             [&](int64_t at, int64_t from) { in[from] += col[at]; });
+  const int64_t positions = g.outPlane();
+  const int64_t step = g.stride[2];
+  forEachTapRun(
+      g, channels,
+      [&](int64_t column, int64_t position, int64_t from, int64_t count) {
+        const T *src = col + column * positions + position;
+        for (int64_t j = 0; j < count; ++j)
+          in[from + j * step] += src[j];
+      });
+}
+
+/// Whether each group is one input and one output channel (a depthwise
+/// convolution, groups = channels): its GEMMs would be a single row, so the
+/// kernels sum the taps directly instead of building the im2col matrix
+/// (the window's size times the input).
+bool isDepthwise(const WindowGeometry &g, int64_t groups) {
+  return g.channels == groups && g.outChannels == groups;
 }
 
 /// Calls `fn(k, window)` for each output position k of a plane, its
@@ -150,16 +181,31 @@ void spmd_rt_convolution(SpmdBuffer *out, const SpmdBuffer *input,
                        n_padding, padding, n_dilation, dilation, groups);
   const int64_t cg = g.channels / groups, og = g.outChannels / groups;
   const int64_t rows = cg * g.window(), positions = g.outPlane();
-  const bool pointwise = isPointwise(g);
+  const bool depthwise = isDepthwise(g, groups);
+  const bool pointwise = !depthwise && isPointwise(g);
+  const int64_t step = g.stride[2];
   dispatch<kFloat>(out->dtype, kernel, [&](auto tag) {
     using T = decltype(tag);
     const T *x = dataOf<T>(input);
     const T *w = dataOf<T>(weight);
     T *o = dataOf<T>(out);
-    std::vector<T> col(pointwise ? 0 : rows * positions);
+    std::vector<T> col(pointwise || depthwise ? 0 : rows * positions);
     for (int64_t i = 0; i < g.n; ++i)
       for (int64_t grp = 0; grp < groups; ++grp) {
         const T *in = x + (i * g.channels + grp * cg) * g.inPlane();
+        if (depthwise) {
+          T *row = o + (i * g.outChannels + grp) * positions;
+          const T *taps = w + grp * rows;
+          std::fill(row, row + positions, T(0));
+          forEachTapRun(
+              g, 1,
+              [&](int64_t k, int64_t position, int64_t from, int64_t count) {
+                const T tap = taps[k];
+                for (int64_t j = 0; j < count; ++j)
+                  row[position + j] += tap * in[from + j * step];
+              });
+          continue;
+        }
         if (!pointwise)
           im2col(g, cg, in, col.data());
         gemm<T>(og, positions, rows, T(1), w + grp * og * rows, false,
@@ -198,7 +244,9 @@ void spmd_rt_convolution_backward(SpmdBuffer *grad_input,
                   {grad_input, grad_weight});
   const int64_t cg = g.channels / groups, og = g.outChannels / groups;
   const int64_t rows = cg * g.window(), positions = g.outPlane();
-  const bool pointwise = isPointwise(g);
+  const bool depthwise = isDepthwise(g, groups);
+  const bool pointwise = !depthwise && isPointwise(g);
+  const int64_t step = g.stride[2];
   dispatch<kFloat>(input->dtype, kernel, [&](auto tag) {
     using T = decltype(tag);
     const T *x = dataOf<T>(input);
@@ -206,14 +254,40 @@ void spmd_rt_convolution_backward(SpmdBuffer *grad_input,
     const T *go = dataOf<T>(grad_output);
     T *gi = grad_input ? dataOf<T>(grad_input) : nullptr;
     T *gw = grad_weight ? dataOf<T>(grad_weight) : nullptr;
-    std::vector<T> col(pointwise ? 0 : rows * positions);
+    std::vector<T> col(pointwise || depthwise ? 0 : rows * positions);
     if (gi && !pointwise)
       std::fill(gi, gi + grad_input->numel, T(0));
+    if (gw && depthwise)
+      std::fill(gw, gw + grad_weight->numel, T(0));
     for (int64_t i = 0; i < g.n; ++i)
       for (int64_t grp = 0; grp < groups; ++grp) {
         const size_t inAt = (i * g.channels + grp * cg) * g.inPlane();
         const T *dy = go + (i * g.outChannels + grp * og) * positions;
         const T *wg = w + grp * og * rows;
+        // Depthwise: each tap's products, summed into the weight gradient
+        // and scattered into the input gradient directly.
+        if (depthwise) {
+          const T *in = x + inAt;
+          T *gin = gi ? gi + inAt : nullptr;
+          T *gtaps = gw ? gw + grp * rows : nullptr;
+          forEachTapRun(
+              g, 1,
+              [&](int64_t k, int64_t position, int64_t from, int64_t count) {
+                const T *d = dy + position;
+                if (gtaps) {
+                  T sum = 0;
+                  for (int64_t j = 0; j < count; ++j)
+                    sum += d[j] * in[from + j * step];
+                  gtaps[k] += sum;
+                }
+                if (gin) {
+                  const T tap = wg[k];
+                  for (int64_t j = 0; j < count; ++j)
+                    gin[from + j * step] += tap * d[j];
+                }
+              });
+          continue;
+        }
         // The weight gradient [O/g, rows] sums dy x columns^T over images.
         if (gw) {
           const T *columns = x + inAt;
