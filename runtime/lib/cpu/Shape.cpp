@@ -220,21 +220,32 @@ void spmd_rt_constant_pad_nd(SpmdBuffer *out, const SpmdBuffer *self, int32_t n,
     before[rank - 1 - k] = pad[2 * k];
   int64_t selfStrides[SPMD_MAX_RANK];
   contiguousStrides(rank, self->shape, selfStrides);
+  // The last dim's overlap [first, last) in self's coordinates, copied as
+  // one run per row of out whose outer indices all land inside self.
+  const int64_t inner = rank ? self->shape[rank - 1] : 1;
+  const int64_t outInner = rank ? out->shape[rank - 1] : 1;
+  const int64_t shift = rank ? before[rank - 1] : 0;
+  const int64_t first = std::max<int64_t>(0, -shift);
+  const int64_t last = std::min(inner, outInner - shift);
   withInputAs(kernel, out, self, [&](auto tag, const auto *in) {
     using T = decltype(tag);
     T *o = dataOf<T>(out);
-    const T fill = convertElem<T>(value);
+    std::fill(o, o + out->numel, convertElem<T>(value));
+    if (first >= last || out->numel == 0)
+      return;
     int64_t index[SPMD_MAX_RANK] = {};
-    for (int64_t i = 0, e = out->numel; i < e; ++i) {
+    for (int64_t row = 0, rows = out->numel / outInner; row < rows; ++row) {
       int64_t from = 0;
       bool inside = true;
-      for (int32_t d = 0; d < rank && inside; ++d) {
-        int64_t at = index[d] - before[d];
+      for (int32_t d = 0; d + 1 < rank && inside; ++d) {
+        const int64_t at = index[d] - before[d];
         inside = at >= 0 && at < self->shape[d];
         from += at * selfStrides[d];
       }
-      o[i] = inside ? in[from] : fill;
-      for (int32_t d = rank - 1; d >= 0 && ++index[d] == out->shape[d]; --d)
+      if (inside)
+        for (int64_t j = first; j < last; ++j)
+          o[row * outInner + j + shift] = in[from + j];
+      for (int32_t d = rank - 2; d >= 0 && ++index[d] == out->shape[d]; --d)
         index[d] = 0;
     }
   });
