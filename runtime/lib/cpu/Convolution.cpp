@@ -5,8 +5,10 @@
 // ow) holds the input element that kernel tap meets at that output
 // position, 0 in the padding. The forward is weight [O/g, C/g * K] x
 // columns; the backward's weight gradient is grad_output x columns^T and
-// its input gradient is weight^T x grad_output folded back (col2im). One
-// and two spatial dims are run as three with leading dims of size 1.
+// its input gradient is weight^T x grad_output folded back (col2im). A
+// depthwise convolution (a channel per group) sums its taps directly, as its
+// GEMMs would be single rows. One and two spatial dims are run as three with
+// leading dims of size 1.
 //
 //===----------------------------------------------------------------------===//
 
