@@ -34,7 +34,8 @@ def vision(model_type, batch=4, image=32, channels=3, labels=10, seed=0,
     labels. `task`: "classification" (AutoModelForImageClassification, a
     class per image) or "segmentation" (AutoModelForSemanticSegmentation,
     a class per pixel, [batch, image, image], about one pixel in eight
-    the config's ignored label 255, which the loss skips). `dropout`: None
+    the config's ignored label, 255 in every family, which the loss
+    skips). `dropout`: None
     keeps the config's rates; a number sets every rate that drops
     something (dropout, stochastic depth's `drop_path_rate`)."""
     auto = {"classification": transformers.AutoModelForImageClassification,
@@ -79,8 +80,10 @@ def vision(model_type, batch=4, image=32, channels=3, labels=10, seed=0,
     if task == "classification":
         return model, {"pixel_values": pixels,
                        "labels": torch.randint(0, labels, (batch,))}
+    ignored = getattr(config, "semantic_loss_ignore_index",
+                      getattr(config, "loss_ignore_index", 255))
     target = torch.randint(0, labels, (batch, image, image))
-    target[torch.rand(batch, image, image) < 0.125] = 255
+    target[torch.rand(batch, image, image) < 0.125] = ignored
     return model, {"pixel_values": pixels, "labels": target}
 
 

@@ -2577,7 +2577,7 @@ def _view_as_reshape(target, args):
 class Run(torch.fx.Interpreter):
     """Runs a traced graph on real values, drawing random numbers as the
     eager step did. `draws`: the strides of the tensors the eager step's
-    bernoulli_ calls filled, in call order (bundle.draw_strides), where
+    bernoulli_ calls filled, in call order (bundle._DrawStrides), where
     they differ from the graph's layouts; None draws in the graph's."""
 
     def __init__(self, module, draws=None):
